@@ -1,0 +1,6 @@
+"""`python -m diagnose` is the same as the `diagnose` console script."""
+import sys
+
+from diagnose.cli import main
+
+sys.exit(main())

@@ -1,0 +1,290 @@
+"""The child process: runs the workload under torch.profiler and writes the capture folder.
+
+Run as `python -m diagnose.capture.child SPEC.json`. This is the only module of diagnose that
+imports torch. Whatever happens to the workload (exception, OOM, sys.exit), the trace recorded
+so far and a meta.json saying what happened are written before the process ends.
+"""
+from __future__ import annotations
+
+import contextlib
+import datetime as _dt
+import importlib.util
+import json
+import os
+import platform
+import runpy
+import sys
+import time
+import traceback
+from pathlib import Path
+
+from diagnose.capture.spec import CAPTURE_SCHEMA, CaptureSpec
+from diagnose.capture.steps import EnoughSteps, StepTracker
+
+TRACE_FILE = "trace.json.gz"
+
+
+class Progress:
+    """Writes JSON lines describing capture phases to the fd the parent handed over."""
+
+    def __init__(self):
+        fd = os.environ.get("DIAGNOSE_PROGRESS_FD")
+        self._stream = os.fdopen(int(fd), "w", buffering=1) if fd else None
+
+    def __call__(self, phase: str, done: int = 0, total: int = 0, **extra) -> None:
+        """Report that `phase` has reached `done` of `total`."""
+        if self._stream is None:
+            return
+        with contextlib.suppress(OSError, ValueError):
+            self._stream.write(json.dumps({"phase": phase, "done": done, "total": total, **extra}) + "\n")
+
+
+def device_info(torch) -> dict:
+    """What ran the capture: GPU name, SM count, memory, torch/CUDA/Python versions."""
+    info = {
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "python": platform.python_version(),
+    }
+    if torch.cuda.is_available():
+        props = torch.cuda.get_device_properties(0)
+        info.update(
+            name=props.name,
+            sm_count=props.multi_processor_count,
+            total_memory_bytes=props.total_memory,
+            compute_capability=f"{props.major}.{props.minor}",
+        )
+    else:
+        info["name"] = "CPU only (no CUDA device visible)"
+    return info
+
+
+def load_function(path: str, name: str):
+    """Import the file at `path` as a module (its folder on sys.path) and return `name` from it."""
+    file = Path(path).resolve()
+    sys.path.insert(0, str(file.parent))
+    module_spec = importlib.util.spec_from_file_location(file.stem, file)
+    module = importlib.util.module_from_spec(module_spec)
+    sys.modules[file.stem] = module
+    module_spec.loader.exec_module(module)
+    if not hasattr(module, name):
+        raise LookupError(f"{path} has no attribute {name!r}")
+    return getattr(module, name)
+
+
+class CaptureSession:
+    """One capture: owns the profiler, the meta.json contents and the output folder."""
+
+    def __init__(self, spec: CaptureSpec):
+        self.spec = spec
+        self.out = Path(spec.out_dir)
+        self.progress = Progress()
+        self.torch = None
+        self.profiler = None
+        self.meta = {
+            "schema": CAPTURE_SCHEMA,
+            "target": spec.target,
+            "mode": spec.mode,
+            "params": spec.params,
+            "argv": spec.argv,
+            "status": "running",
+            "error": None,
+            "recorded_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+            "steps": {"warmup": spec.warmup, "profiled": 0, "how": None},
+            "timing": None,
+            "files": {"trace": None, "log": "workload.log"},
+        }
+
+    # -- bookkeeping -------------------------------------------------------------------------
+    def write_meta(self) -> None:
+        """Write meta.json atomically, so the parent never reads half a file."""
+        tmp = self.out / "meta.json.tmp"
+        tmp.write_text(json.dumps(self.meta, indent=2, default=str))
+        tmp.replace(self.out / "meta.json")
+
+    def sync(self) -> None:
+        """Wait for the GPU (no-op without CUDA)."""
+        if self.torch.cuda.is_available():
+            self.torch.cuda.synchronize()
+
+    @contextlib.contextmanager
+    def step_range(self, label: str):
+        """A profiler range and an NVTX range (for Nsight Compute filtering) around one step."""
+        torch = self.torch
+        nvtx = torch.cuda.is_available()
+        if nvtx:
+            with contextlib.suppress(Exception):
+                torch.cuda.nvtx.range_push(label)
+        try:
+            with torch.profiler.record_function(label):
+                yield
+        finally:
+            if nvtx:
+                with contextlib.suppress(Exception):
+                    torch.cuda.nvtx.range_pop()
+
+    def start_profiler(self) -> None:
+        """Start torch.profiler with CPU and (when present) CUDA activities."""
+        torch = self.torch
+        activities = [torch.profiler.ProfilerActivity.CPU]
+        if torch.cuda.is_available():
+            activities.append(torch.profiler.ProfilerActivity.CUDA)
+        self.profiler = torch.profiler.profile(
+            activities=activities,
+            record_shapes=self.spec.record_shapes,
+            profile_memory=self.spec.profile_memory,
+            with_stack=False,
+        )
+        self.profiler.start()
+
+    def stop_profiler(self) -> None:
+        """Stop the profiler (if running) and write the trace; safe to call twice."""
+        prof, self.profiler = self.profiler, None
+        if prof is None:
+            return
+        self.progress("export")
+        with contextlib.suppress(Exception):
+            self.sync()
+        try:
+            prof.stop()
+            prof.export_chrome_trace(str(self.out / TRACE_FILE))
+            self.meta["files"]["trace"] = TRACE_FILE
+        except Exception as exc:  # a broken export must not hide the workload's own outcome
+            self.meta.setdefault("warnings", []).append(f"trace export failed: {exc}")
+
+    def record_timing(self, per_step_s: list[float], source: str) -> None:
+        """Store step times measured without the profiler."""
+        if not per_step_s:
+            self.meta["timing"] = {"source": source, "unprofiled_step_us": []}
+            return
+        us = sorted(t * 1e6 for t in per_step_s)
+        self.meta["timing"] = {
+            "source": source,
+            "unprofiled_step_us": [round(t * 1e6, 3) for t in per_step_s],
+            "median_us": round(us[len(us) // 2], 3),
+            "min_us": round(us[0], 3),
+            "mean_us": round(sum(us) / len(us), 3),
+        }
+
+    # -- modes -------------------------------------------------------------------------------
+    def run_function(self) -> None:
+        """Function mode: warm up, time without the profiler, then profile a few steps."""
+        spec, torch = self.spec, self.torch
+        self.progress("build")
+        factory = load_function(spec.path, spec.function)
+        step = factory(**spec.params)
+        if not callable(step):
+            raise TypeError(f"{spec.function}(**params) must return a zero-argument callable, "
+                            f"got {type(step).__name__}")
+        self.meta["steps"]["how"] = f"each call of the callable returned by {spec.function}()"
+        for i in range(spec.warmup):
+            self.progress("warmup", i, spec.warmup)
+            step()
+        self.sync()
+        times = []
+        for i in range(spec.timed_steps):
+            self.progress("timing", i, spec.timed_steps)
+            t0 = time.perf_counter()
+            step()
+            self.sync()
+            times.append(time.perf_counter() - t0)
+        self.record_timing(times, f"{spec.timed_steps} steps without the profiler, "
+                                  "synchronised after each step")
+        self.start_profiler()
+        with self.step_range("diagnose/warmup 0"):  # absorbs the profiler's own start-up cost
+            step()
+        for i in range(spec.steps):
+            self.progress("profile", i, spec.steps)
+            with self.step_range(f"diagnose/step {i}"):
+                step()
+            self.meta["steps"]["profiled"] = i + 1
+        self.sync()
+        self.stop_profiler()
+
+    def run_script(self) -> None:
+        """Script mode: run the file as __main__ with step boundaries found by hooks."""
+        spec = self.spec
+        tracker = StepTracker(self)
+        tracker.install()
+        sys.argv = [spec.path, *spec.argv]
+        sys.path.insert(0, str(Path(spec.path).resolve().parent))
+        self.start_profiler()
+        self.progress("run", 0, 0)
+        try:
+            runpy.run_path(spec.path, run_name="__main__")
+        finally:
+            tracker.finish()
+
+    # -- driver ------------------------------------------------------------------------------
+    def run(self) -> int:
+        """Run the capture and return the child's exit status (0 ok, 3 workload failed)."""
+        self.out.mkdir(parents=True, exist_ok=True)
+        self.write_meta()
+        try:
+            import torch
+        except ImportError:
+            self.fail("failed", "ImportError", "torch is not installed in the Python that runs the workload")
+            return 3
+        self.torch = torch
+        self.meta["device"] = device_info(torch)
+        self.write_meta()
+        status = 0
+        try:
+            self.run_function() if self.spec.mode == "function" else self.run_script()
+            self.meta["status"] = "ok"
+        except EnoughSteps:
+            self.meta["status"] = "ok"
+        except SystemExit as exc:
+            ok = exc.code in (None, 0)
+            self.meta["status"] = "ok" if ok else "failed"
+            if not ok:
+                self.fail("failed", "SystemExit", f"the script exited with status {exc.code}")
+                status = 3
+        except BaseException as exc:  # the workload's failure is data, not a crash of diagnose
+            kind = "oom" if is_out_of_memory(torch, exc) else "failed"
+            self.fail(kind, type(exc).__name__, str(exc).strip().splitlines()[0] if str(exc).strip() else "",
+                      traceback.format_exc(limit=-8))
+            status = 3
+        finally:
+            self.stop_profiler()
+            self.meta["memory"] = memory_summary(torch)
+            self.write_meta()
+        return status
+
+    def fail(self, kind: str, exc_type: str, message: str, tb: str = "") -> None:
+        """Record a workload failure in meta.json."""
+        self.meta["status"] = kind
+        self.meta["error"] = {"type": exc_type, "message": message[:2000], "traceback": tb[-4000:]}
+
+
+def is_out_of_memory(torch, exc: BaseException) -> bool:
+    """True for CUDA (or host) out-of-memory errors."""
+    oom_type = getattr(torch.cuda, "OutOfMemoryError", ())
+    return isinstance(exc, (MemoryError,) + ((oom_type,) if oom_type else ())) or \
+        "out of memory" in str(exc).lower()
+
+
+def memory_summary(torch) -> dict | None:
+    """Peak allocator figures of device 0, when CUDA is present."""
+    if torch is None or not torch.cuda.is_available():
+        return None
+    try:
+        stats = torch.cuda.memory_stats()
+        return {
+            "max_allocated_bytes": torch.cuda.max_memory_allocated(),
+            "max_reserved_bytes": torch.cuda.max_memory_reserved(),
+            "num_alloc_retries": stats.get("num_alloc_retries", 0),
+            "num_ooms": stats.get("num_ooms", 0),
+        }
+    except Exception:
+        return None
+
+
+def main() -> int:
+    """Entry point of the child process."""
+    spec = CaptureSpec.from_json(Path(sys.argv[1]).read_text())
+    return CaptureSession(spec).run()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
