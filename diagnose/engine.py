@@ -1,0 +1,152 @@
+"""The rules engine: what a rule is, and how a trace becomes a Diagnosis.
+
+A rule declares its id, the cheat-sheet row it encodes, its named thresholds and the inputs it
+needs. The engine skips (with the reason) every rule whose inputs the trace lacks, runs the
+rest against shared metrics, and sorts the findings by estimated impact.
+"""
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import sys
+from typing import ClassVar
+
+from diagnose.config import Config
+from diagnose.findings import Checked, Diagnosis, Finding, Skipped, fmt
+from diagnose.metrics import Metrics, views
+from diagnose.trace.model import Trace
+
+
+@dataclasses.dataclass(frozen=True)
+class Threshold:
+    """A named, documented, overridable threshold of a rule."""
+
+    name: str
+    default: float
+    unit: str
+    doc: str
+
+
+@dataclasses.dataclass
+class Quiet:
+    """A rule ran and found nothing; `detail` says which numbers decided it."""
+
+    detail: str
+
+
+@dataclasses.dataclass
+class Skip:
+    """A rule decided at run time that it cannot judge this input."""
+
+    reason: str
+
+
+class Rule:
+    """Base class of every rule in rules/. The module docstring is the rule's documentation."""
+
+    id: ClassVar[str]
+    title: ClassVar[str]
+    cheat_sheet: ClassVar[dict]  # bottleneck, signal, fix, impact
+    needs: ClassVar[tuple[str, ...]] = ()
+    thresholds: ClassVar[tuple[Threshold, ...]] = ()
+
+    def check(self, ctx: "Context", t: dict[str, float]) -> Finding | Quiet | Skip:
+        """Judge the trace; `t` maps threshold names to their values in force."""
+        raise NotImplementedError
+
+    @classmethod
+    def doc(cls) -> str:
+        """The rule's documentation: its module docstring."""
+        return inspect.getdoc(sys.modules[cls.__module__]) or ""
+
+
+NEEDS = {
+    "gpu": "GPU activity (kernels or copies)",
+    "launch-links": "kernels linked to their host launch calls (CUDA runtime events)",
+    "steps": "at least one measured step",
+}
+
+
+class Context:
+    """What a rule sees: the trace, its shared metrics, and the configuration."""
+
+    def __init__(self, trace: Trace, config: Config):
+        self.trace = trace
+        self.config = config
+        self.metrics = Metrics(trace, config.section("timeline"))
+
+    def missing(self, need: str) -> str | None:
+        """Why `need` is not available in this trace, or None when it is."""
+        trace = self.trace
+        if need == "gpu" and not trace.has_gpu_activity:
+            return "no GPU activity in the trace (a CPU-only run): nothing to judge on the GPU side"
+        if need == "launch-links" and (not len(trace.runtime) or trace.gpu["correlation"].isna().all()):
+            return "the trace does not link kernels to their host launch calls (no CUDA runtime events)"
+        if need == "steps" and not self.metrics.steps.windows:
+            return "no measured step could be found in the trace"
+        return None
+
+
+def diagnose_trace(trace: Trace, config: Config | None = None, rules: list | None = None) -> Diagnosis:
+    """Run every rule on `trace` and return the Diagnosis."""
+    from diagnose.rules import ALL_RULES
+
+    config = config or Config()
+    ctx = Context(trace, config)
+    findings, skipped, checked = [], [], []
+    for rule_cls in rules or ALL_RULES:
+        rule = rule_cls()
+        reason = next((r for r in map(ctx.missing, rule.needs) if r), None)
+        if reason:
+            skipped.append(Skipped(rule.id, reason))
+            continue
+        values = {th.name: config.threshold(rule.id, th) for th in rule.thresholds}
+        result = rule.check(ctx, values)
+        if isinstance(result, Skip):
+            skipped.append(Skipped(rule.id, result.reason))
+        elif isinstance(result, Quiet):
+            checked.append(Checked(rule.id, result.detail))
+        else:
+            findings.append(result)
+    findings.sort(key=_impact, reverse=True)
+    summary = ctx.metrics.summary() if trace.has_gpu_activity or len(trace.ops) else {}
+    diagnosis = Diagnosis(target=trace.source, device=trace.device, summary=summary,
+                          findings=findings, skipped=skipped, checked=checked,
+                          capture=_capture_summary(trace), warnings=list(trace.warnings))
+    diagnosis.verdict = verdict(diagnosis)
+    if trace.has_gpu_activity:
+        diagnosis.details = {"top_kernels": views.top_kernels(ctx.metrics),
+                             "step_timeline": views.step_timeline(ctx.metrics),
+                             "steps": views.per_step(ctx.metrics)}
+    return diagnosis
+
+
+def _impact(finding: Finding) -> tuple:
+    rank = {"high": 2, "medium": 1, "low": 0}[finding.severity]
+    return (finding.est_speedup or 1.0, rank)
+
+
+def _capture_summary(trace: Trace) -> dict:
+    meta = trace.capture or {}
+    if not meta:
+        return {}
+    keys = ("target", "mode", "status", "error", "steps", "timing", "memory", "recorded_at", "params")
+    return {k: meta.get(k) for k in keys if k in meta}
+
+
+def verdict(d: Diagnosis) -> str:
+    """One sentence: what limits this workload."""
+    if d.workload_failed:
+        err = d.capture.get("error") or {}
+        what = {"oom": "ran out of memory", "timeout": "timed out", "crashed": "crashed"}.get(
+            d.capture.get("status"), "failed")
+        return f"The workload {what}: {err.get('type', '')}: {err.get('message', '')}".strip().rstrip(":")
+    if d.findings:
+        top = d.findings[0]
+        gain = f" (est. {fmt(top.est_speedup)}× faster with {top.fixes[0].id})" if top.est_speedup and top.fixes else ""
+        return f"{top.title}{gain}."
+    busy = d.summary.get("gpu_busy_fraction")
+    ran = len(d.checked)
+    if busy is None:
+        return f"No bottleneck found; {len(d.skipped)} rules could not run on this trace."
+    return f"No bottleneck found by the {ran} rules that ran; the GPU is busy {busy:.0%} of each step."

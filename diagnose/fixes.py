@@ -1,0 +1,41 @@
+"""The catalogue of fixes, by the stable ids of ../shared/mission.md."""
+from __future__ import annotations
+
+from diagnose.findings import Fix
+
+CATALOGUE: dict[str, tuple[str, str]] = {
+    "cuda-graphs": ("Replay the step from a CUDA graph",
+                    "Capture the steady-state step once and replay it: one launch per step instead of one "
+                    "per kernel. torch.compile(mode=\"reduce-overhead\") does it for you; "
+                    "torch.cuda.CUDAGraph does it by hand (static input buffers, fixed shapes)."),
+    "torch-compile": ("Fuse with torch.compile",
+                      "torch.compile turns chains of pointwise and reduction ops into a few Triton kernels "
+                      "that read and write HBM once."),
+    "triton-kernel": ("Write a fused Triton kernel", "Hand-fuse the chain into one autotuned Triton kernel."),
+    "bf16-tensor-cores": ("Use tensor cores (bf16 / TF32 / autocast)",
+                          "Run matmuls in bf16 (torch.autocast) or allow TF32 for fp32 matmuls."),
+    "fp8": ("FP8 tensor cores", "Hopper doubles matmul throughput in FP8 (torch._scaled_mm, Transformer Engine, torchao)."),
+    "pad-dims": ("Pad matrix dimensions", "Pad M, N, K to multiples of 64/128 (at least 8 for 16-bit types)."),
+    "flash-attention": ("Fused attention (FlashAttention / cuDNN via SDPA)",
+                        "F.scaled_dot_product_attention with the flash or cuDNN backend never materialises T×T scores."),
+    "flex-attention": ("FlexAttention", "torch.nn.attention.flex_attention with a block_mask skips fully masked tiles."),
+    "paged-attention": ("Paged KV cache", "Allocate the KV cache in fixed blocks with a block table (as vLLM does)."),
+    "kv-quantization": ("Quantize the KV cache", "Store K and V in FP8 or INT4."),
+    "w4a16": ("4-bit weights, 16-bit activations", "AWQ/GPTQ weights with Marlin-class kernels cut weight bytes per token by 4×."),
+    "speculative-decoding": ("Speculative decoding", "A draft model proposes k tokens; one pass of the big model verifies them."),
+    "fsdp2": ("Shard with FSDP2", "torch.distributed.fsdp.fully_shard shards parameters, gradients and optimizer state."),
+    "tensor-parallel": ("Tensor parallelism", "Split large matmuls across GPUs over NVLink."),
+    "gguf-mmap": ("Q4_K_M GGUF + mmap", "For edge inference: 4-bit GGUF weights, memory-mapped."),
+    "activation-checkpointing": ("Activation checkpointing", "Recompute activations in backward instead of storing them."),
+    "remove-sync": ("Remove host-device syncs from the loop",
+                    "Keep values on the GPU (.item(), .cpu(), print of a tensor and torch.cuda.synchronize() each drain the queue)."),
+    "pinned-memory": ("Pinned host memory", "pin_memory=True in the DataLoader and .to(device, non_blocking=True)."),
+    "dataloader-workers": ("DataLoader workers", "num_workers > 0 (and persistent_workers=True) to prepare batches off the main process."),
+    "larger-batch": ("Larger batch", "More work per launch amortises fixed per-step costs."),
+}
+
+
+def fix(fix_id: str, code: str = "", how: str | None = None) -> Fix:
+    """A Fix from the catalogue, optionally with a case-specific code example or explanation."""
+    title, default_how = CATALOGUE[fix_id]
+    return Fix(id=fix_id, title=title, how=how or default_how, code=code)

@@ -1,0 +1,78 @@
+"""Metrics: pure functions of a Trace, computed once and shared by every rule."""
+from __future__ import annotations
+
+import functools
+
+import pandas as pd
+
+from diagnose.metrics.launches import join_launches
+from diagnose.metrics.step_time import StepBudget, step_budget
+from diagnose.metrics.steps import Steps, find_steps
+from diagnose.metrics.timeline import DEFAULTS as TIMELINE_DEFAULTS
+from diagnose.metrics.timeline import Timeline, build_timeline
+from diagnose.trace.model import Trace
+
+__all__ = ["Metrics", "TIMELINE_DEFAULTS"]
+
+
+class Metrics:
+    """Lazily computed, cached metrics of one trace."""
+
+    def __init__(self, trace: Trace, timeline_params: dict | None = None):
+        self.trace = trace
+        self.timeline_params = timeline_params or {}
+
+    @functools.cached_property
+    def steps(self) -> Steps:
+        """The measured step windows."""
+        return find_steps(self.trace)
+
+    @functools.cached_property
+    def timeline(self) -> Timeline:
+        """GPU busy time and classified gaps over the measured steps."""
+        return build_timeline(self.trace, self.steps, self.timeline_params)
+
+    @functools.cached_property
+    def budget(self) -> StepBudget:
+        """Per-step time split, on the unprofiled time base when available."""
+        return step_budget(self.steps, self.timeline, self.trace.capture)
+
+    @functools.cached_property
+    def launches(self) -> pd.DataFrame:
+        """Every GPU op joined to its launch call and CPU op."""
+        return join_launches(self.trace)
+
+    @functools.cached_property
+    def step_kernels(self) -> pd.DataFrame:
+        """GPU ops of the main device inside the measured steps, with launch information."""
+        tl = self.timeline
+        lo, hi = self.steps.start, self.steps.end
+        launches = self.launches
+        if tl.device is None:
+            return launches.iloc[0:0]
+        return launches[(launches["device"] == tl.device) & (launches["end"] > lo) & (launches["ts"] < hi)]
+
+    def summary(self) -> dict:
+        """The headline numbers of the report."""
+        b, tl = self.budget, self.timeline
+        steps = self.steps
+        return {
+            "steps_analysed": len(steps.windows),
+            "steps_found_by": steps.how,
+            "step_time_us": round(b.step_us, 3),
+            "profiled_step_time_us": round(b.profiled_step_us, 3),
+            "unprofiled_step_time_us": b.unprofiled_step_us,
+            "gpu_busy_fraction": round(min(1.0, b.busy_us / b.step_us), 4) if b.step_us else 0.0,
+            "gpu_busy_fraction_profiled": round(tl.busy_fraction, 4),
+            "gpu_busy_us_per_step": round(b.busy_us, 3),
+            "gpu_ops_per_step": round(len(tl.ops) / max(len(steps.windows), 1), 1),
+            "idle_us_per_step": {
+                "host_launch": round(b.host_paced_us, 3),
+                "host_other": round(b.host_silent_us, 3),
+                "host_after_sync": round(b.host_after_sync_us, 3),
+                "kernel_wait": round(b.kernel_wait_us, 3),
+                "other_wait": round(b.other_wait_us, 3),
+            },
+            "host_wait_share": round(b.share(b.host_paced_us + b.host_silent_us), 4),
+            "time_basis": b.basis,
+        }

@@ -1,0 +1,194 @@
+"""The GPU timeline of the measured steps: busy time, and every idle gap with its cause.
+
+Every gap between GPU operations (on the main device, all streams merged) inside the step
+windows is classified by the operation that ends it:
+
+- host: the call that launched that operation started after the GPU went idle, so the GPU was
+  waiting for the host. Its time is split into *paced* (the host was issuing CUDA calls at
+  most `host_silence_us` apart: dispatch and launch overhead) and *silent* (stretches longer
+  than that with no CUDA call at all: the host was busy elsewhere). `after_sync` marks gaps
+  that opened while the host sat in a synchronising call.
+- kernel: the launch was already queued when the GPU went idle and the gap is at most
+  `kernel_wait_max_us`: the fixed cost between dependent kernels.
+- other: queued but longer: waits on events, other streams or copies.
+
+These are HTA's host-wait / kernel-wait / other classes (with its 30 µs threshold read as µs,
+which is what its code compares against), refined by what the host was doing.
+"""
+from __future__ import annotations
+
+import dataclasses
+import re
+
+import numpy as np
+import pandas as pd
+
+from diagnose.metrics.steps import Steps
+from diagnose.trace.model import Trace
+
+SYNC_CALL = re.compile(r"Synchronize|^(?:cuda|hip)Memcpy(?:2D)?$|^cuMemcpy(?:DtoH|HtoD)(?:_v2)?$")
+GRAPH_LAUNCH = re.compile(r"GraphLaunch")
+
+DEFAULTS = {
+    "kernel_wait_max_us": 30.0,
+    "host_silence_us": 200.0,
+}
+
+GAP_COLUMNS = ["start", "end", "dur", "step", "kind", "next_name", "next_cat", "next_correlation", "launch_name",
+               "graph", "paced_us", "silent_us", "after_sync", "sync_name"]
+
+
+@dataclasses.dataclass
+class Timeline:
+    """GPU busy time and classified gaps over the measured steps of one device."""
+
+    device: int | None
+    window_us: float
+    busy_us: float
+    gaps: pd.DataFrame
+    ops: pd.DataFrame
+    per_step: pd.DataFrame
+
+    @property
+    def idle_us(self) -> float:
+        """Window time with no GPU operation running."""
+        return self.window_us - self.busy_us
+
+    @property
+    def busy_fraction(self) -> float:
+        """Share of the window with at least one GPU operation running."""
+        return self.busy_us / self.window_us if self.window_us > 0 else 0.0
+
+    def idle_by_kind(self) -> dict[str, float]:
+        """Idle µs per gap class (host / kernel / other)."""
+        sums = self.gaps.groupby("kind")["dur"].sum() if len(self.gaps) else {}
+        return {k: float(sums.get(k, 0.0)) for k in ("host", "kernel", "other")}
+
+
+def build_timeline(trace: Trace, steps: Steps, params: dict | None = None) -> Timeline:
+    """Compute the timeline of the main device over the measured step windows."""
+    p = {**DEFAULTS, **(params or {})}
+    device = trace.main_device
+    start, end = steps.start, steps.end
+    gpu = trace.gpu
+    if device is None or end <= start:
+        empty = pd.DataFrame(columns=GAP_COLUMNS)
+        return Timeline(device, max(end - start, 0.0), 0.0, empty, gpu.iloc[0:0], pd.DataFrame())
+    ops = gpu[(gpu["device"] == device) & (gpu["end"] > start) & (gpu["ts"] < end)]
+    ops = ops.sort_values("ts", kind="stable").reset_index(drop=True)
+    ts = np.clip(ops["ts"].to_numpy(float), start, end)
+    te = np.clip(ops["end"].to_numpy(float), start, end)
+    gaps, busy = _find_gaps(ts, te, start, end)
+    gaps = _classify(trace, ops, gaps, p)
+    gaps["step"] = _step_of(steps, gaps["start"].to_numpy(float))
+    per_step = _per_step(steps, ops, gaps)
+    return Timeline(device, end - start, busy, gaps[GAP_COLUMNS], ops, per_step)
+
+
+def _find_gaps(ts: np.ndarray, te: np.ndarray, start: float, end: float):
+    """Idle intervals between merged busy intervals; returns (gap frame, busy µs)."""
+    if len(ts) == 0:
+        return pd.DataFrame({"start": [start], "end": [end], "next": [-1]}), 0.0
+    running_end = np.maximum.accumulate(te)
+    prev_end = np.concatenate(([start], running_end[:-1]))
+    is_gap = ts > prev_end
+    g_start, g_end, g_next = prev_end[is_gap], ts[is_gap], np.nonzero(is_gap)[0]
+    if running_end[-1] < end:
+        g_start = np.append(g_start, running_end[-1])
+        g_end = np.append(g_end, end)
+        g_next = np.append(g_next, -1)
+    idle = float((g_end - g_start).sum())
+    return pd.DataFrame({"start": g_start, "end": g_end, "next": g_next}), (end - start) - idle
+
+
+def _classify(trace: Trace, ops: pd.DataFrame, gaps: pd.DataFrame, p: dict) -> pd.DataFrame:
+    runtime = trace.runtime
+    gaps = gaps.copy()
+    gaps["dur"] = gaps["end"] - gaps["start"]
+    nxt = gaps["next"].to_numpy()
+    has_next = nxt >= 0
+    next_rows = ops.iloc[nxt[has_next]]
+    gaps["next_name"] = None
+    gaps["next_cat"] = None
+    gaps.loc[has_next, "next_name"] = next_rows["name"].to_numpy()
+    gaps.loc[has_next, "next_cat"] = next_rows["cat"].to_numpy()
+    launches = runtime.dropna(subset=["correlation"]).drop_duplicates("correlation")
+    launches = launches.set_index("correlation")
+    corr = pd.Series(pd.NA, index=gaps.index, dtype="Int64")
+    corr[has_next] = next_rows["correlation"].to_numpy()
+    known = corr.notna() & corr.isin(launches.index)
+    launch_ts = pd.Series(np.nan, index=gaps.index)
+    launch_name = pd.Series(None, index=gaps.index, dtype=object)
+    if known.any():
+        matched = launches.loc[corr[known].astype("int64")]
+        launch_ts[known] = matched["ts"].to_numpy()
+        launch_name[known] = matched["name"].to_numpy()
+    gaps["launch_name"] = launch_name
+    gaps["next_correlation"] = corr
+    gaps["graph"] = launch_name.fillna("").str.contains(GRAPH_LAUNCH).to_numpy()
+    host = (~has_next) | (known & (launch_ts >= gaps["start"])).to_numpy()
+    kernel = ~host & (gaps["dur"] <= p["kernel_wait_max_us"]).to_numpy()
+    gaps["kind"] = np.where(host, "host", np.where(kernel, "kernel", "other"))
+    gaps["paced_us"], gaps["silent_us"] = _pacing(runtime, gaps, host, p["host_silence_us"])
+    gaps["after_sync"], gaps["sync_name"] = _after_sync(runtime, gaps, host)
+    return gaps
+
+
+def _pacing(runtime: pd.DataFrame, gaps: pd.DataFrame, host: np.ndarray, silence: float):
+    """Split each host gap into time the host spent issuing CUDA calls and silent stretches."""
+    calls = np.sort(runtime["ts"].to_numpy(float))
+    paced = np.zeros(len(gaps))
+    silent = np.zeros(len(gaps))
+    starts, ends = gaps["start"].to_numpy(float), gaps["end"].to_numpy(float)
+    lo = np.searchsorted(calls, starts, side="right")
+    hi = np.searchsorted(calls, ends, side="left")
+    for i in np.nonzero(host)[0]:
+        points = np.concatenate(([starts[i]], calls[lo[i]:hi[i]], [ends[i]]))
+        steps = np.diff(points)
+        silent[i] = steps[steps > silence].sum()
+        paced[i] = (ends[i] - starts[i]) - silent[i]
+    return paced, silent
+
+
+def _after_sync(runtime: pd.DataFrame, gaps: pd.DataFrame, host: np.ndarray):
+    """Whether a synchronising host call was in progress when the gap opened."""
+    syncs = runtime[runtime["name"].str.contains(SYNC_CALL)]
+    flag = np.zeros(len(gaps), dtype=bool)
+    names = np.full(len(gaps), None, dtype=object)
+    if not len(syncs):
+        return flag, names
+    s_ts, s_end = syncs["ts"].to_numpy(float), syncs["end"].to_numpy(float)
+    s_name = syncs["name"].to_numpy(object)
+    order = np.argsort(s_ts)
+    s_ts, s_end, s_name = s_ts[order], s_end[order], s_name[order]
+    starts = gaps["start"].to_numpy(float)
+    for i in np.nonzero(host)[0]:
+        j = np.searchsorted(s_ts, starts[i], side="right")  # syncs that began before the gap
+        lo = max(0, j - 8)
+        spanning = np.nonzero(s_end[lo:j] >= starts[i] - 1.0)[0]
+        if len(spanning):
+            flag[i] = True
+            names[i] = s_name[lo + spanning[-1]]
+    return flag, names
+
+
+def _step_of(steps: Steps, times: np.ndarray) -> np.ndarray:
+    starts = np.array([w.start for w in steps.windows])
+    return np.clip(np.searchsorted(starts, times, side="right") - 1, 0, max(len(starts) - 1, 0))
+
+
+def _per_step(steps: Steps, ops: pd.DataFrame, gaps: pd.DataFrame) -> pd.DataFrame:
+    rows = []
+    for w in steps.windows:
+        g = gaps[gaps["step"] == w.index]
+        idle = g.groupby("kind")["dur"].sum()
+        total_idle = float(g["dur"].sum())
+        rows.append({
+            "step": w.index, "label": w.label, "start": w.start, "duration_us": w.duration,
+            "gpu_ops": int(((ops["ts"] >= w.start) & (ops["ts"] < w.end)).sum()),
+            "busy_us": w.duration - total_idle,
+            "host_wait_us": float(idle.get("host", 0.0)),
+            "kernel_wait_us": float(idle.get("kernel", 0.0)),
+            "other_wait_us": float(idle.get("other", 0.0)),
+        })
+    return pd.DataFrame(rows)

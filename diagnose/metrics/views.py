@@ -1,0 +1,58 @@
+"""Plain-data views of the metrics for the reports: top kernels, one step's timeline, per-step table."""
+from __future__ import annotations
+
+import pandas as pd
+
+MAX_TIMELINE_ITEMS = 3000
+
+
+def top_kernels(metrics, limit: int = 15) -> list[dict]:
+    """The GPU ops that take most time per step, with the CPU op that launched each most often."""
+    ops = metrics.step_kernels
+    n = max(metrics.budget.n_steps, 1)
+    if not len(ops):
+        return []
+    busy = float(ops["dur"].sum()) or 1.0
+    grouped = ops.groupby("name", sort=False).agg(
+        kind=("cat", "first"), calls=("dur", "size"), total_us=("dur", "sum"), median_us=("dur", "median"),
+        op=("op_name", lambda s: s.mode().iat[0] if s.notna().any() else None),
+        dims=("input_dims", lambda s: _first_text(s)))
+    grouped = grouped.sort_values("total_us", ascending=False).head(limit)
+    return [{"name": name, "cat": row.kind, "calls_per_step": round(row.calls / n, 2),
+             "us_per_step": round(row.total_us / n, 3), "median_us": round(float(row.median_us), 3),
+             "share_of_gpu_time": round(row.total_us / busy, 4), "op": row.op, "input_dims": row.dims}
+            for name, row in grouped.iterrows()]
+
+
+def _first_text(series: pd.Series):
+    for value in series:
+        if isinstance(value, list):
+            return str(value)
+    return None
+
+
+def step_timeline(metrics) -> dict:
+    """GPU ops and classified gaps of the median-length measured step, times relative to its start."""
+    steps = metrics.steps.windows
+    if not steps or metrics.timeline.device is None:
+        return {}
+    ordered = sorted(steps, key=lambda w: w.duration)
+    window = ordered[len(ordered) // 2]
+    ops = metrics.timeline.ops
+    ops = ops[(ops["end"] > window.start) & (ops["ts"] < window.end)].head(MAX_TIMELINE_ITEMS)
+    gaps = metrics.timeline.gaps
+    gaps = gaps[gaps["step"] == window.index].head(MAX_TIMELINE_ITEMS)
+    return {
+        "step": window.index, "label": window.label, "duration_us": round(window.duration, 3),
+        "ops": [{"t": round(r.ts - window.start, 3), "dur": round(r.dur, 3), "name": r.name,
+                 "cat": r.cat, "stream": int(r.stream)} for r in ops.itertuples()],
+        "gaps": [{"t": round(r.start - window.start, 3), "dur": round(r.dur, 3), "kind": r.kind,
+                  "after_sync": bool(r.after_sync)} for r in gaps.itertuples()],
+        "note": "profiled time (the profiler stretches host-side gaps)",
+    }
+
+
+def per_step(metrics) -> list[dict]:
+    """The per-step table (profiled time)."""
+    frame = metrics.timeline.per_step
+    return [] if frame is None or not len(frame) else frame.round(3).to_dict("records")

@@ -1,0 +1,99 @@
+"""Resolve an analysis target (trace file or capture folder) into a Trace, or a clear InputError."""
+from __future__ import annotations
+
+import gzip
+import json
+import zlib
+from pathlib import Path
+
+import msgspec
+
+from diagnose.errors import InputError
+from diagnose.trace import kineto
+from diagnose.trace.frames import build_frames
+from diagnose.trace.model import Trace
+
+TRACE_NAMES = ("trace.json.gz", "trace.json")
+
+
+def load_target(path: str | Path) -> Trace:
+    """Load a kineto trace (.json / .json.gz) or a capture folder written by diagnose."""
+    path = Path(path)
+    if not path.exists():
+        raise InputError(f"{path}: no such file or folder")
+    if path.is_dir():
+        return load_capture_folder(path)
+    return load_trace_file(path)
+
+
+def load_capture_folder(folder: Path) -> Trace:
+    """A capture folder: meta.json plus (when the workload got that far) trace.json.gz."""
+    meta_path = folder / "meta.json"
+    trace_path = next((folder / n for n in TRACE_NAMES if (folder / n).exists()), None)
+    if not meta_path.exists() and trace_path is None:
+        raise InputError(f"{folder}: not a capture folder (no meta.json or trace.json.gz in it)")
+    meta = {}
+    if meta_path.exists():
+        try:
+            meta = json.loads(meta_path.read_text())
+        except (ValueError, OSError) as exc:
+            raise InputError(f"{meta_path}: unreadable capture metadata ({exc})") from None
+    if trace_path is None:
+        trace = empty_trace(str(folder))
+    else:
+        trace = load_trace_file(trace_path, allow_empty=meta.get("status") not in (None, "ok"))
+    trace.capture = meta
+    trace.source = str(folder)
+    return trace
+
+
+def read_bytes(path: Path) -> bytes:
+    """The file's bytes, gunzipped when it is gzip (by magic number, whatever its name)."""
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    if raw[:2] == b"\x1f\x8b":
+        try:
+            return gzip.decompress(raw)
+        except (EOFError, OSError, zlib.error) as exc:
+            raise InputError(f"{path}: truncated or corrupt gzip file ({exc})") from None
+    return raw
+
+
+def load_trace_file(path: Path, allow_empty: bool = False) -> Trace:
+    """Read one kineto trace file; raises InputError for anything that is not one."""
+    raw = read_bytes(path)
+    if not raw.strip():
+        if allow_empty:
+            return empty_trace(str(path))
+        raise InputError(f"{path}: the file is empty")
+    try:
+        decoded, warnings = kineto.decode(raw)
+    except msgspec.DecodeError as exc:
+        raise InputError(f"{path}: not a JSON trace ({exc})") from None
+    except kineto.NotATrace:
+        raise InputError(f"{path}: not a PyTorch profiler (kineto) trace: it has no traceEvents list") from None
+    events = decoded.traceEvents or []
+    if not events:
+        if allow_empty:
+            return empty_trace(str(path))
+        raise InputError(f"{path}: the trace holds no events")
+    frames = build_frames(events, warnings)
+    if not (len(frames["gpu"]) or len(frames["ops"]) or len(frames["runtime"])):
+        raise InputError(f"{path}: no PyTorch profiler events in it (no CPU ops, kernels or CUDA calls): "
+                         "is it a trace from another tool?")
+    return Trace(
+        source=str(path), gpu=frames["gpu"], runtime=frames["runtime"], ops=frames["ops"],
+        gpu_annotations=frames["gpu_annotations"], syncs=frames["syncs"], memory=frames["memory"],
+        device_properties=decoded.deviceProperties or [], distributed=decoded.distributedInfo,
+        warnings=warnings, t0_us=frames["t0"],
+    )
+
+
+def empty_trace(source: str) -> Trace:
+    """A trace with no events: what a workload that failed before profiling leaves."""
+    frames = build_frames([], [])
+    return Trace(source=source, gpu=frames["gpu"], runtime=frames["runtime"], ops=frames["ops"],
+                 gpu_annotations=frames["gpu_annotations"], syncs=frames["syncs"],
+                 memory=frames["memory"])

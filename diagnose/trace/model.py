@@ -1,0 +1,82 @@
+"""The Trace: a kineto trace held as pandas frames, plus what the capture said about itself."""
+from __future__ import annotations
+
+import dataclasses
+
+import pandas as pd
+
+
+@dataclasses.dataclass
+class Trace:
+    """One rank's trace.
+
+    Frames (times in µs from the first event):
+      gpu              kernels, memcpys and memsets (`cat`), with launch geometry
+      runtime          CUDA runtime/driver calls (launches, syncs, copies) on the host
+      ops              CPU ops and user annotations (step ranges among them)
+      gpu_annotations  user annotations as the GPU timeline shows them
+      syncs            CUPTI synchronisation records (kineto `cuda_sync`)
+      memory           allocator events (profile_memory=True)
+    """
+
+    source: str
+    gpu: pd.DataFrame
+    runtime: pd.DataFrame
+    ops: pd.DataFrame
+    gpu_annotations: pd.DataFrame
+    syncs: pd.DataFrame
+    memory: pd.DataFrame
+    device_properties: list = dataclasses.field(default_factory=list)
+    distributed: dict | None = None
+    capture: dict | None = None
+    warnings: list = dataclasses.field(default_factory=list)
+    t0_us: float = 0.0
+
+    @property
+    def kernels(self) -> pd.DataFrame:
+        """GPU kernels only (no memcpy/memset)."""
+        return self.gpu[self.gpu["cat"] == "kernel"]
+
+    @property
+    def has_gpu_activity(self) -> bool:
+        """True when the trace recorded any kernel, copy or memset."""
+        return len(self.gpu) > 0
+
+    @property
+    def main_device(self) -> int | None:
+        """The GPU index with the most GPU time (a rank's trace normally has one)."""
+        if not len(self.gpu):
+            return None
+        return int(self.gpu.groupby("device")["dur"].sum().idxmax())
+
+    @property
+    def device(self) -> dict:
+        """What the trace ran on: from the capture's own record, else the trace's deviceProperties."""
+        info = {"name": None, "sm_count": None, "memory_bytes": None, "compute_capability": None,
+                "torch": None, "cuda": None, "source": "unknown"}
+        props = self._device_properties()
+        if props:
+            info.update(name=props.get("name"), sm_count=props.get("numSms"),
+                        memory_bytes=props.get("totalGlobalMem"), source="trace")
+            if props.get("computeMajor") is not None:
+                info["compute_capability"] = f"{props.get('computeMajor')}.{props.get('computeMinor', 0)}"
+        captured = (self.capture or {}).get("device") or {}
+        if captured.get("sm_count") or (captured and not props):
+            info.update(name=captured.get("name"), sm_count=captured.get("sm_count"),
+                        memory_bytes=captured.get("total_memory_bytes"),
+                        compute_capability=captured.get("compute_capability"), source="capture")
+        info["torch"] = captured.get("torch")
+        info["cuda"] = captured.get("cuda")
+        if info["name"] is None and not self.has_gpu_activity:
+            info["name"] = "no GPU in trace"
+        return info
+
+    def _device_properties(self) -> dict | None:
+        props = [p for p in self.device_properties if isinstance(p, dict)]
+        if not props:
+            return None
+        wanted = self.main_device
+        for p in props:
+            if p.get("id") == wanted:
+                return p
+        return props[0]

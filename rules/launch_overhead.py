@@ -1,0 +1,140 @@
+"""launch-overhead: the GPU idles between small kernels while the host is still launching them.
+
+**Signal.** Over the measured steps, every idle gap on the GPU is classified (see *How it
+works*). The rule adds up the gaps where the GPU waited for a launch while the host was busy
+issuing CUDA calls (*host wait, launch-paced*: the host made a CUDA call at least every
+`timeline.host_silence_us`), plus the part of each *kernel wait* gap beyond what a CUDA graph
+still pays between kernels. Gaps before kernels that a CUDA graph already replays, and gaps that
+opened while the host sat in a synchronisation, are left out (the first is the fix already
+applied, the second is the sync-stall rule's). It fires when that recoverable time is at least
+`min_recoverable_share` of the step.
+
+**Threshold.** 20 % of the step: below that, graphs buy less than 1.25× and the capture
+constraints (static shapes, static buffers) are rarely worth it. On the bundled H200 captures the
+eager batch-1 decode sits far above (≈90 %) and the same model replayed from a CUDA graph at
+0 %, so the value separates them with a wide margin. The median kernel duration is shown against
+`small_kernel_us` (10 µs, the cheat-sheet's "small kernel") as supporting evidence: small kernels
+are why the host cannot keep up.
+
+**Time base.** When the capture timed steps without the profiler, the host-side idle measured
+in the trace is rescaled to that honest step time (the profiler inflates host work several
+times on launch-bound code: 6.5 ms profiled against 2.7 ms unprofiled on the decode capture).
+
+**Fix.** `cuda-graphs`: `torch.compile(mode="reduce-overhead")`, or `torch.cuda.CUDAGraph`
+by hand. Both replay the whole step with one launch.
+
+**Estimate.** graphed step ≈ step − recoverable + kernels × `graph_gap_us` + `graph_launch_us`,
+never below the GPU busy time; speedup = step ÷ graphed step. `graph_gap_us` (0.2 µs between
+kernels) and `graph_launch_us` (10 µs per replay) were read off the decode_graphed H200
+capture (median gap between replayed kernels 0.15 µs; unprofiled step 232 µs against 224 µs of
+kernel time).
+"""
+from __future__ import annotations
+
+import pandas as pd
+
+from diagnose.engine import Quiet, Rule, Threshold
+from diagnose.findings import Evidence, Finding
+from diagnose.fixes import fix
+
+
+class LaunchOverhead(Rule):
+    """CPU kernel-launch overhead → CUDA graphs."""
+
+    id = "launch-overhead"
+    title = "CPU launch overhead: the GPU waits for the host between small kernels"
+    cheat_sheet = {
+        "bottleneck": "CPU kernel launch overhead",
+        "signal": "small GPU kernels (< 10 µs) separated by empty gaps in the torch.profiler timeline",
+        "fix": "CUDA Graphs (torch.cuda.CUDAGraph, torch.compile(mode=\"reduce-overhead\"))",
+        "impact": "removes CPU dispatch as the bottleneck in low-batch decode",
+    }
+    needs = ("gpu", "launch-links", "steps")
+    thresholds = (
+        Threshold("min_recoverable_share", 0.20, "fraction",
+                  "fire when launch-bound idle time is at least this share of the step"),
+        Threshold("small_kernel_us", 10.0, "µs", "kernels shorter than this count as small"),
+        Threshold("graph_gap_us", 0.2, "µs", "idle between kernels that a CUDA graph still pays"),
+        Threshold("graph_launch_us", 10.0, "µs", "host cost of one graph replay per step"),
+        Threshold("high_share", 0.50, "fraction", "recoverable share at which severity is high"),
+    )
+
+    def check(self, ctx, t):
+        """Sum the launch-bound idle time and compare it with the step."""
+        m = ctx.metrics
+        budget, gaps, n = m.budget, m.timeline.gaps, m.budget.n_steps
+        graph = gaps["graph"].astype(bool)
+        host = gaps[(gaps["kind"] == "host") & ~graph & ~gaps["after_sync"].astype(bool)]
+        kern = gaps[(gaps["kind"] == "kernel") & ~graph]
+        host_us = float(host["paced_us"].sum()) / n * budget.host_scale
+        kernel_us = float((kern["dur"] - t["graph_gap_us"]).clip(lower=0).sum()) / n
+        recoverable = host_us + kernel_us
+        share = budget.share(recoverable)
+        kernels = m.step_kernels[m.step_kernels["cat"] == "kernel"]
+        per_step = len(kernels) / n
+        median_us = float(kernels["dur"].median()) if len(kernels) else 0.0
+        if share < t["min_recoverable_share"]:
+            return Quiet(f"launch-bound idle {share:.0%} of the step < {t['min_recoverable_share']:.0%}"
+                         f" ({per_step:.0f} kernels per step, median {median_us:.1f} µs)")
+        graphed = budget.step_us - recoverable + per_step * t["graph_gap_us"] + t["graph_launch_us"]
+        graphed = max(graphed, budget.busy_us, 1e-9)
+        speedup = budget.step_us / graphed
+        small_share = float((kernels["dur"] < t["small_kernel_us"]).mean()) if len(kernels) else 0.0
+        evidence = [
+            Evidence("launch-bound idle per step", round(share * 100, 1), ">=",
+                     t["min_recoverable_share"] * 100, "%"),
+            Evidence("median kernel duration", round(median_us, 2),
+                     "<" if median_us < t["small_kernel_us"] else ">=", t["small_kernel_us"], "µs"),
+            Evidence("kernels shorter than 10 µs", round(small_share * 100, 1), unit="%"),
+            Evidence("kernels per step", round(per_step, 1)),
+            Evidence("GPU busy per step", round(budget.share(budget.busy_us) * 100, 1), unit="%"),
+            Evidence("host time per kernel launched", round(budget.step_us / max(per_step, 1), 2), unit="µs"),
+        ]
+        return Finding(
+            rule=self.id,
+            severity="high" if share >= t["high_share"] else "medium" if share >= 0.3 else "low",
+            title=self.title,
+            evidence=evidence,
+            offenders=_offenders(m, host, n),
+            fixes=[fix("cuda-graphs", code=_graph_code())],
+            est_speedup=round(speedup, 2),
+            recoverable_us=round(recoverable, 2),
+            basis=(f"graphed step ≈ {budget.step_us:,.0f} − {recoverable:,.0f} recoverable + "
+                   f"{per_step:.0f} kernels × {t['graph_gap_us']} µs + {t['graph_launch_us']:.0f} µs "
+                   f"replay = {graphed:,.0f} µs per step; {budget.basis}"),
+            why=("Every eager PyTorch op costs the host several microseconds (Python, the dispatcher, "
+                 "cudaLaunchKernel) before its kernel can start. When kernels finish faster than the host "
+                 "issues them, the GPU sits idle between them and the step runs at the host's pace. A CUDA "
+                 "graph records the step's kernels once; replaying it is a single launch, so the per-kernel "
+                 "host cost disappears and the kernels run back to back."),
+        )
+
+
+def _offenders(m, host_gaps: pd.DataFrame, n: int) -> list[dict]:
+    """The CPU ops whose kernels most often waited for their launch."""
+    if not len(host_gaps):
+        return []
+    launches = m.step_kernels[["correlation", "op_name", "name", "dur"]]
+    joined = host_gaps.merge(launches, left_on="next_correlation", right_on="correlation", how="left")
+    joined["op_name"] = joined["op_name"].fillna("(no CPU op recorded)")
+    grouped = joined.groupby("op_name").agg(launches=("dur_x", "size"), waited_us=("dur_x", "sum"),
+                                            kernel_us=("dur_y", "median"))
+    grouped = grouped.sort_values("waited_us", ascending=False).head(8)
+    return [{"op": op, "kernels_per_step": round(row.launches / n, 1),
+             "idle_before_us_per_step": round(row.waited_us / n, 1),
+             "median_kernel_us": round(float(row.kernel_us), 2) if pd.notna(row.kernel_us) else None}
+            for op, row in grouped.iterrows()]
+
+
+def _graph_code() -> str:
+    return (
+        "# simplest: let torch.compile capture and replay CUDA graphs\n"
+        "step = torch.compile(step, mode=\"reduce-overhead\")\n\n"
+        "# by hand: static buffers, capture once, replay every step\n"
+        "graph = torch.cuda.CUDAGraph()\n"
+        "with torch.cuda.graph(graph):\n"
+        "    static_out = model(static_in)\n"
+        "for batch in batches:\n"
+        "    static_in.copy_(batch)\n"
+        "    graph.replay()"
+    )

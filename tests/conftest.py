@@ -1,0 +1,40 @@
+"""Shared test helpers: where fixtures and peer traces live, and a cached loader."""
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+CAPTURES = ROOT / "fixtures" / "captures"
+SYNTHETIC = ROOT / "fixtures" / "synthetic"
+CASES = ROOT / "fixtures" / "cases"
+PEER_TRACES = ROOT.parent / "shared" / "peer-traces"
+
+
+@functools.lru_cache(maxsize=None)
+def load_capture(name: str):
+    """Load (once per session) a bundled capture folder by name."""
+    from diagnose.trace import load_target
+
+    return load_target(CAPTURES / name)
+
+
+def has_cuda() -> bool:
+    """True when torch with a usable CUDA device is importable."""
+    try:
+        import torch
+    except ImportError:
+        return False
+    return torch.cuda.is_available()
+
+
+def pytest_collection_modifyitems(config, items):
+    """Skip tests marked gpu when no CUDA device is present."""
+    if has_cuda():
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA GPU (run on the H200 machine)")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
