@@ -107,10 +107,11 @@ def diagnose_trace(trace: Trace, config: Config | None = None, rules: list | Non
         elif isinstance(result, Quiet):
             checked.append(Checked(rule.id, result.detail))
         else:
-            findings.append(result)
+            findings.append(_plain_numbers(result))
     findings.sort(key=_impact, reverse=True)
     summary = ctx.metrics.summary() if trace.has_gpu_activity or len(trace.ops) else {}
-    diagnosis = Diagnosis(target=trace.source, device=trace.device, summary=summary,
+    target = (trace.capture or {}).get("target") or trace.source
+    diagnosis = Diagnosis(target=target, device=trace.device, summary=summary,
                           findings=findings, skipped=skipped, checked=checked,
                           capture=_capture_summary(trace), warnings=list(trace.warnings))
     diagnosis.verdict = verdict(diagnosis)
@@ -119,6 +120,18 @@ def diagnose_trace(trace: Trace, config: Config | None = None, rules: list | Non
                              "step_timeline": views.step_timeline(ctx.metrics),
                              "steps": views.per_step(ctx.metrics)}
     return diagnosis
+
+
+def _plain_numbers(finding: Finding) -> Finding:
+    """Numpy scalars from pandas arithmetic become Python floats, so JSON and YAML stay plain."""
+    for name in ("est_speedup", "recoverable_us"):
+        value = getattr(finding, name)
+        if value is not None:
+            setattr(finding, name, float(value))
+    for ev in finding.evidence:
+        ev.value = ev.value if isinstance(ev.value, (str, bool)) else float(ev.value)
+        ev.threshold = None if ev.threshold is None else float(ev.threshold)
+    return finding
 
 
 def _impact(finding: Finding) -> tuple:
@@ -149,4 +162,7 @@ def verdict(d: Diagnosis) -> str:
     ran = len(d.checked)
     if busy is None:
         return f"No bottleneck found; {len(d.skipped)} rules could not run on this trace."
+    if busy < 0.5:
+        return (f"No rule fired, yet the GPU is busy only {busy:.0%} of the analysed time: "
+                "the timeline shows where it idles.")
     return f"No bottleneck found by the {ran} rules that ran; the GPU is busy {busy:.0%} of each step."

@@ -15,6 +15,8 @@ def fmt(value: Any) -> str:
     if value == 0:
         return "0"
     magnitude = abs(value)
+    if float(value).is_integer() and magnitude < 1e15:
+        return f"{int(value):,}"
     if magnitude >= 100:
         return f"{value:,.0f}"
     if magnitude >= 10:

@@ -40,7 +40,9 @@ class StepTracker:
             self.handles.append(module.register_module_forward_hook(self._post_forward, always_call=True))
         except TypeError:  # torch < 2.1
             self.handles.append(module.register_module_forward_hook(self._post_forward))
-        self.handles.append(torch.optim.optimizer.register_optimizer_step_post_hook(self._optimizer_step))
+        from torch.optim.optimizer import register_optimizer_step_post_hook
+
+        self.handles.append(register_optimizer_step_post_hook(self._optimizer_step))
         self.session.meta["steps"]["how"] = "none found: the whole run is analysed as one window"
 
     # -- hooks -------------------------------------------------------------------------------

@@ -48,6 +48,7 @@ class Timeline:
     gaps: pd.DataFrame
     ops: pd.DataFrame
     per_step: pd.DataFrame
+    silent: pd.DataFrame = dataclasses.field(default_factory=lambda: pd.DataFrame(columns=["start", "end"]))
 
     @property
     def idle_us(self) -> float:
@@ -79,10 +80,10 @@ def build_timeline(trace: Trace, steps: Steps, params: dict | None = None) -> Ti
     ts = np.clip(ops["ts"].to_numpy(float), start, end)
     te = np.clip(ops["end"].to_numpy(float), start, end)
     gaps, busy = _find_gaps(ts, te, start, end)
-    gaps = _classify(trace, ops, gaps, p)
+    gaps, silent = _classify(trace, ops, gaps, p)
     gaps["step"] = _step_of(steps, gaps["start"].to_numpy(float))
     per_step = _per_step(steps, ops, gaps)
-    return Timeline(device, end - start, busy, gaps[GAP_COLUMNS], ops, per_step)
+    return Timeline(device, end - start, busy, gaps[GAP_COLUMNS], ops, per_step, silent)
 
 
 def _find_gaps(ts: np.ndarray, te: np.ndarray, start: float, end: float):
@@ -129,25 +130,31 @@ def _classify(trace: Trace, ops: pd.DataFrame, gaps: pd.DataFrame, p: dict) -> p
     host = (~has_next) | (known & (launch_ts >= gaps["start"])).to_numpy()
     kernel = ~host & (gaps["dur"] <= p["kernel_wait_max_us"]).to_numpy()
     gaps["kind"] = np.where(host, "host", np.where(kernel, "kernel", "other"))
-    gaps["paced_us"], gaps["silent_us"] = _pacing(runtime, gaps, host, p["host_silence_us"])
+    gaps["paced_us"], gaps["silent_us"], silent = _pacing(runtime, gaps, host, p["host_silence_us"])
     gaps["after_sync"], gaps["sync_name"] = _after_sync(runtime, gaps, host)
-    return gaps
+    return gaps, silent
 
 
 def _pacing(runtime: pd.DataFrame, gaps: pd.DataFrame, host: np.ndarray, silence: float):
-    """Split each host gap into time the host spent issuing CUDA calls and silent stretches."""
+    """Split each host gap into time the host spent issuing CUDA calls and silent stretches.
+
+    Returns per-gap paced and silent µs, and the silent stretches themselves (start, end).
+    """
     calls = np.sort(runtime["ts"].to_numpy(float))
     paced = np.zeros(len(gaps))
     silent = np.zeros(len(gaps))
+    stretches = []
     starts, ends = gaps["start"].to_numpy(float), gaps["end"].to_numpy(float)
     lo = np.searchsorted(calls, starts, side="right")
     hi = np.searchsorted(calls, ends, side="left")
     for i in np.nonzero(host)[0]:
         points = np.concatenate(([starts[i]], calls[lo[i]:hi[i]], [ends[i]]))
         steps = np.diff(points)
-        silent[i] = steps[steps > silence].sum()
+        long = steps > silence
+        silent[i] = steps[long].sum()
         paced[i] = (ends[i] - starts[i]) - silent[i]
-    return paced, silent
+        stretches.extend(zip(points[:-1][long], points[1:][long]))
+    return paced, silent, pd.DataFrame(stretches, columns=["start", "end"], dtype=float)
 
 
 def _after_sync(runtime: pd.DataFrame, gaps: pd.DataFrame, host: np.ndarray):

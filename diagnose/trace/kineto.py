@@ -109,6 +109,8 @@ def _lenient(doc: Any, warnings: list[str]) -> TraceFile:
             dropped += 1
         else:
             events.append(event)
+    if dropped and not events:
+        raise NotATrace("none of its entries is a trace event")
     if dropped:
         warnings.append(f"{dropped} malformed events were dropped")
 

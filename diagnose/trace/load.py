@@ -72,8 +72,8 @@ def load_trace_file(path: Path, allow_empty: bool = False) -> Trace:
         decoded, warnings = kineto.decode(raw)
     except msgspec.DecodeError as exc:
         raise InputError(f"{path}: not a JSON trace ({exc})") from None
-    except kineto.NotATrace:
-        raise InputError(f"{path}: not a PyTorch profiler (kineto) trace: it has no traceEvents list") from None
+    except kineto.NotATrace as exc:
+        raise InputError(f"{path}: not a PyTorch profiler (kineto) trace: {exc}") from None
     events = decoded.traceEvents or []
     if not events:
         if allow_empty:

@@ -1,0 +1,24 @@
+"""findings.json: the versioned, machine-readable form of a Diagnosis."""
+from __future__ import annotations
+
+import json
+import math
+
+from diagnose.findings import Diagnosis
+
+
+def render_json(diagnosis: Diagnosis, indent: int | None = 2) -> str:
+    """The Diagnosis as JSON (schema `diagnose.findings/1`); NaN and infinities become null."""
+    return json.dumps(_clean(diagnosis.to_dict()), indent=indent, ensure_ascii=False)
+
+
+def _clean(value):
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {str(k): _clean(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_clean(v) for v in value]
+    if hasattr(value, "item") and not isinstance(value, (str, bytes)):  # numpy scalars
+        return _clean(value.item())
+    return value

@@ -1,0 +1,97 @@
+"""sync-stall: host-device synchronisations inside the step drain the GPU's queue.
+
+**Signal.** A synchronising call (`cudaStreamSynchronize`, `cudaDeviceSynchronize`,
+`cudaEventSynchronize`, a blocking `cudaMemcpy`), made by `.item()`, `.cpu()`, `.tolist()`,
+printing a tensor, boolean tests on GPU values or `torch.cuda.synchronize()`, makes the host
+wait until the GPU has finished everything queued. When it returns, nothing is queued: the GPU
+idles until the host has dispatched the next kernels. The rule counts the synchronising calls
+inside the measured steps, names the CPU ops that made them, and measures the GPU idle time of
+gaps that opened while the host sat in one (*after-sync* host waits). It fires when there is at
+least `min_syncs_per_step` sync per step and that idle time is at least `min_idle_share` of the
+step.
+
+**Threshold.** 5 % of the step. On the H200 capture of a training step that logs 12 per-layer
+activation norms and the loss with `.item()` (13 syncs per step), after-sync idle is 13 % of the
+step; the same step keeping the statistics on the device has no sync and 0 %. A single
+end-of-step `loss.item()` in a long step costs well under 5 % and is not worth a finding.
+
+**Fix.** `remove-sync`: keep values on the GPU (accumulate into a tensor, read once per N steps),
+replace data-dependent host branches, and find hidden syncs with
+`torch.cuda.set_sync_debug_mode("warn")`.
+
+**Estimate.** The after-sync idle time is what disappears: speedup = step ÷ (step − after-sync
+idle). It is an upper bound when the host is also slow to launch (the queue it then builds is
+shallow), and a lower bound when the syncs also stop the host from running ahead of long
+kernels. Host-side time is rescaled to the unprofiled step time when it was measured.
+"""
+from __future__ import annotations
+
+from diagnose.engine import Quiet, Rule, Threshold
+from diagnose.findings import Evidence, Finding
+from diagnose.fixes import fix
+from diagnose.metrics.host import sync_calls
+
+
+class SyncStall(Rule):
+    """Host-device syncs inside the step → remove them."""
+
+    id = "sync-stall"
+    title = "Sync stalls: host-device synchronisations drain the GPU queue every step"
+    cheat_sheet = {
+        "bottleneck": "host-device synchronisation inside the loop",
+        "signal": ".item(), .cpu(), torch.cuda.synchronize(), blocking copies: GPU idle after each",
+        "fix": "keep values on the device; read them once per N steps",
+        "impact": "removes the idle gap after every sync and lets the host run ahead",
+    }
+    needs = ("gpu", "launch-links", "steps")
+    thresholds = (
+        Threshold("min_syncs_per_step", 1.0, "count", "fire only with at least this many syncs per step"),
+        Threshold("min_idle_share", 0.05, "fraction", "fire when after-sync GPU idle is at least this share"),
+        Threshold("high_share", 0.25, "fraction", "after-sync idle share at which severity is high"),
+    )
+
+    def check(self, ctx, t):
+        """Count syncs per step and the GPU idle time that follows them."""
+        m = ctx.metrics
+        budget, steps = m.budget, m.steps
+        n = budget.n_steps
+        syncs = sync_calls(ctx.trace, steps.windows)
+        per_step = len(syncs) / n
+        idle = budget.host_after_sync_us
+        share = budget.share(idle)
+        if per_step < t["min_syncs_per_step"] or share < t["min_idle_share"]:
+            return Quiet(f"{per_step:.1f} syncs per step; GPU idle after syncs {share:.0%} of the step "
+                         f"(fires at ≥ {t['min_syncs_per_step']:g} and ≥ {t['min_idle_share']:.0%})")
+        by_op = syncs.groupby("op_name").size().sort_values(ascending=False)
+        evidence = [
+            Evidence("GPU idle after syncs", round(share * 100, 1), ">=", t["min_idle_share"] * 100, "%"),
+            Evidence("syncs per step", round(per_step, 1), ">=", t["min_syncs_per_step"]),
+            Evidence("idle after syncs per step", round(idle, 1), unit="µs"),
+        ]
+        new_step = max(budget.step_us - idle, budget.busy_us, 1e-9)
+        return Finding(
+            rule=self.id,
+            severity="high" if share >= t["high_share"] else "medium" if share >= 0.1 else "low",
+            title=self.title,
+            evidence=evidence,
+            offenders=[{"op": op, "syncs_per_step": round(count / n, 1),
+                        "call": syncs.loc[syncs["op_name"] == op, "name"].mode().iat[0]}
+                       for op, count in by_op.head(8).items()],
+            fixes=[fix("remove-sync", code=_code(by_op.index[0] if len(by_op) else ""))],
+            est_speedup=round(budget.step_us / new_step, 2),
+            recoverable_us=round(idle, 1),
+            basis=f"new step = {budget.step_us:,.0f} − {idle:,.0f} µs idle after syncs; {budget.basis}",
+            why=("The host normally runs ahead of the GPU, queueing kernels while earlier ones run. A sync "
+                 "makes the host wait until that queue is empty, so after it returns the GPU has nothing "
+                 "to do until the host dispatches again. Values read back every step (a loss, a norm, a "
+                 "count) can stay on the GPU and be read once every N steps."),
+        )
+
+
+def _code(op: str) -> str:
+    return ("torch.cuda.set_sync_debug_mode(\"warn\")   # reports every sync with a stack trace\n\n"
+            f"# instead of a sync per value ({op or '.item()'}):\n"
+            "stats.append(x.detach().norm())        # stays on the GPU\n"
+            "if step % 100 == 0:\n"
+            "    log(torch.stack(stats).tolist())   # one sync per 100 steps\n"
+            "    stats.clear()")

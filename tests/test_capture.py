@@ -1,0 +1,90 @@
+"""Capture on this machine's CPU: function mode, script mode and every way a workload can fail."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+pytest.importorskip("torch", reason="capturing needs torch (.ci/run installs the CPU build)")
+
+from diagnose.cli import main  # noqa: E402
+
+from conftest import ROOT  # noqa: E402
+
+W = ROOT / "tests" / "workloads"
+FAST = ["--warmup", "1", "--steps", "2", "--timed-steps", "3"]
+
+
+def capture(tmp_path, capsys, target, *extra):
+    out = tmp_path / "cap"
+    code = main([target, "-o", str(out), "--json", *FAST, *extra])
+    data = json.loads(capsys.readouterr().out)
+    meta = json.loads((out / "meta.json").read_text())
+    return code, data, meta, out
+
+
+def test_function_mode_on_cpu(tmp_path, capsys):
+    code, data, meta, out = capture(tmp_path, capsys, f"{W / 'tiny_cpu.py'}:make_step", "--param", "width=32")
+    assert code == 0
+    assert meta["status"] == "ok" and meta["params"] == {"width": 32}
+    assert meta["steps"]["profiled"] == 2
+    assert len(meta["timing"]["unprofiled_step_us"]) == 3
+    assert (out / "trace.json.gz").exists() and (out / "report.html").exists()
+    assert data["summary"]["steps_analysed"] == 2
+    assert any("CPU-only" in s["reason"] for s in data["skipped"])
+
+
+def test_script_mode_finds_optimizer_steps(tmp_path, capsys):
+    code, data, meta, _ = capture(tmp_path, capsys, str(W / "train_script.py"), "--", "50")
+    assert code == 0
+    assert meta["steps"]["how"] == "each optimizer.step() call"
+    assert meta["steps"]["profiled"] == 2
+    assert meta["timing"]["unprofiled_step_us"]
+    assert data["summary"]["steps_found_by"].startswith("diagnose step ranges")
+
+
+def test_workload_that_raises_exits_3_with_report(tmp_path, capsys):
+    code, data, meta, out = capture(tmp_path, capsys, f"{W / 'raises.py'}:make_step")
+    assert code == 3
+    assert meta["status"] == "failed"
+    assert meta["error"]["type"] == "ValueError" and "step 3" in meta["error"]["message"]
+    assert data["capture"]["status"] == "failed"
+    assert "failed" in data["verdict"]
+    assert (out / "report.html").exists()
+
+
+def test_out_of_memory_is_reported(tmp_path, capsys):
+    code, data, meta, _ = capture(tmp_path, capsys, f"{W / 'oom.py'}:make_step")
+    assert code == 3
+    assert meta["status"] == "oom"
+    assert "out of memory" in data["verdict"]
+
+
+def test_timeout(tmp_path, capsys):
+    code, data, meta, _ = capture(tmp_path, capsys, f"{W / 'misbehaving.py'}:make_sleeper", "--timeout", "8")
+    assert code == 3
+    assert meta["status"] == "timeout"
+
+
+def test_hard_crash(tmp_path, capsys):
+    code, data, meta, _ = capture(tmp_path, capsys, f"{W / 'misbehaving.py'}:make_crasher")
+    assert code == 3
+    assert meta["status"] == "crashed"
+    assert "signal 9" in meta["error"]["message"]
+
+
+def test_factory_that_returns_no_callable(tmp_path, capsys):
+    code, data, meta, _ = capture(tmp_path, capsys, f"{W / 'misbehaving.py'}:not_a_factory")
+    assert code == 3
+    assert "zero-argument callable" in meta["error"]["message"]
+
+
+def test_failure_after_profiling_started_keeps_the_trace(tmp_path, capsys):
+    """raises.py fails on its 3rd call: with 1 warm-up and 0 timed steps, that is inside profiling."""
+    out = tmp_path / "cap"
+    code = main([f"{W / 'raises.py'}:make_step", "-o", str(out), "-q",
+                 "--warmup", "1", "--timed-steps", "0", "--steps", "3"])
+    capsys.readouterr()
+    meta = json.loads((out / "meta.json").read_text())
+    assert code == 3 and meta["status"] == "failed"
+    assert (out / "trace.json.gz").exists() and meta["files"]["trace"] == "trace.json.gz"

@@ -1,0 +1,77 @@
+"""The command line on the bundled captures: outputs, JSON schema, exit codes, thresholds."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from diagnose.cli import main
+
+from conftest import CAPTURES, ROOT
+
+
+def test_decode_eager_writes_report_and_findings(tmp_path, capsys):
+    out = tmp_path / "out"
+    code = main([str(CAPTURES / "decode_eager"), "-o", str(out)])
+    text = capsys.readouterr().out
+    assert code == 0
+    assert "launch-overhead" in text and "cuda-graphs" in text
+    data = json.loads((out / "findings.json").read_text())
+    assert data["schema"] == "diagnose.findings/1"
+    assert data["device"]["name"] == "NVIDIA H200"
+    top = data["findings"][0]
+    assert top["rule"] == "launch-overhead"
+    assert top["fixes"][0]["id"] == "cuda-graphs"
+    assert {"metric", "value", "op", "threshold", "unit"} <= set(top["evidence"][0])
+    assert (out / "report.html").stat().st_size > 1000
+
+
+def test_graphed_capture_has_no_launch_overhead(capsys):
+    code = main([str(CAPTURES / "decode_graphed"), "--json", "--no-html", "-o", "/tmp/diagnose-test-graphed"])
+    data = json.loads(capsys.readouterr().out)
+    assert code == 0
+    assert "launch-overhead" not in [f["rule"] for f in data["findings"]]
+    assert "launch-overhead" in [c["rule"] for c in data["checked"]]
+
+
+def test_fail_on_high_exits_1(tmp_path, capsys):
+    code = main([str(CAPTURES / "decode_eager"), "--fail-on", "high", "-q", "-o", str(tmp_path)])
+    assert code == 1
+
+
+def test_fail_on_from_pyproject(tmp_path, capsys, monkeypatch):
+    (tmp_path / "pyproject.toml").write_text('[tool.diagnose]\nfail-on = "medium"\n')
+    monkeypatch.chdir(tmp_path)
+    assert main([str(CAPTURES / "decode_eager"), "-q"]) == 1
+
+
+def test_threshold_from_pyproject_and_set(tmp_path, capsys, monkeypatch):
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.diagnose.thresholds]\n"launch-overhead.min_recoverable_share" = 0.99\n')
+    monkeypatch.chdir(tmp_path)
+    main([str(CAPTURES / "decode_eager"), "--json", "--no-html"])
+    assert json.loads(capsys.readouterr().out)["findings"] == []
+    main([str(CAPTURES / "decode_eager"), "--json", "--no-html", "--set", "launch-overhead.min_recoverable_share=0.2"])
+    assert json.loads(capsys.readouterr().out)["findings"][0]["rule"] == "launch-overhead"
+
+
+def test_rules_table(capsys):
+    assert main(["rules"]) == 0
+    assert "launch-overhead" in capsys.readouterr().out
+
+
+def test_python_dash_m_and_help_fit_a_screen():
+    result = subprocess.run([sys.executable, "-m", "diagnose", "--help"], capture_output=True, text=True)
+    assert result.returncode == 0
+    assert "exit codes" in result.stdout
+    assert len(result.stdout.splitlines()) <= 60
+
+
+def test_analysis_never_imports_torch(tmp_path):
+    """The analysis side must run where torch is absent: block its import and analyse a capture."""
+    code = (
+        "import sys; sys.modules['torch'] = None\n"
+        "from diagnose.cli import main\n"
+        f"sys.exit(main([{str(CAPTURES / 'decode_eager')!r}, '-q', '-o', {str(tmp_path)!r}]))\n")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    assert result.returncode == 0, result.stderr
