@@ -8,8 +8,8 @@ DEMO_CAPTURE = "captures/decode_eager"
 
 
 def bundled_root() -> Path:
-    """The fixtures folder (installed as the `diagnose.bundled` package)."""
-    import diagnose.bundled as pkg
+    """The fixtures folder (installed as the `diagnose.fixtures` package)."""
+    import diagnose.fixtures as pkg
 
     return Path(pkg.__file__).resolve().parent
 

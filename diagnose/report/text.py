@@ -46,7 +46,7 @@ def print_summary(diagnosis: Diagnosis, console: Console, outputs: dict[str, str
         console.print("    evidence: " + escape(" · ".join(e.text() for e in f.evidence[:3])))
         if f.fixes:
             fixes = ", ".join(x.id for x in f.fixes)
-            console.print(f"    fix: [green]{escape(fixes)}[/]: {escape(f.fixes[0].how)}", overflow="fold")
+            console.print(f"    fix: [green]{escape(fixes)}[/] ({escape(f.fixes[0].title)})", overflow="fold")
         if f.offenders:
             first = f.offenders[0]
             label = first.get("op") or first.get("kernel") or first.get("name") or next(iter(first.values()))

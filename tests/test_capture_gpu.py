@@ -1,0 +1,49 @@
+"""Capture on a CUDA GPU (marked `gpu`: skipped without one; run on the H200 machine)."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from diagnose.cli import main
+
+from conftest import ROOT
+
+pytestmark = pytest.mark.gpu
+DECODE = f"{ROOT / 'fixtures' / 'workloads' / 'tiny_decode.py'}:make_step"
+
+
+def run(tmp_path, capsys, *argv):
+    out = tmp_path / "cap"
+    code = main([*argv, "-o", str(out), "--json"])
+    return code, json.loads(capsys.readouterr().out), json.loads((out / "meta.json").read_text())
+
+
+def test_eager_decode_is_launch_bound(tmp_path, capsys):
+    code, data, meta = run(tmp_path, capsys, DECODE)
+    assert code == 0 and meta["status"] == "ok"
+    assert data["device"]["sm_count"] and "cuda-graphs" in [x["id"] for x in data["findings"][0]["fixes"]]
+    assert data["findings"][0]["rule"] == "launch-overhead"
+
+
+def test_graphed_decode_is_not(tmp_path, capsys):
+    code, data, _ = run(tmp_path, capsys, DECODE, "--param", "graphed=true")
+    assert code == 0
+    assert "launch-overhead" not in [f["rule"] for f in data["findings"]]
+
+
+def test_real_out_of_memory(tmp_path, capsys):
+    code, data, meta = run(tmp_path, capsys, f"{ROOT / 'tests' / 'workloads' / 'oom.py'}:make_step",
+                           "--param", "real=true", "--warmup", "1", "--timed-steps", "1")
+    assert code == 3 and meta["status"] == "oom"
+    assert "OutOfMemoryError" in meta["error"]["type"]
+
+
+def test_script_mode_on_gpu(tmp_path, capsys):
+    script = tmp_path / "train.py"
+    script.write_text((ROOT / "tests" / "workloads" / "train_script.py").read_text()
+                      .replace("torch.nn.Linear(32, 32)", "torch.nn.Linear(32, 32).cuda()")
+                      .replace("torch.randn(16, 32)", "torch.randn(16, 32, device='cuda')"))
+    code, data, meta = run(tmp_path, capsys, str(script), "--", "60")
+    assert code == 0 and meta["steps"]["how"] == "each optimizer.step() call"
+    assert data["summary"]["gpu_ops_per_step"] > 0
