@@ -160,6 +160,9 @@ def verdict(d: Diagnosis) -> str:
         return f"{top.title}{gain}."
     busy = d.summary.get("gpu_busy_fraction")
     ran = len(d.checked)
+    if not d.summary.get("gpu_ops_per_step"):
+        return (f"No GPU activity in this trace (a CPU-only run): {len(d.skipped)} GPU rules skipped, "
+                f"{ran} ran.")
     if busy is None:
         return f"No bottleneck found; {len(d.skipped)} rules could not run on this trace."
     if busy < 0.5:

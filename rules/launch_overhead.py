@@ -95,7 +95,7 @@ class LaunchOverhead(Rule):
             severity="high" if share >= t["high_share"] else "medium" if share >= 0.3 else "low",
             title=self.title,
             evidence=evidence,
-            offenders=_offenders(m, host, n),
+            offenders=_offenders(m, host, n, budget.host_scale),
             fixes=[fix("cuda-graphs", code=_graph_code())],
             est_speedup=round(speedup, 2),
             recoverable_us=round(recoverable, 2),
@@ -110,8 +110,8 @@ class LaunchOverhead(Rule):
         )
 
 
-def _offenders(m, host_gaps: pd.DataFrame, n: int) -> list[dict]:
-    """The CPU ops whose kernels most often waited for their launch."""
+def _offenders(m, host_gaps: pd.DataFrame, n: int, scale: float) -> list[dict]:
+    """The CPU ops whose kernels most often waited for their launch (idle on the step's time base)."""
     if not len(host_gaps):
         return []
     launches = m.step_kernels[["correlation", "op_name", "name", "dur"]]
@@ -121,7 +121,7 @@ def _offenders(m, host_gaps: pd.DataFrame, n: int) -> list[dict]:
                                             kernel_us=("dur_y", "median"))
     grouped = grouped.sort_values("waited_us", ascending=False).head(8)
     return [{"op": op, "kernels_per_step": round(row.launches / n, 1),
-             "idle_before_us_per_step": round(row.waited_us / n, 1),
+             "idle_before_us_per_step": round(row.waited_us / n * scale, 1),
              "median_kernel_us": round(float(row.kernel_us), 2) if pd.notna(row.kernel_us) else None}
             for op, row in grouped.iterrows()]
 

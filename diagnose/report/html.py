@@ -1,0 +1,208 @@
+"""report.html: one self-contained page (inline CSS, SVG and a little JS; nothing fetched).
+
+The page is built in two steps: `report_context` turns a Diagnosis into plain, display-ready data,
+and the jinja2 template (autoescape on) lays it out. Charts arrive as SVG strings that charts.py
+has already escaped; everything else is escaped by the template.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import jinja2
+from markupsafe import Markup
+
+import diagnose
+from diagnose.findings import Diagnosis, Finding, fmt
+from diagnose.report import charts
+
+TEMPLATES = Path(__file__).parent / "templates"
+LONG_TEXT = 60
+KERNEL_NAME_CHARS = 44
+FAILURE_TITLES = {"oom": "The workload ran out of GPU memory", "timeout": "The workload timed out",
+                  "crashed": "The workload crashed", "failed": "The workload raised an exception"}
+TOP_KERNEL_COLUMNS = {"name": "kernel", "us_per_step": "µs per step", "share_of_gpu_time": "share of GPU time",
+                      "calls_per_step": "calls per step", "median_us": "median µs", "op": "launched by",
+                      "cat": "kind", "input_dims": "input shapes"}
+
+
+def render_html(diagnosis: Diagnosis) -> str:
+    """The report as one HTML page that works offline (no CDN, no fonts or scripts fetched)."""
+    return _environment().get_template("report.html.j2").render(**report_context(diagnosis))
+
+
+def _environment() -> jinja2.Environment:
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True,
+                             undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+    env.filters.update(fmt=fmt, duration=duration, percent=percent)
+    return env
+
+
+def report_context(d: Diagnosis) -> dict:
+    """Everything the template shows, as plain display-ready data."""
+    summary, details = d.summary or {}, d.details or {}
+    step_us = summary.get("step_time_us")
+    return {
+        "d": d,
+        "version": diagnose.__version__,
+        "severity": severity_class(d),
+        "failure": failure_view(d),
+        "device": device_facts(d.device or {}),
+        "tiles": headline_tiles(d),
+        "findings": [finding_view(f, step_us) for f in d.findings],
+        "has_gpu": bool(details) or bool(summary.get("gpu_ops_per_step")),
+        "charts": {
+            "budget": Markup(charts.step_budget_bar(summary)),
+            "timeline": Markup(charts.step_timeline_chart(details.get("step_timeline") or {})),
+            "kernels": Markup(charts.top_kernels_chart(details.get("top_kernels") or [])),
+        },
+        "budget_parts": charts.step_budget_parts(summary),
+        "timeline_note": (details.get("step_timeline") or {}).get("note", ""),
+        "top_kernels": records_table(details.get("top_kernels") or [], TOP_KERNEL_COLUMNS,
+                                     percent_keys={"share_of_gpu_time"}, max_chars=KERNEL_NAME_CHARS),
+        "steps": records_table(details.get("steps") or []),
+        "capture": capture_facts(d.capture or {}),
+    }
+
+
+def severity_class(d: Diagnosis) -> str:
+    """The colour of the verdict: failed, the worst finding's severity, none (rules ran, quiet) or unknown."""
+    if d.workload_failed:
+        return "failed"
+    return d.worst_severity() or ("none" if d.checked else "unknown")
+
+
+def failure_view(d: Diagnosis) -> dict | None:
+    """The workload-failure banner: what happened, the error, and its traceback (None when it ran)."""
+    if not d.workload_failed:
+        return None
+    status = str(d.capture.get("status"))
+    error = d.capture.get("error") or {}
+    return {"status": status, "title": FAILURE_TITLES.get(status, f"The workload ended with status {status}"),
+            "type": error.get("type") or "", "message": error.get("message") or "",
+            "traceback": error.get("traceback") or ""}
+
+
+def device_facts(device: dict) -> list[tuple[str, str]]:
+    """(label, value) pairs of what is known about the GPU, unknown ones left out."""
+    memory = device.get("memory_bytes")
+    facts = [("GPU", device.get("name")), ("SMs", device.get("sm_count")),
+             ("memory", f"{memory / 2**30:.0f} GiB" if memory else None),
+             ("compute capability", device.get("compute_capability")),
+             ("torch", device.get("torch")), ("CUDA", device.get("cuda"))]
+    return [(label, str(value)) for label, value in facts if value not in (None, "")]
+
+
+def headline_tiles(d: Diagnosis) -> list[dict]:
+    """The numbers on the first screen: step time, GPU busy share, and what the top finding recovers."""
+    s = d.summary or {}
+    tiles = []
+    if s.get("step_time_us") is not None:
+        measured = s.get("unprofiled_step_time_us") is not None
+        tiles.append({"label": "step time", "value": duration(s["step_time_us"]),
+                      "note": "measured without the profiler" if measured
+                      else "profiled: includes profiler overhead",
+                      "tone": "" if measured else "warn"})
+    if s.get("gpu_busy_fraction") is not None:
+        busy_us = s.get("gpu_busy_us_per_step")
+        tiles.append({"label": "GPU busy", "value": percent(s["gpu_busy_fraction"]),
+                      "note": f"{duration(busy_us)} of work per step" if busy_us else "no GPU work in the steps",
+                      "tone": ""})
+    top = d.findings[0] if d.findings else None
+    if top and top.recoverable_us:
+        share = f" ({percent(top.recoverable_us / s['step_time_us'])} of the step)" if s.get("step_time_us") else ""
+        tiles.append({"label": "recoverable per step", "value": duration(top.recoverable_us),
+                      "note": f"by fixing {top.rule}{share}", "tone": "bad"})
+    if top and top.est_speedup:
+        fix = f" with {top.fixes[0].id}" if top.fixes else ""
+        tiles.append({"label": "estimated speedup", "value": f"{fmt(top.est_speedup)}×",
+                      "note": f"of the whole step{fix}", "tone": "good"})
+    if not top and s.get("gpu_ops_per_step"):
+        tiles.append({"label": "GPU ops per step", "value": fmt(s["gpu_ops_per_step"]),
+                      "note": "kernels, copies and memsets", "tone": ""})
+    return tiles
+
+
+def finding_view(f: Finding, step_us: float | None) -> dict:
+    """One finding ready to show: evidence as text, offenders as a table, the recoverable share."""
+    share = f.recoverable_us / step_us if f.recoverable_us and step_us else None
+    return {"f": f, "anchor": f"finding-{f.rule}",
+            "evidence": [{"text": e.text(), "is_test": e.threshold is not None and bool(e.op)} for e in f.evidence],
+            "offenders": records_table(f.offenders),
+            "recoverable": duration(f.recoverable_us) if f.recoverable_us else "",
+            "recoverable_share": percent(share) if share is not None else ""}
+
+
+def records_table(records: list[dict], labels: dict[str, str] | None = None,
+                  percent_keys: frozenset | set = frozenset(), max_chars: int = LONG_TEXT) -> dict:
+    """A list of dicts as a table: columns from `labels` (or every key, in order of appearance), cells formatted.
+
+    Each cell carries its display text, a raw sort value, and the full text as a tooltip when
+    shortened to `max_chars`.
+    """
+    keys = list(labels) if labels else list(dict.fromkeys(k for r in records for k in r))
+    keys = [k for k in keys if any(k in r for r in records)]
+    numeric = {k for k in keys if all(_is_number(r.get(k)) for r in records if r.get(k) is not None)}
+    columns = [{"key": k, "label": (labels or {}).get(k) or column_label(k), "numeric": k in numeric} for k in keys]
+    rows = [[_cell(r.get(k), k in numeric, k in percent_keys, max_chars) for k in keys] for r in records]
+    return {"columns": columns, "rows": rows}
+
+
+def _cell(value, numeric: bool, as_percent: bool, max_chars: int) -> dict:
+    if value is None:
+        return {"text": "—", "sort": "", "title": "", "bar": None}
+    if numeric:
+        text = percent(value) if as_percent else fmt(value)
+        return {"text": text, "sort": value, "title": "", "bar": min(max(value, 0), 1) if as_percent else None}
+    text = value if isinstance(value, str) else json.dumps(value, default=str)
+    short = charts.short_name(text, max_chars)
+    return {"text": short, "sort": None, "title": text if short != text else "", "bar": None}
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def column_label(key: str) -> str:
+    """A readable column header from a data key: "idle_before_us_per_step" -> "idle before µs per step"."""
+    return " ".join("µs" if word == "us" else word for word in str(key).split("_"))
+
+
+def capture_facts(capture: dict) -> list[tuple[str, str]]:
+    """(label, value) pairs describing how the workload was captured and timed."""
+    steps, timing, memory = capture.get("steps") or {}, capture.get("timing") or {}, capture.get("memory") or {}
+    facts = [("status", capture.get("status")), ("target", capture.get("target")), ("mode", capture.get("mode")),
+             ("recorded at", capture.get("recorded_at")),
+             ("steps", f"{steps['warmup']} warm-up, {steps['profiled']} profiled" if "warmup" in steps else None),
+             ("a step is", steps.get("how")),
+             ("unprofiled timing", _timing_text(timing)),
+             ("peak memory allocated", _gib(memory.get("max_allocated_bytes"))),
+             ("peak memory reserved", _gib(memory.get("max_reserved_bytes"))),
+             ("parameters", json.dumps(capture["params"], default=str) if capture.get("params") else None)]
+    return [(label, str(value)) for label, value in facts if value not in (None, "")]
+
+
+def _timing_text(timing: dict) -> str | None:
+    if timing.get("median_us") is None:
+        return None
+    runs = len(timing.get("unprofiled_step_us") or [])
+    spread = f", min {duration(timing['min_us'])}" if timing.get("min_us") is not None else ""
+    return f"median {duration(timing['median_us'])}{spread} over {runs} steps ({timing.get('source', '')})"
+
+
+def _gib(n) -> str | None:
+    return f"{n / 2**30:.2f} GiB" if isinstance(n, (int, float)) and n else None
+
+
+def duration(us) -> str:
+    """A µs value for people: "232 µs", "2,717 µs", "110.6 ms"; "—" when unknown."""
+    if not _is_number(us):
+        return "—"
+    if abs(us) >= 100_000:
+        return f"{us / 1000:,.1f} ms"
+    return f"{fmt(us)} µs"
+
+
+def percent(fraction) -> str:
+    """A fraction as a percentage: 0.0786 -> "7.9 %"."""
+    return f"{fmt(100 * fraction)} %" if _is_number(fraction) else "—"
