@@ -109,12 +109,16 @@ class CaptureSession:
 
     @contextlib.contextmanager
     def step_range(self, label: str):
-        """A profiler range and an NVTX range (for Nsight Compute filtering) around one step."""
+        """A profiler range and an NVTX range (for Nsight Compute filtering) around one step.
+
+        The NVTX name uses ':' for '/' ("diagnose:step 0"), since Nsight Compute's
+        --nvtx-include reads '/' as its own range separator.
+        """
         torch = self.torch
         nvtx = torch.cuda.is_available()
         if nvtx:
             with contextlib.suppress(Exception):
-                torch.cuda.nvtx.range_push(label)
+                torch.cuda.nvtx.range_push(label.replace("/", ":"))
         try:
             with torch.profiler.record_function(label):
                 yield
