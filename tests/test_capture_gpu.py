@@ -15,7 +15,7 @@ DECODE = f"{ROOT / 'fixtures' / 'workloads' / 'tiny_decode.py'}:make_step"
 
 def run(tmp_path, capsys, *argv):
     out = tmp_path / "cap"
-    code = main([*argv, "-o", str(out), "--json"])
+    code = main(["-o", str(out), "--json", *argv])  # options first: argv may end with "-- ARGS"
     return code, json.loads(capsys.readouterr().out), json.loads((out / "meta.json").read_text())
 
 
