@@ -5,6 +5,8 @@ import functools
 
 import pandas as pd
 
+from diagnose import devices
+from diagnose.metrics import work
 from diagnose.metrics.launches import join_launches
 from diagnose.metrics.step_time import StepBudget, step_budget
 from diagnose.metrics.steps import Steps, find_steps
@@ -51,6 +53,22 @@ class Metrics:
         if tl.device is None:
             return launches.iloc[0:0]
         return launches[(launches["device"] == tl.device) & (launches["end"] > lo) & (launches["ts"] < hi)]
+
+    @functools.cached_property
+    def device_spec(self) -> devices.DeviceSpec | None:
+        """Peak and achievable ceilings of the trace's GPU (None when the GPU is not in diagnose/devices.py)."""
+        return devices.lookup(self.trace.device)
+
+    @functools.cached_property
+    def op_work(self) -> pd.DataFrame:
+        """One row per op instance launched inside the measured steps: its kernels' time, kind,
+        tensor-core use, and FLOPs/bytes estimated from the recorded shapes (metrics/work.py)."""
+        steps = self.steps
+        return work.op_instances(self.launches, steps.windows, self.timeline.device, steps.annotated)
+
+    def per_step(self, total: float) -> float:
+        """A total over all measured steps, per step."""
+        return total / max(len(self.steps.windows), 1)
 
     def summary(self) -> dict:
         """The headline numbers of the report."""

@@ -70,20 +70,29 @@ def find_steps(trace: Trace) -> Steps:
 
 
 def _windows_from_ranges(trace: Trace, marked: pd.DataFrame) -> list[StepWindow]:
+    """Step windows on the GPU's clock.
+
+    A step starts when its CPU range starts, or later if the GPU is still busy with work launched
+    before it (a GPU-bound loop runs ahead on the host); it ends where the next step starts, the
+    last one when its own GPU work is done. So the windows tile the timeline and each holds the
+    GPU time of the work its step launched.
+    """
     marked = marked.sort_values("ts").drop_duplicates("ts")
     launch_ts = _launch_time_of_gpu_ops(trace)
     gpu_end = trace.gpu["end"].to_numpy()
     windows = []
     for i, row in enumerate(marked.itertuples(index=False)):
         inside = (launch_ts >= row.ts) & (launch_ts <= row.end)
+        earlier = launch_ts < row.ts
+        backlog = float(gpu_end[earlier].max()) if earlier.any() else row.ts
         last_gpu = float(gpu_end[inside].max()) if inside.any() else row.end
         windows.append(StepWindow(index=i, label=row.name, cpu_start=float(row.ts),
-                                  cpu_end=float(row.end), start=float(row.ts),
+                                  cpu_end=float(row.end), start=max(float(row.ts), backlog),
                                   end=max(float(row.end), last_gpu), n_gpu_ops=int(inside.sum())))
-    # Each step owns the time up to the next step's start, so the windows tile the timeline
-    # (GPU work a step left running past that point is counted in the next step's window).
     for current, following in zip(windows, windows[1:]):
-        current.end = max(following.start, current.start)
+        following.start = max(following.start, current.start)
+        current.end = following.start
+    return windows
     return windows
 
 

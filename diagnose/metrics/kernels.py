@@ -1,0 +1,116 @@
+"""Kernel classification from names alone: what kind of work a kernel does, and on which units.
+
+A kernel's name is the one thing every trace has, even when no CPU op or shape was recorded
+(CUDA-graph replays, traces from other tools). The patterns below cover the libraries PyTorch
+reaches on NVIDIA and AMD GPUs, as their names appear in real traces:
+
+- cuBLAS / cuBLASLt: `nvjet_sm90_*` (Hopper+ JIT kernels, all tensor-core), `sm80_xmma_gemm_*`
+  and `sm90_xmma_gemm_*` (tensor cores when the data types say tf32/bf16/f16/e4m3, or when a
+  `warpgroup` / `tensor16x8x8` tile is named; `ffma` means the CUDA-core FMA path), the classic
+  `{volta,turing,ampere}_{s,h,fp16,bf16}...gemm` family (`sgemm` = FP32 CUDA cores, `h884` /
+  `s1688` / `16816` = MMA shapes on tensor cores), `gemv2T` / `gemvx` (matrix-vector, CUDA cores),
+  `splitKreduce` (the reduction step of a split-K GEMM).
+- CUTLASS: `cutlass_*_tensorop_*` / `OpClassTensorOp` (tensor cores) vs `*_simt_*` / `OpClassSimt`.
+- cuDNN: `*scudnn*` (FP32 CUDA cores), `*_xmma_{fprop,dgrad,wgrad}_*` (by data type as above),
+  `wgrad_alg0_engine`, `dgrad_engine`, winograd and FFT kernels (CUDA cores).
+- Instructions named in kernels: `wgmma` / `gmma` (Hopper); `hmma`, `imma`, `wmma` (Volta+).
+- Triton: Inductor's `triton_poi_*` (pointwise), `triton_red_*` / `triton_per_*` (reductions),
+  `triton_tem_*` (templates such as matmuls); whether a Triton dot uses tensor cores depends on
+  its data types, not its name, so it is left unknown here.
+- AMD: Tensile `Cijk_*` GEMMs (`_MI16x16x1` names an MFMA instruction: matrix cores).
+- PyTorch's own elementwise (`elementwise_kernel`), reduction (`reduce_kernel`), norm, softmax,
+  indexing and concatenation kernels.
+"""
+from __future__ import annotations
+
+import functools
+import re
+
+import pandas as pd
+
+KINDS = ("gemm", "conv", "attention", "elementwise", "reduction", "memory", "comm", "other")
+MEMORY_KINDS = ("elementwise", "reduction", "memory")
+
+_I = re.IGNORECASE
+_COMM = re.compile(r"nccl|rccl|all_?reduce|all_?gather|reduce_?scatter|sendrecv", _I)
+_ATTENTION = re.compile(r"flash|fmha|sdpa|attention|attn_fwd|attn_bwd", _I)
+_CONV = re.compile(r"fprop|dgrad|wgrad|implicit_?gemm|conv(?!ert)|scudnn|winograd|fft2d|"
+                   r"cudnn_(?:infer|train)_", _I)
+_GEMM = re.compile(r"(?<!fb)gemm(?!_gpu)|gemv|nvjet|^cijk_|splitkreduce|triton_tem_fused_(?:mm|addmm|bmm)|matmul|"
+                   r"_mm_kernel|hipblaslt|cublasLt::|epilogue::impl", _I)
+_NOT_GEMM = re.compile(r"implicit_?gemm|ImplicitGemmConv", _I)
+_REDUCTION = re.compile(r"layer_?norm|rms_?norm|softmax|batch_?norm|bn_fw|bn_bw|group_?norm|"
+                        r"RowwiseMoments|GammaBeta|norm_kernel|welford|argmax|argmin|cumsum|"
+                        r"scan_kernel|DeviceReduce|DeviceScan|nll_loss|cross_entropy|_pool|pool_", _I)
+_MEMORY = re.compile(r"CatArrayBatchedCopy|indexSelect|index_select|gather|scatter|embedding|"
+                     r"index_copy|index_put|nchwToNhwc|nhwcToNchw|transpose|permute|copy_kernel|"
+                     r"multi_tensor_apply|DeviceRadixSort|DeviceSegmented|sort|memcpy", _I)
+_ELEMENTWISE = re.compile(r"FillFunctor|fill_kernel|Functor|dropout|distribution_", _I)
+
+_TC_YES = re.compile(r"nvjet|wgmma|gmma|hmma|imma|wmma|qmma|tensorop|tensor_op|OpClassTensorOp|"
+                     r"tensor\d+x\d+x\d+|warpgroup|\d{3,5}gemm|\d{3,5}(?:fprop|dgrad|wgrad)|"
+                     r"_MI\d+x\d+x\d+|flash_(?:fwd|bwd)|fmha", _I)
+_TC_DTYPE = re.compile(r"xmma.*(?:tf32|bf16|f16f16|fp16|e4m3|e5m2|int8|i8i8)", _I)
+_TC_NO = re.compile(r"sgemm|dgemm|ffma|simt|OpClassSimt|scudnn|gemv|wgrad_alg\d|dgrad_engine|"
+                    r"winograd|fft2d|^cijk_(?!.*_MI\d)", _I)
+_HELPER = re.compile(r"epilogue|splitkreduce|reduce_?split_?k|Offsets|init_device_workspace|scalePacked", _I)
+_FUSED = re.compile(r"^triton_|^fused_|_fused_", _I)
+
+
+@functools.lru_cache(maxsize=8192)
+def kernel_kind(name: str) -> str:
+    """The kind of work a kernel does, from its name: one of KINDS."""
+    if not isinstance(name, str):
+        return "other"
+    checks = (
+        (_COMM, "comm"),
+        (re.compile(r"^triton_(?:red|per)_"), "reduction"),
+        (re.compile(r"^triton_poi_"), "elementwise"),
+        (re.compile(r"index_elementwise|scatter_gather"), "memory"),
+        (re.compile(r"elementwise_kernel"), "elementwise"),
+        (re.compile(r"splitKreduce", _I), "gemm"),
+        (re.compile(r"reduce_kernel"), "reduction"),
+        (_ATTENTION, "attention"),
+    )
+    for pattern, kind in checks:
+        if pattern.search(name):
+            return kind
+    if _GEMM.search(name) and not _NOT_GEMM.search(name):
+        return "gemm"
+    for pattern, kind in ((_CONV, "conv"), (_REDUCTION, "reduction"), (_MEMORY, "memory"),
+                          (_ELEMENTWISE, "elementwise")):
+        if pattern.search(name):
+            return kind
+    return "other"
+
+
+@functools.lru_cache(maxsize=8192)
+def tensor_core(name: str) -> bool | None:
+    """True when the name says the kernel runs on tensor (matrix) cores, False when it says it does
+    not, None when the name does not tell (Triton dots, unknown libraries, non-matrix kernels)."""
+    if not isinstance(name, str) or kernel_kind(name) not in ("gemm", "conv", "attention"):
+        return None
+    if _HELPER.search(name):
+        return None  # helper kernels of a GEMM/conv (split-K reduction, offsets): no matrix math
+    if _TC_NO.search(name):
+        return False
+    if _TC_YES.search(name) or _TC_DTYPE.search(name):
+        return True
+    return None
+
+
+@functools.lru_cache(maxsize=8192)
+def is_fused(name: str) -> bool:
+    """True for kernels a compiler generated from several ops (Inductor/Triton `triton_*`, `*_fused_*`)."""
+    return isinstance(name, str) and bool(_FUSED.search(name))
+
+
+def classify(names: pd.Series) -> pd.DataFrame:
+    """`kind`, `tensor_core` (True/False/<NA>) and `fused` for a column of kernel names."""
+    unique = pd.unique(names)
+    table = pd.DataFrame({"kind": [kernel_kind(n) for n in unique],
+                          "tensor_core": pd.array([tensor_core(n) for n in unique], dtype="boolean"),
+                          "fused": [is_fused(n) for n in unique]}, index=unique)
+    out = table.reindex(names.to_numpy())
+    out.index = names.index
+    return out

@@ -1,0 +1,429 @@
+"""Work per op: FLOPs and HBM bytes estimated from the shapes and dtypes torch.profiler recorded.
+
+With `record_shapes=True` every CPU op carries `Input Dims` and `Input type`; Metrics.launches
+joins each kernel to the op that launched it. From those, per op instance:
+
+- matmuls (`aten::mm`, `addmm`, `bmm`, `baddbmm`, `matmul`, `linear`, `_scaled_mm`, `_int_mm`,
+  `mv`, `addmv`): FLOPs = 2·batch·M·N·K (+ M·N for a bias); bytes = A + B (+ bias) + C, each read
+  or written once (what a well-tiled GEMM moves; L2 reuse is assumed perfect).
+- convolutions (`convolution`, `cudnn_convolution`, `convolution_backward`, ...): FLOPs =
+  2·N·O·P·(C/g)·R·S per pass, with P the output pixels. The forward op's record has no stride
+  or padding values, so P is taken as the input's pixels (stride 1, "same" padding): an upper
+  bound. `convolution_backward` gets P exactly from the gradient it receives and counts two
+  passes (input and weight gradients).
+- attention (SDPA / flash / efficient / cuDNN kernels): 2·B·H·Lq·Lk·(D + Dv) forward, ×2.5 for
+  backward; bytes = q, k, v and the output (the fused kernels never write the scores).
+- pointwise ops: bytes = every tensor input read once + the output written once; the output has
+  the broadcast shape of the inputs and their promoted dtype (in-place ops write their first input;
+  `copy_` reads its source and writes its destination). FLOPs = one per output element.
+- reductions (`sum`, `mean`, `amax`, norms...): the input read once; the output (shape not
+  recorded) is taken as negligible. Row-wise ops (softmax, layer/RMS/batch norm) write an output of
+  the input's shape.
+- Inductor/Triton kernels recorded as their own ops (`triton_*`): every tensor argument is read or
+  written once; `triton_tem_*` matmul templates get GEMM FLOPs from their first two 2-D arguments.
+
+Everything here is an estimate from shapes: the real traffic of a kernel can be higher (re-reads
+that miss L2, strided access) or lower (L2 hits). Op instances carry `sm_pct` / `dram_pct` /
+`dram_bytes` columns, NaN today, for measured Nsight Compute values; `best_bytes` and the `source`
+column let rules prefer a measurement when there is one.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+import re
+
+import numpy as np
+import pandas as pd
+
+from diagnose.metrics import kernels as K
+
+DTYPE_BYTES = {
+    "float": 4, "double": 8, "c10::Half": 2, "c10::BFloat16": 2, "c10::Float8_e4m3fn": 1,
+    "c10::Float8_e5m2": 1, "c10::Float8_e4m3fnuz": 1, "c10::Float8_e5m2fnuz": 1,
+    "c10::Float8_e8m0fnu": 1, "c10::Float4_e2m1fn_x2": 1, "long int": 8, "long": 8, "int64_t": 8,
+    "int": 4, "unsigned int": 4, "short": 2, "short int": 2, "signed char": 1, "unsigned char": 1,
+    "bool": 1, "c10::qint8": 1, "c10::quint8": 1, "c10::qint32": 4, "c10::complex<float>": 8,
+    "c10::complex<double>": 16, "c10::complex<c10::Half>": 4,
+}
+FLOAT_DTYPES = {"float", "double", "c10::Half", "c10::BFloat16"}
+FP8_DTYPES = {"c10::Float8_e4m3fn", "c10::Float8_e5m2", "c10::Float8_e4m3fnuz", "c10::Float8_e5m2fnuz"}
+INT8_DTYPES = {"signed char", "unsigned char", "c10::qint8", "c10::quint8"}
+
+GEMM_OPS = {"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::addbmm", "aten::matmul",
+            "aten::linear", "aten::_scaled_mm", "aten::_int_mm", "aten::mv", "aten::addmv",
+            "aten::_addmm_activation"}
+CONV_OPS = {"aten::convolution", "aten::_convolution", "aten::cudnn_convolution", "aten::conv1d",
+            "aten::conv2d", "aten::conv3d", "aten::cudnn_convolution_transpose", "aten::miopen_convolution",
+            "aten::conv_transpose1d", "aten::conv_transpose2d", "aten::conv_transpose3d",
+            "aten::convolution_backward", "aten::_convolution_backward"}
+ATTENTION = re.compile(r"attention", re.IGNORECASE)
+REDUCE_OPS = {"aten::sum", "aten::mean", "aten::amax", "aten::amin", "aten::max", "aten::min",
+              "aten::argmax", "aten::argmin", "aten::norm", "aten::linalg_vector_norm", "aten::var",
+              "aten::std", "aten::var_mean", "aten::std_mean", "aten::prod", "aten::logsumexp",
+              "aten::any", "aten::all", "aten::count_nonzero", "aten::nansum", "aten::_foreach_norm"}
+ROWWISE_OPS = {"aten::softmax", "aten::_softmax", "aten::log_softmax", "aten::_log_softmax",
+               "aten::native_layer_norm", "aten::layer_norm", "aten::rms_norm", "aten::_fused_rms_norm",
+               "aten::native_batch_norm", "aten::cudnn_batch_norm", "aten::_native_batch_norm_legit",
+               "aten::_native_batch_norm_legit_no_training", "aten::native_group_norm",
+               "aten::group_norm", "aten::_softmax_backward_data", "aten::_log_softmax_backward_data",
+               "aten::native_layer_norm_backward", "aten::cumsum", "aten::cumprod"}
+MEMORY_OPS = {"aten::cat", "aten::stack", "aten::index_select", "aten::embedding", "aten::gather",
+              "aten::scatter", "aten::scatter_add", "aten::scatter_add_", "aten::index_copy_",
+              "aten::index_put_", "aten::_index_put_impl_", "aten::index", "aten::embedding_dense_backward",
+              "aten::index_add_", "aten::masked_select", "aten::nonzero", "aten::sort", "aten::topk"}
+GATHER_OPS = {"aten::index_select", "aten::embedding"}
+INPLACE_INDEX_OPS = {"aten::index_copy_", "aten::index_put_", "aten::_index_put_impl_", "aten::index_add_",
+                     "aten::scatter_", "aten::scatter_add_", "aten::masked_scatter_", "aten::index_fill_"}
+BOOL_OUT = re.compile(r"^aten::(?:eq|ne|lt|le|gt|ge|logical_\w+|isnan|isinf|isfinite)_?$")
+
+
+@dataclasses.dataclass(frozen=True)
+class Tensor:
+    """A tensor argument as recorded: shape and dtype."""
+
+    shape: tuple[int, ...]
+    dtype: str
+
+    @property
+    def numel(self) -> int:
+        return math.prod(self.shape) if self.shape else 1
+
+    @property
+    def nbytes(self) -> float:
+        return self.numel * DTYPE_BYTES.get(self.dtype, 4)
+
+
+@dataclasses.dataclass
+class Work:
+    """What one op instance computes and moves, estimated from its recorded shapes."""
+
+    kind: str
+    flops: float = math.nan
+    bytes: float = math.nan
+    dtype: str | None = None
+    m: int | None = None
+    n: int | None = None
+    k: int | None = None
+    batch: int | None = None
+    channels: tuple[int, int] | None = None
+    inputs: list[Tensor] = dataclasses.field(default_factory=list)
+    outputs: list[Tensor] = dataclasses.field(default_factory=list)
+    reduces: bool = False
+    note: str = ""
+
+
+def tensors(input_dims, input_types) -> list[Tensor | None]:
+    """The op's arguments, position for position: a Tensor, or None for scalars, lists and Nones."""
+    if not isinstance(input_dims, list):
+        return []
+    types = input_types if isinstance(input_types, list) else []
+    out: list[Tensor | None] = []
+    for i, dims in enumerate(input_dims):
+        dtype = types[i] if i < len(types) and isinstance(types[i], str) else ""
+        if (isinstance(dims, list) and all(isinstance(d, int) and not isinstance(d, bool) for d in dims)
+                and dtype in DTYPE_BYTES and (dims or dtype)):
+            out.append(Tensor(tuple(int(d) for d in dims), dtype))
+        else:
+            out.append(None)
+    return out
+
+
+def rung_of(dtype: str | None) -> str | None:
+    """The precision rung (peak-table key) of a tensor dtype: fp32, fp16, bf16, fp8, int8, fp64."""
+    if dtype is None:
+        return None
+    if dtype in FP8_DTYPES:
+        return "fp8"
+    if dtype in INT8_DTYPES:
+        return "int8"
+    return {"float": "fp32", "double": "fp64", "c10::Half": "fp16", "c10::BFloat16": "bf16"}.get(dtype)
+
+
+def op_work(op_name, input_dims, input_types, kernel_kind: str | None = None) -> Work | None:
+    """Estimate the work of one op instance; None when nothing can be said (no op, no shapes)."""
+    if not isinstance(op_name, str):
+        return None
+    args = tensors(input_dims, input_types)
+    present = [t for t in args if t is not None]
+    if op_name.startswith("triton_"):
+        return _triton(op_name, present)
+    if op_name in GEMM_OPS:
+        return _gemm(op_name, args, present)
+    if op_name in CONV_OPS:
+        return _conv(op_name, args, present)
+    if ATTENTION.search(op_name):
+        return _attention(op_name, present)
+    if not present:
+        return Work(kind=kernel_kind or "other", note="no tensor shapes recorded")
+    dtype = present[0].dtype
+    if op_name in REDUCE_OPS:
+        return Work(kind="reduction", flops=float(present[0].numel), bytes=present[0].nbytes,
+                    dtype=dtype, inputs=[present[0]], reduces=True)
+    if op_name in ROWWISE_OPS:
+        out = Tensor(present[0].shape, dtype)
+        return Work(kind="reduction", flops=5.0 * out.numel, bytes=sum(t.nbytes for t in present) + out.nbytes,
+                    dtype=dtype, inputs=present, outputs=[out])
+    if op_name in GATHER_OPS and len(present) > 1:
+        table, index = present[0], present[1]
+        row = math.prod(table.shape[1:]) if len(table.shape) > 1 else 1
+        out = Tensor((index.numel, row), table.dtype)
+        return Work(kind="memory", bytes=index.nbytes + 2.0 * out.nbytes, flops=0.0, dtype=table.dtype,
+                    inputs=[index], outputs=[out], note="row gather (dim 0 assumed): the rows read, then written")
+    if op_name in INPLACE_INDEX_OPS and len(present) > 1:
+        src = present[1:]
+        return Work(kind="memory", bytes=2.0 * sum(t.nbytes for t in src), flops=0.0, dtype=dtype,
+                    inputs=src, outputs=[], note="in-place indexed write: the source read, as much written")
+    if op_name in MEMORY_OPS or kernel_kind == "memory":
+        return Work(kind="memory", bytes=float(sum(t.nbytes for t in present)), flops=0.0, dtype=dtype,
+                    inputs=present, note="indexing/concatenation: inputs read once, output not counted")
+    return _pointwise(op_name, present, kernel_kind)
+
+
+def _pointwise(op_name: str, present: list[Tensor], kernel_kind: str | None) -> Work:
+    kind = kernel_kind if kernel_kind in K.MEMORY_KINDS else "elementwise"
+    base = op_name.split("::")[-1]
+    if base in ("copy_", "_copy_from", "_copy_from_and_resize"):
+        dst, src = present[0], present[1] if len(present) > 1 else present[0]
+        return Work(kind=kind, flops=0.0, bytes=dst.nbytes + src.nbytes, dtype=src.dtype,
+                    inputs=[src], outputs=[dst])
+    if base in ("fill_", "zero_", "normal_", "uniform_", "random_", "bernoulli_", "exponential_"):
+        out = present[0]
+        return Work(kind=kind, flops=float(out.numel), bytes=out.nbytes, dtype=out.dtype, outputs=[out])
+    if base.endswith("_") and not base.startswith("_foreach"):
+        out = present[0]
+    else:
+        out = Tensor(_broadcast([t.shape for t in present]), _promote(op_name, present))
+    return Work(kind=kind, flops=float(out.numel), bytes=sum(t.nbytes for t in present) + out.nbytes,
+                dtype=present[0].dtype, inputs=present, outputs=[out])
+
+
+def _broadcast(shapes: list[tuple[int, ...]]) -> tuple[int, ...]:
+    ndim = max((len(s) for s in shapes), default=0)
+    out = []
+    for axis in range(ndim):
+        sizes = [s[len(s) - ndim + axis] for s in shapes if len(s) - ndim + axis >= 0]
+        out.append(max(sizes) if sizes else 1)
+    return tuple(out)
+
+
+def _promote(op_name: str, present: list[Tensor]) -> str:
+    if BOOL_OUT.match(op_name):
+        return "bool"
+    floats = [t.dtype for t in present if t.dtype in FLOAT_DTYPES]
+    if not floats:
+        return present[0].dtype
+    return max(floats, key=lambda d: DTYPE_BYTES[d])
+
+
+def _gemm(op_name: str, args: list[Tensor | None], present: list[Tensor]) -> Work | None:
+    base = op_name.split("::")[-1]
+    if base in ("addmm", "baddbmm", "addbmm", "_addmm_activation", "addmv"):
+        operands, extra = args[1:3], [args[0]] if args and args[0] is not None else []
+    elif base == "linear":
+        operands, extra = args[0:2], [args[2]] if len(args) > 2 and args[2] is not None else []
+    else:
+        operands, extra = args[0:2], []
+    if len(operands) < 2 or operands[0] is None or operands[1] is None:
+        return Work(kind="gemm", note="matmul operands not recorded")
+    a, b = operands
+    dims = _gemm_dims(base, a.shape, b.shape)
+    if dims is None:
+        return Work(kind="gemm", dtype=a.dtype, note=f"unrecognised matmul shapes {a.shape} x {b.shape}")
+    batch, m, n, k = dims
+    out_bytes = {"_scaled_mm": 2, "_int_mm": 4}.get(base, DTYPE_BYTES.get(a.dtype, 4))
+    flops = 2.0 * batch * m * n * k + (batch * m * n if extra else 0)
+    moved = a.nbytes + b.nbytes + batch * m * n * out_bytes + sum(t.nbytes for t in extra)
+    out = Tensor((batch, m, n) if batch > 1 else (m, n), a.dtype if base != "_scaled_mm" else "c10::BFloat16")
+    return Work(kind="gemm", flops=flops, bytes=float(moved), dtype=a.dtype, m=m, n=n, k=k, batch=batch,
+                inputs=[a, b, *extra], outputs=[out])
+
+
+def _gemm_dims(base: str, a: tuple, b: tuple):
+    """(batch, M, N, K) of a matmul from its operand shapes, or None."""
+    if base == "linear":
+        if len(a) < 1 or len(b) != 2 or a[-1] != b[1]:
+            return None
+        return 1, math.prod(a[:-1]) if len(a) > 1 else 1, b[0], a[-1]
+    if len(a) == 1 and len(b) == 1:
+        return (1, 1, 1, a[0]) if a[0] == b[0] else None
+    if len(b) == 1:  # matrix-vector
+        return (1, math.prod(a[:-1]), 1, a[-1]) if a[-1] == b[0] else None
+    if len(a) == 1:
+        return (math.prod(b[:-2]) or 1, 1, b[-1], a[0]) if a[0] == b[-2] else None
+    if a[-1] != b[-2]:
+        return None
+    if len(b) == 2:  # batched activations against one weight: one big GEMM
+        return 1, math.prod(a[:-1]), b[-1], a[-1]
+    batch_shape = _broadcast([a[:-2], b[:-2]])
+    return math.prod(batch_shape) if batch_shape else 1, a[-2], b[-1], a[-1]
+
+
+def _conv(op_name: str, args: list[Tensor | None], present: list[Tensor]) -> Work:
+    backward = "backward" in op_name
+    if len(present) < 2:
+        return Work(kind="conv", note="convolution shapes not recorded")
+    if backward:
+        if len(present) < 3:
+            return Work(kind="conv", note="convolution shapes not recorded")
+        grad_out, x, w = present[0], present[1], present[2]
+        out_pixels = math.prod(grad_out.shape[2:]) if len(grad_out.shape) > 2 else 1
+    else:
+        x, w = present[0], present[1]
+        grad_out = None
+        out_pixels = math.prod(x.shape[2:]) if len(x.shape) > 2 else 1
+    if len(x.shape) < 3 or len(w.shape) < 3 or w.shape[1] == 0:
+        return Work(kind="conv", dtype=x.dtype, note="unrecognised convolution shapes")
+    n, c = x.shape[0], x.shape[1]
+    o, c_per_group = w.shape[0], w.shape[1]
+    taps = math.prod(w.shape[2:])
+    fwd = 2.0 * n * o * out_pixels * c_per_group * taps
+    out = Tensor((n, o, *(grad_out.shape[2:] if grad_out else x.shape[2:])), x.dtype)
+    if backward:
+        flops, moved = 2 * fwd, grad_out.nbytes + 2 * x.nbytes + 2 * w.nbytes
+        note = "input and weight gradients"
+    else:
+        flops, moved = fwd, x.nbytes + w.nbytes + out.nbytes
+        note = "output pixels taken as input pixels (stride and padding not recorded): an upper bound"
+    return Work(kind="conv", flops=flops, bytes=float(moved), dtype=x.dtype, m=n * out_pixels, n=o,
+                k=c_per_group * taps, batch=1, channels=(c, o), inputs=[x, w], outputs=[out], note=note)
+
+
+def _attention(op_name: str, present: list[Tensor]) -> Work:
+    backward = "backward" in op_name
+    qkv = present[1:4] if backward and len(present) >= 4 else present[0:3]
+    if len(qkv) < 3 or any(len(t.shape) < 2 for t in qkv):
+        return Work(kind="attention", note="attention shapes not recorded")
+    q, k, v = qkv
+    lead = math.prod(q.shape[:-2]) if len(q.shape) > 2 else 1
+    fwd = 2.0 * lead * q.shape[-2] * k.shape[-2] * (q.shape[-1] + v.shape[-1])
+    out = Tensor((*q.shape[:-1], v.shape[-1]), q.dtype)
+    moved = q.nbytes + k.nbytes + v.nbytes + out.nbytes
+    return Work(kind="attention", flops=fwd * (2.5 if backward else 1.0),
+                bytes=float(moved * (2 if backward else 1)), dtype=q.dtype, inputs=[q, k, v], outputs=[out])
+
+
+def _triton(op_name: str, present: list[Tensor]) -> Work:
+    kind = K.kernel_kind(op_name)
+    if not present:
+        return Work(kind=kind, note="Triton kernel arguments not recorded")
+    moved = float(sum(t.nbytes for t in present))
+    if kind == "gemm":
+        two_d = [t for t in present if len(t.shape) == 2]
+        if len(two_d) >= 2 and two_d[0].shape[1] == two_d[1].shape[0]:
+            (m, k), n = two_d[0].shape, two_d[1].shape[1]
+            return Work(kind="gemm", flops=2.0 * m * n * k, bytes=moved, dtype=two_d[0].dtype, m=m, n=n, k=k,
+                        batch=1, inputs=present)
+    return Work(kind=kind, flops=float(max(t.numel for t in present)), bytes=moved, dtype=present[0].dtype,
+                inputs=present, note="Triton kernel: each tensor argument read or written once")
+
+
+# --------------------------------------------------------------------------------------------
+# Op instances of the measured steps
+
+INSTANCE_COLUMNS = ["step", "stream", "ts", "end", "kernel_us", "matrix_us", "n_kernels", "kernel", "kind",
+                    "tensor_core",
+                    "fused", "blocks", "op_name", "shapes", "dtype", "flops", "bytes", "m", "n", "k", "batch",
+                    "source", "sm_pct", "dram_pct", "dram_bytes", "work"]
+
+
+def op_instances(launches: pd.DataFrame, windows: list, device: int | None, annotated: bool) -> pd.DataFrame:
+    """One row per op instance (all the kernels one CPU op launched) inside the measured steps.
+
+    `kernel_us` is the time of all its kernels; `matrix_us` that of its GEMM / convolution /
+    attention kernels alone (cuDNN's layout transforms and offset kernels excluded), or
+    `kernel_us` when none of its kernels has such a name.
+
+    A kernel belongs to the step whose CPU range contains its launch call (so work queued by the
+    previous step but still running is not counted twice); without launch links or step ranges
+    it belongs to the window its GPU start falls in. Kernels no CPU op claims (CUDA-graph
+    replays, traces without op links) are instances of their own, with unknown work.
+    """
+    if device is None or not windows or not len(launches):
+        return pd.DataFrame(columns=INSTANCE_COLUMNS)
+    kern = launches[(launches["device"] == device) & (launches["cat"] == "kernel")].copy()
+    if not len(kern):
+        return pd.DataFrame(columns=INSTANCE_COLUMNS)
+    kern["step"] = _assign_steps(kern, windows, annotated)
+    kern = kern[kern["step"] >= 0]
+    if not len(kern):
+        return pd.DataFrame(columns=INSTANCE_COLUMNS)
+    cls = K.classify(kern["name"])
+    kern = kern.join(cls)
+    has_op = kern["op_name"].notna() & kern["op_external_id"].notna()
+    key = np.where(has_op, kern["op_external_id"].astype("Float64").fillna(-1).to_numpy(float),
+                   -1.0 - np.arange(len(kern)))
+    kern["instance"] = key
+    kern["is_matrix"] = kern["kind"].isin(("gemm", "conv", "attention"))
+    kern["matrix_dur"] = kern["dur"].where(kern["is_matrix"], 0.0)
+    # the instance's main kernel: its longest matrix kernel, else its longest kernel
+    kern["rank"] = kern["dur"] + np.where(kern["is_matrix"], 1e12, 0.0)
+    main = kern.sort_values("rank", kind="stable").groupby("instance", sort=False).tail(1).set_index("instance")
+    first = kern.sort_values("ts", kind="stable").groupby("instance", sort=False).head(1).set_index("instance")
+    grouped = kern.groupby("instance", sort=False)
+    agg = grouped.agg(ts=("ts", "min"), end=("end", "max"), kernel_us=("dur", "sum"),
+                      matrix_us=("matrix_dur", "sum"), n_kernels=("dur", "size"), blocks=("blocks", "max"))
+    tc = kern["tensor_core"]
+    agg["tc_yes"] = (tc == True).fillna(False).groupby(kern["instance"]).any()  # noqa: E712
+    agg["tc_no"] = (tc == False).fillna(False).groupby(kern["instance"]).any()  # noqa: E712
+    agg = agg.join(main[["name", "kind", "fused"]]).join(
+        first[["step", "stream", "op_name", "input_dims", "input_types"]])
+    cache: dict = {}
+    rows = [_instance_row(r, cache) for r in agg.itertuples()]
+    frame = pd.DataFrame(rows, columns=INSTANCE_COLUMNS).sort_values("ts", kind="stable").reset_index(drop=True)
+    return frame
+
+
+def _assign_steps(kern: pd.DataFrame, windows: list, annotated: bool) -> np.ndarray:
+    steps = np.full(len(kern), -1)
+    launch_ts = kern["launch_ts"].to_numpy(float)
+    gpu_ts = kern["ts"].to_numpy(float)
+    for w in windows:
+        if annotated:
+            by_launch = (launch_ts >= w.cpu_start) & (launch_ts <= w.cpu_end)
+            unlinked = np.isnan(launch_ts) & (gpu_ts >= w.start) & (gpu_ts < w.end)
+            steps[by_launch | unlinked] = w.index
+        else:
+            steps[(gpu_ts >= w.start) & (gpu_ts <= w.end)] = w.index
+    return steps
+
+
+def _instance_row(r, cache: dict) -> dict:
+    op_name = r.op_name if isinstance(r.op_name, str) else None
+    kernel_kind = r.kind
+    key = (op_name, repr(r.input_dims), repr(r.input_types), kernel_kind)
+    if key not in cache:
+        cache[key] = op_work(op_name, r.input_dims, r.input_types, kernel_kind)
+    work = cache[key]
+    tensor_core = True if r.tc_yes else False if r.tc_no else pd.NA
+    fused = bool(r.fused) or (op_name or "").startswith("aten::_foreach")
+    kind = work.kind if work is not None and work.kind in K.KINDS and work.kind != "other" else kernel_kind
+    if kernel_kind in ("gemm", "conv", "attention") and kind in K.MEMORY_KINDS:
+        kind = kernel_kind
+    known = work is not None and not math.isnan(work.bytes)
+    return {
+        "step": int(r.step), "stream": r.stream, "ts": float(r.ts), "end": float(r.end),
+        "kernel_us": float(r.kernel_us), "matrix_us": float(r.matrix_us) or float(r.kernel_us),
+        "n_kernels": int(r.n_kernels), "kernel": r.name, "kind": kind, "tensor_core": tensor_core,
+        "fused": fused, "blocks": float(r.blocks) if pd.notna(r.blocks) else math.nan,
+        "op_name": op_name, "shapes": _shapes_text(work),
+        "dtype": work.dtype if work else None,
+        "flops": work.flops if work else math.nan, "bytes": work.bytes if work else math.nan,
+        "m": work.m if work else None, "n": work.n if work else None, "k": work.k if work else None,
+        "batch": work.batch if work else None,
+        "source": "estimated from shapes" if known else "unknown",
+        "sm_pct": math.nan, "dram_pct": math.nan, "dram_bytes": math.nan, "work": work,
+    }
+
+
+def _shapes_text(work: Work | None) -> str | None:
+    if work is None or not (work.inputs or work.outputs):
+        return None
+    dims = ", ".join("×".join(str(d) for d in t.shape) or "scalar" for t in work.inputs)
+    short = {"c10::BFloat16": "bf16", "c10::Half": "fp16", "float": "fp32", "double": "fp64"}
+    return f"[{dims}] {short.get(work.dtype, work.dtype or '')}".strip()
+
+
+def best_bytes(frame: pd.DataFrame) -> pd.Series:
+    """Bytes moved per instance: measured DRAM bytes where Nsight Compute supplied them, else the estimate."""
+    return frame["dram_bytes"].where(frame["dram_bytes"].notna(), frame["bytes"]).astype(float)

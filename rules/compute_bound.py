@@ -1,0 +1,354 @@
+"""compute-bound: matrix math dominates the step; how close is it to the tensor-core roofline?
+
+**Signal.** Every matmul and convolution of the measured steps is placed on the roofline from
+its recorded shapes (metrics/work.py): FLOPs, bytes, arithmetic intensity (FLOP/byte) and the
+achieved TFLOP/s (FLOPs ÷ kernel time), next to the datasheet peak of the precision it actually
+ran in. That precision comes from the dtypes and the kernel's name (metrics/kernels.py): fp32
+data on a tensor-core kernel (`sm90_xmma_gemm_…tf32…`, cuDNN `tensor16x8x8`) is TF32; on an
+`ffma` / `sgemm` / `scudnn` kernel it is plain FP32 on CUDA cores; `nvjet`, `wgmma`/`gmma`,
+`hmma`, `tensorop`, `s1688`/`16816` and AMD `_MI16x16x1` kernels are tensor (matrix) cores.
+An op is *compute-bound* when its intensity is at least `min_ridge_share` of the ridge point of
+that precision (achievable FLOP/s ÷ achievable bytes/s); GEMV-shaped products (a few rows
+against large weights) fall far below it and are left to the decode-latency rule. The rule fires
+when compute-bound matrix ops take at least `min_share` of the step and one of these holds, in
+order:
+
+1. *tensor cores unused*: fp32 without TF32, or 16-bit data on a CUDA-core kernel →
+   `bf16-tensor-cores` (autocast to bf16, or fp16 on Volta; TF32 as the one-line alternative);
+2. *misaligned dimensions*: K or N (the leading dimensions in the usual layouts; output
+   channels for convolutions: an RGB first layer's 3 input channels are padded by cuDNN itself)
+   not a multiple of `align_bytes` (16) bytes' worth of elements (8 for 16-bit types, 4 for
+   fp32, 16 for fp8), which sends cuBLAS to slow unaligned kernels → `pad-dims`, naming the
+   shapes;
+3. *healthy tensor-core kernels near their peak* (≥ `near_peak_share` of the datasheet) with a
+   faster precision left on this GPU → the next rung: `bf16-tensor-cores` after TF32, `fp8` after
+   bf16/fp16 (Hopper, MI300). It never recommends a precision the ops already use.
+
+Already in FP8 (the top rung on Hopper), or on tensor cores but slow for another reason (small
+or oddly shaped matrices), the rule stays quiet and says so: nothing this rule knows would help.
+
+**Thresholds.** `min_share` 0.5 (the step is *dominated* by matrix math): the matmul captures
+sit at 91–99 % and the 512-token prefill at 82 %, while batch-1 decode is 4 % (decode_eager)
+and the GEMV decode steps have 0 % compute-bound matmuls (intensity ≈ 1–4 FLOP/byte against a
+ridge of 184); in the fp32 conv-net training capture (host_loader_workers) the convolution
+kernels take 40 % (cuDNN's NCHW↔NHWC transposes inside the same ops are memory traffic, not
+matrix math, and are not counted), and in the small-MLP training captures (sync_item,
+sync_free) fp32 matmuls take 22–24 % (the quiet detail still notes their unused tensor cores).
+`min_ridge_share` 1.0: right of the ridge is the definition of compute-bound.
+`near_peak_share` 0.5 of the datasheet peak: the healthy H200 kernels run at 71–86 % (bf16
+809 TFLOP/s = 82 %, TF32 423 = 86 %, FP8 1,487 = 75 %, prefill 706–825 = 71–83 %), the
+misaligned K = 8191 kernel at 15 %. FP8 is the top rung on this GPU, so matmul_fp8 is a quiet
+case by design: there is no precision left to recommend, and telling the user to move to bf16
+or FP8 again would be wrong.
+
+**Fix.** `bf16-tensor-cores` (autocast / `allow_tf32`), `pad-dims` (pad to a multiple of 8,
+better 64/128), `fp8` (`torch._scaled_mm`, torchao `float8`, Transformer Engine).
+
+**Estimate.** time after the fix, per op = max(FLOPs ÷ achievable TFLOP/s of the target
+precision, bytes in the target precision ÷ achievable HBM bandwidth); the step keeps everything
+else: est. step = step − Σ op time + Σ time after. Achievable figures are the ones measured on
+the H200 (devices.py: bf16 790, FP8 1,490, TF32 423 TFLOP/s, 4.3 TB/s). Measured on the H200
+captures: FP32 → bf16 15.17× (this estimate: ≈ 12.8×), bf16 → FP8 1.83× (≈ 1.76×), K 8191 →
+8192 5.33× (≈ 5.2×), TF32 → bf16 1.99× (≈ 1.73×); FP32 → TF32 was 7.62×. The estimate keeps
+the non-matmul part of the measured step (77–306 µs on these captures), so it errs low. FLOPs
+and bytes are estimated from shapes; the kernel time is measured.
+"""
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from diagnose import devices
+from diagnose.engine import Quiet, Rule, Skip, Threshold
+from diagnose.findings import Evidence, Finding
+from diagnose.fixes import fix
+from diagnose.metrics.work import DTYPE_BYTES, rung_of
+
+MATRIX_KINDS = ("gemm", "conv")
+RUNG_NAMES = {"fp32": "FP32 (CUDA cores)", "tf32": "TF32 tensor cores", "bf16": "bf16 tensor cores",
+              "fp16": "fp16 tensor cores", "fp8": "FP8 tensor cores", "int8": "INT8 tensor cores",
+              "fp64": "FP64"}
+RUNG_BYTES = {"fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2, "fp8": 1, "int8": 1}
+FIX_OF_ISSUE = {"tensor-cores-unused": "bf16-tensor-cores", "misaligned": "pad-dims"}
+
+
+class ComputeBound(Rule):
+    """Compute-bound matrix math → tensor cores, padded dimensions, the next precision rung."""
+
+    id = "compute-bound"
+    title = "Compute-bound matrix math"
+    cheat_sheet = {
+        "bottleneck": "compute-bound matrix math",
+        "signal": "high SM throughput (> 75%), low HBM throughput (< 50%)",
+        "fix": "BF16 / FP8 / NVFP4 tensor cores; pad matrix dims to multiples of 64/128",
+        "impact": "2–4× FLOP throughput per clock",
+    }
+    needs = ("gpu", "steps")
+    thresholds = (
+        Threshold("min_share", 0.5, "fraction",
+                  "fire when compute-bound matmuls/convolutions take at least this share of the step"),
+        Threshold("min_ridge_share", 1.0, "fraction",
+                  "an op is compute-bound when its FLOP/byte is at least this share of the ridge point"),
+        Threshold("near_peak_share", 0.5, "fraction",
+                  "tensor-core kernels at or above this share of the datasheet peak count as healthy"),
+        Threshold("align_bytes", 16, "bytes", "K and N must be multiples of this many bytes of elements"),
+        Threshold("high_speedup", 2.0, "×", "estimated speedup at which a defect is high severity"),
+    )
+
+    def check(self, ctx, t):
+        """Place the matrix ops on the roofline and pick the fix for the ones that dominate."""
+        m = ctx.metrics
+        spec = m.device_spec
+        if spec is None:
+            return Skip(devices.describe_unknown(ctx.trace.device))
+        ops = m.op_work
+        step_us = m.budget.step_us
+        n = max(len(m.steps.windows), 1)
+        if not len(ops) or step_us <= 0:
+            return Quiet("no kernels in the measured steps")
+        matrix = ops[ops["kind"].isin(MATRIX_KINDS)]
+        matrix_share = m.per_step(matrix["matrix_us"].sum()) / step_us
+        if matrix_share < t["min_share"]:
+            return Quiet(f"matmul/convolution kernels take {matrix_share:.0%} of the step < {t['min_share']:.0%}"
+                         f"{_fp32_note(matrix, step_us, n)}")
+        known = matrix[matrix["flops"].notna() & (matrix["flops"] > 0)]
+        if known["matrix_us"].sum() < 0.5 * matrix["matrix_us"].sum():
+            return Skip(f"matmul/convolution kernels take {matrix_share:.0%} of the step but their ops' shapes "
+                        "were not recorded (profile with record_shapes=True; CUDA-graph replays carry none), "
+                        "so their FLOPs and roofline position are unknown")
+        rows = pd.DataFrame([_place(r, spec, t) for r in known.itertuples()], index=known.index)
+        cb = rows[rows["compute_bound"]]
+        cb_share = m.per_step(cb["matrix_us"].sum()) / step_us
+        if cb_share < t["min_share"]:
+            return Quiet(f"matrix math is {matrix_share:.0%} of the step but only {cb_share:.0%} is compute-bound "
+                         f"< {t['min_share']:.0%} (median intensity {rows['intensity'].median():.1f} FLOP/B "
+                         f"against a ridge of {rows['ridge'].median():.0f}: memory-bound products, e.g. GEMV-"
+                         "shaped decode, are the decode-latency rule's)")
+        acting = cb[cb["issue"].notna() & (cb["saving_us"] > 0)]
+        achieved = cb["flops"].sum() / cb["matrix_us"].sum() / 1e6
+        main_rung = cb.groupby("rung")["matrix_us"].sum().idxmax()
+        main_peak = spec.peak(main_rung) or math.nan
+        if not len(acting):
+            return Quiet(_quiet_detail(cb, spec, achieved, main_rung, main_peak, cb_share))
+        saving = m.per_step(acting["saving_us"].sum())
+        after = max(step_us - saving, 1e-9)
+        speedup = step_us / after
+        by_issue = acting.groupby("issue")["saving_us"].sum().sort_values(ascending=False)
+        issues = list(by_issue.index)
+        defect = any(i in FIX_OF_ISSUE for i in issues)
+        severity = ("high" if speedup >= t["high_speedup"] else "medium") if defect else "low"
+        evidence = [
+            Evidence("compute-bound matrix math per step", round(cb_share * 100, 1), ">=", t["min_share"] * 100, "%"),
+            Evidence(f"achieved throughput ({RUNG_NAMES.get(main_rung, main_rung)})", round(achieved, 1),
+                     unit="TFLOP/s"),
+            Evidence(f"share of the {RUNG_NAMES.get(main_rung, main_rung)} datasheet peak "
+                     f"({main_peak:,.0f} TFLOP/s)", round(achieved / main_peak * 100, 1),
+                     ">=" if achieved / main_peak >= t["near_peak_share"] else "<", t["near_peak_share"] * 100, "%"),
+            Evidence("arithmetic intensity (median)", round(float(cb["intensity"].median()), 1), ">=",
+                     round(float(cb["ridge"].median()) * t["min_ridge_share"], 1), "FLOP/B"),
+        ]
+        for issue in issues:
+            part = acting[acting["issue"] == issue]
+            share_of_step = m.per_step(part["matrix_us"].sum()) / step_us
+            evidence.append(Evidence(_issue_label(issue, part), round(share_of_step * 100, 1), unit="% of step"))
+        fixes = [_fix_for(issue, acting[acting["issue"] == issue], spec, n) for issue in issues]
+        return Finding(
+            rule=self.id,
+            severity=severity,
+            title=_title(issues[0], acting[acting["issue"] == issues[0]]),
+            evidence=evidence,
+            offenders=_offenders(cb, n),
+            fixes=fixes,
+            est_speedup=round(speedup, 2),
+            recoverable_us=round(saving, 2),
+            basis=(f"FLOPs and bytes estimated from shapes, kernel time measured; per op, time after = "
+                   f"max(FLOPs ÷ achievable TFLOP/s of the target precision, bytes ÷ {spec.achievable_tbps:g} TB/s); "
+                   f"step {step_us:,.0f} − {saving:,.0f} µs saved = {after:,.0f} µs; {_time_base(m.budget)}; "
+                   f"{spec.name}: {spec.source}"),
+            why=("Matrix multiplications do many FLOPs per byte, so once they are large their speed is set by "
+                 "the math units. Tensor cores do matrix math 8–16× faster than the regular CUDA cores, and "
+                 "every halving of the precision (TF32 → bf16 → FP8) doubles their rate again. They also want "
+                 "operands aligned to 16 bytes: a dimension of 8191 forces an unvectorised fallback kernel "
+                 "several times slower than 8192."),
+        )
+
+
+def _place(row, spec, t) -> dict:
+    """Roofline position, precision as run, issue and estimated time after the fix of one op."""
+    rung = rung_of(row.dtype)
+    tc = row.tensor_core
+    tc = None if tc is pd.NA or (isinstance(tc, float) and math.isnan(tc)) else bool(tc)
+    achieved = row.flops / row.matrix_us / 1e6 if row.matrix_us > 0 else 0.0
+    if rung == "fp32":
+        if tc is None:
+            tc = achieved > (spec.peak("fp32") or math.inf)
+        rung_run = "tf32" if tc and spec.peak("tf32") else "fp32"
+    elif rung in ("bf16", "fp16", "fp8", "int8"):
+        rung_run = rung if tc is not False else "fp32"
+    else:
+        rung_run = rung or "fp32"
+    intensity = row.flops / row.bytes if row.bytes and row.bytes > 0 else math.inf
+    ridge = spec.ridge(rung_run) or spec.ridge("fp32") or math.inf
+    compute_bound = intensity >= t["min_ridge_share"] * ridge
+    peak = spec.peak(rung_run) or math.nan
+    issue, target = None, None
+    esize = DTYPE_BYTES.get(row.dtype, 4)
+    align = max(1, int(t["align_bytes"] // esize))
+    bad_dims = _misaligned(row, align)
+    if compute_bound:
+        if rung_run == "fp32" and tc:  # fp32 on matrix cores without TF32 (AMD MFMA): 16-bit is the next rung
+            issue, target = "next-rung", spec.half_rung()
+        elif tc is False or rung_run == "fp32":
+            issue, target = "tensor-cores-unused", spec.half_rung()
+        elif bad_dims:
+            issue, target = "misaligned", rung_run
+        elif achieved >= t["near_peak_share"] * peak and spec.next_rung(rung_run):
+            issue, target = "next-rung", spec.next_rung(rung_run)
+    after = math.nan
+    if target:
+        tflops = spec.achievable(target)
+        new_bytes = row.bytes * RUNG_BYTES.get(target, esize) / esize if issue != "misaligned" else row.bytes
+        after = max(row.flops / tflops / 1e6, new_bytes / spec.achievable_tbps / 1e6) if tflops else math.nan
+    saving = max(0.0, row.matrix_us - after) if not math.isnan(after) else 0.0
+    return {"op_name": row.op_name, "shapes": row.shapes, "kernel": row.kernel, "matrix_us": row.matrix_us,
+            "flops": row.flops, "bytes": row.bytes, "dtype": row.dtype, "rung": rung_run, "achieved": achieved,
+            "peak": peak, "intensity": intensity, "ridge": ridge, "compute_bound": compute_bound,
+            "issue": issue, "target": target, "after_us": after, "saving_us": saving, "bad_dims": bad_dims,
+            "m": row.m, "n": row.n, "k": row.k, "kind": row.kind}
+
+
+def _misaligned(row, align: int) -> str | None:
+    """'K = 8191' etc. when a leading dimension is not a multiple of `align` elements."""
+    names = (("K", row.k), ("N", row.n)) if row.kind == "gemm" else (("output channels", row.n),)
+    bad = [f"{name} = {int(v)}" for name, v in names if v is not None and not pd.isna(v) and int(v) % align]
+    return ", ".join(bad) or None
+
+
+def _issue_label(issue: str, part: pd.DataFrame) -> str:
+    if issue == "tensor-cores-unused":
+        return "matrix time on CUDA cores (tensor cores unused)"
+    if issue == "misaligned":
+        return f"matrix time in misaligned GEMMs ({part['bad_dims'].iloc[0]}, not a multiple of 8/16 bytes)"
+    rung, target = RUNG_NAMES.get(part["rung"].iloc[0]), part["target"].iloc[0].upper()
+    return f"matrix time near the {rung} peak with {target} available"
+
+
+def _title(issue: str, part: pd.DataFrame) -> str:
+    if issue == "tensor-cores-unused":
+        return "Compute-bound matrix math on CUDA cores: tensor cores unused"
+    if issue == "misaligned":
+        first = part.sort_values("saving_us", ascending=False).iloc[0]
+        return (f"Compute-bound matmul with misaligned dimensions ({first['bad_dims']} in "
+                f"{first['op_name']} {first['shapes']}): a slow fallback kernel")
+    rung = part["rung"].iloc[0]
+    return (f"Compute-bound matrix math near the {RUNG_NAMES.get(rung, rung)} peak: "
+            f"{part['target'].iloc[0].upper()} is the next step")
+
+
+def _fix_for(issue: str, part: pd.DataFrame, spec, n: int) -> object:
+    saving = part["saving_us"].sum()
+    if issue == "tensor-cores-unused":
+        half = spec.half_rung() or "bf16"
+        tf32 = ""
+        if spec.achievable("tf32"):
+            tf32_after = sum(max(r.flops / spec.achievable("tf32") / 1e6, r.bytes / spec.achievable_tbps / 1e6)
+                             for r in part.itertuples()) / n
+            tf32 = (f" Keeping fp32 data but allowing TF32 "
+                    f"(torch.backends.cuda.matmul.allow_tf32 = True) would bring these ops to about "
+                    f"{tf32_after:,.0f} µs per step instead of {half} autocast's {part['after_us'].sum() / n:,.0f} µs "
+                    f"(now {part['matrix_us'].sum() / n:,.0f} µs).")
+        how = (f"These matmuls run on the CUDA cores ({part['kernel'].iloc[0][:60]}…). Autocast them to {half} "
+               f"so they run on tensor cores.{tf32}")
+        if half == "fp16":
+            how += " This GPU has no bf16 or TF32 tensor cores: use fp16 with a GradScaler for training."
+        return fix("bf16-tensor-cores", how=how, code=_autocast_code(half))
+    if issue == "misaligned":
+        shapes = "; ".join(sorted({f"{r.op_name} {r.shapes}: {r.bad_dims}" for r in part.itertuples()}))
+        how = (f"{shapes} — not a multiple of 8 elements (16 bytes), so cuBLAS falls back to an unaligned kernel "
+               f"({part['kernel'].iloc[0][:60]}…). Pad the dimension up to a multiple of 8 (better 64 or 128) with "
+               f"zeros: the product is unchanged. Estimated {saving / max(len(part), 1):,.0f} µs saved per call.")
+        return fix("pad-dims", how=how, code=_pad_code(part.iloc[0]))
+    target = part["target"].iloc[0]
+    if target == "fp8":
+        how = ("These matmuls already run on bf16/fp16 tensor cores near their peak; the next step is FP8 "
+               f"(e4m3), which doubles the tensor-core rate on this GPU (achievable ≈ {spec.achievable('fp8'):,.0f} "
+               "TFLOP/s). Scale per tensor or per row, and check accuracy on your evaluation set.")
+        return fix("fp8", how=how, code=_fp8_code())
+    how = (f"These matmuls run on {RUNG_NAMES.get(part['rung'].iloc[0])} near their peak; {target} autocast doubles "
+           f"the tensor-core rate again and halves the bytes.")
+    return fix("bf16-tensor-cores", how=how, code=_autocast_code(target))
+
+
+def _quiet_detail(cb, spec, achieved, rung, peak, share) -> str:
+    top = spec.next_rung(rung)
+    where = f"{achieved:,.0f} TFLOP/s = {achieved / peak:.0%} of the {RUNG_NAMES.get(rung, rung)} peak"
+    if top is None:
+        return (f"compute-bound matrix math {share:.0%} of the step on {RUNG_NAMES.get(rung, rung)} at {where}: "
+                f"already the fastest precision of this GPU's tensor cores ({spec.name})")
+    return (f"compute-bound matrix math {share:.0%} of the step at {where}: below the healthy range, but no "
+            "missing tensor cores or misaligned dimensions to blame (small or oddly shaped matrices?)")
+
+
+def _fp32_note(matrix: pd.DataFrame, step_us: float, n: int) -> str:
+    slow = matrix[(matrix["tensor_core"] == False) & (matrix["dtype"] == "float")]  # noqa: E712
+    if not len(slow):
+        return ""
+    return (f"; note: {slow['matrix_us'].sum() / n / step_us:.0%} of the step is fp32 matrix math on CUDA cores "
+            "(tensor cores unused), not enough to dominate it")
+
+
+def _offenders(cb: pd.DataFrame, n: int) -> list[dict]:
+    grouped = cb.groupby(["op_name", "shapes", "kernel"], dropna=False, sort=False)
+    rows = []
+    for (op, shapes, kernel), g in grouped:
+        us = g["matrix_us"].sum()
+        rows.append({"op": op, "shapes": shapes, "kernel": kernel, "calls_per_step": round(len(g) / n, 2),
+                     "us_per_step": round(float(us) / n, 1), "precision": g["rung"].iloc[0],
+                     "tflops": round(float(g["flops"].sum()) / us / 1e6, 1) if us else None,
+                     "share_of_peak": round(float(g["flops"].sum()) / us / 1e6 / g["peak"].iloc[0], 3) if us else None,
+                     "flop_per_byte": round(float(g["intensity"].median()), 1),
+                     "issue": _plain(g["issue"].iloc[0]), "target": _plain(g["target"].iloc[0]),
+                     "est_us_per_step_after": (round(float(g["after_us"].sum()) / n, 1)
+                                               if g["issue"].notna().any() else None)})
+    return sorted(rows, key=lambda r: r["us_per_step"], reverse=True)[:8]
+
+
+def _plain(value):
+    return None if value is None or (isinstance(value, float) and math.isnan(value)) else value
+
+
+def _time_base(budget) -> str:
+    if budget.unprofiled_step_us:
+        return f"step time = unprofiled median {budget.unprofiled_step_us:,.1f} µs"
+    return "step time = profiled step (no unprofiled timing in the capture)"
+
+
+def _autocast_code(rung: str) -> str:
+    dtype = {"bf16": "torch.bfloat16", "fp16": "torch.float16"}.get(rung, "torch.bfloat16")
+    return ("# run the matmuls in 16-bit on tensor cores (weights stay fp32 for the optimizer)\n"
+            f"with torch.autocast(\"cuda\", dtype={dtype}):\n"
+            "    out = model(x)\n\n"
+            "# or, keeping fp32 data: TF32 tensor cores (Ampere and later)\n"
+            "torch.backends.cuda.matmul.allow_tf32 = True\n"
+            "torch.backends.cudnn.allow_tf32 = True")
+
+
+def _pad_code(row) -> str:
+    k = int(row["k"]) if row["k"] is not None and not pd.isna(row["k"]) else 8191
+    padded = -(-k // 64) * 64
+    return ("import torch.nn.functional as F\n"
+            f"# K = {k} → {padded}: zero padding leaves a @ b unchanged\n"
+            f"pad = {padded} - a.shape[-1]\n"
+            "a = F.pad(a, (0, pad))          # (M, K) -> (M, K + pad)\n"
+            "b = F.pad(b, (0, 0, 0, pad))    # (K, N) -> (K + pad, N)\n"
+            "out = a @ b\n"
+            "# for nn.Linear: pad in_features/out_features (and the vocabulary) to multiples of 64 once, at init")
+
+
+def _fp8_code() -> str:
+    return ("# FP8 (e4m3) matmul with per-tensor scales, bf16 output (Hopper / Ada / MI300)\n"
+            "a8 = (a / sa).to(torch.float8_e4m3fn)                 # sa = a.abs().max() / 448\n"
+            "b8 = (b / sb).to(torch.float8_e4m3fn).t().contiguous().t()  # column-major\n"
+            "out = torch._scaled_mm(a8, b8, scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16)\n"
+            "# whole models: torchao.float8.convert_to_float8_training(model) or Transformer Engine")

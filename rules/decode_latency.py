@@ -1,0 +1,204 @@
+"""decode-latency: every generated token streams all the weights from HBM.
+
+**Signal.** Autoregressive decode multiplies a handful of rows (one token per sequence) by every
+weight matrix of the model. Such GEMV-shaped products do about one FLOP per weight byte, two
+orders of magnitude below the GPU's ridge point, so each step costs at least *all weight bytes
+÷ HBM bandwidth*, however good the kernels are. From the recorded shapes (metrics/work.py) the
+rule finds the 2-D matmuls `x @ W` (`mm`, `addmm`, `linear`, `matmul`...) whose activation has
+at most `max_rows` rows (tokens × sequences) against a wider weight W (the second operand, as
+nn.Linear uses them). It adds up
+their kernel time, their weight bytes per step and the bandwidth they reach, and fires when they
+take at least `min_weight_share` of the step. Batched products (`bmm`, attention over a KV cache)
+are not weights and are left out: quantizing weights does not shrink them (kv-quantization does).
+
+**Thresholds.** `max_rows` 16: at 16 rows a bf16 product does 16 FLOP per weight byte, still
+≥ 10× below the H200's bf16 ridge (790 TFLOP/s ÷ 4.3 TB/s ≈ 184 FLOP/B), so weight streaming
+dominates and 4-bit weight kernels (Marlin-class) keep close to their 4× gain up to about that
+batch. `min_weight_share` 30 %: on the H200 captures the weight-streaming GEMVs take 73 % of the
+1-token step (gemv_decode_1tok: 2.82 GB per step at 3.8 TB/s) and 78 % of the 4-token step,
+but 3.6 % of the tiny eager decode (decode_eager: 42 MB of fp16 weights in a 2.7 ms launch-bound
+step; W4A16 could save at most 3 % there, the launch-overhead rule's CUDA graphs ≈ 10×); the
+512-token prefill has no GEMV-shaped product at all (gemv_prefill_512: rows = 512, compute-bound).
+Below 30 % the best W4A16 can do is < 1.3×. Severity is high from `high_share` (60 %).
+
+**Fix.** `w4a16`: 4-bit weights with 16-bit activations (AWQ/GPTQ checkpoints run by
+Marlin-class kernels, e.g. in vLLM or torchao `int4_weight_only`) cut weight bytes per token
+about 3.9× (4 bits + a 16-bit scale per group of 128 = 4.125 bits). `speculative-decoding`: a
+small draft model proposes `draft_tokens` tokens and one pass of the big model verifies them all;
+the pass reads the same weights, so it costs about one decode step. Measured on the H200:
+verifying 4 tokens took 916.7 µs against 1,008.5 µs for one (gemv_decode_4tok vs
+gemv_decode_1tok), so the ceiling at full acceptance is 4 × 1,008.5 ÷ 916.7 ≈ 4.4× tokens/s.
+
+**Estimate.** est_speedup is for `w4a16`: step after = step − GEMV time + GEMV time × 4.125 ÷
+bits per weight now (the same kernels' bandwidth efficiency on a quarter of the bytes), the rest
+of the step unchanged: 1,008.5 µs → ≈ 460 µs (≈ 2.2×) on gemv_decode_1tok. The tokens/s
+ceiling at full bandwidth is tokens per step × achievable bandwidth ÷ weight bytes per step. The
+speculative-decoding gain is given in its fix text: at most `draft_tokens`× at full acceptance,
+(1 − a^(k+1)) ÷ (1 − a) tokens per pass at acceptance rate a (`acceptance` 0.7 → ≈ 2.8 with
+k = 4) before the draft model's own cost. W4A16 itself could not be measured (no Marlin kernels
+on the lent machine); bytes are estimated from shapes, kernel times are measured.
+"""
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from diagnose import devices
+from diagnose.engine import Quiet, Rule, Skip, Threshold
+from diagnose.findings import Evidence, Finding
+from diagnose.fixes import fix
+from diagnose.metrics.work import DTYPE_BYTES, GEMM_OPS
+
+WEIGHT_OPS = GEMM_OPS - {"aten::bmm", "aten::baddbmm", "aten::addbmm"}
+W4_BITS = 4.125
+
+
+class DecodeLatency(Rule):
+    """Weight-streaming GEMV decode → W4A16 weights and speculative decoding."""
+
+    id = "decode-latency"
+    title = "Decode latency: every token streams all the weights from HBM"
+    cheat_sheet = {
+        "bottleneck": "autoregressive decode latency",
+        "signal": "low tokens/s per user because every token reads all weights",
+        "fix": "W4A16 quantization (AWQ / Marlin kernels) + speculative decoding",
+        "impact": "2–3× faster generation at the same quality",
+    }
+    needs = ("gpu", "steps")
+    thresholds = (
+        Threshold("min_weight_share", 0.30, "fraction",
+                  "fire when GEMV-shaped weight matmuls take at least this share of the step"),
+        Threshold("max_rows", 16, "rows", "a matmul with at most this many rows against its weight is GEMV-shaped"),
+        Threshold("high_share", 0.60, "fraction", "weight-streaming share at which severity is high"),
+        Threshold("draft_tokens", 4, "tokens", "draft tokens per verification pass in the speculative estimate"),
+        Threshold("acceptance", 0.7, "fraction", "draft-token acceptance rate assumed in the speculative estimate"),
+    )
+
+    def check(self, ctx, t):
+        """Find the GEMV-shaped weight matmuls and weigh them against the step."""
+        m = ctx.metrics
+        spec = m.device_spec
+        if spec is None:
+            return Skip(devices.describe_unknown(ctx.trace.device))
+        ops = m.op_work
+        step_us = m.budget.step_us
+        n = max(len(m.steps.windows), 1)
+        if not len(ops) or step_us <= 0:
+            return Quiet("no kernels in the measured steps")
+        gemm = ops[ops["kind"] == "gemm"]
+        weights = gemm[gemm["op_name"].isin(WEIGHT_OPS) & gemm["m"].notna() & gemm["n"].notna()]
+        gemm_share = m.per_step(gemm["kernel_us"].sum()) / step_us
+        if not len(weights):
+            if gemm_share >= t["min_weight_share"]:
+                return Skip(f"matmul kernels take {gemm_share:.0%} of the step but their shapes were not recorded "
+                            "(profile with record_shapes=True; CUDA-graph replays carry none), so weight bytes "
+                            "per token cannot be estimated")
+            return Quiet(f"no weight matmul with recorded shapes (matmul kernels {gemm_share:.0%} of the step)")
+        rows = weights["m"].astype(float)
+        gemv = weights[(rows <= t["max_rows"]) & (weights["n"].astype(float) > rows)].copy()
+        if not len(gemv):
+            return Quiet(f"no GEMV-shaped weight matmul: the smallest has {rows.min():.0f} rows > "
+                         f"{t['max_rows']:.0f} (compute-shaped, e.g. prefill or training)")
+        gemv["rows"] = gemv["m"].astype(float)
+        gemv["weight_bytes"] = [_weight_bytes(r) for r in gemv.itertuples()]
+        gemv_us = m.per_step(gemv["kernel_us"].sum())
+        share = gemv_us / step_us
+        weight_bytes = m.per_step(gemv["weight_bytes"].sum())
+        tokens = float(gemv["rows"].mode().iloc[0])
+        bw = spec.achievable_tbps
+        tbps = gemv["bytes"].sum() / gemv["kernel_us"].sum() / 1e6
+        floor_us = weight_bytes / bw / 1e6
+        if share < t["min_weight_share"]:
+            return Quiet(f"GEMV-shaped weight matmuls take {share:.1%} of the step < {t['min_weight_share']:.0%} "
+                         f"({weight_bytes / 1e6:,.0f} MB of weights per step: {floor_us:,.1f} µs at full bandwidth "
+                         f"in a {step_us:,.0f} µs step); the step is limited elsewhere")
+        bits = 8 * DTYPE_BYTES.get(gemv["dtype"].mode().iloc[0], 2)
+        w4_us = gemv_us * W4_BITS / bits
+        after = max(step_us - gemv_us + w4_us, 1e-9)
+        speedup = step_us / after
+        tok_s = tokens / step_us * 1e6
+        ceiling = tokens * bw * 1e12 / weight_bytes if weight_bytes else math.inf
+        k, a = t["draft_tokens"], t["acceptance"]
+        per_pass = (1 - a ** (k + 1)) / (1 - a) if a < 1 else k + 1
+        evidence = [
+            Evidence("time in GEMV-shaped weight matmuls", round(share * 100, 1), ">=",
+                     t["min_weight_share"] * 100, "%"),
+            Evidence("rows per weight matmul (tokens × sequences)", tokens, "<=", t["max_rows"]),
+            Evidence("weight bytes read per step", round(weight_bytes / 1e9, 3), unit="GB"),
+            Evidence(f"weight bytes ÷ step time ({weight_bytes / step_us / 1e6:.2f} TB/s), share of the achievable "
+                     f"{bw:g} TB/s", round(weight_bytes / step_us / 1e6 / bw * 100, 1), unit="%"),
+            Evidence("bandwidth of the GEMV kernels (share of achievable)", round(tbps / bw * 100, 1), unit="%"),
+            Evidence("tokens/s now (rows per step ÷ step time)", round(tok_s, 1)),
+            Evidence(f"tokens/s ceiling at full bandwidth ({bw:g} TB/s, {bits}-bit weights)", round(ceiling, 1)),
+            Evidence("tokens/s ceiling with 4-bit weights", round(ceiling * bits / W4_BITS, 1)),
+        ]
+        return Finding(
+            rule=self.id,
+            severity="high" if share >= t["high_share"] else "medium",
+            title=self.title,
+            evidence=evidence,
+            offenders=_offenders(gemv, n),
+            fixes=[
+                fix("w4a16", code=_w4a16_code(), how=(
+                    f"Store the weights in 4 bits ({W4_BITS} bits with group-128 scales) and run Marlin-class "
+                    f"W4A16 kernels: {weight_bytes / 1e9:.2f} GB → {weight_bytes * W4_BITS / bits / 1e9:.2f} GB "
+                    f"per step, est. {speedup:.2f}× ({step_us:,.0f} → {after:,.0f} µs per step), quality close "
+                    "to 16-bit with AWQ/GPTQ calibration.")),
+                fix("speculative-decoding", code=_speculative_code(), how=(
+                    f"A draft model proposes k = {k:.0f} tokens and one pass of this model verifies them; the pass "
+                    f"reads the same {weight_bytes / 1e9:.2f} GB of weights, so while k × {tokens:.0f} rows stay "
+                    f"GEMV-shaped it costs about one step (measured on the H200: 4 tokens 916.7 µs vs 1 token "
+                    f"1,008.5 µs). Up to {k:.0f}× tokens/s at full acceptance; ≈ {per_pass:.1f} tokens per pass "
+                    f"at {a:.0%} acceptance, before the draft model's own cost. Combines with W4A16.")),
+            ],
+            est_speedup=round(speedup, 2),
+            recoverable_us=round(step_us - after, 2),
+            basis=(f"W4A16: step − GEMV time + GEMV time × {W4_BITS}/{bits} bits = {step_us:,.0f} − {gemv_us:,.0f} + "
+                   f"{w4_us:,.0f} = {after:,.0f} µs per step, assuming the 4-bit kernels reach the same share of "
+                   f"bandwidth as today's ({tbps:.2f} TB/s); weight bytes estimated from shapes, kernel time "
+                   f"measured; not measured with real W4A16 kernels; {_time_base(m.budget)}; "
+                   f"{spec.name}: {spec.source}"),
+            why=("Generating a token multiplies one row per sequence by every weight matrix. That is a "
+                 "matrix-vector product: each weight byte is used for about one multiply-add, so the GPU spends "
+                 "the step reading weights from HBM while its math units idle. Fewer bytes per weight (4-bit) "
+                 "or more tokens per read of the weights (speculative decoding, larger batches) are the only ways "
+                 "to go faster."),
+        )
+
+
+def _weight_bytes(row) -> float:
+    """Bytes of the weight, the second operand of x @ W (as nn.Linear, mm and addmm are used): K × N."""
+    esize = 1 if row.op_name in ("aten::_int_mm", "aten::_scaled_mm") else DTYPE_BYTES.get(row.dtype, 2)
+    return float(row.k) * float(row.n) * esize
+
+
+def _offenders(gemv: pd.DataFrame, n: int) -> list[dict]:
+    rows = []
+    for (op, shapes, kernel), g in gemv.groupby(["op_name", "shapes", "kernel"], dropna=False, sort=False):
+        us = float(g["kernel_us"].sum())
+        rows.append({"op": op, "shapes": shapes, "kernel": kernel, "calls_per_step": round(len(g) / n, 2),
+                     "us_per_step": round(us / n, 1),
+                     "weight_mb_per_step": round(float(g["weight_bytes"].sum()) / n / 1e6, 1),
+                     "tb_per_s": round(float(g["bytes"].sum()) / us / 1e6, 2) if us else None})
+    return sorted(rows, key=lambda r: r["us_per_step"], reverse=True)[:8]
+
+
+def _time_base(budget) -> str:
+    if budget.unprofiled_step_us:
+        return f"step time = unprofiled median {budget.unprofiled_step_us:,.1f} µs"
+    return "step time = profiled step (no unprofiled timing in the capture)"
+
+
+def _w4a16_code() -> str:
+    return ("# torchao: int4 weight-only (W4A16) on the model's Linear layers\n"
+            "from torchao.quantization import quantize_, int4_weight_only\n"
+            "quantize_(model, int4_weight_only(group_size=128))\n\n"
+            "# serving: load an AWQ/GPTQ checkpoint, vLLM picks Marlin kernels\n"
+            "# llm = vllm.LLM(model=\"...-AWQ\", quantization=\"awq_marlin\")")
+
+
+def _speculative_code() -> str:
+    return ("# Hugging Face: assisted generation with a small draft model of the same tokenizer\n"
+            "out = model.generate(**inputs, assistant_model=draft_model, max_new_tokens=256)\n\n"
+            "# vLLM: speculative_config={\"model\": \"draft-model\", \"num_speculative_tokens\": 4}")

@@ -1,0 +1,297 @@
+"""memory-bound: chains of unfused elementwise and reduction kernels stream HBM back and forth.
+
+**Signal.** Eager PyTorch runs every pointwise op and reduction as its own kernel, and each one
+reads its inputs from HBM and writes its result back. The rule walks the measured steps in GPU
+order and collects *chains*: runs of consecutive elementwise / reduction / copy kernels of the
+same stream that a compiler has not already fused (Inductor's `triton_*` kernels and
+multi-tensor `_foreach` kernels break chains and are never counted). For each chain it estimates
+the bytes every kernel moved and the FLOPs it did from the shapes recorded with the launching op
+(metrics/work.py), and the *single-pass* bytes: the chain's true inputs and outputs, which is all
+a fused kernel has to move. A chain qualifies when it has at least `min_chain_ops` kernels, its
+achieved bandwidth (bytes ÷ kernel time) is at least `min_bw_share` of the GPU's achievable HBM
+bandwidth, and its arithmetic intensity is below `max_intensity_share` of the FP32 ridge point
+(the kernels wait on memory, not on math). It fires when fusing the qualifying chains would save
+at least `min_saving_share` of the step. This is the trace-only stand-in for Nsight Compute's
+"DRAM throughput > 75 %, SM throughput < 25 %" reading: the per-op frame has `dram_pct` /
+`sm_pct` / `dram_bytes` columns, NaN today, and the bytes used here switch to measured DRAM bytes
+as soon as they are filled in.
+
+**Thresholds.** `min_bw_share` 0.5: on the H200 swiglu_eager capture the ten-kernel
+SwiGLU + RMSNorm chain moves ≈ 2.7 GB per step at 2.98 TB/s (69 % of the 4.3 TB/s achievable),
+its kernels between 1.6 and 4.3 TB/s, while the best chains of the small-kernel captures reach
+0 % (decode_eager: batch-1 vectors, latency-bound, the launch-overhead rule's case) to 19 %
+(sync_item: a 256×1024 fp32 training MLP), so half of the achievable bandwidth separates
+"streaming HBM" from "waiting on latency" with a wide margin on both sides.
+`max_intensity_share` 0.25 of the FP32 ridge (≈ 3 FLOP/byte on the H200): pointwise chains sit
+at 0.1–0.5 FLOP/byte. `min_saving_share` 10 %: below that the change is hardly worth a compile
+step; the eager SwiGLU chain (77 % of its step) is far above, the fp32 conv-net training
+capture (host_loader_workers: bias-add → ReLU → pool and their backward at 3.1–3.8 TB/s) just
+above at 14 % (a low-severity finding), its host-bound twin (host_loader_inline) far below
+(0.7 % of a 110 ms step). `min_chain_ops` 2: one kernel has nothing to fuse with.
+
+**Fix.** `torch-compile`: `torch.compile` (Inductor) fuses the chain into one or two Triton
+kernels that read the inputs and write the outputs once; `triton-kernel`: a hand-written Triton
+kernel can also keep a whole row on chip so that a reduction followed by a broadcast (RMSNorm,
+softmax) reads its inputs only once.
+
+**Estimate.** fused chain time = single-pass bytes ÷ achievable HBM bandwidth, where single-pass
+bytes = the chain's external inputs (inputs no earlier kernel of the chain produced, matched by
+shape and dtype) + its final outputs (outputs no later kernel consumes) + one more read of the
+inputs when a reduction's result is broadcast back over them (what Inductor's looped reductions
+do: by this count the fused swiglu_compiled kernel moves 587 MB in 141.6 µs, 4.1 TB/s = 96 % of
+achievable).
+Estimated step = step − Σ chain time + Σ fused time + `fused_call_us` (the host cost, once per
+step, of entering compiled code: 215.0 µs unprofiled step − 141.6 µs kernel − 13.8 µs that the
+eager step spends outside kernels ≈ 60 µs on swiglu_compiled). On swiglu_eager this predicts
+≈ 4.4× against the 4.28× measured (919.8 → 215.0 µs). Bytes and FLOPs are estimated from
+shapes, not measured.
+"""
+from __future__ import annotations
+
+import collections
+import math
+
+import numpy as np
+import pandas as pd
+
+from diagnose import devices
+from diagnose.engine import Quiet, Rule, Skip, Threshold
+from diagnose.findings import Evidence, Finding
+from diagnose.fixes import fix
+from diagnose.metrics.kernels import MEMORY_KINDS
+from diagnose.metrics.work import best_bytes
+
+
+class MemoryBound(Rule):
+    """Unfused pointwise/reduction chains at HBM bandwidth → torch.compile / Triton fusion."""
+
+    id = "memory-bound"
+    title = "Memory-bound chains: unfused elementwise and reduction kernels round-trip through HBM"
+    cheat_sheet = {
+        "bottleneck": "memory-bandwidth-bound ops",
+        "signal": "low SM throughput (< 25%) with high HBM throughput (> 75%) in Nsight Compute",
+        "fix": "fuse pointwise/reduction ops with torch.compile or a Triton kernel",
+        "impact": "2–4× on those ops by removing intermediate round-trips to HBM",
+    }
+    needs = ("gpu", "steps")
+    thresholds = (
+        Threshold("min_saving_share", 0.10, "fraction",
+                  "fire when fusing the chains would save at least this share of the step"),
+        Threshold("min_bw_share", 0.5, "fraction",
+                  "a chain counts when its achieved bandwidth is at least this share of achievable HBM"),
+        Threshold("max_intensity_share", 0.25, "fraction",
+                  "a chain counts when its FLOP/byte is below this share of the FP32 ridge point"),
+        Threshold("min_chain_ops", 2, "kernels", "fewest unfused kernels in a chain"),
+        Threshold("fused_call_us", 60.0, "µs", "host cost per step of entering compiled (fused) code"),
+        Threshold("high_share", 0.5, "fraction", "saving share at which severity is high"),
+    )
+
+    def check(self, ctx, t):
+        """Find the chains, estimate their single-pass time, and compare the saving with the step."""
+        m = ctx.metrics
+        spec = m.device_spec
+        if spec is None:
+            return Skip(devices.describe_unknown(ctx.trace.device))
+        ops = m.op_work
+        budget = m.budget
+        step_us = budget.step_us
+        n = max(len(m.steps.windows), 1)
+        if not len(ops) or step_us <= 0:
+            return Quiet("no kernels in the measured steps")
+        bw = spec.achievable_tbps  # TB/s = bytes per µs / 1e6
+        sm_count = ctx.trace.device.get("sm_count") or 0
+        max_intensity = t["max_intensity_share"] * (spec.ridge("fp32") or 0.0)
+        chains = [_summarise(c, bw, sm_count) for c in _chains(ops)]
+        chains = [c for c in chains if c["ops"] >= t["min_chain_ops"]]
+        fused_kernels = ops[ops["kind"].isin(MEMORY_KINDS) & ops["fused"].astype(bool)]
+        if not chains:
+            return Quiet(_no_chain_detail(ops, fused_kernels, n, bw))
+        known = [c for c in chains if c["known"]]
+        unknown = [c for c in chains if not c["known"] and c["full_wave"]]
+        if not known and sum(c["time_us"] for c in unknown) / n >= t["min_saving_share"] * step_us:
+            return Skip("unfused elementwise chains take "
+                        f"{sum(c['time_us'] for c in unknown) / n / step_us:.0%} of the step but their ops' "
+                        "shapes were not recorded (profile with record_shapes=True; kernels replayed from "
+                        "a CUDA graph carry none), so their bytes cannot be estimated")
+        good = [c for c in known if c["bw_share"] >= t["min_bw_share"] and c["intensity"] <= max_intensity]
+        if not good:
+            best = max(known, key=lambda c: c["bw_share"], default=None)
+            where = (f"best chain at {best['tbps']:.2f} TB/s = {best['bw_share']:.0%} of achievable "
+                     f"< {t['min_bw_share']:.0%}" if best else "no chain with recorded shapes")
+            return Quiet(f"no bandwidth-bound unfused chain: {len(chains)} chains of ≥ "
+                         f"{t['min_chain_ops']:.0f} kernels, {where}")
+        chain_us = sum(c["time_us"] for c in good) / n
+        fused_us = sum(c["fused_us"] for c in good) / n
+        single_us = sum(c["single_us"] for c in good) / n
+        after = max(step_us - chain_us + fused_us + t["fused_call_us"], 1e-9)
+        saving = (step_us - after) / step_us
+        moved = sum(c["bytes"] for c in good)
+        fused_bytes = sum(c["fused_bytes"] for c in good)
+        tbps = moved / max(sum(c["time_us"] for c in good), 1e-9) / 1e6
+        intensity = sum(c["flops"] for c in good) / max(moved, 1.0)
+        kernels = sum(c["ops"] for c in good) / n
+        if saving < t["min_saving_share"]:
+            return Quiet(f"fusing {len(good) / n:.0f} bandwidth-bound chain(s) per step would save "
+                         f"{saving:.1%} of the step < {t['min_saving_share']:.1%} "
+                         f"({chain_us:,.0f} µs → {fused_us:,.0f} µs + {t['fused_call_us']:.0f} µs call)")
+        evidence = [
+            Evidence(f"HBM bandwidth of the chains, share of the achievable {bw:g} TB/s ({tbps:.2f} TB/s)",
+                     round(tbps / bw * 100, 1), ">=", t["min_bw_share"] * 100, "%"),
+            Evidence("arithmetic intensity", round(intensity, 3), "<=", round(max_intensity, 2), "FLOP/B"),
+            Evidence("estimated saving from fusion", round(saving * 100, 1), ">=", t["min_saving_share"] * 100, "%"),
+            Evidence("bytes moved ÷ single-pass bytes", round(moved / max(fused_bytes, 1.0), 2), unit="×"),
+            Evidence("unfused kernels in the chains per step", round(kernels, 1)),
+            Evidence("time in the chains per step", round(chain_us / step_us * 100, 1), unit="%"),
+        ]
+        speedup = step_us / after
+        single_after = max(step_us - chain_us + single_us + t["fused_call_us"], 1e-9)
+        return Finding(
+            rule=self.id,
+            severity="high" if saving >= t["high_share"] else "medium" if saving >= 0.25 else "low",
+            title=self.title,
+            evidence=evidence,
+            offenders=_offenders(good, n),
+            fixes=[fix("torch-compile", code=_compile_code()),
+                   fix("triton-kernel", code=_triton_code(), how=(
+                       "Hand-fuse the chain into one autotuned Triton kernel; keeping each row on chip "
+                       "also removes the second read a looped reduction does: "
+                       f"est. {step_us / single_after:.2f}× for the step "
+                       f"({single_us:,.0f} µs of single-pass HBM traffic instead of {fused_us:,.0f} µs)."))],
+            est_speedup=round(speedup, 2),
+            recoverable_us=round(step_us - after, 2),
+            basis=(f"bytes and FLOPs estimated from shapes (not measured); fused step ≈ {step_us:,.0f} − "
+                   f"{chain_us:,.0f} µs in the chains + {fused_bytes / n / 1e6:,.0f} MB single-pass ÷ "
+                   f"{bw:g} TB/s achievable = {fused_us:,.0f} µs + {t['fused_call_us']:.0f} µs to enter "
+                   f"compiled code = {after:,.0f} µs per step; {_time_base(budget)}; "
+                   f"{spec.name}: {spec.source}"),
+            why=("Each eager elementwise or reduction kernel reads its inputs from HBM and writes its result "
+                 "back, and the next kernel reads that result again. These kernels do almost no math per "
+                 "byte, so their time is set by HBM bandwidth: a chain of ten kernels moves its data about "
+                 "ten times. A fused kernel keeps the intermediates in registers and moves only the chain's "
+                 "real inputs and outputs, so the chain runs in the time of one or two passes over memory."),
+        )
+
+
+def _time_base(budget) -> str:
+    if budget.unprofiled_step_us:
+        return f"step time = unprofiled median {budget.unprofiled_step_us:,.1f} µs"
+    return "step time = profiled step (no unprofiled timing in the capture)"
+
+
+def _chains(ops: pd.DataFrame) -> list[pd.DataFrame]:
+    """Runs of consecutive unfused memory-class op instances, per step and stream, in GPU order."""
+    frame = ops.assign(bytes=best_bytes(ops)).sort_values(["step", "stream", "ts"], kind="stable")
+    member = (frame["kind"].isin(MEMORY_KINDS) & ~frame["fused"].astype(bool)).to_numpy()
+    lane = frame["step"].astype(str).str.cat(frame["stream"].astype(str), sep="/").to_numpy()
+    new_lane = np.concatenate(([True], lane[1:] != lane[:-1]))
+    breaks = ~member | new_lane
+    chain_id = np.cumsum(breaks)
+    frame = frame.assign(chain=chain_id)[member]
+    return [group for _, group in frame.groupby("chain", sort=False)]
+
+
+def _summarise(chain: pd.DataFrame, bw: float, sm_count: int) -> dict:
+    time_us = float(chain["kernel_us"].sum())
+    unknown_us = float(chain.loc[chain["bytes"].isna(), "kernel_us"].sum())
+    known = time_us > 0 and unknown_us <= 0.05 * time_us
+    moved = float(chain["bytes"].fillna(0).sum())
+    flops = float(chain["flops"].fillna(0).sum())
+    fused_bytes, single_bytes = _single_pass_bytes([w for w in chain["work"] if w is not None]) if known else (0, 0)
+    blocks = chain["blocks"].max()
+    return {
+        "ops": len(chain), "time_us": time_us, "known": known, "bytes": moved, "flops": flops,
+        "tbps": moved / time_us / 1e6 if time_us else 0.0,
+        "bw_share": moved / time_us / 1e6 / bw if time_us else 0.0,
+        "intensity": flops / moved if moved else math.inf,
+        "fused_bytes": fused_bytes, "single_bytes": single_bytes,
+        "fused_us": fused_bytes / bw / 1e6, "single_us": single_bytes / bw / 1e6,
+        "full_wave": bool(sm_count and pd.notna(blocks) and blocks >= sm_count),
+        "names": " → ".join(o.replace("aten::", "") if isinstance(o, str) else "?" for o in chain["op_name"]),
+        "shapes": next((s for s in chain["shapes"] if isinstance(s, str)), None),
+        "step": int(chain["step"].iloc[0]),
+    }
+
+
+def _single_pass_bytes(works: list) -> tuple[float, float]:
+    """(fused bytes with a re-read after broadcast reductions, strictly single-pass bytes)."""
+    produced: collections.Counter = collections.Counter()
+    external = 0.0
+    external_before_reduction = 0.0
+    reread = 0.0
+    pending_reduction = None
+    later_inputs = [collections.Counter((x.shape, x.dtype) for x in w.inputs) for w in works]
+    outputs = 0.0
+    for i, w in enumerate(works):
+        available = collections.Counter(produced)
+        for x in w.inputs:
+            sig = (x.shape, x.dtype)
+            if available[sig] > 0:
+                available[sig] -= 1
+                continue
+            external += x.nbytes
+        if pending_reduction is not None and any(x.numel >= pending_reduction for x in w.inputs):
+            reread += external_before_reduction
+            pending_reduction = None
+        if w.reduces and w.inputs:
+            pending_reduction = w.inputs[0].numel
+            external_before_reduction = external
+        for out in w.outputs:
+            produced[(out.shape, out.dtype)] += 1
+            consumed = any(lat[(out.shape, out.dtype)] for lat in later_inputs[i + 1:])
+            if not consumed:
+                outputs += out.nbytes
+    return external + outputs + reread, external + outputs
+
+
+def _no_chain_detail(ops: pd.DataFrame, fused: pd.DataFrame, n: int, bw: float) -> str:
+    if len(fused):
+        moved = best_bytes(fused).sum()
+        us = float(fused["kernel_us"].sum())
+        rate = f", {moved / us / 1e6:.2f} TB/s = {moved / us / 1e6 / bw:.0%} of achievable" if us and moved else ""
+        return (f"no chain of unfused elementwise/reduction kernels; {len(fused) / n:.0f} already-fused "
+                f"kernel(s) per step ({fused['kernel'].iloc[0][:40]}…{rate})")
+    return "no chain of unfused elementwise/reduction kernels in the measured steps"
+
+
+def _offenders(chains: list[dict], n: int) -> list[dict]:
+    grouped: dict = {}
+    for c in chains:
+        key = (c["names"], c["shapes"])
+        g = grouped.setdefault(key, {"chain": c["names"], "first_shapes": c["shapes"], "count": 0,
+                                     "time_us": 0.0, "bytes": 0.0, "fused_bytes": 0.0, "fused_us": 0.0,
+                                     "kernels": c["ops"]})
+        g["count"] += 1
+        for k in ("time_us", "bytes", "fused_bytes", "fused_us"):
+            g[k] += c[k]
+    rows = sorted(grouped.values(), key=lambda g: g["time_us"] - g["fused_us"], reverse=True)[:8]
+    return [{"chain": g["chain"], "first_op_shapes": g["first_shapes"], "kernels": g["kernels"],
+             "chains_per_step": round(g["count"] / n, 2), "us_per_step": round(g["time_us"] / n, 1),
+             "mb_moved_per_step": round(g["bytes"] / n / 1e6, 1),
+             "mb_single_pass_per_step": round(g["fused_bytes"] / n / 1e6, 1),
+             "tb_per_s": round(g["bytes"] / g["time_us"] / 1e6, 2) if g["time_us"] else None,
+             "fused_us_per_step": round(g["fused_us"] / n, 1)} for g in rows]
+
+
+def _compile_code() -> str:
+    return (
+        "# fuse the pointwise/reduction chain (Inductor generates Triton kernels)\n"
+        "block = torch.compile(block)            # or model = torch.compile(model)\n"
+        "# max-autotune also autotunes the generated kernels' tile sizes\n"
+        "block = torch.compile(block, mode=\"max-autotune\")"
+    )
+
+
+def _triton_code() -> str:
+    return (
+        "@triton.jit\n"
+        "def swiglu_rmsnorm(gate, up, w, out, n_cols, eps, BLOCK: tl.constexpr):\n"
+        "    row = tl.program_id(0)\n"
+        "    cols = tl.arange(0, BLOCK)\n"
+        "    mask = cols < n_cols\n"
+        "    g = tl.load(gate + row * n_cols + cols, mask=mask).to(tl.float32)\n"
+        "    u = tl.load(up + row * n_cols + cols, mask=mask).to(tl.float32)\n"
+        "    h = g * tl.sigmoid(g) * u                      # one read of each input\n"
+        "    rms = tl.rsqrt(tl.sum(h * h, axis=0) / n_cols + eps)\n"
+        "    y = h * rms * tl.load(w + cols, mask=mask).to(tl.float32)\n"
+        "    tl.store(out + row * n_cols + cols, y.to(out.dtype.element_ty), mask=mask)  # one write"
+    )
