@@ -91,9 +91,8 @@ class DecodeLatency(Rule):
         gemm_share = m.per_step(gemm["kernel_us"].sum()) / step_us
         if not len(weights):
             if gemm_share >= t["min_weight_share"]:
-                return Skip(f"matmul kernels take {gemm_share:.0%} of the step but their shapes were not recorded "
-                            "(profile with record_shapes=True; CUDA-graph replays carry none), so weight bytes "
-                            "per token cannot be estimated")
+                return Skip(f"matmul kernels take {gemm_share:.0%} of the step but {_why_no_shapes(gemm)}, "
+                            "so weight bytes per token cannot be estimated")
             return Quiet(f"no weight matmul with recorded shapes (matmul kernels {gemm_share:.0%} of the step)")
         rows = weights["m"].astype(float)
         gemv = weights[(rows <= t["max_rows"]) & (weights["n"].astype(float) > rows)].copy()
@@ -202,3 +201,13 @@ def _speculative_code() -> str:
     return ("# Hugging Face: assisted generation with a small draft model of the same tokenizer\n"
             "out = model.generate(**inputs, assistant_model=draft_model, max_new_tokens=256)\n\n"
             "# vLLM: speculative_config={\"model\": \"draft-model\", \"num_speculative_tokens\": 4}")
+
+
+def _why_no_shapes(gemm) -> str:
+    """Why the matmuls have no usable weight shapes: graph replay, no shapes, or an unmodelled op."""
+    ops = sorted({str(o) for o in gemm["op_name"].dropna()} - set(WEIGHT_OPS))
+    if ops:
+        return f"they come from ops whose weight layout diagnose does not model ({', '.join(ops[:3])})"
+    if gemm["op_name"].isna().all():
+        return "no CPU op launched them (CUDA-graph replays carry no shapes)"
+    return "their shapes were not recorded (profile with record_shapes=True)"
