@@ -3,6 +3,9 @@
     import diagnose
     d = diagnose.analyze("trace.json.gz")     # no torch needed
     d.findings[0].fixes[0].id                 # e.g. "cuda-graphs"
+    d.findings_frame(), d.kernels_frame()     # pandas frames; in a notebook `d` shows the report
+
+    d = diagnose.profile("model.py:make_step", batch=1)   # capture on this machine's GPU, then analyse
 """
 from __future__ import annotations
 
@@ -16,3 +19,26 @@ def analyze(target, overrides: dict | None = None):
     from diagnose.trace import load_target
 
     return diagnose_trace(load_target(target), Config(overrides=dict(overrides or {})))
+
+
+def profile(target: str, out=None, warmup: int = 3, steps: int = 5, timed_steps: int = 20,
+            timeout_s: float = 900, overrides: dict | None = None, **params):
+    """Capture `file.py:NAME` (NAME(**params) returns the step callable) and return its Diagnosis.
+
+    The workload runs in a child process, as with the command line; the capture folder is `out`
+    (default diagnose-out/FILE-NAME). A failed workload returns a Diagnosis whose
+    `workload_failed` is True.
+    """
+    from pathlib import Path
+
+    from diagnose import pipeline
+    from diagnose.config import Config
+    from diagnose.errors import UsageError
+
+    parsed = pipeline.parse_target(target)
+    if parsed.kind != "function":
+        raise UsageError("profile() takes a 'file.py:NAME' target; use analyze() for traces")
+    folder = Path(out) if out else pipeline.default_out(parsed)
+    return pipeline.capture_and_analyse(parsed, folder, Config(overrides=dict(overrides or {})), params=params,
+                                        argv=[], warmup=warmup, steps=steps, timed_steps=timed_steps,
+                                        timeout_s=timeout_s, python=None, on_progress=None)

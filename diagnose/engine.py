@@ -110,6 +110,9 @@ def diagnose_trace(trace: Trace, config: Config | None = None, rules: list | Non
             findings.append(_plain_numbers(result))
     findings.sort(key=_impact, reverse=True)
     summary = ctx.metrics.summary() if trace.has_gpu_activity or len(trace.ops) else {}
+    how = ((trace.capture or {}).get("steps") or {}).get("how")
+    if summary and how:
+        summary["steps_found_by"] = f"{summary['steps_found_by']}; the capture marked steps at {how}"
     target = (trace.capture or {}).get("target") or trace.source
     diagnosis = Diagnosis(target=target, device=trace.device, summary=summary,
                           findings=findings, skipped=skipped, checked=checked,

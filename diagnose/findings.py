@@ -123,6 +123,36 @@ class Diagnosis:
                 return level
         return None
 
+    def findings_frame(self):
+        """The findings as a pandas DataFrame: one row per finding, evidence as text."""
+        import pandas as pd
+
+        return pd.DataFrame([{"rule": f.rule, "severity": f.severity, "title": f.title,
+                              "est_speedup": f.est_speedup, "recoverable_us": f.recoverable_us,
+                              "fixes": ", ".join(x.id for x in f.fixes),
+                              "evidence": "; ".join(e.text() for e in f.evidence)} for f in self.findings])
+
+    def kernels_frame(self):
+        """The top GPU kernels per step as a pandas DataFrame."""
+        import pandas as pd
+
+        return pd.DataFrame(self.details.get("top_kernels", []))
+
+    def steps_frame(self):
+        """The per-step table (profiled time) as a pandas DataFrame."""
+        import pandas as pd
+
+        return pd.DataFrame(self.details.get("steps", []))
+
+    def _repr_html_(self) -> str:
+        """Notebook display: the full report, isolated in an iframe so its styles stay its own."""
+        import html
+
+        from diagnose.report.html import render_html
+
+        return (f'<iframe srcdoc="{html.escape(render_html(self), quote=True)}" '
+                'style="width:100%;height:900px;border:1px solid #ddd"></iframe>')
+
     @property
     def workload_failed(self) -> bool:
         """True when the captured workload raised, ran out of memory, timed out or crashed."""
