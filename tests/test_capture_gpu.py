@@ -19,11 +19,19 @@ def run(tmp_path, capsys, *argv):
     return code, json.loads(capsys.readouterr().out), json.loads((out / "meta.json").read_text())
 
 
+def memory_doc(tmp_path):
+    return json.loads((tmp_path / "cap" / "memory.json").read_text())
+
+
 def test_eager_decode_is_launch_bound(tmp_path, capsys):
     code, data, meta = run(tmp_path, capsys, DECODE)
     assert code == 0 and meta["status"] == "ok"
     assert data["device"]["sm_count"] and "cuda-graphs" in [x["id"] for x in data["findings"][0]["fixes"]]
     assert data["findings"][0]["rule"] == "launch-overhead"
+    mem = memory_doc(tmp_path)
+    assert mem["snapshot"]["reserved_bytes"] > 0 and mem["stats"]["allocated_bytes.all.peak"] > 0
+    assert any(b["where"] and "tiny_decode.py" in b["where"] for b in mem["snapshot"]["top_blocks"]) or \
+        mem["snapshot"]["events"], "allocations recorded with the user code that made them"
 
 
 def test_graphed_decode_is_not(tmp_path, capsys):
@@ -37,6 +45,9 @@ def test_real_out_of_memory(tmp_path, capsys):
                            "--param", "real=true", "--warmup", "1", "--timed-steps", "1")
     assert code == 3 and meta["status"] == "oom"
     assert "OutOfMemoryError" in meta["error"]["type"]
+    mem = memory_doc(tmp_path)
+    assert mem["snapshot_taken"] == "at the out-of-memory error"
+    assert mem["oom"]["requested_bytes"] >= 1 << 50
 
 
 def test_script_mode_on_gpu(tmp_path, capsys):

@@ -18,6 +18,7 @@ import time
 import traceback
 from pathlib import Path
 
+from diagnose.capture.memory import MemoryRecorder
 from diagnose.capture.spec import CAPTURE_SCHEMA, CaptureSpec
 from diagnose.capture.steps import EnoughSteps, StepTracker
 
@@ -81,6 +82,7 @@ class CaptureSession:
         self.progress = Progress()
         self.torch = None
         self.profiler = None
+        self.memory = None
         self.meta = {
             "schema": CAPTURE_SCHEMA,
             "target": spec.target,
@@ -139,6 +141,8 @@ class CaptureSession:
             profile_memory=self.spec.profile_memory,
             with_stack=False,
         )
+        if self.memory is not None:
+            self.memory.start_history()
         self.profiler.start()
 
     def stop_profiler(self) -> None:
@@ -155,6 +159,19 @@ class CaptureSession:
             self.meta["files"]["trace"] = TRACE_FILE
         except Exception as exc:  # a broken export must not hide the workload's own outcome
             self.meta.setdefault("warnings", []).append(f"trace export failed: {exc}")
+        self.finish_memory()
+
+    def finish_memory(self) -> None:
+        """Write memory.json from the allocator (once; nothing without CUDA)."""
+        if self.memory is None:
+            return
+        try:
+            stats = self.memory.finish()
+        except Exception as exc:
+            self.meta.setdefault("warnings", []).append(f"memory snapshot failed: {exc}")
+            return
+        if stats is not None:
+            self.meta["files"]["memory"] = "memory.json"
 
     def record_timing(self, per_step_s: list[float], source: str) -> None:
         """Store step times measured without the profiler."""
@@ -231,6 +248,8 @@ class CaptureSession:
             return 3
         self.torch = torch
         self.meta["device"] = device_info(torch)
+        self.memory = MemoryRecorder(torch, self.out)
+        self.memory.watch()
         self.write_meta()
         status = 0
         try:
@@ -251,6 +270,7 @@ class CaptureSession:
             status = 3
         finally:
             self.stop_profiler()
+            self.finish_memory()
             self.meta["memory"] = memory_summary(torch)
             self.write_meta()
         return status

@@ -1,0 +1,44 @@
+"""The allocator-snapshot summary (capture side), on a hand-made snapshot in torch's format."""
+from __future__ import annotations
+
+from diagnose.capture.memory_summary import summarise_snapshot, user_frame
+
+MB = 1 << 20
+
+
+def snapshot():
+    """SYNTHETIC: two segments, one with a free hole, and a short event trace ending in an OOM."""
+    frames = [{"filename": "/site-packages/torch/nn/modules/linear.py", "line": 125, "name": "forward"},
+              {"filename": "/home/me/model.py", "line": 42, "name": "attention"}]
+    return {
+        "segments": [
+            {"total_size": 64 * MB, "allocated_size": 48 * MB, "blocks": [
+                {"size": 32 * MB, "requested_size": 32 * MB, "state": "active_allocated", "frames": frames},
+                {"size": 16 * MB, "state": "inactive"},
+                {"size": 16 * MB, "state": "active_allocated", "frames": []}]},
+            {"total_size": 20 * MB, "allocated_size": 0, "blocks": [{"size": 20 * MB, "state": "inactive"}]},
+        ],
+        "device_traces": [[
+            {"action": "alloc", "addr": 1, "size": 32 * MB, "time_us": 10, "frames": frames},
+            {"action": "oom", "addr": 0, "size": 1 << 40, "time_us": 20, "frames": frames}]],
+    }
+
+
+def test_totals_and_fragmentation():
+    s = summarise_snapshot(snapshot())
+    assert s["reserved_bytes"] == 84 * MB and s["allocated_bytes"] == 48 * MB
+    assert s["free_in_segments_bytes"] == 36 * MB and s["largest_free_block_bytes"] == 20 * MB
+    assert s["fragmentation"] == round(1 - 20 / 36, 4)
+    assert s["oom_events"] == 1 and s["live_blocks"] == 2
+
+
+def test_top_blocks_name_user_code():
+    s = summarise_snapshot(snapshot())
+    assert s["top_blocks"][0]["bytes"] == 32 * MB
+    assert s["top_blocks"][0]["where"] == "/home/me/model.py:42 in attention"
+    assert user_frame([]) is None
+
+
+def test_empty_snapshot():
+    s = summarise_snapshot({})
+    assert s["reserved_bytes"] == 0 and s["fragmentation"] == 0.0 and s["events"] == []
