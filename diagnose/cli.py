@@ -58,6 +58,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--timed-steps", type=int, default=20, help="steps timed without the profiler (default 20)")
     p.add_argument("--timeout", type=float, default=900, help="seconds before the workload is stopped (default 900)")
     p.add_argument("--python", help="Python interpreter that runs the workload (default: this one)")
+    p.add_argument("--ncu", action="store_true",
+                   help="then run one step again under Nsight Compute: measured SM %%, DRAM %%, tensor pipe")
+    p.add_argument("--ncu-csv", type=Path, metavar="FILE",
+                   help="attach Nsight Compute results (ncu --csv --page raw, or .ncu-rep) to the trace")
+    p.add_argument("--ncu-timeout", type=float, default=600, metavar="S",
+                   help="seconds before the Nsight Compute pass is stopped (default 600)")
     p.add_argument("--no-html", action="store_true", help="skip report.html")
     p.add_argument("-q", "--quiet", action="store_true", help="no summary, only the output paths")
     p.add_argument("--version", action="version", version=f"diagnose {__version__}")
@@ -123,7 +129,10 @@ def _run(args, target_text: str, script_args: list[str], config, err: Console) -
     target = pipeline.parse_target(target_text)
     out = args.out or pipeline.default_out(target)
     if target.kind == "trace":
-        diagnosis = pipeline.analyse(target.path, config)
+        diagnosis = pipeline.analyse(target.path, config, ncu_csv=args.ncu_csv)
+        if args.ncu:
+            diagnosis.warnings.insert(0, "--ncu: the target is a trace, not a workload: nothing to run under "
+                                         "Nsight Compute (attach its results with --ncu-csv FILE)")
     else:
         try:
             params = parse_params(args.param)
@@ -133,8 +142,13 @@ def _run(args, target_text: str, script_args: list[str], config, err: Console) -
             diagnosis = pipeline.capture_and_analyse(
                 target, out, config, params=params, argv=script_args, warmup=args.warmup,
                 steps=args.steps, timed_steps=args.timed_steps, timeout_s=args.timeout,
-                python=args.python, on_progress=on_progress)
+                python=args.python, on_progress=on_progress, ncu=args.ncu, ncu_csv=args.ncu_csv,
+                ncu_timeout_s=args.ncu_timeout)
     written = pipeline.write_outputs(diagnosis, out, html=not args.no_html)
+    if args.json or args.quiet:
+        for note in diagnosis.warnings:
+            if note.startswith("--ncu") or note.startswith("ncu."):
+                print(f"diagnose: {note}", file=sys.stderr)
     if args.json:
         print(render_json(diagnosis))
     elif args.quiet:
@@ -153,7 +167,11 @@ class _progress:
     """A rich progress line fed by the capture child's phase reports (silent when quiet)."""
 
     LABELS = {"build": "building the workload", "warmup": "warming up", "timing": "timing steps without the profiler",
-              "profile": "profiling steps", "export": "writing the trace", "run": "running the script"}
+              "profile": "profiling steps", "export": "writing the trace", "run": "running the script",
+              "ncu-start": "Nsight Compute: starting the workload again", "ncu-build": "Nsight Compute: "
+              "building the workload", "ncu-run": "Nsight Compute: running the script",
+              "ncu-warmup": "Nsight Compute: warming up", "ncu-replay": "Nsight Compute: replaying one step's "
+              "hot kernels (~0.5 s each)", "ncu-finish": "Nsight Compute: collecting the results"}
 
     def __init__(self, console: Console, quiet: bool):
         self.console, self.quiet = console, quiet

@@ -30,7 +30,7 @@ def rule_page(rule, cases_dir: Path | None = None) -> str:
         lines += ["## Test cases", "", "From `fixtures/cases/" + rule.id + ".yaml` (real H200 captures unless "
                   "named synthetic).", "", "| trace | must | why |", "| --- | --- | --- |"]
         for case in cases:
-            source = case.get("capture") or case.get("synthetic")
+            source = case.get("capture") or case.get("synthetic") or case.get("sweep")
             must = {True: "fire", False: "stay quiet", "skipped": "be skipped"}[case["fires"]]
             extra = f" (with {case['set']})" if case.get("set") else ""
             lines.append(f"| `{source}`{extra} | {must} | {case.get('why', '')} |")

@@ -7,6 +7,7 @@ rest against shared metrics, and sorts the findings by estimated impact.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import inspect
 import sys
 from typing import ClassVar
@@ -64,22 +65,45 @@ NEEDS = {
     "gpu": "GPU activity (kernels or copies)",
     "launch-links": "kernels linked to their host launch calls (CUDA runtime events)",
     "steps": "at least one measured step",
+    "memory": "an allocator record (memory.json beside the trace, meta.json's memory block, or "
+              "allocator events from profile_memory=True)",
 }
 
 
 class Context:
-    """What a rule sees: the trace, its shared metrics, and the configuration."""
+    """What a rule sees: the trace, its shared metrics, the configuration, the allocator record
+    (`memory`, read on first use) and, for a parameter sweep, the Sweep (diagnose/memory/sweep.py)."""
 
-    def __init__(self, trace: Trace, config: Config):
+    def __init__(self, trace: Trace, config: Config, sweep=None):
         self.trace = trace
         self.config = config
         self.metrics = Metrics(trace, config.section("timeline"))
+        self.sweep = sweep
+
+    @functools.cached_property
+    def memory(self):
+        """The MemoryRecord of this trace (diagnose/memory/record.py), or None when nothing about
+        memory was recorded."""
+        from diagnose.memory.record import load_memory
+
+        record = load_memory(self.trace)
+        if record is not None:
+            self.trace.warnings.extend(w for w in record.warnings if w not in self.trace.warnings)
+        return record
 
     def missing(self, need: str) -> str | None:
         """Why `need` is not available in this trace, or None when it is."""
         trace = self.trace
         if need == "gpu" and not trace.has_gpu_activity:
+            status = (trace.capture or {}).get("status")
+            if status not in (None, "ok"):
+                return (f"the workload stopped ({status}) before the profiler recorded GPU activity: "
+                        "no timeline to judge")
             return "no GPU activity in the trace (a CPU-only run): nothing to judge on the GPU side"
+        if need == "memory" and self.memory is None:
+            return ("no allocator record: no memory.json beside the trace, no memory block in meta.json and no "
+                    "allocator events in it (a trace from elsewhere recorded without profile_memory=True, "
+                    "or a CPU-only run)")
         if need == "launch-links" and (not len(trace.runtime) or trace.gpu["correlation"].isna().all()):
             return "the trace does not link kernels to their host launch calls (no CUDA runtime events)"
         if need == "steps" and not self.metrics.steps.windows:
@@ -87,12 +111,15 @@ class Context:
         return None
 
 
-def diagnose_trace(trace: Trace, config: Config | None = None, rules: list | None = None) -> Diagnosis:
-    """Run every rule on `trace` and return the Diagnosis."""
+def diagnose_trace(trace: Trace, config: Config | None = None, rules: list | None = None,
+                   sweep=None) -> Diagnosis:
+    """Run every rule on `trace` and return the Diagnosis; `sweep` (a diagnose.memory.Sweep) when
+    the trace is one point of a parameter sweep."""
+    from diagnose.memory.details import memory_details
     from diagnose.rules import ALL_RULES
 
     config = config or Config()
-    ctx = Context(trace, config)
+    ctx = Context(trace, config, sweep=sweep)
     findings, skipped, checked = [], [], []
     for rule_cls in rules or ALL_RULES:
         rule = rule_cls()
@@ -122,6 +149,10 @@ def diagnose_trace(trace: Trace, config: Config | None = None, rules: list | Non
         diagnosis.details = {"top_kernels": views.top_kernels(ctx.metrics),
                              "step_timeline": views.step_timeline(ctx.metrics),
                              "steps": views.per_step(ctx.metrics)}
+    memory = memory_details(ctx)
+    if memory:
+        diagnosis.details["memory"] = memory
+        diagnosis.warnings += [w for w in trace.warnings if w not in diagnosis.warnings]
     return diagnosis
 
 

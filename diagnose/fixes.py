@@ -32,6 +32,10 @@ CATALOGUE: dict[str, tuple[str, str]] = {
     "pinned-memory": ("Pinned host memory", "pin_memory=True in the DataLoader and .to(device, non_blocking=True)."),
     "dataloader-workers": ("DataLoader workers", "num_workers > 0 (and persistent_workers=True) to prepare batches off the main process."),
     "larger-batch": ("Larger batch", "More work per launch amortises fixed per-step costs."),
+    "expandable-segments": ("Expandable allocator segments",
+                            "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True lets the caching allocator grow a "
+                            "segment in place instead of caching one block per odd size, so memory freed at one "
+                            "size serves requests of another."),
 }
 
 

@@ -1,7 +1,10 @@
 """The two paths of a run: capture a workload then analyse it, or analyse an existing trace.
 
 Both end in `write_outputs`: report.html, findings.json (and, for a capture, the capture folder
-itself: trace.json.gz, meta.json, workload.log), so a run can be re-analysed anywhere.
+itself: trace.json.gz, meta.json, workload.log, and with `--ncu` ncu.csv and ncu.log), so a run
+can be re-analysed anywhere. Nsight Compute measurements join the trace before the rules run:
+from the `--ncu` pass, from `--ncu-csv FILE`, or from an ncu.csv (.gz, .ncu-rep) found in the
+capture folder; `finish` adds the roofline and the measured kernels to the report data.
 """
 from __future__ import annotations
 
@@ -15,8 +18,13 @@ from diagnose.config import Config
 from diagnose.engine import diagnose_trace
 from diagnose.errors import UsageError
 from diagnose.findings import Diagnosis
+from diagnose.metrics import Metrics, metrics_of
+from diagnose.ncu import attach, read_ncu
 from diagnose.report.json_report import render_json
 from diagnose.trace.load import load_capture_folder, load_target
+from diagnose.trace.model import Trace
+
+NCU_FILES = ("ncu.csv", "ncu.csv.gz", "ncu.ncu-rep")
 
 FUNCTION_TARGET = re.compile(r"^(?P<path>.+\.py):(?P<name>[A-Za-z_][A-Za-z0-9_]*)$")
 
@@ -46,15 +54,56 @@ def parse_target(text: str) -> Target:
     return Target("trace", path)
 
 
-def analyse(path: Path, config: Config) -> Diagnosis:
-    """Analysis mode: a trace file or capture folder, no torch needed."""
-    return diagnose_trace(load_target(path), config)
+def analyse(path: Path, config: Config, ncu_csv: Path | None = None) -> Diagnosis:
+    """Analysis mode: a trace file or capture folder (with its ncu.csv, if any), no torch needed."""
+    trace = load_target(path)
+    found = ncu_csv or capture_ncu_file(Path(path))
+    label = "--ncu-csv" if ncu_csv else (found.name if found else "")
+    table, notes = attach_ncu_file(trace, found, label)
+    return finish(trace, diagnose_trace(trace, config), notes, table, label)
+
+
+def capture_ncu_file(folder: Path) -> Path | None:
+    """The Nsight Compute file a capture folder holds (ncu.csv, ncu.csv.gz or ncu.ncu-rep), if any."""
+    if not folder.is_dir():
+        return None
+    return next((folder / name for name in NCU_FILES if (folder / name).is_file()), None)
+
+
+def attach_ncu_file(trace: Trace, path: Path | None, label: str = "--ncu-csv"):
+    """Read an Nsight Compute file and attach it to `trace`; (table or None, problems as sentences)."""
+    if path is None:
+        return None, []
+    table = read_ncu(path)
+    attach(trace, table)
+    return (table if len(table.kernels) else None), [f"{label}: {p}" for p in table.problems]
+
+
+def finish(trace: Trace, diagnosis: Diagnosis, notes: list[str], table=None, label: str = "--ncu",
+           seconds: float | None = None) -> Diagnosis:
+    """Add the roofline, the Nsight Compute details and `notes` (first among the warnings) to a diagnosis."""
+    from diagnose.ncu.details import enrich_top_kernels, join_warnings, ncu_details
+    from diagnose.ncu.roofline import roofline
+
+    if trace.has_gpu_activity:
+        metrics = metrics_of(trace)
+        chart = roofline(metrics)
+        if chart:
+            diagnosis.details["roofline"] = chart
+        if metrics.ncu is not None:
+            diagnosis.details["ncu"] = ncu_details(metrics, table, seconds)
+            diagnosis.details["top_kernels"] = enrich_top_kernels(diagnosis.details.get("top_kernels") or [],
+                                                                  metrics)
+            notes = notes + join_warnings(metrics, label)
+    diagnosis.warnings = list(notes) + list(diagnosis.warnings)
+    return diagnosis
 
 
 def capture_and_analyse(target: Target, out: Path, config: Config, *, params: dict, argv: list[str],
                         warmup: int, steps: int, timed_steps: int, timeout_s: float,
-                        python: str | None, on_progress) -> Diagnosis:
-    """Capture mode: run the workload in a child process, then analyse the capture folder."""
+                        python: str | None, on_progress, ncu: bool = False, ncu_csv: Path | None = None,
+                        ncu_timeout_s: float = 600.0) -> Diagnosis:
+    """Capture mode: run the workload in a child process (then under ncu with `ncu`), analyse the folder."""
     if python is None and importlib.util.find_spec("torch") is None:
         raise UsageError("capturing a workload needs PyTorch in this Python (pip install torch), or "
                          "--python PATH of one that has it; a trace file can be analysed without it")
@@ -63,8 +112,30 @@ def capture_and_analyse(target: Target, out: Path, config: Config, *, params: di
                        timed_steps=timed_steps)
     from diagnose.capture.runner import run_capture
 
-    run_capture(spec, timeout_s=timeout_s, python=python, on_progress=on_progress)
-    return diagnose_trace(load_capture_folder(out), config)
+    meta = run_capture(spec, timeout_s=timeout_s, python=python, on_progress=on_progress)
+    trace = load_capture_folder(out)
+    table, notes, label, seconds = None, [], "--ncu-csv", None
+    if ncu_csv is not None:
+        table, notes = attach_ncu_file(trace, ncu_csv)
+    elif ncu:
+        table, notes, seconds = _ncu_pass(spec, out, trace, meta, ncu_timeout_s, python, on_progress)
+        label = "--ncu"
+    return finish(trace, diagnose_trace(trace, config), notes, table, label, seconds)
+
+
+def _ncu_pass(spec: CaptureSpec, out: Path, trace: Trace, meta: dict, timeout_s: float, python: str | None,
+              on_progress):
+    """Run the workload under Nsight Compute and attach what it measured; (table, notes, seconds)."""
+    from diagnose.ncu import run
+
+    if run.find_ncu() is None:
+        return None, [run.MISSING], None
+    if meta.get("status") != "ok":
+        return None, ["--ncu: the workload did not finish its capture, so no Nsight Compute pass was made"], None
+    outcome = run.measure(spec, out, Metrics(trace).kernels_in_steps, timeout_s=timeout_s, python=python,
+                          on_progress=on_progress)
+    attach(trace, outcome.table)
+    return outcome.table, outcome.warnings, outcome.seconds
 
 
 def default_out(target: Target) -> Path:

@@ -41,6 +41,14 @@ misaligned K = 8191 kernel at 15 %. FP8 is the top rung on this GPU, so matmul_f
 case by design: there is no precision left to recommend, and telling the user to move to bf16
 or FP8 again would be wrong.
 
+**Measured.** With Nsight Compute rows attached (`--ncu`, `--ncu-csv`: diagnose/ncu/), an op
+whose kernels were measured is compute-bound when its speed-of-light class says so (SM
+throughput ≥ 60 % and more than 10 points above memory throughput, or within 10 points with the
+tensor pipe ≥ 50 % active: diagnose/ncu/classify.py) instead of by its estimated intensity; its
+intensity uses the measured DRAM bytes, a measured tensor pipe settles tensor-core use the
+kernel's name left open, and the evidence adds the measured SM throughput and tensor-pipe
+activity (matmul_bf16 on the H200: SM 93 %, tensor pipe 97 %, DRAM 21 %).
+
 **Fix.** `bf16-tensor-cores` (autocast / `allow_tf32`), `pad-dims` (pad to a multiple of 8,
 better 64/128), `fp8` (`torch._scaled_mm`, torchao `float8`, Transformer Engine).
 
@@ -51,7 +59,8 @@ the H200 (devices.py: bf16 790, FP8 1,490, TF32 423 TFLOP/s, 4.3 TB/s). Measured
 captures: FP32 → bf16 15.17× (this estimate: ≈ 12.8×), bf16 → FP8 1.83× (≈ 1.76×), K 8191 →
 8192 5.33× (≈ 5.2×), TF32 → bf16 1.99× (≈ 1.73×); FP32 → TF32 was 7.62×. The estimate keeps
 the non-matmul part of the measured step (77–306 µs on these captures), so it errs low. FLOPs
-and bytes are estimated from shapes; the kernel time is measured.
+and bytes are estimated from shapes unless Nsight Compute measured them; the kernel time is
+measured.
 """
 from __future__ import annotations
 
@@ -64,6 +73,7 @@ from diagnose.engine import Quiet, Rule, Skip, Threshold
 from diagnose.findings import Evidence, Finding
 from diagnose.fixes import fix
 from diagnose.metrics.work import DTYPE_BYTES, rung_of
+from diagnose.ncu.classify import LATENCY_PCT
 
 MATRIX_KINDS = ("gemm", "conv")
 RUNG_NAMES = {"fp32": "FP32 (CUDA cores)", "tf32": "TF32 tensor cores", "bf16": "bf16 tensor cores",
@@ -71,6 +81,7 @@ RUNG_NAMES = {"fp32": "FP32 (CUDA cores)", "tf32": "TF32 tensor cores", "bf16": 
               "fp64": "FP64"}
 RUNG_BYTES = {"fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2, "fp8": 1, "int8": 1}
 FIX_OF_ISSUE = {"tensor-cores-unused": "bf16-tensor-cores", "misaligned": "pad-dims"}
+MEASURED_TENSOR_PCT = 1.0  # a measured tensor pipe at least this active means tensor cores ran
 
 
 class ComputeBound(Rule):
@@ -147,6 +158,7 @@ class ComputeBound(Rule):
                      ">=" if achieved / main_peak >= t["near_peak_share"] else "<", t["near_peak_share"] * 100, "%"),
             Evidence("arithmetic intensity (median)", round(float(cb["intensity"].median()), 1), ">=",
                      round(float(cb["ridge"].median()) * t["min_ridge_share"], 1), "FLOP/B"),
+            *_measured_evidence(cb),
         ]
         for issue in issues:
             part = acting[acting["issue"] == issue]
@@ -162,7 +174,7 @@ class ComputeBound(Rule):
             fixes=fixes,
             est_speedup=round(speedup, 2),
             recoverable_us=round(saving, 2),
-            basis=(f"FLOPs and bytes estimated from shapes, kernel time measured; per op, time after = "
+            basis=(f"{_measured_basis(cb)}; per op, time after = "
                    f"max(FLOPs ÷ achievable TFLOP/s of the target precision, bytes ÷ {spec.achievable_tbps:g} TB/s); "
                    f"step {step_us:,.0f} − {saving:,.0f} µs saved = {after:,.0f} µs; {_time_base(m.budget)}; "
                    f"{spec.name}: {spec.source}"),
@@ -179,6 +191,8 @@ def _place(row, spec, t) -> dict:
     rung = rung_of(row.dtype)
     tc = row.tensor_core
     tc = None if tc is pd.NA or (isinstance(tc, float) and math.isnan(tc)) else bool(tc)
+    if tc is None and not pd.isna(row.tensor_pct):
+        tc = row.tensor_pct >= MEASURED_TENSOR_PCT
     achieved = row.flops / row.matrix_us / 1e6 if row.matrix_us > 0 else 0.0
     if rung == "fp32":
         if tc is None:
@@ -188,9 +202,11 @@ def _place(row, spec, t) -> dict:
         rung_run = rung if tc is not False else "fp32"
     else:
         rung_run = rung or "fp32"
-    intensity = row.flops / row.bytes if row.bytes and row.bytes > 0 else math.inf
+    measured = isinstance(row.bound, str)
+    moved = row.dram_bytes if measured and row.dram_bytes > 0 else row.bytes
+    intensity = row.flops / moved if moved and moved > 0 else math.inf
     ridge = spec.ridge(rung_run) or spec.ridge("fp32") or math.inf
-    compute_bound = intensity >= t["min_ridge_share"] * ridge
+    compute_bound = row.bound == "compute-bound" if measured else intensity >= t["min_ridge_share"] * ridge
     peak = spec.peak(rung_run) or math.nan
     issue, target = None, None
     esize = DTYPE_BYTES.get(row.dtype, 4)
@@ -215,7 +231,35 @@ def _place(row, spec, t) -> dict:
             "flops": row.flops, "bytes": row.bytes, "dtype": row.dtype, "rung": rung_run, "achieved": achieved,
             "peak": peak, "intensity": intensity, "ridge": ridge, "compute_bound": compute_bound,
             "issue": issue, "target": target, "after_us": after, "saving_us": saving, "bad_dims": bad_dims,
-            "m": row.m, "n": row.n, "k": row.k, "kind": row.kind}
+            "m": row.m, "n": row.n, "k": row.k, "kind": row.kind, "measured": measured,
+            "sm_pct": row.sm_pct, "tensor_pct": row.tensor_pct, "dram_pct": row.dram_pct}
+
+
+def _measured_evidence(cb: pd.DataFrame) -> list[Evidence]:
+    """Nsight Compute's SM throughput and tensor-pipe activity of the measured ops, weighted by time."""
+    m = cb[cb["measured"]]
+    if not len(m):
+        return []
+    w = m["matrix_us"]
+    out = [Evidence("SM throughput (share of peak), measured by Nsight Compute",
+                    round(float((m["sm_pct"] * w).sum() / w.sum()), 1), ">=", LATENCY_PCT, "%")]
+    if m["tensor_pct"].notna().all():
+        out.append(Evidence("tensor pipe active, measured", round(float((m["tensor_pct"] * w).sum() / w.sum()), 1),
+                            unit="%"))
+    if m["dram_pct"].notna().all():
+        out.append(Evidence("DRAM throughput (share of peak), measured",
+                            round(float((m["dram_pct"] * w).sum() / w.sum()), 1), unit="%"))
+    return out
+
+
+def _measured_basis(cb: pd.DataFrame) -> str:
+    n = int(cb["measured"].sum())
+    if not n:
+        return "FLOPs and bytes estimated from shapes, kernel time measured"
+    which = "all" if n == len(cb) else f"{n} of {len(cb)}"
+    return (f"FLOPs estimated from shapes, kernel time measured; SM throughput, tensor-pipe activity and DRAM "
+            f"bytes measured by Nsight Compute for {which} compute-bound ops (their class from its "
+            "speed-of-light numbers)")
 
 
 def _misaligned(row, align: int) -> str | None:

@@ -12,9 +12,11 @@ achieved bandwidth (bytes ÷ kernel time) is at least `min_bw_share` of the GPU'
 bandwidth, and its arithmetic intensity is below `max_intensity_share` of the FP32 ridge point
 (the kernels wait on memory, not on math). It fires when fusing the qualifying chains would save
 at least `min_saving_share` of the step. This is the trace-only stand-in for Nsight Compute's
-"DRAM throughput > 75 %, SM throughput < 25 %" reading: the per-op frame has `dram_pct` /
-`sm_pct` / `dram_bytes` columns, NaN today, and the bytes used here switch to measured DRAM bytes
-as soon as they are filled in.
+"DRAM throughput > 75 %, SM throughput < 25 %" reading. With Nsight Compute measurements attached
+(`--ncu`, `--ncu-csv`: diagnose/ncu/), a chain whose kernels were all measured uses them instead:
+its bytes are the measured DRAM bytes and its bandwidth share is the measured DRAM throughput
+(`dram__throughput`, weighted by kernel time, × the datasheet HBM peak ÷ achievable); the
+evidence and the basis say which numbers were measured.
 
 **Thresholds.** `min_bw_share` 0.5: on the H200 swiglu_eager capture the ten-kernel
 SwiGLU + RMSNorm chain moves ≈ 2.7 GB per step at 2.98 TB/s (69 % of the 4.3 TB/s achievable),
@@ -44,7 +46,8 @@ Estimated step = step − Σ chain time + Σ fused time + `fused_call_us` (the h
 step, of entering compiled code: 215.0 µs unprofiled step − 141.6 µs kernel − 13.8 µs that the
 eager step spends outside kernels ≈ 60 µs on swiglu_compiled). On swiglu_eager this predicts
 ≈ 4.4× against the 4.28× measured (919.8 → 215.0 µs). Bytes and FLOPs are estimated from
-shapes, not measured.
+shapes unless Nsight Compute measured the bytes (its rows for swiglu_eager: 61.5 % DRAM
+throughput over the chain, i.e. 2.95 TB/s = 69 % of achievable, the same as the estimate).
 """
 from __future__ import annotations
 
@@ -101,7 +104,7 @@ class MemoryBound(Rule):
         bw = spec.achievable_tbps  # TB/s = bytes per µs / 1e6
         sm_count = ctx.trace.device.get("sm_count") or 0
         max_intensity = t["max_intensity_share"] * (spec.ridge("fp32") or 0.0)
-        chains = [_summarise(c, bw, sm_count) for c in _chains(ops)]
+        chains = [_summarise(c, bw, sm_count, spec.hbm_tbps) for c in _chains(ops)]
         chains = [c for c in chains if c["ops"] >= t["min_chain_ops"]]
         fused_kernels = ops[ops["kind"].isin(MEMORY_KINDS) & ops["fused"].astype(bool)]
         if not chains:
@@ -127,7 +130,8 @@ class MemoryBound(Rule):
         saving = (step_us - after) / step_us
         moved = sum(c["bytes"] for c in good)
         fused_bytes = sum(c["fused_bytes"] for c in good)
-        tbps = moved / max(sum(c["time_us"] for c in good), 1e-9) / 1e6
+        tbps = sum(c["tbps"] * c["time_us"] for c in good) / max(sum(c["time_us"] for c in good), 1e-9)
+        measured = all(c["measured"] for c in good)
         intensity = sum(c["flops"] for c in good) / max(moved, 1.0)
         kernels = sum(c["ops"] for c in good) / n
         if saving < t["min_saving_share"]:
@@ -135,7 +139,8 @@ class MemoryBound(Rule):
                          f"{saving:.1%} of the step < {t['min_saving_share']:.1%} "
                          f"({chain_us:,.0f} µs → {fused_us:,.0f} µs + {t['fused_call_us']:.0f} µs call)")
         evidence = [
-            Evidence(f"HBM bandwidth of the chains, share of the achievable {bw:g} TB/s ({tbps:.2f} TB/s)",
+            Evidence(f"{'measured DRAM' if measured else 'HBM'} bandwidth of the chains, share of the achievable "
+                     f"{bw:g} TB/s ({tbps:.2f} TB/s{_measured_pct(tbps, spec) if measured else ''})",
                      round(tbps / bw * 100, 1), ">=", t["min_bw_share"] * 100, "%"),
             Evidence("arithmetic intensity", round(intensity, 3), "<=", round(max_intensity, 2), "FLOP/B"),
             Evidence("estimated saving from fusion", round(saving * 100, 1), ">=", t["min_saving_share"] * 100, "%"),
@@ -159,7 +164,7 @@ class MemoryBound(Rule):
                        f"({single_us:,.0f} µs of single-pass HBM traffic instead of {fused_us:,.0f} µs)."))],
             est_speedup=round(speedup, 2),
             recoverable_us=round(step_us - after, 2),
-            basis=(f"bytes and FLOPs estimated from shapes (not measured); fused step ≈ {step_us:,.0f} − "
+            basis=(f"{_bytes_basis(good)}; fused step ≈ {step_us:,.0f} − "
                    f"{chain_us:,.0f} µs in the chains + {fused_bytes / n / 1e6:,.0f} MB single-pass ÷ "
                    f"{bw:g} TB/s achievable = {fused_us:,.0f} µs + {t['fused_call_us']:.0f} µs to enter "
                    f"compiled code = {after:,.0f} µs per step; {_time_base(budget)}; "
@@ -178,38 +183,75 @@ def _time_base(budget) -> str:
     return "step time = profiled step (no unprofiled timing in the capture)"
 
 
-def _chains(ops: pd.DataFrame) -> list[pd.DataFrame]:
-    """Runs of consecutive unfused memory-class op instances, per step and stream, in GPU order."""
+CHAIN_COLUMNS = ("kernel_us", "bytes", "flops", "work", "blocks", "dram_pct", "dram_bytes", "op_name", "shapes",
+                 "step")
+
+
+def _chains(ops: pd.DataFrame) -> list[dict]:
+    """Runs of consecutive unfused memory-class op instances, per step and stream, in GPU order;
+    each run as its columns (numpy arrays), which is much cheaper than a frame per run."""
     frame = ops.assign(bytes=best_bytes(ops)).sort_values(["step", "stream", "ts"], kind="stable")
     member = (frame["kind"].isin(MEMORY_KINDS) & ~frame["fused"].astype(bool)).to_numpy()
     lane = frame["step"].astype(str).str.cat(frame["stream"].astype(str), sep="/").to_numpy()
     new_lane = np.concatenate(([True], lane[1:] != lane[:-1]))
     breaks = ~member | new_lane
-    chain_id = np.cumsum(breaks)
-    frame = frame.assign(chain=chain_id)[member]
-    return [group for _, group in frame.groupby("chain", sort=False)]
+    chain_id = np.cumsum(breaks)[member]
+    columns = {c: frame[c].to_numpy()[member] for c in CHAIN_COLUMNS}
+    starts = np.flatnonzero(np.concatenate(([True], chain_id[1:] != chain_id[:-1]))) if len(chain_id) else []
+    ends = np.append(starts[1:], len(chain_id))
+    return [{c: v[a:b] for c, v in columns.items()} for a, b in zip(starts, ends)]
 
 
-def _summarise(chain: pd.DataFrame, bw: float, sm_count: int) -> dict:
-    time_us = float(chain["kernel_us"].sum())
-    unknown_us = float(chain.loc[chain["bytes"].isna(), "kernel_us"].sum())
+def _total(values: np.ndarray) -> float:
+    """A column's sum as pandas takes it (missing values count as zero)."""
+    values = values.astype(float)
+    return float(np.where(np.isnan(values), 0.0, values).sum())
+
+
+def _summarise(chain: dict, bw: float, sm_count: int, peak_tbps: float) -> dict:
+    kernel_us, moved_bytes = chain["kernel_us"].astype(float), chain["bytes"].astype(float)
+    dram_pct = chain["dram_pct"].astype(float)
+    time_us = _total(kernel_us)
+    unknown_us = _total(kernel_us[np.isnan(moved_bytes)])
     known = time_us > 0 and unknown_us <= 0.05 * time_us
-    moved = float(chain["bytes"].fillna(0).sum())
-    flops = float(chain["flops"].fillna(0).sum())
+    moved = _total(moved_bytes)
+    flops = _total(chain["flops"])
     fused_bytes, single_bytes = _single_pass_bytes([w for w in chain["work"] if w is not None]) if known else (0, 0)
-    blocks = chain["blocks"].max()
+    blocks = chain["blocks"].astype(float)
+    blocks = blocks[~np.isnan(blocks)].max() if (~np.isnan(blocks)).any() else math.nan
+    measured = bool(time_us) and not np.isnan(dram_pct).any()
+    if measured:
+        tbps = _total(dram_pct * kernel_us) / time_us / 100 * peak_tbps
+    else:
+        tbps = moved / time_us / 1e6 if time_us else 0.0
     return {
-        "ops": len(chain), "time_us": time_us, "known": known, "bytes": moved, "flops": flops,
-        "tbps": moved / time_us / 1e6 if time_us else 0.0,
-        "bw_share": moved / time_us / 1e6 / bw if time_us else 0.0,
+        "ops": len(kernel_us), "time_us": time_us, "known": known, "bytes": moved, "flops": flops,
+        "tbps": tbps, "bw_share": tbps / bw, "measured": measured,
+        "n_measured": int((~np.isnan(chain["dram_bytes"].astype(float))).sum()),
         "intensity": flops / moved if moved else math.inf,
         "fused_bytes": fused_bytes, "single_bytes": single_bytes,
         "fused_us": fused_bytes / bw / 1e6, "single_us": single_bytes / bw / 1e6,
         "full_wave": bool(sm_count and pd.notna(blocks) and blocks >= sm_count),
         "names": " → ".join(o.replace("aten::", "") if isinstance(o, str) else "?" for o in chain["op_name"]),
         "shapes": next((s for s in chain["shapes"] if isinstance(s, str)), None),
-        "step": int(chain["step"].iloc[0]),
+        "step": int(chain["step"][0]),
     }
+
+
+def _measured_pct(tbps: float, spec) -> str:
+    return f" = {tbps / spec.hbm_tbps:.0%} of the {spec.hbm_tbps:g} TB/s peak, Nsight Compute"
+
+
+def _bytes_basis(chains: list[dict]) -> str:
+    measured = sum(c["n_measured"] for c in chains)
+    kernels = sum(c["ops"] for c in chains)
+    if measured and measured == kernels:
+        return ("DRAM bytes and throughput measured by Nsight Compute (one step, joined to the trace's "
+                "kernels), FLOPs and single-pass bytes estimated from shapes")
+    if measured:
+        return (f"DRAM bytes measured by Nsight Compute for {measured} of {kernels} kernels, the rest and "
+                "FLOPs estimated from shapes")
+    return "bytes and FLOPs estimated from shapes (not measured)"
 
 
 def _single_pass_bytes(works: list) -> tuple[float, float]:

@@ -6,6 +6,7 @@ import pytest
 
 from diagnose.config import Config
 from diagnose.engine import diagnose_trace
+from diagnose.memory import diagnose_sweep
 from diagnose.rules import ALL_RULES
 from diagnose.trace import load_target
 
@@ -16,7 +17,7 @@ def _cases():
     for path in sorted(CASES.glob("*.yaml")):
         spec = yaml.safe_load(path.read_text())
         for i, case in enumerate(spec["cases"]):
-            label = case.get("capture") or case.get("synthetic")
+            label = case.get("capture") or case.get("synthetic") or case.get("sweep")
             yield pytest.param(spec["rule"], case, id=f"{spec['rule']}:{i}:{label}")
 
 
@@ -32,7 +33,10 @@ def _load(case):
 def test_case(rule_id, case):
     rule = next(r for r in ALL_RULES if r.id == rule_id)
     config = Config(overrides={k: float(v) for k, v in (case.get("set") or {}).items()})
-    diagnosis = diagnose_trace(_load(case), config, rules=[rule])
+    if "sweep" in case:
+        diagnosis = diagnose_sweep(CAPTURES / case["sweep"], config, rules=[rule])
+    else:
+        diagnosis = diagnose_trace(_load(case), config, rules=[rule])
     fired = [f for f in diagnosis.findings if f.rule == rule_id]
     skipped = [s for s in diagnosis.skipped if s.rule == rule_id]
     expected = case["fires"]

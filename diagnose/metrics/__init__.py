@@ -14,7 +14,13 @@ from diagnose.metrics.timeline import DEFAULTS as TIMELINE_DEFAULTS
 from diagnose.metrics.timeline import Timeline, build_timeline
 from diagnose.trace.model import Trace
 
-__all__ = ["Metrics", "TIMELINE_DEFAULTS"]
+__all__ = ["Metrics", "TIMELINE_DEFAULTS", "metrics_of"]
+
+
+def metrics_of(trace: Trace) -> "Metrics":
+    """The Metrics last built for `trace` (by the engine, say), so reports reuse them; else new ones."""
+    known = getattr(trace, "_diagnose_metrics", None)
+    return known if known is not None and known.trace is trace else Metrics(trace)
 
 
 class Metrics:
@@ -23,6 +29,7 @@ class Metrics:
     def __init__(self, trace: Trace, timeline_params: dict | None = None):
         self.trace = trace
         self.timeline_params = timeline_params or {}
+        trace._diagnose_metrics = self
 
     @functools.cached_property
     def steps(self) -> Steps:
@@ -60,11 +67,30 @@ class Metrics:
         return devices.lookup(self.trace.device)
 
     @functools.cached_property
+    def kernels_in_steps(self) -> pd.DataFrame:
+        """Kernels of the main device that belong to a measured step, with its index in `step`."""
+        steps = self.steps
+        return work.step_kernels(self.launches, steps.windows, self.timeline.device, steps.annotated)
+
+    @functools.cached_property
+    def ncu(self):
+        """Nsight Compute rows joined to the step kernels (diagnose/ncu/join.py), or None without any."""
+        from diagnose.ncu import attached
+        from diagnose.ncu.join import join
+
+        table = attached(self.trace)
+        if table is None:
+            return None
+        return join(table, self.kernels_in_steps, self.trace.device.get("sm_count"))
+
+    @functools.cached_property
     def op_work(self) -> pd.DataFrame:
         """One row per op instance launched inside the measured steps: its kernels' time, kind,
-        tensor-core use, and FLOPs/bytes estimated from the recorded shapes (metrics/work.py)."""
+        tensor-core use, FLOPs/bytes estimated from the recorded shapes (metrics/work.py), and
+        Nsight Compute's measurements where they were attached."""
         steps = self.steps
-        return work.op_instances(self.launches, steps.windows, self.timeline.device, steps.annotated)
+        measured = self.ncu.measured if self.ncu is not None else None
+        return work.op_instances(self.launches, steps.windows, self.timeline.device, steps.annotated, measured)
 
     def per_step(self, total: float) -> float:
         """A total over all measured steps, per step."""

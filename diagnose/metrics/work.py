@@ -24,8 +24,9 @@ joins each kernel to the op that launched it. From those, per op instance:
 
 Everything here is an estimate from shapes: the real traffic of a kernel can be higher (re-reads
 that miss L2, strided access) or lower (L2 hits). Op instances carry `sm_pct` / `dram_pct` /
-`dram_bytes` columns, NaN today, for measured Nsight Compute values; `best_bytes` and the `source`
-column let rules prefer a measurement when there is one.
+`mem_pct` / `tensor_pct` / `dram_bytes` / `measured_us` / `bound` columns for measured Nsight
+Compute values (`--ncu`, `--ncu-csv`: diagnose/ncu/), NaN without them; `best_bytes` and the
+`source` column let rules prefer a measurement when there is one.
 """
 from __future__ import annotations
 
@@ -324,10 +325,27 @@ def _triton(op_name: str, present: list[Tensor]) -> Work:
 INSTANCE_COLUMNS = ["step", "stream", "ts", "end", "kernel_us", "matrix_us", "n_kernels", "kernel", "kind",
                     "tensor_core",
                     "fused", "blocks", "op_name", "shapes", "dtype", "flops", "bytes", "m", "n", "k", "batch",
-                    "source", "sm_pct", "dram_pct", "dram_bytes", "work"]
+                    "source", "sm_pct", "dram_pct", "dram_bytes", "mem_pct", "tensor_pct", "measured_us", "bound",
+                    "work"]
+MEASURED_PCT = ("sm_pct", "dram_pct", "mem_pct", "tensor_pct")
+MEASURED_COVER = 0.9  # an instance takes measured values when they cover this share of its kernel time
 
 
-def op_instances(launches: pd.DataFrame, windows: list, device: int | None, annotated: bool) -> pd.DataFrame:
+def step_kernels(launches: pd.DataFrame, windows: list, device: int | None, annotated: bool) -> pd.DataFrame:
+    """The kernels of `device` that belong to a measured step, with that step's index in `step`.
+
+    A kernel belongs to the step whose CPU range contains its launch call; without launch links
+    or step ranges, to the window its GPU start falls in.
+    """
+    if device is None or not windows or not len(launches):
+        return launches.iloc[0:0].assign(step=pd.Series(dtype=int))
+    kern = launches[(launches["device"] == device) & (launches["cat"] == "kernel")].copy()
+    kern["step"] = _assign_steps(kern, windows, annotated) if len(kern) else []
+    return kern[kern["step"] >= 0]
+
+
+def op_instances(launches: pd.DataFrame, windows: list, device: int | None, annotated: bool,
+                 measured: pd.DataFrame | None = None) -> pd.DataFrame:
     """One row per op instance (all the kernels one CPU op launched) inside the measured steps.
 
     `kernel_us` is the time of all its kernels; `matrix_us` that of its GEMM / convolution /
@@ -338,14 +356,13 @@ def op_instances(launches: pd.DataFrame, windows: list, device: int | None, anno
     previous step but still running is not counted twice); without launch links or step ranges
     it belongs to the window its GPU start falls in. Kernels no CPU op claims (CUDA-graph
     replays, traces without op links) are instances of their own, with unknown work.
+
+    `measured` (Nsight Compute values per kernel, indexed like `launches`: see diagnose/ncu/join.py)
+    fills `sm_pct`, `dram_pct`, `mem_pct`, `tensor_pct` (weighted by measured duration), `dram_bytes`,
+    `measured_us` and `bound` (the class of its longest measured kernel) of the instances whose
+    measured kernels cover at least MEASURED_COVER of their kernel time.
     """
-    if device is None or not windows or not len(launches):
-        return pd.DataFrame(columns=INSTANCE_COLUMNS)
-    kern = launches[(launches["device"] == device) & (launches["cat"] == "kernel")].copy()
-    if not len(kern):
-        return pd.DataFrame(columns=INSTANCE_COLUMNS)
-    kern["step"] = _assign_steps(kern, windows, annotated)
-    kern = kern[kern["step"] >= 0]
+    kern = step_kernels(launches, windows, device, annotated)
     if not len(kern):
         return pd.DataFrame(columns=INSTANCE_COLUMNS)
     cls = K.classify(kern["name"])
@@ -368,51 +385,114 @@ def op_instances(launches: pd.DataFrame, windows: list, device: int | None, anno
     agg["tc_no"] = (tc == False).fillna(False).groupby(kern["instance"]).any()  # noqa: E712
     agg = agg.join(main[["name", "kind", "fused"]]).join(
         first[["step", "stream", "op_name", "input_dims", "input_types"]])
-    cache: dict = {}
-    rows = [_instance_row(r, cache) for r in agg.itertuples()]
-    frame = pd.DataFrame(rows, columns=INSTANCE_COLUMNS).sort_values("ts", kind="stable").reset_index(drop=True)
-    return frame
+    frame = pd.DataFrame(_instance_columns(agg), columns=INSTANCE_COLUMNS, index=agg.index)
+    if measured is not None and len(measured):
+        _fill_measured(frame, kern.join(measured[[c for c in measured.columns if c not in kern.columns]]))
+    return frame.sort_values("ts", kind="stable").reset_index(drop=True)
+
+
+def _fill_measured(frame: pd.DataFrame, kern: pd.DataFrame) -> None:
+    """Measured columns of the instances whose measured kernels cover MEASURED_COVER of their time."""
+    m = kern[kern["measured_us"].notna()]
+    if not len(m):
+        return
+    by = m["instance"]
+    weight = m["measured_us"]
+    covered = m.groupby(by)["dur"].sum()
+    ok = covered[covered >= MEASURED_COVER * frame.loc[covered.index, "kernel_us"]].index
+    for column in MEASURED_PCT:
+        w = weight.where(m[column].notna())
+        mean = (m[column] * w).groupby(by).sum(min_count=1) / w.groupby(by).sum(min_count=1)
+        frame.loc[ok, column] = mean.reindex(ok).to_numpy(float)
+    frame.loc[ok, "dram_bytes"] = m.groupby(by)["dram_bytes"].sum(min_count=1).reindex(ok).to_numpy(float)
+    frame.loc[ok, "measured_us"] = weight.groupby(by).sum().reindex(ok).to_numpy(float)
+    longest = m.sort_values("measured_us", kind="stable").groupby(by).tail(1)
+    frame.loc[ok, "bound"] = longest.set_index("instance")["bound"].reindex(ok).to_numpy(object)
+    has_bytes = frame.index.isin(ok) & frame["dram_bytes"].notna()
+    frame.loc[has_bytes, "source"] = "measured by Nsight Compute"
 
 
 def _assign_steps(kern: pd.DataFrame, windows: list, annotated: bool) -> np.ndarray:
-    steps = np.full(len(kern), -1)
     launch_ts = kern["launch_ts"].to_numpy(float)
     gpu_ts = kern["ts"].to_numpy(float)
-    for w in windows:
-        if annotated:
-            by_launch = (launch_ts >= w.cpu_start) & (launch_ts <= w.cpu_end)
-            unlinked = np.isnan(launch_ts) & (gpu_ts >= w.start) & (gpu_ts < w.end)
-            steps[by_launch | unlinked] = w.index
-        else:
-            steps[(gpu_ts >= w.start) & (gpu_ts <= w.end)] = w.index
+    index = np.array([w.index for w in windows], dtype=int)
+    gpu = np.array([w.start for w in windows], dtype=float), np.array([w.end for w in windows], dtype=float)
+    if not annotated:
+        return _last_window(gpu_ts, *gpu, index, closed=True)
+    cpu = np.array([w.cpu_start for w in windows], dtype=float), np.array([w.cpu_end for w in windows], dtype=float)
+    steps = _last_window(launch_ts, *cpu, index, closed=True)
+    unlinked = np.isnan(launch_ts)
+    steps[unlinked] = _last_window(gpu_ts[unlinked], *gpu, index, closed=False)
     return steps
 
 
-def _instance_row(r, cache: dict) -> dict:
-    op_name = r.op_name if isinstance(r.op_name, str) else None
-    kernel_kind = r.kind
-    key = (op_name, repr(r.input_dims), repr(r.input_types), kernel_kind)
-    if key not in cache:
-        cache[key] = op_work(op_name, r.input_dims, r.input_types, kernel_kind)
-    work = cache[key]
-    tensor_core = True if r.tc_yes else False if r.tc_no else pd.NA
-    fused = bool(r.fused) or (op_name or "").startswith("aten::_foreach")
+def _last_window(x: np.ndarray, starts: np.ndarray, ends: np.ndarray, index: np.ndarray, closed: bool) -> np.ndarray:
+    """For each x, the index of the last window holding it ([start, end], or [start, end) when not
+    `closed`), -1 when none does."""
+    out = np.full(len(x), -1)
+    if not len(starts) or not len(x):
+        return out
+    if (np.diff(starts) < 0).any() or (np.diff(ends) < 0).any():  # nested windows: check each
+        for start, end, i in zip(starts, ends, index):
+            out[(x >= start) & ((x <= end) if closed else (x < end))] = i
+        return out
+    # windows in order of start and of end: the last one starting by x is the only candidate
+    k = np.searchsorted(starts, x, side="right") - 1
+    kk = np.maximum(k, 0)
+    inside = (k >= 0) & ((x <= ends[kk]) if closed else (x < ends[kk]))
+    out[inside] = index[kk[inside]]
+    return out
+
+
+def _instance_columns(agg: pd.DataFrame) -> dict[str, list]:
+    """The instance frame's columns, from the per-instance aggregates; the work of each distinct
+    (op, shapes, dtypes, kernel kind) is estimated once."""
+    n = len(agg)
+    op_names = [o if isinstance(o, str) else None for o in agg["op_name"].to_numpy(object)]
+    cache: dict = {}
+    static = []
+    for op_name, dims, types, kernel_kind in zip(op_names, agg["input_dims"].to_numpy(object),
+                                                 agg["input_types"].to_numpy(object), agg["kind"].to_numpy(object)):
+        key = (op_name, repr(dims), repr(types), kernel_kind)
+        if key not in cache:
+            cache[key] = _static_fields(op_name, dims, types, kernel_kind)
+        static.append(cache[key])
+    kernel_us = agg["kernel_us"].to_numpy(float)
+    matrix_us = agg["matrix_us"].to_numpy(float)
+    tc_yes, tc_no = agg["tc_yes"].to_numpy(bool), agg["tc_no"].to_numpy(bool)
+    fused = agg["fused"].to_numpy(object)
+    columns = {
+        "step": [int(x) for x in agg["step"].to_numpy(object)], "stream": list(agg["stream"].to_numpy(object)),
+        "ts": agg["ts"].to_numpy(float), "end": agg["end"].to_numpy(float), "kernel_us": kernel_us,
+        "matrix_us": np.where(matrix_us == 0, kernel_us, matrix_us),
+        "n_kernels": [int(x) for x in agg["n_kernels"].to_numpy(object)],
+        "kernel": list(agg["name"].to_numpy(object)),
+        "tensor_core": [True if y else False if no else pd.NA for y, no in zip(tc_yes, tc_no)],
+        "fused": [bool(f) or (o or "").startswith("aten::_foreach") for f, o in zip(fused, op_names)],
+        "blocks": [float(b) if pd.notna(b) else math.nan for b in agg["blocks"].to_numpy(object)],
+        "op_name": op_names,
+        "sm_pct": [math.nan] * n, "dram_pct": [math.nan] * n, "dram_bytes": [math.nan] * n,
+        "mem_pct": [math.nan] * n, "tensor_pct": [math.nan] * n, "measured_us": [math.nan] * n,
+        "bound": [None] * n,
+    }
+    for name in ("kind", "shapes", "dtype", "flops", "bytes", "m", "n", "k", "batch", "source", "work"):
+        columns[name] = [fields[name] for fields in static]
+    return columns
+
+
+def _static_fields(op_name: str | None, dims, types, kernel_kind: str) -> dict:
+    """What an instance's op, shapes and kernel kind decide: its work estimate and the columns from it."""
+    work = op_work(op_name, dims, types, kernel_kind)
     kind = work.kind if work is not None and work.kind in K.KINDS and work.kind != "other" else kernel_kind
     if kernel_kind in ("gemm", "conv", "attention") and kind in K.MEMORY_KINDS:
         kind = kernel_kind
     known = work is not None and not math.isnan(work.bytes)
     return {
-        "step": int(r.step), "stream": r.stream, "ts": float(r.ts), "end": float(r.end),
-        "kernel_us": float(r.kernel_us), "matrix_us": float(r.matrix_us) or float(r.kernel_us),
-        "n_kernels": int(r.n_kernels), "kernel": r.name, "kind": kind, "tensor_core": tensor_core,
-        "fused": fused, "blocks": float(r.blocks) if pd.notna(r.blocks) else math.nan,
-        "op_name": op_name, "shapes": _shapes_text(work),
-        "dtype": work.dtype if work else None,
+        "kind": kind, "shapes": _shapes_text(work), "dtype": work.dtype if work else None,
         "flops": work.flops if work else math.nan, "bytes": work.bytes if work else math.nan,
         "m": work.m if work else None, "n": work.n if work else None, "k": work.k if work else None,
         "batch": work.batch if work else None,
-        "source": "estimated from shapes" if known else "unknown",
-        "sm_pct": math.nan, "dram_pct": math.nan, "dram_bytes": math.nan, "work": work,
+        "source": "estimated from shapes" if known else "unknown", "work": work,
     }
 
 

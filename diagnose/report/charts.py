@@ -275,3 +275,177 @@ def _axis_upper(largest: float) -> float:
     ticks = nice_ticks(largest)
     step = ticks[1] - ticks[0] if len(ticks) > 1 else largest
     return ticks[-1] if ticks[-1] >= largest else ticks[-1] + step
+
+
+BOUND_COLOURS = {"memory-bound": "#f08a24", "compute-bound": "#3b6fd8", "latency-bound": "#8a94a6"}
+ESTIMATED_COLOUR = "#0f9f8f"
+CEILING_COLOUR = "#475569"
+KEY_CHARS = 34
+
+
+def roofline_chart(roof: dict) -> str:
+    """Hot ops on a log-log roofline: achieved TFLOP/s against FLOP/byte, under the device's ceilings.
+
+    Filled points have Nsight Compute's measured DRAM bytes (coloured by its class), hollow ones
+    bytes estimated from shapes; solid ceilings are datasheet peaks, dashed ones achievable. Each
+    point is numbered; the key on the right names its kernel, the tooltip tells the rest.
+    """
+    points = [p for p in roof.get("points") or [] if p.get("intensity", 0) > 0 and p.get("tflops", 0) > 0]
+    ceilings = roof.get("ceilings") or {}
+    if not points:
+        return ""
+    hbm, reach = ceilings.get("hbm_tbps") or 0.0, ceilings.get("achievable_tbps") or 0.0
+    compute = [c for c in ceilings.get("compute") or [] if c.get("peak_tflops")]
+    peaks = [c["peak_tflops"] for c in compute]
+    ridges = [c["peak_tflops"] / hbm for c in compute] if hbm else []
+    x_lo = _decade(min(p["intensity"] for p in points) / 2, down=True)
+    x_hi = _decade(max([p["intensity"] * 2 for p in points] + [r * 4 for r in ridges]), down=False)
+    y_lo = _decade(min([p["tflops"] for p in points] + [x_lo * hbm if hbm else math.inf]) / 2, down=True)
+    y_hi = _decade(max([p["tflops"] * 2 for p in points] + [v * 1.5 for v in peaks]), down=False)
+    key_w, height = 330.0, 440.0
+    plot = (80.0, 72.0, WIDTH - key_w - 16, height - 56.0)
+
+    def sx(x: float) -> float:
+        span = math.log10(x_hi) - math.log10(x_lo)
+        return plot[0] + (math.log10(x) - math.log10(x_lo)) / span * (plot[2] - plot[0])
+
+    def sy(y: float) -> float:
+        span = math.log10(y_hi) - math.log10(y_lo)
+        return plot[3] - (math.log10(y) - math.log10(y_lo)) / span * (plot[3] - plot[1])
+
+    title = f"Roofline of the hot ops on the {ceilings.get('device', 'GPU')}"
+    body = [_text(0, 16, title, cls="chart-title")] + _roofline_legend(points, 0, 40)
+    body += _log_axes(plot, (x_lo, x_hi), (y_lo, y_hi), sx, sy)
+    for dashed, bw, key in ((False, hbm, "peak_tflops"), (True, reach, "achievable_tflops")):
+        body += _ceilings(compute, bw, key, dashed, (x_lo, x_hi), (y_lo, y_hi), sx, sy)
+    body += _points(points, sx, sy)
+    body += _roofline_key(points, WIDTH - key_w + 4, plot[1])
+    return _svg(WIDTH, height, title, body)
+
+
+def _roofline_legend(points: list[dict], x: float, y: float) -> list[str]:
+    """Swatches for the classes of the measured points present, and for estimated points when any."""
+    present = {p.get("bound") for p in points if p.get("measured")}
+    entries = [(BOUND_COLOURS[c], True, f"measured, {c}") for c in BOUND_COLOURS if c in present]
+    if any(p.get("measured") and p.get("bound") not in BOUND_COLOURS for p in points):
+        entries.append((ESTIMATED_COLOUR, True, "measured, unclassified"))
+    if not all(p.get("measured") for p in points):
+        entries.append((ESTIMATED_COLOUR, False, "hollow: bytes estimated from shapes"))
+    out = []
+    for colour, filled, label in entries:
+        out.append(f'<circle cx="{x + 6:.1f}" cy="{y - 4:.1f}" r="5" fill="{colour if filled else "#ffffff"}" '
+                   f'stroke="{colour}" stroke-width="2"/>')
+        out.append(_text(x + 16, y, label, cls="legend"))
+        x += 16 + _text_width(label) + 20
+    return out
+
+
+def _decade(value: float, down: bool) -> float:
+    value = max(value, 1e-12)
+    exponent = math.floor(math.log10(value)) if down else math.ceil(math.log10(value))
+    return 10.0 ** exponent
+
+
+def _log_label(value: float) -> str:
+    return f"{value:,.0f}" if value >= 1 else f"{value:g}"
+
+
+def _log_axes(plot, xs, ys, sx, sy) -> list[str]:
+    """Decade grid lines, tick labels and axis titles of a log-log chart."""
+    x0, y0, x1, y1 = plot
+    out = [f'<rect x="{x0:.1f}" y="{y0:.1f}" width="{x1 - x0:.1f}" height="{y1 - y0:.1f}" fill="none" '
+           'stroke="#94a3b8"/>']
+    for k in range(round(math.log10(xs[0])), round(math.log10(xs[1])) + 1):
+        x = sx(10.0 ** k)
+        out.append(f'<line x1="{x:.1f}" y1="{y0:.1f}" x2="{x:.1f}" y2="{y1:.1f}" stroke="#e2e8f0"/>')
+        out.append(_text(x, y1 + 17, _log_label(10.0 ** k), "middle", "tick"))
+    for k in range(round(math.log10(ys[0])), round(math.log10(ys[1])) + 1):
+        y = sy(10.0 ** k)
+        out.append(f'<line x1="{x0:.1f}" y1="{y:.1f}" x2="{x1:.1f}" y2="{y:.1f}" stroke="#e2e8f0"/>')
+        out.append(_text(x0 - 8, y + 4, _log_label(10.0 ** k), "end", "tick"))
+    out.append(_text((x0 + x1) / 2, y1 + 40, "arithmetic intensity (FLOP/byte, log scale)", "middle", "axis-label"))
+    out.append(f'<text x="{x0 - 58:.1f}" y="{(y0 + y1) / 2:.1f}" text-anchor="middle" class="axis-label" '
+               f'transform="rotate(-90 {x0 - 58:.1f} {(y0 + y1) / 2:.1f})">achieved TFLOP/s (log scale)</text>')
+    return out
+
+
+def _ceilings(compute: list[dict], bw: float, key: str, dashed: bool, xs, ys, sx, sy) -> list[str]:
+    """The roof min(peak, intensity × bandwidth) of each compute ceiling, labelled at its right end."""
+    if not bw or not compute:
+        return []
+    dash = ' stroke-dasharray="6 4"' if dashed else ""
+    kind = "achievable" if dashed else "datasheet"
+    top = max(c[key] or 0 for c in compute)
+    out = []
+    x_knee = min(top / bw, xs[1])
+    x_start = max(xs[0], ys[0] / bw)
+    if x_knee > x_start:
+        tip = f"HBM bandwidth, {kind}: {fmt(bw)} TB/s"
+        out.append(f'<line x1="{sx(x_start):.1f}" y1="{sy(x_start * bw):.1f}" x2="{sx(x_knee):.1f}" '
+                   f'y2="{sy(x_knee * bw):.1f}" stroke="{CEILING_COLOUR}" stroke-width="1.6"{dash}>'
+                   f'<title>{esc(tip)}</title></line>')
+        if not dashed:
+            angle = -math.degrees(math.atan2(sy(x_start * bw) - sy(x_knee * bw), sx(x_knee) - sx(x_start)))
+            lx, ly = sx(x_start) + 14, sy(x_start * bw) - 8
+            out.append(f'<text x="{lx:.1f}" y="{ly:.1f}" class="legend" transform="rotate({angle:.1f} {lx:.1f} '
+                       f'{ly:.1f})">{esc(f"HBM {fmt(bw)} TB/s")}</text>')
+    for c in compute:
+        peak = c.get(key)
+        if not peak or not ys[0] < peak < ys[1]:
+            continue
+        x_from = max(peak / bw, xs[0])
+        label = f"{c['label']}: {fmt(peak)} TFLOP/s peak" if not dashed else f"{fmt(peak)} achievable"
+        tip = f"{c['label']}, {kind}: {fmt(peak)} TFLOP/s"
+        out.append(f'<line x1="{sx(x_from):.1f}" y1="{sy(peak):.1f}" x2="{sx(xs[1]):.1f}" y2="{sy(peak):.1f}" '
+                   f'stroke="{CEILING_COLOUR}" stroke-width="1.6"{dash}><title>{esc(tip)}</title></line>')
+        out.append(_text(sx(xs[1]) - 6, sy(peak) + (14 if dashed else -6), label, "end", "legend"))
+    return out
+
+
+def _points(points: list[dict], sx, sy) -> list[str]:
+    """One numbered circle per op: filled when Nsight Compute measured its bytes, hollow when estimated."""
+    out = []
+    for i, p in enumerate(points, 1):
+        x, y = sx(p["intensity"]), sy(p["tflops"])
+        colour = BOUND_COLOURS.get(p.get("bound") or "", ESTIMATED_COLOUR)
+        fill = colour if p.get("measured") else "#ffffff"
+        out.append(f'<g><title>{esc(_point_tip(i, p))}</title><circle cx="{x:.1f}" cy="{y:.1f}" r="6" '
+                   f'fill="{fill}" stroke="{colour}" stroke-width="2"/>')
+        out.append(_text(x + 8, y - 6, str(i), cls="bar-label"))
+        out.append("</g>")
+    return out
+
+
+def _point_tip(i: int, p: dict) -> str:
+    if p.get("measured"):
+        sol = (f" (DRAM {fmt(p['dram_pct'])} %, SM {fmt(p['sm_pct'])} %)"
+               if p.get("dram_pct") is not None and p.get("sm_pct") is not None else "")
+        how = f"bytes measured by Nsight Compute{sol}" + (f": {p['bound']}" if p.get("bound") else "")
+    else:
+        how = "bytes estimated from shapes"
+    return (f"{i}. {short_name(p.get('kernel', ''), TIP_NAME_CHARS)}\n{p.get('op') or 'no op'} {p.get('shapes') or ''}\n"
+            f"{fmt(p['intensity'])} FLOP/byte · {fmt(p['tflops'])} TFLOP/s · {fmt(p.get('us_per_step', 0))} µs "
+            f"per step\n{how}; FLOPs from shapes")
+
+
+def _key_label(p: dict) -> str:
+    """"mul · elementwise_kernel<128, 2, …": the op that launched it, then the shortened kernel name."""
+    op = str(p.get("op") or "").removeprefix("aten::")
+    if not op or op == "None":
+        return short_name(p.get("kernel", ""), KEY_CHARS)
+    return f"{op} · {short_name(p.get('kernel', ''), max(KEY_CHARS - len(op) - 3, 12))}"
+
+
+def _roofline_key(points: list[dict], x: float, y: float) -> list[str]:
+    """The numbered list of the plotted kernels, beside the chart."""
+    out = [_text(x, y - 8, "op · kernel (µs per step)", cls="legend")]
+    for i, p in enumerate(points, 1):
+        row_y = y + 10 + (i - 1) * 19
+        colour = BOUND_COLOURS.get(p.get("bound") or "", ESTIMATED_COLOUR)
+        fill = colour if p.get("measured") else "#ffffff"
+        tip = _point_tip(i, p)
+        out.append(f'<g><title>{esc(tip)}</title><circle cx="{x + 5:.1f}" cy="{row_y - 4:.1f}" r="4" fill="{fill}" '
+                   f'stroke="{colour}" stroke-width="1.6"/>')
+        out.append(_text(x + 14, row_y, f"{i}. {_key_label(p)} ({fmt(p.get('us_per_step', 0))})", cls="bar-label"))
+        out.append("</g>")
+    return out

@@ -23,7 +23,11 @@ FAILURE_TITLES = {"oom": "The workload ran out of GPU memory", "timeout": "The w
                   "crashed": "The workload crashed", "failed": "The workload raised an exception"}
 TOP_KERNEL_COLUMNS = {"name": "kernel", "us_per_step": "µs per step", "share_of_gpu_time": "share of GPU time",
                       "calls_per_step": "calls per step", "median_us": "median µs", "op": "launched by",
-                      "cat": "kind", "input_dims": "input shapes"}
+                      "cat": "kind", "sm_pct": "SM % (ncu)", "dram_pct": "DRAM % (ncu)",
+                      "tensor_pct": "tensor pipe % (ncu)", "bound": "class (ncu)", "input_dims": "input shapes"}
+NCU_COLUMNS = {"kernel": "kernel", "measured_us": "µs under ncu", "profiled_us": "µs profiled", "sm_pct": "SM %",
+               "memory_pct": "memory %", "dram_pct": "DRAM %", "tensor_pct": "tensor pipe %",
+               "occupancy_pct": "warps active %", "dram_mb": "DRAM MB", "bound": "class", "why": "why"}
 
 
 def render_html(diagnosis: Diagnosis) -> str:
@@ -55,7 +59,10 @@ def report_context(d: Diagnosis) -> dict:
             "budget": Markup(charts.step_budget_bar(summary)),
             "timeline": Markup(charts.step_timeline_chart(details.get("step_timeline") or {})),
             "kernels": Markup(charts.top_kernels_chart(details.get("top_kernels") or [])),
+            "roofline": Markup(charts.roofline_chart(details.get("roofline") or {})),
         },
+        "roofline": roofline_view(details.get("roofline") or {}),
+        "ncu": ncu_view(details.get("ncu") or {}),
         "budget_parts": charts.step_budget_parts(summary),
         "timeline_note": (details.get("step_timeline") or {}).get("note", ""),
         "top_kernels": records_table(details.get("top_kernels") or [], TOP_KERNEL_COLUMNS,
@@ -63,6 +70,29 @@ def report_context(d: Diagnosis) -> dict:
         "steps": records_table(details.get("steps") or []),
         "capture": capture_facts(d.capture or {}),
     }
+
+
+def roofline_view(roof: dict) -> dict:
+    """What the roofline's caption says: how many points are measured, where the ceilings come from."""
+    points = roof.get("points") or []
+    measured = sum(1 for p in points if p.get("measured"))
+    return {"points": len(points), "measured": measured, "estimated": len(points) - measured,
+            "source": (roof.get("ceilings") or {}).get("source", "")}
+
+
+def ncu_view(ncu: dict) -> dict:
+    """The Nsight Compute section: its summary line, thresholds, and the measured kernels as a table."""
+    if not ncu:
+        return {}
+    thresholds = ncu.get("thresholds") or {}
+    rule = (f"latency-bound: SM and memory both < {fmt(thresholds.get('LATENCY_PCT', 60))} %; compute-bound: "
+            f"SM ≥ {fmt(thresholds.get('LATENCY_PCT', 60))} % and more than {fmt(thresholds.get('LEAD_PCT', 10))} "
+            f"points above memory (or within them with the tensor pipe ≥ {fmt(thresholds.get('TENSOR_PCT', 50))} %); "
+            "memory-bound: memory ≥ "
+            f"{fmt(thresholds.get('LATENCY_PCT', 60))} % otherwise")
+    return {"summary": ncu.get("summary", ""), "source": ncu.get("source", ""), "seconds": ncu.get("seconds"),
+            "rule": rule, "unmatched": ", ".join(ncu.get("unmatched_ncu") or []),
+            "table": records_table(ncu.get("kernels") or [], NCU_COLUMNS, max_chars=KERNEL_NAME_CHARS)}
 
 
 def severity_class(d: Diagnosis) -> str:

@@ -1,0 +1,79 @@
+"""The memory part of a Diagnosis (details["memory"]), and the diagnosis of a sweep folder."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from diagnose.memory.breakdown import peak_breakdown
+from diagnose.memory.sweep import load_sweep
+from diagnose.memory.timeline import memory_timeline
+
+SNAPSHOT_KEYS = ("reserved_bytes", "allocated_bytes", "segments", "free_in_segments_bytes",
+                 "largest_free_block_bytes", "fragmentation", "live_blocks")
+
+
+def step_windows(ctx) -> list:
+    """The measured steps of the context's trace ([] for a trace without ops or GPU activity)."""
+    trace = ctx.trace
+    if not (len(trace.ops) or trace.has_gpu_activity):
+        return []
+    return ctx.metrics.steps.windows
+
+
+def breakdown(ctx) -> dict | None:
+    """What holds the peak (diagnose/memory/breakdown.py) for a rules Context; None without a record."""
+    record = ctx.memory
+    if record is None:
+        return None
+    return peak_breakdown(ctx.trace.ops, step_windows(ctx), record.peak_allocated, record.snapshot)
+
+
+def memory_details(ctx) -> dict:
+    """Diagnosis.details["memory"]: limit and peaks, the allocator snapshot's totals, the timeline
+    (allocated and reserved over time), the peak breakdown, and the sweep with its fits; {} when
+    nothing about memory is known."""
+    record, sweep = ctx.memory, ctx.sweep
+    if record is None and sweep is None:
+        return {}
+    out: dict = {}
+    if record is not None:
+        limit, limit_source = record.limit
+        snapshot = record.snapshot or {}
+        out.update({
+            "device_total_bytes": record.device_total,
+            "limit_bytes": limit,
+            "limit_source": limit_source,
+            "peak_allocated_bytes": record.peak_allocated,
+            "peak_reserved_bytes": record.peak_reserved,
+            "alloc_retries": record.alloc_retries,
+            "inactive_split_peak_bytes": record.inactive_split_peak,
+            "out_of_memory": record.out_of_memory,
+            "oom": record.oom,
+            "snapshot_taken": record.snapshot_taken,
+            "snapshot": {k: snapshot.get(k) for k in SNAPSHOT_KEYS} if snapshot else None,
+            "timeline": memory_timeline(record.events, step_windows(ctx)),
+            "breakdown": breakdown(ctx),
+            "source": record.path or "meta.json / trace allocator events",
+        })
+    if sweep is not None:
+        out["sweep"] = sweep.to_dict()
+        point = sweep.representative()
+        out["sweep"]["analysed_point"] = None if point is None else {"value": point.value, "folder": point.folder}
+    return out
+
+
+def diagnose_sweep(folder, config=None, rules=None):
+    """Diagnose a sweep folder: fit peak memory and step time against the swept parameter (sweep.json),
+    run the rules on the largest point that ran (its capture folder) with the sweep in their context,
+    and return the Diagnosis, its target the sweep folder and the sweep under details["memory"]["sweep"]."""
+    from diagnose.engine import diagnose_trace
+    from diagnose.errors import InputError
+    from diagnose.trace import load_target
+
+    sweep = load_sweep(folder)
+    point = sweep.representative()
+    if point is None:
+        raise InputError(f"{folder}: the sweep lists no point folder that exists")
+    trace = load_target(Path(folder) / str(point.folder))
+    diagnosis = diagnose_trace(trace, config, rules, sweep=sweep)
+    diagnosis.target = str(folder)
+    return diagnosis

@@ -1,0 +1,259 @@
+"""Patterns of CPU ops, from their recorded shapes, that decide where attention and KV-cache memory goes.
+
+- score matrices: a softmax over [..., Tq, Tk] fed by a batched matmul producing [..., Tq, Tk]:
+  attention computed by hand, its T×T scores materialised in HBM (also what SDPA's math fallback
+  does inside `aten::_scaled_dot_product_attention_math`);
+- attention calls: scaled_dot_product_attention with its q/k/v (and mask) shapes and the backend
+  that ran it (flash, efficient, cudnn or math, read from the nested op);
+- KV appends: `aten::cat([cache, new])` where `new` adds a few positions along one dimension of a
+  much longer `cache`: a cache grown by concatenation, reallocated and copied every token.
+
+Shapes come from `record_shapes=True`; tensor lists (cat's input) carry shapes but no dtype.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+import re
+
+import numpy as np
+import pandas as pd
+
+from diagnose.metrics.work import DTYPE_BYTES
+
+SOFTMAX_OPS = {"aten::softmax", "aten::_softmax", "aten::log_softmax", "aten::_log_softmax",
+               "aten::_safe_softmax", "aten::_masked_softmax"}
+SCORE_MATMULS = {"aten::matmul", "aten::bmm", "aten::baddbmm", "aten::mm"}
+MASK_OPS = {"aten::add", "aten::add_", "aten::masked_fill", "aten::masked_fill_", "aten::where", "aten::sub",
+            "aten::mul", "aten::mul_", "aten::baddbmm"}
+SDPA_TOP = "aten::scaled_dot_product_attention"
+SDPA_BACKEND = re.compile(r"^aten::_scaled_dot_product_\w*attention\w*$")
+MATH = "aten::_scaled_dot_product_attention_math"
+CAT_OPS = {"aten::cat", "aten::concat", "aten::concatenate", "aten::_cat"}
+
+
+@dataclasses.dataclass(frozen=True)
+class Shape:
+    """A tensor argument: dims and dtype (dtype '' when not recorded)."""
+
+    dims: tuple[int, ...]
+    dtype: str = ""
+
+    @property
+    def numel(self) -> int:
+        return math.prod(self.dims) if self.dims else 1
+
+    @property
+    def itemsize(self) -> int:
+        return DTYPE_BYTES.get(self.dtype, 2)
+
+    @property
+    def nbytes(self) -> float:
+        return float(self.numel * self.itemsize)
+
+
+def _dims(value) -> tuple[int, ...] | None:
+    if isinstance(value, list) and value and all(isinstance(d, int) and not isinstance(d, bool) for d in value):
+        return tuple(value)
+    return None
+
+
+def shapes(input_dims, input_types) -> list[Shape | None]:
+    """The op's tensor arguments position by position (None for scalars, lists and empty dims)."""
+    if not isinstance(input_dims, list):
+        return []
+    types = input_types if isinstance(input_types, list) else []
+    out = []
+    for i, dims in enumerate(input_dims):
+        d = _dims(dims)
+        dtype = types[i] if i < len(types) and isinstance(types[i], str) else ""
+        out.append(Shape(d, dtype) if d is not None else None)
+    return out
+
+
+def has_shapes(ops: pd.DataFrame) -> bool:
+    """True when the trace recorded input shapes (record_shapes=True)."""
+    if not len(ops) or "input_dims" not in ops:
+        return False
+    return bool(ops["input_dims"].map(lambda d: isinstance(d, list) and len(d) > 0).any())
+
+
+def step_index(ops: pd.DataFrame, windows: list | None) -> np.ndarray:
+    """For each op, the measured step whose CPU range holds its start; -1 outside them; 0 for all
+    when the trace has no step ranges."""
+    if not windows:
+        return np.zeros(len(ops), dtype=int)
+    ts = ops["ts"].to_numpy(float)
+    out = np.full(len(ops), -1, dtype=int)
+    for w in windows:
+        out[(ts >= w.cpu_start) & (ts <= w.cpu_end)] = w.index
+    return out
+
+
+@dataclasses.dataclass
+class ScoreMatrix:
+    """A materialised attention score matrix [..., Tq, Tk]."""
+
+    dims: tuple[int, ...]
+    dtype: str
+    how: str
+    mask: Shape | None = None
+
+    @property
+    def tq(self) -> int:
+        return self.dims[-2]
+
+    @property
+    def tk(self) -> int:
+        return self.dims[-1]
+
+    @property
+    def batch_heads(self) -> int:
+        return math.prod(self.dims[:-2])
+
+    @property
+    def nbytes(self) -> float:
+        """One copy of the matrix in the softmax's dtype."""
+        return float(math.prod(self.dims) * DTYPE_BYTES.get(self.dtype, 2))
+
+
+def score_matrices(ops: pd.DataFrame, min_tokens: int) -> list[ScoreMatrix]:
+    """Distinct score matrices with Tq and Tk ≥ min_tokens: a softmax over [..., Tq, Tk] whose
+    shape a batched matmul in the trace produces (q @ kᵀ), with the dense mask added to it if any."""
+    if not len(ops):
+        return []
+    soft = ops[ops["name"].isin(SOFTMAX_OPS)]
+    found: dict[tuple, ScoreMatrix] = {}
+    products = _matmul_outputs(ops)
+    math_calls = {(c.q.dims[-2], c.k.dims[-2]) for c in attention_calls(ops) if c.backend == "math"}
+    for dims_raw, types in zip(soft["input_dims"], soft["input_types"]):
+        args = shapes(dims_raw, types)
+        x = args[0] if args else None
+        if x is None or len(x.dims) < 3 or min(x.dims[-2:]) < min_tokens:
+            continue
+        tail = x.dims[-2:]
+        if (x.dims, x.dtype) in found or tail not in products:
+            continue
+        how = ("SDPA fell back to its math path (aten::_scaled_dot_product_attention_math)" if tail in math_calls
+               else "attention written by hand: a matmul producing [..., Tq, Tk], then softmax")
+        found[(x.dims, x.dtype)] = ScoreMatrix(x.dims, x.dtype, how, _dense_mask(ops, x.dims))
+    return sorted(found.values(), key=lambda s: s.nbytes, reverse=True)
+
+
+def _matmul_outputs(ops: pd.DataFrame) -> set[tuple[int, int]]:
+    """The last two dims of every batched matmul's output: (a[-2], b[-1])."""
+    out = set()
+    mm = ops[ops["name"].isin(SCORE_MATMULS)]
+    for name, dims_raw, types in zip(mm["name"], mm["input_dims"], mm["input_types"]):
+        args = [a for a in shapes(dims_raw, types) if a is not None]
+        if name == "aten::baddbmm":
+            args = args[1:]
+        if len(args) >= 2 and len(args[0].dims) >= 2 and len(args[1].dims) >= 2:
+            out.add((args[0].dims[-2], args[1].dims[-1]))
+    return out
+
+
+def _dense_mask(ops: pd.DataFrame, score: tuple[int, ...]) -> Shape | None:
+    """A smaller tensor ending in [Tq, Tk] combined elementwise with the scores: a dense mask."""
+    cand = ops[ops["name"].isin(MASK_OPS)]
+    for dims_raw, types in zip(cand["input_dims"], cand["input_types"]):
+        args = [a for a in shapes(dims_raw, types) if a is not None]
+        if not any(a.dims == score for a in args):
+            continue
+        for a in args:
+            if a.dims[-2:] == score[-2:] and a.numel < math.prod(score):
+                return a
+    return None
+
+
+@dataclasses.dataclass
+class AttentionCall:
+    """One scaled_dot_product_attention call: q, k, v (and mask) shapes, and its backend."""
+
+    ts: float
+    q: Shape
+    k: Shape
+    v: Shape
+    mask: Shape | None
+    backend: str
+
+    @property
+    def decode(self) -> bool:
+        """Fewer queries than keys by far: a token (or a few) attending to a cache."""
+        return self.q.dims[-2] * 8 <= self.k.dims[-2]
+
+
+def attention_calls(ops: pd.DataFrame) -> list[AttentionCall]:
+    """Every SDPA call (the top-level op, or the backend op when no top-level op was recorded)."""
+    if not len(ops):
+        return []
+    names = ops["name"]
+    backend_rows = ops[names.map(lambda n: isinstance(n, str) and bool(SDPA_BACKEND.match(n)) and n != SDPA_TOP)]
+    top = ops[names == SDPA_TOP]
+    rows = top if len(top) else backend_rows
+    b_ts = backend_rows["ts"].to_numpy(float)
+    b_names = backend_rows["name"].to_numpy(object)
+    calls = []
+    for r in rows.itertuples(index=False):
+        args = shapes(r.input_dims, r.input_types)
+        qkv = args[:3]
+        if len(qkv) < 3 or any(a is None or len(a.dims) < 2 for a in qkv):
+            continue
+        mask = args[3] if len(args) > 3 and args[3] is not None and len(args[3].dims) >= 2 else None
+        name = r.name
+        if name == SDPA_TOP:
+            i = int(np.searchsorted(b_ts, r.ts, side="left"))
+            name = b_names[i] if i < len(b_ts) and b_ts[i] <= r.ts + r.dur else ""
+        calls.append(AttentionCall(float(r.ts), qkv[0], qkv[1], qkv[2], mask, _backend(name)))
+    return calls
+
+
+def _backend(name: str) -> str:
+    for key in ("math", "flash", "efficient", "cudnn"):
+        if key in name:
+            return key
+    return "unknown" if not name else name.removeprefix("aten::")
+
+
+@dataclasses.dataclass
+class KVAppend:
+    """One `cat([cache, new])`: `new` adds `added` positions along `dim` of a `cache_len`-long cache."""
+
+    ts: float
+    step: int
+    dims: tuple[int, ...]
+    dim: int
+    cache_len: int
+    added: int
+
+    @property
+    def out_dims(self) -> tuple[int, ...]:
+        d = list(self.dims)
+        d[self.dim] = self.cache_len + self.added
+        return tuple(d)
+
+    @property
+    def per_position(self) -> int:
+        """Elements per cache position (everything but the growing dimension)."""
+        return math.prod(self.dims) // max(self.cache_len, 1)
+
+
+def kv_appends(ops: pd.DataFrame, steps: np.ndarray, max_append: int, min_cache: int) -> list[KVAppend]:
+    """The cat ops that append at most `max_append` positions to a cache of ≥ `min_cache` positions
+    along one dimension of two same-rank tensors (rank ≥ 3), all other dims equal."""
+    out = []
+    pick = ops["name"].isin(CAT_OPS).to_numpy()
+    for r, step in zip(ops[pick].itertuples(index=False), steps[pick]):
+        dims = r.input_dims
+        if not isinstance(dims, list) or not dims or not isinstance(dims[0], list) or len(dims[0]) != 2:
+            continue
+        a, b = (_dims(x) for x in dims[0])
+        if a is None or b is None or len(a) != len(b) or len(a) < 3:
+            continue
+        differ = [i for i in range(len(a)) if a[i] != b[i]]
+        if len(differ) != 1:
+            continue
+        d = differ[0]
+        if b[d] <= max_append and a[d] >= min_cache:
+            out.append(KVAppend(float(r.ts), int(step), a, d, a[d], b[d]))
+    return out

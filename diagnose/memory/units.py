@@ -1,0 +1,19 @@
+"""Byte quantities as people read them: decimal gigabytes (10.96 GB), GiB where a limit was set in GiB."""
+from __future__ import annotations
+
+GB = 1e9
+GIB = 1024 ** 3
+
+
+def gb(value: float | None, digits: int = 2) -> str:
+    """'10.96 GB' (decimal, as nvidia-smi and datasheets count); MB below 1 GB; '?' for None."""
+    if value is None:
+        return "?"
+    if abs(value) < 1e9:
+        return f"{value / 1e6:,.{max(digits - 1, 0)}f} MB"
+    return f"{value / GB:,.{digits}f} GB"
+
+
+def in_gb(value: float | None, digits: int = 3) -> float | None:
+    """Bytes as a rounded number of decimal GB, for evidence values."""
+    return None if value is None else round(value / GB, digits)

@@ -1,0 +1,28 @@
+"""Nsight Compute (ncu) measurements: read its CSV, join it to the trace's kernels, classify them.
+
+- csv.py       parse `ncu --csv --page raw` output (or a `.ncu-rep` through NVIDIA's `ncu_report`)
+- join.py      attach the measured rows to the profiler's kernels of each step
+- classify.py  speed-of-light classes: memory-, compute- or latency-bound, with the reason
+- run.py       the `--ncu` capture: the workload again under ncu, one step, the hot kernels
+- details.py   plain data for the reports (measured table, top-kernel columns)
+- roofline.py  roofline points of the hot ops, measured or estimated from shapes
+
+Nothing here imports torch. A trace carries its measurements as `trace.ncu` (see `attach`);
+`Metrics.op_work` then fills its measured columns, and the rules prefer them.
+"""
+from __future__ import annotations
+
+from diagnose.ncu.csv import NcuTable, read_ncu
+
+
+def attach(trace, table: NcuTable | None) -> None:
+    """Hand Nsight Compute measurements to a loaded trace, for the metrics and rules to use."""
+    trace.ncu = table if table is not None and len(table.kernels) else None
+
+
+def attached(trace) -> NcuTable | None:
+    """The measurements attached to `trace`, or None."""
+    return getattr(trace, "ncu", None)
+
+
+__all__ = ["NcuTable", "attach", "attached", "read_ncu"]

@@ -1,0 +1,75 @@
+"""Roofline points of the hot ops, and the device's ceilings, as plain data for the report.
+
+Each point is one op (op name, shapes and kernel) summed over the measured steps: x is its
+arithmetic intensity (FLOPs ÷ bytes), y its achieved throughput (FLOPs ÷ kernel time, the
+profiled kernel time). FLOPs always come from the recorded shapes (metrics/work.py); the bytes
+are Nsight Compute's measured DRAM bytes where they were attached (a *measured* point), else
+the shape-based estimate. Ops without FLOPs or bytes (copies, unknown shapes) have no place on
+the chart. Ceilings come from diagnose/devices.py: the datasheet HBM bandwidth and compute peaks
+(solid) and the achievable ones (dashed).
+"""
+from __future__ import annotations
+
+import pandas as pd
+
+from diagnose.metrics.work import best_bytes, rung_of
+
+MAX_POINTS = 14
+MATRIX_KINDS = ("gemm", "conv", "attention")
+RUNG_LABELS = {"fp32": "FP32 CUDA cores", "tf32": "TF32 tensor", "bf16": "bf16 tensor", "fp16": "fp16 tensor",
+               "fp8": "FP8 tensor", "int8": "INT8 tensor", "fp64": "FP64"}
+
+
+def roofline(metrics, limit: int = MAX_POINTS) -> dict:
+    """{"points": [...], "ceilings": {...}} for the ops with the most kernel time, or {} when none fit."""
+    spec = metrics.device_spec
+    ops = metrics.op_work
+    if spec is None or not len(ops):
+        return {}
+    frame = ops.assign(moved=best_bytes(ops), is_measured=ops["dram_bytes"].notna())
+    frame = frame[(frame["flops"] > 0) & (frame["moved"] > 0) & (frame["kernel_us"] > 0)]
+    if not len(frame):
+        return {}
+    n = max(len(metrics.steps.windows), 1)
+    total_us = float(ops["kernel_us"].sum()) or 1.0
+    frame = frame.assign(rung=[_rung(r) for r in frame.itertuples()],
+                         key=frame["op_name"].astype(str) + "|" + frame["shapes"].astype(str) + "|" + frame["kernel"])
+    points = []
+    for _, g in frame.groupby("key", sort=False):
+        us = float(g["kernel_us"].sum())
+        first = g.iloc[0]
+        measured = bool(g["is_measured"].all())
+        points.append({
+            "kernel": str(first["kernel"]), "op": first["op_name"], "shapes": first["shapes"],
+            "intensity": float(g["flops"].sum() / g["moved"].sum()), "tflops": float(g["flops"].sum() / us / 1e6),
+            "measured": measured, "bound": first["bound"] if measured and isinstance(first["bound"], str) else None,
+            "us_per_step": round(us / n, 3), "share": round(us / total_us, 4), "rung": first["rung"],
+            "dram_pct": _pct(g, "dram_pct") if measured else None, "sm_pct": _pct(g, "sm_pct") if measured else None,
+        })
+    points = sorted(points, key=lambda p: p["us_per_step"], reverse=True)[:limit]
+    rungs = list(dict.fromkeys(p["rung"] for p in points if spec.peak(p["rung"])))
+    ceilings = {"device": spec.name, "hbm_tbps": spec.hbm_tbps, "achievable_tbps": spec.achievable_tbps,
+                "compute": [{"rung": r, "label": RUNG_LABELS.get(r, r), "peak_tflops": spec.peak(r),
+                             "achievable_tflops": spec.achievable(r)} for r in rungs[:3]],
+                "source": spec.source}
+    return {"points": points, "ceilings": ceilings,
+            "measured_points": sum(p["measured"] for p in points)}
+
+
+def _rung(row) -> str:
+    """The ceiling an op is held to: its matrix precision on tensor cores, else FP32 on CUDA cores."""
+    if row.kind not in MATRIX_KINDS:
+        return "fp32"
+    rung = rung_of(row.dtype) or "fp32"
+    if rung == "fp32" and row.tensor_core is True:
+        return "tf32"
+    if rung in ("bf16", "fp16", "fp8", "int8") and row.tensor_core is False:
+        return "fp32"
+    return rung
+
+
+def _pct(g: pd.DataFrame, column: str) -> float | None:
+    w = g["measured_us"]
+    if not g[column].notna().all() or not w.sum():
+        return None
+    return round(float((g[column] * w).sum() / w.sum()), 1)

@@ -1,0 +1,232 @@
+"""The `--ncu` pass: run the workload again under Nsight Compute, one step, its hot kernels only.
+
+After the torch.profiler capture, the kernels of its first measured step are grouped by base name
+and ranked by GPU time per launch. The ones that make `COVER` (90 %) of the step's kernel time are
+replayed, as long as they stay within `MAX_LAUNCHES` launches (ncu replays each about ten times: 0.3–0.6 s per kernel on the H200);
+when the whole step fits, no name filter is used at all (`--launch-count` caps the replays
+either way). ncu runs the same capture child
+(`python -m diagnose.capture.child`) with one profiled step, filtered to it by NVTX
+(`--nvtx --nvtx-include "diagnose:step 0/"`), with `--clock-control none` (the GPU's own clocks,
+as in the timed run) and a time limit. Its CSV lands in the capture folder as `ncu.csv`, its
+full output as `ncu.log`. Whatever goes wrong (no ncu, no permission for the counters, kernels
+that cannot be replayed, the time limit) comes back as one sentence each; the diagnosis goes on.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Callable
+
+from diagnose.ncu.csv import NO_HEADER, NO_ROWS, NO_TABLE, REQUESTED_METRICS, NcuTable, parse_text
+from diagnose.ncu.join import base_name
+
+COVER = 0.9
+MAX_LAUNCHES = 120
+STEP_FILTER = "diagnose:step 0/"
+CSV_NAME = "ncu.csv"
+LOG_NAME = "ncu.log"
+MISSING = ("--ncu: Nsight Compute (ncu) was not found on PATH (it comes with the CUDA toolkit, or set "
+           "DIAGNOSE_NCU=/path/to/ncu); no kernel measurements, the rest of the diagnosis is unaffected")
+
+
+@dataclasses.dataclass
+class Selection:
+    """Which kernels of one step ncu should replay."""
+
+    names: list[str]
+    launches: int
+    step_launches: int
+    coverage: float
+    filtered: bool
+
+    @property
+    def regex(self) -> str:
+        """`-k regex:` value matching these base names as whole identifiers."""
+        names = "|".join(re.escape(n) for n in self.names)
+        return rf"(?:^|[^A-Za-z0-9_])(?:{names})(?:$|[^A-Za-z0-9_])"
+
+
+@dataclasses.dataclass
+class Outcome:
+    """What the ncu pass produced: the table (or None), problems as sentences, and its cost."""
+
+    table: NcuTable | None
+    warnings: list[str]
+    seconds: float = 0.0
+    selection: Selection | None = None
+
+
+def find_ncu() -> str | None:
+    """The ncu executable: $DIAGNOSE_NCU, else `ncu` on PATH, else the CUDA toolkit's default place."""
+    explicit = os.environ.get("DIAGNOSE_NCU")
+    if explicit:
+        return explicit if Path(explicit).is_file() else None
+    found = shutil.which("ncu")
+    if found:
+        return found
+    default = Path("/usr/local/cuda/bin/ncu")
+    return str(default) if default.is_file() else None
+
+
+def select_kernels(kernels, cover: float = COVER, max_launches: int | None = None) -> Selection | None:
+    """The base names that make `cover` of the first step's kernel time, within `max_launches`.
+
+    Names are taken in order of time per launch (most time for the fewest replays) until they
+    cover `cover` of the step; a name whose launches would exceed the budget is passed over.
+    """
+    if kernels is None or not len(kernels):
+        return None
+    max_launches = max_launches or MAX_LAUNCHES
+    step = kernels[kernels["step"] == kernels["step"].min()]
+    if len(step) <= max_launches:
+        return Selection(sorted({base_name(n) for n in step["name"].astype(str)}), len(step), len(step), 1.0, False)
+    bases = step["name"].astype(str).map(base_name)
+    per_name = step.groupby(bases)["dur"].agg(["sum", "size"])
+    per_name = per_name.assign(density=per_name["sum"] / per_name["size"]).sort_values("density", ascending=False)
+    total = float(per_name["sum"].sum()) or 1.0
+    names, launches, covered = [], 0, 0.0
+    for name, row in per_name.iterrows():
+        if covered >= cover * total:
+            break
+        if launches + int(row["size"]) > max_launches:
+            continue
+        names.append(str(name))
+        launches += int(row["size"])
+        covered += float(row["sum"])
+    if not names:
+        return None
+    return Selection(names, launches, len(step), covered / total, True)
+
+
+def command(tool: str, selection: Selection, python: str, spec_path: Path) -> list[str]:
+    """The ncu command line that replays the selected kernels of step 0 of the capture child."""
+    cmd = [tool, "--csv", "--page", "raw", "--clock-control", "none", "--target-processes", "all",
+           "--nvtx", "--nvtx-include", STEP_FILTER, "--metrics", ",".join(REQUESTED_METRICS),
+           "--launch-count", str(max(MAX_LAUNCHES, selection.launches))]
+    if selection.filtered:
+        cmd += ["--kernel-name-base", "function", "-k", f"regex:{selection.regex}"]
+    return cmd + [python, "-m", "diagnose.capture.child", str(spec_path)]
+
+
+def measure(spec, out: Path, kernels, *, timeout_s: float = 600.0, python: str | None = None,
+            on_progress: Callable[[dict], None] | None = None) -> Outcome:
+    """Run the ncu pass for a finished capture (`spec`, folder `out`, its step `kernels`)."""
+    tool = find_ncu()
+    if tool is None:
+        return Outcome(None, [MISSING])
+    selection = select_kernels(kernels)
+    if selection is None:
+        return Outcome(None, ["--ncu: no CUDA kernel in the measured steps, nothing for Nsight Compute to measure"])
+    run_dir = Path(out) / "ncu-run"
+    run_dir.mkdir(parents=True, exist_ok=True)
+    rerun = dataclasses.replace(spec, out_dir=str(run_dir), steps=1, timed_steps=0, record_shapes=False,
+                                profile_memory=False)
+    spec_path = run_dir / "spec.json"
+    spec_path.write_text(rerun.to_json())
+    cmd = command(tool, selection, python or sys.executable, spec_path)
+    started = time.monotonic()
+    text, code, timed_out = _run(cmd, timeout_s, selection.launches, on_progress)
+    seconds = time.monotonic() - started
+    (Path(out) / LOG_NAME).write_text(" ".join(cmd) + "\n" + text, encoding="utf-8")
+    status = _rerun_status(run_dir)
+    shutil.rmtree(run_dir, ignore_errors=True)
+    table = parse_text(text, source=str(Path(out) / CSV_NAME))
+    problems = [p for p in table.problems if p not in (NO_TABLE, NO_HEADER, NO_ROWS)]
+    warnings = [f"--ncu: {p}" for p in problems]
+    if timed_out:
+        warnings.insert(0, f"--ncu: Nsight Compute ran past its {timeout_s:g} s limit (--ncu-timeout) and was "
+                           "stopped; no kernel measurements")
+    elif status not in (None, "ok"):
+        warnings.append(f"--ncu: the workload ended with status '{status}' under Nsight Compute (see {LOG_NAME})")
+    elif not len(table.kernels) and not problems:
+        warnings.append(f"--ncu: Nsight Compute exited with status {code} without measurements (see {LOG_NAME})")
+    if len(table.kernels) and not timed_out:
+        (Path(out) / CSV_NAME).write_text(table.csv_text, encoding="utf-8")
+        return Outcome(table, warnings, seconds, selection)
+    return Outcome(None, warnings, seconds, selection)
+
+
+def _run(cmd: list[str], timeout_s: float, expected: int, on_progress) -> tuple[str, int, bool]:
+    """Run ncu; relay the capture child's phases as `ncu-*` progress events; (output, exit status, timed out).
+
+    With --csv, ncu prints nothing per kernel while it replays, so the phases of the child that
+    it runs (building, warming up, the replayed step) are what progress can show.
+    """
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    root = str(Path(__file__).resolve().parents[2])
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [root, env.get("PYTHONPATH")]))
+    read_fd, write_fd = os.pipe()
+    env["DIAGNOSE_PROGRESS_FD"] = str(write_fd)
+    try:
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                env=env, start_new_session=True, text=True, errors="replace", pass_fds=(write_fd,))
+    except OSError as exc:
+        os.close(read_fd)
+        return f"==ERROR== could not start ncu: {exc}\n", 127, False
+    finally:
+        os.close(write_fd)
+    lines: list[str] = []
+    relay = on_progress or (lambda event: None)
+    relay({"phase": "ncu-start", "done": 0, "total": 0})
+    threads = [threading.Thread(target=_read, args=(proc.stdout, lines), daemon=True),
+               threading.Thread(target=_relay_phases, args=(read_fd, relay, expected), daemon=True)]
+    for thread in threads:
+        thread.start()
+    timed_out = False
+    try:
+        proc.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        timed_out = True
+        _kill(proc)
+    except KeyboardInterrupt:
+        _kill(proc)
+        raise
+    for thread in threads:
+        thread.join(timeout=5)
+    return "".join(lines), proc.returncode, timed_out
+
+
+def _read(stream, lines: list[str]) -> None:
+    for line in stream:
+        lines.append(line)
+
+
+def _relay_phases(fd: int, relay, expected: int) -> None:
+    """The child's progress lines, renamed: build/warmup as they are, the profiled step as the replay."""
+    with os.fdopen(fd, "r") as stream:
+        for line in stream:
+            try:
+                event = json.loads(line)
+            except ValueError:
+                continue
+            phase = event.get("phase")
+            if phase in ("build", "warmup", "run"):
+                relay({**event, "phase": f"ncu-{phase}"})
+            elif phase == "profile":
+                relay({"phase": "ncu-replay", "done": 0, "total": 0, "launches": expected})
+            elif phase == "export":
+                relay({"phase": "ncu-finish", "done": 0, "total": 0})
+
+
+def _kill(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        proc.kill()
+    proc.wait()
+
+
+def _rerun_status(run_dir: Path) -> str | None:
+    try:
+        return json.loads((run_dir / "meta.json").read_text()).get("status")
+    except (OSError, ValueError):
+        return None

@@ -1,0 +1,63 @@
+"""The memory charts: well-formed SVG with axes and units, OOM points marked, untrusted strings escaped."""
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+
+from diagnose.engine import diagnose_trace
+from diagnose.memory import diagnose_sweep
+from diagnose.report.memory_charts import memory_timeline_chart, sweep_chart
+
+from conftest import CAPTURES, load_capture
+
+SVG = "{http://www.w3.org/2000/svg}"
+
+
+def texts(svg: str) -> list[str]:
+    root = ET.fromstring(svg)
+    assert root.tag == SVG + "svg"
+    return ["".join(t.itertext()) for t in root.iter(SVG + "text")]
+
+
+def test_memory_timeline_chart():
+    svg = memory_timeline_chart(diagnose_trace(load_capture("kv_concat")).details["memory"])
+    labels = texts(svg)
+    assert "time (ms)" in labels and "GPU memory (GB)" in labels
+    assert "allocated (held by tensors)" in labels and "reserved (cached by the allocator)" in labels
+    assert "peak 2.39 GB allocated" in labels
+
+
+def test_memory_timeline_shows_the_limit_near_it():
+    memory = {"limit_bytes": 10e9, "timeline": {"points": [[0, 1e9, 2e9], [5000, 8e9, 9e9]], "steps": []}}
+    assert "limit 10.00 GB" in texts(memory_timeline_chart(memory))
+    memory["limit_bytes"] = 150e9
+    assert not any(t.startswith("limit") for t in texts(memory_timeline_chart(memory)))
+
+
+def test_sweep_chart_marks_fits_and_ooms():
+    sweep = diagnose_sweep(CAPTURES / "sweep_attention_naive").details["memory"]["sweep"]
+    labels = texts(sweep_chart(sweep))
+    assert "seq (log scale)" in labels and "peak allocated (GB), log scale" in labels
+    assert "median step time (ms), log scale" in labels
+    assert any(t.startswith("∝ seq^1.97") for t in labels)
+    assert labels.count("OOM") == 4  # two points, in both panels
+    assert "device memory 150 GB" in labels
+
+
+def test_charts_escape_untrusted_strings():
+    evil = '<script>alert("x")</script>&'
+    sweep = {"param": evil, "fits": {}, "points": [
+        {"value": 1024, "status": "ok", "peak_allocated_bytes": 1e9, "median_step_us": 100.0},
+        {"value": 2048, "status": "ok", "peak_allocated_bytes": 4e9, "median_step_us": 400.0},
+        {"value": 4096, "status": "oom", "error": evil}]}
+    svg = sweep_chart(sweep)
+    assert "<script>" not in svg and evil in "".join(texts(svg)) + "".join(
+        "".join(t.itertext()) for t in ET.fromstring(svg).iter("{http://www.w3.org/2000/svg}title"))
+    memory = {"timeline": {"points": [[0, 1, 2], [1, 3, 4]], "steps": [{"label": evil, "start": 0, "end": 1}]}}
+    svg = memory_timeline_chart(memory)
+    assert "<script>" not in svg
+    ET.fromstring(svg)
+
+
+def test_nothing_to_draw():
+    assert memory_timeline_chart({}) == "" and memory_timeline_chart({"timeline": {"points": [[0, 1, 1]]}}) == ""
+    assert sweep_chart({}) == "" and sweep_chart({"points": [{"value": 1, "status": "oom"}]}) == ""

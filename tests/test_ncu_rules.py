@@ -1,0 +1,79 @@
+"""The memory-bound and compute-bound rules with real H200 Nsight Compute CSVs attached (`--ncu-csv` API)."""
+from __future__ import annotations
+
+import pytest
+
+from diagnose import pipeline
+from diagnose.config import Config
+
+from conftest import CAPTURES, ROOT
+
+NCU = ROOT / "fixtures" / "ncu"
+
+
+def analyse(name: str, with_csv: bool = True):
+    """The diagnosis of a fixture capture, with its Nsight Compute CSV attached or not."""
+    csv = NCU / f"{name}.ncu.csv.gz" if with_csv else None
+    return pipeline.analyse(CAPTURES / name, Config(), ncu_csv=csv)
+
+
+def finding(diagnosis, rule):
+    return next((f for f in diagnosis.findings if f.rule == rule), None)
+
+
+def test_swiglu_memory_bound_uses_measured_dram():
+    f = finding(analyse("swiglu_eager"), "memory-bound")
+    assert f is not None and f.severity == "high" and 3.5 <= f.est_speedup <= 5.5
+    bw = f.evidence[0]
+    assert bw.metric.startswith("measured DRAM bandwidth") and "Nsight Compute" in bw.metric
+    assert 60 <= bw.value <= 75  # 61.6 % of the 4.8 TB/s peak = 69 % of the achievable 4.3 TB/s
+    assert f.basis.startswith("DRAM bytes and throughput measured by Nsight Compute")
+
+
+def test_swiglu_without_csv_says_estimated():
+    f = finding(analyse("swiglu_eager", with_csv=False), "memory-bound")
+    assert f.evidence[0].metric.startswith("HBM bandwidth")
+    assert f.basis.startswith("bytes and FLOPs estimated from shapes (not measured)")
+
+
+def test_matmul_bf16_compute_bound_with_measured_sm_and_tensor_pipe():
+    f = finding(analyse("matmul_bf16"), "compute-bound")
+    assert f is not None and "fp8" in [x.id for x in f.fixes]
+    by_metric = {e.metric: e for e in f.evidence}
+    sm = by_metric["SM throughput (share of peak), measured by Nsight Compute"]
+    assert sm.value == pytest.approx(93.3, abs=0.1) and sm.op == ">=" and sm.threshold == 60
+    assert by_metric["tensor pipe active, measured"].value == pytest.approx(96.9, abs=0.1)
+    assert "measured by Nsight Compute for all compute-bound ops" in f.basis
+
+
+def test_matmul_bf16_without_csv_keeps_its_estimate_basis():
+    f = finding(analyse("matmul_bf16", with_csv=False), "compute-bound")
+    assert f.basis.startswith("FLOPs and bytes estimated from shapes")
+    assert not any("measured" in e.metric for e in f.evidence)
+
+
+def test_matmul_fp32_still_tensor_cores_unused():
+    f = finding(analyse("matmul_fp32"), "compute-bound")
+    assert f.severity == "high" and f.fixes[0].id == "bf16-tensor-cores" and f.est_speedup >= 10
+
+
+@pytest.mark.parametrize("name,rule", [("gemv_decode_1tok", "compute-bound"), ("decode_eager", "memory-bound"),
+                                       ("decode_eager", "compute-bound"), ("matmul_bf16", "memory-bound")])
+def test_quiet_cases_stay_quiet_with_measurements(name, rule):
+    d = analyse(name)
+    assert finding(d, rule) is None and any(c.rule == rule for c in d.checked)
+
+
+def test_verdicts_unchanged_by_measurements():
+    for name in ("swiglu_eager", "matmul_bf16", "matmul_fp32", "gemv_decode_1tok", "decode_eager"):
+        with_csv, without = analyse(name), analyse(name, with_csv=False)
+        assert [f.rule for f in with_csv.findings] == [f.rule for f in without.findings]
+        assert with_csv.details["ncu"]["matched"] == with_csv.details["ncu"]["ncu_rows"]
+
+
+def test_op_work_measured_columns():
+    d = analyse("gemv_decode_1tok")
+    points = d.details["roofline"]["points"]
+    assert d.details["roofline"]["measured_points"] == len(points)
+    gemv = [p for p in points if p["op"] == "aten::mm"]
+    assert gemv and all(p["bound"] == "memory-bound" for p in gemv)
