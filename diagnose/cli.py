@@ -20,7 +20,7 @@ TARGET is one of:
   model.py            run the script as __main__ under torch.profiler (steps found on their own)
   model.py:NAME       NAME(**params) returns a zero-argument callable that runs one step
   trace.json[.gz]     analyse a torch.profiler (kineto) trace from anywhere; no GPU needed
-  CAPTURE_FOLDER      re-analyse a folder that diagnose wrote
+  CAPTURE_FOLDER      re-analyse a folder that diagnose wrote (a capture or a --sweep)
 
   diagnose demo       the built-in default: profiles the bundled decode workload on a GPU, or
                       analyses the bundled real H200 capture of it where there is none
@@ -64,6 +64,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="attach Nsight Compute results (ncu --csv --page raw, or .ncu-rep) to the trace")
     p.add_argument("--ncu-timeout", type=float, default=600, metavar="S",
                    help="seconds before the Nsight Compute pass is stopped (default 600)")
+    p.add_argument("--sweep", metavar="NAME=V1,V2,...",
+                   help="function mode: one capture per value of NAME; fits memory and time growth")
     p.add_argument("--no-html", action="store_true", help="skip report.html")
     p.add_argument("-q", "--quiet", action="store_true", help="no summary, only the output paths")
     p.add_argument("--version", action="version", version=f"diagnose {__version__}")
@@ -139,11 +141,17 @@ def _run(args, target_text: str, script_args: list[str], config, err: Console) -
         except ValueError as exc:
             raise UsageError(str(exc)) from None
         with _progress(err, quiet=args.quiet or args.json) as on_progress:
-            diagnosis = pipeline.capture_and_analyse(
-                target, out, config, params=params, argv=script_args, warmup=args.warmup,
-                steps=args.steps, timed_steps=args.timed_steps, timeout_s=args.timeout,
-                python=args.python, on_progress=on_progress, ncu=args.ncu, ncu_csv=args.ncu_csv,
-                ncu_timeout_s=args.ncu_timeout)
+            if args.sweep:
+                diagnosis = pipeline.sweep_and_analyse(
+                    target, out, config, args.sweep, params=params, warmup=args.warmup, steps=args.steps,
+                    timed_steps=args.timed_steps, timeout_s=args.timeout, python=args.python,
+                    on_progress=on_progress)
+            else:
+                diagnosis = pipeline.capture_and_analyse(
+                    target, out, config, params=params, argv=script_args, warmup=args.warmup,
+                    steps=args.steps, timed_steps=args.timed_steps, timeout_s=args.timeout,
+                    python=args.python, on_progress=on_progress, ncu=args.ncu, ncu_csv=args.ncu_csv,
+                    ncu_timeout_s=args.ncu_timeout)
     written = pipeline.write_outputs(diagnosis, out, html=not args.no_html)
     if args.json or args.quiet:
         for note in diagnosis.warnings:
@@ -192,6 +200,8 @@ class _progress:
     def update(self, event: dict) -> None:
         """Show one phase report from the child."""
         label = self.LABELS.get(event.get("phase"), event.get("phase", ""))
+        if event.get("phase") == "sweep":
+            label = f"capturing sweep point {event.get('value')}"
         total = event.get("total") or None
         self.progress.update(self.task, description=label, total=total,
                              completed=(event.get("done", 0) + 1) if total else 0)

@@ -55,7 +55,12 @@ def parse_target(text: str) -> Target:
 
 
 def analyse(path: Path, config: Config, ncu_csv: Path | None = None) -> Diagnosis:
-    """Analysis mode: a trace file or capture folder (with its ncu.csv, if any), no torch needed."""
+    """Analysis mode: a trace file, capture folder (with its ncu.csv, if any) or sweep folder; no torch."""
+    from diagnose.memory import diagnose_sweep
+    from diagnose.memory.sweep import is_sweep_folder
+
+    if is_sweep_folder(path):
+        return diagnose_sweep(path, config)
     trace = load_target(path)
     found = ncu_csv or capture_ncu_file(Path(path))
     label = "--ncu-csv" if ncu_csv else (found.name if found else "")
@@ -161,3 +166,24 @@ def write_outputs(diagnosis: Diagnosis, out: Path, html: bool = True) -> dict[st
         written["report"] = str(out / "report.html")
     return written
 
+
+
+def sweep_and_analyse(target: Target, out: Path, config: Config, sweep: str, *, params: dict, warmup: int,
+                      steps: int, timed_steps: int, timeout_s: float, python: str | None,
+                      on_progress) -> Diagnosis:
+    """`--sweep NAME=V1,V2,...`: one capture per value into `out`, then the sweep's diagnosis."""
+    from diagnose.capture.sweep import parse_sweep, run_sweep
+    from diagnose.memory import diagnose_sweep
+
+    if target.kind != "function":
+        raise UsageError("--sweep needs a function target (model.py:NAME): the value is passed as NAME(**params)")
+    if python is None and importlib.util.find_spec("torch") is None:
+        raise UsageError("capturing a workload needs PyTorch in this Python (pip install torch), or --python PATH")
+    try:
+        name, values = parse_sweep(sweep)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    spec = CaptureSpec(path=str(target.path), function=target.function, mode="function", out_dir="",
+                       params=params, warmup=warmup, steps=steps, timed_steps=timed_steps)
+    run_sweep(spec, name, values, out, timeout_s=timeout_s, python=python, on_progress=on_progress)
+    return diagnose_sweep(out, config)

@@ -88,3 +88,20 @@ def test_failure_after_profiling_started_keeps_the_trace(tmp_path, capsys):
     meta = json.loads((out / "meta.json").read_text())
     assert code == 3 and meta["status"] == "failed"
     assert (out / "trace.json.gz").exists() and meta["files"]["trace"] == "trace.json.gz"
+
+
+def test_sweep_writes_one_capture_per_value(tmp_path, capsys):
+    out = tmp_path / "sweep"
+    code = main([f"{ROOT / 'fixtures' / 'workloads' / 'attention.py'}:make_step", "--param", "impl=naive",
+                 "--param", "heads=2", "--sweep", "seq=32,64", "-o", str(out), "--json", *FAST])
+    data = json.loads(capsys.readouterr().out)
+    assert code == 0
+    sweep = json.loads((out / "sweep.json").read_text())
+    assert [p["value"] for p in sweep["points"]] == [32, 64] and {p["status"] for p in sweep["points"]} == {"ok"}
+    assert (out / "seq=64" / "trace.json.gz").exists() and (out / "report.html").exists()
+    assert data["details"]["memory"]["sweep"]["param"] == "seq"
+
+
+def test_sweep_needs_a_function_target(tmp_path, capsys):
+    code = main([str(W / "train_script.py"), "--sweep", "seq=1,2", "-o", str(tmp_path)])
+    assert code == 2 and "function target" in capsys.readouterr().err

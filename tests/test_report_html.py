@@ -128,7 +128,7 @@ def test_per_step_table_has_a_row_per_step(eager, eager_html):
 
 def test_charts_are_well_formed_svg_with_axes_and_legend(eager, eager_html):
     charts = svgs(eager_html)
-    assert len(charts) == 3  # step budget, timeline, top kernels
+    assert len(charts) == 4  # step budget, timeline, top kernels, memory over time
     for chart in charts:
         ET.fromstring(chart)
     timeline = step_timeline_chart(eager.details["step_timeline"])

@@ -14,7 +14,7 @@ from markupsafe import Markup
 
 import diagnose
 from diagnose.findings import Diagnosis, Finding, fmt
-from diagnose.report import charts
+from diagnose.report import charts, memory_charts
 
 TEMPLATES = Path(__file__).parent / "templates"
 LONG_TEXT = 60
@@ -60,6 +60,8 @@ def report_context(d: Diagnosis) -> dict:
             "timeline": Markup(charts.step_timeline_chart(details.get("step_timeline") or {})),
             "kernels": Markup(charts.top_kernels_chart(details.get("top_kernels") or [])),
             "roofline": Markup(charts.roofline_chart(details.get("roofline") or {})),
+            "memory": Markup(memory_charts.memory_timeline_chart(details.get("memory") or {})),
+            "sweep": Markup(memory_charts.sweep_chart((details.get("memory") or {}).get("sweep") or {})),
         },
         "roofline": roofline_view(details.get("roofline") or {}),
         "ncu": ncu_view(details.get("ncu") or {}),

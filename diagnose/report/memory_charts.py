@@ -32,7 +32,7 @@ def _text(x: float, y: float, content, anchor: str = "start", cls: str = "", ext
 
 
 def _svg(width: float, height: float, label: str, body: list[str]) -> str:
-    return (f'<svg class="chart" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width:.0f} {height:.0f}" '
+    return (f'<svg class="chart" viewBox="0 0 {width:.0f} {height:.0f}" '
             f'width="{width:.0f}" height="{height:.0f}" role="img" aria-label="{esc(label)}" font-size="{FONT}">'
             + "".join(body) + "</svg>")
 
