@@ -150,14 +150,15 @@ class MemoryBound(Rule):
         ]
         speedup = step_us / after
         single_after = max(step_us - chain_us + single_us + t["fused_call_us"], 1e-9)
+        offenders = _offenders(good, n)
         return Finding(
             rule=self.id,
             severity="high" if saving >= t["high_share"] else "medium" if saving >= 0.25 else "low",
             title=self.title,
             evidence=evidence,
-            offenders=_offenders(good, n),
+            offenders=offenders,
             fixes=[fix("torch-compile", code=_compile_code()),
-                   fix("triton-kernel", code=_triton_code(), how=(
+                   fix("triton-kernel", code=_triton_code(offenders[0].get("chain", "") if offenders else ""), how=(
                        "Hand-fuse the chain into one autotuned Triton kernel; keeping each row on chip "
                        "also removes the second read a looped reduction does: "
                        f"est. {step_us / single_after:.2f}× for the step "
@@ -183,51 +184,52 @@ def _time_base(budget) -> str:
     return "step time = profiled step (no unprofiled timing in the capture)"
 
 
-CHAIN_COLUMNS = ("kernel_us", "bytes", "flops", "work", "blocks", "dram_pct", "dram_bytes", "op_name", "shapes",
-                 "step")
-
-
 def _chains(ops: pd.DataFrame) -> list[dict]:
-    """Runs of consecutive unfused memory-class op instances, per step and stream, in GPU order;
-    each run as its columns (numpy arrays), which is much cheaper than a frame per run."""
+    """Runs of consecutive unfused memory-class op instances, per step and stream, in GPU order.
+
+    Each run is a dict of numpy slices (far cheaper than a frame per run): numbers with missing
+    values counted as zero, as pandas sums them, and where they were missing (`*_nan`).
+    """
     frame = ops.assign(bytes=best_bytes(ops)).sort_values(["step", "stream", "ts"], kind="stable")
     member = (frame["kind"].isin(MEMORY_KINDS) & ~frame["fused"].astype(bool)).to_numpy()
     lane = frame["step"].astype(str).str.cat(frame["stream"].astype(str), sep="/").to_numpy()
     new_lane = np.concatenate(([True], lane[1:] != lane[:-1]))
     breaks = ~member | new_lane
     chain_id = np.cumsum(breaks)[member]
-    columns = {c: frame[c].to_numpy()[member] for c in CHAIN_COLUMNS}
+    frame = frame[member]
+    number = {c: frame[c].to_numpy(float) for c in ("kernel_us", "bytes", "flops", "dram_pct", "dram_bytes", "blocks")}
+    number["dram_time"] = number["dram_pct"] * number["kernel_us"]
+    columns = {c: frame[c].to_numpy(object) for c in ("work", "op_name", "shapes")}
+    columns["step"] = frame["step"].to_numpy()
+    columns["blocks"] = number["blocks"]
+    for c in ("kernel_us", "bytes", "flops", "dram_time"):
+        columns[c] = np.where(np.isnan(number[c]), 0.0, number[c])
+    for c in ("bytes", "dram_pct", "dram_bytes"):
+        columns[c + "_nan"] = np.isnan(number[c])
     starts = np.flatnonzero(np.concatenate(([True], chain_id[1:] != chain_id[:-1]))) if len(chain_id) else []
     ends = np.append(starts[1:], len(chain_id))
     return [{c: v[a:b] for c, v in columns.items()} for a, b in zip(starts, ends)]
 
 
-def _total(values: np.ndarray) -> float:
-    """A column's sum as pandas takes it (missing values count as zero)."""
-    values = values.astype(float)
-    return float(np.where(np.isnan(values), 0.0, values).sum())
-
-
 def _summarise(chain: dict, bw: float, sm_count: int, peak_tbps: float) -> dict:
-    kernel_us, moved_bytes = chain["kernel_us"].astype(float), chain["bytes"].astype(float)
-    dram_pct = chain["dram_pct"].astype(float)
-    time_us = _total(kernel_us)
-    unknown_us = _total(kernel_us[np.isnan(moved_bytes)])
+    kernel_us, bytes_nan = chain["kernel_us"], chain["bytes_nan"]
+    time_us = float(kernel_us.sum())
+    unknown_us = float(kernel_us[bytes_nan].sum()) if bytes_nan.any() else 0.0
     known = time_us > 0 and unknown_us <= 0.05 * time_us
-    moved = _total(moved_bytes)
-    flops = _total(chain["flops"])
+    moved = float(chain["bytes"].sum())
+    flops = float(chain["flops"].sum())
     fused_bytes, single_bytes = _single_pass_bytes([w for w in chain["work"] if w is not None]) if known else (0, 0)
-    blocks = chain["blocks"].astype(float)
+    blocks = chain["blocks"]
     blocks = blocks[~np.isnan(blocks)].max() if (~np.isnan(blocks)).any() else math.nan
-    measured = bool(time_us) and not np.isnan(dram_pct).any()
+    measured = bool(time_us) and not chain["dram_pct_nan"].any()
     if measured:
-        tbps = _total(dram_pct * kernel_us) / time_us / 100 * peak_tbps
+        tbps = float(chain["dram_time"].sum()) / time_us / 100 * peak_tbps
     else:
         tbps = moved / time_us / 1e6 if time_us else 0.0
     return {
         "ops": len(kernel_us), "time_us": time_us, "known": known, "bytes": moved, "flops": flops,
         "tbps": tbps, "bw_share": tbps / bw, "measured": measured,
-        "n_measured": int((~np.isnan(chain["dram_bytes"].astype(float))).sum()),
+        "n_measured": int((~chain["dram_bytes_nan"]).sum()),
         "intensity": flops / moved if moved else math.inf,
         "fused_bytes": fused_bytes, "single_bytes": single_bytes,
         "fused_us": fused_bytes / bw / 1e6, "single_us": single_bytes / bw / 1e6,
@@ -323,17 +325,18 @@ def _compile_code() -> str:
     )
 
 
-def _triton_code() -> str:
+def _triton_code(chain: str) -> str:
+    """A row-wise fused Triton kernel skeleton for the top chain (its ops named in the comment)."""
     return (
+        f"# one kernel for the chain {chain or '(see offenders)'}: each row is read once,\n"
+        "# every intermediate stays in registers, the result is written once\n"
         "@triton.jit\n"
-        "def swiglu_rmsnorm(gate, up, w, out, n_cols, eps, BLOCK: tl.constexpr):\n"
+        "def fused_row(x_ptr, out_ptr, n_cols, BLOCK: tl.constexpr):\n"
         "    row = tl.program_id(0)\n"
         "    cols = tl.arange(0, BLOCK)\n"
         "    mask = cols < n_cols\n"
-        "    g = tl.load(gate + row * n_cols + cols, mask=mask).to(tl.float32)\n"
-        "    u = tl.load(up + row * n_cols + cols, mask=mask).to(tl.float32)\n"
-        "    h = g * tl.sigmoid(g) * u                      # one read of each input\n"
-        "    rms = tl.rsqrt(tl.sum(h * h, axis=0) / n_cols + eps)\n"
-        "    y = h * rms * tl.load(w + cols, mask=mask).to(tl.float32)\n"
-        "    tl.store(out + row * n_cols + cols, y.to(out.dtype.element_ty), mask=mask)  # one write"
+        "    x = tl.load(x_ptr + row * n_cols + cols, mask=mask, other=0.0).to(tl.float32)\n"
+        "    y = x  # ... the chain's elementwise ops and row reductions (tl.sum, tl.max) here ...\n"
+        "    tl.store(out_ptr + row * n_cols + cols, y.to(out_ptr.dtype.element_ty), mask=mask)\n\n"
+        "fused_row[(n_rows,)](x, out, n_cols, BLOCK=triton.next_power_of_2(n_cols))"
     )
