@@ -71,7 +71,22 @@ def report_context(d: Diagnosis) -> dict:
                                      percent_keys={"share_of_gpu_time"}, max_chars=KERNEL_NAME_CHARS),
         "steps": records_table(details.get("steps") or []),
         "capture": capture_facts(d.capture or {}),
+        "memory_parts": memory_parts_table((details.get("memory") or {}).get("breakdown") or {}),
     }
+
+
+def memory_parts_table(breakdown: dict) -> dict:
+    """The peak broken down by what holds it (or, failing that, by the code that allocated it)."""
+    parts = [{"part": p["part"], "GB": round(p["bytes"] / 1e9, 2), "how it was counted": p.get("how", "")}
+             for p in breakdown.get("parts") or []]
+    if not parts:
+        parts = [{"allocated at": a["where"], "GB allocated over the run": round(a["bytes"] / 1e9, 2),
+                  "allocations": a.get("count"), "largest GB": round((a.get("largest") or 0) / 1e9, 2)}
+                 for a in (breakdown.get("top_allocating") or [])[:8]]
+    table = records_table(parts)
+    table["peak_gb"] = round(breakdown["peak_bytes"] / 1e9, 2) if breakdown.get("peak_bytes") else None
+    table["basis"] = breakdown.get("basis", "")
+    return table
 
 
 def roofline_view(roof: dict) -> dict:
@@ -158,7 +173,10 @@ def headline_tiles(d: Diagnosis) -> list[dict]:
 def finding_view(f: Finding, step_us: float | None) -> dict:
     """One finding ready to show: evidence as text, offenders as a table, the recoverable share."""
     share = f.recoverable_us / step_us if f.recoverable_us and step_us else None
-    return {"f": f, "anchor": f"finding-{f.rule}",
+    from diagnose.rules import ALL_RULES
+
+    sheet = next((r.cheat_sheet for r in ALL_RULES if r.id == f.rule), None)
+    return {"f": f, "anchor": f"finding-{f.rule}", "sheet": sheet,
             "evidence": [{"text": e.text(), "is_test": e.threshold is not None and bool(e.op)} for e in f.evidence],
             "offenders": records_table(f.offenders),
             "recoverable": duration(f.recoverable_us) if f.recoverable_us else "",
