@@ -65,6 +65,7 @@ NEEDS = {
     "gpu": "GPU activity (kernels or copies)",
     "launch-links": "kernels linked to their host launch calls (CUDA runtime events)",
     "steps": "at least one measured step",
+    "device-peaks": "the device's bandwidth and FLOP/s ceilings (a GPU diagnose knows)",
     "memory": "an allocator record (memory.json beside the trace, meta.json's memory block, or "
               "allocator events from profile_memory=True)",
 }
@@ -106,6 +107,10 @@ class Context:
                     "or a CPU-only run)")
         if need == "launch-links" and (not len(trace.runtime) or trace.gpu["correlation"].isna().all()):
             return "the trace does not link kernels to their host launch calls (no CUDA runtime events)"
+        if need == "device-peaks" and self.metrics.device_spec is None:
+            from diagnose.devices import describe_unknown
+
+            return describe_unknown(trace.device)
         if need == "steps" and not self.metrics.steps.windows:
             return "no measured step could be found in the trace"
         return None

@@ -68,7 +68,6 @@ import math
 
 import pandas as pd
 
-from diagnose import devices
 from diagnose.engine import Quiet, Rule, Skip, Threshold
 from diagnose.findings import Evidence, Finding
 from diagnose.fixes import fix
@@ -95,7 +94,7 @@ class ComputeBound(Rule):
         "fix": "BF16 / FP8 / NVFP4 tensor cores; pad matrix dims to multiples of 64/128",
         "impact": "2–4× FLOP throughput per clock",
     }
-    needs = ("gpu", "steps")
+    needs = ("gpu", "steps", "device-peaks")
     thresholds = (
         Threshold("min_share", 0.5, "fraction",
                   "fire when compute-bound matmuls/convolutions take at least this share of the step"),
@@ -111,8 +110,6 @@ class ComputeBound(Rule):
         """Place the matrix ops on the roofline and pick the fix for the ones that dominate."""
         m = ctx.metrics
         spec = m.device_spec
-        if spec is None:
-            return Skip(devices.describe_unknown(ctx.trace.device))
         ops = m.op_work
         step_us = m.budget.step_us
         n = max(len(m.steps.windows), 1)

@@ -44,7 +44,6 @@ import math
 
 import pandas as pd
 
-from diagnose import devices
 from diagnose.engine import Quiet, Rule, Skip, Threshold
 from diagnose.findings import Evidence, Finding
 from diagnose.fixes import fix
@@ -65,7 +64,7 @@ class DecodeLatency(Rule):
         "fix": "W4A16 quantization (AWQ / Marlin kernels) + speculative decoding",
         "impact": "2–3× faster generation at the same quality",
     }
-    needs = ("gpu", "steps")
+    needs = ("gpu", "steps", "device-peaks")
     thresholds = (
         Threshold("min_weight_share", 0.30, "fraction",
                   "fire when GEMV-shaped weight matmuls take at least this share of the step"),
@@ -79,8 +78,6 @@ class DecodeLatency(Rule):
         """Find the GEMV-shaped weight matmuls and weigh them against the step."""
         m = ctx.metrics
         spec = m.device_spec
-        if spec is None:
-            return Skip(devices.describe_unknown(ctx.trace.device))
         ops = m.op_work
         step_us = m.budget.step_us
         n = max(len(m.steps.windows), 1)

@@ -57,7 +57,6 @@ import math
 import numpy as np
 import pandas as pd
 
-from diagnose import devices
 from diagnose.engine import Quiet, Rule, Skip, Threshold
 from diagnose.findings import Evidence, Finding
 from diagnose.fixes import fix
@@ -76,7 +75,7 @@ class MemoryBound(Rule):
         "fix": "fuse pointwise/reduction ops with torch.compile or a Triton kernel",
         "impact": "2–4× on those ops by removing intermediate round-trips to HBM",
     }
-    needs = ("gpu", "steps")
+    needs = ("gpu", "steps", "device-peaks")
     thresholds = (
         Threshold("min_saving_share", 0.10, "fraction",
                   "fire when fusing the chains would save at least this share of the step"),
@@ -93,8 +92,6 @@ class MemoryBound(Rule):
         """Find the chains, estimate their single-pass time, and compare the saving with the step."""
         m = ctx.metrics
         spec = m.device_spec
-        if spec is None:
-            return Skip(devices.describe_unknown(ctx.trace.device))
         ops = m.op_work
         budget = m.budget
         step_us = budget.step_us

@@ -190,7 +190,7 @@ class CaptureSession:
     # -- modes -------------------------------------------------------------------------------
     def run_function(self) -> None:
         """Function mode: warm up, time without the profiler, then profile a few steps."""
-        spec, torch = self.spec, self.torch
+        spec = self.spec
         self.progress("build")
         factory = load_function(spec.path, spec.function)
         step = factory(**spec.params)
