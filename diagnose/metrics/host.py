@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from diagnose.metrics.timeline import SYNC_CALL
+from diagnose.metrics.timeline import SYNC_CALL, name_matches
 from diagnose.trace.model import Trace
 
 STEP_MARKERS = ("diagnose/", "ProfilerStep#")
@@ -28,30 +28,35 @@ def merge_intervals(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
     return np.column_stack((s[new], pd.Series(running).groupby(groups).max().to_numpy()))
 
 
+def _pairs(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Indices (into a, into b) of every overlapping pair, in order of a then b.
+
+    Both are sorted unions of intervals, so the intervals of b that overlap a[i] are a contiguous
+    run: from the first that ends after a[i] starts to the last that starts before a[i] ends.
+    """
+    if not len(a) or not len(b):
+        return np.empty(0, dtype=int), np.empty(0, dtype=int)
+    first = np.searchsorted(b[:, 1], a[:, 0], side="right")
+    stop = np.maximum(first, np.searchsorted(b[:, 0], a[:, 1], side="left"))
+    counts = stop - first
+    ia = np.repeat(np.arange(len(a)), counts)
+    ib = np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts) + np.repeat(first, counts)
+    return ia, ib
+
+
 def overlap_us(a: np.ndarray, b: np.ndarray) -> float:
     """Total overlap between two unions of intervals (each sorted, non-overlapping)."""
-    total, j = 0.0, 0
-    for start, end in a:
-        while j < len(b) and b[j, 1] <= start:
-            j += 1
-        k = j
-        while k < len(b) and b[k, 0] < end:
-            total += min(end, b[k, 1]) - max(start, b[k, 0])
-            k += 1
-    return total
+    ia, ib = _pairs(a, b)
+    if not len(ia):
+        return 0.0
+    parts = np.minimum(a[ia, 1], b[ib, 1]) - np.maximum(a[ia, 0], b[ib, 0])
+    return float(np.add.accumulate(parts)[-1])  # summed in order, as a running total would
 
 
 def intersect(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Intersection of two unions of intervals (each sorted, non-overlapping)."""
-    out, j = [], 0
-    for start, end in a:
-        while j < len(b) and b[j, 1] <= start:
-            j += 1
-        k = j
-        while k < len(b) and b[k, 0] < end:
-            out.append((max(start, b[k, 0]), min(end, b[k, 1])))
-            k += 1
-    return np.array(out).reshape(-1, 2)
+    ia, ib = _pairs(a, b)
+    return np.column_stack((np.maximum(a[ia, 0], b[ib, 0]), np.minimum(a[ia, 1], b[ib, 1]))).reshape(-1, 2)
 
 
 def _launching_mask(trace: Trace, ops: pd.DataFrame) -> np.ndarray:
@@ -87,7 +92,8 @@ def host_work(trace: Trace, silent: pd.DataFrame) -> tuple[float, pd.DataFrame]:
     ops = trace.ops
     cpu = ops[ops["cat"] == "cpu_op"].reset_index(drop=True)
     launching = _launching_mask(trace, cpu)
-    loader = ops[(ops["cat"] == "user_annotation") & ops["name"].str.contains("DataLoader", regex=False)]
+    annotations = ops[ops["cat"] == "user_annotation"]
+    loader = annotations[annotations["name"].str.contains("DataLoader", regex=False)]
     candidates = pd.concat([cpu[~launching], loader], ignore_index=True)
     covered = intersect(stretches, _spans(candidates))
     dispatch = _spans(cpu[launching])
@@ -104,16 +110,60 @@ def host_work(trace: Trace, silent: pd.DataFrame) -> tuple[float, pd.DataFrame]:
 def sync_calls(trace: Trace, windows) -> pd.DataFrame:
     """Synchronising runtime calls made inside the steps' CPU ranges, each with the op that made it."""
     runtime = trace.runtime
-    syncs = runtime[runtime["name"].str.contains(SYNC_CALL)]
-    inside = np.zeros(len(syncs), dtype=bool)
-    for w in windows:
-        inside |= ((syncs["ts"] >= w.cpu_start) & (syncs["ts"] < w.cpu_end)).to_numpy()
-    syncs = syncs[inside]
+    syncs = runtime[name_matches(runtime["name"], SYNC_CALL)]
+    syncs = syncs[_inside_any(syncs["ts"].to_numpy(float), windows)]
     ops = trace.ops[trace.ops["cat"] == "cpu_op"]
-    names = []
-    for call in syncs.itertuples():
-        around = ops[(ops["tid"] == call.tid) & (ops["ts"] <= call.ts) & (ops["end"] >= call.end)]
-        # The outermost enclosing op names the user-level cause (aten::item rather than
-        # aten::_local_scalar_dense).
-        names.append(around.iloc[0]["name"] if len(around) else "(no CPU op: a direct CUDA call)")
-    return syncs.assign(op_name=names)
+    names = np.full(len(syncs), "(no CPU op: a direct CUDA call)", dtype=object)
+    by_tid = {tid: group for tid, group in ops.groupby("tid", sort=False)} if len(syncs) else {}
+    call_tid = syncs["tid"].to_numpy(object)
+    for tid in pd.unique(call_tid):
+        group = by_tid.get(tid)
+        if group is None:
+            continue
+        rows = np.nonzero(call_tid == tid)[0]
+        names[rows] = _outermost(group, syncs["ts"].to_numpy(float)[rows], syncs["end"].to_numpy(float)[rows])
+    return syncs.assign(op_name=list(names))
+
+
+def _inside_any(times: np.ndarray, windows) -> np.ndarray:
+    """For each time, whether some window's CPU range [cpu_start, cpu_end) holds it."""
+    if not windows or not len(times):
+        return np.zeros(len(times), dtype=bool)
+    starts = np.array([w.cpu_start for w in windows], dtype=float)
+    ends = np.array([w.cpu_end for w in windows], dtype=float)
+    order = np.argsort(starts, kind="stable")
+    starts, reach = starts[order], np.maximum.accumulate(ends[order])
+    last = np.searchsorted(starts, times, side="right") - 1
+    return (last >= 0) & (reach[np.maximum(last, 0)] > times)
+
+
+def _outermost(ops: pd.DataFrame, ts: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """For each call [ts, end], the name of the first op (in trace order) of `ops` spanning it,
+    or the "no CPU op" text. The op's outermost enclosing op names the user-level cause
+    (aten::item rather than aten::_local_scalar_dense)."""
+    out = np.full(len(ts), "(no CPU op: a direct CUDA call)", dtype=object)
+    op_ts, op_end = ops["ts"].to_numpy(float), ops["end"].to_numpy(float)
+    if not len(op_ts):
+        return out
+    # among ops that start by the call's start, the first whose end reaches the call's end: the
+    # running maximum of ends first reaches it at exactly that op
+    reach = np.fmax.accumulate(op_end)
+    started = np.searchsorted(op_ts, ts, side="right") if _sorted(op_ts) else None
+    first = np.searchsorted(reach, end, side="left")
+    if started is None:
+        return _outermost_slow(ops, ts, end, out)
+    ok = first < started
+    out[ok] = ops["name"].to_numpy(object)[first[ok]]
+    return out
+
+
+def _sorted(values: np.ndarray) -> bool:
+    return bool(len(values) < 2 or (values[1:] >= values[:-1]).all())
+
+
+def _outermost_slow(ops: pd.DataFrame, ts: np.ndarray, end: np.ndarray, out: np.ndarray) -> np.ndarray:
+    for i, (t, e) in enumerate(zip(ts, end)):
+        around = ops[(ops["ts"] <= t) & (ops["end"] >= e)]
+        if len(around):
+            out[i] = around.iloc[0]["name"]
+    return out

@@ -79,21 +79,36 @@ def _windows_from_ranges(trace: Trace, marked: pd.DataFrame) -> list[StepWindow]
     """
     marked = marked.sort_values("ts").drop_duplicates("ts")
     launch_ts = _launch_time_of_gpu_ops(trace)
-    gpu_end = trace.gpu["end"].to_numpy()
+    order = np.argsort(launch_ts, kind="stable")
+    launch_ts, gpu_end = launch_ts[order], trace.gpu["end"].to_numpy(float)[order]
+    cpu_start, cpu_end = marked["ts"].to_numpy(float), marked["end"].to_numpy(float)
+    first = np.searchsorted(launch_ts, cpu_start, side="left")  # launched before the step: [0, first)
+    stop = np.searchsorted(launch_ts, cpu_end, side="right")    # launched inside it: [first, stop)
+    backlog = np.where(first > 0, np.maximum.accumulate(gpu_end)[np.maximum(first - 1, 0)] if len(gpu_end) else 0,
+                       cpu_start)
+    last_gpu = np.where(stop > first, _range_max(gpu_end, first, stop), cpu_end)
     windows = []
-    for i, row in enumerate(marked.itertuples(index=False)):
-        inside = (launch_ts >= row.ts) & (launch_ts <= row.end)
-        earlier = launch_ts < row.ts
-        backlog = float(gpu_end[earlier].max()) if earlier.any() else row.ts
-        last_gpu = float(gpu_end[inside].max()) if inside.any() else row.end
-        windows.append(StepWindow(index=i, label=row.name, cpu_start=float(row.ts),
-                                  cpu_end=float(row.end), start=max(float(row.ts), backlog),
-                                  end=max(float(row.end), last_gpu), n_gpu_ops=int(inside.sum())))
+    for i, name in enumerate(marked["name"]):
+        windows.append(StepWindow(index=i, label=name, cpu_start=float(cpu_start[i]),
+                                  cpu_end=float(cpu_end[i]), start=max(float(cpu_start[i]), float(backlog[i])),
+                                  end=max(float(cpu_end[i]), float(last_gpu[i])),
+                                  n_gpu_ops=int(max(stop[i] - first[i], 0))))
     for current, following in zip(windows, windows[1:]):
         following.start = max(following.start, current.start)
         current.end = following.start
     return windows
-    return windows
+
+
+def _range_max(values: np.ndarray, first: np.ndarray, stop: np.ndarray) -> np.ndarray:
+    """max(values[first[i]:stop[i]]) for each i (NaN where the range is empty)."""
+    out = np.full(len(first), np.nan)
+    ok = stop > first
+    if not ok.any():
+        return out
+    bounds = np.column_stack((first[ok], stop[ok])).ravel()
+    padded = np.append(values, -np.inf)  # reduceat needs every bound to be a valid index
+    out[ok] = np.maximum.reduceat(padded, bounds)[::2]
+    return out
 
 
 def _launch_time_of_gpu_ops(trace: Trace) -> np.ndarray:

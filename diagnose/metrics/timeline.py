@@ -126,7 +126,7 @@ def _classify(trace: Trace, ops: pd.DataFrame, gaps: pd.DataFrame, p: dict) -> p
         launch_name[known] = matched["name"].to_numpy()
     gaps["launch_name"] = launch_name
     gaps["next_correlation"] = corr
-    gaps["graph"] = launch_name.fillna("").str.contains(GRAPH_LAUNCH).to_numpy()
+    gaps["graph"] = name_matches(launch_name, GRAPH_LAUNCH)
     host = (~has_next) | (known & (launch_ts >= gaps["start"])).to_numpy()
     kernel = ~host & (gaps["dur"] <= p["kernel_wait_max_us"]).to_numpy()
     gaps["kind"] = np.where(host, "host", np.where(kernel, "kernel", "other"))
@@ -147,7 +147,9 @@ def _pacing(runtime: pd.DataFrame, gaps: pd.DataFrame, host: np.ndarray, silence
     starts, ends = gaps["start"].to_numpy(float), gaps["end"].to_numpy(float)
     lo = np.searchsorted(calls, starts, side="right")
     hi = np.searchsorted(calls, ends, side="left")
-    for i in np.nonzero(host)[0]:
+    idx = np.nonzero(host)[0]
+    paced[idx] = ends[idx] - starts[idx]
+    for i in idx[_has_silence(calls, starts, ends, lo, hi, idx, silence)]:
         points = np.concatenate(([starts[i]], calls[lo[i]:hi[i]], [ends[i]]))
         steps = np.diff(points)
         long = steps > silence
@@ -157,9 +159,22 @@ def _pacing(runtime: pd.DataFrame, gaps: pd.DataFrame, host: np.ndarray, silence
     return paced, silent, pd.DataFrame(stretches, columns=["start", "end"], dtype=float)
 
 
+def _has_silence(calls, starts, ends, lo, hi, idx, silence) -> np.ndarray:
+    """For the gaps `idx`, whether any stretch between the gap's edges and the calls inside it
+    is longer than `silence` (the rest have no silent time: all of it is paced)."""
+    lo, hi, s, e = lo[idx], hi[idx], starts[idx], ends[idx]
+    some = hi > lo
+    first = np.where(some, calls[np.minimum(lo, len(calls) - 1)] if len(calls) else e, e) - s
+    last = np.where(some, e - calls[np.maximum(hi - 1, 0)] if len(calls) else 0.0, 0.0)
+    long_between = np.concatenate(([0], np.cumsum(np.diff(calls) > silence)))
+    inner = np.where(some, long_between[np.maximum(hi - 1, 0)] - long_between[np.minimum(lo, len(calls) - 1)], 0) \
+        if len(calls) else np.zeros(len(idx))
+    return (first > silence) | (last > silence) | (inner > 0)
+
+
 def _after_sync(runtime: pd.DataFrame, gaps: pd.DataFrame, host: np.ndarray):
     """Whether a synchronising host call was in progress when the gap opened."""
-    syncs = runtime[runtime["name"].str.contains(SYNC_CALL)]
+    syncs = runtime[name_matches(runtime["name"], SYNC_CALL)]
     flag = np.zeros(len(gaps), dtype=bool)
     names = np.full(len(gaps), None, dtype=object)
     if not len(syncs):
@@ -168,14 +183,18 @@ def _after_sync(runtime: pd.DataFrame, gaps: pd.DataFrame, host: np.ndarray):
     s_name = syncs["name"].to_numpy(object)
     order = np.argsort(s_ts)
     s_ts, s_end, s_name = s_ts[order], s_end[order], s_name[order]
-    starts = gaps["start"].to_numpy(float)
-    for i in np.nonzero(host)[0]:
-        j = np.searchsorted(s_ts, starts[i], side="right")  # syncs that began before the gap
-        lo = max(0, j - 8)
-        spanning = np.nonzero(s_end[lo:j] >= starts[i] - 1.0)[0]
-        if len(spanning):
-            flag[i] = True
-            names[i] = s_name[lo + spanning[-1]]
+    idx = np.nonzero(host)[0]
+    starts = gaps["start"].to_numpy(float)[idx]
+    j = np.searchsorted(s_ts, starts, side="right")  # syncs that began before the gap
+    found = np.full(len(idx), -1)
+    for back in range(1, 9):  # the last of the 8 syncs before the gap that was still running
+        k = j - back
+        hit = (found < 0) & (k >= 0)
+        hit[hit] = s_end[k[hit]] >= starts[hit] - 1.0
+        found[hit] = k[hit]
+    ok = found >= 0
+    flag[idx[ok]] = True
+    names[idx[ok]] = s_name[found[ok]]
     return flag, names
 
 
@@ -185,17 +204,28 @@ def _step_of(steps: Steps, times: np.ndarray) -> np.ndarray:
 
 
 def _per_step(steps: Steps, ops: pd.DataFrame, gaps: pd.DataFrame) -> pd.DataFrame:
+    step_of_gap = gaps["step"].to_numpy()
+    order = np.argsort(step_of_gap, kind="stable")  # each step's gaps together, in time order
+    by_step, dur = step_of_gap[order], gaps["dur"].to_numpy(float)[order]
+    idle = gaps.groupby(["step", "kind"])["dur"].sum().to_dict() if len(gaps) else {}
+    op_ts = np.sort(ops["ts"].to_numpy(float))
     rows = []
     for w in steps.windows:
-        g = gaps[gaps["step"] == w.index]
-        idle = g.groupby("kind")["dur"].sum()
-        total_idle = float(g["dur"].sum())
+        lo, hi = np.searchsorted(by_step, w.index, side="left"), np.searchsorted(by_step, w.index, side="right")
+        total_idle = float(dur[lo:hi].sum())
+        first, stop = np.searchsorted(op_ts, [w.start, w.end], side="left")
         rows.append({
             "step": w.index, "label": w.label, "start": w.start, "duration_us": w.duration,
-            "gpu_ops": int(((ops["ts"] >= w.start) & (ops["ts"] < w.end)).sum()),
+            "gpu_ops": int(max(stop - first, 0)),
             "busy_us": w.duration - total_idle,
-            "host_wait_us": float(idle.get("host", 0.0)),
-            "kernel_wait_us": float(idle.get("kernel", 0.0)),
-            "other_wait_us": float(idle.get("other", 0.0)),
+            "host_wait_us": float(idle.get((w.index, "host"), 0.0)),
+            "kernel_wait_us": float(idle.get((w.index, "kernel"), 0.0)),
+            "other_wait_us": float(idle.get((w.index, "other"), 0.0)),
         })
     return pd.DataFrame(rows)
+
+
+def name_matches(names: pd.Series, pattern: re.Pattern) -> np.ndarray:
+    """`pattern.search` over a column of names, run once per distinct name (non-strings never match)."""
+    hits = {n for n in pd.unique(names) if isinstance(n, str) and pattern.search(n)}
+    return names.isin(hits).to_numpy(bool) if hits else np.zeros(len(names), dtype=bool)

@@ -242,6 +242,8 @@ def _gemm(op_name: str, args: list[Tensor | None], present: list[Tensor]) -> Wor
 
 def _gemm_dims(base: str, a: tuple, b: tuple):
     """(batch, M, N, K) of a matmul from its operand shapes, or None."""
+    if not a or not b:  # a 0-d (scalar) operand is no matmul
+        return None
     if base == "linear":
         if len(a) < 1 or len(b) != 2 or a[-1] != b[1]:
             return None

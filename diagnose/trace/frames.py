@@ -1,11 +1,23 @@
-"""Turn decoded events into the frames a Trace holds: one pass, one bucket per event family."""
+"""Turn decoded events into the frames a Trace holds: one bucket per event family.
+
+Events arrive a chunk at a time (kineto.Decoded.chunks). Each chunk is bucketed with numpy
+masks over its categories, phases and times, and only the families a frame holds are read,
+field by field, with list comprehensions: event families no frame keeps (flow arrows, Python
+function events, metadata) cost one pass over their category and phase and nothing else.
+Columns stay compact while the file is read: times and ids in numpy arrays, names and shapes as
+one shared object per distinct value.
+"""
 from __future__ import annotations
 
-import math
+from itertools import repeat
+from operator import attrgetter, itemgetter
+from typing import Iterable
 
+import msgspec
+import numpy as np
 import pandas as pd
 
-from diagnose.trace.kineto import Event
+from diagnose.trace.kineto import EMPTY_ARGS, Event, decode_list
 
 GPU_CATS = {"kernel", "gpu_memcpy", "gpu_memset"}
 RUNTIME_CATS = {"cuda_runtime", "cuda_driver", "hip_runtime", "hip_driver"}
@@ -20,6 +32,17 @@ ANNOTATION_COLUMNS = ["name", "ts", "dur", "device", "stream"]
 SYNC_COLUMNS = ["name", "ts", "dur", "device", "stream", "correlation", "wait_on_stream"]
 MEMORY_COLUMNS = ["ts", "bytes", "total_allocated", "total_reserved", "device_id", "device_type",
                   "addr", "tid"]
+
+NO_CAT, GPU, RUNTIME, OPS, ANNOTATIONS, SYNCS, OTHER = range(7)
+FAMILY_OF = {None: NO_CAT, **{c: GPU for c in GPU_CATS}, **{c: RUNTIME for c in RUNTIME_CATS},
+             **{c: OPS for c in OP_CATS}, "gpu_user_annotation": ANNOTATIONS, "cuda_sync": SYNCS}
+PHASE_OF = {"X": 1, "i": 2, "I": 2}
+GPU_KIND = {"kernel": "kernel", "gpu_memcpy": "memcpy", "gpu_memset": "memset"}
+FRAMES = {GPU: ("gpu", GPU_COLUMNS), RUNTIME: ("runtime", RUNTIME_COLUMNS), OPS: ("ops", OP_COLUMNS),
+          ANNOTATIONS: ("gpu_annotations", ANNOTATION_COLUMNS), SYNCS: ("syncs", SYNC_COLUMNS)}
+ARRAY_COLUMNS = {"ts", "dur", "correlation", "external_id"}
+INT64_MAX = 2 ** 63 - 1
+_FIRST = itemgetter(0)
 
 
 def _product(dims) -> int | None:
@@ -47,89 +70,218 @@ def _int_or(value, fallback):
     return fallback
 
 
-def build_frames(events: list[Event], warnings: list[str]) -> dict[str, pd.DataFrame]:
+def id_array(values: list) -> np.ndarray:
+    """An id column chunk: int64, or float64 with NaN where ids are missing or beyond int64."""
+    try:
+        return np.array(values, dtype=np.int64)
+    except (TypeError, OverflowError, ValueError):
+        pass
+    return np.array([v if type(v) is int and -INT64_MAX <= v <= INT64_MAX else None for v in values],
+                    dtype=float)
+
+
+def _get(field: str, items) -> list:
+    return list(map(attrgetter(field), items))
+
+
+def _args(events: list[Event]) -> list:
+    args = _get("args", events)
+    return [a if a is not None else EMPTY_ARGS for a in args] if None in args else args
+
+
+def _device(events: list[Event], args: list, field: str, fallback: str) -> list:
+    """`args.<field>` as an int, else the event's pid/tid as an int, else 0."""
+    values = _get(field, args)
+    if set(map(type, values)) == {int}:
+        return values
+    return [v if type(v) is int else _int_or(v, _int_or(getattr(e, fallback), 0)) for e, v in zip(events, values)]
+
+
+class FrameBuilder:
+    """Accumulates the columns of every frame, chunk by chunk; `finish` makes the frames."""
+
+    def __init__(self):
+        self.columns = {key: {c: [] for c in cols} for key, cols in FRAMES.values()}
+        self.columns["memory"] = {c: [] for c in MEMORY_COLUMNS}
+        self.bad = 0
+        self._shared: dict = {None: None}
+        self._raw_lists: dict = {}
+
+    def add(self, chunk: list[Event]) -> None:
+        """Bucket one chunk of events."""
+        n = len(chunk)
+        if not n:
+            return
+        family = np.fromiter(map(FAMILY_OF.get, _get("cat", chunk), repeat(OTHER, n)), np.int8, n)
+        phase = np.fromiter(map(PHASE_OF.get, _get("ph", chunk), repeat(0, n)), np.int8, n)
+        ts = np.array(_get("ts", chunk), dtype=float)
+        finite = np.isfinite(ts)
+        self.bad += int((~finite & (family >= GPU) & (family <= OPS)).sum())
+        for i in np.nonzero(finite & (phase == 2))[0].tolist():
+            self._memory(chunk[i], ts[i])
+        spans = np.nonzero(finite & (phase == 1) & (family != NO_CAT))[0]
+        dur = np.array(_get("dur", map(chunk.__getitem__, spans.tolist())), dtype=float)
+        with np.errstate(over="ignore"):  # an end beyond the largest float is not a time either
+            valid = np.isfinite(dur) & (dur >= 0) & np.isfinite(ts[spans] + dur)
+        self.bad += int((~valid).sum())
+        spans, dur = spans[valid], dur[valid]
+        kinds = family[spans]
+        for kind, (key, _) in FRAMES.items():
+            pick = kinds == kind
+            if not pick.any():
+                continue
+            rows = spans[pick]
+            out = self.columns[key]
+            out["ts"].append(ts[rows])
+            out["dur"].append(dur[pick])
+            getattr(self, "_" + key)(list(map(chunk.__getitem__, rows.tolist())), out)
+
+    def _share(self, values: list) -> list:
+        """The values, each replaced by one shared object per distinct value."""
+        return list(map(self._shared.setdefault, values, values))
+
+    def _names(self, events: list[Event]) -> list[str]:
+        names = self._share(_get("name", events))
+        return [n if n is not None else "<unnamed>" for n in names] if None in names else names
+
+    def _lists(self, raws: list) -> list[tuple]:
+        """(list, text, product) of each raw JSON list field, decoded once per distinct value."""
+        cache = self._raw_lists
+        keys = list(map(bytes, raws))
+        for key in set(keys).difference(cache):
+            value = decode_list(msgspec.Raw(key))
+            cache[key] = (value, _dims_text(value), _product(value))
+        return list(map(cache.__getitem__, keys))
+
+    def _gpu(self, events: list[Event], out: dict) -> None:
+        args = _args(events)
+        out["name"] += self._names(events)
+        out["cat"] += map(GPU_KIND.__getitem__, _get("cat", events))
+        out["device"] += _device(events, args, "device", "pid")
+        out["stream"] += _device(events, args, "stream", "tid")
+        out["correlation"].append(id_array(_get("correlation", args)))
+        out["external_id"].append(id_array(_get("external_id", args)))
+        grids = self._lists(_get("grid", args))
+        blocks = self._lists(_get("block", args))
+        out["grid"] += self._share([g[1] for g in grids])
+        out["block"] += self._share([b[1] for b in blocks])
+        out["blocks"] += [g[2] for g in grids]
+        out["threads_per_block"] += [b[2] for b in blocks]
+        for col in ("registers", "shared_memory", "blocks_per_sm", "warps_per_sm", "occupancy", "bytes"):
+            out[col] += _get(col, args)
+
+    def _runtime(self, events: list[Event], out: dict) -> None:
+        args = _args(events)
+        out["name"] += self._names(events)
+        out["pid"] += self._share(_get("pid", events))
+        out["tid"] += self._share(_get("tid", events))
+        out["correlation"].append(id_array(_get("correlation", args)))
+        out["external_id"].append(id_array(_get("external_id", args)))
+
+    def _ops(self, events: list[Event], out: dict) -> None:
+        args = _args(events)
+        out["name"] += self._names(events)
+        out["cat"] += self._share(_get("cat", events))
+        out["pid"] += self._share(_get("pid", events))
+        out["tid"] += self._share(_get("tid", events))
+        out["external_id"].append(id_array(_get("external_id", args)))
+        out["input_dims"] += map(_FIRST, self._lists(_get("input_dims", args)))
+        out["input_types"] += map(_FIRST, self._lists(_get("input_types", args)))
+
+    def _gpu_annotations(self, events: list[Event], out: dict) -> None:
+        args = _args(events)
+        out["name"] += self._names(events)
+        out["device"] += _device(events, args, "device", "pid")
+        out["stream"] += _device(events, args, "stream", "tid")
+
+    def _syncs(self, events: list[Event], out: dict) -> None:
+        self._gpu_annotations(events, out)
+        args = _args(events)
+        out["correlation"].append(id_array(_get("correlation", args)))
+        out["wait_on_stream"] += _get("wait_on_stream", args)
+
+    def _memory(self, ev: Event, ts: float) -> None:
+        if ev.name != "[memory]" or ev.args is None:
+            return
+        a, out = ev.args, self.columns["memory"]
+        for col, value in zip(MEMORY_COLUMNS, (ts, a.mem_bytes, a.total_allocated, a.total_reserved,
+                                               a.device_id, a.device_type, a.addr,
+                                               ev.tid if isinstance(ev.tid, int) else None)):
+            out[col].append(value)
+
+    def merge(self, other: "FrameBuilder") -> None:
+        """Append another builder's rows (events that came after this builder's) to this one."""
+        for key, columns in other.columns.items():
+            for col, values in columns.items():
+                self.columns[key][col] += values
+        self.bad += other.bad
+
+    def finish(self, warnings: list[str]) -> dict:
+        """The frames, times in µs relative to the earliest kept event (under "t0")."""
+        if self.bad:
+            warnings.append(f"{self.bad} events with missing, non-finite or negative times were ignored")
+        frames = {key: _frame(self.columns.pop(key), columns) for key, columns in FRAMES.values()}
+        frames["memory"] = _frame(self.columns.pop("memory"), MEMORY_COLUMNS)
+        starts = [f["ts"].min() for f in frames.values() if len(f)]
+        t0 = float(min(starts)) if starts else 0.0
+        for key, frame in frames.items():
+            frame["ts"] = frame["ts"].astype("float64") - t0
+            if "dur" in frame:
+                frame["dur"] = frame["dur"].astype("float64")
+                frame["end"] = frame["ts"] + frame["dur"]
+            for col in ("correlation", "external_id"):
+                if col in frame:
+                    frame[col] = _int64(frame[col])
+            if len(frame) and not frame["ts"].is_monotonic_increasing:
+                frame = frame.sort_values("ts", kind="stable")
+            frames[key] = frame.reset_index(drop=True)
+        frames["t0"] = t0
+        return frames
+
+
+def _int64(column: pd.Series) -> pd.Series:
+    """A nullable Int64 id column; ids beyond int64 are missing."""
+    values = pd.to_numeric(column, errors="coerce")
+    if values.dtype.kind == "f":
+        values = values.where(values.abs() < 2.0 ** 63)
+    elif values.dtype.kind not in "iu" or (values.dtype.kind == "u" and len(values) and values.max() > INT64_MAX):
+        values = pd.to_numeric(column.map(lambda v: v if type(v) is int and abs(v) <= INT64_MAX else None),
+                               errors="coerce")
+    return values.astype("Int64")
+
+
+def _frame(data: dict, columns: list[str]) -> pd.DataFrame:
+    body = {c: np.concatenate(v) if c in ARRAY_COLUMNS and v and isinstance(v[0], np.ndarray) else _array(v)
+            for c, v in ((c, data.pop(c)) for c in columns)}
+    if not len(body["ts"]):
+        return pd.DataFrame([], columns=columns)  # object columns, as pandas makes from no rows
+    return pd.DataFrame(body, columns=columns)
+
+
+_NUMERIC = {frozenset({int}): np.int64, frozenset({float}): float, frozenset({int, float}): float,
+            frozenset({int, type(None)}): float, frozenset({float, type(None)}): float,
+            frozenset({int, float, type(None)}): float}
+
+
+def _array(values: list):
+    """Numeric columns straight to the numpy dtype pandas would infer for them; others as they are."""
+    dtype = _NUMERIC.get(frozenset(map(type, values)))
+    if dtype is None:
+        return values
+    try:
+        return np.array(values, dtype=dtype)
+    except OverflowError:  # ints beyond int64: let pandas decide
+        return values
+
+
+def build_frames(chunks: Iterable[list[Event]], warnings: list[str]) -> dict:
     """Bucket events into gpu / runtime / ops / gpu_annotations / syncs / memory frames.
 
-    Times are in microseconds relative to the earliest kept event (`t0`, returned in the
-    dict under "t0" as a one-row frame). Events with missing or non-finite times or negative
-    durations are dropped and counted in `warnings`.
+    `chunks` is an iterable of event lists (kineto.Decoded.chunks). Times are in microseconds
+    relative to the earliest kept event (`t0`, returned in the dict under "t0"). Events with
+    missing or non-finite times or negative durations are dropped and counted in `warnings`.
     """
-    gpu, runtime, ops, annotations, syncs, memory = [], [], [], [], [], []
-    bad = 0
-    for ev in events:
-        cat, ph, ts = ev.cat, ev.ph, ev.ts
-        if ts is None or not math.isfinite(ts):
-            if cat in GPU_CATS or cat in RUNTIME_CATS or cat in OP_CATS:
-                bad += 1
-            continue
-        if ph == "i" or ph == "I":
-            if ev.name == "[memory]" and ev.args is not None:
-                a = ev.args
-                memory.append((ts, a.mem_bytes, a.total_allocated, a.total_reserved, a.device_id,
-                               a.device_type, a.addr, ev.tid if isinstance(ev.tid, int) else None))
-            continue
-        if ph != "X" or cat is None:
-            continue
-        dur = ev.dur
-        if dur is None or not math.isfinite(dur) or dur < 0:
-            bad += 1
-            continue
-        a = ev.args
-        name = ev.name if ev.name is not None else "<unnamed>"
-        if cat in GPU_CATS:
-            if a is None:
-                a = _EMPTY
-            gpu.append((name, "memcpy" if cat == "gpu_memcpy" else "memset" if cat == "gpu_memset"
-                        else "kernel", ts, dur, _int_or(a.device, _int_or(ev.pid, 0)),
-                        _int_or(a.stream, _int_or(ev.tid, 0)), a.correlation, a.external_id,
-                        _dims_text(a.grid), _dims_text(a.block), _product(a.grid), _product(a.block),
-                        a.registers, a.shared_memory, a.blocks_per_sm, a.warps_per_sm, a.occupancy,
-                        a.bytes))
-        elif cat in RUNTIME_CATS:
-            a = a or _EMPTY
-            runtime.append((name, ts, dur, ev.pid, ev.tid, a.correlation, a.external_id))
-        elif cat in OP_CATS:
-            a = a or _EMPTY
-            ops.append((name, cat, ts, dur, ev.pid, ev.tid, a.external_id,
-                        a.input_dims, a.input_types))
-        elif cat == "gpu_user_annotation":
-            a = a or _EMPTY
-            annotations.append((name, ts, dur, _int_or(a.device, _int_or(ev.pid, 0)),
-                                _int_or(a.stream, _int_or(ev.tid, 0))))
-        elif cat == "cuda_sync":
-            a = a or _EMPTY
-            syncs.append((name, ts, dur, _int_or(a.device, _int_or(ev.pid, 0)),
-                          _int_or(a.stream, _int_or(ev.tid, 0)), a.correlation, a.wait_on_stream))
-    if bad:
-        warnings.append(f"{bad} events with missing, non-finite or negative times were ignored")
-    frames = {
-        "gpu": pd.DataFrame(gpu, columns=GPU_COLUMNS),
-        "runtime": pd.DataFrame(runtime, columns=RUNTIME_COLUMNS),
-        "ops": pd.DataFrame(ops, columns=OP_COLUMNS),
-        "gpu_annotations": pd.DataFrame(annotations, columns=ANNOTATION_COLUMNS),
-        "syncs": pd.DataFrame(syncs, columns=SYNC_COLUMNS),
-        "memory": pd.DataFrame(memory, columns=MEMORY_COLUMNS),
-    }
-    starts = [f["ts"].min() for f in frames.values() if len(f)]
-    t0 = float(min(starts)) if starts else 0.0
-    for key, frame in frames.items():
-        frame["ts"] = frame["ts"].astype("float64") - t0
-        if "dur" in frame:
-            frame["dur"] = frame["dur"].astype("float64")
-            frame["end"] = frame["ts"] + frame["dur"]
-        for col in ("correlation", "external_id"):
-            if col in frame:
-                frame[col] = pd.to_numeric(frame[col], errors="coerce").astype("Int64")
-        frames[key] = frame.sort_values("ts", kind="stable").reset_index(drop=True)
-    frames["t0"] = t0
-    return frames
-
-
-class _Empty:
-    """Stands in for a missing args object."""
-
-    def __getattr__(self, name):
-        return None
-
-
-_EMPTY = _Empty()
+    builder = FrameBuilder()
+    for chunk in chunks:
+        builder.add(chunk)
+    return builder.finish(warnings)

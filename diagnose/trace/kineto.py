@@ -1,36 +1,53 @@
-"""Decode a kineto (torch.profiler Chrome-trace) file into typed event records.
+"""Decode a kineto (torch.profiler Chrome-trace) file into typed event records, a chunk at a time.
 
 msgspec decodes straight into Structs that name only the fields the rules use; everything else
 in the file is skipped without building Python objects for it, which is where whole-file
-`json.loads` spends its time and memory. Files whose fields have unexpected types fall back to
-a slower per-event path that coerces what it can and drops the rest, with a warning.
+`json.loads` spends its time and memory. The event array is found first (without a pass over
+the whole file when it is laid out as kineto writes it, else by reading the top level with
+`traceEvents` left as raw bytes), then cut at top-level `},{` boundaries into chunks of about
+CHUNK_BYTES that are decoded one after the other: only one chunk's Structs are alive at a time
+(the caller keeps compact columns of what it needs), and the chunks can be shared among
+processes (trace/parallel.py). Nested lists (`Input Dims`, `grid`...) stay raw bytes in the
+Structs; `decode_list` turns them into lists.
+
+A chunk whose fields have unexpected types falls back to a slower per-event path that coerces
+what it can and drops the rest, with a warning; a file that is not a JSON object at the top
+falls back to that path as a whole.
 """
 from __future__ import annotations
 
-from typing import Any, Union
+import copy
+import re
+from typing import Any, Iterator, Union
 
 import msgspec
 
 Id = Union[int, str, None]
+NULL = msgspec.Raw(b"null")
+CHUNK_BYTES = 1 << 20
+LENIENT = "some events have fields of unexpected types"
+_BOUNDARY = re.compile(rb"\}\s*,\s*\{")
+_EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
+LOCATE_SEARCH_BYTES = 16 << 20
+LOCATE_TRIES = 16
 
 
 class Args(msgspec.Struct, gc=False):
-    """The subset of an event's `args` that diagnose reads."""
+    """The subset of an event's `args` that diagnose reads (list-valued fields kept as raw JSON)."""
 
     correlation: Union[int, None] = None
     external_id: Union[int, None] = msgspec.field(default=None, name="External id")
     device: Union[int, str, None] = None
     stream: Union[int, str, None] = None
-    grid: Union[list, str, None] = None
-    block: Union[list, str, None] = None
+    grid: msgspec.Raw = NULL
+    block: msgspec.Raw = NULL
     registers: Union[int, None] = msgspec.field(default=None, name="registers per thread")
     shared_memory: Union[int, None] = msgspec.field(default=None, name="shared memory")
     blocks_per_sm: Union[float, None] = msgspec.field(default=None, name="blocks per SM")
     warps_per_sm: Union[float, None] = msgspec.field(default=None, name="warps per SM")
     occupancy: Union[float, None] = msgspec.field(default=None, name="est. achieved occupancy %")
-    input_dims: Union[list, None] = msgspec.field(default=None, name="Input Dims")
-    input_types: Union[list, None] = msgspec.field(default=None, name="Input type")
-    concrete_inputs: Union[list, None] = msgspec.field(default=None, name="Concrete Inputs")
+    input_dims: msgspec.Raw = msgspec.field(default=NULL, name="Input Dims")
+    input_types: msgspec.Raw = msgspec.field(default=NULL, name="Input type")
     bytes: Union[int, None] = None
     mem_bytes: Union[int, None] = msgspec.field(default=None, name="Bytes")
     total_allocated: Union[int, None] = msgspec.field(default=None, name="Total Allocated")
@@ -54,20 +71,20 @@ class Event(msgspec.Struct, gc=False):
     args: Union[Args, None] = None
 
 
-class TraceFile(msgspec.Struct, gc=False):
-    """The top level of a kineto trace file."""
+class Head(msgspec.Struct, gc=False):
+    """The top level of a kineto trace file, its events left undecoded."""
 
-    traceEvents: Union[list[Event], None] = None
+    traceEvents: msgspec.Raw = None
     deviceProperties: Union[list, None] = None
     distributedInfo: Union[dict, None] = None
     schemaVersion: Union[int, str, None] = None
     displayTimeUnit: Union[str, None] = None
-    cuda_runtime_version: Union[int, str, None] = None
-    cuda_driver_version: Union[int, str, None] = None
     traceName: Union[str, None] = None
 
 
-_STRICT = msgspec.json.Decoder(TraceFile)
+EMPTY_ARGS = Args()
+_HEAD = msgspec.json.Decoder(Head)
+_EVENTS = msgspec.json.Decoder(list[Event])
 _LOOSE = msgspec.json.Decoder()
 
 
@@ -75,68 +92,252 @@ class NotATrace(ValueError):
     """The bytes are JSON but not a kineto / Chrome trace."""
 
 
-def decode(raw: bytes) -> tuple[TraceFile, list[str]]:
-    """Decode trace bytes; returns the trace and warnings about anything that had to be repaired.
+class Decoded:
+    """A decoded trace: its top-level fields, and its events as an iterator of chunks.
 
+    `chunks()` yields lists of Events, appending to `warnings` as it meets anything that had to
+    be repaired; `finish()` then raises NotATrace when no entry was an event. `pieces()` and
+    `chunks(first, stop)` let several processes decode parts of the same events (trace/parallel.py).
+    """
+
+    def __init__(self, head: Head, events: bytes | list | None, warnings: list[str]):
+        self.deviceProperties = head.deviceProperties
+        self.distributedInfo = head.distributedInfo
+        self.warnings = warnings
+        self._events = events
+        self._pieces: list | None = None
+        self._lenient_warned = False
+        self.located = False
+        self.kept = 0
+        self.dropped = 0
+
+    def pieces(self) -> list[tuple[int, int]]:
+        """Byte ranges of the raw event array that decode on their own (none for untyped events)."""
+        if self._pieces is None:
+            raw = self._events
+            self._pieces = [] if raw is None or isinstance(raw, list) else list(_split(raw))
+        return self._pieces
+
+    def chunks(self, first: int = 0, stop: int | None = None) -> Iterator[list[Event]]:
+        """The events of pieces[first:stop] (all of them by default), a chunk at a time, in file order.
+
+        Raises msgspec.DecodeError when a piece does not decode even after the splitter's cut is
+        given up (only possible for a part, never for the whole array of a valid file).
+        """
+        events = self._events
+        if isinstance(events, list):  # already untyped (lenient whole-file path)
+            yield self._coerce_all(events)
+            return
+        pieces = self.pieces()[first:stop]
+        if not pieces:
+            return
+        view = memoryview(events)
+        for start, end in pieces:
+            chunk = self._decode_chunk(b"".join((b"[", view[start:end], b"]")))
+            if chunk is None:  # a cut the splitter got wrong: decode the rest in one piece
+                yield self._decode_chunk(b"".join((b"[", view[start:pieces[-1][1]], b"]")), final=True)
+                return
+            yield chunk
+
+    def finish(self) -> None:
+        """After the last chunk: raise NotATrace when no entry was an event, else note the dropped ones."""
+        self._events = None
+        if self.dropped and not self.kept:
+            raise NotATrace("none of its entries is a trace event")
+        if self.dropped:
+            self.warnings.append(f"{self.dropped} malformed events were dropped")
+
+    def share(self) -> "Decoded":
+        """A view of the same events with its own counts and warnings, for decoding a part of them."""
+        part = copy.copy(self)
+        part.warnings, part.kept, part.dropped, part._lenient_warned = [], 0, 0, False
+        return part
+
+    def absorb(self, kept: int, dropped: int, warnings: list[str]) -> None:
+        """Add what another process decoding later pieces counted and warned."""
+        self.kept += kept
+        self.dropped += dropped
+        for warning in warnings:
+            lenient = warning.startswith(LENIENT)
+            if warning not in self.warnings and not (lenient and self._lenient_warned):
+                self.warnings.append(warning)
+                self._lenient_warned |= lenient
+
+    def _decode_chunk(self, data: bytes, final: bool = False) -> list[Event] | None:
+        try:
+            events = _EVENTS.decode(data)
+        except msgspec.ValidationError as exc:
+            if not self._lenient_warned:
+                self.warnings.append(f"{LENIENT} ({exc}); read leniently")
+                self._lenient_warned = True
+            return self._coerce_all(_loose(data, self.warnings))
+        except msgspec.DecodeError as exc:
+            if _is_utf8_error(exc):
+                _warn_utf8(self.warnings)
+                return self._decode_chunk(_repair_utf8(data), final)
+            if final:
+                raise
+            return None
+        self.kept += len(events)
+        return events
+
+    def _coerce_all(self, items: list) -> list[Event]:
+        events = []
+        for item in items:
+            event = _coerce_event(item)
+            if event is None:
+                self.dropped += 1
+            else:
+                events.append(event)
+        self.kept += len(events)
+        return events
+
+
+def decode(raw: bytes, locate: bool = True) -> Decoded:
+    """Decode trace bytes; the events are decoded lazily, chunk by chunk (Decoded.chunks).
+
+    With `locate`, the event array is first looked for without reading the whole file (see
+    `_locate`); the Decoded is then `located`, and a DecodeError from its chunks means the guess
+    was wrong: decode again with `locate=False`, which reads the top level in full first.
     Raises msgspec.DecodeError for bytes that are not JSON and NotATrace for JSON of the wrong shape.
     """
+    found = _locate(raw) if locate else None
+    if found is not None:
+        head, events = found
+        decoded = Decoded(head, events, [])
+        decoded.located = True
+        return decoded
     warnings: list[str] = []
     try:
-        trace = _STRICT.decode(raw)
-    except msgspec.ValidationError as exc:
-        warnings.append(f"some events have fields of unexpected types ({exc}); read leniently")
-        trace = _lenient(_LOOSE.decode(raw), warnings)
+        head = _HEAD.decode(raw)
+    except msgspec.ValidationError as exc:  # (a DecodeError too, so it comes first)
+        return _lenient(raw, exc, warnings)
     except msgspec.DecodeError as exc:
-        if "UTF-8" not in str(exc) and "utf-8" not in str(exc):
+        if not _is_utf8_error(exc):
             raise
-        warnings.append("the file is not valid UTF-8; undecodable bytes were replaced")
-        return decode(raw.decode("utf-8", errors="replace").encode("utf-8"))[0], warnings
-    if trace.traceEvents is None:
+        _warn_utf8(warnings)
+        raw = _repair_utf8(raw)
+        try:
+            head = _HEAD.decode(raw)
+        except msgspec.ValidationError as exc:
+            return _lenient(raw, exc, warnings)
+    events = head.traceEvents
+    if events is None:
         raise NotATrace("no traceEvents list")
-    return trace, warnings
+    if bytes(memoryview(events)[:1]) != b"[":
+        raise NotATrace("no traceEvents list")
+    return Decoded(head, events, warnings)
 
 
-def _lenient(doc: Any, warnings: list[str]) -> TraceFile:
-    """Build a TraceFile from untyped JSON, keeping every field that can be coerced."""
+def _locate(raw) -> tuple[Head, memoryview] | None:
+    """The top level and the event array of a file laid out as kineto writes it, found without a
+    pass over the whole file: the array starts after the first `"traceEvents": [` and ends at one of
+    the last few `]`; the top level with an empty array in its place must decode, with
+    `traceEvents` at the top. Whether the array itself is valid JSON shows when its chunks are
+    decoded. None when no candidate fits (then the caller reads the top level in full)."""
+    key = _EVENTS_KEY.search(raw, 0, min(len(raw), LOCATE_SEARCH_BYTES))
+    if key is None:
+        return None
+    start = key.end() - 1
+    view = memoryview(raw)
+    end = len(raw)
+    lowest = max(start + 1, end - LOCATE_SEARCH_BYTES)  # the top level after the array is small
+    for _ in range(LOCATE_TRIES):
+        end = raw.rfind(b"]", lowest, end)
+        if end < 0:
+            return None
+        try:
+            head = _HEAD.decode(b"".join((view[:start], b"[]", view[end + 1:])))
+        except msgspec.DecodeError:
+            continue
+        if head.traceEvents is not None and bytes(head.traceEvents) == b"[]":
+            return head, view[start:end + 1]
+    return None
+
+
+def _split(events: msgspec.Raw) -> Iterator[tuple[int, int]]:
+    """(start, end) byte ranges of the array's content, cut between two top-level elements.
+
+    A cut inside a nested value or a string leaves unbalanced brackets or an open string in a
+    piece, so that piece fails to decode and the caller falls back to one piece.
+    """
+    view = memoryview(events)
+    n = len(view)
+    end_of_content = n - 1  # the closing bracket
+    start = 1
+    while start < end_of_content:
+        target = start + CHUNK_BYTES
+        match = _BOUNDARY.search(events, target, end_of_content) if target < end_of_content else None
+        if match is None:
+            yield start, end_of_content
+            return
+        yield start, match.start() + 1
+        start = match.end() - 1
+
+
+def _loose(data: bytes, warnings: list[str]) -> Any:
+    try:
+        return _LOOSE.decode(data)
+    except msgspec.DecodeError as exc:
+        if not _is_utf8_error(exc):
+            raise
+        _warn_utf8(warnings)
+        return _LOOSE.decode(_repair_utf8(data))
+
+
+def _is_utf8_error(exc: Exception) -> bool:
+    return "utf-8" in str(exc).lower()
+
+
+def _warn_utf8(warnings: list[str]) -> None:
+    message = "the file is not valid UTF-8; undecodable bytes were replaced"
+    if message not in warnings:
+        warnings.append(message)
+
+
+def _repair_utf8(data) -> bytes:
+    return bytes(data).decode("utf-8", errors="replace").encode("utf-8")
+
+
+def decode_list(raw) -> list | None:
+    """The list a raw JSON field holds, or None for anything else (null, a string, bad JSON)."""
+    if raw is None:
+        return None
+    if isinstance(raw, list):
+        return raw
+    if not isinstance(raw, msgspec.Raw):
+        return None
+    try:
+        value = _LOOSE.decode(raw)
+    except msgspec.DecodeError:
+        return None
+    return value if isinstance(value, list) else None
+
+
+def _lenient(raw, exc: Exception, warnings: list[str]) -> Decoded:
+    """A Decoded from the file read as untyped JSON, keeping every field that can be coerced."""
+    warnings.append(f"{LENIENT} ({exc}); read leniently")
+    doc = _loose(raw, warnings)
     if isinstance(doc, list):  # the bare-array form of the Chrome trace format
         doc = {"traceEvents": doc}
     if not isinstance(doc, dict) or not isinstance(doc.get("traceEvents"), list):
         raise NotATrace("no traceEvents list")
-    events, dropped = [], 0
-    for item in doc["traceEvents"]:
-        event = _coerce_event(item)
-        if event is None:
-            dropped += 1
-        else:
-            events.append(event)
-    if dropped and not events:
-        raise NotATrace("none of its entries is a trace event")
-    if dropped:
-        warnings.append(f"{dropped} malformed events were dropped")
 
     def top(key, kind):
         value = doc.get(key)
         return value if isinstance(value, kind) else None
 
-    return TraceFile(
-        traceEvents=events,
-        deviceProperties=top("deviceProperties", list),
-        distributedInfo=top("distributedInfo", dict),
-        schemaVersion=top("schemaVersion", (int, str)),
-        displayTimeUnit=top("displayTimeUnit", str),
-        traceName=top("traceName", str),
-    )
+    head = Head(deviceProperties=top("deviceProperties", list), distributedInfo=top("distributedInfo", dict),
+                schemaVersion=top("schemaVersion", (int, str)), displayTimeUnit=top("displayTimeUnit", str),
+                traceName=top("traceName", str))
+    return Decoded(head, doc["traceEvents"], warnings)
 
 
 def _coerce_event(item: Any) -> Event | None:
     if not isinstance(item, dict):
         return None
-    try:
-        return msgspec.convert(item, Event, strict=False)
-    except (msgspec.ValidationError, TypeError, ValueError):
-        pass
     fields = {}
-    for key, kind in (("ph", str), ("cat", str), ("name", str)):
+    for key in ("ph", "cat", "name"):
         value = item.get(key)
         fields[key] = value if isinstance(value, str) else (None if value is None else str(value))
     for key in ("ts", "dur"):
@@ -155,8 +356,12 @@ def _coerce_args(args: Any) -> Args | None:
     for field in msgspec.structs.fields(Args):
         if field.encode_name not in args:
             continue
+        value = args[field.encode_name]
+        if field.type is msgspec.Raw:
+            kept[field.name] = msgspec.Raw(msgspec.json.encode(value)) if isinstance(value, list) else NULL
+            continue
         try:
-            kept[field.name] = msgspec.convert(args[field.encode_name], field.type, strict=False)
+            kept[field.name] = msgspec.convert(value, field.type, strict=False)
         except (msgspec.ValidationError, TypeError, ValueError):
             continue
     return Args(**kept)
@@ -166,7 +371,10 @@ def _number(value: Any) -> float | None:
     if isinstance(value, bool):
         return None
     if isinstance(value, (int, float)):
-        return float(value)
+        try:
+            return float(value)
+        except OverflowError:
+            return None
     if isinstance(value, str):
         try:
             return float(value)

@@ -3,17 +3,21 @@ from __future__ import annotations
 
 import gzip
 import json
+import mmap
+import os
+import re
 import zlib
 from pathlib import Path
 
 import msgspec
 
 from diagnose.errors import InputError
-from diagnose.trace import kineto
+from diagnose.trace import kineto, parallel
 from diagnose.trace.frames import build_frames
 from diagnose.trace.model import Trace
 
 TRACE_NAMES = ("trace.json.gz", "trace.json")
+_BLANK = re.compile(rb"\s*")
 
 
 def load_target(path: str | Path) -> Trace:
@@ -63,23 +67,17 @@ def read_bytes(path: Path) -> bytes:
 
 def load_trace_file(path: Path, allow_empty: bool = False) -> Trace:
     """Read one kineto trace file; raises InputError for anything that is not one."""
-    raw = read_bytes(path)
-    if not raw.strip():
+    read = _read_events(path)
+    if read is None:
         if allow_empty:
             return empty_trace(str(path))
         raise InputError(f"{path}: the file is empty")
-    try:
-        decoded, warnings = kineto.decode(raw)
-    except msgspec.DecodeError as exc:
-        raise InputError(f"{path}: not a JSON trace ({exc})") from None
-    except kineto.NotATrace as exc:
-        raise InputError(f"{path}: not a PyTorch profiler (kineto) trace: {exc}") from None
-    events = decoded.traceEvents or []
-    if not events:
+    decoded, frames = read
+    warnings = decoded.warnings
+    if not decoded.kept:
         if allow_empty:
             return empty_trace(str(path))
         raise InputError(f"{path}: the trace holds no events")
-    frames = build_frames(events, warnings)
     if not (len(frames["gpu"]) or len(frames["ops"]) or len(frames["runtime"])):
         raise InputError(f"{path}: no PyTorch profiler events in it (no CPU ops, kernels or CUDA calls): "
                          "is it a trace from another tool?")
@@ -89,6 +87,44 @@ def load_trace_file(path: Path, allow_empty: bool = False) -> Trace:
         device_properties=decoded.deviceProperties or [], distributed=decoded.distributedInfo,
         warnings=warnings, t0_us=frames["t0"],
     )
+
+
+def _read_events(path: Path) -> tuple[kineto.Decoded, dict] | None:
+    """Decode the file chunk by chunk into frames; None for an empty file.
+
+    The file's bytes live only inside this call, so they are freed before the analysis starts.
+    """
+    raw = _file_bytes(path)
+    if not len(raw) or _BLANK.match(raw).end() == len(raw):
+        return None
+    try:
+        decoded = kineto.decode(raw)
+        try:
+            builder = parallel.build(decoded)
+        except msgspec.DecodeError:
+            if not decoded.located:
+                raise
+            decoded = kineto.decode(raw, locate=False)
+            builder = parallel.build(decoded)
+        del raw
+        decoded.finish()
+    except msgspec.DecodeError as exc:
+        raise InputError(f"{path}: not a JSON trace ({exc})") from None
+    except kineto.NotATrace as exc:
+        raise InputError(f"{path}: not a PyTorch profiler (kineto) trace: {exc}") from None
+    return decoded, builder.finish(decoded.warnings)
+
+
+def _file_bytes(path: Path):
+    """The file's bytes: memory-mapped when it is plain (no copy, and pages the OS can drop),
+    read and gunzipped when it is gzip."""
+    try:
+        with open(path, "rb") as f:
+            if f.read(2) != b"\x1f\x8b" and os.fstat(f.fileno()).st_size > 0:
+                return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    except (OSError, ValueError):
+        pass
+    return read_bytes(path)
 
 
 def empty_trace(source: str) -> Trace:

@@ -56,10 +56,11 @@ class Trace:
                 "torch": None, "cuda": None, "source": "unknown"}
         props = self._device_properties()
         if props:
-            info.update(name=props.get("name"), sm_count=props.get("numSms"),
-                        memory_bytes=props.get("totalGlobalMem"), source="trace")
-            if props.get("computeMajor") is not None:
-                info["compute_capability"] = f"{props.get('computeMajor')}.{props.get('computeMinor', 0)}"
+            info.update(name=_typed(props.get("name"), str), sm_count=_count(props.get("numSms")),
+                        memory_bytes=_count(props.get("totalGlobalMem")), source="trace")
+            major, minor = _count(props.get("computeMajor"), 0), _count(props.get("computeMinor", 0), 0)
+            if major is not None:
+                info["compute_capability"] = f"{major}.{minor or 0}"
         captured = (self.capture or {}).get("device") or {}
         if captured.get("sm_count") or (captured and not props):
             info.update(name=captured.get("name"), sm_count=captured.get("sm_count"),
@@ -80,3 +81,15 @@ class Trace:
             if p.get("id") == wanted:
                 return p
         return props[0]
+
+
+def _typed(value, kind):
+    """`value` when it is a `kind`, else None: a foreign trace's fields can hold anything."""
+    return value if isinstance(value, kind) else None
+
+
+def _count(value, least: int = 1) -> int | None:
+    """A positive (or at least `least`) integer field of deviceProperties, else None."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < least:
+        return None
+    return value
