@@ -34,7 +34,7 @@ RAW_VALUES = [b"NaN", b"Infinity", b"-Infinity", b"1e999", b"-1e999", b"12345678
 numbers = st.one_of(st.integers(-5, 10 ** 6), st.floats(allow_nan=False, allow_infinity=False, width=64),
                     st.sampled_from([0, -0.0, 2 ** 53 + 1, 2 ** 64, -(2 ** 63)]))
 weird = st.sampled_from(WEIRD)
-dims = st.recursive(st.one_of(st.integers(-3, 5000), st.none(), st.text(max_size=3)),
+dims = st.recursive(st.one_of(st.integers(-3, 5000), st.none(), st.text(max_size=3), st.sampled_from([2 ** 62, 10 ** 200])),
                     lambda inner: st.lists(inner, max_size=4), max_leaves=12)
 KERNELS = ["nvjet_sm90_tst_128x64_64x4_1x2_h_bz_coopA_NNT", "void at::native::elementwise_kernel<128, 4>()",
            "void gemv2T_kernel_val<int, int, float, float, float, 128, 16, 4, 4, false, false>()",
@@ -267,6 +267,11 @@ OP = {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1}
                                                                       "Input type": ["float", "float"]}},
                    {**L, "ts": 1, "dur": 1, "args": {"correlation": 1, "External id": 1}},
                    {**K, "ts": 3, "dur": 1, "args": {"correlation": 1, "External id": 1}}]))
+@example(raw=_doc([{**OP, "name": "aten::add", "ts": 0, "dur": 5, "args": {"External id": 1, "Input type": ["float"],
+                                                                       "Input Dims": [[10 ** 200, 10 ** 200]]}},
+                   {**L, "ts": 1, "dur": 1, "args": {"correlation": 1, "External id": 1}},
+                   {**K, "ts": 3, "dur": 1, "args": {"correlation": 1, "External id": 1}}],
+                  deviceProperties=[{"id": 0, "name": "NVIDIA H200", "numSms": 132, "computeMajor": 9}]))
 @example(raw=_doc([{**K, "ts": 10, "dur": -5}, {**OP, "ts": 10, "dur": -1}, {**K, "ts": "12", "dur": "3"}]))
 @example(raw=_doc([{"ph": "X", "cat": "user_annotation", "name": "diagnose/step 0", "ts": 0, "dur": 100, "pid": 1, "tid": 1},
                    {"ph": "X", "cat": "user_annotation", "name": "diagnose/step 1", "ts": 50, "dur": 10, "pid": 1, "tid": 1},

@@ -79,6 +79,9 @@ INPLACE_INDEX_OPS = {"aten::index_copy_", "aten::index_put_", "aten::_index_put_
 BOOL_OUT = re.compile(r"^aten::(?:eq|ne|lt|le|gt|ge|logical_\w+|isnan|isinf|isfinite)_?$")
 
 
+MAX_NUMEL = 2 ** 63  # torch sizes are int64: a recorded shape with more elements is garbage
+
+
 @dataclasses.dataclass(frozen=True)
 class Tensor:
     """A tensor argument as recorded: shape and dtype."""
@@ -123,7 +126,7 @@ def tensors(input_dims, input_types) -> list[Tensor | None]:
     for i, dims in enumerate(input_dims):
         dtype = types[i] if i < len(types) and isinstance(types[i], str) else ""
         if (isinstance(dims, list) and all(isinstance(d, int) and not isinstance(d, bool) for d in dims)
-                and dtype in DTYPE_BYTES and (dims or dtype)):
+                and dtype in DTYPE_BYTES and (dims or dtype) and abs(math.prod(dims)) < MAX_NUMEL):
             out.append(Tensor(tuple(int(d) for d in dims), dtype))
         else:
             out.append(None)
