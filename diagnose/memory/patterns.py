@@ -75,7 +75,7 @@ def has_shapes(ops: pd.DataFrame) -> bool:
     """True when the trace recorded input shapes (record_shapes=True)."""
     if not len(ops) or "input_dims" not in ops:
         return False
-    return bool(ops["input_dims"].map(lambda d: isinstance(d, list) and len(d) > 0).any())
+    return any(isinstance(d, list) and len(d) > 0 for d in ops["input_dims"])
 
 
 def step_index(ops: pd.DataFrame, windows: list | None) -> np.ndarray:
@@ -188,7 +188,9 @@ def attention_calls(ops: pd.DataFrame) -> list[AttentionCall]:
     if not len(ops):
         return []
     names = ops["name"]
-    backend_rows = ops[names.map(lambda n: isinstance(n, str) and bool(SDPA_BACKEND.match(n)) and n != SDPA_TOP)]
+    # Match each distinct name once: a large trace has millions of ops but few names.
+    backend_names = {n for n in names.unique() if isinstance(n, str) and SDPA_BACKEND.match(n) and n != SDPA_TOP}
+    backend_rows = ops[names.isin(backend_names)]
     top = ops[names == SDPA_TOP]
     rows = top if len(top) else backend_rows
     b_ts = backend_rows["ts"].to_numpy(float)
