@@ -12,13 +12,18 @@ from __future__ import annotations
 __version__ = "0.1.0"
 
 
-def analyze(target, overrides: dict | None = None):
-    """Analyse a kineto trace file or a capture folder and return its Diagnosis."""
-    from diagnose.config import Config
-    from diagnose.engine import diagnose_trace
-    from diagnose.trace import load_target
+def analyze(target, overrides: dict | None = None, ncu_csv=None):
+    """Analyse a kineto trace file, a capture folder or a sweep folder and return its Diagnosis.
 
-    return diagnose_trace(load_target(target), Config(overrides=dict(overrides or {})))
+    Exactly what the command line does: a capture folder's ncu.csv is attached, as is `ncu_csv`.
+    """
+    from pathlib import Path
+
+    from diagnose import pipeline
+    from diagnose.config import Config
+
+    return pipeline.analyse(Path(target), Config(overrides=dict(overrides or {})),
+                            ncu_csv=Path(ncu_csv) if ncu_csv else None)
 
 
 def profile(target: str, out=None, warmup: int = 3, steps: int = 5, timed_steps: int = 20,
