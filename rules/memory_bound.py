@@ -101,7 +101,7 @@ class MemoryBound(Rule):
         bw = spec.achievable_tbps  # TB/s = bytes per µs / 1e6
         sm_count = ctx.trace.device.get("sm_count") or 0
         max_intensity = t["max_intensity_share"] * (spec.ridge("fp32") or 0.0)
-        chains = [_summarise(c, bw, sm_count, spec.hbm_tbps) for c in _chains(ops)]
+        chains = [_summarise(c, bw, sm_count, spec.hbm_tbps) for c in _chains(ops, int(t["min_chain_ops"]))]
         chains = [c for c in chains if c["ops"] >= t["min_chain_ops"]]
         fused_kernels = ops[ops["kind"].isin(MEMORY_KINDS) & ops["fused"].astype(bool)]
         if not chains:
@@ -181,7 +181,7 @@ def _time_base(budget) -> str:
     return "step time = profiled step (no unprofiled timing in the capture)"
 
 
-def _chains(ops: pd.DataFrame) -> list[dict]:
+def _chains(ops: pd.DataFrame, min_ops: int = 1) -> list[dict]:
     """Runs of consecutive unfused memory-class op instances, per step and stream, in GPU order.
 
     Each run is a dict of numpy slices (far cheaper than a frame per run): numbers with missing
@@ -205,7 +205,7 @@ def _chains(ops: pd.DataFrame) -> list[dict]:
         columns[c + "_nan"] = np.isnan(number[c])
     starts = np.flatnonzero(np.concatenate(([True], chain_id[1:] != chain_id[:-1]))) if len(chain_id) else []
     ends = np.append(starts[1:], len(chain_id))
-    return [{c: v[a:b] for c, v in columns.items()} for a, b in zip(starts, ends)]
+    return [{c: v[a:b] for c, v in columns.items()} for a, b in zip(starts, ends) if b - a >= min_ops]
 
 
 def _summarise(chain: dict, bw: float, sm_count: int, peak_tbps: float) -> dict:
