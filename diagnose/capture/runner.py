@@ -38,15 +38,7 @@ def run_capture(spec: CaptureSpec, timeout_s: float = 900.0, python: str | None 
         os.close(write_fd)
         relay = threading.Thread(target=_relay_progress, args=(read_fd, on_progress), daemon=True)
         relay.start()
-        timed_out = False
-        try:
-            proc.wait(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            timed_out = True
-            _kill_group(proc)
-        except KeyboardInterrupt:
-            _kill_group(proc)
-            raise
+        timed_out = wait_or_kill(proc, timeout_s)
         relay.join(timeout=5)
     return _finalise_meta(out, spec, proc.returncode, timed_out, timeout_s)
 
@@ -67,7 +59,22 @@ def _relay_progress(fd: int, on_progress: ProgressCallback | None) -> None:
                 continue
 
 
-def _kill_group(proc: subprocess.Popen) -> None:
+def wait_or_kill(proc: subprocess.Popen, timeout_s: float) -> bool:
+    """Wait for a child started in its own session; past `timeout_s` (or on Ctrl-C) kill its whole
+    process group. Returns True when it timed out."""
+    try:
+        proc.wait(timeout=timeout_s)
+        return False
+    except subprocess.TimeoutExpired:
+        kill_group(proc)
+        return True
+    except KeyboardInterrupt:
+        kill_group(proc)
+        raise
+
+
+def kill_group(proc: subprocess.Popen) -> None:
+    """SIGKILL the child's process group (the child itself where that is not allowed)."""
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):

@@ -18,7 +18,6 @@ import json
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import threading
@@ -26,6 +25,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
+from diagnose.capture.runner import wait_or_kill
 from diagnose.ncu.csv import NO_HEADER, NO_ROWS, NO_TABLE, REQUESTED_METRICS, NcuTable, parse_text
 from diagnose.ncu.join import base_name
 
@@ -181,15 +181,7 @@ def _run(cmd: list[str], timeout_s: float, expected: int, on_progress) -> tuple[
                threading.Thread(target=_relay_phases, args=(read_fd, relay, expected), daemon=True)]
     for thread in threads:
         thread.start()
-    timed_out = False
-    try:
-        proc.wait(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        timed_out = True
-        _kill(proc)
-    except KeyboardInterrupt:
-        _kill(proc)
-        raise
+    timed_out = wait_or_kill(proc, timeout_s)
     for thread in threads:
         thread.join(timeout=5)
     return "".join(lines), proc.returncode, timed_out
@@ -215,14 +207,6 @@ def _relay_phases(fd: int, relay, expected: int) -> None:
                 relay({"phase": "ncu-replay", "done": 0, "total": 0, "launches": expected})
             elif phase == "export":
                 relay({"phase": "ncu-finish", "done": 0, "total": 0})
-
-
-def _kill(proc: subprocess.Popen) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        proc.kill()
-    proc.wait()
 
 
 def _rerun_status(run_dir: Path) -> str | None:
