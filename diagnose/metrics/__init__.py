@@ -88,9 +88,8 @@ class Metrics:
         """One row per op instance launched inside the measured steps: its kernels' time, kind,
         tensor-core use, FLOPs/bytes estimated from the recorded shapes (metrics/work.py), and
         Nsight Compute's measurements where they were attached."""
-        steps = self.steps
         measured = self.ncu.measured if self.ncu is not None else None
-        return work.op_instances(self.launches, steps.windows, self.timeline.device, steps.annotated, measured)
+        return work.op_instances(self.kernels_in_steps, measured)
 
     def per_step(self, total: float) -> float:
         """A total over all measured steps, per step."""

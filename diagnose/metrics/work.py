@@ -349,9 +349,9 @@ def step_kernels(launches: pd.DataFrame, windows: list, device: int | None, anno
     return kern[kern["step"] >= 0]
 
 
-def op_instances(launches: pd.DataFrame, windows: list, device: int | None, annotated: bool,
-                 measured: pd.DataFrame | None = None) -> pd.DataFrame:
-    """One row per op instance (all the kernels one CPU op launched) inside the measured steps.
+def op_instances(kern: pd.DataFrame, measured: pd.DataFrame | None = None) -> pd.DataFrame:
+    """One row per op instance (all the kernels one CPU op launched) inside the measured steps,
+    from `kern`, the step kernels (`step_kernels`).
 
     `kernel_us` is the time of all its kernels; `matrix_us` that of its GEMM / convolution /
     attention kernels alone (cuDNN's layout transforms and offset kernels excluded), or
@@ -367,11 +367,9 @@ def op_instances(launches: pd.DataFrame, windows: list, device: int | None, anno
     `measured_us` and `bound` (the class of its longest measured kernel) of the instances whose
     measured kernels cover at least MEASURED_COVER of their kernel time.
     """
-    kern = step_kernels(launches, windows, device, annotated)
     if not len(kern):
         return pd.DataFrame(columns=INSTANCE_COLUMNS)
-    cls = K.classify(kern["name"])
-    kern = kern.join(cls)
+    kern = kern.join(K.classify(kern["name"]))
     has_op = kern["op_name"].notna() & kern["op_external_id"].notna()
     key = np.where(has_op, kern["op_external_id"].astype("Float64").fillna(-1).to_numpy(float),
                    -1.0 - np.arange(len(kern)))
@@ -449,40 +447,75 @@ def _last_window(x: np.ndarray, starts: np.ndarray, ends: np.ndarray, index: np.
     return out
 
 
-def _instance_columns(agg: pd.DataFrame) -> dict[str, list]:
+def _instance_columns(agg: pd.DataFrame) -> dict[str, pd.Series | np.ndarray]:
     """The instance frame's columns, from the per-instance aggregates; the work of each distinct
-    (op, shapes, dtypes, kernel kind) is estimated once."""
+    (op, shapes, dtypes, kernel kind) is estimated once, and its columns are taken from that."""
     n = len(agg)
     op_names = [o if isinstance(o, str) else None for o in agg["op_name"].to_numpy(object)]
-    cache: dict = {}
-    static = []
-    for op_name, dims, types, kernel_kind in zip(op_names, agg["input_dims"].to_numpy(object),
-                                                 agg["input_types"].to_numpy(object), agg["kind"].to_numpy(object)):
-        key = (op_name, repr(dims), repr(types), kernel_kind)
-        if key not in cache:
-            cache[key] = _static_fields(op_name, dims, types, kernel_kind)
-        static.append(cache[key])
+    codes = _distinct_codes(op_names, agg["input_dims"].to_numpy(object), agg["input_types"].to_numpy(object),
+                            agg["kind"].to_numpy(object))
+    static = [_static_fields(*key) for key in codes.keys]
     kernel_us = agg["kernel_us"].to_numpy(float)
     matrix_us = agg["matrix_us"].to_numpy(float)
     tc_yes, tc_no = agg["tc_yes"].to_numpy(bool), agg["tc_no"].to_numpy(bool)
-    fused = agg["fused"].to_numpy(object)
+    foreach = np.fromiter(((o or "").startswith("aten::_foreach") for o in op_names), bool, n)
+    nan = np.full(n, math.nan)
     columns = {
-        "step": [int(x) for x in agg["step"].to_numpy(object)], "stream": list(agg["stream"].to_numpy(object)),
+        "step": agg["step"].to_numpy(np.int64), "stream": agg["stream"],
         "ts": agg["ts"].to_numpy(float), "end": agg["end"].to_numpy(float), "kernel_us": kernel_us,
         "matrix_us": np.where(matrix_us == 0, kernel_us, matrix_us),
-        "n_kernels": [int(x) for x in agg["n_kernels"].to_numpy(object)],
-        "kernel": list(agg["name"].to_numpy(object)),
-        "tensor_core": [True if y else False if no else pd.NA for y, no in zip(tc_yes, tc_no)],
-        "fused": [bool(f) or (o or "").startswith("aten::_foreach") for f, o in zip(fused, op_names)],
-        "blocks": [float(b) if pd.notna(b) else math.nan for b in agg["blocks"].to_numpy(object)],
-        "op_name": op_names,
-        "sm_pct": [math.nan] * n, "dram_pct": [math.nan] * n, "dram_bytes": [math.nan] * n,
-        "mem_pct": [math.nan] * n, "tensor_pct": [math.nan] * n, "measured_us": [math.nan] * n,
-        "bound": [None] * n,
+        "n_kernels": agg["n_kernels"].to_numpy(np.int64),
+        "kernel": agg["name"],
+        "tensor_core": _inferred([True, False, pd.NA], np.where(tc_yes, 0, np.where(tc_no, 1, 2)), agg.index,
+                                 sparse=True),
+        "fused": agg["fused"].fillna(False).to_numpy(bool) | foreach,
+        "blocks": agg["blocks"].to_numpy(float, na_value=math.nan),
+        "op_name": _inferred(op_names, np.arange(n), agg.index),
+        "sm_pct": nan, "dram_pct": nan.copy(), "dram_bytes": nan.copy(), "mem_pct": nan.copy(),
+        "tensor_pct": nan.copy(), "measured_us": nan.copy(), "bound": np.full(n, None, dtype=object),
     }
     for name in ("kind", "shapes", "dtype", "flops", "bytes", "m", "n", "k", "batch", "source", "work"):
-        columns[name] = [fields[name] for fields in static]
+        columns[name] = _inferred([fields[name] for fields in static], codes.codes, agg.index)
     return columns
+
+
+@dataclasses.dataclass
+class _Codes:
+    keys: list  # the distinct (op, dims, types, kind), first-seen order
+    codes: np.ndarray  # each row's index into keys
+
+
+def _distinct_codes(op_names: list, dims: np.ndarray, types: np.ndarray, kinds: np.ndarray) -> _Codes:
+    """The distinct (op name, input dims, input types, kernel kind) of the rows, and each row's.
+
+    The shape lists are shared objects (one per distinct value, trace/frames.py), so rows are told
+    apart by identity first and equal values are merged by their text once per identity.
+    """
+    by_identity: dict = {}
+    by_value: dict = {}
+    keys: list = []
+    codes = np.empty(len(op_names), dtype=np.int64)
+    for i, (op, d, t, kind) in enumerate(zip(op_names, dims, types, kinds)):
+        fast = (op, id(d), id(t), kind)
+        code = by_identity.get(fast)
+        if code is None:
+            slow = (op, repr(d), repr(t), kind)
+            code = by_value.get(slow)
+            if code is None:
+                code = by_value[slow] = len(keys)
+                keys.append((op, d, t, kind))
+            by_identity[fast] = code
+        codes[i] = code
+    return _Codes(keys, codes)
+
+
+def _inferred(values: list, codes: np.ndarray, index: pd.Index, sparse: bool = False) -> pd.Series:
+    """values[codes] as a column of the dtype pandas infers for `values` (the same as for the
+    whole column, which holds the same kinds of value); `sparse` when some values may be unused."""
+    if sparse:
+        used, codes = np.unique(codes, return_inverse=True)
+        values = [values[i] for i in used]
+    return pd.Series(values, dtype=object if not values else None).take(codes).set_axis(index)
 
 
 def _static_fields(op_name: str | None, dims, types, kernel_kind: str) -> dict:
