@@ -101,8 +101,7 @@ class MemoryBound(Rule):
         bw = spec.achievable_tbps  # TB/s = bytes per µs / 1e6
         sm_count = ctx.trace.device.get("sm_count") or 0
         max_intensity = t["max_intensity_share"] * (spec.ridge("fp32") or 0.0)
-        chains = [_summarise(c, bw, sm_count, spec.hbm_tbps) for c in _chains(ops, int(t["min_chain_ops"]))]
-        chains = [c for c in chains if c["ops"] >= t["min_chain_ops"]]
+        chains = _chains(ops, max(int(math.ceil(t["min_chain_ops"])), 1), bw, sm_count, spec.hbm_tbps)
         fused_kernels = ops[ops["kind"].isin(MEMORY_KINDS) & ops["fused"].astype(bool)]
         if not chains:
             return Quiet(_no_chain_detail(ops, fused_kernels, n, bw))
@@ -181,60 +180,69 @@ def _time_base(budget) -> str:
     return "step time = profiled step (no unprofiled timing in the capture)"
 
 
-def _chains(ops: pd.DataFrame, min_ops: int = 1) -> list[dict]:
-    """Runs of consecutive unfused memory-class op instances, per step and stream, in GPU order.
+def _chains(ops: pd.DataFrame, min_ops: int, bw: float, sm_count: int, peak_tbps: float) -> list[dict]:
+    """Runs of at least `min_ops` consecutive unfused memory-class op instances, per step and
+    stream in GPU order, each summarised as a dict (time, bytes, bandwidth, single-pass bytes...).
 
-    Each run is a dict of numpy slices (far cheaper than a frame per run): numbers with missing
-    values counted as zero, as pandas sums them, and where they were missing (`*_nan`).
+    Sums over the runs are vectorised (missing values count as zero, as pandas sums them); the
+    single-pass bytes of a sequence of works are worked out once per distinct sequence.
     """
     frame = ops.assign(bytes=best_bytes(ops)).sort_values(["step", "stream", "ts"], kind="stable")
     member = (frame["kind"].isin(MEMORY_KINDS) & ~frame["fused"].astype(bool)).to_numpy()
-    lane = frame["step"].astype(str).str.cat(frame["stream"].astype(str), sep="/").to_numpy()
-    new_lane = np.concatenate(([True], lane[1:] != lane[:-1]))
-    breaks = ~member | new_lane
-    chain_id = np.cumsum(breaks)[member]
+    step, stream = frame["step"].to_numpy(), frame["stream"].to_numpy()
+    new_lane = np.concatenate(([True], (step[1:] != step[:-1]) | (stream[1:] != stream[:-1])))
+    chain_id = np.cumsum(~member | new_lane)[member]
     frame = frame[member]
+    if not len(frame):
+        return []
+    starts = np.flatnonzero(np.concatenate(([True], chain_id[1:] != chain_id[:-1])))
+    lengths = np.diff(np.append(starts, len(chain_id)))
     number = {c: frame[c].to_numpy(float) for c in ("kernel_us", "bytes", "flops", "dram_pct", "dram_bytes", "blocks")}
-    number["dram_time"] = number["dram_pct"] * number["kernel_us"]
-    columns = {c: frame[c].to_numpy(object) for c in ("work", "op_name", "shapes")}
-    columns["step"] = frame["step"].to_numpy()
-    columns["blocks"] = number["blocks"]
-    for c in ("kernel_us", "bytes", "flops", "dram_time"):
-        columns[c] = np.where(np.isnan(number[c]), 0.0, number[c])
-    for c in ("bytes", "dram_pct", "dram_bytes"):
-        columns[c + "_nan"] = np.isnan(number[c])
-    starts = np.flatnonzero(np.concatenate(([True], chain_id[1:] != chain_id[:-1]))) if len(chain_id) else []
-    ends = np.append(starts[1:], len(chain_id))
-    return [{c: v[a:b] for c, v in columns.items()} for a, b in zip(starts, ends) if b - a >= min_ops]
 
+    def total(values: np.ndarray) -> np.ndarray:
+        return np.add.reduceat(np.where(np.isnan(values), 0.0, values), starts)
 
-def _summarise(chain: dict, bw: float, sm_count: int, peak_tbps: float) -> dict:
-    kernel_us, bytes_nan = chain["kernel_us"], chain["bytes_nan"]
-    time_us = float(kernel_us.sum())
-    unknown_us = float(kernel_us[bytes_nan].sum()) if bytes_nan.any() else 0.0
-    known = time_us > 0 and unknown_us <= 0.05 * time_us
-    moved = float(chain["bytes"].sum())
-    flops = float(chain["flops"].sum())
-    fused_bytes, single_bytes = _single_pass_bytes([w for w in chain["work"] if w is not None]) if known else (0, 0)
-    blocks = chain["blocks"]
-    blocks = blocks[~np.isnan(blocks)].max() if (~np.isnan(blocks)).any() else math.nan
-    measured = bool(time_us) and not chain["dram_pct_nan"].any()
-    if measured:
-        tbps = float(chain["dram_time"].sum()) / time_us / 100 * peak_tbps
-    else:
-        tbps = moved / time_us / 1e6 if time_us else 0.0
-    return {
-        "ops": len(kernel_us), "time_us": time_us, "known": known, "bytes": moved, "flops": flops,
-        "tbps": tbps, "bw_share": tbps / bw, "measured": measured,
-        "n_measured": int((~chain["dram_bytes_nan"]).sum()),
-        "intensity": flops / moved if moved else math.inf,
-        "fused_bytes": fused_bytes, "single_bytes": single_bytes,
-        "fused_us": fused_bytes / bw / 1e6, "single_us": single_bytes / bw / 1e6,
-        "full_wave": bool(sm_count and pd.notna(blocks) and blocks >= sm_count),
-        "names": " → ".join(o.replace("aten::", "") if isinstance(o, str) else "?" for o in chain["op_name"]),
-        "shapes": next((s for s in chain["shapes"] if isinstance(s, str)), None),
-        "step": int(chain["step"][0]),
-    }
+    kernel_us = np.where(np.isnan(number["kernel_us"]), 0.0, number["kernel_us"])
+    time_us = np.add.reduceat(kernel_us, starts)
+    unknown_us = np.add.reduceat(np.where(np.isnan(number["bytes"]), kernel_us, 0.0), starts)
+    moved, flops = total(number["bytes"]), total(number["flops"])
+    dram_time = total(number["dram_pct"] * number["kernel_us"])
+    pct_missing = np.add.reduceat(np.isnan(number["dram_pct"]).astype(np.int64), starts)
+    n_measured = np.add.reduceat((~np.isnan(number["dram_bytes"])).astype(np.int64), starts)
+    blocks = np.fmax.reduceat(number["blocks"], starts)
+    known = (time_us > 0) & (unknown_us <= 0.05 * time_us)
+    measured = (time_us != 0) & (pct_missing == 0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        tbps = np.where(measured, dram_time / time_us / 100 * peak_tbps,
+                        np.where(time_us != 0, moved / time_us / 1e6, 0.0))
+    works, op_names = frame["work"].to_numpy(object), frame["op_name"].to_numpy(object)
+    shapes, steps = frame["shapes"].to_numpy(object), frame["step"].to_numpy()
+    single: dict = {}
+    chains = []
+    for i in np.flatnonzero(lengths >= min_ops).tolist():
+        a = int(starts[i])
+        b = a + int(lengths[i])
+        fused_bytes = single_bytes = 0.0
+        if known[i]:
+            ws = [w for w in works[a:b] if w is not None]
+            key = tuple(map(id, ws))
+            if key not in single:
+                single[key] = _single_pass_bytes(ws)
+            fused_bytes, single_bytes = single[key]
+        m = float(moved[i])
+        chains.append({
+            "ops": b - a, "time_us": float(time_us[i]), "known": bool(known[i]), "bytes": m,
+            "flops": float(flops[i]), "tbps": float(tbps[i]), "bw_share": float(tbps[i]) / bw,
+            "measured": bool(measured[i]), "n_measured": int(n_measured[i]),
+            "intensity": float(flops[i]) / m if m else math.inf,
+            "fused_bytes": fused_bytes, "single_bytes": single_bytes,
+            "fused_us": fused_bytes / bw / 1e6, "single_us": single_bytes / bw / 1e6,
+            "full_wave": bool(sm_count and not np.isnan(blocks[i]) and blocks[i] >= sm_count),
+            "names": " → ".join(o.replace("aten::", "") if isinstance(o, str) else "?" for o in op_names[a:b]),
+            "shapes": next((x for x in shapes[a:b] if isinstance(x, str)), None),
+            "step": int(steps[a]),
+        })
+    return chains
 
 
 def _measured_pct(tbps: float, spec) -> str:
