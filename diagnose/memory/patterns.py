@@ -19,7 +19,7 @@ import re
 import numpy as np
 import pandas as pd
 
-from diagnose.metrics.work import DTYPE_BYTES
+from diagnose.metrics.work import DTYPE_BYTES, last_window
 
 SOFTMAX_OPS = {"aten::softmax", "aten::_softmax", "aten::log_softmax", "aten::_log_softmax",
                "aten::_safe_softmax", "aten::_masked_softmax"}
@@ -71,6 +71,21 @@ def shapes(input_dims, input_types) -> list[Shape | None]:
     return out
 
 
+def distinct_calls(ops: pd.DataFrame):
+    """(name, input dims, input types) of each distinct call in `ops`, in order of first appearance.
+
+    The shape lists are shared objects, one per distinct value (trace/frames.py), so calls are told
+    apart by identity: a repeated call may come back more than once, never a distinct one less.
+    """
+    seen = set()
+    for name, dims, types in zip(ops["name"].to_numpy(object), ops["input_dims"].to_numpy(object),
+                                 ops["input_types"].to_numpy(object)):
+        key = (name, id(dims), id(types))
+        if key not in seen:
+            seen.add(key)
+            yield name, dims, types
+
+
 def has_shapes(ops: pd.DataFrame) -> bool:
     """True when the trace recorded input shapes (record_shapes=True)."""
     if not len(ops) or "input_dims" not in ops:
@@ -83,11 +98,10 @@ def step_index(ops: pd.DataFrame, windows: list | None) -> np.ndarray:
     when the trace has no step ranges."""
     if not windows:
         return np.zeros(len(ops), dtype=int)
-    ts = ops["ts"].to_numpy(float)
-    out = np.full(len(ops), -1, dtype=int)
-    for w in windows:
-        out[(ts >= w.cpu_start) & (ts <= w.cpu_end)] = w.index
-    return out
+    starts = np.array([w.cpu_start for w in windows], dtype=float)
+    ends = np.array([w.cpu_end for w in windows], dtype=float)
+    index = np.array([w.index for w in windows], dtype=int)
+    return last_window(ops["ts"].to_numpy(float), starts, ends, index, closed=True)
 
 
 @dataclasses.dataclass
@@ -123,10 +137,12 @@ def score_matrices(ops: pd.DataFrame, min_tokens: int) -> list[ScoreMatrix]:
     if not len(ops):
         return []
     soft = ops[ops["name"].isin(SOFTMAX_OPS)]
+    if not len(soft):
+        return []
     found: dict[tuple, ScoreMatrix] = {}
     products = _matmul_outputs(ops)
     math_calls = {(c.q.dims[-2], c.k.dims[-2]) for c in attention_calls(ops) if c.backend == "math"}
-    for dims_raw, types in zip(soft["input_dims"], soft["input_types"]):
+    for _, dims_raw, types in distinct_calls(soft):
         args = shapes(dims_raw, types)
         x = args[0] if args else None
         if x is None or len(x.dims) < 3 or min(x.dims[-2:]) < min_tokens:
@@ -143,8 +159,7 @@ def score_matrices(ops: pd.DataFrame, min_tokens: int) -> list[ScoreMatrix]:
 def _matmul_outputs(ops: pd.DataFrame) -> set[tuple[int, int]]:
     """The last two dims of every batched matmul's output: (a[-2], b[-1])."""
     out = set()
-    mm = ops[ops["name"].isin(SCORE_MATMULS)]
-    for name, dims_raw, types in zip(mm["name"], mm["input_dims"], mm["input_types"]):
+    for name, dims_raw, types in distinct_calls(ops[ops["name"].isin(SCORE_MATMULS)]):
         args = [a for a in shapes(dims_raw, types) if a is not None]
         if name == "aten::baddbmm":
             args = args[1:]
@@ -155,8 +170,7 @@ def _matmul_outputs(ops: pd.DataFrame) -> set[tuple[int, int]]:
 
 def _dense_mask(ops: pd.DataFrame, score: tuple[int, ...]) -> Shape | None:
     """A smaller tensor ending in [Tq, Tk] combined elementwise with the scores: a dense mask."""
-    cand = ops[ops["name"].isin(MASK_OPS)]
-    for dims_raw, types in zip(cand["input_dims"], cand["input_types"]):
+    for _, dims_raw, types in distinct_calls(ops[ops["name"].isin(MASK_OPS)]):
         args = [a for a in shapes(dims_raw, types) if a is not None]
         if not any(a.dims == score for a in args):
             continue

@@ -73,6 +73,22 @@ def _launching_mask(trace: Trace, ops: pd.DataFrame) -> np.ndarray:
     return keep
 
 
+def _touching(starts: np.ndarray, ends: np.ndarray, union: np.ndarray) -> np.ndarray:
+    """For each interval [start, end], whether it meets some interval of `union` (sorted and
+    non-overlapping, as merge_intervals makes it), touching ends included.
+
+    Only those can overlap the union; filtering on this first keeps the rest of the work to the
+    ops near the silent stretches, a small part of a long trace.
+    """
+    if not len(union):
+        return np.zeros(len(starts), dtype=bool)
+    k = np.searchsorted(union[:, 1], starts, side="left")  # the first that ends at or after the start
+    inside = k < len(union)
+    out = np.zeros(len(starts), dtype=bool)
+    out[inside] = union[k[inside], 0] <= ends[inside]
+    return out
+
+
 def _spans(frame: pd.DataFrame) -> np.ndarray:
     return merge_intervals(frame["ts"].to_numpy(float), frame["end"].to_numpy(float))
 
@@ -90,6 +106,7 @@ def host_work(trace: Trace, silent: pd.DataFrame) -> tuple[float, pd.DataFrame]:
         return 0.0, empty
     stretches = merge_intervals(silent["start"].to_numpy(float), silent["end"].to_numpy(float))
     ops = trace.ops
+    ops = ops[_touching(ops["ts"].to_numpy(float), ops["end"].to_numpy(float), stretches)]
     cpu = ops[ops["cat"] == "cpu_op"].reset_index(drop=True)
     launching = _launching_mask(trace, cpu)
     annotations = ops[ops["cat"] == "user_annotation"]
@@ -104,7 +121,8 @@ def host_work(trace: Trace, silent: pd.DataFrame) -> tuple[float, pd.DataFrame]:
         if share > 0:
             rows.append((name, share))
     frame = pd.DataFrame(rows, columns=["name", "overlap_us"]) if rows else empty
-    return max(work, 0.0), frame.sort_values("overlap_us", ascending=False).reset_index(drop=True)
+    return max(work, 0.0), frame.sort_values(["overlap_us", "name"], ascending=[False, True],
+                                                       kind="stable").reset_index(drop=True)
 
 
 def sync_calls(trace: Trace, windows) -> pd.DataFrame:
@@ -112,13 +130,13 @@ def sync_calls(trace: Trace, windows) -> pd.DataFrame:
     runtime = trace.runtime
     syncs = runtime[name_matches(runtime["name"], SYNC_CALL)]
     syncs = syncs[_inside_any(syncs["ts"].to_numpy(float), windows)]
-    ops = trace.ops[trace.ops["cat"] == "cpu_op"]
     names = np.full(len(syncs), "(no CPU op: a direct CUDA call)", dtype=object)
-    by_tid = {tid: group for tid, group in ops.groupby("tid", sort=False)} if len(syncs) else {}
+    ops = trace.ops[trace.ops["cat"] == "cpu_op"] if len(syncs) else trace.ops.iloc[0:0]
+    op_tid = ops["tid"].to_numpy(object)
     call_tid = syncs["tid"].to_numpy(object)
     for tid in pd.unique(call_tid):
-        group = by_tid.get(tid)
-        if group is None:
+        group = ops[op_tid == tid]
+        if not len(group):
             continue
         rows = np.nonzero(call_tid == tid)[0]
         names[rows] = _outermost(group, syncs["ts"].to_numpy(float)[rows], syncs["end"].to_numpy(float)[rows])

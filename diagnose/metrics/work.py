@@ -421,15 +421,15 @@ def _assign_steps(kern: pd.DataFrame, windows: list, annotated: bool) -> np.ndar
     index = np.array([w.index for w in windows], dtype=int)
     gpu = np.array([w.start for w in windows], dtype=float), np.array([w.end for w in windows], dtype=float)
     if not annotated:
-        return _last_window(gpu_ts, *gpu, index, closed=True)
+        return last_window(gpu_ts, *gpu, index, closed=True)
     cpu = np.array([w.cpu_start for w in windows], dtype=float), np.array([w.cpu_end for w in windows], dtype=float)
-    steps = _last_window(launch_ts, *cpu, index, closed=True)
+    steps = last_window(launch_ts, *cpu, index, closed=True)
     unlinked = np.isnan(launch_ts)
-    steps[unlinked] = _last_window(gpu_ts[unlinked], *gpu, index, closed=False)
+    steps[unlinked] = last_window(gpu_ts[unlinked], *gpu, index, closed=False)
     return steps
 
 
-def _last_window(x: np.ndarray, starts: np.ndarray, ends: np.ndarray, index: np.ndarray, closed: bool) -> np.ndarray:
+def last_window(x: np.ndarray, starts: np.ndarray, ends: np.ndarray, index: np.ndarray, closed: bool) -> np.ndarray:
     """For each x, the index of the last window holding it ([start, end], or [start, end) when not
     `closed`), -1 when none does."""
     out = np.full(len(x), -1)
