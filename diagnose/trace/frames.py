@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from itertools import repeat
 from operator import attrgetter, itemgetter
-from typing import Iterable
+from typing import Iterable, NamedTuple
 
 import msgspec
 import numpy as np
@@ -100,12 +100,15 @@ def _device(events: list[Event], args: list, field: str, fallback: str) -> list:
 class FrameBuilder:
     """Accumulates the columns of every frame, chunk by chunk; `finish` makes the frames."""
 
-    def __init__(self):
+    def __init__(self, like: "FrameBuilder | None" = None):
+        """An empty builder; `like`, another builder of the same process, lends its caches (one
+        shared object per distinct name, shape lists decoded once)."""
         self.columns = {key: {c: [] for c in cols} for key, cols in FRAMES.values()}
         self.columns["memory"] = {c: [] for c in MEMORY_COLUMNS}
         self.bad = 0
-        self._shared: dict = {None: None}
-        self._raw_lists: dict = {}
+        self._shared: dict = like._shared if like else {None: None}
+        self._raw_lists: dict = like._raw_lists if like else {}
+        self._compacted = False
 
     def add(self, chunk: list[Event]) -> None:
         """Bucket one chunk of events."""
@@ -118,7 +121,7 @@ class FrameBuilder:
         finite = np.isfinite(ts)
         self.bad += int((~finite & (family >= GPU) & (family <= OPS)).sum())
         for i in np.nonzero(finite & (phase == 2))[0].tolist():
-            self._memory(chunk[i], ts[i])
+            self._memory(chunk[i], float(ts[i]))
         spans = np.nonzero(finite & (phase == 1) & (family != NO_CAT))[0]
         dur = np.array(_get("dur", map(chunk.__getitem__, spans.tolist())), dtype=float)
         with np.errstate(over="ignore"):  # an end beyond the largest float is not a time either
@@ -209,17 +212,39 @@ class FrameBuilder:
                                                ev.tid if isinstance(ev.tid, int) else None)):
             out[col].append(value)
 
-    def merge(self, other: "FrameBuilder") -> None:
-        """Append another builder's rows (events that came after this builder's) to this one."""
-        for key, columns in other.columns.items():
-            for col, values in columns.items():
-                self.columns[key][col] += values
-        self.bad += other.bad
+    @classmethod
+    def compacted(cls, columns: dict, bad: int) -> "FrameBuilder":
+        """A builder holding the compacted columns another process sent (its `columns` after `compact`)."""
+        builder = cls()
+        builder.columns, builder.bad, builder._compacted = columns, bad, True
+        return builder
+
+    def compact(self) -> None:
+        """Turn each accumulated column into one array, with the set of value types it held.
+
+        Done where the rows were decoded (in each decoding process, in parallel), so that the
+        columns travel between processes as arrays and `finish` only has to join them.
+        """
+        if not self._compacted:
+            self.columns = {key: {col: _compact(col, values) for col, values in columns.items()}
+                            for key, columns in self.columns.items()}
+            self._compacted = True
+
+    def merge(self, *others: "FrameBuilder") -> None:
+        """Append other builders' rows (events that came after this builder's, in that order)."""
+        self.compact()
+        for other in others:
+            other.compact()
+        for key, columns in self.columns.items():
+            for col in columns:
+                columns[col] = _join([columns[col]] + [other.columns[key][col] for other in others])
+        self.bad += sum(other.bad for other in others)
 
     def finish(self, warnings: list[str]) -> dict:
         """The frames, times in µs relative to the earliest kept event (under "t0")."""
         if self.bad:
             warnings.append(f"{self.bad} events with missing, non-finite or negative times were ignored")
+        self.compact()
         frames = {key: _frame(self.columns.pop(key), columns) for key, columns in FRAMES.values()}
         frames["memory"] = _frame(self.columns.pop("memory"), MEMORY_COLUMNS)
         starts = [f["ts"].min() for f in frames.values() if len(f)]
@@ -251,8 +276,7 @@ def _int64(column: pd.Series) -> pd.Series:
 
 
 def _frame(data: dict, columns: list[str]) -> pd.DataFrame:
-    body = {c: np.concatenate(v) if c in ARRAY_COLUMNS and v and isinstance(v[0], np.ndarray) else _array(v)
-            for c, v in ((c, data.pop(c)) for c in columns)}
+    body = {c: data.pop(c).values for c in columns}
     if not len(body["ts"]):
         return pd.DataFrame([], columns=columns)  # object columns, as pandas makes from no rows
     return pd.DataFrame(body, columns=columns)
@@ -263,15 +287,63 @@ _NUMERIC = {frozenset({int}): np.int64, frozenset({float}): float, frozenset({in
             frozenset({int, float, type(None)}): float}
 
 
-def _array(values: list):
-    """Numeric columns straight to the numpy dtype pandas would infer for them; others as they are."""
-    dtype = _NUMERIC.get(frozenset(map(type, values)))
-    if dtype is None:
-        return values
-    try:
-        return np.array(values, dtype=dtype)
-    except OverflowError:  # ints beyond int64: let pandas decide
-        return values
+class Column(NamedTuple):
+    """A compacted column: its values as one array (a list where pandas must infer the dtype), and
+    the Python types they had (None for columns that were arrays from the start)."""
+
+    values: np.ndarray | list
+    types: frozenset | None
+
+
+def _compact(col: str, values: list) -> Column:
+    """One accumulated column as a Column: numeric values straight to the numpy dtype pandas would
+    infer for them, strings and other objects to an object array."""
+    if col in ARRAY_COLUMNS and values and isinstance(values[0], np.ndarray):
+        return Column(np.concatenate(values), None)
+    types = frozenset(map(type, values))
+    return Column(_array(values, types), types)
+
+
+def _array(values: list, types: frozenset):
+    dtype = _NUMERIC.get(types)
+    if dtype is not None:
+        try:
+            return np.array(values, dtype=dtype)
+        except OverflowError:  # ints beyond int64: let pandas decide
+            return values
+    if bool in types or not values:
+        return values  # pandas infers bool from a list, not from an object array
+    return np.fromiter(values, dtype=object, count=len(values))
+
+
+def _join(parts: list[Column]) -> Column:
+    """The columns appended one to the next, with the dtype one column of all their values would have."""
+    types = frozenset().union(*(p.types or frozenset() for p in parts))
+    parts = [p for p in parts if len(p.values)] or parts[:1]
+    if all(p.types is None for p in parts):
+        return Column(np.concatenate([p.values for p in parts]), None)
+    dtype = _NUMERIC.get(types)
+    kinds = {p.values.dtype.kind if isinstance(p.values, np.ndarray) else "list" for p in parts}
+    if dtype is not None and kinds <= {"i", "f"}:
+        return Column(np.concatenate([p.values for p in parts]).astype(dtype, copy=False), types)
+    if dtype is None and kinds == {"O"} and bool not in types:
+        return Column(np.concatenate([p.values for p in parts]), types)
+    values = [v for p in parts for v in _python_values(p)]
+    return Column(_array(values, types), types)
+
+
+def _python_values(part: Column) -> list:
+    """A compacted column's values as Python objects again (missing numbers as None where the
+    column held None)."""
+    values = part.values
+    if not isinstance(values, np.ndarray) or values.dtype.kind not in "if":
+        return list(values)
+    out = values.tolist()
+    if part.types and type(None) in part.types:
+        out = [None if v != v else v for v in out]
+    if part.types and part.types <= {int, type(None)}:
+        out = [None if v is None else int(v) for v in out]
+    return out
 
 
 def build_frames(chunks: Iterable[list[Event]], warnings: list[str]) -> dict:

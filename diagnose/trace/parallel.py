@@ -1,13 +1,14 @@
 """Decode a large trace's events on several cores at once.
 
 Decoding is CPU-bound Python (msgspec builds one Struct per event, and frames.FrameBuilder reads
-them back), so threads would not help. On Linux a large trace is instead split into contiguous
-shares of its chunks: forked child processes each decode a share of the bytes they inherit
-(nothing is copied to them), bucket it into compact columns, and stream those back pickled; the
-parent decodes the first share meanwhile and appends the others' columns in file order, so the
-frames come out exactly as a single process would build them. Anything unexpected in a child
-(a cut between chunks that does not decode, an error, a crash) makes the parent decode the
-whole trace itself instead.
+them back), so threads would not help. On Linux a large trace is instead cut into blocks of
+consecutive chunks, and forked child processes decode blocks of the bytes they inherit (nothing
+is copied to them) alongside the parent. Blocks are handed out as tickets read from one pipe, so
+a process that runs slower simply takes fewer of them. Each block is bucketed into columns and
+turned into arrays where it was decoded; children stream theirs back pickled, and the parent
+appends every block's columns in file order, so the frames come out exactly as a single process
+would build them. Anything unexpected in a child (a cut between chunks that does not decode, an
+error, a crash) makes the parent decode the whole trace itself instead.
 """
 from __future__ import annotations
 
@@ -21,10 +22,12 @@ from diagnose.trace.kineto import Decoded
 
 MIN_BYTES = 32 << 20
 MAX_PROCESSES = 4
+BLOCKS_PER_PROCESS = 12
+TICKET = 4  # bytes per block number in the ticket pipe
 
 
 class _Failed(Exception):
-    """A share could not be decoded by its process: decode everything in this one."""
+    """A block could not be decoded by its process: decode everything in this one."""
 
 
 def build(decoded: Decoded) -> FrameBuilder:
@@ -53,12 +56,12 @@ def _processes(decoded: Decoded) -> int:
     return max(1, min(MAX_PROCESSES, cores, len(pieces)))
 
 
-def _shares(pieces: list[tuple[int, int]], processes: int) -> list[tuple[int, int]]:
+def _shares(pieces: list[tuple[int, int]], n: int) -> list[tuple[int, int]]:
     """Contiguous (first, stop) ranges of piece indices holding about equal numbers of bytes."""
     total = pieces[-1][1]
     bounds, k = [0], 0
-    for i in range(1, processes):
-        while k < len(pieces) and pieces[k][1] < total * i / processes:
+    for i in range(1, n):
+        while k < len(pieces) and pieces[k][1] < total * i / n:
             k += 1
         bounds.append(max(bounds[-1], min(k + 1, len(pieces))))
     bounds.append(len(pieces))
@@ -66,19 +69,21 @@ def _shares(pieces: list[tuple[int, int]], processes: int) -> list[tuple[int, in
 
 
 def _parallel(decoded: Decoded, processes: int) -> FrameBuilder:
-    shares = _shares(decoded.pieces(), processes)
-    children = []  # (pid, read end of its pipe)
+    blocks = _shares(decoded.pieces(), processes * BLOCKS_PER_PROCESS)
+    tickets, write = os.pipe()
     try:
-        for first, stop in shares[1:]:
-            children.append(_fork(decoded, first, stop))
-        mine = decoded.share()
-        builder = FrameBuilder()
+        os.write(write, b"".join(i.to_bytes(TICKET, "little") for i in range(len(blocks))))
+    finally:
+        os.close(write)
+    children = []  # (pid, read end of its pipe)
+    done: list = []
+    try:
+        for _ in range(processes - 1):
+            children.append(_fork(decoded, blocks, tickets))
         try:
-            for chunk in mine.chunks(*shares[0]):
-                builder.add(chunk)
-        except Exception as exc:  # a cut the splitter got wrong at a share's edge
+            done += _decode_blocks(decoded, blocks, tickets)
+        except Exception as exc:  # a cut the splitter got wrong at a block's edge
             raise _Failed() from exc
-        results = [(mine.kept, mine.dropped, mine.warnings)]
         while children:
             pid, fd = children[0]
             payload = _receive(fd)
@@ -86,21 +91,43 @@ def _parallel(decoded: Decoded, processes: int) -> FrameBuilder:
             _reap(pid)
             if payload is None:
                 raise _Failed()
-            columns, bad, kept, dropped, warnings = payload
-            other = FrameBuilder()
-            other.columns, other.bad = columns, bad
-            builder.merge(other)
-            results.append((kept, dropped, warnings))
+            done += payload
     finally:
+        os.close(tickets)
         for pid, fd in children:
             _stop(pid, fd)
-    for kept, dropped, warnings in results:
+    done.sort(key=lambda block: block[0])
+    if [block[0] for block in done] != list(range(len(blocks))):
+        raise _Failed()
+    builders = [FrameBuilder.compacted(columns, bad) for _, columns, bad, _, _, _ in done]
+    builder = builders[0]
+    builder.merge(*builders[1:])
+    for _, _, _, kept, dropped, warnings in done:
         decoded.absorb(kept, dropped, warnings)
     return builder
 
 
-def _fork(decoded: Decoded, first: int, stop: int) -> tuple[int, int]:
-    """Start a child that decodes pieces[first:stop] and writes its columns to a pipe."""
+def _decode_blocks(decoded: Decoded, blocks: list[tuple[int, int]], tickets: int) -> list[tuple]:
+    """Decode the blocks whose tickets this process draws, until none is left; for each,
+    (block number, compacted columns, bad events, kept, dropped, warnings)."""
+    out = []
+    caches = None
+    while True:
+        ticket = os.read(tickets, TICKET)
+        if len(ticket) < TICKET:
+            return out
+        i = int.from_bytes(ticket, "little")
+        part = decoded.share()
+        builder = FrameBuilder(like=caches)
+        for chunk in part.chunks(*blocks[i]):
+            builder.add(chunk)
+        builder.compact()
+        caches = builder
+        out.append((i, builder.columns, builder.bad, part.kept, part.dropped, part.warnings))
+
+
+def _fork(decoded: Decoded, blocks: list[tuple[int, int]], tickets: int) -> tuple[int, int]:
+    """Start a child that decodes blocks while tickets last and writes their columns to a pipe."""
     read, write = os.pipe()
     pid = os.fork()
     if pid:
@@ -109,13 +136,9 @@ def _fork(decoded: Decoded, first: int, stop: int) -> tuple[int, int]:
     code = 1
     try:
         os.close(read)
-        part = decoded.share()
-        builder = FrameBuilder()
-        for chunk in part.chunks(first, stop):
-            builder.add(chunk)
+        done = _decode_blocks(decoded, blocks, tickets)
         with os.fdopen(write, "wb") as out:
-            pickle.dump((builder.columns, builder.bad, part.kept, part.dropped, part.warnings), out,
-                        protocol=pickle.HIGHEST_PROTOCOL)
+            pickle.dump(done, out, protocol=pickle.HIGHEST_PROTOCOL)
         code = 0
     except BaseException:  # noqa: BLE001 - a child must never return into the caller's code
         pass
@@ -124,7 +147,7 @@ def _fork(decoded: Decoded, first: int, stop: int) -> tuple[int, int]:
 
 
 def _receive(fd: int):
-    """The child's pickled columns, or None when it failed before sending them all."""
+    """The child's pickled blocks, or None when it failed before sending them all."""
     try:
         with os.fdopen(fd, "rb") as pipe:
             return pickle.load(pipe)
