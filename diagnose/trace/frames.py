@@ -279,7 +279,7 @@ def _frame(data: dict, columns: list[str]) -> pd.DataFrame:
     body = {c: data.pop(c).values for c in columns}
     if not len(body["ts"]):
         return pd.DataFrame([], columns=columns)  # object columns, as pandas makes from no rows
-    return pd.DataFrame(body, columns=columns)
+    return pd.DataFrame(body, columns=columns, copy=False)  # fresh arrays: no copy, no consolidation
 
 
 _NUMERIC = {frozenset({int}): np.int64, frozenset({float}): float, frozenset({int, float}): float,

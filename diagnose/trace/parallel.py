@@ -22,7 +22,7 @@ from diagnose.trace.kineto import Decoded
 
 MIN_BYTES = 32 << 20
 MAX_PROCESSES = 4
-BLOCKS_PER_PROCESS = 12
+BLOCKS_PER_PROCESS = 32
 TICKET = 4  # bytes per block number in the ticket pipe
 
 
