@@ -30,8 +30,7 @@ def join_launches(trace: Trace) -> pd.DataFrame:
                      ("external_id", "launch_external_id"), ("tid", "launch_tid")):
         out[dst] = _taken(runtime[src], found, out.index)
     out["launch_delay"] = out["ts"] - (out["launch_ts"] + out["launch_dur"])
-    ops = trace.ops
-    cpu_ops = ops.loc[ops["cat"] == "cpu_op", ["ts", "external_id", "name", "input_dims", "input_types"]]
+    cpu_ops = trace.cpu_ops[["ts", "external_id", "name", "input_dims", "input_types"]]
     cpu_ops = cpu_ops.dropna(subset=["external_id"])
     # The innermost op owns the launch: with nested ops sharing an id, keep the latest-starting one.
     cpu_ops = cpu_ops.sort_values("ts").drop_duplicates("external_id", keep="last")

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 import pandas as pd
 
@@ -31,6 +32,11 @@ class Trace:
     capture: dict | None = None
     warnings: list = dataclasses.field(default_factory=list)
     t0_us: float = 0.0
+
+    @functools.cached_property
+    def cpu_ops(self) -> pd.DataFrame:
+        """The ops of category cpu_op (no user annotations), computed once: several metrics start from them."""
+        return self.ops[self.ops["cat"] == "cpu_op"]
 
     @property
     def kernels(self) -> pd.DataFrame:
