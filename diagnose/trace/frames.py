@@ -10,7 +10,7 @@ one shared object per distinct value.
 from __future__ import annotations
 
 from itertools import repeat
-from operator import attrgetter, itemgetter
+from operator import attrgetter
 from typing import Iterable, NamedTuple
 
 import msgspec
@@ -42,7 +42,14 @@ FRAMES = {GPU: ("gpu", GPU_COLUMNS), RUNTIME: ("runtime", RUNTIME_COLUMNS), OPS:
           ANNOTATIONS: ("gpu_annotations", ANNOTATION_COLUMNS), SYNCS: ("syncs", SYNC_COLUMNS)}
 ARRAY_COLUMNS = {"ts", "dur", "correlation", "external_id"}
 INT64_MAX = 2 ** 63 - 1
-_FIRST = itemgetter(0)
+
+
+class _Codes(dict):
+    """Small integer codes for values, given out in order of first appearance."""
+
+    def __missing__(self, key) -> int:
+        code = self[key] = len(self)
+        return code
 
 
 def _product(dims) -> int | None:
@@ -108,6 +115,10 @@ class FrameBuilder:
         self.bad = 0
         self._shared: dict = like._shared if like else {None: None}
         self._raw_lists: dict = like._raw_lists if like else {}
+        self._raw_firsts: dict = like._raw_firsts if like else {}
+        self._categories: _Codes = like._categories if like else _Codes()
+        self._tables: tuple = ()
+        self._cat = self._cat_names = self._gpu_kinds = None  # the chunk being bucketed: its category codes
         self._compacted = False
 
     def add(self, chunk: list[Event]) -> None:
@@ -115,7 +126,9 @@ class FrameBuilder:
         n = len(chunk)
         if not n:
             return
-        family = np.fromiter(map(FAMILY_OF.get, _get("cat", chunk), repeat(OTHER, n)), np.int8, n)
+        cat = np.fromiter(map(self._categories.__getitem__, _get("cat", chunk)), np.int32, n)
+        families, self._cat_names, self._gpu_kinds = self._category_tables()
+        family = families[cat]
         phase = np.fromiter(map(PHASE_OF.get, _get("ph", chunk), repeat(0, n)), np.int8, n)
         ts = np.array(_get("ts", chunk), dtype=float)
         finite = np.isfinite(ts)
@@ -137,7 +150,17 @@ class FrameBuilder:
             out = self.columns[key]
             out["ts"].append(ts[rows])
             out["dur"].append(dur[pick])
+            self._cat = cat[rows]
             getattr(self, "_" + key)(list(map(chunk.__getitem__, rows.tolist())), out)
+
+    def _category_tables(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """By category code: the event family, the category's name, and its GPU kind."""
+        if len(self._tables) and len(self._tables[0]) == len(self._categories):
+            return self._tables
+        names = list(self._categories)
+        self._tables = (np.array([FAMILY_OF.get(c, OTHER) for c in names], dtype=np.int8),
+                        np.array(names, dtype=object), np.array([GPU_KIND.get(c) for c in names], dtype=object))
+        return self._tables
 
     def _share(self, values: list) -> list:
         """The values, each replaced by one shared object per distinct value."""
@@ -156,10 +179,18 @@ class FrameBuilder:
             cache[key] = (value, _dims_text(value), _product(value))
         return list(map(cache.__getitem__, keys))
 
+    def _first_lists(self, raws: list) -> list:
+        """The list each raw JSON list field holds (None for anything else), decoded once per distinct value."""
+        cache = self._raw_firsts
+        keys = list(map(bytes, raws))
+        for key in set(keys).difference(cache):
+            cache[key] = decode_list(msgspec.Raw(key))
+        return list(map(cache.__getitem__, keys))
+
     def _gpu(self, events: list[Event], out: dict) -> None:
         args = _args(events)
         out["name"] += self._names(events)
-        out["cat"] += map(GPU_KIND.__getitem__, _get("cat", events))
+        out["cat"] += self._gpu_kinds[self._cat].tolist()
         out["device"] += _device(events, args, "device", "pid")
         out["stream"] += _device(events, args, "stream", "tid")
         out["correlation"].append(id_array(_get("correlation", args)))
@@ -176,20 +207,20 @@ class FrameBuilder:
     def _runtime(self, events: list[Event], out: dict) -> None:
         args = _args(events)
         out["name"] += self._names(events)
-        out["pid"] += self._share(_get("pid", events))
-        out["tid"] += self._share(_get("tid", events))
+        out["pid"] += _get("pid", events)
+        out["tid"] += _get("tid", events)
         out["correlation"].append(id_array(_get("correlation", args)))
         out["external_id"].append(id_array(_get("external_id", args)))
 
     def _ops(self, events: list[Event], out: dict) -> None:
         args = _args(events)
         out["name"] += self._names(events)
-        out["cat"] += self._share(_get("cat", events))
-        out["pid"] += self._share(_get("pid", events))
-        out["tid"] += self._share(_get("tid", events))
+        out["cat"] += self._cat_names[self._cat].tolist()
+        out["pid"] += _get("pid", events)
+        out["tid"] += _get("tid", events)
         out["external_id"].append(id_array(_get("external_id", args)))
-        out["input_dims"] += map(_FIRST, self._lists(_get("input_dims", args)))
-        out["input_types"] += map(_FIRST, self._lists(_get("input_types", args)))
+        out["input_dims"] += self._first_lists(_get("input_dims", args))
+        out["input_types"] += self._first_lists(_get("input_types", args))
 
     def _gpu_annotations(self, events: list[Event], out: dict) -> None:
         args = _args(events)
