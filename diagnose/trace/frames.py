@@ -45,11 +45,33 @@ INT64_MAX = 2 ** 63 - 1
 
 
 class _Codes(dict):
-    """Small integer codes for values, given out in order of first appearance."""
+    """Small integer codes for keys, given out in order of first appearance; `values[code]` is the
+    key itself, or what `decode` makes of it."""
+
+    def __init__(self, decode=None):
+        super().__init__()
+        self.values: list = []
+        self._decode = decode
 
     def __missing__(self, key) -> int:
-        code = self[key] = len(self)
+        code = self[key] = len(self.values)
+        self.values.append(self._decode(key) if self._decode else key)
         return code
+
+
+def _codes(table: _Codes, keys) -> np.ndarray:
+    """The codes of `keys` (new keys get new codes) as an int32 array."""
+    return np.fromiter(map(table.__getitem__, keys), np.int32)
+
+
+def _raw_list(raw: bytes) -> list | None:
+    return decode_list(msgspec.Raw(raw))
+
+
+def _list_info(raw: bytes) -> tuple:
+    """(list, text, product of its numbers) of a raw JSON list such as a kernel's grid."""
+    value = _raw_list(raw)
+    return value, _dims_text(value), _product(value)
 
 
 def _product(dims) -> int | None:
@@ -113,12 +135,13 @@ class FrameBuilder:
         self.columns = {key: {c: [] for c in cols} for key, cols in FRAMES.values()}
         self.columns["memory"] = {c: [] for c in MEMORY_COLUMNS}
         self.bad = 0
-        self._shared: dict = like._shared if like else {None: None}
-        self._raw_lists: dict = like._raw_lists if like else {}
-        self._raw_firsts: dict = like._raw_firsts if like else {}
+        # codes for the distinct values of the coded columns (names, categories, raw JSON lists)
+        self._names: _Codes = like._names if like else _Codes()
         self._categories: _Codes = like._categories if like else _Codes()
-        self._tables: tuple = ()
-        self._cat = self._cat_names = self._gpu_kinds = None  # the chunk being bucketed: its category codes
+        self._launch_dims: _Codes = like._launch_dims if like else _Codes(_list_info)
+        self._shapes: _Codes = like._shapes if like else _Codes(_raw_list)
+        self._families = np.empty(0, dtype=np.int8)
+        self._cat = None  # the category codes of the rows being bucketed
         self._compacted = False
 
     def add(self, chunk: list[Event]) -> None:
@@ -126,9 +149,8 @@ class FrameBuilder:
         n = len(chunk)
         if not n:
             return
-        cat = np.fromiter(map(self._categories.__getitem__, _get("cat", chunk)), np.int32, n)
-        families, self._cat_names, self._gpu_kinds = self._category_tables()
-        family = families[cat]
+        cat = _codes(self._categories, _get("cat", chunk))
+        family = self._family_of(cat)
         phase = np.fromiter(map(PHASE_OF.get, _get("ph", chunk), repeat(0, n)), np.int8, n)
         ts = np.array(_get("ts", chunk), dtype=float)
         finite = np.isfinite(ts)
@@ -153,60 +175,39 @@ class FrameBuilder:
             self._cat = cat[rows]
             getattr(self, "_" + key)(list(map(chunk.__getitem__, rows.tolist())), out)
 
-    def _category_tables(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """By category code: the event family, the category's name, and its GPU kind."""
-        if len(self._tables) and len(self._tables[0]) == len(self._categories):
-            return self._tables
-        names = list(self._categories)
-        self._tables = (np.array([FAMILY_OF.get(c, OTHER) for c in names], dtype=np.int8),
-                        np.array(names, dtype=object), np.array([GPU_KIND.get(c) for c in names], dtype=object))
-        return self._tables
+    def _family_of(self, cat: np.ndarray) -> np.ndarray:
+        """The event family of each category code."""
+        if len(self._families) != len(self._categories.values):
+            self._families = np.array([FAMILY_OF.get(c, OTHER) for c in self._categories.values], dtype=np.int8)
+        return self._families[cat]
 
-    def _share(self, values: list) -> list:
-        """The values, each replaced by one shared object per distinct value."""
-        return list(map(self._shared.setdefault, values, values))
-
-    def _names(self, events: list[Event]) -> list[str]:
-        names = self._share(_get("name", events))
-        return [n if n is not None else "<unnamed>" for n in names] if None in names else names
-
-    def _lists(self, raws: list) -> list[tuple]:
-        """(list, text, product) of each raw JSON list field, decoded once per distinct value."""
-        cache = self._raw_lists
-        keys = list(map(bytes, raws))
-        for key in set(keys).difference(cache):
-            value = decode_list(msgspec.Raw(key))
-            cache[key] = (value, _dims_text(value), _product(value))
-        return list(map(cache.__getitem__, keys))
-
-    def _first_lists(self, raws: list) -> list:
-        """The list each raw JSON list field holds (None for anything else), decoded once per distinct value."""
-        cache = self._raw_firsts
-        keys = list(map(bytes, raws))
-        for key in set(keys).difference(cache):
-            cache[key] = decode_list(msgspec.Raw(key))
-        return list(map(cache.__getitem__, keys))
+    def _name_codes(self, events: list[Event]) -> np.ndarray:
+        names = _get("name", events)
+        if None in names:
+            names = [n if n is not None else "<unnamed>" for n in names]
+        return _codes(self._names, names)
 
     def _gpu(self, events: list[Event], out: dict) -> None:
         args = _args(events)
-        out["name"] += self._names(events)
-        out["cat"] += self._gpu_kinds[self._cat].tolist()
+        out["name"].append(self._name_codes(events))
+        out["cat"].append(self._cat)
         out["device"] += _device(events, args, "device", "pid")
         out["stream"] += _device(events, args, "stream", "tid")
         out["correlation"].append(id_array(_get("correlation", args)))
         out["external_id"].append(id_array(_get("external_id", args)))
-        grids = self._lists(_get("grid", args))
-        blocks = self._lists(_get("block", args))
-        out["grid"] += self._share([g[1] for g in grids])
-        out["block"] += self._share([b[1] for b in blocks])
-        out["blocks"] += [g[2] for g in grids]
-        out["threads_per_block"] += [b[2] for b in blocks]
+        grids = _codes(self._launch_dims, map(bytes, _get("grid", args)))
+        blocks = _codes(self._launch_dims, map(bytes, _get("block", args)))
+        out["grid"].append(grids)
+        out["block"].append(blocks)
+        info = self._launch_dims.values
+        out["blocks"] += [info[c][2] for c in grids.tolist()]
+        out["threads_per_block"] += [info[c][2] for c in blocks.tolist()]
         for col in ("registers", "shared_memory", "blocks_per_sm", "warps_per_sm", "occupancy", "bytes"):
             out[col] += _get(col, args)
 
     def _runtime(self, events: list[Event], out: dict) -> None:
         args = _args(events)
-        out["name"] += self._names(events)
+        out["name"].append(self._name_codes(events))
         out["pid"] += _get("pid", events)
         out["tid"] += _get("tid", events)
         out["correlation"].append(id_array(_get("correlation", args)))
@@ -214,17 +215,17 @@ class FrameBuilder:
 
     def _ops(self, events: list[Event], out: dict) -> None:
         args = _args(events)
-        out["name"] += self._names(events)
-        out["cat"] += self._cat_names[self._cat].tolist()
+        out["name"].append(self._name_codes(events))
+        out["cat"].append(self._cat)
         out["pid"] += _get("pid", events)
         out["tid"] += _get("tid", events)
         out["external_id"].append(id_array(_get("external_id", args)))
-        out["input_dims"] += self._first_lists(_get("input_dims", args))
-        out["input_types"] += self._first_lists(_get("input_types", args))
+        out["input_dims"].append(_codes(self._shapes, map(bytes, _get("input_dims", args))))
+        out["input_types"].append(_codes(self._shapes, map(bytes, _get("input_types", args))))
 
     def _gpu_annotations(self, events: list[Event], out: dict) -> None:
         args = _args(events)
-        out["name"] += self._names(events)
+        out["name"].append(self._name_codes(events))
         out["device"] += _device(events, args, "device", "pid")
         out["stream"] += _device(events, args, "stream", "tid")
 
@@ -257,9 +258,21 @@ class FrameBuilder:
         columns travel between processes as arrays and `finish` only has to join them.
         """
         if not self._compacted:
-            self.columns = {key: {col: _compact(col, values) for col, values in columns.items()}
+            tables = self._tables()
+            self.columns = {key: {col: _compact(col, values, tables.get((key, col)))
+                                  for col, values in columns.items()}
                             for key, columns in self.columns.items()}
             self._compacted = True
+
+    def _tables(self) -> dict:
+        """The values the codes of each coded column stand for."""
+        names, categories = self._names.values, self._categories.values
+        launch_text = [info[1] for info in self._launch_dims.values]
+        return {("gpu", "name"): names, ("runtime", "name"): names, ("ops", "name"): names,
+                ("gpu_annotations", "name"): names, ("syncs", "name"): names,
+                ("gpu", "cat"): [GPU_KIND.get(c) for c in categories], ("ops", "cat"): categories,
+                ("gpu", "grid"): launch_text, ("gpu", "block"): launch_text,
+                ("ops", "input_dims"): self._shapes.values, ("ops", "input_types"): self._shapes.values}
 
     def merge(self, *others: "FrameBuilder") -> None:
         """Append other builders' rows (events that came after this builder's, in that order)."""
@@ -307,7 +320,7 @@ def _int64(column: pd.Series) -> pd.Series:
 
 
 def _frame(data: dict, columns: list[str]) -> pd.DataFrame:
-    body = {c: data.pop(c).values for c in columns}
+    body = {c: _values(data.pop(c)) for c in columns}
     if not len(body["ts"]):
         return pd.DataFrame([], columns=columns)  # object columns, as pandas makes from no rows
     return pd.DataFrame(body, columns=columns, copy=False)  # fresh arrays: no copy, no consolidation
@@ -320,19 +333,47 @@ _NUMERIC = {frozenset({int}): np.int64, frozenset({float}): float, frozenset({in
 
 class Column(NamedTuple):
     """A compacted column: its values as one array (a list where pandas must infer the dtype), and
-    the Python types they had (None for columns that were arrays from the start)."""
+    the Python types they had (None for columns that were arrays from the start). A coded column
+    holds int32 codes into `table`, the values they stand for."""
 
     values: np.ndarray | list
     types: frozenset | None
+    table: list | None = None
 
 
-def _compact(col: str, values: list) -> Column:
+def _compact(col: str, values: list, table: list | None = None) -> Column:
     """One accumulated column as a Column: numeric values straight to the numpy dtype pandas would
-    infer for them, strings and other objects to an object array."""
+    infer for them, strings and other objects to an object array, codes kept as codes."""
+    if table is not None:
+        codes = np.concatenate(values) if values else np.empty(0, dtype=np.int32)
+        return Column(codes, frozenset(type(table[i]) for i in np.unique(codes).tolist()), table)
     if col in ARRAY_COLUMNS and values and isinstance(values[0], np.ndarray):
         return Column(np.concatenate(values), None)
     types = frozenset(map(type, values))
     return Column(_array(values, types), types)
+
+
+def _values(column: Column):
+    """The values of a column, coded or not."""
+    return _decoded([column]).values if column.table is not None else column.values
+
+
+def _decoded(parts: list[Column]) -> Column:
+    """Coded columns (from one process or several) as one column of the values themselves."""
+    tables, codes, size = {}, [], 0
+    for part in parts:
+        if id(part.table) not in tables:
+            tables[id(part.table)] = (size, part.table)
+            size += len(part.table)
+        offset, _ = tables[id(part.table)]
+        codes.append(part.values.astype(np.int64) + offset)
+    values = [v for _, table in tables.values() for v in table]
+    lookup = np.fromiter(values, dtype=object, count=len(values))
+    types = frozenset().union(*(p.types for p in parts))
+    taken = lookup[np.concatenate(codes)] if codes else np.empty(0, dtype=object)
+    if bool in types or _NUMERIC.get(types) or not len(taken):
+        return Column(_array(taken.tolist(), types), types)
+    return Column(taken, types)
 
 
 def _array(values: list, types: frozenset):
@@ -349,6 +390,8 @@ def _array(values: list, types: frozenset):
 
 def _join(parts: list[Column]) -> Column:
     """The columns appended one to the next, with the dtype one column of all their values would have."""
+    if all(p.table is not None for p in parts):
+        return _decoded(parts)
     types = frozenset().union(*(p.types or frozenset() for p in parts))
     parts = [p for p in parts if len(p.values)] or parts[:1]
     if all(p.types is None for p in parts):
