@@ -14,14 +14,19 @@ def top_kernels(metrics, limit: int = 15) -> list[dict]:
         return []
     busy = float(ops["dur"].sum()) or 1.0
     grouped = ops.groupby("name", sort=False).agg(
-        kind=("cat", "first"), calls=("dur", "size"), total_us=("dur", "sum"), median_us=("dur", "median"),
-        op=("op_name", lambda s: s.mode().iat[0] if s.notna().any() else None),
-        dims=("input_dims", lambda s: _first_text(s)))
+        kind=("cat", "first"), calls=("dur", "size"), total_us=("dur", "sum"), median_us=("dur", "median"))
     grouped = grouped.sort_values("total_us", ascending=False).head(limit)
-    return [{"name": name, "cat": row.kind, "calls_per_step": round(row.calls / n, 2),
-             "us_per_step": round(row.total_us / n, 3), "median_us": round(float(row.median_us), 3),
-             "share_of_gpu_time": round(row.total_us / busy, 4), "op": row.op, "input_dims": row.dims}
-            for name, row in grouped.iterrows()]
+    top = ops[ops["name"].isin(grouped.index)]  # the launching op and shapes of the top kernels only
+    by_name = dict(list(top.groupby("name", sort=False)[["op_name", "input_dims"]]))
+    rows = []
+    for name, row in grouped.iterrows():
+        launched = by_name[name]
+        op = launched["op_name"].mode().iat[0] if launched["op_name"].notna().any() else None
+        rows.append({"name": name, "cat": row.kind, "calls_per_step": round(row.calls / n, 2),
+                     "us_per_step": round(row.total_us / n, 3), "median_us": round(float(row.median_us), 3),
+                     "share_of_gpu_time": round(row.total_us / busy, 4), "op": op,
+                     "input_dims": _first_text(launched["input_dims"])})
+    return rows
 
 
 def _first_text(series: pd.Series):
