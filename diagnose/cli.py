@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -100,7 +101,7 @@ def _dispatch(args, script_args: list[str], err: Console) -> int:
     if args.target == "rules" and not Path("rules").is_file():
         from diagnose.rules_table import print_rules
 
-        print_rules(Console(highlight=False))
+        print_rules(_Stdout(highlight=False))
         return EXIT_OK
     config = load_config(args.set, args.fail_on)
     if args.target == "demo" and not Path("demo").exists():
@@ -158,17 +159,36 @@ def _run(args, target_text: str, script_args: list[str], config, err: Console) -
             if note.startswith("--ncu") or note.startswith("ncu."):
                 print(f"diagnose: {note}", file=sys.stderr)
     if args.json:
-        print(render_json(diagnosis))
+        _print(render_json(diagnosis))
     elif args.quiet:
-        print("\n".join(written.values()))
+        _print("\n".join(written.values()))
     else:
-        print_summary(diagnosis, Console(highlight=False), written)
+        print_summary(diagnosis, _Stdout(highlight=False), written)
     if diagnosis.workload_failed:
         return EXIT_WORKLOAD_FAILED
     worst = diagnosis.worst_severity()
     if config.fail_on and worst and SEVERITIES.index(worst) <= SEVERITIES.index(config.fail_on):
         return EXIT_FINDING
     return EXIT_OK
+
+
+def _stdout_gone() -> None:
+    """The reader of stdout stopped early (`diagnose ... | head`): drop the rest, which is no error."""
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+
+
+def _print(text: str) -> None:
+    try:
+        print(text, flush=True)
+    except BrokenPipeError:
+        _stdout_gone()
+
+
+class _Stdout(Console):
+    """The terminal summary's console: a closed pipe ends the output, not the run (rich would exit 1)."""
+
+    def on_broken_pipe(self) -> None:
+        _stdout_gone()
 
 
 class _progress:

@@ -75,3 +75,16 @@ def test_analysis_never_imports_torch(tmp_path):
         f"sys.exit(main([{str(CAPTURES / 'decode_eager')!r}, '-q', '-o', {str(tmp_path)!r}]))\n")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
     assert result.returncode == 0, result.stderr
+
+
+def test_a_reader_that_stops_early_is_no_error(tmp_path):
+    """`diagnose ... | head -1`: the summary, the JSON and the quiet paths each exit as if read whole."""
+    for flags in ([], ["--json"], ["-q"]):
+        proc = subprocess.Popen([sys.executable, "-m", "diagnose", str(CAPTURES / "decode_eager"),
+                                 "-o", str(tmp_path / "out"), *flags],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT)
+        proc.stdout.read(1)
+        proc.stdout.close()  # stop reading after one byte, as `head -c1` would
+        assert proc.wait(timeout=60) == 0, flags
+        assert b"Traceback" not in proc.stderr.read()
+        assert (tmp_path / "out" / "findings.json").is_file()
