@@ -187,7 +187,9 @@ def _chains(ops: pd.DataFrame, min_ops: int, bw: float, sm_count: int, peak_tbps
     Sums over the runs are vectorised (missing values count as zero, as pandas sums them); the
     single-pass bytes of a sequence of works are worked out once per distinct sequence.
     """
-    frame = ops.assign(bytes=best_bytes(ops)).sort_values(["step", "stream", "ts"], kind="stable")
+    needed = ["step", "stream", "ts", "kind", "fused", "kernel_us", "flops", "dram_pct", "dram_bytes", "blocks",
+              "work", "op_name", "shapes"]
+    frame = ops[needed].assign(bytes=best_bytes(ops)).sort_values(["step", "stream", "ts"], kind="stable")
     member = (frame["kind"].isin(MEMORY_KINDS) & ~frame["fused"].astype(bool)).to_numpy()
     step, stream = frame["step"].to_numpy(), frame["stream"].to_numpy()
     new_lane = np.concatenate(([True], (step[1:] != step[:-1]) | (stream[1:] != stream[:-1])))
