@@ -275,6 +275,7 @@ def chart(results: dict, png: Path) -> None:
     if hta:
         ax_t.plot([r["file_mb"] for r in hta], [statistics.median(r["hta"]["wall_s"]) for r in hta], "s-",
                   label="HTA (load + idle breakdown)")
+    ax_t.axhline(15, linestyle=":", color="grey", label="15 s target at 1 GB")
     ax_m.plot(x, [statistics.median(r["diagnose"]["peak_pss_mb"]) / 1e3 for r in rows], "o-",
               label="diagnose (peak PSS, all processes)")
     ax_m.plot(x, [statistics.median(r["diagnose"]["maxrss_mb"]) / 1e3 for r in rows], "o--",
