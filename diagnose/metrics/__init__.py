@@ -19,7 +19,7 @@ __all__ = ["Metrics", "TIMELINE_DEFAULTS", "metrics_of"]
 
 def metrics_of(trace: Trace) -> "Metrics":
     """The Metrics last built for `trace` (by the engine, say), so reports reuse them; else new ones."""
-    known = getattr(trace, "_diagnose_metrics", None)
+    known = trace.metrics
     return known if known is not None and known.trace is trace else Metrics(trace)
 
 
@@ -29,7 +29,7 @@ class Metrics:
     def __init__(self, trace: Trace, timeline_params: dict | None = None):
         self.trace = trace
         self.timeline_params = timeline_params or {}
-        trace._diagnose_metrics = self
+        trace.metrics = self
 
     @functools.cached_property
     def steps(self) -> Steps:

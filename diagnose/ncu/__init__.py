@@ -22,7 +22,7 @@ def attach(trace, table: NcuTable | None) -> None:
 
 def attached(trace) -> NcuTable | None:
     """The measurements attached to `trace`, or None."""
-    return getattr(trace, "ncu", None)
+    return trace.ncu
 
 
 __all__ = ["NcuTable", "attach", "attached", "read_ncu"]
