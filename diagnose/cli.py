@@ -132,7 +132,8 @@ def _run(args, target_text: str, script_args: list[str], config, err: Console) -
     target = pipeline.parse_target(target_text)
     out = args.out or pipeline.default_out(target)
     if target.kind == "trace":
-        diagnosis = pipeline.analyse(target.path, config, ncu_csv=args.ncu_csv)
+        with _progress(err, quiet=args.quiet or args.json, first="reading the trace") as on_progress:
+            diagnosis = pipeline.analyse(target.path, config, ncu_csv=args.ncu_csv, on_progress=on_progress)
         if args.ncu:
             diagnosis.warnings.insert(0, "--ncu: the target is a trace, not a workload: nothing to run under "
                                          "Nsight Compute (attach its results with --ncu-csv FILE)")
@@ -192,17 +193,18 @@ class _Stdout(Console):
 
 
 class _progress:
-    """A rich progress line fed by the capture child's phase reports (silent when quiet)."""
+    """A rich progress line fed by phase reports: the capture child's, or the trace loader's (silent when quiet)."""
 
     LABELS = {"build": "building the workload", "warmup": "warming up", "timing": "timing steps without the profiler",
               "profile": "profiling steps", "export": "writing the trace", "run": "running the script",
               "ncu-start": "Nsight Compute: starting the workload again", "ncu-build": "Nsight Compute: "
               "building the workload", "ncu-run": "Nsight Compute: running the script",
               "ncu-warmup": "Nsight Compute: warming up", "ncu-replay": "Nsight Compute: replaying one step's "
-              "hot kernels (~0.5 s each)", "ncu-finish": "Nsight Compute: collecting the results"}
+              "hot kernels (~0.5 s each)", "ncu-finish": "Nsight Compute: collecting the results",
+              "decode": "reading the trace", "rules": "running the rules"}
 
-    def __init__(self, console: Console, quiet: bool):
-        self.console, self.quiet = console, quiet
+    def __init__(self, console: Console, quiet: bool, first: str = "starting the workload"):
+        self.console, self.quiet, self.first = console, quiet, first
         self.progress = None
         self.task = None
 
@@ -214,7 +216,7 @@ class _progress:
         self.progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
                                  MofNCompleteColumn(), console=self.console, transient=True)
         self.progress.start()
-        self.task = self.progress.add_task("starting the workload", total=None)
+        self.task = self.progress.add_task(self.first, total=None)
         return self.update
 
     def update(self, event: dict) -> None:
@@ -223,8 +225,13 @@ class _progress:
         if event.get("phase") == "sweep":
             label = f"capturing sweep point {event.get('value')}"
         total = event.get("total") or None
-        self.progress.update(self.task, description=label, total=total,
-                             completed=(event.get("done", 0) + 1) if total else 0)
+        task = self.progress.tasks[0] if self.progress.tasks else None
+        if task is None or task.description != label or task.total != total:
+            # a new phase: a fresh line (rich keeps the old total when told None)
+            self.progress.remove_task(self.task)
+            self.task = self.progress.add_task(label, total=total)
+        if total:
+            self.progress.update(self.task, completed=event.get("done", 0) + 1)
 
     def __exit__(self, *exc):
         if self.progress is not None:

@@ -54,14 +54,18 @@ def parse_target(text: str) -> Target:
     return Target("trace", path)
 
 
-def analyse(path: Path, config: Config, ncu_csv: Path | None = None) -> Diagnosis:
-    """Analysis mode: a trace file, capture folder (with its ncu.csv, if any) or sweep folder; no torch."""
+def analyse(path: Path, config: Config, ncu_csv: Path | None = None, on_progress=None) -> Diagnosis:
+    """Analysis mode: a trace file, capture folder (with its ncu.csv, if any) or sweep folder; no torch.
+
+    `on_progress` (optional) receives {"phase": ...} events: "decode" (with done and total), "rules"."""
     from diagnose.memory import diagnose_sweep
     from diagnose.memory.sweep import is_sweep_folder
 
     if is_sweep_folder(path):
         return diagnose_sweep(path, config)
-    trace = load_target(path)
+    report = on_progress or (lambda event: None)
+    trace = load_target(path, on_progress)
+    report({"phase": "rules"})
     found = ncu_csv or capture_ncu_file(Path(path))
     label = "--ncu-csv" if ncu_csv else (found.name if found else "")
     table, notes = attach_ncu_file(trace, found, label)

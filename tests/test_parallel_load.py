@@ -100,9 +100,9 @@ def _slow_parent(monkeypatch, fail: str | None = None) -> dict:
         seen["blocks_received"] += len(payload or [])
         return payload
 
-    def spy(decoded, processes):
+    def spy(decoded, processes, report):
         try:
-            return real_parallel(decoded, processes)
+            return real_parallel(decoded, processes, report)
         except parallel._Failed:
             seen["fell_back"] += 1
             raise
@@ -145,3 +145,20 @@ def test_joined_columns_equal_one_column_of_all_values(first, second):
     pd.testing.assert_series_equal(pd.Series(joined.values), pd.Series(whole.values))
     if not isinstance(whole.values, list) and whole.values.dtype == object:
         assert [type(v) for v in joined.values] == [type(v) for v in whole.values]
+
+
+def test_loading_reports_progress_on_one_core_and_on_several(monkeypatch):
+    from diagnose.config import Config
+    from diagnose.pipeline import analyse
+
+    path = Path(CAPTURES[0])
+    for processes in (1, 2):
+        events = []
+        with monkeypatch.context() as m:
+            m.setattr(kineto, "CHUNK_BYTES", 3000)
+            m.setattr(parallel, "_processes", lambda decoded, n=processes: n)
+            analyse(path, Config(), on_progress=events.append)
+        decode = [e for e in events if e["phase"] == "decode"]
+        assert decode and all(0 <= e["done"] < e["total"] for e in decode), processes
+        assert [e["done"] for e in decode] == sorted(e["done"] for e in decode)
+        assert events[-1] == {"phase": "rules"}

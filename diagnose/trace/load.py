@@ -20,17 +20,20 @@ TRACE_NAMES = ("trace.json.gz", "trace.json")
 _BLANK = re.compile(rb"\s*")
 
 
-def load_target(path: str | Path) -> Trace:
-    """Load a kineto trace (.json / .json.gz) or a capture folder written by diagnose."""
+def load_target(path: str | Path, on_progress=None) -> Trace:
+    """Load a kineto trace (.json / .json.gz) or a capture folder written by diagnose.
+
+    `on_progress`, when given, is called with {"phase": "decode", "done": n, "total": N} as the
+    events are decoded (see parallel.build)."""
     path = Path(path)
     if not path.exists():
         raise InputError(f"{path}: no such file or folder")
     if path.is_dir():
-        return load_capture_folder(path)
-    return load_trace_file(path)
+        return load_capture_folder(path, on_progress)
+    return load_trace_file(path, on_progress=on_progress)
 
 
-def load_capture_folder(folder: Path) -> Trace:
+def load_capture_folder(folder: Path, on_progress=None) -> Trace:
     """A capture folder: meta.json plus (when the workload got that far) trace.json.gz."""
     meta_path = folder / "meta.json"
     trace_path = next((folder / n for n in TRACE_NAMES if (folder / n).exists()), None)
@@ -45,7 +48,8 @@ def load_capture_folder(folder: Path) -> Trace:
     if trace_path is None:
         trace = empty_trace(str(folder))
     else:
-        trace = load_trace_file(trace_path, allow_empty=meta.get("status") not in (None, "ok"))
+        trace = load_trace_file(trace_path, allow_empty=meta.get("status") not in (None, "ok"),
+                                on_progress=on_progress)
     trace.capture = meta
     trace.source = str(folder)
     return trace
@@ -65,9 +69,9 @@ def read_bytes(path: Path) -> bytes:
     return raw
 
 
-def load_trace_file(path: Path, allow_empty: bool = False) -> Trace:
+def load_trace_file(path: Path, allow_empty: bool = False, on_progress=None) -> Trace:
     """Read one kineto trace file; raises InputError for anything that is not one."""
-    read = _read_events(path)
+    read = _read_events(path, on_progress)
     if read is None:
         if allow_empty:
             return empty_trace(str(path))
@@ -89,7 +93,7 @@ def load_trace_file(path: Path, allow_empty: bool = False) -> Trace:
     )
 
 
-def _read_events(path: Path) -> tuple[kineto.Decoded, dict] | None:
+def _read_events(path: Path, on_progress=None) -> tuple[kineto.Decoded, dict] | None:
     """Decode the file chunk by chunk into frames; None for an empty file.
 
     The file's bytes live only inside this call, so they are freed before the analysis starts.
@@ -100,12 +104,12 @@ def _read_events(path: Path) -> tuple[kineto.Decoded, dict] | None:
     try:
         decoded = kineto.decode(raw)
         try:
-            builder = parallel.build(decoded)
+            builder = parallel.build(decoded, on_progress)
         except msgspec.DecodeError:
             if not decoded.located:
                 raise
             decoded = kineto.decode(raw, locate=False)
-            builder = parallel.build(decoded)
+            builder = parallel.build(decoded, on_progress)
         del raw
         decoded.finish()
     except msgspec.DecodeError as exc:

@@ -24,22 +24,31 @@ MIN_BYTES = 32 << 20
 MAX_PROCESSES = 4
 BLOCKS_PER_PROCESS = 32
 TICKET = 4  # bytes per block number in the ticket pipe
+PROGRESS_EVERY = 16  # pieces decoded on one core between progress reports
 
 
 class _Failed(Exception):
     """A block could not be decoded by its process: decode everything in this one."""
 
 
-def build(decoded: Decoded) -> FrameBuilder:
-    """Bucket every event of `decoded` into a FrameBuilder, on several cores when it pays."""
+def build(decoded: Decoded, on_progress=None) -> FrameBuilder:
+    """Bucket every event of `decoded` into a FrameBuilder, on several cores when it pays.
+
+    `on_progress` (optional) is called with {"phase": "decode", "done": n, "total": N} as the
+    work advances: blocks handed out, or pieces decoded on one core.
+    """
+    report = on_progress or (lambda event: None)
     processes = _processes(decoded)
     if processes > 1:
         try:
-            return _parallel(decoded, processes)
+            return _parallel(decoded, processes, report)
         except _Failed:
             pass
     builder = FrameBuilder()
-    for chunk in decoded.chunks():
+    total = max(len(decoded.pieces()), 1)
+    for done, chunk in enumerate(decoded.chunks()):
+        if done % PROGRESS_EVERY == 0:
+            report({"phase": "decode", "done": done, "total": total})
         builder.add(chunk)
     return builder
 
@@ -68,7 +77,7 @@ def _shares(pieces: list[tuple[int, int]], n: int) -> list[tuple[int, int]]:
     return [(a, b) for a, b in zip(bounds, bounds[1:]) if b > a]
 
 
-def _parallel(decoded: Decoded, processes: int) -> FrameBuilder:
+def _parallel(decoded: Decoded, processes: int, report) -> FrameBuilder:
     blocks = _shares(decoded.pieces(), processes * BLOCKS_PER_PROCESS)
     tickets, write = os.pipe()
     try:
@@ -81,7 +90,7 @@ def _parallel(decoded: Decoded, processes: int) -> FrameBuilder:
         for _ in range(processes - 1):
             children.append(_fork(decoded, blocks, tickets))
         try:
-            done += _decode_blocks(decoded, blocks, tickets)
+            done += _decode_blocks(decoded, blocks, tickets, report)
         except Exception as exc:  # a cut the splitter got wrong at a block's edge
             raise _Failed() from exc
         while children:
@@ -107,9 +116,10 @@ def _parallel(decoded: Decoded, processes: int) -> FrameBuilder:
     return builder
 
 
-def _decode_blocks(decoded: Decoded, blocks: list[tuple[int, int]], tickets: int) -> list[tuple]:
+def _decode_blocks(decoded: Decoded, blocks: list[tuple[int, int]], tickets: int, report=None) -> list[tuple]:
     """Decode the blocks whose tickets this process draws, until none is left; for each,
-    (block number, compacted columns, bad events, kept, dropped, warnings)."""
+    (block number, compacted columns, bad events, kept, dropped, warnings). Tickets are drawn in
+    order, so the number drawn tells how far all processes together have got (`report`)."""
     out = []
     caches = None
     while True:
@@ -117,6 +127,8 @@ def _decode_blocks(decoded: Decoded, blocks: list[tuple[int, int]], tickets: int
         if len(ticket) < TICKET:
             return out
         i = int.from_bytes(ticket, "little")
+        if report:
+            report({"phase": "decode", "done": i, "total": len(blocks)})
         part = decoded.share()
         builder = FrameBuilder(like=caches)
         for chunk in part.chunks(*blocks[i]):
