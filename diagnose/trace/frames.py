@@ -4,8 +4,11 @@ Events arrive a chunk at a time (kineto.Decoded.chunks). Each chunk is bucketed 
 masks over its categories, phases and times, and only the families a frame holds are read,
 field by field, with list comprehensions: event families no frame keeps (flow arrows, Python
 function events, metadata) cost one pass over their category and phase and nothing else.
-Columns stay compact while the file is read: times and ids in numpy arrays, names and shapes as
-one shared object per distinct value.
+Columns stay compact while the file is read: times and ids in numpy arrays; names, categories,
+launch dimensions and shape lists as int32 codes into tables of their distinct values (one table
+per process, shared by its builders). `compact` turns a builder's columns into arrays where they
+were decoded, `merge` appends other builders' (from other processes too), and `finish` decodes
+the codes once and makes the frames.
 """
 from __future__ import annotations
 
