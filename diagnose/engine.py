@@ -71,6 +71,9 @@ NEEDS = {
 }
 
 
+NO_STEP_WORK = "no kernels in the measured steps"
+
+
 class Context:
     """What a rule sees: the trace, its shared metrics, the configuration, the allocator record
     (`memory`, read on first use) and, for a parameter sweep, the Sweep (diagnose/memory/sweep.py)."""
@@ -91,6 +94,16 @@ class Context:
         if record is not None:
             self.trace.warnings.extend(w for w in record.warnings if w not in self.trace.warnings)
         return record
+
+    def step_work(self) -> tuple | None:
+        """(op instances, step µs, number of steps) of the measured steps, for the rules that weigh
+        kernel work against the step; None when the steps ran no kernel (the rule is then quiet,
+        with NO_STEP_WORK)."""
+        m = self.metrics
+        ops, step_us = m.op_work, m.budget.step_us
+        if not len(ops) or step_us <= 0:
+            return None
+        return ops, step_us, max(len(m.steps.windows), 1)
 
     def missing(self, need: str) -> str | None:
         """Why `need` is not available in this trace, or None when it is."""

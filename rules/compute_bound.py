@@ -68,7 +68,7 @@ import math
 
 import pandas as pd
 
-from diagnose.engine import Quiet, Rule, Skip, Threshold
+from diagnose.engine import NO_STEP_WORK, Quiet, Rule, Skip, Threshold
 from diagnose.findings import Evidence, Finding
 from diagnose.fixes import fix
 from diagnose.metrics.work import DTYPE_BYTES, rung_of
@@ -110,11 +110,10 @@ class ComputeBound(Rule):
         """Place the matrix ops on the roofline and pick the fix for the ones that dominate."""
         m = ctx.metrics
         spec = m.device_spec
-        ops = m.op_work
-        step_us = m.budget.step_us
-        n = max(len(m.steps.windows), 1)
-        if not len(ops) or step_us <= 0:
-            return Quiet("no kernels in the measured steps")
+        work = ctx.step_work()
+        if work is None:
+            return Quiet(NO_STEP_WORK)
+        ops, step_us, n = work
         matrix = ops[ops["kind"].isin(MATRIX_KINDS)]
         matrix_share = m.per_step(matrix["matrix_us"].sum()) / step_us
         if matrix_share < t["min_share"]:

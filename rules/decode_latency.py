@@ -44,7 +44,7 @@ import math
 
 import pandas as pd
 
-from diagnose.engine import Quiet, Rule, Skip, Threshold
+from diagnose.engine import NO_STEP_WORK, Quiet, Rule, Skip, Threshold
 from diagnose.findings import Evidence, Finding
 from diagnose.fixes import fix
 from diagnose.metrics.work import DTYPE_BYTES, GEMM_OPS
@@ -78,11 +78,10 @@ class DecodeLatency(Rule):
         """Find the GEMV-shaped weight matmuls and weigh them against the step."""
         m = ctx.metrics
         spec = m.device_spec
-        ops = m.op_work
-        step_us = m.budget.step_us
-        n = max(len(m.steps.windows), 1)
-        if not len(ops) or step_us <= 0:
-            return Quiet("no kernels in the measured steps")
+        work = ctx.step_work()
+        if work is None:
+            return Quiet(NO_STEP_WORK)
+        ops, step_us, n = work
         gemm = ops[ops["kind"] == "gemm"]
         weights = gemm[gemm["op_name"].isin(WEIGHT_OPS) & gemm["m"].notna() & gemm["n"].notna()]
         gemm_share = m.per_step(gemm["kernel_us"].sum()) / step_us

@@ -57,7 +57,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from diagnose.engine import Quiet, Rule, Skip, Threshold
+from diagnose.engine import NO_STEP_WORK, Quiet, Rule, Skip, Threshold
 from diagnose.findings import Evidence, Finding
 from diagnose.fixes import fix
 from diagnose.metrics.kernels import MEMORY_KINDS
@@ -92,12 +92,11 @@ class MemoryBound(Rule):
         """Find the chains, estimate their single-pass time, and compare the saving with the step."""
         m = ctx.metrics
         spec = m.device_spec
-        ops = m.op_work
         budget = m.budget
-        step_us = budget.step_us
-        n = max(len(m.steps.windows), 1)
-        if not len(ops) or step_us <= 0:
-            return Quiet("no kernels in the measured steps")
+        work = ctx.step_work()
+        if work is None:
+            return Quiet(NO_STEP_WORK)
+        ops, step_us, n = work
         bw = spec.achievable_tbps  # TB/s = bytes per µs / 1e6
         sm_count = ctx.trace.device.get("sm_count") or 0
         max_intensity = t["max_intensity_share"] * (spec.ridge("fp32") or 0.0)

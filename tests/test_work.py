@@ -150,3 +150,13 @@ def test_gathers_count_the_rows_not_the_table():
     assert w.bytes == 8 + 2 * 512 * 2
     w = op_work("aten::embedding", [[32000, 4096], [2, 7]], [BF16, "long int"], "memory")
     assert w.outputs == [Tensor((14, 4096), BF16)]
+
+
+def test_rules_weighing_kernel_work_are_quiet_when_the_steps_ran_no_kernel():
+    from diagnose.engine import NO_STEP_WORK, diagnose_trace
+
+    trace = load_capture("host_loader_inline")
+    trace.gpu = trace.gpu[trace.gpu["cat"] != "kernel"].reset_index(drop=True)  # copies and memsets only
+    checked = {c.rule: c.detail for c in diagnose_trace(trace).checked}
+    for rule in ("memory-bound", "compute-bound", "decode-latency"):
+        assert checked[rule] == NO_STEP_WORK
