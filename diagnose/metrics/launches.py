@@ -25,7 +25,7 @@ def join_launches(trace: Trace) -> pd.DataFrame:
     out = gpu[GPU_COLUMNS].copy()
     runtime = trace.runtime[["correlation", "name", "ts", "dur", "external_id", "tid"]]
     runtime = runtime.dropna(subset=["correlation"]).drop_duplicates("correlation")
-    found = _lookup(out["correlation"], runtime["correlation"])
+    found = lookup(out["correlation"], runtime["correlation"])
     for src, dst in (("name", "launch_name"), ("ts", "launch_ts"), ("dur", "launch_dur"),
                      ("external_id", "launch_external_id"), ("tid", "launch_tid")):
         out[dst] = _taken(runtime[src], found, out.index)
@@ -36,14 +36,14 @@ def join_launches(trace: Trace) -> pd.DataFrame:
     cpu_ops = cpu_ops.sort_values("ts").drop_duplicates("external_id", keep="last")
     ext = out["external_id"].fillna(out["launch_external_id"])
     out["op_external_id"] = ext.astype("Int64")
-    found = _lookup(out["op_external_id"], cpu_ops["external_id"].astype("Int64"))
+    found = lookup(out["op_external_id"], cpu_ops["external_id"].astype("Int64"))
     out["op_name"] = _taken(cpu_ops["name"], found, out.index)
     out["input_dims"] = _taken(cpu_ops["input_dims"], found, out.index)
     out["input_types"] = _taken(cpu_ops["input_types"], found, out.index)
     return out
 
 
-def _lookup(keys: pd.Series, table: pd.Series) -> np.ndarray:
+def lookup(keys: pd.Series, table: pd.Series) -> np.ndarray:
     """For each key, the position in `table` (unique, no missing values) holding it; -1 where none does."""
     present = keys.notna().to_numpy()
     if not len(table) or not present.any():

@@ -7,6 +7,7 @@ import re
 import numpy as np
 import pandas as pd
 
+from diagnose.metrics.launches import lookup
 from diagnose.trace.model import Trace
 
 OUR_STEP = re.compile(r"^diagnose/step (\d+)$")
@@ -117,8 +118,9 @@ def _launch_time_of_gpu_ops(trace: Trace) -> np.ndarray:
     if not len(gpu):
         return np.array([])
     runtime = trace.runtime.dropna(subset=["correlation"]).drop_duplicates("correlation")
-    launch = gpu[["correlation"]].merge(runtime[["correlation", "ts"]], on="correlation", how="left")
-    return launch["ts"].fillna(pd.Series(gpu["ts"].to_numpy())).to_numpy(dtype=float)
+    at = lookup(gpu["correlation"], runtime["correlation"])
+    return np.where(at >= 0, runtime["ts"].to_numpy(float)[np.maximum(at, 0)] if len(runtime) else 0.0,
+                    gpu["ts"].to_numpy(float))
 
 
 def _whole_window(trace: Trace) -> list[StepWindow]:
