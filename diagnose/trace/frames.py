@@ -133,8 +133,8 @@ class FrameBuilder:
     """Accumulates the columns of every frame, chunk by chunk; `finish` makes the frames."""
 
     def __init__(self, like: "FrameBuilder | None" = None):
-        """An empty builder; `like`, another builder of the same process, lends its caches (one
-        shared object per distinct name, shape lists decoded once)."""
+        """An empty builder; `like`, another builder of the same process, lends its code tables (so
+        a process keeps one table of distinct names, categories and shape lists for all its blocks)."""
         self.columns = {key: {c: [] for c in cols} for key, cols in FRAMES.values()}
         self.columns["memory"] = {c: [] for c in MEMORY_COLUMNS}
         self.bad = 0
