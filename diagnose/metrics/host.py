@@ -131,7 +131,7 @@ def sync_calls(trace: Trace, windows) -> pd.DataFrame:
     syncs = runtime[name_matches(runtime["name"], SYNC_CALL)]
     syncs = syncs[_inside_any(syncs["ts"].to_numpy(float), windows)]
     names = np.full(len(syncs), "(no CPU op: a direct CUDA call)", dtype=object)
-    ops = trace.cpu_ops if len(syncs) else trace.ops.iloc[0:0]
+    ops = trace.cpu_ops
     op_tid = ops["tid"].to_numpy(object)
     call_tid = syncs["tid"].to_numpy(object)
     for tid in pd.unique(call_tid):
