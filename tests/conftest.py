@@ -10,7 +10,7 @@ ROOT = Path(__file__).resolve().parents[1]
 CAPTURES = ROOT / "fixtures" / "captures"
 SYNTHETIC = ROOT / "fixtures" / "synthetic"
 CASES = ROOT / "fixtures" / "cases"
-PEER_TRACES = ROOT.parent / "shared" / "peer-traces"
+PEER_TRACES = ROOT / "fixtures" / "peer"
 
 
 @functools.lru_cache(maxsize=None)

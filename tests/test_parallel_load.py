@@ -24,7 +24,7 @@ from diagnose.trace.load import load_trace_file
 
 ROOT = Path(__file__).resolve().parents[1]
 CAPTURES = sorted(glob.glob(str(ROOT / "fixtures/captures/*/trace.json.gz")))
-PEERS = sorted(glob.glob(str(ROOT.parent / "shared/peer-traces/**/*.json.gz"), recursive=True))[:6]
+PEERS = sorted(glob.glob(str(ROOT / "fixtures/peer/**/*.json.gz"), recursive=True))[:6]
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the parallel loader forks (Linux only)")
 
