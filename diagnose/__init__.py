@@ -9,7 +9,9 @@
 """
 from __future__ import annotations
 
-__version__ = "0.1.0"
+from diagnose.version import __version__
+
+__all__ = ["__version__", "analyze", "profile"]
 
 
 def analyze(target, overrides: dict | None = None, ncu_csv=None):
@@ -20,10 +22,9 @@ def analyze(target, overrides: dict | None = None, ncu_csv=None):
     from pathlib import Path
 
     from diagnose import pipeline
-    from diagnose.config import Config
+    from diagnose.api import Report
 
-    return pipeline.analyse(Path(target), Config(overrides=dict(overrides or {})),
-                            ncu_csv=Path(ncu_csv) if ncu_csv else None)
+    return Report.of(pipeline.analyse(Path(target), _config(overrides), ncu_csv=Path(ncu_csv) if ncu_csv else None))
 
 
 def profile(target: str, out=None, warmup: int = 3, steps: int = 5, timed_steps: int = 20,
@@ -37,13 +38,25 @@ def profile(target: str, out=None, warmup: int = 3, steps: int = 5, timed_steps:
     from pathlib import Path
 
     from diagnose import pipeline
-    from diagnose.config import Config
+    from diagnose.api import Report
     from diagnose.errors import UsageError
 
     parsed = pipeline.parse_target(target)
     if parsed.kind != "function":
         raise UsageError("profile() takes a 'file.py:NAME' target; use analyze() for traces")
     folder = Path(out) if out else pipeline.default_out(parsed)
-    return pipeline.capture_and_analyse(parsed, folder, Config(overrides=dict(overrides or {})), params=params,
-                                        argv=[], warmup=warmup, steps=steps, timed_steps=timed_steps,
-                                        timeout_s=timeout_s, python=None, on_progress=None)
+    return Report.of(pipeline.capture_and_analyse(parsed, folder, _config(overrides), params=params, argv=[],
+                                                  warmup=warmup, steps=steps, timed_steps=timed_steps,
+                                                  timeout_s=timeout_s, python=None, on_progress=None))
+
+
+def _config(overrides: dict | None):
+    """A Config from Python overrides, checked like --set."""
+    from diagnose.config import Config, _check
+    from diagnose.engine import known_thresholds
+    from diagnose.rules import ALL_RULES
+
+    known = known_thresholds(ALL_RULES)
+    for key, value in (overrides or {}).items():
+        _check(key, value, known)
+    return Config(overrides=dict(overrides or {}))

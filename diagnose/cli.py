@@ -1,31 +1,43 @@
-"""The `diagnose` command line: parse, dispatch, map errors to exit codes."""
+"""The `diagnose` command line: subcommands, parsing, dispatch, and errors mapped to exit codes.
+
+    diagnose [run] TARGET [options] [SCRIPT ARGS...]   (`run` may be left out)
+    diagnose run -m MODULE [options] [ARGS...]
+    diagnose demo [options]
+    diagnose rules
+
+As with pyinstrument, everything after a script (or `-m MODULE`) belongs to the script, so
+diagnose's own options go before it; `--` still separates them explicitly.
+"""
 from __future__ import annotations
 
 import argparse
 import os
 import sys
+import webbrowser
 from pathlib import Path
 
 from rich.console import Console
 
-from diagnose import __version__
 from diagnose.errors import EXIT_FINDING, EXIT_OK, EXIT_WORKLOAD_FAILED, DiagnoseError, UsageError
 from diagnose.findings import SEVERITIES
+from diagnose.version import __version__
 
-USAGE = "diagnose TARGET [options] [-- SCRIPT ARGS]  |  diagnose demo  |  diagnose rules"
+SUBCOMMANDS = ("run", "demo", "rules")
 
 DESCRIPTION = """\
 Find what limits a PyTorch GPU workload and which fix to apply.
 
-TARGET is one of:
-  model.py            run the script as __main__ under torch.profiler (steps found on their own)
-  model.py:NAME       NAME(**params) returns a zero-argument callable that runs one step
-  trace.json[.gz]     analyse a torch.profiler (kineto) trace from anywhere; no GPU needed
-  CAPTURE_FOLDER      re-analyse a folder that diagnose wrote (a capture or a --sweep)
-
-  diagnose demo       the built-in default: profiles the bundled decode workload on a GPU, or
-                      analyses the bundled real H200 capture of it where there is none
-  diagnose rules      the table of rules, their thresholds and defaults
+commands:
+  diagnose [run] TARGET   diagnose a workload or a trace (`run` may be left out):
+      model.py [ARGS]     run the script as __main__ under torch.profiler; ARGS go to the script
+      -m MODULE [ARGS]    the same for a module, as `python -m MODULE`
+      model.py:NAME       NAME(**params) returns a zero-argument callable that runs one step
+      trace.json[.gz]     analyse a torch.profiler (kineto) trace from anywhere; no GPU needed
+      -                   a trace read from standard input
+      FOLDER              re-analyse a folder that diagnose wrote (a capture or a --sweep)
+  diagnose demo           the built-in default: profiles the bundled decode workload on a GPU, or
+                          analyses the bundled real H200 capture of it where there is none
+  diagnose rules          the rules, their inputs and thresholds
 """
 
 EPILOG = """\
@@ -35,28 +47,39 @@ exit codes:
   2  bad usage or unreadable input (one line on stderr)
   3  the workload failed (exception, out of memory, timeout, crash); the report is still written
 
-thresholds: --set RULE.NAME=VALUE, or in pyproject.toml:
-  [tool.diagnose]
-  fail-on = "high"
-  [tool.diagnose.thresholds]
-  "launch-overhead.min_recoverable_share" = 0.3
+thresholds: --set RULE.NAME=VALUE, or in pyproject.toml under [tool.diagnose.thresholds]
 """
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The argument parser (its --help fits a screen)."""
-    p = argparse.ArgumentParser(prog="diagnose", usage=USAGE, description=DESCRIPTION, epilog=EPILOG,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("target", nargs="?", help=argparse.SUPPRESS)
+class _Parser(argparse.ArgumentParser):
+    """argparse, with its errors as one line and exit code 2 through UsageError."""
+
+    def error(self, message: str):
+        raise UsageError(f"{message} (see `diagnose --help`)")
+
+
+def build_parser(command: str = "run") -> argparse.ArgumentParser:
+    """The parser of one subcommand (its --help fits a screen)."""
+    usage = {"run": "diagnose [run] TARGET [options] [SCRIPT ARGS...]  |  diagnose run -m MODULE [options] [ARGS...]",
+             "demo": "diagnose demo [options]", "rules": "diagnose rules"}[command]
+    p = _Parser(prog="diagnose", usage=usage, description=DESCRIPTION, epilog=EPILOG,
+                formatter_class=argparse.RawDescriptionHelpFormatter)
+    if command == "rules":
+        return p
+    if command == "run":
+        p.add_argument("target", nargs="?", help=argparse.SUPPRESS)
+        p.add_argument("script_args", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+        p.add_argument("-m", dest="module", metavar="MODULE", help="run a module as a script (python -m MODULE)")
     p.add_argument("-o", "--out", type=Path, help="output folder (default: diagnose-out/NAME)")
-    p.add_argument("--json", action="store_true", help="print findings JSON on stdout instead of the summary")
+    p.add_argument("--format", choices=_formats(), help="what to print on stdout (default: text)")
+    p.add_argument("--json", action="store_true", help="the same as --format json")
     p.add_argument("--fail-on", choices=SEVERITIES, help="exit 1 when a finding is at least this severe")
     p.add_argument("--set", action="append", default=[], metavar="RULE.NAME=VALUE", help="override a threshold")
     p.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
                    help="keyword argument for NAME(**params) (function mode)")
-    p.add_argument("--warmup", type=int, default=3, help="warm-up steps before profiling (default 3)")
-    p.add_argument("--steps", type=int, default=5, help="profiled steps (default 5)")
-    p.add_argument("--timed-steps", type=int, default=20, help="steps timed without the profiler (default 20)")
+    p.add_argument("--warmup", type=_count(0), default=3, help="warm-up steps before profiling (default 3)")
+    p.add_argument("--steps", type=_count(1), default=5, help="profiled steps (default 5)")
+    p.add_argument("--timed-steps", type=_count(0), default=20, help="steps timed without the profiler (default 20)")
     p.add_argument("--timeout", type=float, default=900, help="seconds before the workload is stopped (default 900)")
     p.add_argument("--python", help="Python interpreter that runs the workload (default: this one)")
     p.add_argument("--ncu", action="store_true",
@@ -67,24 +90,42 @@ def build_parser() -> argparse.ArgumentParser:
                    help="seconds before the Nsight Compute pass is stopped (default 600)")
     p.add_argument("--sweep", metavar="NAME=V1,V2,...",
                    help="function mode: one capture per value of NAME; fits memory and time growth")
+    p.add_argument("--max-trace-bytes", type=_count(1), metavar="N",
+                   help="refuse traces that inflate past N bytes (default: see docs/how-it-works.md)")
     p.add_argument("--no-html", action="store_true", help="skip report.html")
+    p.add_argument("--open", action="store_true", help="open report.html in a browser when done")
     p.add_argument("-q", "--quiet", action="store_true", help="no summary, only the output paths")
     p.add_argument("--version", action="version", version=f"diagnose {__version__}")
     return p
 
 
+def _formats() -> list[str]:
+    from diagnose import report
+
+    return list(report.renderers())
+
+
+def _count(least: int):
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+        if value < least:
+            raise argparse.ArgumentTypeError(f"must be at least {least}, got {value}")
+        return value
+    return parse
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the console script; returns the exit code."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    script_args: list[str] = []
-    if "--" in argv:
-        cut = argv.index("--")
-        argv, script_args = argv[:cut], argv[cut + 1:]
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    err = Console(stderr=True, highlight=False)
+    command = argv[0] if argv and argv[0] in SUBCOMMANDS else "run"
+    if argv and argv[0] in SUBCOMMANDS:
+        argv = argv[1:]
     try:
-        return _dispatch(args, script_args, err)
+        args = _parse(command, argv)
+        return _dispatch(command, args)
     except DiagnoseError as exc:
         print(f"diagnose: error: {exc}", file=sys.stderr)
         return exc.exit_code
@@ -93,47 +134,87 @@ def main(argv: list[str] | None = None) -> int:
         return 130
 
 
-def _dispatch(args, script_args: list[str], err: Console) -> int:
-    from diagnose.config import load_config
+def _parse(command: str, argv: list[str]) -> argparse.Namespace:
+    """Parse one subcommand's arguments; for `run`, what follows a script or module is the script's."""
+    args = build_parser(command).parse_args(argv)
+    if command != "run":
+        return args
+    rest = list(args.script_args or [])
+    if args.module and args.target is not None:
+        rest, args.target = [args.target, *rest], None
+    runs_a_script = args.module is not None or (args.target or "").endswith(".py")
+    if rest and rest[0] == "--":
+        rest = rest[1:]
+    if runs_a_script or not rest:
+        args.script_args = rest
+        return args
+    # A trace, folder or function target: what follows it is diagnose's own options.
+    again = build_parser(command).parse_args([*_before(argv, args.target), *rest, args.target])
+    again.script_args = []
+    return again
 
-    if args.target is None:
-        raise UsageError("no TARGET given (try `diagnose demo`, or `diagnose --help`)")
-    if args.target == "rules" and not Path("rules").is_file():
+
+def _before(argv: list[str], target: str) -> list[str]:
+    return argv[:argv.index(target)] if target in argv else argv
+
+
+def _dispatch(command: str, args) -> int:
+    if command == "rules":
         from diagnose.rules_table import print_rules
 
         print_rules(_Stdout(highlight=False))
         return EXIT_OK
-    config = load_config(args.set, args.fail_on)
-    if args.target == "demo" and not Path("demo").exists():
+    config = _config(args)
+    err = Console(stderr=True, highlight=False)
+    if command == "demo":
         return _run_demo(args, config, err)
-    return _run(args, args.target, script_args, config, err)
+    if args.target is None and args.module is None:
+        raise UsageError("no TARGET given (try `diagnose demo`, or `diagnose --help`)")
+    return _run(args, args.target, args.script_args, config, err)
+
+
+def _config(args):
+    from diagnose.config import load_config
+    from diagnose.engine import known_thresholds
+    from diagnose.rules import ALL_RULES
+
+    return load_config(args.set, args.fail_on, known=known_thresholds(ALL_RULES))
 
 
 def _run_demo(args, config, err: Console) -> int:
     from diagnose import bundled
     from diagnose.capture.probe import cuda_available
 
+    args.module, args.script_args = None, []
     if cuda_available(args.python):
         return _run(args, bundled.demo_workload(), [], config, err)
     capture = bundled.demo_capture()
-    if not args.json:
+    if _output_format(args) == "text" and not args.quiet:
         print("No CUDA GPU here: analysing the bundled real NVIDIA H200 capture of the same "
               f"workload ({capture}).", file=sys.stderr)
     args.out = args.out or Path("diagnose-out") / "demo"
     return _run(args, str(capture), [], config, err)
 
 
-def _run(args, target_text: str, script_args: list[str], config, err: Console) -> int:
-    from diagnose import pipeline
-    from diagnose.capture.spec import parse_params
-    from diagnose.report.json_report import render_json
-    from diagnose.report.text import print_summary
+def _output_format(args) -> str:
+    return "json" if args.json else (args.format or "text")
 
-    target = pipeline.parse_target(target_text)
+
+def _run(args, target_text: str | None, script_args: list[str], config, err: Console) -> int:
+    from diagnose import pipeline, report
+    from diagnose.capture.spec import parse_params
+
+    target = pipeline.parse_target(args.module if args.module else target_text, module=args.module is not None)
     out = args.out or pipeline.default_out(target)
+    fmt_name = _output_format(args)
+    quiet_progress = args.quiet or fmt_name != "text"
     if target.kind == "trace":
-        with _progress(err, quiet=args.quiet or args.json, first="reading the trace") as on_progress:
-            diagnosis = pipeline.analyse(target.path, config, ncu_csv=args.ncu_csv, on_progress=on_progress)
+        for flag, given in (("--sweep", args.sweep), ("--param", args.param)):
+            if given:
+                raise UsageError(f"{flag} needs a workload to run (model.py:NAME); {target.path} is a trace")
+        with _progress(err, quiet=quiet_progress, first="reading the trace") as on_progress:
+            diagnosis = pipeline.analyse(target.path, config, ncu_csv=args.ncu_csv, on_progress=on_progress,
+                                         max_bytes=args.max_trace_bytes)
         if args.ncu:
             diagnosis.warnings.insert(0, "--ncu: the target is a trace, not a workload: nothing to run under "
                                          "Nsight Compute (attach its results with --ncu-csv FILE)")
@@ -142,7 +223,7 @@ def _run(args, target_text: str, script_args: list[str], config, err: Console) -
             params = parse_params(args.param)
         except ValueError as exc:
             raise UsageError(str(exc)) from None
-        with _progress(err, quiet=args.quiet or args.json) as on_progress:
+        with _progress(err, quiet=quiet_progress) as on_progress:
             if args.sweep:
                 diagnosis = pipeline.sweep_and_analyse(
                     target, out, config, args.sweep, params=params, warmup=args.warmup, steps=args.steps,
@@ -155,22 +236,31 @@ def _run(args, target_text: str, script_args: list[str], config, err: Console) -
                     python=args.python, on_progress=on_progress, ncu=args.ncu, ncu_csv=args.ncu_csv,
                     ncu_timeout_s=args.ncu_timeout)
     written = pipeline.write_outputs(diagnosis, out, html=not args.no_html)
-    if args.json or args.quiet:
+    if quiet_progress:
         for note in diagnosis.warnings:
             if note.startswith("--ncu") or note.startswith("ncu."):
                 print(f"diagnose: {note}", file=sys.stderr)
-    if args.json:
-        _print(render_json(diagnosis))
-    elif args.quiet:
+    if args.quiet and fmt_name == "text":
         _print("\n".join(written.values()))
     else:
-        print_summary(diagnosis, _Stdout(highlight=False), written)
+        tty = sys.stdout.isatty()
+        width = _terminal_width() if tty else None
+        _print(report.get(fmt_name).render(diagnosis, outputs=written, width=width, color=tty).rstrip("\n"))
+    if args.open and "report" in written:
+        webbrowser.open(Path(written["report"]).resolve().as_uri())
     if diagnosis.workload_failed:
         return EXIT_WORKLOAD_FAILED
     worst = diagnosis.worst_severity()
     if config.fail_on and worst and SEVERITIES.index(worst) <= SEVERITIES.index(config.fail_on):
         return EXIT_FINDING
     return EXIT_OK
+
+
+def _terminal_width() -> int:
+    try:
+        return os.get_terminal_size(sys.stdout.fileno()).columns
+    except OSError:
+        return 100
 
 
 def _stdout_gone() -> None:
@@ -186,14 +276,16 @@ def _print(text: str) -> None:
 
 
 class _Stdout(Console):
-    """The terminal summary's console: a closed pipe ends the output, not the run (rich would exit 1)."""
+    """The rules table's console: a closed pipe ends the output, not the run (rich would exit 1)."""
 
     def on_broken_pipe(self) -> None:
         _stdout_gone()
 
 
 class _progress:
-    """A rich progress line fed by phase reports: the capture child's, or the trace loader's (silent when quiet)."""
+    """A rich progress line fed by phase reports: the capture child's, or the trace loader's (silent when quiet).
+
+    A phase with a known total shows a bar and "done/total"; one without shows only a spinner."""
 
     LABELS = {"build": "building the workload", "warmup": "warming up", "timing": "timing steps without the profiler",
               "profile": "profiling steps", "export": "writing the trace", "run": "running the script",
@@ -209,18 +301,26 @@ class _progress:
         self.task = None
 
     def __enter__(self):
-        if self.quiet:
+        if self.quiet or not self.console.is_terminal:
             return lambda event: None
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn
 
-        self.progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
-                                 MofNCompleteColumn(), console=self.console, transient=True)
+        class _Counted(MofNCompleteColumn):
+            def render(self, task):
+                return super().render(task) if task.total else ""
+
+        class _Bar(BarColumn):
+            def render(self, task):
+                return super().render(task) if task.total else ""
+
+        self.progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), _Bar(), _Counted(),
+                                 console=self.console, transient=True)
         self.progress.start()
         self.task = self.progress.add_task(self.first, total=None)
         return self.update
 
     def update(self, event: dict) -> None:
-        """Show one phase report from the child."""
+        """Show one phase report."""
         label = self.LABELS.get(event.get("phase"), event.get("phase", ""))
         if event.get("phase") == "sweep":
             label = f"capturing sweep point {event.get('value')}"

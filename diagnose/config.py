@@ -1,7 +1,13 @@
-"""Thresholds in force: rule defaults, overridden by pyproject.toml, overridden by --set."""
+"""Thresholds in force: rule defaults, overridden by pyproject.toml, overridden by --set.
+
+Every override is checked against the threshold it names before any rule runs: an unknown key
+gets a did-you-mean, a value outside the threshold's kind (a fraction above 1, a NaN, a fractional
+token count) is a usage error naming the threshold and its range.
+"""
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import tomllib
 from pathlib import Path
 
@@ -26,21 +32,12 @@ class Config:
         return {k.split(".", 1)[1]: v for k, v in self.overrides.items() if k.startswith(prefix + ".")}
 
 
-def known_keys() -> dict[str, float]:
-    """Every overridable key with its default."""
-    from diagnose.metrics import TIMELINE_DEFAULTS
-    from diagnose.rules import ALL_RULES
-
-    keys = {f"timeline.{k}": v for k, v in TIMELINE_DEFAULTS.items()}
-    for rule in ALL_RULES:
-        for th in rule.thresholds:
-            keys[f"{rule.id}.{th.name}"] = th.default
-    return keys
-
-
 def load_config(set_args: list[str] | None = None, fail_on: str | None = None,
-                start: Path | None = None) -> Config:
-    """Build the Config from the nearest pyproject.toml's [tool.diagnose] and --set KEY=VALUE."""
+                start: Path | None = None, known: dict | None = None) -> Config:
+    """Build the Config from the nearest pyproject.toml's [tool.diagnose] and --set KEY=VALUE.
+
+    `known` maps every overridable key to its Threshold (engine.known_thresholds); each override
+    must name one of them and hold a value of its kind."""
     overrides, source, file_fail_on = {}, "defaults", None
     pyproject = _find_pyproject(start or Path.cwd())
     if pyproject is not None:
@@ -48,22 +45,33 @@ def load_config(set_args: list[str] | None = None, fail_on: str | None = None,
         if table:
             source = str(pyproject)
             file_fail_on = table.get("fail-on")
-            for key, value in _flatten(table.get("thresholds", {})).items():
+            thresholds = table.get("thresholds", {})
+            if not isinstance(thresholds, dict):
+                raise UsageError(f"{pyproject}: [tool.diagnose] thresholds must be a table of "
+                                 f"\"rule.name\" = number, got {type(thresholds).__name__}")
+            for key, value in _flatten(thresholds).items():
                 overrides[key] = _number(key, value, str(pyproject))
     for item in set_args or []:
         if "=" not in item:
             raise UsageError(f"--set expects RULE.NAME=VALUE, got {item!r}")
         key, raw = item.split("=", 1)
         overrides[key.strip()] = _number(key.strip(), raw.strip(), "--set")
-    known = known_keys()
-    for key in overrides:
-        if key not in known:
-            raise UsageError(f"unknown threshold {key!r}; `diagnose rules` lists them "
-                             f"(e.g. {next(iter(known))})")
+    for key, value in overrides.items():
+        _check(key, value, known or {})
     level = fail_on or file_fail_on
     if level is not None and level not in SEVERITIES:
         raise UsageError(f"--fail-on must be one of {', '.join(SEVERITIES)}, got {level!r}")
     return Config(overrides=overrides, fail_on=level, source=source)
+
+
+def _check(key: str, value: float, known: dict) -> None:
+    if key not in known:
+        close = difflib.get_close_matches(key, list(known), n=1, cutoff=0.6)
+        hint = f"did you mean {close[0]!r}?" if close else "`diagnose rules` lists them"
+        raise UsageError(f"unknown threshold {key!r}; {hint}")
+    problem = known[key].problem(value)
+    if problem:
+        raise UsageError(f"threshold {key} {problem}")
 
 
 def _find_pyproject(start: Path) -> Path | None:
@@ -76,10 +84,17 @@ def _find_pyproject(start: Path) -> Path | None:
 
 def _read_tool_table(path: Path) -> dict:
     try:
-        data = tomllib.loads(path.read_text())
-    except (tomllib.TOMLDecodeError, OSError) as exc:
+        data = tomllib.loads(path.read_bytes().decode("utf-8"))
+    except (tomllib.TOMLDecodeError, OSError, UnicodeDecodeError) as exc:
         raise UsageError(f"{path}: cannot read [tool.diagnose] ({exc})") from None
-    return data.get("tool", {}).get("diagnose", {}) or {}
+    tool = data.get("tool", {})
+    if not isinstance(tool, dict):
+        raise UsageError(f"{path}: `tool` must be a table, got {type(tool).__name__}")
+    table = tool.get("diagnose", {}) or {}
+    if not isinstance(table, dict):
+        raise UsageError(f"{path}: [tool.diagnose] must be a table, got {type(table).__name__} "
+                         "(write [tool.diagnose], not [[tool.diagnose]])")
+    return table
 
 
 def _flatten(table: dict, prefix: str = "") -> dict:
@@ -94,7 +109,9 @@ def _flatten(table: dict, prefix: str = "") -> dict:
 
 
 def _number(key: str, value, where: str) -> float:
+    if isinstance(value, bool):
+        raise UsageError(f"{where}: threshold {key} must be a number, got {value!r}")
     try:
         return float(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         raise UsageError(f"{where}: threshold {key} must be a number, got {value!r}") from None

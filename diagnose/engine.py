@@ -10,23 +10,19 @@ import dataclasses
 import functools
 import inspect
 import sys
-from typing import ClassVar
+from typing import Callable, ClassVar
 
 from diagnose.config import Config
-from diagnose.findings import Checked, Diagnosis, Finding, Skipped, fmt
-from diagnose.metrics import Metrics, views
+from diagnose.findings import Checked, Diagnosis, Finding, Skipped
+from diagnose.format import fmt
+from diagnose.memory.record import load_memory
+from diagnose.metrics import Metrics
+from diagnose.metrics.timeline import PARAMETERS as TIMELINE_PARAMETERS
+from diagnose.thresholds import Threshold
 from diagnose.trace.model import Trace
 
-
-@dataclasses.dataclass(frozen=True)
-class Threshold:
-    """A named, documented, overridable threshold of a rule."""
-
-    name: str
-    default: float
-    unit: str
-    doc: str
-
+__all__ = ["Context", "NEEDS", "Need", "Quiet", "Rule", "RuleResults", "Skip", "Threshold", "known_thresholds",
+           "run_rules", "verdict"]
 
 @dataclasses.dataclass
 class Quiet:
@@ -40,6 +36,15 @@ class Skip:
     """A rule decided at run time that it cannot judge this input."""
 
     reason: str
+
+
+@dataclasses.dataclass
+class RuleResults:
+    """What the rules concluded: findings (sorted by impact), quiet rules, skipped rules."""
+
+    findings: list[Finding]
+    checked: list[Checked]
+    skipped: list[Skipped]
 
 
 class Rule:
@@ -61,13 +66,54 @@ class Rule:
         return inspect.getdoc(sys.modules[cls.__module__]) or ""
 
 
-NEEDS = {
-    "gpu": "GPU activity (kernels or copies)",
-    "launch-links": "kernels linked to their host launch calls (CUDA runtime events)",
-    "steps": "at least one measured step",
-    "device-peaks": "the device's bandwidth and FLOP/s ceilings (a GPU diagnose knows)",
-    "memory": "an allocator record (memory.json beside the trace, meta.json's memory block, or "
-              "allocator events from profile_memory=True)",
+@dataclasses.dataclass(frozen=True)
+class Need:
+    """An input a rule can declare in `needs`: what it is, and how to tell that a trace lacks it."""
+
+    description: str
+    missing: Callable[["Context"], str | None]
+
+
+def _missing_gpu(ctx: "Context") -> str | None:
+    if ctx.trace.has_gpu_activity:
+        return None
+    status = (ctx.trace.capture or {}).get("status")
+    if status not in (None, "ok"):
+        return f"the workload stopped ({status}) before the profiler recorded GPU activity: no timeline to judge"
+    return "no GPU activity in the trace (a CPU-only run): nothing to judge on the GPU side"
+
+
+def _missing_memory(ctx: "Context") -> str | None:
+    if ctx.memory is not None:
+        return None
+    return ("no allocator record: no memory.json beside the trace, no memory block in meta.json and no "
+            "allocator events in it (a trace from elsewhere recorded without profile_memory=True, or a CPU-only run)")
+
+
+def _missing_launch_links(ctx: "Context") -> str | None:
+    trace = ctx.trace
+    if len(trace.runtime) and not trace.gpu["correlation"].isna().all():
+        return None
+    return "the trace does not link kernels to their host launch calls (no CUDA runtime events)"
+
+
+def _missing_device_peaks(ctx: "Context") -> str | None:
+    from diagnose.devices import describe_unknown
+
+    return None if ctx.metrics.device_spec is not None else describe_unknown(ctx.trace.device)
+
+
+def _missing_steps(ctx: "Context") -> str | None:
+    return None if ctx.metrics.steps.windows else "no measured step could be found in the trace"
+
+
+NEEDS: dict[str, Need] = {
+    "gpu": Need("GPU activity (kernels or copies)", _missing_gpu),
+    "launch-links": Need("kernels linked to their host launch calls (CUDA runtime events)", _missing_launch_links),
+    "steps": Need("at least one measured step", _missing_steps),
+    "device-peaks": Need("the device's bandwidth and FLOP/s ceilings (a GPU diagnose knows)", _missing_device_peaks),
+    "memory": Need("an allocator record (memory.json beside the trace, meta.json's memory block, or allocator "
+                   "events from profile_memory=True)", _missing_memory),
 }
 
 
@@ -75,24 +121,25 @@ NO_STEP_WORK = "no kernels in the measured steps"
 
 
 class Context:
-    """What a rule sees: the trace, its shared metrics, the configuration, the allocator record
-    (`memory`, read on first use) and, for a parameter sweep, the Sweep (diagnose/memory/sweep.py)."""
+    """What a rule sees: the trace, its shared metrics (with Nsight Compute measurements when given),
+    the configuration, the allocator record (`memory`, read on first use) and, for a parameter
+    sweep, the Sweep (diagnose/memory/sweep.py). The trace is only read; what reading it taught
+    (the allocator record's warnings) collects in `warnings`."""
 
-    def __init__(self, trace: Trace, config: Config, sweep=None):
+    def __init__(self, trace: Trace, config: Config, sweep=None, ncu=None):
         self.trace = trace
         self.config = config
-        self.metrics = Metrics(trace, config.section("timeline"))
+        self.metrics = Metrics(trace, config.section("timeline"), ncu)
         self.sweep = sweep
+        self.warnings: list[str] = []
 
     @functools.cached_property
     def memory(self):
         """The MemoryRecord of this trace (diagnose/memory/record.py), or None when nothing about
         memory was recorded."""
-        from diagnose.memory.record import load_memory
-
         record = load_memory(self.trace)
         if record is not None:
-            self.trace.warnings.extend(w for w in record.warnings if w not in self.trace.warnings)
+            self.warnings.extend(w for w in record.warnings if w not in self.warnings)
         return record
 
     def step_work(self) -> tuple | None:
@@ -107,45 +154,29 @@ class Context:
 
     def missing(self, need: str) -> str | None:
         """Why `need` is not available in this trace, or None when it is."""
-        trace = self.trace
-        if need == "gpu" and not trace.has_gpu_activity:
-            status = (trace.capture or {}).get("status")
-            if status not in (None, "ok"):
-                return (f"the workload stopped ({status}) before the profiler recorded GPU activity: "
-                        "no timeline to judge")
-            return "no GPU activity in the trace (a CPU-only run): nothing to judge on the GPU side"
-        if need == "memory" and self.memory is None:
-            return ("no allocator record: no memory.json beside the trace, no memory block in meta.json and no "
-                    "allocator events in it (a trace from elsewhere recorded without profile_memory=True, "
-                    "or a CPU-only run)")
-        if need == "launch-links" and (not len(trace.runtime) or trace.gpu["correlation"].isna().all()):
-            return "the trace does not link kernels to their host launch calls (no CUDA runtime events)"
-        if need == "device-peaks" and self.metrics.device_spec is None:
-            from diagnose.devices import describe_unknown
-
-            return describe_unknown(trace.device)
-        if need == "steps" and not self.metrics.steps.windows:
-            return "no measured step could be found in the trace"
-        return None
+        return NEEDS[need].missing(self)
 
 
-def diagnose_trace(trace: Trace, config: Config | None = None, rules: list | None = None,
-                   sweep=None) -> Diagnosis:
-    """Run every rule on `trace` and return the Diagnosis; `sweep` (a diagnose.memory.Sweep) when
-    the trace is one point of a parameter sweep."""
-    from diagnose.memory.details import memory_details
-    from diagnose.rules import ALL_RULES
+def known_thresholds(rules) -> dict[str, Threshold]:
+    """Every overridable key ("rule-id.name" and "timeline.name") of `rules` with its Threshold."""
+    keys = {f"timeline.{th.name}": th for th in TIMELINE_PARAMETERS}
+    for rule in rules:
+        for th in rule.thresholds:
+            keys[f"{rule.id}.{th.name}"] = th
+    return keys
 
-    config = config or Config()
-    ctx = Context(trace, config, sweep=sweep)
+
+def run_rules(ctx: Context, rules) -> RuleResults:
+    """Run `rules` (rule classes, rules/__init__.py's ALL_RULES for all of them) on the context: skip, with the reason, each rule whose inputs the
+    trace lacks; sort the findings by estimated impact."""
     findings, skipped, checked = [], [], []
-    for rule_cls in rules or ALL_RULES:
+    for rule_cls in rules:
         rule = rule_cls()
         reason = next((r for r in map(ctx.missing, rule.needs) if r), None)
         if reason:
             skipped.append(Skipped(rule.id, reason))
             continue
-        values = {th.name: config.threshold(rule.id, th) for th in rule.thresholds}
+        values = {th.name: ctx.config.threshold(rule.id, th) for th in rule.thresholds}
         result = rule.check(ctx, values)
         if isinstance(result, Skip):
             skipped.append(Skipped(rule.id, result.reason))
@@ -154,24 +185,7 @@ def diagnose_trace(trace: Trace, config: Config | None = None, rules: list | Non
         else:
             findings.append(_plain_numbers(result))
     findings.sort(key=_impact, reverse=True)
-    summary = ctx.metrics.summary() if trace.has_gpu_activity or len(trace.ops) else {}
-    how = ((trace.capture or {}).get("steps") or {}).get("how")
-    if summary and how:
-        summary["steps_found_by"] = f"{summary['steps_found_by']}; the capture marked steps at {how}"
-    target = (trace.capture or {}).get("target") or trace.source
-    diagnosis = Diagnosis(target=target, device=trace.device, summary=summary,
-                          findings=findings, skipped=skipped, checked=checked,
-                          capture=_capture_summary(trace), warnings=list(trace.warnings))
-    diagnosis.verdict = verdict(diagnosis)
-    if trace.has_gpu_activity:
-        diagnosis.details = {"top_kernels": views.top_kernels(ctx.metrics),
-                             "step_timeline": views.step_timeline(ctx.metrics),
-                             "steps": views.per_step(ctx.metrics)}
-    memory = memory_details(ctx)
-    if memory:
-        diagnosis.details["memory"] = memory
-        diagnosis.warnings += [w for w in trace.warnings if w not in diagnosis.warnings]
-    return diagnosis
+    return RuleResults(findings, checked, skipped)
 
 
 def _plain_numbers(finding: Finding) -> Finding:
@@ -189,14 +203,6 @@ def _plain_numbers(finding: Finding) -> Finding:
 def _impact(finding: Finding) -> tuple:
     rank = {"high": 2, "medium": 1, "low": 0}[finding.severity]
     return (finding.est_speedup or 1.0, rank)
-
-
-def _capture_summary(trace: Trace) -> dict:
-    meta = trace.capture or {}
-    if not meta:
-        return {}
-    keys = ("target", "mode", "status", "error", "steps", "timing", "memory", "recorded_at", "params")
-    return {k: meta.get(k) for k in keys if k in meta}
 
 
 def verdict(d: Diagnosis) -> str:

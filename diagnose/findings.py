@@ -2,26 +2,11 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+
+from diagnose.format import fmt
 
 SCHEMA = "diagnose.findings/1"
 SEVERITIES = ("high", "medium", "low")
-
-
-def fmt(value: Any) -> str:
-    """Compact human formatting for evidence numbers."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return str(value)
-    if value == 0:
-        return "0"
-    magnitude = abs(value)
-    if float(value).is_integer() and magnitude < 1e15:
-        return f"{int(value):,}"
-    if magnitude >= 100:
-        return f"{value:,.0f}"
-    if magnitude >= 10:
-        return f"{value:.1f}"
-    return f"{value:.3g}"
 
 
 @dataclasses.dataclass
@@ -44,7 +29,7 @@ class Evidence:
 
 @dataclasses.dataclass
 class Fix:
-    """A recommended fix, by stable id (../shared/mission.md), with a code example for the case."""
+    """A recommended fix, by stable id (diagnose/fixes.py lists them), with a code example for the case."""
 
     id: str
     title: str
@@ -85,6 +70,38 @@ class Checked:
 
 
 @dataclasses.dataclass
+class Details:
+    """The report's supporting data, one named section each; a section the run has nothing for is None.
+
+    Each section is plain data (lists and dicts of numbers and strings), built once by
+    diagnose/assemble.py and read by every renderer:
+      top_kernels    the GPU ops that take most time per step (metrics/views.py; ncu columns when measured)
+      step_timeline  the median step's GPU ops and classified gaps (metrics/views.py)
+      steps          the per-step table, profiled time (metrics/views.py)
+      memory         allocator peaks, timeline, peak breakdown, sweep fits (memory/summary.py)
+      roofline       roofline points and ceilings (ncu/roofline.py)
+      ncu            the Nsight Compute join and measured kernels (ncu/details.py)
+    """
+
+    top_kernels: list | None = None
+    step_timeline: dict | None = None
+    steps: list | None = None
+    memory: dict | None = None
+    roofline: dict | None = None
+    ncu: dict | None = None
+
+    def to_dict(self) -> dict:
+        """The sections that hold something, as findings.json's `details`."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if getattr(self, f.name) is not None}
+
+    @classmethod
+    def from_dict(cls, data: dict | None) -> "Details":
+        """Rebuild from findings.json's `details` (unknown sections are ignored)."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in (data or {}).items() if k in names})
+
+
+@dataclasses.dataclass(repr=False)
 class Diagnosis:
     """Everything a report shows; `to_dict` is the findings.json schema."""
 
@@ -97,12 +114,19 @@ class Diagnosis:
     capture: dict = dataclasses.field(default_factory=dict)
     warnings: list[str] = dataclasses.field(default_factory=list)
     verdict: str = ""
-    details: dict = dataclasses.field(default_factory=dict)
+    details: Details = dataclasses.field(default_factory=Details)
     schema: str = SCHEMA
+
+    def __repr__(self) -> str:
+        top = f"{self.findings[0].rule} est. {fmt(self.findings[0].est_speedup or 1)}×" if self.findings else "no finding"
+        return (f"<Diagnosis {self.target!r}: {top}; {len(self.findings)} findings, {len(self.checked)} quiet, "
+                f"{len(self.skipped)} skipped>")
 
     def to_dict(self) -> dict:
         """Plain data for JSON (the stable, versioned schema)."""
-        return dataclasses.asdict(self)
+        data = dataclasses.asdict(self)
+        data["details"] = self.details.to_dict()
+        return data
 
     @classmethod
     def from_dict(cls, data: dict) -> "Diagnosis":
@@ -113,7 +137,7 @@ class Diagnosis:
                    findings=findings, skipped=[Skipped(**s) for s in data["skipped"]],
                    checked=[Checked(**c) for c in data.get("checked", [])],
                    capture=data.get("capture", {}), warnings=data.get("warnings", []),
-                   verdict=data.get("verdict", ""), details=data.get("details", {}),
+                   verdict=data.get("verdict", ""), details=Details.from_dict(data.get("details")),
                    schema=data.get("schema", SCHEMA))
 
     def worst_severity(self) -> str | None:
@@ -136,22 +160,13 @@ class Diagnosis:
         """The top GPU kernels per step as a pandas DataFrame."""
         import pandas as pd
 
-        return pd.DataFrame(self.details.get("top_kernels", []))
+        return pd.DataFrame(self.details.top_kernels or [])
 
     def steps_frame(self):
         """The per-step table (profiled time) as a pandas DataFrame."""
         import pandas as pd
 
-        return pd.DataFrame(self.details.get("steps", []))
-
-    def _repr_html_(self) -> str:
-        """Notebook display: the full report, isolated in an iframe so its styles stay its own."""
-        import html
-
-        from diagnose.report.html import render_html
-
-        return (f'<iframe srcdoc="{html.escape(render_html(self), quote=True)}" '
-                'style="width:100%;height:900px;border:1px solid #ddd"></iframe>')
+        return pd.DataFrame(self.details.steps or [])
 
     @property
     def workload_failed(self) -> bool:

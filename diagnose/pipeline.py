@@ -1,75 +1,131 @@
-"""The two paths of a run: capture a workload then analyse it, or analyse an existing trace.
+"""The paths of a run: capture a workload then analyse it, analyse an existing trace or sweep, write outputs.
 
-Both end in `write_outputs`: report.html, findings.json (and, for a capture, the capture folder
-itself: trace.json.gz, meta.json, workload.log, and with `--ncu` ncu.csv and ncu.log), so a run
-can be re-analysed anywhere. Nsight Compute measurements join the trace before the rules run:
-from the `--ncu` pass, from `--ncu-csv FILE`, or from an ncu.csv (.gz, .ncu-rep) found in the
-capture folder; `finish` adds the roofline and the measured kernels to the report data.
+Every path ends in a Diagnosis (diagnose/assemble.py builds it) and `write_outputs`, which writes
+findings.json and each renderer's file (report.html) into the output folder; a capture folder
+also holds trace.json.gz, meta.json, workload.log (and with `--ncu` ncu.csv and ncu.log), so a run
+can be re-analysed anywhere. Nsight Compute measurements come from the `--ncu` pass, from
+`--ncu-csv FILE`, or from an ncu.csv (.gz, .ncu-rep) found in the capture folder.
 """
 from __future__ import annotations
 
+import ast
 import dataclasses
 import importlib.util
+import os
 import re
+import shutil
 from pathlib import Path
 
+from diagnose import report
+from diagnose.assemble import diagnose_trace
 from diagnose.capture.spec import CaptureSpec
 from diagnose.config import Config
-from diagnose.engine import diagnose_trace
-from diagnose.errors import UsageError
+from diagnose.errors import InputError, UsageError
 from diagnose.findings import Diagnosis
-from diagnose.metrics import Metrics, metrics_of
-from diagnose.ncu import attach, read_ncu
-from diagnose.report.json_report import render_json
+from diagnose.memory.sweep import is_sweep_folder, load_sweep
+from diagnose.metrics import Metrics
+from diagnose.ncu import read_ncu
 from diagnose.trace.load import load_capture_folder, load_target
 from diagnose.trace.model import Trace
 
 NCU_FILES = ("ncu.csv", "ncu.csv.gz", "ncu.ncu-rep")
-
 FUNCTION_TARGET = re.compile(r"^(?P<path>.+\.py):(?P<name>[A-Za-z_][A-Za-z0-9_]*)$")
+FOREIGN_FILES = {
+    ".nsys-rep": "an Nsight Systems report, not a kineto trace: record the workload with torch.profiler "
+                 "(or run `diagnose model.py`), or export a kineto trace with prof.export_chrome_trace(...)",
+    ".qdrep": "an Nsight Systems report, not a kineto trace: record the workload with torch.profiler "
+              "(or run `diagnose model.py`), or export a kineto trace with prof.export_chrome_trace(...)",
+    ".sqlite": "an Nsight Systems export, not a kineto trace: record the workload with torch.profiler instead",
+    ".ncu-rep": "an Nsight Compute report: attach it to a trace with `--ncu-csv FILE`",
+    ".pt": "a PyTorch checkpoint, not a trace",
+}
 
 
 @dataclasses.dataclass
 class Target:
     """What the user pointed diagnose at."""
 
-    kind: str  # "script" | "function" | "trace"
+    kind: str  # "script" | "module" | "function" | "trace"
     path: Path
     function: str | None = None
 
 
-def parse_target(text: str) -> Target:
-    """Tell a script, a `file.py:NAME` function, and a trace or capture folder apart."""
+def parse_target(text: str, module: bool = False) -> Target:
+    """Tell a script, a `file.py:NAME` function, a module (`-m`) and a trace or folder apart;
+    a function target must name a top-level definition of its file (checked without running it)."""
+    if module:
+        if not re.fullmatch(r"[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*", text):
+            raise UsageError(f"-m {text!r}: not a module name")
+        return Target("module", Path(text))
     match = FUNCTION_TARGET.match(text)
     if match:
         path = Path(match["path"])
         if not path.is_file():
             raise UsageError(f"{path}: no such file")
+        _check_defines(path, match["name"])
         return Target("function", path, match["name"])
     path = Path(text)
     if text.endswith(".py"):
         if not path.is_file():
             raise UsageError(f"{path}: no such file")
         return Target("script", path)
+    foreign = next((why for suffix, why in FOREIGN_FILES.items() if text.lower().endswith(suffix)), None)
+    if foreign:
+        raise InputError(f"{path}: {foreign}")
     return Target("trace", path)
 
 
-def analyse(path: Path, config: Config, ncu_csv: Path | None = None, on_progress=None) -> Diagnosis:
+def _check_defines(path: Path, name: str) -> None:
+    """A usage error unless `path` defines `name` at its top level (def, class, assignment or import)."""
+    try:
+        tree = ast.parse(path.read_bytes(), filename=str(path))
+    except (SyntaxError, ValueError, OSError):
+        return  # the capture reports the workload's own error, with its traceback
+    names = set()
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names.update(t.id for t in targets if isinstance(t, ast.Name))
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names.update((a.asname or a.name).split(".")[0] for a in node.names)
+        else:
+            return  # conditional or dynamic definitions: let the capture judge
+    if name not in names:
+        defined = sorted(n for n in names if not n.startswith("_"))[:8]
+        raise UsageError(f"{path} defines no {name!r} at its top level"
+                         + (f" (it defines {', '.join(defined)})" if defined else ""))
+
+
+def analyse(path: Path, config: Config, ncu_csv: Path | None = None, on_progress=None,
+            max_bytes: int | None = None) -> Diagnosis:
     """Analysis mode: a trace file, capture folder (with its ncu.csv, if any) or sweep folder; no torch.
 
     `on_progress` (optional) receives {"phase": ...} events: "decode" (with done and total), "rules"."""
-    from diagnose.memory import diagnose_sweep
-    from diagnose.memory.sweep import is_sweep_folder
-
     if is_sweep_folder(path):
-        return diagnose_sweep(path, config)
-    report = on_progress or (lambda event: None)
-    trace = load_target(path, on_progress)
-    report({"phase": "rules"})
+        return analyse_sweep(path, config)
+    report_progress = on_progress or (lambda event: None)
+    trace = load_target(path, on_progress, **({"max_bytes": max_bytes} if max_bytes else {}))
+    report_progress({"phase": "rules"})
     found = ncu_csv or capture_ncu_file(Path(path))
     label = "--ncu-csv" if ncu_csv else (found.name if found else "")
-    table, notes = attach_ncu_file(trace, found, label)
-    return finish(trace, diagnose_trace(trace, config), notes, table, label)
+    table, notes = read_ncu_file(found, label)
+    return diagnose_trace(trace, config, ncu=table, notes=notes, ncu_label=label)
+
+
+def analyse_sweep(folder: Path, config: Config | None = None, rules=None) -> Diagnosis:
+    """A sweep folder: fit peak memory and step time against the swept parameter (sweep.json), run
+    the rules on the largest point that ran with the sweep in their context; the Diagnosis's target
+    is the sweep folder and the sweep sits under `details.memory["sweep"]`."""
+    sweep = load_sweep(folder)
+    point = sweep.representative()
+    if point is None:
+        raise InputError(f"{folder}: the sweep lists no point folder that exists")
+    trace = load_target(Path(folder) / str(point.folder))
+    diagnosis = diagnose_trace(trace, config, rules, sweep=sweep)
+    diagnosis.target = str(folder)
+    return diagnosis
 
 
 def capture_ncu_file(folder: Path) -> Path | None:
@@ -79,33 +135,24 @@ def capture_ncu_file(folder: Path) -> Path | None:
     return next((folder / name for name in NCU_FILES if (folder / name).is_file()), None)
 
 
-def attach_ncu_file(trace: Trace, path: Path | None, label: str = "--ncu-csv"):
-    """Read an Nsight Compute file and attach it to `trace`; (table or None, problems as sentences)."""
+def read_ncu_file(path: Path | None, label: str = "--ncu-csv"):
+    """Read an Nsight Compute file; (table, or None when it measured nothing, problems as sentences)."""
     if path is None:
         return None, []
     table = read_ncu(path)
-    attach(trace, table)
     return (table if len(table.kernels) else None), [f"{label}: {p}" for p in table.problems]
 
 
-def finish(trace: Trace, diagnosis: Diagnosis, notes: list[str], table=None, label: str = "--ncu",
-           seconds: float | None = None) -> Diagnosis:
-    """Add the roofline, the Nsight Compute details and `notes` (first among the warnings) to a diagnosis."""
-    from diagnose.ncu.details import enrich_top_kernels, join_warnings, ncu_details
-    from diagnose.ncu.roofline import roofline
-
-    if trace.has_gpu_activity:
-        metrics = metrics_of(trace)
-        chart = roofline(metrics)
-        if chart:
-            diagnosis.details["roofline"] = chart
-        if metrics.ncu is not None:
-            diagnosis.details["ncu"] = ncu_details(metrics, table, seconds)
-            diagnosis.details["top_kernels"] = enrich_top_kernels(diagnosis.details.get("top_kernels") or [],
-                                                                  metrics)
-            notes = notes + join_warnings(metrics, label)
-    diagnosis.warnings = list(notes) + list(diagnosis.warnings)
-    return diagnosis
+def check_can_capture(python: str | None) -> None:
+    """A usage error unless this Python (or `python`) can run a capture: it needs torch."""
+    if python is not None:
+        found = shutil.which(python)
+        if found is None or not os.access(found, os.X_OK):
+            raise UsageError(f"--python {python}: no such interpreter (not a file, or not executable)")
+        return
+    if importlib.util.find_spec("torch") is None:
+        raise UsageError("capturing a workload needs PyTorch in this Python (pip install 'diagnose[capture]' "
+                         "or torch), or --python PATH of one that has it; a trace file can be analysed without it")
 
 
 def capture_and_analyse(target: Target, out: Path, config: Config, *, params: dict, argv: list[str],
@@ -113,9 +160,7 @@ def capture_and_analyse(target: Target, out: Path, config: Config, *, params: di
                         python: str | None, on_progress, ncu: bool = False, ncu_csv: Path | None = None,
                         ncu_timeout_s: float = 600.0) -> Diagnosis:
     """Capture mode: run the workload in a child process (then under ncu with `ncu`), analyse the folder."""
-    if python is None and importlib.util.find_spec("torch") is None:
-        raise UsageError("capturing a workload needs PyTorch in this Python (pip install torch), or "
-                         "--python PATH of one that has it; a trace file can be analysed without it")
+    check_can_capture(python)
     spec = CaptureSpec(path=str(target.path), function=target.function, mode=target.kind,
                        out_dir=str(out), params=params, argv=argv, warmup=warmup, steps=steps,
                        timed_steps=timed_steps)
@@ -125,16 +170,16 @@ def capture_and_analyse(target: Target, out: Path, config: Config, *, params: di
     trace = load_capture_folder(out)
     table, notes, label, seconds = None, [], "--ncu-csv", None
     if ncu_csv is not None:
-        table, notes = attach_ncu_file(trace, ncu_csv)
+        table, notes = read_ncu_file(ncu_csv)
     elif ncu:
         table, notes, seconds = _ncu_pass(spec, out, trace, meta, ncu_timeout_s, python, on_progress)
         label = "--ncu"
-    return finish(trace, diagnose_trace(trace, config), notes, table, label, seconds)
+    return diagnose_trace(trace, config, ncu=table, notes=notes, ncu_label=label, ncu_seconds=seconds)
 
 
 def _ncu_pass(spec: CaptureSpec, out: Path, trace: Trace, meta: dict, timeout_s: float, python: str | None,
               on_progress):
-    """Run the workload under Nsight Compute and attach what it measured; (table, notes, seconds)."""
+    """Run the workload under Nsight Compute; (table or None, notes, seconds)."""
     from diagnose.ncu import run
 
     if run.find_ncu() is None:
@@ -143,8 +188,8 @@ def _ncu_pass(spec: CaptureSpec, out: Path, trace: Trace, meta: dict, timeout_s:
         return None, ["--ncu: the workload did not finish its capture, so no Nsight Compute pass was made"], None
     outcome = run.measure(spec, out, Metrics(trace).kernels_in_steps, timeout_s=timeout_s, python=python,
                           on_progress=on_progress)
-    attach(trace, outcome.table)
-    return outcome.table, outcome.warnings, outcome.seconds
+    table = outcome.table if outcome.table is not None and len(outcome.table.kernels) else None
+    return table, outcome.warnings, outcome.seconds
 
 
 def default_out(target: Target) -> Path:
@@ -158,18 +203,17 @@ def default_out(target: Target) -> Path:
 
 
 def write_outputs(diagnosis: Diagnosis, out: Path, html: bool = True) -> dict[str, str]:
-    """Write findings.json and report.html into `out`; returns what was written."""
+    """Write findings.json and every file-writing renderer's document (report.html unless `html` is
+    False) into `out`; returns {what: path} of what was written."""
     out.mkdir(parents=True, exist_ok=True)
     written = {}
-    (out / "findings.json").write_text(render_json(diagnosis))
-    written["findings"] = str(out / "findings.json")
-    if html:
-        from diagnose.report.html import render_html
-
-        (out / "report.html").write_text(render_html(diagnosis), encoding="utf-8")
-        written["report"] = str(out / "report.html")
+    for renderer in report.file_renderers():
+        if renderer.name == "html" and not html:
+            continue
+        path = out / renderer.filename
+        path.write_text(renderer.render(diagnosis), encoding="utf-8")
+        written[renderer.label] = str(path)
     return written
-
 
 
 def sweep_and_analyse(target: Target, out: Path, config: Config, sweep: str, *, params: dict, warmup: int,
@@ -177,12 +221,10 @@ def sweep_and_analyse(target: Target, out: Path, config: Config, sweep: str, *, 
                       on_progress) -> Diagnosis:
     """`--sweep NAME=V1,V2,...`: one capture per value into `out`, then the sweep's diagnosis."""
     from diagnose.capture.sweep import parse_sweep, run_sweep
-    from diagnose.memory import diagnose_sweep
 
     if target.kind != "function":
         raise UsageError("--sweep needs a function target (model.py:NAME): the value is passed as NAME(**params)")
-    if python is None and importlib.util.find_spec("torch") is None:
-        raise UsageError("capturing a workload needs PyTorch in this Python (pip install torch), or --python PATH")
+    check_can_capture(python)
     try:
         name, values = parse_sweep(sweep)
     except ValueError as exc:
@@ -190,4 +232,4 @@ def sweep_and_analyse(target: Target, out: Path, config: Config, sweep: str, *, 
     spec = CaptureSpec(path=str(target.path), function=target.function, mode="function", out_dir="",
                        params=params, warmup=warmup, steps=steps, timed_steps=timed_steps)
     run_sweep(spec, name, values, out, timeout_s=timeout_s, python=python, on_progress=on_progress)
-    return diagnose_sweep(out, config)
+    return analyse_sweep(out, config)

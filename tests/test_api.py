@@ -34,5 +34,5 @@ def test_profile_a_callable(tmp_path):
 
 def test_analyze_a_sweep_folder():
     d = diagnose.analyze(CAPTURES / "sweep_attention_naive")
-    assert d.details["memory"]["sweep"]["param"] == "seq"
+    assert d.details.memory["sweep"]["param"] == "seq"
     assert "attention-memory" in set(d.findings_frame()["rule"])

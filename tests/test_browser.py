@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from diagnose.engine import diagnose_trace, verdict
+from diagnose.assemble import diagnose_trace
+from diagnose.engine import verdict
 from diagnose.findings import Diagnosis
 from diagnose.report.html import render_html
 
@@ -64,7 +65,7 @@ def test_report_renders_every_section_and_its_script_runs_cleanly(eager, tmp_pat
 
 
 def test_clicking_a_column_header_sorts_the_table(eager, tmp_path):
-    column = list(eager.details["steps"][0]).index("duration_us")
+    column = list(eager.details.steps[0]).index("duration_us")
     click = f"document.querySelectorAll('#steps-table th')[{column}].click();"
     result = run_chromium(write_report(eager, tmp_path, click), tmp_path / "profile", "--dump-dom")
     table = re.search(r'<table class="sortable" id="steps-table">.*?</table>', result.stdout, re.S).group()
@@ -72,7 +73,7 @@ def test_clicking_a_column_header_sorts_the_table(eager, tmp_path):
     body = table[table.index("<tbody>"):]
     cells = [re.findall(r"<td([^>]*)>", row) for row in re.findall(r"<tr>(.*?)</tr>", body, re.S)]
     shown = [float(re.search(r'data-sort="([^"]*)"', row[column]).group(1)) for row in cells]
-    durations = [row["duration_us"] for row in eager.details["steps"]]
+    durations = [row["duration_us"] for row in eager.details.steps]
     assert shown == sorted(durations, reverse=True)
     assert console_messages(result.stderr) == []
 

@@ -17,7 +17,7 @@ FAST = ["--warmup", "1", "--steps", "2", "--timed-steps", "3"]
 
 def capture(tmp_path, capsys, target, *extra):
     out = tmp_path / "cap"
-    code = main([target, "-o", str(out), "--json", *FAST, *extra])
+    code = main(["-o", str(out), "--json", *FAST, target, *extra])  # options before a script
     data = json.loads(capsys.readouterr().out)
     meta = json.loads((out / "meta.json").read_text())
     return code, data, meta, out
@@ -103,5 +103,5 @@ def test_sweep_writes_one_capture_per_value(tmp_path, capsys):
 
 
 def test_sweep_needs_a_function_target(tmp_path, capsys):
-    code = main([str(W / "train_script.py"), "--sweep", "seq=1,2", "-o", str(tmp_path)])
+    code = main(["--sweep", "seq=1,2", "-o", str(tmp_path), str(W / "train_script.py")])
     assert code == 2 and "function target" in capsys.readouterr().err

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 
-from diagnose.engine import diagnose_trace
-from diagnose.memory import diagnose_sweep
+from diagnose.assemble import diagnose_trace
+from diagnose.pipeline import analyse_sweep as diagnose_sweep
 from diagnose.report.memory_charts import memory_timeline_chart, sweep_chart
 
 from conftest import CAPTURES, load_capture
@@ -19,7 +19,7 @@ def texts(svg: str) -> list[str]:
 
 
 def test_memory_timeline_chart():
-    svg = memory_timeline_chart(diagnose_trace(load_capture("kv_concat")).details["memory"])
+    svg = memory_timeline_chart(diagnose_trace(load_capture("kv_concat")).details.memory)
     labels = texts(svg)
     assert "time (ms)" in labels and "GPU memory (GB)" in labels
     assert "allocated (held by tensors)" in labels and "reserved (cached by the allocator)" in labels
@@ -34,7 +34,7 @@ def test_memory_timeline_shows_the_limit_near_it():
 
 
 def test_sweep_chart_marks_fits_and_ooms():
-    sweep = diagnose_sweep(CAPTURES / "sweep_attention_naive").details["memory"]["sweep"]
+    sweep = diagnose_sweep(CAPTURES / "sweep_attention_naive").details.memory["sweep"]
     labels = texts(sweep_chart(sweep))
     assert "seq (log scale)" in labels and "peak allocated (GB), log scale" in labels
     assert "median step time (ms), log scale" in labels

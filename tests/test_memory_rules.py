@@ -7,7 +7,8 @@ import pandas as pd
 import pytest
 
 from diagnose.config import Config
-from diagnose.engine import Context, diagnose_trace
+from diagnose.assemble import diagnose_trace
+from diagnose.engine import Context
 from diagnose.findings import Diagnosis
 from diagnose.memory.patterns import attention_calls, kv_appends, score_matrices, step_index
 from diagnose.memory.record import load_memory
@@ -66,7 +67,7 @@ def test_no_record_is_a_clear_skip():
     reason = ctx.missing("memory")
     assert "no allocator record" in reason and "profile_memory" in reason
     d = diagnose_trace(trace, rules=[rule("vram-limit")])
-    assert d.skipped[0].reason == reason and "memory" not in d.details
+    assert d.skipped[0].reason == reason and d.details.memory is None
 
 
 def test_a_broken_memory_json_is_a_warning(tmp_path):
@@ -76,7 +77,7 @@ def test_a_broken_memory_json_is_a_warning(tmp_path):
     (folder / "memory.json").write_text("{not json")
     d = diagnose_trace(load_target(folder))
     assert any("unreadable memory record" in w for w in d.warnings)
-    assert d.details["memory"]["peak_allocated_bytes"] == 5
+    assert d.details.memory["peak_allocated_bytes"] == 5
 
 
 # --- a failed capture without a trace ----------------------------------------------------------
@@ -196,7 +197,7 @@ def test_vram_limit_on_the_oom_training_step():
 def test_train_fits_breakdown_and_gpu_count():
     d = diagnose_trace(load_capture("train_fits"), Config(overrides={"vram-limit.max_peak_share": 0.15}),
                        rules=[rule("vram-limit")])
-    parts = {p["part"]: p["bytes"] for p in d.details["memory"]["breakdown"]["parts"]}
+    parts = {p["part"]: p["bytes"] for p in d.details.memory["breakdown"]["parts"]}
     assert parts["parameters"] == parts["gradients"] == pytest.approx(4.2955 * GB, rel=1e-3)
     assert parts["optimizer state (AdamW)"] == pytest.approx(8.591 * GB, rel=1e-3)
     assert parts["activations and temporaries"] == pytest.approx(4.632 * GB, rel=1e-3)
@@ -212,7 +213,7 @@ def test_single_huge_request_is_not_a_vram_limit():
 # --- the report data ---------------------------------------------------------------------------
 
 def test_details_memory_timeline_and_breakdown():
-    memory = diagnose_trace(load_capture("attention_naive_8k")).details["memory"]
+    memory = diagnose_trace(load_capture("attention_naive_8k")).details.memory
     timeline = memory["timeline"]
     assert timeline["peak_allocated"] == 10955522048 and len(timeline["steps"]) == 4
     assert all(len(p) == 3 for p in timeline["points"])

@@ -6,7 +6,8 @@ import json
 import pytest
 
 from diagnose.errors import InputError
-from diagnose.memory import diagnose_sweep, load_sweep
+from diagnose.memory import load_sweep
+from diagnose.pipeline import analyse_sweep as diagnose_sweep
 from diagnose.memory.sweep import fit_power, is_sweep_folder
 
 from conftest import CAPTURES
@@ -41,7 +42,7 @@ def test_sdpa_attention_grows_linearly():
 def test_diagnose_sweep_folder():
     d = diagnose_sweep(CAPTURES / "sweep_attention_naive")
     assert d.target == str(CAPTURES / "sweep_attention_naive")
-    sweep = d.details["memory"]["sweep"]
+    sweep = d.details.memory["sweep"]
     assert sweep["analysed_point"] == {"value": 16384, "folder": "seq=16384"}
     assert sweep["fits"]["peak_allocated"]["exponent"] == pytest.approx(1.97, abs=0.01)
     assert [p["status"] for p in sweep["points"]] == ["ok"] * 4 + ["oom"] * 2

@@ -68,12 +68,12 @@ def test_verdicts_unchanged_by_measurements():
     for name in ("swiglu_eager", "matmul_bf16", "matmul_fp32", "gemv_decode_1tok", "decode_eager"):
         with_csv, without = analyse(name), analyse(name, with_csv=False)
         assert [f.rule for f in with_csv.findings] == [f.rule for f in without.findings]
-        assert with_csv.details["ncu"]["matched"] == with_csv.details["ncu"]["ncu_rows"]
+        assert with_csv.details.ncu["matched"] == with_csv.details.ncu["ncu_rows"]
 
 
 def test_op_work_measured_columns():
     d = analyse("gemv_decode_1tok")
-    points = d.details["roofline"]["points"]
-    assert d.details["roofline"]["measured_points"] == len(points)
+    points = d.details.roofline["points"]
+    assert d.details.roofline["measured_points"] == len(points)
     gemv = [p for p in points if p["op"] == "aten::mm"]
     assert gemv and all(p["bound"] == "memory-bound" for p in gemv)

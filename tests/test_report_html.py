@@ -8,10 +8,13 @@ import xml.etree.ElementTree as ET
 import pytest
 from markupsafe import escape
 
-from diagnose.engine import diagnose_trace, verdict
+from diagnose.assemble import diagnose_trace
+from diagnose.engine import verdict
 from diagnose.findings import Checked, Diagnosis, Skipped
-from diagnose.report.charts import short_name, step_timeline_chart, top_kernels_chart
-from diagnose.report.html import column_label, duration, percent, render_html
+from diagnose.format import short_name
+from diagnose.report.charts import step_timeline_chart, top_kernels_chart
+from diagnose.format import column_label, duration, percent
+from diagnose.report.html import render_html
 from diagnose.trace import load_target
 
 from conftest import PEER_TRACES, load_capture
@@ -112,7 +115,7 @@ def test_offenders_table_has_a_column_per_key(eager, eager_html):
 
 def test_top_kernels_table_shortens_names_and_keeps_the_full_one(eager, eager_html):
     table = re.search(r'<table class="sortable" id="top-kernels-table">.*?</table>', eager_html, re.S).group()
-    kernels = eager.details["top_kernels"]
+    kernels = eager.details.top_kernels
     assert table.count("<tr>") == len(kernels) + 1
     long_names = [k["name"] for k in kernels if len(k["name"]) > 44]
     assert long_names, "the capture has long C++ kernel names"
@@ -123,21 +126,21 @@ def test_top_kernels_table_shortens_names_and_keeps_the_full_one(eager, eager_ht
 
 def test_per_step_table_has_a_row_per_step(eager, eager_html):
     table = re.search(r'<table class="sortable" id="steps-table">.*?</table>', eager_html, re.S).group()
-    assert table.count("<tr>") == len(eager.details["steps"]) + 1
+    assert table.count("<tr>") == len(eager.details.steps) + 1
 
 
 def test_charts_are_well_formed_svg_with_axes_and_legend(eager, eager_html):
     charts = svgs(eager_html)
-    assert len(charts) == 4  # step budget, timeline, top kernels, memory over time
+    assert len(charts) == 5  # step budget, timeline, top kernels, roofline, memory over time
     for chart in charts:
         ET.fromstring(chart)
-    timeline = step_timeline_chart(eager.details["step_timeline"])
+    timeline = step_timeline_chart(eager.details.step_timeline)
     assert "stream 7" in timeline and "GPU idle" in timeline
     assert "time since the step started (µs, profiled)" in timeline
     assert "idle: waiting for the host" in timeline and "after a sync" in timeline
-    kernels = top_kernels_chart(eager.details["top_kernels"])
+    kernels = top_kernels_chart(eager.details.top_kernels)
     assert "µs per step (profiled)" in kernels
-    assert f"<title>{esc(eager.details['top_kernels'][1]['name'])}" in kernels
+    assert f"<title>{esc(eager.details.top_kernels[1]['name'])}" in kernels
 
 
 def test_short_name_drops_qualifiers_and_argument_lists():
@@ -215,12 +218,12 @@ def hostile(eager: Diagnosis, payload: str) -> Diagnosis:
     f.evidence[0].metric = payload
     f.fixes[0].title = f.fixes[0].how = f.fixes[0].code = payload
     f.offenders = [{payload: payload, "op": payload, "kernel": payload + "x" * 80}]
-    for k in d.details["top_kernels"]:
+    for k in d.details.top_kernels:
         k.update(name=payload, op=payload, input_dims=payload)
-    d.details["top_kernels"][0]["name"] = "void ns::" + payload + "(" + payload + ")"
-    for op in d.details["step_timeline"]["ops"]:
+    d.details.top_kernels[0]["name"] = "void ns::" + payload + "(" + payload + ")"
+    for op in d.details.step_timeline["ops"]:
         op.update(name=payload, cat=payload)
-    for step in d.details["steps"]:
+    for step in d.details.steps:
         step["label"] = payload
     d.checked = [Checked(payload, payload)]
     d.skipped = [Skipped(payload, payload)]
@@ -240,10 +243,10 @@ def test_untrusted_strings_are_escaped_everywhere(eager, payload):
 
 
 def test_chart_functions_escape_names_themselves(eager):
-    timeline = copy.deepcopy(eager.details["step_timeline"])
+    timeline = copy.deepcopy(eager.details.step_timeline)
     for op in timeline["ops"]:
         op["name"], op["cat"] = SCRIPT, IMG
-    kernels = [dict(k, name=IMG, op=SCRIPT) for k in eager.details["top_kernels"]]
+    kernels = [dict(k, name=IMG, op=SCRIPT) for k in eager.details.top_kernels]
     for chart in (step_timeline_chart(timeline), top_kernels_chart(kernels)):
         assert "<script>alert" not in chart and "<img src=x" not in chart
         ET.fromstring(chart)

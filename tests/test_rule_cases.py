@@ -5,8 +5,8 @@ import yaml
 import pytest
 
 from diagnose.config import Config
-from diagnose.engine import diagnose_trace
-from diagnose.memory import diagnose_sweep
+from diagnose.assemble import diagnose_trace
+from diagnose.pipeline import analyse_sweep as diagnose_sweep
 from diagnose.rules import ALL_RULES
 from diagnose.trace import load_target
 

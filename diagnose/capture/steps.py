@@ -88,6 +88,7 @@ class StepTracker:
             self.session.progress("timing", len(self.timing_marks) - 1, spec.timed_steps)
             if len(self.timing_marks) > spec.timed_steps:
                 self.record_timing()
+                self.session.meta["steps"]["stopped_early"] = True
                 raise EnoughSteps()
 
     def open_annotation(self, label: str) -> None:

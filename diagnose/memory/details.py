@@ -1,10 +1,7 @@
-"""The memory part of a Diagnosis (details["memory"]), and the diagnosis of a sweep folder."""
+"""The memory part of a Diagnosis (`Details.memory`), and the memory views the memory rules share."""
 from __future__ import annotations
 
-from pathlib import Path
-
 from diagnose.memory.breakdown import peak_breakdown
-from diagnose.memory.sweep import load_sweep
 from diagnose.memory.timeline import memory_timeline
 
 SNAPSHOT_KEYS = ("reserved_bytes", "allocated_bytes", "segments", "free_in_segments_bytes",
@@ -28,7 +25,7 @@ def breakdown(ctx) -> dict | None:
 
 
 def memory_details(ctx) -> dict:
-    """Diagnosis.details["memory"]: limit and peaks, the allocator snapshot's totals, the timeline
+    """Details.memory: limit and peaks, the allocator snapshot's totals, the timeline
     (allocated and reserved over time), the peak breakdown, and the sweep with its fits; {} when
     nothing about memory is known."""
     record, sweep = ctx.memory, ctx.sweep
@@ -59,21 +56,3 @@ def memory_details(ctx) -> dict:
         point = sweep.representative()
         out["sweep"]["analysed_point"] = None if point is None else {"value": point.value, "folder": point.folder}
     return out
-
-
-def diagnose_sweep(folder, config=None, rules=None):
-    """Diagnose a sweep folder: fit peak memory and step time against the swept parameter (sweep.json),
-    run the rules on the largest point that ran (its capture folder) with the sweep in their context,
-    and return the Diagnosis, its target the sweep folder and the sweep under details["memory"]["sweep"]."""
-    from diagnose.engine import diagnose_trace
-    from diagnose.errors import InputError
-    from diagnose.trace import load_target
-
-    sweep = load_sweep(folder)
-    point = sweep.representative()
-    if point is None:
-        raise InputError(f"{folder}: the sweep lists no point folder that exists")
-    trace = load_target(Path(folder) / str(point.folder))
-    diagnosis = diagnose_trace(trace, config, rules, sweep=sweep)
-    diagnosis.target = str(folder)
-    return diagnosis

@@ -14,22 +14,19 @@ from diagnose.metrics.timeline import DEFAULTS as TIMELINE_DEFAULTS
 from diagnose.metrics.timeline import Timeline, build_timeline
 from diagnose.trace.model import Trace
 
-__all__ = ["Metrics", "TIMELINE_DEFAULTS", "metrics_of"]
-
-
-def metrics_of(trace: Trace) -> "Metrics":
-    """The Metrics last built for `trace` (by the engine, say), so reports reuse them; else new ones."""
-    known = trace.metrics
-    return known if known is not None and known.trace is trace else Metrics(trace)
+__all__ = ["Metrics", "TIMELINE_DEFAULTS"]
 
 
 class Metrics:
-    """Lazily computed, cached metrics of one trace."""
+    """Lazily computed, cached metrics of one trace; the trace is only read.
 
-    def __init__(self, trace: Trace, timeline_params: dict | None = None):
+    `ncu_table` (a diagnose.ncu.NcuTable) carries Nsight Compute measurements of the same
+    workload: `ncu` joins them to the step kernels, and `op_work` prefers them to estimates."""
+
+    def __init__(self, trace: Trace, timeline_params: dict | None = None, ncu_table=None):
         self.trace = trace
         self.timeline_params = timeline_params or {}
-        trace.metrics = self
+        self.ncu_table = ncu_table if ncu_table is not None and len(ncu_table.kernels) else None
 
     @functools.cached_property
     def steps(self) -> Steps:
@@ -75,13 +72,11 @@ class Metrics:
     @functools.cached_property
     def ncu(self):
         """Nsight Compute rows joined to the step kernels (diagnose/ncu/join.py), or None without any."""
-        from diagnose.ncu import attached
         from diagnose.ncu.join import join
 
-        table = attached(self.trace)
-        if table is None:
+        if self.ncu_table is None:
             return None
-        return join(table, self.kernels_in_steps, self.trace.device.get("sm_count"))
+        return join(self.ncu_table, self.kernels_in_steps, self.trace.device.get("sm_count"))
 
     @functools.cached_property
     def op_work(self) -> pd.DataFrame:

@@ -24,15 +24,19 @@ import numpy as np
 import pandas as pd
 
 from diagnose.metrics.steps import Steps
+from diagnose.thresholds import Threshold
 from diagnose.trace.model import Trace
 
 SYNC_CALL = re.compile(r"Synchronize|^(?:cuda|hip)Memcpy(?:2D)?$|^cuMemcpy(?:DtoH|HtoD)(?:_v2)?$")
 GRAPH_LAUNCH = re.compile(r"GraphLaunch")
 
-DEFAULTS = {
-    "kernel_wait_max_us": 30.0,
-    "host_silence_us": 200.0,
-}
+PARAMETERS = (
+    Threshold("kernel_wait_max_us", 30.0, "µs",
+              "a queued gap up to this long is the fixed cost between dependent kernels (HTA's kernel wait)"),
+    Threshold("host_silence_us", 200.0, "µs",
+              "a stretch this long with no CUDA call counts as host work elsewhere, not dispatch"),
+)
+DEFAULTS = {th.name: th.default for th in PARAMETERS}
 
 GAP_COLUMNS = ["start", "end", "dur", "step", "kind", "next_name", "next_cat", "next_correlation", "launch_name",
                "graph", "paced_us", "silent_us", "after_sync", "sync_name"]

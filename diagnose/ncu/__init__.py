@@ -7,7 +7,7 @@
 - details.py   plain data for the reports (measured table, top-kernel columns)
 - roofline.py  roofline points of the hot ops, measured or estimated from shapes
 
-Nothing here imports torch. A trace carries its measurements as `trace.ncu` (see `attach`);
+Nothing here imports torch. Measurements reach the rules through `Metrics(trace, ncu_table=...)`:
 `Metrics.op_work` then fills its measured columns, and the rules prefer them.
 """
 from __future__ import annotations
@@ -15,14 +15,4 @@ from __future__ import annotations
 from diagnose.ncu.csv import NcuTable, read_ncu
 
 
-def attach(trace, table: NcuTable | None) -> None:
-    """Hand Nsight Compute measurements to a loaded trace, for the metrics and rules to use."""
-    trace.ncu = table if table is not None and len(table.kernels) else None
-
-
-def attached(trace) -> NcuTable | None:
-    """The measurements attached to `trace`, or None."""
-    return trace.ncu
-
-
-__all__ = ["NcuTable", "attach", "attached", "read_ncu"]
+__all__ = ["NcuTable", "read_ncu"]

@@ -179,7 +179,7 @@ def _ncu_report_module():
         return ncu_report
     except ImportError:
         pass
-    from diagnose.ncu.run import find_ncu
+    from diagnose.ncu.tool import find_ncu
 
     tool = find_ncu()
     if tool is None:

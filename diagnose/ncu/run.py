@@ -28,6 +28,7 @@ from typing import Callable
 from diagnose.capture.runner import wait_or_kill
 from diagnose.ncu.csv import NO_HEADER, NO_ROWS, NO_TABLE, REQUESTED_METRICS, NcuTable, parse_text
 from diagnose.ncu.join import base_name
+from diagnose.ncu.tool import find_ncu
 
 COVER = 0.9
 MAX_LAUNCHES = 120
@@ -63,18 +64,6 @@ class Outcome:
     warnings: list[str]
     seconds: float = 0.0
     selection: Selection | None = None
-
-
-def find_ncu() -> str | None:
-    """The ncu executable: $DIAGNOSE_NCU, else `ncu` on PATH, else the CUDA toolkit's default place."""
-    explicit = os.environ.get("DIAGNOSE_NCU")
-    if explicit:
-        return explicit if Path(explicit).is_file() else None
-    found = shutil.which("ncu")
-    if found:
-        return found
-    default = Path("/usr/local/cuda/bin/ncu")
-    return str(default) if default.is_file() else None
 
 
 def select_kernels(kernels, cover: float = COVER, max_launches: int | None = None) -> Selection | None:

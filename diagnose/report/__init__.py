@@ -1,1 +1,55 @@
-"""Renderers: each turns one Diagnosis into text, JSON or HTML, and nothing else."""
+"""Renderers: one Diagnosis in, one document out (text, JSON, HTML, Markdown).
+
+A renderer is a module of this package that defines `RENDERER`, a `Renderer`; it joins the
+registry by existing (the package's modules are discovered, in `order`), so `--format NAME`
+and `write_outputs` see it without any other file changing. Renderers only read the Diagnosis
+(its Details were built once by diagnose/assemble.py); formatting lives in diagnose/format.py and
+SVG drawing in report/svg.py.
+"""
+from __future__ import annotations
+
+import dataclasses
+import functools
+import importlib
+import pkgutil
+from typing import Callable
+
+
+@dataclasses.dataclass(frozen=True)
+class Renderer:
+    """A way to show a Diagnosis: `render(d, **options) -> str`.
+
+    `filename` is the file it writes into every output folder (None: on request only, with
+    --format); `label` names that file in the run's closing line."""
+
+    name: str
+    description: str
+    render: Callable[..., str]
+    filename: str | None = None
+    label: str = ""
+    order: int = 50
+
+
+@functools.cache
+def renderers() -> dict[str, Renderer]:
+    """Every renderer of this package by name, in their `order`."""
+    found = []
+    for info in pkgutil.iter_modules(__path__):
+        module = importlib.import_module(f"{__name__}.{info.name}")
+        renderer = getattr(module, "RENDERER", None)
+        if isinstance(renderer, Renderer):
+            found.append(renderer)
+    return {r.name: r for r in sorted(found, key=lambda r: (r.order, r.name))}
+
+
+def get(name: str) -> Renderer:
+    """The renderer called `name` (KeyError naming the known ones when there is none)."""
+    known = renderers()
+    if name not in known:
+        raise KeyError(f"no renderer {name!r} (known: {', '.join(known)})")
+    return known[name]
+
+
+def file_renderers() -> list[Renderer]:
+    """The renderers that write a file into every output folder (findings.json, report.html)."""
+    return [r for r in renderers().values() if r.filename]

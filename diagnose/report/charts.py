@@ -5,14 +5,11 @@ Every string that comes from the trace (kernel and op names) is untrusted and go
 """
 from __future__ import annotations
 
-import html
 import math
-import re
 
-from diagnose.findings import fmt
+from diagnose.format import fmt, short_name
+from diagnose.report.svg import FONT, WIDTH, esc, legend, nice_ticks, rect, svg, text, text_width, triangle_marker, x_axis
 
-WIDTH = 1040
-FONT = 12
 TIP_NAME_CHARS = 90
 MAX_SEPARATE_GAPS = 300  # above this, gaps closer than a pixel are drawn as one bar
 
@@ -30,101 +27,13 @@ BUDGET_PARTS = (  # (summary key, label, colour); the parts of one step add up t
     ("other_wait", "other waits", "#a3acb9"),
 )
 
-_QUALIFIER = re.compile(r"(?:\(anonymous namespace\)|[A-Za-z_][\w]*)::")
-
-
-def esc(value) -> str:
-    """Escape any value for SVG/HTML text or a quoted attribute."""
-    return html.escape(str(value), quote=True)
-
-
-def short_name(name, limit: int = 48) -> str:
-    """A kernel or op name short enough for a label: C++ qualifiers and argument lists dropped, then cut.
-
-    "void at::native::(anonymous namespace)::layer_norm_kernel<c10::Half>(int, float)" becomes
-    "layer_norm_kernel<Half>".
-    """
-    text = " ".join(str(name).split())
-    if len(text) <= limit:
-        return text
-    if "::" in text or text.startswith("void "):
-        text = _QUALIFIER.sub("", text.removeprefix("void "))
-        text = _drop_argument_list(text)
-    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
-
-
-def _drop_argument_list(signature: str) -> str:
-    if not signature.endswith(")"):
-        return signature
-    depth = 0
-    for i in range(len(signature) - 1, -1, -1):
-        depth += {")": 1, "(": -1}.get(signature[i], 0)
-        if depth == 0:
-            starts_a_call = i > 0 and not signature[i - 1].isspace()
-            return signature[:i] if starts_a_call else signature
-    return signature
-
-
-def nice_ticks(upper: float, count: int = 6) -> list[float]:
-    """Round tick values from 0 up to at most `upper`, about `count` of them."""
-    if not upper or upper <= 0 or not math.isfinite(upper):
-        return [0.0]
-    raw = upper / count
-    magnitude = 10 ** math.floor(math.log10(raw))
-    step = next(m * magnitude for m in (1, 2, 2.5, 5, 10) if m * magnitude >= raw)
-    return [i * step for i in range(int(upper / step + 1e-9) + 1)]
-
-
-def _svg(width: float, height: float, label: str, body: list[str]) -> str:
-    return (f'<svg class="chart" viewBox="0 0 {width:.0f} {height:.0f}" width="{width:.0f}" '
-            f'height="{height:.0f}" role="img" aria-label="{esc(label)}" font-size="{FONT}">'
-            + "".join(body) + "</svg>")
-
-
-def _rect(x, y, w, h, fill, tip: str | None = None, extra: str = "") -> str:
-    tooltip = f"<title>{esc(tip)}</title>" if tip else ""
-    return (f'<rect x="{x:.1f}" y="{y:.1f}" width="{max(w, 1.0):.1f}" height="{h:.1f}" '
-            f'fill="{fill}"{extra}>{tooltip}</rect>')
-
-
-def _text(x, y, content, anchor: str = "start", cls: str = "") -> str:
-    css = f' class="{cls}"' if cls else ""
-    return f'<text x="{x:.1f}" y="{y:.1f}" text-anchor="{anchor}"{css}>{esc(content)}</text>'
-
-
-def _x_axis(x0: float, x1: float, y: float, upper: float, label: str, grid_top: float) -> list[str]:
-    """Ticks, light grid lines up to `grid_top`, tick labels and the axis label."""
-    scale = (x1 - x0) / upper if upper > 0 else 0.0
-    out = [f'<line x1="{x0:.1f}" y1="{y:.1f}" x2="{x1:.1f}" y2="{y:.1f}" stroke="#94a3b8"/>']
-    for tick in nice_ticks(upper):
-        x = x0 + tick * scale
-        out.append(f'<line x1="{x:.1f}" y1="{grid_top:.1f}" x2="{x:.1f}" y2="{y:.1f}" stroke="#e2e8f0"/>')
-        out.append(f'<line x1="{x:.1f}" y1="{y:.1f}" x2="{x:.1f}" y2="{y + 4:.1f}" stroke="#94a3b8"/>')
-        out.append(_text(x, y + 17, fmt(tick), "middle", "tick"))
-    out.append(_text((x0 + x1) / 2, y + 36, label, "middle", "axis-label"))
-    return out
-
-
 def _legend(x: float, y: float, entries: list[tuple[str, str]], marker: str | None = None) -> list[str]:
     """A one-line legend of (colour, label) swatches; `marker` adds the after-sync triangle."""
-    out = []
-    for colour, label in entries:
-        out.append(f'<rect x="{x:.1f}" y="{y - 10:.1f}" width="12" height="12" rx="2" fill="{colour}"/>')
-        out.append(_text(x + 17, y, label, cls="legend"))
-        x += 17 + _text_width(label) + 20
+    out, x = legend(x, y, [(colour, label, "box") for colour, label in entries])
     if marker:
-        out.append(_sync_marker(x + 6, y - 11))
-        out.append(_text(x + 17, y, marker, cls="legend"))
+        out.append(triangle_marker(x + 6, y - 11, SYNC_COLOUR))
+        out.append(text(x + 17, y, marker, cls="legend"))
     return out
-
-
-def _text_width(text: str) -> float:
-    """Rough width in px of `text` at the chart font size (no font metrics on the server)."""
-    return len(text) * FONT * 0.54
-
-
-def _sync_marker(x: float, y: float) -> str:
-    return f'<path d="M{x - 5:.1f},{y:.1f} L{x + 5:.1f},{y:.1f} L{x:.1f},{y + 8:.1f} Z" fill="{SYNC_COLOUR}"/>'
 
 
 def step_budget_parts(summary: dict) -> list[dict]:
@@ -148,7 +57,7 @@ def step_budget_bar(summary: dict) -> str:
     for part in parts:
         w = part["us"] / total * 1000
         tip = f"{part['label']}: {fmt(part['us'])} µs per step ({fmt(100 * part['share'])} %)"
-        body.append(_rect(x, 0, w, 24, part["colour"], tip))
+        body.append(rect(x, 0, w, 24, part["colour"], tip))
         x += w
     return ('<svg class="budget-bar" viewBox="0 0 1000 24" preserveAspectRatio="none" role="img" '
             'aria-label="Where one step\'s time goes">' + "".join(body) + "</svg>")
@@ -171,27 +80,27 @@ def step_timeline_chart(timeline: dict) -> str:
     axis_y = idle_y + lane_h + 8
     title = f"Step {timeline.get('step', '')} on the GPU: {fmt(duration)} µs of profiled time"
     cats = sorted({op["cat"] for op in ops}, key=lambda c: (c not in OP_COLOURS, c))
-    body = [_text(0, 16, title, cls="chart-title")]
+    body = [text(0, 16, title, cls="chart-title")]
     body += _legend(0, 42, [(OP_COLOURS.get(c, OTHER_OP_COLOUR), c) for c in cats]
                     + [(GAP_COLOURS[k], GAP_LABELS[k]) for k in GAP_COLOURS], marker="after a sync")
     for name, y in lanes + [("GPU idle", idle_y)]:
-        body.append(_text(left - 8, y + lane_h / 2 + 4, name, "end", "lane"))
-        body.append(_rect(left, y, x1 - left, lane_h, "#f3f5f9"))
-    body += _x_axis(left, x1, axis_y, duration, "time since the step started (µs, profiled)", top)
+        body.append(text(left - 8, y + lane_h / 2 + 4, name, "end", "lane"))
+        body.append(rect(left, y, x1 - left, lane_h, "#f3f5f9"))
+    body += x_axis(left, x1, axis_y, duration, "time since the step started (µs, profiled)", top)
     for stream, (_, y) in zip(streams, lanes):
         lane = [op for op in ops if int(op["stream"]) == stream]
         for group in _merge_close(lane, us_per_px, key="cat"):
-            body.append(_rect(left + group[0]["t"] * scale, y + 2, _span(group) * scale, lane_h - 4,
+            body.append(rect(left + group[0]["t"] * scale, y + 2, _span(group) * scale, lane_h - 4,
                               OP_COLOURS.get(group[0]["cat"], OTHER_OP_COLOUR), _op_tip(group)))
     merge_within = us_per_px if len(gaps) > MAX_SEPARATE_GAPS else 0.0
     for group in _merge_close(gaps, merge_within, key="kind"):
         x = left + group[0]["t"] * scale
-        body.append(_rect(x, idle_y + 2, _span(group) * scale, lane_h - 4,
+        body.append(rect(x, idle_y + 2, _span(group) * scale, lane_h - 4,
                           GAP_COLOURS.get(group[0]["kind"], OTHER_OP_COLOUR), _gap_tip(group)))
         synced = next((g for g in group if g.get("after_sync")), None)
         if synced:
-            body.append(_sync_marker(left + synced["t"] * scale, idle_y - 7))
-    return _svg(WIDTH, axis_y + 44, title, body)
+            body.append(triangle_marker(left + synced["t"] * scale, idle_y - 7, SYNC_COLOUR))
+    return svg(WIDTH, axis_y + 44, title, body)
 
 
 def _clip(items: list[dict], duration: float) -> list[dict]:
@@ -253,21 +162,21 @@ def top_kernels_chart(kernels: list[dict], label_chars: int = 44) -> str:
     scale = (x1 - left) / upper
     axis_y = top + len(rows) * row_h + 4
     title = "Top GPU kernels by time per step"
-    body = [_text(0, 16, title, cls="chart-title")]
-    body += _x_axis(left, x1, axis_y, upper, "µs per step (profiled)", top)
+    body = [text(0, 16, title, cls="chart-title")]
+    body += x_axis(left, x1, axis_y, upper, "µs per step (profiled)", top)
     for i, k in enumerate(rows):
         y = top + i * row_h
         full = str(k.get("name", ""))
         tip = (f"{full}\n{fmt(k['us_per_step'])} µs per step · {fmt(k.get('calls_per_step', 0))} calls per step"
                + (f" · launched by {k['op']}" if k.get("op") else ""))
         body.append(f"<g><title>{esc(tip)}</title>")
-        body.append(_text(left - 8, y + row_h / 2 + 4, short_name(full, label_chars), "end", "bar-label"))
-        body.append(_rect(left, y + 3, k["us_per_step"] * scale, row_h - 6,
+        body.append(text(left - 8, y + row_h / 2 + 4, short_name(full, label_chars), "end", "bar-label"))
+        body.append(rect(left, y + 3, k["us_per_step"] * scale, row_h - 6,
                           OP_COLOURS.get(k.get("cat"), OTHER_OP_COLOUR), extra=' rx="2"'))
-        body.append(_text(left + k["us_per_step"] * scale + 6, y + row_h / 2 + 4,
+        body.append(text(left + k["us_per_step"] * scale + 6, y + row_h / 2 + 4,
                           f"{fmt(k['us_per_step'])} µs", cls="value"))
         body.append("</g>")
-    return _svg(WIDTH, axis_y + 44, title, body)
+    return svg(WIDTH, axis_y + 44, title, body)
 
 
 def _axis_upper(largest: float) -> float:
@@ -314,13 +223,13 @@ def roofline_chart(roof: dict) -> str:
         return plot[3] - (math.log10(y) - math.log10(y_lo)) / span * (plot[3] - plot[1])
 
     title = f"Roofline of the hot ops on the {ceilings.get('device', 'GPU')}"
-    body = [_text(0, 16, title, cls="chart-title")] + _roofline_legend(points, 0, 40)
+    body = [text(0, 16, title, cls="chart-title")] + _roofline_legend(points, 0, 40)
     body += _log_axes(plot, (x_lo, x_hi), (y_lo, y_hi), sx, sy)
     for dashed, bw, key in ((False, hbm, "peak_tflops"), (True, reach, "achievable_tflops")):
         body += _ceilings(compute, bw, key, dashed, (x_lo, x_hi), (y_lo, y_hi), sx, sy)
     body += _points(points, sx, sy)
     body += _roofline_key(points, WIDTH - key_w + 4, plot[1])
-    return _svg(WIDTH, height, title, body)
+    return svg(WIDTH, height, title, body)
 
 
 def _roofline_legend(points: list[dict], x: float, y: float) -> list[str]:
@@ -335,8 +244,8 @@ def _roofline_legend(points: list[dict], x: float, y: float) -> list[str]:
     for colour, filled, label in entries:
         out.append(f'<circle cx="{x + 6:.1f}" cy="{y - 4:.1f}" r="5" fill="{colour if filled else "#ffffff"}" '
                    f'stroke="{colour}" stroke-width="2"/>')
-        out.append(_text(x + 16, y, label, cls="legend"))
-        x += 16 + _text_width(label) + 20
+        out.append(text(x + 16, y, label, cls="legend"))
+        x += 16 + text_width(label) + 20
     return out
 
 
@@ -358,12 +267,12 @@ def _log_axes(plot, xs, ys, sx, sy) -> list[str]:
     for k in range(round(math.log10(xs[0])), round(math.log10(xs[1])) + 1):
         x = sx(10.0 ** k)
         out.append(f'<line x1="{x:.1f}" y1="{y0:.1f}" x2="{x:.1f}" y2="{y1:.1f}" stroke="#e2e8f0"/>')
-        out.append(_text(x, y1 + 17, _log_label(10.0 ** k), "middle", "tick"))
+        out.append(text(x, y1 + 17, _log_label(10.0 ** k), "middle", "tick"))
     for k in range(round(math.log10(ys[0])), round(math.log10(ys[1])) + 1):
         y = sy(10.0 ** k)
         out.append(f'<line x1="{x0:.1f}" y1="{y:.1f}" x2="{x1:.1f}" y2="{y:.1f}" stroke="#e2e8f0"/>')
-        out.append(_text(x0 - 8, y + 4, _log_label(10.0 ** k), "end", "tick"))
-    out.append(_text((x0 + x1) / 2, y1 + 40, "arithmetic intensity (FLOP/byte, log scale)", "middle", "axis-label"))
+        out.append(text(x0 - 8, y + 4, _log_label(10.0 ** k), "end", "tick"))
+    out.append(text((x0 + x1) / 2, y1 + 40, "arithmetic intensity (FLOP/byte, log scale)", "middle", "axis-label"))
     out.append(f'<text x="{x0 - 58:.1f}" y="{(y0 + y1) / 2:.1f}" text-anchor="middle" class="axis-label" '
                f'transform="rotate(-90 {x0 - 58:.1f} {(y0 + y1) / 2:.1f})">achieved TFLOP/s (log scale)</text>')
     return out
@@ -398,7 +307,7 @@ def _ceilings(compute: list[dict], bw: float, key: str, dashed: bool, xs, ys, sx
         tip = f"{c['label']}, {kind}: {fmt(peak)} TFLOP/s"
         out.append(f'<line x1="{sx(x_from):.1f}" y1="{sy(peak):.1f}" x2="{sx(xs[1]):.1f}" y2="{sy(peak):.1f}" '
                    f'stroke="{CEILING_COLOUR}" stroke-width="1.6"{dash}><title>{esc(tip)}</title></line>')
-        out.append(_text(sx(xs[1]) - 6, sy(peak) + (14 if dashed else -6), label, "end", "legend"))
+        out.append(text(sx(xs[1]) - 6, sy(peak) + (14 if dashed else -6), label, "end", "legend"))
     return out
 
 
@@ -411,7 +320,7 @@ def _points(points: list[dict], sx, sy) -> list[str]:
         fill = colour if p.get("measured") else "#ffffff"
         out.append(f'<g><title>{esc(_point_tip(i, p))}</title><circle cx="{x:.1f}" cy="{y:.1f}" r="6" '
                    f'fill="{fill}" stroke="{colour}" stroke-width="2"/>')
-        out.append(_text(x + 8, y - 6, str(i), cls="bar-label"))
+        out.append(text(x + 8, y - 6, str(i), cls="bar-label"))
         out.append("</g>")
     return out
 
@@ -438,7 +347,7 @@ def _key_label(p: dict) -> str:
 
 def _roofline_key(points: list[dict], x: float, y: float) -> list[str]:
     """The numbered list of the plotted kernels, beside the chart."""
-    out = [_text(x, y - 8, "op · kernel (µs per step)", cls="legend")]
+    out = [text(x, y - 8, "op · kernel (µs per step)", cls="legend")]
     for i, p in enumerate(points, 1):
         row_y = y + 10 + (i - 1) * 19
         colour = BOUND_COLOURS.get(p.get("bound") or "", ESTIMATED_COLOUR)
@@ -446,6 +355,6 @@ def _roofline_key(points: list[dict], x: float, y: float) -> list[str]:
         tip = _point_tip(i, p)
         out.append(f'<g><title>{esc(tip)}</title><circle cx="{x + 5:.1f}" cy="{row_y - 4:.1f}" r="4" fill="{fill}" '
                    f'stroke="{colour}" stroke-width="1.6"/>')
-        out.append(_text(x + 14, row_y, f"{i}. {_key_label(p)} ({fmt(p.get('us_per_step', 0))})", cls="bar-label"))
+        out.append(text(x + 14, row_y, f"{i}. {_key_label(p)} ({fmt(p.get('us_per_step', 0))})", cls="bar-label"))
         out.append("</g>")
     return out

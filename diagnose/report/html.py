@@ -12,9 +12,11 @@ from pathlib import Path
 import jinja2
 from markupsafe import Markup
 
-import diagnose
-from diagnose.findings import Diagnosis, Finding, fmt
-from diagnose.report import charts, memory_charts
+from diagnose.findings import Diagnosis, Finding
+from diagnose.format import column_label, duration, fmt, is_number, percent, short_name
+from diagnose.report import Renderer, charts, memory_charts
+from diagnose.rules import ALL_RULES
+from diagnose.version import __version__
 
 TEMPLATES = Path(__file__).parent / "templates"
 LONG_TEXT = 60
@@ -30,7 +32,7 @@ NCU_COLUMNS = {"kernel": "kernel", "measured_us": "µs under ncu", "profiled_us"
                "occupancy_pct": "warps active %", "dram_mb": "DRAM MB", "bound": "class", "why": "why"}
 
 
-def render_html(diagnosis: Diagnosis) -> str:
+def render_html(diagnosis: Diagnosis, **_) -> str:
     """The report as one HTML page that works offline (no CDN, no fonts or scripts fetched)."""
     return _environment().get_template("report.html.j2").render(**report_context(diagnosis))
 
@@ -44,34 +46,34 @@ def _environment() -> jinja2.Environment:
 
 def report_context(d: Diagnosis) -> dict:
     """Everything the template shows, as plain display-ready data."""
-    summary, details = d.summary or {}, d.details or {}
+    summary, details = d.summary or {}, d.details
     step_us = summary.get("step_time_us")
     return {
         "d": d,
-        "version": diagnose.__version__,
+        "version": __version__,
         "severity": severity_class(d),
         "failure": failure_view(d),
         "device": device_facts(d.device or {}),
         "tiles": headline_tiles(d),
         "findings": [finding_view(f, step_us) for f in d.findings],
-        "has_gpu": bool(details) or bool(summary.get("gpu_ops_per_step")),
+        "has_gpu": details.top_kernels is not None or bool(summary.get("gpu_ops_per_step")),
         "charts": {
             "budget": Markup(charts.step_budget_bar(summary)),
-            "timeline": Markup(charts.step_timeline_chart(details.get("step_timeline") or {})),
-            "kernels": Markup(charts.top_kernels_chart(details.get("top_kernels") or [])),
-            "roofline": Markup(charts.roofline_chart(details.get("roofline") or {})),
-            "memory": Markup(memory_charts.memory_timeline_chart(details.get("memory") or {})),
-            "sweep": Markup(memory_charts.sweep_chart((details.get("memory") or {}).get("sweep") or {})),
+            "timeline": Markup(charts.step_timeline_chart(details.step_timeline or {})),
+            "kernels": Markup(charts.top_kernels_chart(details.top_kernels or [])),
+            "roofline": Markup(charts.roofline_chart(details.roofline or {})),
+            "memory": Markup(memory_charts.memory_timeline_chart(details.memory or {})),
+            "sweep": Markup(memory_charts.sweep_chart((details.memory or {}).get("sweep") or {})),
         },
-        "roofline": roofline_view(details.get("roofline") or {}),
-        "ncu": ncu_view(details.get("ncu") or {}),
+        "roofline": roofline_view(details.roofline or {}),
+        "ncu": ncu_view(details.ncu or {}),
         "budget_parts": charts.step_budget_parts(summary),
-        "timeline_note": (details.get("step_timeline") or {}).get("note", ""),
-        "top_kernels": records_table(details.get("top_kernels") or [], TOP_KERNEL_COLUMNS,
+        "timeline_note": (details.step_timeline or {}).get("note", ""),
+        "top_kernels": records_table(details.top_kernels or [], TOP_KERNEL_COLUMNS,
                                      percent_keys={"share_of_gpu_time"}, max_chars=KERNEL_NAME_CHARS),
-        "steps": records_table(details.get("steps") or []),
+        "steps": records_table(details.steps or []),
         "capture": capture_facts(d.capture or {}),
-        "memory_parts": memory_parts_table((details.get("memory") or {}).get("breakdown") or {}),
+        "memory_parts": memory_parts_table((details.memory or {}).get("breakdown") or {}),
     }
 
 
@@ -173,8 +175,6 @@ def headline_tiles(d: Diagnosis) -> list[dict]:
 def finding_view(f: Finding, step_us: float | None) -> dict:
     """One finding ready to show: evidence as text, offenders as a table, the recoverable share."""
     share = f.recoverable_us / step_us if f.recoverable_us and step_us else None
-    from diagnose.rules import ALL_RULES
-
     sheet = next((r.cheat_sheet for r in ALL_RULES if r.id == f.rule), None)
     return {"f": f, "anchor": f"finding-{f.rule}", "sheet": sheet,
             "evidence": [{"text": e.text(), "is_test": e.threshold is not None and bool(e.op)} for e in f.evidence],
@@ -192,7 +192,7 @@ def records_table(records: list[dict], labels: dict[str, str] | None = None,
     """
     keys = list(labels) if labels else list(dict.fromkeys(k for r in records for k in r))
     keys = [k for k in keys if any(k in r for r in records)]
-    numeric = {k for k in keys if all(_is_number(r.get(k)) for r in records if r.get(k) is not None)}
+    numeric = {k for k in keys if all(is_number(r.get(k)) for r in records if r.get(k) is not None)}
     columns = [{"key": k, "label": (labels or {}).get(k) or column_label(k), "numeric": k in numeric} for k in keys]
     rows = [[_cell(r.get(k), k in numeric, k in percent_keys, max_chars) for k in keys] for r in records]
     return {"columns": columns, "rows": rows}
@@ -205,17 +205,8 @@ def _cell(value, numeric: bool, as_percent: bool, max_chars: int) -> dict:
         text = percent(value) if as_percent else fmt(value)
         return {"text": text, "sort": value, "title": "", "bar": min(max(value, 0), 1) if as_percent else None}
     text = value if isinstance(value, str) else json.dumps(value, default=str)
-    short = charts.short_name(text, max_chars)
+    short = short_name(text, max_chars)
     return {"text": short, "sort": None, "title": text if short != text else "", "bar": None}
-
-
-def _is_number(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
-def column_label(key: str) -> str:
-    """A readable column header from a data key: "idle_before_us_per_step" -> "idle before µs per step"."""
-    return " ".join("µs" if word == "us" else word for word in str(key).split("_"))
 
 
 def capture_facts(capture: dict) -> list[tuple[str, str]]:
@@ -244,15 +235,5 @@ def _gib(n) -> str | None:
     return f"{n / 2**30:.2f} GiB" if isinstance(n, (int, float)) and n else None
 
 
-def duration(us) -> str:
-    """A µs value for people: "232 µs", "2,717 µs", "110.6 ms"; "—" when unknown."""
-    if not _is_number(us):
-        return "—"
-    if abs(us) >= 100_000:
-        return f"{us / 1000:,.1f} ms"
-    return f"{fmt(us)} µs"
-
-
-def percent(fraction) -> str:
-    """A fraction as a percentage: 0.0786 -> "7.9 %"."""
-    return f"{fmt(100 * fraction)} %" if _is_number(fraction) else "—"
+RENDERER = Renderer("html", "report.html: one self-contained page with charts (works offline)", render_html,
+                    filename="report.html", label="report", order=20)

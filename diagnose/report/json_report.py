@@ -5,9 +5,10 @@ import json
 import math
 
 from diagnose.findings import Diagnosis
+from diagnose.report import Renderer
 
 
-def render_json(diagnosis: Diagnosis, indent: int | None = 2) -> str:
+def render_json(diagnosis: Diagnosis, indent: int | None = 2, **_) -> str:
     """The Diagnosis as JSON (schema `diagnose.findings/1`); NaN and infinities become null."""
     return json.dumps(_clean(diagnosis.to_dict()), indent=indent, ensure_ascii=False)
 
@@ -22,3 +23,7 @@ def _clean(value):
     if hasattr(value, "item") and not isinstance(value, (str, bytes)):  # numpy scalars
         return _clean(value.item())
     return value
+
+
+RENDERER = Renderer("json", "findings.json: the versioned schema diagnose.findings/1", render_json,
+                    filename="findings.json", label="findings", order=10)

@@ -6,73 +6,26 @@ comes from a trace or a capture (labels, parameter names, values, error messages
 """
 from __future__ import annotations
 
-import html
 import math
 
-WIDTH = 1040
-FONT = 12
+from diagnose.report.svg import FONT, GRID, AXIS, WIDTH, cross, esc, legend, nice_ticks, svg, text
+from diagnose.report.svg import tick_label as _num
+
 ALLOCATED = "#3b6fd8"
 RESERVED = "#f08a24"
 LIMIT = "#d42a2a"
 STEP_FILL = "#f1f5f9"
-GRID = "#e2e8f0"
-AXIS = "#94a3b8"
 FIT = "#64748b"
 TIME = "#0f9f8f"
 
 
-def esc(value) -> str:
-    """Escape any value for SVG text or a quoted attribute."""
-    return html.escape(str(value), quote=True)
-
-
-def _text(x: float, y: float, content, anchor: str = "start", cls: str = "", extra: str = "") -> str:
-    css = f' class="{cls}"' if cls else ""
-    return f'<text x="{x:.1f}" y="{y:.1f}" text-anchor="{anchor}"{css}{extra}>{esc(content)}</text>'
-
-
-def _svg(width: float, height: float, label: str, body: list[str]) -> str:
-    return (f'<svg class="chart" viewBox="0 0 {width:.0f} {height:.0f}" '
-            f'width="{width:.0f}" height="{height:.0f}" role="img" aria-label="{esc(label)}" font-size="{FONT}">'
-            + "".join(body) + "</svg>")
+def _legend(x: float, y: float, entries: list[tuple[str, str, str]]) -> list[str]:
+    return legend(x, y, entries)[0]
 
 
 def _ticks(upper: float, count: int = 5) -> list[float]:
     """Round ticks from 0 to at least `upper`."""
-    if not upper or upper <= 0 or not math.isfinite(upper):
-        return [0.0, 1.0]
-    raw = upper / count
-    magnitude = 10 ** math.floor(math.log10(raw))
-    step = next(m * magnitude for m in (1, 2, 2.5, 5, 10) if m * magnitude >= raw)
-    return [i * step for i in range(int(math.ceil(upper / step - 1e-9)) + 1)]
-
-
-def _num(value: float) -> str:
-    if value == 0:
-        return "0"
-    if abs(value) >= 100:
-        return f"{value:,.0f}"
-    return f"{value:.3g}"
-
-
-def _legend(x: float, y: float, entries: list[tuple[str, str, str]]) -> list[str]:
-    """Swatches (colour, label, 'line' | 'dash' | 'cross') on one line."""
-    out = []
-    for colour, label, kind in entries:
-        if kind == "cross":
-            out.append(_cross(x + 6, y - 4, colour))
-        else:
-            dash = ' stroke-dasharray="6 4"' if kind == "dash" else ""
-            out.append(f'<line x1="{x:.1f}" y1="{y - 4:.1f}" x2="{x + 14:.1f}" y2="{y - 4:.1f}" stroke="{colour}" '
-                       f'stroke-width="2.5"{dash}/>')
-        out.append(_text(x + 19, y, label, cls="legend"))
-        x += 19 + len(label) * FONT * 0.54 + 22
-    return out
-
-
-def _cross(x: float, y: float, colour: str, size: float = 5.0) -> str:
-    return (f'<path d="M{x - size:.1f},{y - size:.1f} L{x + size:.1f},{y + size:.1f} M{x - size:.1f},{y + size:.1f} '
-            f'L{x + size:.1f},{y - size:.1f}" stroke="{colour}" stroke-width="2.5"/>')
+    return nice_ticks(upper, count, cover=True)
 
 
 def memory_timeline_chart(memory: dict) -> str:
@@ -98,7 +51,7 @@ def memory_timeline_chart(memory: dict) -> str:
         return y1 - b / 1e9 / upper[-1] * (y1 - y0)
 
     title = "GPU memory over the profiled run"
-    body = [_text(0, 16, title, cls="chart-title")]
+    body = [text(0, 16, title, cls="chart-title")]
     entries = [(ALLOCATED, "allocated (held by tensors)", "line"), (RESERVED, "reserved (cached by the allocator)", "line")]
     if show_limit:
         entries.append((LIMIT, "memory limit", "dash"))
@@ -114,14 +67,14 @@ def memory_timeline_chart(memory: dict) -> str:
     peak = max(points, key=lambda p: p[1])
     px, py = sx(peak[0]), sy(peak[1])
     body.append(f'<circle cx="{px:.1f}" cy="{py:.1f}" r="4" fill="{ALLOCATED}"/>')
-    body.append(_text(min(px + 6, x1 - 4), max(py - 8, y0 + 12), f"peak {peak[1] / 1e9:.2f} GB allocated",
+    body.append(text(min(px + 6, x1 - 4), max(py - 8, y0 + 12), f"peak {peak[1] / 1e9:.2f} GB allocated",
                       "end" if px > x1 - 180 else "start", "legend"))
     if show_limit:
         ly = sy(limit)
         body.append(f'<line x1="{x0:.1f}" y1="{ly:.1f}" x2="{x1:.1f}" y2="{ly:.1f}" stroke="{LIMIT}" '
                     f'stroke-width="1.6" stroke-dasharray="6 4"/>')
-        body.append(_text(x1 - 4, ly - 6, f"limit {limit / 1e9:.2f} GB", "end", "legend"))
-    return _svg(WIDTH, height, title, body)
+        body.append(text(x1 - 4, ly - 6, f"limit {limit / 1e9:.2f} GB", "end", "legend"))
+    return svg(WIDTH, height, title, body)
 
 
 def _finite(value) -> bool:
@@ -142,15 +95,15 @@ def _linear_axes(plot, y_ticks: list[float], x_upper: float, x_label: str, y_lab
     for tick in y_ticks:
         y = y1 - tick / y_ticks[-1] * (y1 - y0)
         out.append(f'<line x1="{x0:.1f}" y1="{y:.1f}" x2="{x1:.1f}" y2="{y:.1f}" stroke="{GRID}"/>')
-        out.append(_text(x0 - 8, y + 4, _num(tick), "end", "tick"))
+        out.append(text(x0 - 8, y + 4, _num(tick), "end", "tick"))
     for tick in _ticks(x_upper, 8):
         if tick > x_upper * 1.0001:
             break
         x = x0 + tick / x_upper * (x1 - x0) if x_upper else x0
         out.append(f'<line x1="{x:.1f}" y1="{y1:.1f}" x2="{x:.1f}" y2="{y1 + 4:.1f}" stroke="{AXIS}"/>')
-        out.append(_text(x, y1 + 17, _num(tick), "middle", "tick"))
-    out.append(_text((x0 + x1) / 2, y1 + 38, x_label, "middle", "axis-label"))
-    out.append(_text(x0 - 56, (y0 + y1) / 2, y_label, "middle", "axis-label",
+        out.append(text(x, y1 + 17, _num(tick), "middle", "tick"))
+    out.append(text((x0 + x1) / 2, y1 + 38, x_label, "middle", "axis-label"))
+    out.append(text(x0 - 56, (y0 + y1) / 2, y_label, "middle", "axis-label",
                      f' transform="rotate(-90 {x0 - 56:.1f} {(y0 + y1) / 2:.1f})"'))
     return out
 
@@ -170,7 +123,7 @@ def sweep_chart(sweep: dict) -> str:
     height = 380.0
     panel_w = (WIDTH - 40) / 2
     title = f"Peak memory and step time against {param} (log-log)"
-    body = [_text(0, 16, title, cls="chart-title")]
+    body = [text(0, 16, title, cls="chart-title")]
     body += _legend(0, 38, [(ALLOCATED, "peak allocated", "line"), (TIME, "median step time", "line"),
                             (FIT, "power-law fit", "dash"), (LIMIT, "out of memory", "cross")])
     device = sweep.get("device_total_bytes")
@@ -182,14 +135,14 @@ def sweep_chart(sweep: dict) -> str:
         plot = (76.0 + i * (panel_w + 40), 60.0, 76.0 + i * (panel_w + 40) + panel_w - 76, height - 60.0)
         body += _sweep_panel(plot, param, label, [(p["value"], p.get(key)) for p in ok], scale, fit, colour,
                              xs, [p for p in numeric if p.get("status") == "oom"], ceiling)
-    return _svg(WIDTH, height, title, body)
+    return svg(WIDTH, height, title, body)
 
 
 def _sweep_panel(plot, param: str, label: str, data: list, scale: float, fit: dict | None, colour: str,
                  all_x: list[float], ooms: list[dict], ceiling: float | None) -> list[str]:
     values = [(x, y / scale) for x, y in data if _finite(y) and y > 0]
     if not values:
-        return [_text(plot[0], plot[1] + 20, f"no {label} recorded", cls="legend")]
+        return [text(plot[0], plot[1] + 20, f"no {label} recorded", cls="legend")]
     ys = [y for _, y in values] + ([ceiling / scale] if ceiling else [])
     x_lo, x_hi = min(all_x) / 1.3, max(all_x) * 1.3
     y_lo, y_hi = _decade(min(ys) / 1.5, True), _decade(max(ys) * 1.5, False)
@@ -206,7 +159,7 @@ def _sweep_panel(plot, param: str, label: str, data: list, scale: float, fit: di
         cy = sy(ceiling / scale)
         out.append(f'<line x1="{x0:.1f}" y1="{cy:.1f}" x2="{x1:.1f}" y2="{cy:.1f}" stroke="{LIMIT}" stroke-width="1.4" '
                    f'stroke-dasharray="6 4"/>')
-        out.append(_text(x0 + 6, cy - 6, f"device memory {ceiling / 1e9:.0f} GB", cls="legend"))
+        out.append(text(x0 + 6, cy - 6, f"device memory {ceiling / 1e9:.0f} GB", cls="legend"))
     if fit and _finite(fit.get("coefficient")) and _finite(fit.get("exponent")):
         a, b = fit["coefficient"] / scale, fit["exponent"]
         lo, hi = math.log10(min(all_x)), math.log10(max(all_x))
@@ -215,7 +168,7 @@ def _sweep_panel(plot, param: str, label: str, data: list, scale: float, fit: di
         if len(inside) > 1:
             d = " ".join(f"{'M' if i == 0 else 'L'}{x:.1f},{y:.1f}" for i, (x, y) in enumerate(inside))
             out.append(f'<path d="{d}" fill="none" stroke="{FIT}" stroke-width="1.4" stroke-dasharray="6 4"/>')
-        out.append(_text(x0 + 8, y0 + 16, f"∝ {param}^{b:.2f} (r² {fit.get('r2', 0):.3f}, {fit.get('points', '?')} points)",
+        out.append(text(x0 + 8, y0 + 16, f"∝ {param}^{b:.2f} (r² {fit.get('r2', 0):.3f}, {fit.get('points', '?')} points)",
                          cls="legend"))
     for (xa, ya), (xb, yb) in zip(values, values[1:]):
         out.append(f'<line x1="{sx(xa):.1f}" y1="{sy(ya):.1f}" x2="{sx(xb):.1f}" y2="{sy(yb):.1f}" '
@@ -226,8 +179,8 @@ def _sweep_panel(plot, param: str, label: str, data: list, scale: float, fit: di
     for p in ooms:
         cx = sx(p["value"])
         tip = f"{param}={p['value']:g}: out of memory" + (f" ({p['error']})" if p.get("error") else "")
-        out.append(f'<g><title>{esc(tip)}</title>{_cross(cx, y0 + 10, LIMIT)}</g>')
-        out.append(_text(cx, y0 + 30, "OOM", "middle", "legend"))
+        out.append(f'<g><title>{esc(tip)}</title>{cross(cx, y0 + 10, LIMIT)}</g>')
+        out.append(text(cx, y0 + 30, "OOM", "middle", "legend"))
     return out
 
 
@@ -244,12 +197,12 @@ def _log_axes(plot, x_ticks: list[float], ys, sx, sy, x_label: str, y_label: str
     for v in x_ticks:
         x = sx(v)
         out.append(f'<line x1="{x:.1f}" y1="{y0:.1f}" x2="{x:.1f}" y2="{y1:.1f}" stroke="{GRID}"/>')
-        out.append(_text(x, y1 + 17, _num(v), "middle", "tick"))
+        out.append(text(x, y1 + 17, _num(v), "middle", "tick"))
     for k in range(round(math.log10(ys[0])), round(math.log10(ys[1])) + 1):
         y = sy(10.0 ** k)
         out.append(f'<line x1="{x0:.1f}" y1="{y:.1f}" x2="{x1:.1f}" y2="{y:.1f}" stroke="{GRID}"/>')
-        out.append(_text(x0 - 8, y + 4, _num(10.0 ** k), "end", "tick"))
-    out.append(_text((x0 + x1) / 2, y1 + 38, x_label, "middle", "axis-label"))
-    out.append(_text(x0 - 56, (y0 + y1) / 2, y_label, "middle", "axis-label",
+        out.append(text(x0 - 8, y + 4, _num(10.0 ** k), "end", "tick"))
+    out.append(text((x0 + x1) / 2, y1 + 38, x_label, "middle", "axis-label"))
+    out.append(text(x0 - 56, (y0 + y1) / 2, y_label, "middle", "axis-label",
                      f' transform="rotate(-90 {x0 - 56:.1f} {(y0 + y1) / 2:.1f})"'))
     return out

@@ -1,14 +1,30 @@
-"""The terminal summary: the verdict, the headline numbers and the top findings, on one screen."""
+"""The terminal summary: the verdict, the headline numbers and the top findings, on one screen.
+
+Names from a trace are untrusted: every one goes through `plain` (control characters shown
+escaped, so an ANSI sequence in a kernel name cannot clear the screen) and rich's `escape` (so
+"[bold]" in an op name stays text). On a terminal the summary takes its width and colours; piped,
+it is plain text that wraps nowhere.
+"""
 from __future__ import annotations
+
+import io
 
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from diagnose.findings import Diagnosis, fmt
+from diagnose.findings import Diagnosis
+from diagnose.format import fmt, plain, plural
+from diagnose.report import Renderer
 
 SEVERITY_STYLE = {"high": "bold red", "medium": "bold yellow", "low": "cyan"}
 MAX_FINDINGS = 4
+UNWRAPPED = 100_000  # piped output: one line stays one line
+
+
+def safe(value) -> str:
+    """Untrusted text ready for rich: control characters escaped, markup inert."""
+    return escape(plain(value))
 
 
 def device_line(device: dict) -> str:
@@ -22,48 +38,84 @@ def device_line(device: dict) -> str:
         parts.append(f"torch {device['torch']}")
     if device.get("cuda"):
         parts.append(f"CUDA {device['cuda']}")
-    return " · ".join(parts)
+    return " · ".join(str(p) for p in parts)
+
+
+def render_text(diagnosis: Diagnosis, *, outputs: dict[str, str] | None = None, width: int | None = None,
+                color: bool = False, **_) -> str:
+    """The one-screen summary as text: `width` columns (None: no wrapping), ANSI colours with `color`."""
+    buffer = io.StringIO()
+    console = Console(file=buffer, width=width or UNWRAPPED, force_terminal=color, no_color=not color,
+                      highlight=False, soft_wrap=width is None, emoji=False)
+    print_summary(diagnosis, console, outputs)
+    text = buffer.getvalue()
+    return text if width else "\n".join(line.rstrip() for line in text.splitlines()) + "\n"
 
 
 def print_summary(diagnosis: Diagnosis, console: Console, outputs: dict[str, str] | None = None) -> None:
     """Print the one-screen summary of `diagnosis` to `console`."""
     d = diagnosis
-    console.print(f"[bold]diagnose[/] · {escape(d.target)}")
-    console.print(f"  {escape(device_line(d.device))}")
+    console.print(f"[bold]diagnose[/] · {safe(d.target)}")
+    console.print(f"  {safe(device_line(d.device))}")
     style = "bold red" if d.workload_failed else "bold"
-    console.print(f"\n[{style}]Verdict:[/] {escape(d.verdict)}")
+    console.print(f"\n[{style}]Verdict:[/] {safe(d.verdict)}")
     s = d.summary
     if s.get("step_time_us") is not None:
         basis = "unprofiled" if s.get("unprofiled_step_time_us") else "profiled"
         console.print(
             f"  step {fmt(s['step_time_us'])} µs ({basis}) · GPU busy {s.get('gpu_busy_fraction', 0):.0%} · "
             f"{fmt(s.get('gpu_ops_per_step', 0))} GPU ops/step · host wait {s.get('host_wait_share', 0):.0%} · "
-            f"{s.get('steps_analysed', 0)} steps")
-    for finding_index, f in enumerate(d.findings[:MAX_FINDINGS], 1):
+            f"{plural(s.get('steps_analysed', 0), 'step')}")
+    accounting = _accounting_line(s)
+    if accounting:
+        console.print(f"  where the step goes: {safe(accounting)}")
+    note = _capture_note(d.capture)
+    if note:
+        console.print(f"  [dim]{safe(note)}[/]")
+    for index, f in enumerate(d.findings[:MAX_FINDINGS], 1):
         gain = f" · est. {fmt(f.est_speedup)}×" if f.est_speedup else ""
-        console.print(f"\n {finding_index}. [{SEVERITY_STYLE[f.severity]}]{f.severity.upper()}[/] "
-                      f"[bold]{f.rule}[/]{gain}: {escape(f.title)}")
-        console.print("    evidence: " + escape(" · ".join(e.text() for e in f.evidence[:3])))
+        console.print(f"\n {index}. [{SEVERITY_STYLE.get(f.severity, 'bold')}]{f.severity.upper()}[/] "
+                      f"[bold]{f.rule}[/]{gain}: {safe(f.title)}")
+        console.print("    evidence: " + safe(" · ".join(e.text() for e in f.evidence[:3])))
         if f.fixes:
             fixes = ", ".join(x.id for x in f.fixes)
-            console.print(f"    fix: [green]{escape(fixes)}[/] ({escape(f.fixes[0].title)})", overflow="fold")
+            console.print(f"    fix: [green]{safe(fixes)}[/] ({safe(f.fixes[0].title)})")
         if f.offenders:
             first = f.offenders[0]
             label = first.get("op") or first.get("kernel") or first.get("name") or next(iter(first.values()))
-            console.print(f"    top offender: {escape(str(label))}" + (
+            console.print(f"    top offender: {safe(label)}" + (
                 f" (+{len(f.offenders) - 1} more)" if len(f.offenders) > 1 else ""))
     if len(d.findings) > MAX_FINDINGS:
-        console.print(f"\n  … {len(d.findings) - MAX_FINDINGS} more findings in the report")
+        console.print(f"\n  … {plural(len(d.findings) - MAX_FINDINGS, 'more finding')} in the report")
     if d.checked or d.skipped:
         table = Table(show_header=False, box=None, padding=(0, 1))
         for c in d.checked:
-            table.add_row("[green]quiet[/]", c.rule, escape(c.detail))
+            table.add_row("[green]quiet[/]", c.rule, safe(c.detail))
         for sk in d.skipped:
-            table.add_row("[dim]skipped[/]", f"[dim]{sk.rule}[/]", f"[dim]{escape(sk.reason)}[/]")
+            table.add_row("[dim]skipped[/]", f"[dim]{sk.rule}[/]", f"[dim]{safe(sk.reason)}[/]")
         console.print()
         console.print(table)
     for w in d.warnings[:3]:
-        console.print(f"[yellow]warning:[/] {escape(w)}")
+        console.print(f"[yellow]warning:[/] {safe(w)}")
     if outputs:
-        console.print("\n" + " · ".join(f"{k}: {escape(v)}" for k, v in outputs.items()))
+        console.print("\n" + " · ".join(f"{k}: {safe(v)}" for k, v in outputs.items()))
 
+
+def _accounting_line(summary: dict) -> str:
+    """The step accounting's largest buckets in one line ("GPU compute 12 % · launch 80 % · ...")."""
+    buckets = (summary.get("accounting") or {}).get("buckets") or []
+    parts = [b for b in buckets if b.get("share") and b.get("in_sum", True)]
+    parts.sort(key=lambda b: b["share"], reverse=True)
+    return " · ".join(f"{b.get('label', b.get('id'))} {b['share']:.0%}" for b in parts[:5] if b["share"] >= 0.005)
+
+
+def _capture_note(capture: dict) -> str:
+    """Script mode stops the script after its warm-up and profiled steps: say so."""
+    steps = capture.get("steps") or {}
+    if capture.get("mode") == "script" and steps.get("stopped_early"):
+        return (f"the script was stopped after {plural(steps.get('warmup', 0), 'warm-up step')} and "
+                f"{plural(steps.get('profiled', 0), 'profiled step')} (--warmup, --steps)")
+    return ""
+
+
+RENDERER = Renderer("text", "the one-screen terminal summary", render_text, order=0)

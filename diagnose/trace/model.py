@@ -19,8 +19,8 @@ class Trace:
       syncs            CUPTI synchronisation records (kineto `cuda_sync`)
       memory           allocator events (profile_memory=True)
 
-    `ncu` holds Nsight Compute measurements once diagnose.ncu.attach has joined them; `metrics`
-    the Metrics last computed from this trace, so that the report reuses what the rules computed.
+    A Trace is read-only once loaded: metrics, Nsight Compute measurements and what the rules
+    learn live beside it (diagnose.metrics.Metrics, engine.Context), never on it.
     """
 
     source: str
@@ -35,8 +35,6 @@ class Trace:
     capture: dict | None = None
     warnings: list = dataclasses.field(default_factory=list)
     t0_us: float = 0.0
-    ncu: object | None = None  # Nsight Compute measurements (diagnose.ncu.NcuTable), when attached
-    metrics: object | None = dataclasses.field(default=None, repr=False, compare=False)  # the last Metrics built
 
     @functools.cached_property
     def cpu_ops(self) -> pd.DataFrame:

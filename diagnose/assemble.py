@@ -1,0 +1,78 @@
+"""The one step that turns a trace into a Diagnosis: run the rules, then build the report's data.
+
+Everything a renderer shows is computed here, once, from the trace, its Metrics and the rules'
+results: the summary numbers, the verdict, and the typed `Details` sections (top kernels with
+their Nsight Compute columns, the median step's timeline, the per-step table, memory, roofline,
+the ncu join). Renderers (diagnose/report) only read the Diagnosis; nothing writes on the trace.
+"""
+from __future__ import annotations
+
+from diagnose.config import Config
+from diagnose.engine import Context, run_rules, verdict
+from diagnose.findings import Details, Diagnosis
+from diagnose.memory.details import memory_details
+from diagnose.metrics import views
+from diagnose.ncu.details import enrich_top_kernels, join_warnings, ncu_details
+from diagnose.ncu.roofline import roofline
+from diagnose.rules import ALL_RULES
+from diagnose.trace.model import Trace
+
+CAPTURE_KEYS = ("target", "mode", "status", "error", "steps", "timing", "memory", "recorded_at", "params")
+
+
+def diagnose_trace(trace: Trace, config: Config | None = None, rules: list | None = None, *, sweep=None,
+                   ncu=None, notes: list[str] = (), ncu_label: str = "--ncu",
+                   ncu_seconds: float | None = None) -> Diagnosis:
+    """Run the rules (all of them, or `rules`) on `trace` and assemble the Diagnosis.
+
+    `sweep` (a diagnose.memory.Sweep) when the trace is one point of a parameter sweep; `ncu` (an
+    NcuTable) when Nsight Compute measured the same workload, `ncu_label` naming where it came
+    from and `ncu_seconds` how long its pass took; `notes` go first among the warnings."""
+    config = config or Config()
+    ctx = Context(trace, config, sweep=sweep, ncu=ncu)
+    results = run_rules(ctx, rules or ALL_RULES)
+    d = Diagnosis(target=(trace.capture or {}).get("target") or trace.source, device=trace.device,
+                  summary=summary(ctx), findings=results.findings, skipped=results.skipped,
+                  checked=results.checked, capture=capture_summary(trace))
+    d.details = details(ctx, ncu, ncu_seconds)
+    d.warnings = _unique([*notes, *join_warnings(ctx.metrics, ncu_label), *trace.warnings, *ctx.warnings])
+    d.verdict = verdict(d)
+    return d
+
+
+def summary(ctx: Context) -> dict:
+    """The headline numbers (Metrics.summary), with how the steps were found; {} for an empty trace."""
+    trace = ctx.trace
+    if not (trace.has_gpu_activity or len(trace.ops)):
+        return {}
+    out = ctx.metrics.summary()
+    how = ((trace.capture or {}).get("steps") or {}).get("how")
+    if how and not how.startswith("none found"):
+        out["steps_found_by"] = f"{out['steps_found_by']}; the capture marked a step as {how}"
+    return out
+
+
+def details(ctx: Context, ncu=None, ncu_seconds: float | None = None) -> Details:
+    """The report's supporting sections, each None when this run has nothing for it."""
+    metrics = ctx.metrics
+    out = Details(memory=memory_details(ctx) or None)
+    if not ctx.trace.has_gpu_activity:
+        return out
+    out.top_kernels = views.top_kernels(metrics)
+    out.step_timeline = views.step_timeline(metrics)
+    out.steps = views.per_step(metrics)
+    out.roofline = roofline(metrics) or None
+    if metrics.ncu is not None:
+        out.ncu = ncu_details(metrics, ncu, ncu_seconds)
+        out.top_kernels = enrich_top_kernels(out.top_kernels, metrics)
+    return out
+
+
+def capture_summary(trace: Trace) -> dict:
+    """What the capture said about itself (status, error, steps, timing...), for the report."""
+    meta = trace.capture or {}
+    return {k: meta.get(k) for k in CAPTURE_KEYS if k in meta}
+
+
+def _unique(items) -> list[str]:
+    return list(dict.fromkeys(items))

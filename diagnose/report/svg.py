@@ -1,0 +1,113 @@
+"""SVG primitives shared by every chart of the HTML report: escaping, shapes, text, legends, ticks.
+
+Charts are drawn in Python as strings (no JS chart library, nothing fetched). Every string that
+comes from a trace or a capture is untrusted and goes through `esc`; the helpers here escape what
+they are given, so a chart never writes raw text.
+"""
+from __future__ import annotations
+
+import html
+import math
+
+from diagnose.format import fmt
+
+WIDTH = 1040
+FONT = 12
+AXIS = "#94a3b8"
+GRID = "#e2e8f0"
+
+
+def esc(value) -> str:
+    """Escape any value for SVG/HTML text or a quoted attribute."""
+    return html.escape(str(value), quote=True)
+
+
+def svg(width: float, height: float, label: str, body: list[str]) -> str:
+    """One chart: an <svg> of the given size with an accessible label."""
+    return (f'<svg class="chart" viewBox="0 0 {width:.0f} {height:.0f}" width="{width:.0f}" '
+            f'height="{height:.0f}" role="img" aria-label="{esc(label)}" font-size="{FONT}">'
+            + "".join(body) + "</svg>")
+
+
+def rect(x, y, w, h, fill, tip: str | None = None, extra: str = "") -> str:
+    """A filled bar at least one unit wide, with an optional tooltip."""
+    tooltip = f"<title>{esc(tip)}</title>" if tip else ""
+    return (f'<rect x="{x:.1f}" y="{y:.1f}" width="{max(w, 1.0):.1f}" height="{h:.1f}" '
+            f'fill="{fill}"{extra}>{tooltip}</rect>')
+
+
+def text(x, y, content, anchor: str = "start", cls: str = "", extra: str = "") -> str:
+    """Escaped text at (x, y)."""
+    css = f' class="{cls}"' if cls else ""
+    return f'<text x="{x:.1f}" y="{y:.1f}" text-anchor="{anchor}"{css}{extra}>{esc(content)}</text>'
+
+
+def line(x1, y1, x2, y2, stroke: str = AXIS, extra: str = "") -> str:
+    """A straight line."""
+    return f'<line x1="{x1:.1f}" y1="{y1:.1f}" x2="{x2:.1f}" y2="{y2:.1f}" stroke="{stroke}"{extra}/>'
+
+
+def cross(x: float, y: float, colour: str, size: float = 5.0) -> str:
+    """An × marker (an out-of-memory point, say)."""
+    return (f'<path d="M{x - size:.1f},{y - size:.1f} L{x + size:.1f},{y + size:.1f} M{x - size:.1f},{y + size:.1f} '
+            f'L{x + size:.1f},{y - size:.1f}" stroke="{colour}" stroke-width="2.5"/>')
+
+
+def triangle_marker(x: float, y: float, colour: str) -> str:
+    """A small downward triangle (marks gaps that opened during a synchronising call)."""
+    return f'<path d="M{x - 5:.1f},{y:.1f} L{x + 5:.1f},{y:.1f} L{x:.1f},{y + 8:.1f} Z" fill="{colour}"/>'
+
+
+def text_width(content: str) -> float:
+    """Rough width in px of `content` at the chart font size (no font metrics on the server)."""
+    return len(content) * FONT * 0.54
+
+
+def legend(x: float, y: float, entries: list[tuple[str, str, str]]) -> tuple[list[str], float]:
+    """One line of legend entries (colour, label, kind: 'box' | 'line' | 'dash' | 'cross');
+    returns the elements and the x where the next entry would go."""
+    out = []
+    for colour, label, kind in entries:
+        if kind == "box":
+            out.append(f'<rect x="{x:.1f}" y="{y - 10:.1f}" width="12" height="12" rx="2" fill="{colour}"/>')
+            width = 17
+        elif kind == "cross":
+            out.append(cross(x + 6, y - 4, colour))
+            width = 19
+        else:
+            dash = ' stroke-dasharray="6 4"' if kind == "dash" else ""
+            out.append(line(x, y - 4, x + 14, y - 4, colour, f' stroke-width="2.5"{dash}'))
+            width = 19
+        out.append(text(x + width, y, label, cls="legend"))
+        x += width + text_width(label) + 20
+    return out, x
+
+
+def nice_ticks(upper: float, count: int = 6, cover: bool = False) -> list[float]:
+    """Round tick values (steps of 1, 2, 2.5 or 5 × 10^k) from 0, about `count` of them: up to at most
+    `upper`, or, with `cover`, up to the first tick at or above it (an axis that must hold the data)."""
+    if not upper or upper <= 0 or not math.isfinite(upper):
+        return [0.0, 1.0] if cover else [0.0]
+    raw = upper / count
+    magnitude = 10 ** math.floor(math.log10(raw))
+    step = next(m * magnitude for m in (1, 2, 2.5, 5, 10) if m * magnitude >= raw)
+    last = math.ceil(upper / step - 1e-9) if cover else int(upper / step + 1e-9)
+    return [i * step for i in range(last + 1)]
+
+
+def tick_label(value: float) -> str:
+    """A tick's label, in the report's number format."""
+    return fmt(value)
+
+
+def x_axis(x0: float, x1: float, y: float, upper: float, label: str, grid_top: float) -> list[str]:
+    """A horizontal axis from 0 to `upper`: ticks, light grid lines up to `grid_top`, labels, axis title."""
+    scale = (x1 - x0) / upper if upper > 0 else 0.0
+    out = [line(x0, y, x1, y)]
+    for tick in nice_ticks(upper):
+        x = x0 + tick * scale
+        out.append(line(x, grid_top, x, y, GRID))
+        out.append(line(x, y, x, y + 4))
+        out.append(text(x, y + 17, tick_label(tick), "middle", "tick"))
+    out.append(text((x0 + x1) / 2, y + 36, label, "middle", "axis-label"))
+    return out

@@ -1,0 +1,119 @@
+"""The layers hold: capture → trace → analysis → model → engine/rules → assemble → renderers → front.
+
+Every import counts, those deferred inside functions too (they are the hidden cycles): a module
+may import only modules of its own layer or below, and the module graph has no cycle at all.
+"""
+from __future__ import annotations
+
+import ast
+
+from conftest import ROOT
+
+# Lowest first. A module belongs to the first layer with a prefix that matches its dotted name.
+LAYERS = [
+    ("base", ["diagnose.version", "diagnose.errors", "diagnose.format", "diagnose.thresholds", "diagnose.devices"]),
+    ("capture", ["diagnose.capture"]),
+    ("trace", ["diagnose.trace"]),
+    ("analysis", ["diagnose.metrics", "diagnose.memory", "diagnose.ncu"]),
+    ("model", ["diagnose.findings", "diagnose.fixes", "diagnose.config"]),
+    ("engine", ["diagnose.engine"]),
+    ("rules", ["diagnose.rules", "diagnose.rules_table", "diagnose.docs"]),
+    ("assemble", ["diagnose.assemble"]),
+    ("renderers", ["diagnose.report"]),
+    ("front", ["diagnose.output", "diagnose.pipeline", "diagnose.bundled", "diagnose.api", "diagnose.cli",
+               "diagnose.__main__", "diagnose.fixtures", "diagnose"]),
+]
+
+
+def modules() -> dict[str, object]:
+    """Dotted module name -> path, for the installed layout (rules/ is diagnose.rules)."""
+    found = {}
+    for path in [*sorted((ROOT / "diagnose").rglob("*.py")), *sorted((ROOT / "rules").glob("*.py"))]:
+        parts = list(path.relative_to(ROOT).with_suffix("").parts)
+        if parts[0] == "rules":
+            parts = ["diagnose", *parts]
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        found[".".join(parts)] = path
+    return found
+
+
+def imports(name: str, path, known: dict) -> set[str]:
+    """The project modules `name` imports anywhere in its body (deferred imports included)."""
+    is_package = path.name == "__init__.py"
+    package = name if is_package else name.rpartition(".")[0]
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            candidates = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*anchor, *([base] if base else [])])
+            candidates = [f"{base}.{a.name}" for a in node.names] + [base]
+        else:
+            continue
+        for candidate in candidates:
+            while candidate and candidate not in known:
+                candidate = candidate.rpartition(".")[0]
+            if candidate and candidate != name:
+                out.add(candidate)
+                break
+    return out
+
+
+def layer_of(name: str) -> int:
+    for rank, (_, prefixes) in enumerate(LAYERS):
+        if any(name == p or name.startswith(p + ".") for p in prefixes):
+            return rank
+    raise AssertionError(f"{name} is in no layer: add it to LAYERS in tests/test_architecture.py")
+
+
+def graph() -> dict[str, set[str]]:
+    known = modules()
+    return {name: imports(name, path, known) for name, path in known.items()}
+
+
+def test_every_module_has_a_layer():
+    for name in modules():
+        layer_of(name)
+
+
+def test_no_module_imports_a_layer_above_its_own():
+    back = [f"{a} ({LAYERS[layer_of(a)][0]}) imports {b} ({LAYERS[layer_of(b)][0]})"
+            for a, targets in graph().items() for b in sorted(targets) if layer_of(b) > layer_of(a)]
+    assert not back, "back edges:\n" + "\n".join(back)
+
+
+def test_the_module_graph_has_no_cycle():
+    edges = graph()
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        stack.append(node)
+        for nxt in sorted(edges.get(node, ())):
+            if state.get(nxt) == 1:
+                return stack[stack.index(nxt):] + [nxt]
+            if state.get(nxt) is None:
+                cycle = visit(nxt)
+                if cycle:
+                    return cycle
+        state[node] = 2
+        stack.pop()
+        return None
+
+    for node in sorted(edges):
+        if state.get(node) is None:
+            cycle = visit(node)
+            assert cycle is None, "import cycle: " + " -> ".join(cycle)
+
+
+def test_the_walker_sees_deferred_imports(tmp_path):
+    """The check must not be fooled by an import inside a function."""
+    source = tmp_path / "m.py"
+    source.write_text("def f():\n    from diagnose.report.html import render_html\n")
+    known = {"diagnose.report.html": None, "diagnose.report": None, "m": source}
+    assert imports("m", source, known) == {"diagnose.report.html"}
