@@ -29,7 +29,9 @@ at 0.1–0.5 FLOP/byte. `min_saving_share` 10 %: below that the change is hardly
 step; the eager SwiGLU chain (77 % of its step) is far above, the fp32 conv-net training
 capture (host_loader_workers: bias-add → ReLU → pool and their backward at 3.1–3.8 TB/s) just
 above at 14 % (a low-severity finding), its host-bound twin (host_loader_inline) far below
-(0.7 % of a 110 ms step). `min_chain_ops` 2: one kernel has nothing to fuse with.
+(0.7 % of a 110 ms step). `min_chain_ops` 2: one kernel has nothing to fuse with. Severity is
+low below `medium_share` (a saving of 25 %, 1.33×), medium from it, high from `high_share` (50 %,
+2×): swiglu_eager (77 %) is high, host_loader_workers (14 %) low.
 
 **Fix.** `torch-compile`: `torch.compile` (Inductor) fuses the chain into one or two Triton
 kernels that read the inputs and write the outputs once; `triton-kernel`: a hand-written Triton
@@ -85,6 +87,7 @@ class MemoryBound(Rule):
                   "a chain counts when its FLOP/byte is below this share of the FP32 ridge point"),
         Threshold("min_chain_ops", 2, "kernels", "fewest unfused kernels in a chain"),
         Threshold("fused_call_us", 60.0, "µs", "host cost per step of entering compiled (fused) code"),
+        Threshold("medium_share", 0.25, "fraction", "saving share at which severity is medium (low below)"),
         Threshold("high_share", 0.5, "fraction", "saving share at which severity is high"),
     )
 
@@ -148,7 +151,7 @@ class MemoryBound(Rule):
         offenders = _offenders(good, n)
         return Finding(
             rule=self.id,
-            severity="high" if saving >= t["high_share"] else "medium" if saving >= 0.25 else "low",
+            severity="high" if saving >= t["high_share"] else "medium" if saving >= t["medium_share"] else "low",
             title=self.title,
             evidence=evidence,
             offenders=offenders,
