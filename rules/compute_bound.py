@@ -228,8 +228,8 @@ def _decide(p: _Placed, t) -> Quiet | None:
 def _no_shapes_reason(matrix: pd.DataFrame) -> str:
     """Why the matrix ops have no FLOPs, and what would give them: shapes, or Nsight Compute."""
     if matrix["op_name"].isna().all():
-        return ("CUDA-graph replays carry none; `--ncu` would measure them, profile the step eagerly "
-                "with record_shapes=True for FLOPs")
+        return ("CUDA-graph replays carry none; profile one step eagerly with record_shapes=True: "
+                "`--ncu` measures bytes and classes but not FLOPs")
     return "profile with record_shapes=True"
 
 
