@@ -41,13 +41,19 @@ misaligned K = 8191 kernel at 15 %. FP8 is the top rung on this GPU, so matmul_f
 case by design: there is no precision left to recommend, and telling the user to move to bf16
 or FP8 again would be wrong.
 
-**Measured.** With Nsight Compute rows attached (`--ncu`, `--ncu-csv`: diagnose/ncu/), an op
-whose kernels were measured is compute-bound when its speed-of-light class says so (SM
+**Measured.** With Nsight Compute rows attached (`--ncu`, `--ncu-csv`: diagnose/ncu/), the
+measurements only add: an op is compute-bound when its shapes put it right of the ridge (by the
+estimated or the measured DRAM bytes) *or* its speed-of-light class says compute-bound (SM
 throughput ≥ 60 % and more than 10 points above memory throughput, or within 10 points with the
-tensor pipe ≥ 50 % active: diagnose/ncu/classify.py) instead of by its estimated intensity; its
-intensity uses the measured DRAM bytes, a measured tensor pipe settles tensor-core use the
-kernel's name left open, and the evidence adds the measured SM throughput and tensor-pipe
-activity (matmul_bf16 on the H200: SM 93 %, tensor pipe 97 %, DRAM 21 %).
+tensor pipe ≥ 50 % active: diagnose/ncu/classify.py). A measured latency- or memory-bound class
+does not take an op out: it says what limits that kernel, not that the product is small. The
+misaligned K = 8191 matmul falls back to an `align1` CUTLASS kernel that reads SM 30 %, memory
+47 % (L1/shared traffic leading), DRAM 4 %: latency-bound by class, and still the `pad-dims`
+finding (fixtures/ncu/matmul_bf16_k8191.synthetic.ncu.csv.gz, a SYNTHETIC CSV made from the real
+matmul_bf16 one). Its intensity uses the measured DRAM bytes, a measured tensor pipe settles
+tensor-core use the kernel's name left open, and the evidence adds the measured SM throughput,
+tensor-pipe activity, DRAM throughput and the share of matrix time ncu classes otherwise
+(matmul_bf16 on the H200: SM 93 %, tensor pipe 97 %, DRAM 21 %).
 
 **Fix.** `bf16-tensor-cores` (autocast / `allow_tf32`), `pad-dims` (pad to a multiple of 8,
 better 64/128), `fp8` (`torch._scaled_mm`, torchao `float8`, Transformer Engine).
@@ -64,6 +70,7 @@ measured.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pandas as pd
@@ -81,6 +88,7 @@ RUNG_NAMES = {"fp32": "FP32 (CUDA cores)", "tf32": "TF32 tensor cores", "bf16": 
 RUNG_BYTES = {"fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2, "fp8": 1, "int8": 1}
 FIX_OF_ISSUE = {"tensor-cores-unused": "bf16-tensor-cores", "misaligned": "pad-dims"}
 MEASURED_TENSOR_PCT = 1.0  # a measured tensor pipe at least this active means tensor cores ran
+MIN_SHAPE_COVER = 0.5  # below this share of matrix time with known FLOPs, the roofline cannot be drawn
 
 
 class ComputeBound(Rule):
@@ -108,71 +116,50 @@ class ComputeBound(Rule):
 
     def check(self, ctx, t):
         """Place the matrix ops on the roofline and pick the fix for the ones that dominate."""
-        m = ctx.metrics
-        spec = m.device_spec
         work = ctx.step_work()
         if work is None:
             return Quiet(NO_STEP_WORK)
-        ops, step_us, n = work
-        matrix = ops[ops["kind"].isin(MATRIX_KINDS)]
-        matrix_share = m.per_step(matrix["matrix_us"].sum()) / step_us
-        if matrix_share < t["min_share"]:
-            return Quiet(f"matmul/convolution kernels take {matrix_share:.0%} of the step < {t['min_share']:.0%}"
-                         f"{_fp32_note(matrix, step_us, n)}")
-        known = matrix[matrix["flops"].notna() & (matrix["flops"] > 0)]
-        if known["matrix_us"].sum() < 0.5 * matrix["matrix_us"].sum():
-            return Skip(f"matmul/convolution kernels take {matrix_share:.0%} of the step but their ops' shapes "
-                        "were not recorded (profile with record_shapes=True; CUDA-graph replays carry none), "
-                        "so their FLOPs and roofline position are unknown")
-        rows = pd.DataFrame([_place(r, spec, t) for r in known.itertuples()], index=known.index)
-        cb = rows[rows["compute_bound"]]
-        cb_share = m.per_step(cb["matrix_us"].sum()) / step_us
-        if cb_share < t["min_share"]:
-            return Quiet(f"matrix math is {matrix_share:.0%} of the step but only {cb_share:.0%} is compute-bound "
-                         f"< {t['min_share']:.0%} (median intensity {rows['intensity'].median():.1f} FLOP/B "
-                         f"against a ridge of {rows['ridge'].median():.0f}: memory-bound products, e.g. GEMV-"
-                         "shaped decode, are the decode-latency rule's)")
-        acting = cb[cb["issue"].notna() & (cb["saving_us"] > 0)]
-        achieved = cb["flops"].sum() / cb["matrix_us"].sum() / 1e6
-        main_rung = cb.groupby("rung")["matrix_us"].sum().idxmax()
-        main_peak = spec.peak(main_rung) or math.nan
-        if not len(acting):
-            return Quiet(_quiet_detail(cb, spec, achieved, main_rung, main_peak, cb_share))
-        saving = m.per_step(acting["saving_us"].sum())
+        placed = _measure(ctx, t, *work)
+        if not isinstance(placed, _Placed):
+            return placed
+        return _decide(placed, t) or self._finding(placed, t)
+
+    def _finding(self, p: "_Placed", t) -> Finding:
+        """The finding for the compute-bound ops that have an issue: evidence, fixes, estimate."""
+        spec, n, step_us, cb, acting = p.spec, p.n, p.step_us, p.cb, p.acting
+        saving = p.metrics.per_step(acting["saving_us"].sum())
         after = max(step_us - saving, 1e-9)
         speedup = step_us / after
-        by_issue = acting.groupby("issue")["saving_us"].sum().sort_values(ascending=False)
-        issues = list(by_issue.index)
+        issues = list(acting.groupby("issue")["saving_us"].sum().sort_values(ascending=False).index)
         defect = any(i in FIX_OF_ISSUE for i in issues)
         severity = ("high" if speedup >= t["high_speedup"] else "medium") if defect else "low"
+        rung_name = RUNG_NAMES.get(p.main_rung, p.main_rung)
         evidence = [
-            Evidence("compute-bound matrix math per step", round(cb_share * 100, 1), ">=", t["min_share"] * 100, "%"),
-            Evidence(f"achieved throughput ({RUNG_NAMES.get(main_rung, main_rung)})", round(achieved, 1),
-                     unit="TFLOP/s"),
-            Evidence(f"share of the {RUNG_NAMES.get(main_rung, main_rung)} datasheet peak "
-                     f"({main_peak:,.0f} TFLOP/s)", round(achieved / main_peak * 100, 1),
-                     ">=" if achieved / main_peak >= t["near_peak_share"] else "<", t["near_peak_share"] * 100, "%"),
+            Evidence("compute-bound matrix math per step", round(p.cb_share * 100, 1), ">=", t["min_share"] * 100, "%"),
+            Evidence(f"achieved throughput ({rung_name})", round(p.achieved, 1), unit="TFLOP/s"),
+            Evidence(f"share of the {rung_name} datasheet peak ({p.main_peak:,.0f} TFLOP/s)",
+                     round(p.achieved / p.main_peak * 100, 1),
+                     ">=" if p.achieved / p.main_peak >= t["near_peak_share"] else "<", t["near_peak_share"] * 100, "%"),
             Evidence("arithmetic intensity (median)", round(float(cb["intensity"].median()), 1), ">=",
                      round(float(cb["ridge"].median()) * t["min_ridge_share"], 1), "FLOP/B"),
             *_measured_evidence(cb),
         ]
         for issue in issues:
             part = acting[acting["issue"] == issue]
-            share_of_step = m.per_step(part["matrix_us"].sum()) / step_us
+            share_of_step = p.metrics.per_step(part["matrix_us"].sum()) / step_us
             evidence.append(Evidence(_issue_label(issue, part), round(share_of_step * 100, 1), unit="% of step"))
-        fixes = [_fix_for(issue, acting[acting["issue"] == issue], spec, n) for issue in issues]
         return Finding(
             rule=self.id,
             severity=severity,
             title=_title(issues[0], acting[acting["issue"] == issues[0]]),
             evidence=evidence,
             offenders=_offenders(cb, n),
-            fixes=fixes,
+            fixes=[_fix_for(issue, acting[acting["issue"] == issue], spec, n) for issue in issues],
             est_speedup=round(speedup, 2),
             recoverable_us=round(saving, 2),
             basis=(f"{_measured_basis(cb)}; per op, time after = "
                    f"max(FLOPs ÷ achievable TFLOP/s of the target precision, bytes ÷ {spec.achievable_tbps:g} TB/s); "
-                   f"step {step_us:,.0f} − {saving:,.0f} µs saved = {after:,.0f} µs; {_time_base(m.budget)}; "
+                   f"step {step_us:,.0f} − {saving:,.0f} µs saved = {after:,.0f} µs; {_time_base(p.metrics.budget)}; "
                    f"{spec.name}: {spec.source}"),
             why=("Matrix multiplications do many FLOPs per byte, so once they are large their speed is set by "
                  "the math units. Tensor cores do matrix math 8–16× faster than the regular CUDA cores, and "
@@ -180,6 +167,70 @@ class ComputeBound(Rule):
                  "operands aligned to 16 bytes: a dimension of 8191 forces an unvectorised fallback kernel "
                  "several times slower than 8192."),
         )
+
+
+@dataclasses.dataclass
+class _Placed:
+    """The matrix ops of the measured steps placed on the roofline (what `_measure` found)."""
+
+    metrics: object
+    spec: object
+    step_us: float
+    n: int
+    matrix_share: float
+    rows: pd.DataFrame  # every matrix op with known FLOPs, placed (`_place`)
+    cb: pd.DataFrame  # the compute-bound ones
+    cb_share: float
+    acting: pd.DataFrame  # compute-bound ops with an issue whose fix saves time
+    achieved: float  # TFLOP/s of the compute-bound ops
+    main_rung: str
+    main_peak: float
+
+
+def _measure(ctx, t, ops: pd.DataFrame, step_us: float, n: int) -> "_Placed | Quiet | Skip":
+    """Place every matrix op of the steps on the roofline; Quiet or Skip when there is too little to place."""
+    m = ctx.metrics
+    spec = m.device_spec
+    matrix = ops[ops["kind"].isin(MATRIX_KINDS)]
+    matrix_share = m.per_step(matrix["matrix_us"].sum()) / step_us
+    if matrix_share < t["min_share"]:
+        return Quiet(f"matmul/convolution kernels take {matrix_share:.0%} of the step < {t['min_share']:.0%}"
+                     f"{_fp32_note(matrix, step_us, n)}")
+    known = matrix[matrix["flops"].notna() & (matrix["flops"] > 0)]
+    if known["matrix_us"].sum() < MIN_SHAPE_COVER * matrix["matrix_us"].sum():
+        return Skip(f"matmul/convolution kernels take {matrix_share:.0%} of the step but their ops' shapes "
+                    f"were not recorded ({_no_shapes_reason(matrix)}), so their FLOPs and roofline position "
+                    "are unknown")
+    rows = pd.DataFrame([_place(r, spec, t) for r in known.itertuples()], index=known.index)
+    cb = rows[rows["compute_bound"]]
+    main_rung = cb.groupby("rung")["matrix_us"].sum().idxmax() if len(cb) else None
+    return _Placed(
+        metrics=m, spec=spec, step_us=step_us, n=n, matrix_share=matrix_share, rows=rows, cb=cb,
+        cb_share=m.per_step(cb["matrix_us"].sum()) / step_us,
+        acting=cb[cb["issue"].notna() & (cb["saving_us"] > 0)],
+        achieved=cb["flops"].sum() / cb["matrix_us"].sum() / 1e6 if len(cb) else 0.0,
+        main_rung=main_rung, main_peak=(spec.peak(main_rung) or math.nan) if main_rung else math.nan)
+
+
+def _decide(p: _Placed, t) -> Quiet | None:
+    """Quiet when the compute-bound ops do not dominate the step or nothing this rule knows would help them."""
+    if p.cb_share < t["min_share"]:
+        rows = p.rows
+        return Quiet(f"matrix math is {p.matrix_share:.0%} of the step but only {p.cb_share:.0%} is compute-bound "
+                     f"< {t['min_share']:.0%} (median intensity {rows['intensity'].median():.1f} FLOP/B "
+                     f"against a ridge of {rows['ridge'].median():.0f}: memory-bound products, e.g. GEMV-"
+                     "shaped decode, are the decode-latency rule's)")
+    if not len(p.acting):
+        return Quiet(_quiet_detail(p.cb, p.spec, p.achieved, p.main_rung, p.main_peak, p.cb_share))
+    return None
+
+
+def _no_shapes_reason(matrix: pd.DataFrame) -> str:
+    """Why the matrix ops have no FLOPs, and what would give them: shapes, or Nsight Compute."""
+    if matrix["op_name"].isna().all():
+        return ("CUDA-graph replays carry none; profile one step eagerly with record_shapes=True: "
+                "`--ncu` measures bytes and classes but not FLOPs")
+    return "profile with record_shapes=True"
 
 
 def _place(row, spec, t) -> dict:
@@ -201,8 +252,11 @@ def _place(row, spec, t) -> dict:
     measured = isinstance(row.bound, str)
     moved = row.dram_bytes if measured and row.dram_bytes > 0 else row.bytes
     intensity = row.flops / moved if moved and moved > 0 else math.inf
+    shaped = row.flops / row.bytes if row.bytes and row.bytes > 0 else math.inf
     ridge = spec.ridge(rung_run) or spec.ridge("fp32") or math.inf
-    compute_bound = row.bound == "compute-bound" if measured else intensity >= t["min_ridge_share"] * ridge
+    # A measured class only adds: speed of light says what limits this kernel (a misaligned fallback
+    # is latency-bound), not that the product stopped being compute-shaped.
+    compute_bound = max(intensity, shaped) >= t["min_ridge_share"] * ridge or row.bound == "compute-bound"
     peak = spec.peak(rung_run) or math.nan
     issue, target = None, None
     esize = DTYPE_BYTES.get(row.dtype, 4)
@@ -228,7 +282,7 @@ def _place(row, spec, t) -> dict:
             "peak": peak, "intensity": intensity, "ridge": ridge, "compute_bound": compute_bound,
             "issue": issue, "target": target, "after_us": after, "saving_us": saving, "bad_dims": bad_dims,
             "m": row.m, "n": row.n, "k": row.k, "kind": row.kind, "measured": measured,
-            "sm_pct": row.sm_pct, "tensor_pct": row.tensor_pct, "dram_pct": row.dram_pct}
+            "sm_pct": row.sm_pct, "tensor_pct": row.tensor_pct, "dram_pct": row.dram_pct, "bound": row.bound}
 
 
 def _measured_evidence(cb: pd.DataFrame) -> list[Evidence]:
@@ -237,8 +291,15 @@ def _measured_evidence(cb: pd.DataFrame) -> list[Evidence]:
     if not len(m):
         return []
     w = m["matrix_us"]
-    out = [Evidence("SM throughput (share of peak), measured by Nsight Compute",
-                    round(float((m["sm_pct"] * w).sum() / w.sum()), 1), ">=", LATENCY_PCT, "%")]
+    sm = round(float((m["sm_pct"] * w).sum() / w.sum()), 1)
+    out = [Evidence("SM throughput (share of peak), measured by Nsight Compute", sm,
+                    ">=" if sm >= LATENCY_PCT else "<", LATENCY_PCT, "%")]
+    classes = m.groupby("bound")["matrix_us"].sum()
+    if (classes.index != "compute-bound").any():
+        share = classes.drop("compute-bound", errors="ignore").sum() / w.sum()
+        top = classes.drop("compute-bound", errors="ignore").idxmax()
+        out.append(Evidence(f"matrix time Nsight Compute calls {top} (kept: the shapes put it right of the ridge)",
+                            round(float(share) * 100, 1), unit="%"))
     if m["tensor_pct"].notna().all():
         out.append(Evidence("tensor pipe active, measured", round(float((m["tensor_pct"] * w).sum() / w.sum()), 1),
                             unit="%"))
@@ -253,9 +314,13 @@ def _measured_basis(cb: pd.DataFrame) -> str:
     if not n:
         return "FLOPs and bytes estimated from shapes, kernel time measured"
     which = "all" if n == len(cb) else f"{n} of {len(cb)}"
+    kept = int((cb["measured"] & (cb["bound"] != "compute-bound")).sum())
+    also = (f"; {kept} measured op instances that Nsight Compute classes otherwise stay compute-bound, their "
+            "shapes putting them right of the ridge (the class says what limits the kernel, e.g. a misaligned "
+            "fallback, not that the math is small)") if kept else ""
     return (f"FLOPs estimated from shapes, kernel time measured; SM throughput, tensor-pipe activity and DRAM "
             f"bytes measured by Nsight Compute for {which} compute-bound ops (their class from its "
-            "speed-of-light numbers)")
+            f"speed-of-light numbers){also}")
 
 
 def _misaligned(row, align: int) -> str | None:

@@ -10,6 +10,12 @@ nn.Linear uses them). It adds up
 their kernel time, their weight bytes per step and the bandwidth they reach, and fires when they
 take at least `min_weight_share` of the step. Batched products (`bmm`, attention over a KV cache)
 are not weights and are left out: quantizing weights does not shrink them (kv-quantization does).
+A step replayed from a CUDA graph records no shapes. With Nsight Compute measurements attached
+(`--ncu`, `--ncu-csv`), the matmul kernels that Nsight Compute classes memory-bound (or that cuBLAS
+names `gemv`) are the weight streaming, and their measured DRAM bytes stand for the weight bytes
+(the activations of a few rows are a rounding error); bits per weight come from the kernel names
+(fp8/int4 kernels), else 16. Rows per token are then unknown, so the tokens/s evidence is left
+out. Without measurements the rule is skipped and says that `--ncu` would answer it.
 
 **Thresholds.** `max_rows` 16: at 16 rows a bf16 product does 16 FLOP per weight byte, still
 ≥ 10× below the H200's bf16 ridge (790 TFLOP/s ÷ 4.3 TB/s ≈ 184 FLOP/B), so weight streaming
@@ -40,7 +46,9 @@ on the lent machine); bytes are estimated from shapes, kernel times are measured
 """
 from __future__ import annotations
 
+import dataclasses
 import math
+import re
 
 import pandas as pd
 
@@ -76,83 +84,68 @@ class DecodeLatency(Rule):
 
     def check(self, ctx, t):
         """Find the GEMV-shaped weight matmuls and weigh them against the step."""
-        m = ctx.metrics
-        spec = m.device_spec
         work = ctx.step_work()
         if work is None:
             return Quiet(NO_STEP_WORK)
-        ops, step_us, n = work
-        gemm = ops[ops["kind"] == "gemm"]
-        weights = gemm[gemm["op_name"].isin(WEIGHT_OPS) & gemm["m"].notna() & gemm["n"].notna()]
-        gemm_share = m.per_step(gemm["kernel_us"].sum()) / step_us
-        if not len(weights):
-            if gemm_share >= t["min_weight_share"]:
-                return Skip(f"matmul kernels take {gemm_share:.0%} of the step but {_why_no_shapes(gemm)}, "
-                            "so weight bytes per token cannot be estimated")
-            return Quiet(f"no weight matmul with recorded shapes (matmul kernels {gemm_share:.0%} of the step)")
-        rows = weights["m"].astype(float)
-        gemv = weights[(rows <= t["max_rows"]) & (weights["n"].astype(float) > rows)].copy()
-        if not len(gemv):
-            return Quiet(f"no GEMV-shaped weight matmul: the smallest has {rows.min():.0f} rows > "
-                         f"{t['max_rows']:.0f} (compute-shaped, e.g. prefill or training)")
-        gemv["rows"] = gemv["m"].astype(float)
-        gemv["weight_bytes"] = [_weight_bytes(r) for r in gemv.itertuples()]
-        gemv_us = m.per_step(gemv["kernel_us"].sum())
-        share = gemv_us / step_us
-        weight_bytes = m.per_step(gemv["weight_bytes"].sum())
-        tokens = float(gemv["rows"].mode().iloc[0])
+        streaming = _measure(ctx, t, *work)
+        if not isinstance(streaming, _Streaming):
+            return streaming
+        return _decide(streaming, t) or self._finding(streaming, t)
+
+    def _finding(self, s: "_Streaming", t) -> Finding:
+        """The finding: weight bytes, bandwidth, tokens/s ceilings and the W4A16 / speculative estimates."""
+        spec, step_us, gemv = s.spec, s.step_us, s.gemv
         bw = spec.achievable_tbps
-        tbps = gemv["bytes"].sum() / gemv["kernel_us"].sum() / 1e6
-        floor_us = weight_bytes / bw / 1e6
-        if share < t["min_weight_share"]:
-            return Quiet(f"GEMV-shaped weight matmuls take {share:.1%} of the step < {t['min_weight_share']:.0%} "
-                         f"({weight_bytes / 1e6:,.0f} MB of weights per step: {floor_us:,.1f} µs at full bandwidth "
-                         f"in a {step_us:,.0f} µs step); the step is limited elsewhere")
-        bits = 8 * DTYPE_BYTES.get(gemv["dtype"].mode().iloc[0], 2)
-        w4_us = gemv_us * W4_BITS / bits
-        after = max(step_us - gemv_us + w4_us, 1e-9)
+        w4_us = s.gemv_us * W4_BITS / s.bits
+        after = max(step_us - s.gemv_us + w4_us, 1e-9)
         speedup = step_us / after
-        tok_s = tokens / step_us * 1e6
-        ceiling = tokens * bw * 1e12 / weight_bytes if weight_bytes else math.inf
         k, a = t["draft_tokens"], t["acceptance"]
         per_pass = (1 - a ** (k + 1)) / (1 - a) if a < 1 else k + 1
+        tbps = gemv["bytes"].sum() / gemv["kernel_us"].sum() / 1e6
+        weights_gb = s.weight_bytes / 1e9
         evidence = [
-            Evidence("time in GEMV-shaped weight matmuls", round(share * 100, 1), ">=",
+            Evidence("time in GEMV-shaped weight matmuls", round(s.share * 100, 1), ">=",
                      t["min_weight_share"] * 100, "%"),
-            Evidence("rows per weight matmul (tokens × sequences)", tokens, "<=", t["max_rows"]),
-            Evidence("weight bytes read per step", round(weight_bytes / 1e9, 3), unit="GB"),
-            Evidence(f"weight bytes ÷ step time ({weight_bytes / step_us / 1e6:.2f} TB/s), share of the achievable "
-                     f"{bw:g} TB/s", round(weight_bytes / step_us / 1e6 / bw * 100, 1), unit="%"),
+            *([Evidence("rows per weight matmul (tokens × sequences)", s.tokens, "<=", t["max_rows"])]
+              if s.tokens else [Evidence(s.recognised_by, "measured")]),
+            Evidence("weight bytes read per step", round(weights_gb, 3), unit="GB"),
+            Evidence(f"weight bytes ÷ step time ({s.weight_bytes / step_us / 1e6:.2f} TB/s), share of the achievable "
+                     f"{bw:g} TB/s", round(s.weight_bytes / step_us / 1e6 / bw * 100, 1), unit="%"),
             Evidence("bandwidth of the GEMV kernels (share of achievable)", round(tbps / bw * 100, 1), unit="%"),
-            Evidence("tokens/s now (rows per step ÷ step time)", round(tok_s, 1)),
-            Evidence(f"tokens/s ceiling at full bandwidth ({bw:g} TB/s, {bits}-bit weights)", round(ceiling, 1)),
-            Evidence("tokens/s ceiling with 4-bit weights", round(ceiling * bits / W4_BITS, 1)),
         ]
+        if s.tokens:
+            ceiling = s.tokens * bw * 1e12 / s.weight_bytes if s.weight_bytes else math.inf
+            evidence += [
+                Evidence("tokens/s now (rows per step ÷ step time)", round(s.tokens / step_us * 1e6, 1)),
+                Evidence(f"tokens/s ceiling at full bandwidth ({bw:g} TB/s, {s.bits}-bit weights)", round(ceiling, 1)),
+                Evidence("tokens/s ceiling with 4-bit weights", round(ceiling * s.bits / W4_BITS, 1)),
+            ]
+        rows = f"k × {s.tokens:.0f} rows" if s.tokens else "k rows per sequence"
         return Finding(
             rule=self.id,
-            severity="high" if share >= t["high_share"] else "medium",
+            severity="high" if s.share >= t["high_share"] else "medium",
             title=self.title,
             evidence=evidence,
-            offenders=_offenders(gemv, n),
+            offenders=_offenders(gemv, s.n),
             fixes=[
                 fix("w4a16", code=_w4a16_code(), how=(
                     f"Store the weights in 4 bits ({W4_BITS} bits with group-128 scales) and run Marlin-class "
-                    f"W4A16 kernels: {weight_bytes / 1e9:.2f} GB → {weight_bytes * W4_BITS / bits / 1e9:.2f} GB "
+                    f"W4A16 kernels: {weights_gb:.2f} GB → {s.weight_bytes * W4_BITS / s.bits / 1e9:.2f} GB "
                     f"per step, est. {speedup:.2f}× ({step_us:,.0f} → {after:,.0f} µs per step), quality close "
                     "to 16-bit with AWQ/GPTQ calibration.")),
                 fix("speculative-decoding", code=_speculative_code(), how=(
                     f"A draft model proposes k = {k:.0f} tokens and one pass of this model verifies them; the pass "
-                    f"reads the same {weight_bytes / 1e9:.2f} GB of weights, so while k × {tokens:.0f} rows stay "
+                    f"reads the same {weights_gb:.2f} GB of weights, so while {rows} stay "
                     f"GEMV-shaped it costs about one step (measured on the H200: 4 tokens 916.7 µs vs 1 token "
                     f"1,008.5 µs). Up to {k:.0f}× tokens/s at full acceptance; ≈ {per_pass:.1f} tokens per pass "
                     f"at {a:.0%} acceptance, before the draft model's own cost. Combines with W4A16.")),
             ],
             est_speedup=round(speedup, 2),
             recoverable_us=round(step_us - after, 2),
-            basis=(f"W4A16: step − GEMV time + GEMV time × {W4_BITS}/{bits} bits = {step_us:,.0f} − {gemv_us:,.0f} + "
+            basis=(f"W4A16: step − GEMV time + GEMV time × {W4_BITS}/{s.bits} bits = {step_us:,.0f} − {s.gemv_us:,.0f} + "
                    f"{w4_us:,.0f} = {after:,.0f} µs per step, assuming the 4-bit kernels reach the same share of "
-                   f"bandwidth as today's ({tbps:.2f} TB/s); weight bytes estimated from shapes, kernel time "
-                   f"measured; not measured with real W4A16 kernels; {_time_base(m.budget)}; "
+                   f"bandwidth as today's ({tbps:.2f} TB/s); {s.bytes_basis}; not measured with real W4A16 kernels; "
+                   f"{_time_base(s.budget)}; "
                    f"{spec.name}: {spec.source}"),
             why=("Generating a token multiplies one row per sequence by every weight matrix. That is a "
                  "matrix-vector product: each weight byte is used for about one multiply-add, so the GPU spends "
@@ -160,6 +153,101 @@ class DecodeLatency(Rule):
                  "or more tokens per read of the weights (speculative decoding, larger batches) are the only ways "
                  "to go faster."),
         )
+
+
+@dataclasses.dataclass
+class _Streaming:
+    """The weight-streaming matmuls of the measured steps (what `_measure` found)."""
+
+    spec: object
+    budget: object
+    step_us: float
+    n: int
+    gemv: pd.DataFrame  # op instances, with `weight_bytes`
+    gemv_us: float  # per step
+    share: float  # of the step
+    weight_bytes: float  # per step
+    tokens: float | None  # rows per matmul; None when no shapes were recorded (measured bytes)
+    bits: int  # bits per weight now
+    bytes_basis: str
+    recognised_by: str = ""
+
+
+def _measure(ctx, t, ops: pd.DataFrame, step_us: float, n: int) -> "_Streaming | Quiet | Skip":
+    """The GEMV-shaped weight matmuls: from recorded shapes, else from Nsight Compute's measured bytes."""
+    m = ctx.metrics
+    gemm = ops[ops["kind"] == "gemm"]
+    weights = gemm[gemm["op_name"].isin(WEIGHT_OPS) & gemm["m"].notna() & gemm["n"].notna()]
+    gemm_share = m.per_step(gemm["kernel_us"].sum()) / step_us
+    if not len(weights):
+        measured = _measured_streaming(gemm)
+        if len(measured):
+            return _streaming(m, step_us, n, measured, None, _bits_from_names(measured),
+                              "weight bytes = DRAM bytes measured by Nsight Compute (no shapes recorded), kernel "
+                              "time measured", f"weight-streaming matmul kernels recognised by Nsight Compute "
+                              f"({len(measured) / n:.0f} per step: matmul kernels whose DRAM traffic limits them)")
+        unshaped = gemm[gemm["flops"].isna()]
+        if len(unshaped) and unshaped["bound"].notna().all():
+            classes = ", ".join(sorted(set(unshaped["bound"])))
+            return Quiet(f"matmul kernels take {gemm_share:.0%} of the step, recorded without shapes; Nsight "
+                         f"Compute measured them ({classes}): none streams weights from DRAM")
+        if gemm_share >= t["min_weight_share"]:
+            return Skip(f"matmul kernels take {gemm_share:.0%} of the step but {_why_no_shapes(gemm)}, "
+                        "so weight bytes per token cannot be estimated")
+        return Quiet(f"no weight matmul with recorded shapes (matmul kernels {gemm_share:.0%} of the step)")
+    rows = weights["m"].astype(float)
+    gemv = weights[(rows <= t["max_rows"]) & (weights["n"].astype(float) > rows)].copy()
+    if not len(gemv):
+        return Quiet(f"no GEMV-shaped weight matmul: the smallest has {rows.min():.0f} rows > "
+                     f"{t['max_rows']:.0f} (compute-shaped, e.g. prefill or training)")
+    gemv["rows"] = gemv["m"].astype(float)
+    gemv["weight_bytes"] = [_weight_bytes(r) for r in gemv.itertuples()]
+    return _streaming(m, step_us, n, gemv, float(gemv["rows"].mode().iloc[0]),
+                      8 * DTYPE_BYTES.get(gemv["dtype"].mode().iloc[0], 2),
+                      "weight bytes estimated from shapes, kernel time measured")
+
+
+def _streaming(m, step_us, n, gemv, tokens, bits, bytes_basis, recognised_by="") -> _Streaming:
+    gemv_us = m.per_step(gemv["kernel_us"].sum())
+    return _Streaming(spec=m.device_spec, budget=m.budget, step_us=step_us, n=n, gemv=gemv, gemv_us=gemv_us,
+                      share=gemv_us / step_us, weight_bytes=m.per_step(gemv["weight_bytes"].sum()), tokens=tokens,
+                      bits=bits, bytes_basis=bytes_basis, recognised_by=recognised_by)
+
+
+def _decide(s: _Streaming, t) -> Quiet | None:
+    """Quiet when the weight streaming takes too small a share of the step to be what limits it."""
+    if s.share >= t["min_weight_share"]:
+        return None
+    floor_us = s.weight_bytes / s.spec.achievable_tbps / 1e6
+    return Quiet(f"GEMV-shaped weight matmuls take {s.share:.1%} of the step < {t['min_weight_share']:.0%} "
+                 f"({s.weight_bytes / 1e6:,.0f} MB of weights per step: {floor_us:,.1f} µs at full bandwidth "
+                 f"in a {s.step_us:,.0f} µs step); the step is limited elsewhere")
+
+
+def _measured_streaming(gemm: pd.DataFrame) -> pd.DataFrame:
+    """Matmul instances without shapes that Nsight Compute measured streaming DRAM: weight reads.
+
+    A matmul whose measured class is memory-bound moves far more bytes than it does math on: with few
+    rows against a large weight, those bytes are the weight itself (the activations are rows × K, a
+    rounding error at decode sizes), so its measured DRAM bytes stand for its weight bytes. A
+    cuBLAS `gemv` kernel name says the same without a class.
+    """
+    no_shapes = gemm["flops"].isna() & gemm["dram_bytes"].notna()
+    streaming = (gemm["bound"] == "memory-bound") | gemm["kernel"].astype(str).str.contains("gemv", case=False)
+    out = gemm[no_shapes & streaming].copy()
+    out["weight_bytes"] = out["dram_bytes"].astype(float)
+    out["bytes"] = out["dram_bytes"].astype(float)
+    return out
+
+
+def _bits_from_names(gemv: pd.DataFrame) -> int:
+    """Bits per weight the kernels' names tell (fp8 / int4 kernels), else 16 (bf16/fp16, the common case)."""
+    names = " ".join(gemv["kernel"].astype(str)).lower()
+    if re.search(r"int4|w4a16|_4bit|marlin|tinygemm|int4pack", names):
+        return 4
+    if re.search(r"e4m3|e5m2|fp8|int8|i8i8", names):
+        return 8
+    return 16
 
 
 def _weight_bytes(row) -> float:
@@ -205,5 +293,6 @@ def _why_no_shapes(gemm) -> str:
     if ops:
         return f"they come from ops whose weight layout diagnose does not model ({', '.join(ops[:3])})"
     if gemm["op_name"].isna().all():
-        return "no CPU op launched them (CUDA-graph replays carry no shapes)"
+        return ("no CPU op launched them (CUDA-graph replays carry no shapes; `--ncu` measures their DRAM bytes, "
+                "which is enough)")
     return "their shapes were not recorded (profile with record_shapes=True)"

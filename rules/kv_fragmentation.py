@@ -27,6 +27,8 @@ the block pool sized for 4,096 tokens while 1,060 were used had attention readin
 shapes, not measured). `max_append` 16 positions (one token per step up to a
 speculative block) and `min_cache_tokens` 64 keep small concatenations (feature lists, a
 handful of scalars) out. `block_tokens` 16 is vLLM's default block size, used in the estimate.
+Severity is high when the estimated capacity gain reaches `high_gain` (2×, the low end of the
+cheat sheet's 2–5× more sequences) or the workload ran out of memory, medium otherwise.
 
 **Fix.** `paged-attention`: keep K and V in fixed-size blocks addressed through a block table
 (vLLM, or FlexAttention/FlashInfer paged kernels), allocated as sequences grow and freed when they
@@ -84,6 +86,8 @@ class KVFragmentation(Rule):
                   "fire when reserved-but-unallocated memory at the peak is at least this share of reserved"),
         Threshold("min_waste_gb", 1.0, "GB", "…and at least this large"),
         Threshold("block_tokens", 16, "tokens", "paged-cache block size assumed in the estimate (vLLM's default)"),
+        Threshold("high_gain", 2.0, "×",
+                  "estimated gain in concurrent sequences at which severity is high (an OOM is always high)"),
     )
 
     def check(self, ctx, t):
@@ -121,7 +125,7 @@ class KVFragmentation(Rule):
         if frag:
             fixes.append(fix("expandable-segments", code=_expandable_code()))
         gain = capacity["gain"] if capacity else 0.0
-        severity = "high" if gain >= 2 or (frag or {}).get("oom") else "medium"
+        severity = "high" if gain >= t["high_gain"] or (frag or {}).get("oom") else "medium"
         return Finding(
             rule=self.id, severity=severity, title=_title(concat, prealloc, frag), evidence=evidence, fixes=fixes,
             offenders=_offenders(ctx), basis="; ".join(basis),

@@ -16,7 +16,12 @@ at least `min_saving_share` of the step. This is the trace-only stand-in for Nsi
 (`--ncu`, `--ncu-csv`: diagnose/ncu/), a chain whose kernels were all measured uses them instead:
 its bytes are the measured DRAM bytes and its bandwidth share is the measured DRAM throughput
 (`dram__throughput`, weighted by kernel time, × the datasheet HBM peak ÷ achievable); the
-evidence and the basis say which numbers were measured.
+evidence and the basis say which numbers were measured. A CUDA-graph replay records no shapes:
+without measurements the rule is skipped (saying `--ncu` would measure the bytes); with them, the
+single pass is taken as the measured bytes of each chain's first and last kernels (what a fused
+kernel must read and write). On swiglu_eager with its kernel-to-op links removed (as a replay
+records them) that predicts 5.3× against 4.4× from the shapes and 4.28× measured: it errs high
+when the chain reads external inputs in the middle (a weight).
 
 **Thresholds.** `min_bw_share` 0.5: on the H200 swiglu_eager capture the ten-kernel
 SwiGLU + RMSNorm chain moves ≈ 2.7 GB per step at 2.98 TB/s (69 % of the 4.3 TB/s achievable),
@@ -29,7 +34,9 @@ at 0.1–0.5 FLOP/byte. `min_saving_share` 10 %: below that the change is hardly
 step; the eager SwiGLU chain (77 % of its step) is far above, the fp32 conv-net training
 capture (host_loader_workers: bias-add → ReLU → pool and their backward at 3.1–3.8 TB/s) just
 above at 14 % (a low-severity finding), its host-bound twin (host_loader_inline) far below
-(0.7 % of a 110 ms step). `min_chain_ops` 2: one kernel has nothing to fuse with.
+(0.7 % of a 110 ms step). `min_chain_ops` 2: one kernel has nothing to fuse with. Severity is
+low below `medium_share` (a saving of 25 %, 1.33×), medium from it, high from `high_share` (50 %,
+2×): swiglu_eager (77 %) is high, host_loader_workers (14 %) low.
 
 **Fix.** `torch-compile`: `torch.compile` (Inductor) fuses the chain into one or two Triton
 kernels that read the inputs and write the outputs once; `triton-kernel`: a hand-written Triton
@@ -52,6 +59,7 @@ throughput over the chain, i.e. 2.95 TB/s = 69 % of achievable, the same as the 
 from __future__ import annotations
 
 import collections
+import dataclasses
 import math
 
 import numpy as np
@@ -85,54 +93,24 @@ class MemoryBound(Rule):
                   "a chain counts when its FLOP/byte is below this share of the FP32 ridge point"),
         Threshold("min_chain_ops", 2, "kernels", "fewest unfused kernels in a chain"),
         Threshold("fused_call_us", 60.0, "µs", "host cost per step of entering compiled (fused) code"),
+        Threshold("medium_share", 0.25, "fraction", "saving share at which severity is medium (low below)"),
         Threshold("high_share", 0.5, "fraction", "saving share at which severity is high"),
     )
 
     def check(self, ctx, t):
         """Find the chains, estimate their single-pass time, and compare the saving with the step."""
-        m = ctx.metrics
-        spec = m.device_spec
-        budget = m.budget
-        work = ctx.step_work()
-        if work is None:
-            return Quiet(NO_STEP_WORK)
-        ops, step_us, n = work
-        bw = spec.achievable_tbps  # TB/s = bytes per µs / 1e6
-        sm_count = ctx.trace.device.get("sm_count") or 0
-        max_intensity = t["max_intensity_share"] * (spec.ridge("fp32") or 0.0)
-        chains = _chains(ops, max(int(math.ceil(t["min_chain_ops"])), 1), bw, sm_count, spec.hbm_tbps)
-        fused_kernels = ops[ops["kind"].isin(MEMORY_KINDS) & ops["fused"].astype(bool)]
-        if not chains:
-            return Quiet(_no_chain_detail(ops, fused_kernels, n, bw))
-        known = [c for c in chains if c["known"]]
-        unknown = [c for c in chains if not c["known"] and c["full_wave"]]
-        if not known and sum(c["time_us"] for c in unknown) / n >= t["min_saving_share"] * step_us:
-            return Skip("unfused elementwise chains take "
-                        f"{sum(c['time_us'] for c in unknown) / n / step_us:.0%} of the step but their ops' "
-                        "shapes were not recorded (profile with record_shapes=True; kernels replayed from "
-                        "a CUDA graph carry none), so their bytes cannot be estimated")
-        good = [c for c in known if c["bw_share"] >= t["min_bw_share"] and c["intensity"] <= max_intensity]
-        if not good:
-            best = max(known, key=lambda c: c["bw_share"], default=None)
-            where = (f"best chain at {best['tbps']:.2f} TB/s = {best['bw_share']:.0%} of achievable "
-                     f"< {t['min_bw_share']:.0%}" if best else "no chain with recorded shapes")
-            return Quiet(f"no bandwidth-bound unfused chain: {len(chains)} chains of ≥ "
-                         f"{t['min_chain_ops']:.0f} kernels, {where}")
-        chain_us = sum(c["time_us"] for c in good) / n
-        fused_us = sum(c["fused_us"] for c in good) / n
-        single_us = sum(c["single_us"] for c in good) / n
-        after = max(step_us - chain_us + fused_us + t["fused_call_us"], 1e-9)
-        saving = (step_us - after) / step_us
-        moved = sum(c["bytes"] for c in good)
-        fused_bytes = sum(c["fused_bytes"] for c in good)
-        tbps = sum(c["tbps"] * c["time_us"] for c in good) / max(sum(c["time_us"] for c in good), 1e-9)
-        measured = all(c["measured"] for c in good)
-        intensity = sum(c["flops"] for c in good) / max(moved, 1.0)
-        kernels = sum(c["ops"] for c in good) / n
-        if saving < t["min_saving_share"]:
-            return Quiet(f"fusing {len(good) / n:.0f} bandwidth-bound chain(s) per step would save "
-                         f"{saving:.1%} of the step < {t['min_saving_share']:.1%} "
-                         f"({chain_us:,.0f} µs → {fused_us:,.0f} µs + {t['fused_call_us']:.0f} µs call)")
+        good = _measure(ctx, t)
+        if not isinstance(good, list):
+            return good
+        fusion = _fusion(ctx, t, good)
+        return _decide(fusion, t) or self._finding(fusion, t)
+
+    def _finding(self, f: "_Fusion", t) -> Finding:
+        """The finding: bandwidth, intensity and saving of the qualifying chains, and the fusion fixes."""
+        spec, budget, good, n, step_us, bw = f.spec, f.budget, f.good, f.n, f.step_us, f.bw
+        chain_us, fused_us, single_us, after, saving = f.chain_us, f.fused_us, f.single_us, f.after, f.saving
+        moved, fused_bytes, tbps, measured, intensity = f.moved, f.fused_bytes, f.tbps, f.measured, f.intensity
+        kernels, max_intensity = f.kernels, f.max_intensity
         evidence = [
             Evidence(f"{'measured DRAM' if measured else 'HBM'} bandwidth of the chains, share of the achievable "
                      f"{bw:g} TB/s ({tbps:.2f} TB/s{_measured_pct(tbps, spec) if measured else ''})",
@@ -148,7 +126,7 @@ class MemoryBound(Rule):
         offenders = _offenders(good, n)
         return Finding(
             rule=self.id,
-            severity="high" if saving >= t["high_share"] else "medium" if saving >= 0.25 else "low",
+            severity="high" if saving >= t["high_share"] else "medium" if saving >= t["medium_share"] else "low",
             title=self.title,
             evidence=evidence,
             offenders=offenders,
@@ -171,6 +149,97 @@ class MemoryBound(Rule):
                  "ten times. A fused kernel keeps the intermediates in registers and moves only the chain's "
                  "real inputs and outputs, so the chain runs in the time of one or two passes over memory."),
         )
+
+
+def _measure(ctx, t) -> "list[dict] | Quiet | Skip":
+    """The unfused chains that qualify (bandwidth-bound, low intensity); Quiet or Skip when none does."""
+    m = ctx.metrics
+    spec = m.device_spec
+    work = ctx.step_work()
+    if work is None:
+        return Quiet(NO_STEP_WORK)
+    ops, step_us, n = work
+    bw = spec.achievable_tbps  # TB/s = bytes per µs / 1e6
+    sm_count = ctx.trace.device.get("sm_count") or 0
+    max_intensity = t["max_intensity_share"] * (spec.ridge("fp32") or 0.0)
+    chains = _chains(ops, max(int(math.ceil(t["min_chain_ops"])), 1), bw, sm_count, spec.hbm_tbps)
+    fused_kernels = ops[ops["kind"].isin(MEMORY_KINDS) & ops["fused"].astype(bool)]
+    if not chains:
+        return Quiet(_no_chain_detail(ops, fused_kernels, n, bw))
+    known = [c for c in chains if c["known"]]
+    unknown = [c for c in chains if not c["known"] and c["full_wave"]]
+    if not known and sum(c["time_us"] for c in unknown) / n >= t["min_saving_share"] * step_us:
+        return Skip("unfused elementwise chains take "
+                    f"{sum(c['time_us'] for c in unknown) / n / step_us:.0%} of the step but their ops' "
+                    "shapes were not recorded (profile with record_shapes=True; kernels replayed from "
+                    "a CUDA graph carry none, and `--ncu` measures their bytes instead), so their bytes "
+                    "cannot be estimated")
+    good = [c for c in known if c["bw_share"] >= t["min_bw_share"] and c["intensity"] <= max_intensity]
+    if not good:
+        best = max(known, key=lambda c: c["bw_share"], default=None)
+        where = (f"best chain at {best['tbps']:.2f} TB/s = {best['bw_share']:.0%} of achievable "
+                 f"< {t['min_bw_share']:.0%}" if best else "no chain with recorded shapes")
+        return Quiet(f"no bandwidth-bound unfused chain: {len(chains)} chains of ≥ "
+                     f"{t['min_chain_ops']:.0f} kernels, {where}")
+    return good
+
+
+@dataclasses.dataclass
+class _Fusion:
+    """What fusing the qualifying chains would save (what `_fusion` worked out)."""
+
+    spec: object
+    budget: object
+    good: list
+    n: int
+    step_us: float
+    bw: float
+    max_intensity: float
+    chain_us: float
+    fused_us: float
+    single_us: float
+    after: float
+    saving: float
+    moved: float
+    fused_bytes: float
+    tbps: float
+    measured: bool
+    intensity: float
+    kernels: float
+
+
+def _fusion(ctx, t, good: list[dict]) -> _Fusion:
+    """Per-step time of the chains, their fused time, and the step after fusion."""
+    m = ctx.metrics
+    spec = m.device_spec
+    n = max(len(m.steps.windows), 1)
+    step_us = m.budget.step_us
+    bw = spec.achievable_tbps
+    chain_us = sum(c["time_us"] for c in good) / n
+    fused_us = sum(c["fused_us"] for c in good) / n
+    single_us = sum(c["single_us"] for c in good) / n
+    after = max(step_us - chain_us + fused_us + t["fused_call_us"], 1e-9)
+    saving = (step_us - after) / step_us
+    moved = sum(c["bytes"] for c in good)
+    fused_bytes = sum(c["fused_bytes"] for c in good)
+    tbps = sum(c["tbps"] * c["time_us"] for c in good) / max(sum(c["time_us"] for c in good), 1e-9)
+    measured = all(c["measured"] for c in good)
+    intensity = sum(c["flops"] for c in good) / max(moved, 1.0)
+    kernels = sum(c["ops"] for c in good) / n
+    return _Fusion(spec=spec, budget=m.budget, good=good, n=n, step_us=step_us, bw=bw,
+                   max_intensity=t["max_intensity_share"] * (spec.ridge("fp32") or 0.0), chain_us=chain_us,
+                   fused_us=fused_us, single_us=single_us, after=after, saving=saving, moved=moved,
+                   fused_bytes=fused_bytes, tbps=tbps, measured=measured, intensity=intensity, kernels=kernels)
+
+
+def _decide(f: _Fusion, t) -> Quiet | None:
+    """Quiet when fusing the chains would save too small a share of the step."""
+    good, n, saving, chain_us, fused_us = f.good, f.n, f.saving, f.chain_us, f.fused_us
+    if saving < t["min_saving_share"]:
+        return Quiet(f"fusing {len(good) / n:.0f} bandwidth-bound chain(s) per step would save "
+                     f"{saving:.1%} of the step < {t['min_saving_share']:.1%} "
+                     f"({chain_us:,.0f} µs → {fused_us:,.0f} µs + {t['fused_call_us']:.0f} µs call)")
+    return None
 
 
 def _time_base(budget) -> str:
@@ -224,8 +293,14 @@ def _chains(ops: pd.DataFrame, min_ops: int, bw: float, sm_count: int, peak_tbps
         a = int(starts[i])
         b = a + int(lengths[i])
         fused_bytes = single_bytes = 0.0
-        if known[i]:
-            ws = [w for w in works[a:b] if w is not None]
+        ws = [w for w in works[a:b] if w is not None and w.inputs]
+        shapeless = bool(known[i] and not ws and measured[i])
+        if shapeless:
+            # no shapes (a CUDA-graph replay): a fused kernel reads what the first kernel read and writes what
+            # the last one wrote, so their measured bytes stand in for the single pass
+            ends = number["dram_bytes"][[a, b - 1]]
+            fused_bytes = single_bytes = float(np.nansum(ends))
+        elif known[i]:
             key = tuple(map(id, ws))
             if key not in single:
                 single[key] = _single_pass_bytes(ws)
@@ -234,7 +309,7 @@ def _chains(ops: pd.DataFrame, min_ops: int, bw: float, sm_count: int, peak_tbps
         chains.append({
             "ops": b - a, "time_us": float(time_us[i]), "known": bool(known[i]), "bytes": m,
             "flops": float(flops[i]), "tbps": float(tbps[i]), "bw_share": float(tbps[i]) / bw,
-            "measured": bool(measured[i]), "n_measured": int(n_measured[i]),
+            "measured": bool(measured[i]), "n_measured": int(n_measured[i]), "shapeless": shapeless,
             "intensity": float(flops[i]) / m if m else math.inf,
             "fused_bytes": fused_bytes, "single_bytes": single_bytes,
             "fused_us": fused_bytes / bw / 1e6, "single_us": single_bytes / bw / 1e6,
@@ -253,6 +328,10 @@ def _measured_pct(tbps: float, spec) -> str:
 def _bytes_basis(chains: list[dict]) -> str:
     measured = sum(c["n_measured"] for c in chains)
     kernels = sum(c["ops"] for c in chains)
+    if any(c["shapeless"] for c in chains):
+        return ("DRAM bytes and throughput measured by Nsight Compute (one step, joined to the trace's kernels); "
+                "no shapes recorded (a CUDA-graph replay), so the single pass is taken as the measured bytes of "
+                "each chain's first and last kernels (what a fused kernel reads and writes) and FLOPs are unknown")
     if measured and measured == kernels:
         return ("DRAM bytes and throughput measured by Nsight Compute (one step, joined to the trace's "
                 "kernels), FLOPs and single-pass bytes estimated from shapes")

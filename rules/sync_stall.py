@@ -14,6 +14,8 @@ step.
 activation norms and the loss with `.item()` (13 syncs per step), after-sync idle is 13 % of the
 step; the same step keeping the statistics on the device has no sync and 0 %. A single
 end-of-step `loss.item()` in a long step costs well under 5 % and is not worth a finding.
+Severity is low below `medium_share` (10 %, at most 1.11×), medium from it, high from
+`high_share` (25 %, 1.33× or more); sync_item's 13 % is medium.
 
 **Fix.** `remove-sync`: keep values on the GPU (accumulate into a tensor, read once per N steps),
 replace data-dependent host branches, and find hidden syncs with
@@ -47,6 +49,7 @@ class SyncStall(Rule):
     thresholds = (
         Threshold("min_syncs_per_step", 1.0, "count", "fire only with at least this many syncs per step"),
         Threshold("min_idle_share", 0.05, "fraction", "fire when after-sync GPU idle is at least this share"),
+        Threshold("medium_share", 0.10, "fraction", "after-sync idle share at which severity is medium (low below)"),
         Threshold("high_share", 0.25, "fraction", "after-sync idle share at which severity is high"),
     )
 
@@ -71,7 +74,7 @@ class SyncStall(Rule):
         new_step = max(budget.step_us - idle, budget.busy_us, 1e-9)
         return Finding(
             rule=self.id,
-            severity="high" if share >= t["high_share"] else "medium" if share >= 0.1 else "low",
+            severity=_severity(share, t),
             title=self.title,
             evidence=evidence,
             offenders=[{"op": op, "syncs_per_step": round(count / n, 1),
@@ -86,6 +89,11 @@ class SyncStall(Rule):
                  "to do until the host dispatches again. Values read back every step (a loss, a norm, a "
                  "count) can stay on the GPU and be read once every N steps."),
         )
+
+
+def _severity(share: float, t) -> str:
+    """high / medium / low by the share of the step the GPU idles after syncs."""
+    return "high" if share >= t["high_share"] else "medium" if share >= t["medium_share"] else "low"
 
 
 def _code(op: str) -> str:

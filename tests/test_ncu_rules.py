@@ -77,3 +77,60 @@ def test_op_work_measured_columns():
     assert d.details.roofline["measured_points"] == len(points)
     gemv = [p for p in points if p["op"] == "aten::mm"]
     assert gemv and all(p["bound"] == "memory-bound" for p in gemv)
+
+
+def graph_like(name: str, with_csv: bool):
+    """A real capture with its kernel-to-op links removed, as a CUDA-graph replay records its kernels (no CPU
+    op, no shapes): a trace derived from the capture, with its ncu CSV attached or not."""
+    import numpy as np
+
+    from diagnose.assemble import diagnose_trace
+    from diagnose.ncu import read_ncu
+    from diagnose.trace import load_target
+
+    trace = load_target(CAPTURES / name)
+    trace.gpu = trace.gpu.assign(external_id=np.nan)
+    trace.runtime = trace.runtime.assign(external_id=np.nan)
+    return diagnose_trace(trace, ncu=read_ncu(NCU / f"{name}.ncu.csv.gz") if with_csv else None)
+
+
+def test_graphed_decode_fires_from_measured_bytes_with_w4a16_first():
+    d = graph_like("gemv_decode_1tok", with_csv=True)
+    f = finding(d, "decode-latency")
+    assert f is not None and f.severity == "high" and f.fixes[0].id == "w4a16"
+    assert 1.8 <= f.est_speedup <= 2.6  # 2.19× from the shapes of the same capture
+    weights = next(e for e in f.evidence if e.metric == "weight bytes read per step")
+    assert 2.7 <= weights.value <= 3.0  # measured 2.88 GB against 2.82 GB from shapes
+    assert "measured by Nsight Compute (no shapes recorded)" in f.basis
+    assert not any(e.metric.startswith("tokens/s") for e in f.evidence)
+
+
+def test_graphed_steps_without_ncu_say_ncu_would_answer():
+    d = graph_like("gemv_decode_1tok", with_csv=False)
+    skip = next(s for s in d.skipped if s.rule == "decode-latency")
+    assert "CUDA-graph" in skip.reason and "`--ncu`" in skip.reason
+    memory = next(s for s in graph_like("swiglu_eager", with_csv=False).skipped if s.rule == "memory-bound")
+    assert "`--ncu`" in memory.reason
+
+
+def test_graphed_swiglu_memory_bound_from_measured_bytes():
+    f = finding(graph_like("swiglu_eager", with_csv=True), "memory-bound")
+    assert f is not None and f.severity == "high" and 3.5 <= f.est_speedup <= 6.0  # 4.37× from shapes
+    assert "no shapes recorded" in f.basis
+
+
+def test_graphed_compute_bound_matmul_is_not_weight_streaming():
+    d = graph_like("matmul_bf16", with_csv=True)
+    quiet = next(c for c in d.checked if c.rule == "decode-latency")
+    assert "compute-bound" in quiet.detail and "none streams weights" in quiet.detail
+
+
+def test_misaligned_matmul_keeps_pad_dims_when_ncu_calls_it_latency_bound():
+    csv = NCU / "matmul_bf16_k8191.synthetic.ncu.csv.gz"  # SYNTHETIC, from the real matmul_bf16 CSV
+    d = pipeline.analyse(CAPTURES / "matmul_bf16_k8191", Config(), ncu_csv=csv)
+    assert d.details.ncu["kernels"][0]["bound"] == "latency-bound"
+    f = finding(d, "compute-bound")
+    assert f is not None and f.severity == "high" and f.fixes[0].id == "pad-dims"
+    sm = next(e for e in f.evidence if e.metric.startswith("SM throughput"))
+    assert sm.op == "<" and sm.value == pytest.approx(30.4)
+    assert "stay compute-bound" in f.basis

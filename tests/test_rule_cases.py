@@ -1,5 +1,13 @@
-"""Runs every case in fixtures/cases/*.yaml: the rule must fire, stay quiet or be skipped as stated."""
+"""Runs every case in fixtures/cases/*.yaml: the rule must fire, stay quiet or be skipped as stated.
+
+A case on a capture that has a Nsight Compute CSV (fixtures/ncu/CAPTURE.ncu.csv.gz, or a
+CAPTURE.synthetic.ncu.csv.gz made from a real one) runs again with it attached and must reach the
+same outcome (fire, stay quiet, be skipped; the same fix when the case names one), unless the case
+names another outcome under `with_ncu` (true, false or skipped): measurements only add.
+"""
 from __future__ import annotations
+
+import functools
 
 import yaml
 import pytest
@@ -7,10 +15,13 @@ import pytest
 from diagnose.config import Config
 from diagnose.assemble import diagnose_trace
 from diagnose.pipeline import analyse_sweep as diagnose_sweep
+from diagnose.ncu import read_ncu
 from diagnose.rules import ALL_RULES
 from diagnose.trace import load_target
 
-from conftest import CAPTURES, CASES, SYNTHETIC, load_capture
+from conftest import CAPTURES, CASES, ROOT, SYNTHETIC, load_capture
+
+NCU = ROOT / "fixtures" / "ncu"
 
 
 def _cases():
@@ -29,16 +40,42 @@ def _load(case):
     return load_target(SYNTHETIC / case["synthetic"])
 
 
-@pytest.mark.parametrize("rule_id,case", list(_cases()))
-def test_case(rule_id, case):
+def ncu_csv(capture: str):
+    """The Nsight Compute CSV recorded for a capture (a real one first, else a synthetic one), or None."""
+    return next((p for p in (NCU / f"{capture}.ncu.csv.gz", NCU / f"{capture}.synthetic.ncu.csv.gz")
+                 if p.is_file()), None)
+
+
+@functools.lru_cache(maxsize=None)
+def ncu_table(capture: str):
+    """A capture's Nsight Compute CSV, read once per session."""
+    return read_ncu(ncu_csv(capture))
+
+
+def _ncu_cases():
+    for param in _cases():
+        rule_id, case = param.values
+        if "capture" in case and ncu_csv(case["capture"]) is not None:
+            yield pytest.param(rule_id, case, id=f"{param.id}+ncu")
+
+
+def _run(rule_id, case, ncu=None):
+    """The case's rule on its trace, with the Nsight Compute table `ncu` when given: (diagnosis, findings
+    of the rule, its skips)."""
     rule = next(r for r in ALL_RULES if r.id == rule_id)
     config = Config(overrides={k: float(v) for k, v in (case.get("set") or {}).items()})
     if "sweep" in case:
         diagnosis = diagnose_sweep(CAPTURES / case["sweep"], config, rules=[rule])
     else:
-        diagnosis = diagnose_trace(_load(case), config, rules=[rule])
+        diagnosis = diagnose_trace(_load(case), config, rules=[rule], ncu=ncu)
     fired = [f for f in diagnosis.findings if f.rule == rule_id]
     skipped = [s for s in diagnosis.skipped if s.rule == rule_id]
+    return diagnosis, fired, skipped
+
+
+@pytest.mark.parametrize("rule_id,case", list(_cases()))
+def test_case(rule_id, case):
+    diagnosis, fired, skipped = _run(rule_id, case)
     expected = case["fires"]
     if expected == "skipped":
         assert skipped, f"{rule_id} should have been skipped; findings={fired}"
@@ -57,6 +94,21 @@ def test_case(rule_id, case):
             assert finding.est_speedup <= case["max_speedup"]
         if "fix" in case:
             assert case["fix"] in [x.id for x in finding.fixes]
+
+
+@pytest.mark.parametrize("rule_id,case", list(_ncu_cases()))
+def test_case_with_ncu(rule_id, case):
+    """The same case with the capture's Nsight Compute CSV attached: the same outcome (or `with_ncu`)."""
+    diagnosis, fired, skipped = _run(rule_id, case, ncu_table(case["capture"]))
+    assert diagnosis.details.top_kernels is not None
+    assert diagnosis.details.ncu and diagnosis.details.ncu["matched"], "the CSV matched none of the trace's kernels"
+    expected = case.get("with_ncu", case["fires"])
+    outcome = "skipped" if skipped else bool(fired)
+    assert outcome == expected, (
+        f"{rule_id} with Nsight Compute: {outcome} instead of {expected} on {case}: "
+        f"{[s.reason for s in skipped] or [c.detail for c in diagnosis.checked] or [x.id for f in fired for x in f.fixes]}")
+    if fired and "fix" in case and "with_ncu" not in case:
+        assert case["fix"] in [x.id for x in fired[0].fixes]
 
 
 def test_every_rule_has_cases():
