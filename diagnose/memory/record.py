@@ -4,15 +4,20 @@ Three sources, each optional: memory.json beside the trace (schema diagnose.memo
 diagnose/capture/memory.py: allocator statistics, OOM details, a snapshot summary), the `memory`
 block of meta.json (peaks, retries, OOM count: older captures have only this), and the trace's
 own allocator events (`profile_memory=True`, any kineto trace).
+
+memory.json is checked against its schema (diagnose/trace/schemas.py, MemoryDoc) before any field
+is read: a file that is not JSON, or names another schema, is ignored with a warning; JSON of the
+wrong shape or types, or nested too deeply, is an InputError naming the file and the field.
 """
 from __future__ import annotations
 
 import dataclasses
-import json
 import re
 from pathlib import Path
 
 import pandas as pd
+
+from diagnose.trace import schemas
 
 MEMORY_FILE = "memory.json"
 SCHEMA = "diagnose.memory/1"
@@ -123,7 +128,8 @@ def load_memory(trace) -> MemoryRecord | None:
     """The MemoryRecord of a Trace, or None when it holds nothing about memory.
 
     memory.json is looked up in the capture folder (`trace.source` when it is a folder, else the
-    trace file's folder); a file that is not diagnose.memory/1 is reported in `warnings`, not raised.
+    trace file's folder; never for standard input); a file that is not JSON or not
+    diagnose.memory/1 is reported in `warnings`, one that breaks the schema raises InputError.
     """
     capture = trace.capture or {}
     warnings: list[str] = []
@@ -139,20 +145,22 @@ def _read_memory_json(source: str, capture: dict, warnings: list[str]) -> tuple[
     if not source:
         return None, None
     where = Path(source)
+    if not where.exists():  # standard input, or a trace since moved: no folder to look in
+        return None, None
     folder = where if where.is_dir() else where.parent
     name = (capture.get("files") or {}).get("memory") or MEMORY_FILE
     path = folder / name
     if not path.is_file():
         return None, None
     try:
-        doc = json.loads(path.read_text())
-    except (OSError, ValueError) as exc:
-        warnings.append(f"{path}: unreadable memory record ({exc})")
+        doc = schemas.read_json_object(path, "memory record")
+    except schemas.NotJson as exc:
+        warnings.append(str(exc))
         return None, None
-    if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
+    if doc.get("schema") != SCHEMA:
         warnings.append(f"{path}: not a {SCHEMA} file; ignored")
         return None, None
-    return doc, str(path)
+    return schemas.validate(doc, schemas.MemoryDoc, path, "memory record"), str(path)
 
 
 def cuda_events(memory: pd.DataFrame) -> pd.DataFrame:

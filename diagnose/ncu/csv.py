@@ -6,20 +6,27 @@ holds the units, numbers carry thousands separators ("1,383,296"), and missing v
 `n/a`. The result is an `NcuTable`: one row per profiled kernel launch with a fixed set of columns
 (`COLUMNS`), plus the problems the tool reported (no permission for the counters, kernels that
 could not be replayed, nothing profiled) as plain sentences.
+
+A file given to diagnose (`--ncu-csv`, a capture folder's ncu.csv) is read like a trace
+(trace/source.py: regular files only, gzip inflated under the same ceiling) and its table is
+checked against NUMERIC_COLUMNS: every measured value is missing (NaN, from `n/a`) or a finite
+number >= 0; anything else, or CSV the parser rejects (a field past the csv module's size
+limit), is an InputError naming the file, the kernel row and the column.
 """
 from __future__ import annotations
 
 import csv
 import dataclasses
-import gzip
 import math
 import re
 import sys
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from diagnose.errors import InputError
+from diagnose.trace import source
 
 # Raw metric names, in order of preference, for each column of an NcuTable.
 METRICS = {
@@ -98,12 +105,28 @@ def read_ncu(path: str | Path) -> NcuTable:
         raise InputError(f"{path}: no such Nsight Compute file")
     if path.suffix == ".ncu-rep":
         return read_report(path)
+    text = bytes(source.trace_bytes(path)).decode("utf-8", errors="replace")
     try:
-        raw = path.read_bytes()
-        text = (gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw).decode("utf-8", errors="replace")
-    except (OSError, EOFError) as exc:
-        raise InputError(f"{path}: cannot read ({exc})") from None
-    return parse_text(text, source=str(path))
+        table = parse_text(text, source=str(path))
+    except csv.Error as exc:
+        raise InputError(f"{path}: not a readable Nsight Compute CSV ({exc})") from None
+    check_values(table, path)
+    return table
+
+
+NUMERIC_COLUMNS = [c for c in COLUMNS if c not in ("kernel", "range")]
+
+
+def check_values(table: NcuTable, path) -> None:
+    """InputError naming the file, row and column of the first value that is neither missing nor a
+    finite number >= 0 (negative ids and streams included: ncu numbers both from 0)."""
+    values = table.kernels[NUMERIC_COLUMNS].to_numpy(dtype=float) if len(table.kernels) else np.empty((0, 0))
+    bad = ~(np.isnan(values) | (np.isfinite(values) & (values >= 0)))
+    if bad.any():
+        row, col = (int(i) for i in np.argwhere(bad)[0])
+        kernel = str(table.kernels["kernel"].iloc[row])[:80]
+        raise InputError(f"{path}: row {row + 1} ({kernel!r}): {NUMERIC_COLUMNS[col]} = {values[row, col]!r} "
+                         "is not a finite number >= 0")
 
 
 def parse_text(text: str, source: str = "") -> NcuTable:

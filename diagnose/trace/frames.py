@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 
 from diagnose.trace.kineto import EMPTY_ARGS, Event, decode_list
+from diagnose.trace.outliers import drop_time_outliers
 
 GPU_CATS = {"kernel", "gpu_memcpy", "gpu_memset"}
 RUNTIME_CATS = {"cuda_runtime", "cuda_driver", "hip_runtime", "hip_driver"}
@@ -288,12 +289,14 @@ class FrameBuilder:
         self.bad += sum(other.bad for other in others)
 
     def finish(self, warnings: list[str]) -> dict:
-        """The frames, times in µs relative to the earliest kept event (under "t0")."""
+        """The frames, times in µs relative to the earliest kept event (under "t0"); events with
+        times far outside the trace's range are dropped with a warning (trace/outliers.py)."""
         if self.bad:
             warnings.append(f"{self.bad} events with missing, non-finite or negative times were ignored")
         self.compact()
         frames = {key: _frame(self.columns.pop(key), columns) for key, columns in FRAMES.values()}
         frames["memory"] = _frame(self.columns.pop("memory"), MEMORY_COLUMNS)
+        frames = drop_time_outliers(frames, warnings)
         starts = [f["ts"].min() for f in frames.values() if len(f)]
         t0 = float(min(starts)) if starts else 0.0
         for key, frame in frames.items():

@@ -10,6 +10,9 @@ CHUNK_BYTES that are decoded one after the other: only one chunk's Structs are a
 processes (trace/parallel.py). Nested lists (`Input Dims`, `grid`...) stay raw bytes in the
 Structs; `decode_list` turns them into lists.
 
+Whitespace at the edges of a piece is left out of it (and whitespace between two events never
+enters one), so a file padded with gigabytes of whitespace costs a scan, not a copy.
+
 A chunk whose fields have unexpected types falls back to a slower per-event path that coerces
 what it can and drops the rest, with a warning; a file that is not a JSON object at the top
 falls back to that path as a whole.
@@ -27,6 +30,9 @@ NULL = msgspec.Raw(b"null")
 CHUNK_BYTES = 1 << 20
 LENIENT = "some events have fields of unexpected types"
 _BOUNDARY = re.compile(rb"\}\s*,\s*\{")
+_NONBLANK = re.compile(rb"[^ \t\r\n]")
+_BLANKS = b" \t\r\n"
+TRIM_BLOCK = 1 << 20
 _EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 LOCATE_SEARCH_BYTES = 16 << 20
 LOCATE_TRIES = 16
@@ -269,10 +275,28 @@ def _split(events: msgspec.Raw) -> Iterator[tuple[int, int]]:
         target = start + CHUNK_BYTES
         match = _BOUNDARY.search(events, target, end_of_content) if target < end_of_content else None
         if match is None:
-            yield start, end_of_content
+            piece = _trimmed(view, start, end_of_content)
+            if piece[1] > piece[0]:
+                yield piece
             return
-        yield start, match.start() + 1
+        yield _trimmed(view, start, match.start() + 1)
         start = match.end() - 1
+
+
+def _trimmed(raw: memoryview, start: int, end: int) -> tuple[int, int]:
+    """(start, end) without the whitespace at either edge; empty (start == end) when all blank."""
+    if end > start and raw[start] in _BLANKS:
+        found = _NONBLANK.search(raw, start, end)
+        if found is None:
+            return start, start
+        start = found.start()
+    while end > start and raw[end - 1] in _BLANKS:
+        block = bytes(raw[max(start, end - TRIM_BLOCK):end])
+        kept = len(block.rstrip(_BLANKS))
+        end -= len(block) - kept
+        if kept:
+            break
+    return start, end
 
 
 def _loose(data: bytes, warnings: list[str]) -> Any:

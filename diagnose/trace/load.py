@@ -1,18 +1,18 @@
-"""Resolve an analysis target (trace file or capture folder) into a Trace, or a clear InputError."""
+"""Resolve an analysis target (trace file, standard input or capture folder) into a Trace, or a clear InputError.
+
+What may be opened and how far gzip may inflate is trace/source.py's job; the capture folder's
+meta.json is checked against its schema (trace/schemas.py); JSON nested too deeply for the
+decoder is an InputError, never a RecursionError.
+"""
 from __future__ import annotations
 
-import gzip
-import json
-import mmap
-import os
 import re
-import zlib
 from pathlib import Path
 
 import msgspec
 
 from diagnose.errors import InputError
-from diagnose.trace import kineto, parallel
+from diagnose.trace import kineto, parallel, schemas, source
 from diagnose.trace.frames import build_frames
 from diagnose.trace.model import Trace
 
@@ -20,58 +20,44 @@ TRACE_NAMES = ("trace.json.gz", "trace.json")
 _BLANK = re.compile(rb"\s*")
 
 
-def load_target(path: str | Path, on_progress=None) -> Trace:
-    """Load a kineto trace (.json / .json.gz) or a capture folder written by diagnose.
+def load_target(path: str | Path, on_progress=None, max_bytes: int | None = None) -> Trace:
+    """Load a kineto trace (.json / .json.gz), standard input (`-`) or a capture folder written by diagnose.
 
     `on_progress`, when given, is called with {"phase": "decode", "done": n, "total": N} as the
-    events are decoded (see parallel.build)."""
+    events are decoded (see parallel.build). `max_bytes` replaces the default ceiling on how large
+    a trace may be once inflated (source.py; the command's --max-trace-bytes)."""
     path = Path(path)
+    if source.input_fd(path) is not None:
+        return load_trace_file(path, on_progress=on_progress, max_bytes=max_bytes)
     if not path.exists():
         raise InputError(f"{path}: no such file or folder")
     if path.is_dir():
-        return load_capture_folder(path, on_progress)
-    return load_trace_file(path, on_progress=on_progress)
+        return load_capture_folder(path, on_progress, max_bytes=max_bytes)
+    return load_trace_file(path, on_progress=on_progress, max_bytes=max_bytes)
 
 
-def load_capture_folder(folder: Path, on_progress=None) -> Trace:
-    """A capture folder: meta.json plus (when the workload got that far) trace.json.gz."""
+def load_capture_folder(folder: Path, on_progress=None, max_bytes: int | None = None) -> Trace:
+    """A capture folder: meta.json (checked against its schema) plus, when the workload got that
+    far, trace.json.gz."""
     meta_path = folder / "meta.json"
     trace_path = next((folder / n for n in TRACE_NAMES if (folder / n).exists()), None)
     if not meta_path.exists() and trace_path is None:
         raise InputError(f"{folder}: not a capture folder (no meta.json or trace.json.gz in it)")
-    meta = {}
-    if meta_path.exists():
-        try:
-            meta = json.loads(meta_path.read_text())
-        except (ValueError, OSError) as exc:
-            raise InputError(f"{meta_path}: unreadable capture metadata ({exc})") from None
+    meta = schemas.read_meta(meta_path) if meta_path.exists() else {}
     if trace_path is None:
         trace = empty_trace(str(folder))
     else:
         trace = load_trace_file(trace_path, allow_empty=meta.get("status") not in (None, "ok"),
-                                on_progress=on_progress)
+                                on_progress=on_progress, max_bytes=max_bytes)
     trace.capture = meta
     trace.source = str(folder)
     return trace
 
 
-def read_bytes(path: Path) -> bytes:
-    """The file's bytes, gunzipped when it is gzip (by magic number, whatever its name)."""
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise InputError(f"{path}: cannot read ({exc.strerror or exc})") from None
-    if raw[:2] == b"\x1f\x8b":
-        try:
-            return gzip.decompress(raw)
-        except (EOFError, OSError, zlib.error) as exc:
-            raise InputError(f"{path}: truncated or corrupt gzip file ({exc})") from None
-    return raw
-
-
-def load_trace_file(path: Path, allow_empty: bool = False, on_progress=None) -> Trace:
-    """Read one kineto trace file; raises InputError for anything that is not one."""
-    read = _read_events(path, on_progress)
+def load_trace_file(path: Path, allow_empty: bool = False, on_progress=None, max_bytes: int | None = None) -> Trace:
+    """Read one kineto trace file (or standard input); raises InputError for anything that is not one."""
+    read = _read_events(path, on_progress, max_bytes)
+    path = source.describe(path)
     if read is None:
         if allow_empty:
             return empty_trace(str(path))
@@ -93,12 +79,13 @@ def load_trace_file(path: Path, allow_empty: bool = False, on_progress=None) -> 
     )
 
 
-def _read_events(path: Path, on_progress=None) -> tuple[kineto.Decoded, dict] | None:
+def _read_events(path: Path, on_progress=None, max_bytes: int | None = None) -> tuple[kineto.Decoded, dict] | None:
     """Decode the file chunk by chunk into frames; None for an empty file.
 
     The file's bytes live only inside this call, so they are freed before the analysis starts.
     """
-    raw = _file_bytes(path)
+    raw = source.trace_bytes(path, max_bytes)
+    path = source.describe(path)
     if not len(raw) or _BLANK.match(raw).end() == len(raw):
         return None
     try:
@@ -116,19 +103,9 @@ def _read_events(path: Path, on_progress=None) -> tuple[kineto.Decoded, dict] | 
         raise InputError(f"{path}: not a JSON trace ({exc})") from None
     except kineto.NotATrace as exc:
         raise InputError(f"{path}: not a PyTorch profiler (kineto) trace: {exc}") from None
+    except RecursionError:
+        raise InputError(f"{path}: JSON nested too deeply (more than ~1,000 levels) to be a trace") from None
     return decoded, builder.finish(decoded.warnings)
-
-
-def _file_bytes(path: Path):
-    """The file's bytes: memory-mapped when it is plain (no copy, and pages the OS can drop),
-    read and gunzipped when it is gzip."""
-    try:
-        with open(path, "rb") as f:
-            if f.read(2) != b"\x1f\x8b" and os.fstat(f.fileno()).st_size > 0:
-                return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-    except (OSError, ValueError):
-        pass
-    return read_bytes(path)
 
 
 def empty_trace(source: str) -> Trace:

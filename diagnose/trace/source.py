@@ -1,0 +1,219 @@
+"""Read the bytes of a trace the user named, safely: what may be opened, and how much it may inflate to.
+
+**What is opened.** A path is looked at with `stat` before anything opens it: only a regular file
+is read. A FIFO (opening one blocks until a writer comes), a character or block device
+(`/dev/zero`, `/dev/urandom` never end), a socket or anything else is an InputError. Standard
+input is the exception: the target `-`, or a path that is standard input itself (`/dev/stdin`,
+`/proc/self/fd/0`), or an already open pipe named `/dev/fd/N` (a shell's `<(zcat t.json.gz)`),
+is read from its file descriptor; a terminal or a device there is an InputError too.
+
+**How much.** A plain regular file is memory-mapped (no copy; pages the OS can drop); gzip (found
+by its magic number in the bytes already read, never by opening again, so pipes work) is
+inflated a block at a time into one buffer, stopping with an InputError as soon as the inflated
+size passes the ceiling:
+
+    ceiling = min(MAX_TRACE_BYTES, max(INFLATE_FLOOR_BYTES, INFLATE_RATIO × compressed bytes))
+
+INFLATE_RATIO is 100: the bundled captures and peer traces inflate 7.5× to 27×, while a
+decompression bomb inflates up to ~1,000× (1 MB of gzip → 1 GB of whitespace stops at 100 MB).
+INFLATE_FLOOR_BYTES (64 MiB) lets small, repetitive traces through whatever their ratio.
+MAX_TRACE_BYTES (4 GiB) is the absolute cap on any trace: the inflated size, a plain file's size,
+and what standard input delivers; the project's 1 GB benchmark trace loads under it. From a
+pipe the compressed size is only known as it is read, so the ratio is checked against what has
+been read so far. `max_bytes` (the command's `--max-trace-bytes`) replaces the whole rule with one
+number, for trusted traces above the cap.
+
+A UTF-8 byte-order mark at the start is skipped.
+"""
+from __future__ import annotations
+
+import mmap
+import os
+import re
+import stat
+import zlib
+from pathlib import Path
+
+from diagnose.errors import InputError
+
+MAX_TRACE_BYTES = 4 << 30
+INFLATE_RATIO = 100
+INFLATE_FLOOR_BYTES = 64 << 20
+READ_BYTES = 1 << 20  # bytes read from a file or pipe at a time
+INFLATE_STEP = 4 << 20  # inflated bytes produced per step, so the ceiling is checked often
+GZIP_MAGIC = b"\x1f\x8b"
+UTF8_BOM = b"\xef\xbb\xbf"
+STDIN = "-"
+_FD_PATH = re.compile(r"^/(?:dev/fd|proc/self/fd)/(\d+)$")
+
+
+def trace_bytes(path: Path, max_bytes: int | None = None):
+    """The trace's bytes (gunzipped when gzip), as a buffer the JSON decoder reads: an mmap for a
+    plain regular file, else a bytearray or bytes. Raises InputError for anything that is not a
+    readable regular file or standard input, and for input past the ceiling (module docstring)."""
+    fd = input_fd(path)
+    if fd is not None:
+        return _read_stream(fd, describe(path), max_bytes)
+    _check_regular(path)
+    try:
+        with open(path, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            head = f.read(len(GZIP_MAGIC))
+            if head == GZIP_MAGIC:
+                return _inflate(f, head, describe(path), max_bytes, compressed_size=size)
+            _check_size(size, max_bytes, path)
+            if size == 0:
+                return b""
+            data = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    return data[len(UTF8_BOM):] if data[:len(UTF8_BOM)] == UTF8_BOM else data  # (a rare copy)
+
+
+def input_fd(path: Path) -> int | None:
+    """The open file descriptor `path` stands for (`-`, /dev/stdin, /dev/fd/N of an open pipe), else None."""
+    text = str(path)
+    if text == STDIN:
+        return 0
+    match = _FD_PATH.match(text)
+    if text == "/dev/stdin" or match:
+        fd = 0 if text == "/dev/stdin" else int(match.group(1))
+        try:
+            if stat.S_ISFIFO(os.fstat(fd).st_mode) and os.path.samestat(os.fstat(fd), os.stat(path)):
+                return fd
+        except OSError:
+            return None
+    return None
+
+
+def describe(path: Path) -> str:
+    """How messages name `path`: "standard input" for `-`, else the path."""
+    return "standard input" if str(path) == STDIN else str(path)
+
+
+def _check_regular(path: Path) -> None:
+    """InputError unless `path` is a regular file (checked without opening it)."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    if not stat.S_ISREG(mode):
+        raise InputError(f"{path}: not a regular file ({_kind(mode)}); give a trace file, a capture "
+                         "folder, or - for standard input")
+
+
+def _kind(mode: int) -> str:
+    for test, name in ((stat.S_ISFIFO, "a named pipe"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a folder")):
+        if test(mode):
+            return name
+    return "not a file"
+
+
+def _check_size(size: int, max_bytes: int | None, where) -> None:
+    limit = MAX_TRACE_BYTES if max_bytes is None else max_bytes
+    if size > limit:
+        raise InputError(f"{where}: {size:,} bytes is more than the {limit:,}-byte limit on a trace "
+                         "(raise it with --max-trace-bytes)")
+
+
+def _read_stream(fd: int, label: str, max_bytes: int | None):
+    """Everything standard input (or another open pipe) delivers, inflated when it is gzip; bounded."""
+    try:
+        mode = os.fstat(fd).st_mode
+    except OSError as exc:
+        raise InputError(f"{label}: cannot read ({exc.strerror or exc})") from None
+    if os.isatty(fd):
+        raise InputError(f"{label} is a terminal: pipe a trace into it (zcat trace.json.gz | diagnose -)")
+    if not (stat.S_ISFIFO(mode) or stat.S_ISREG(mode)):
+        raise InputError(f"{label}: not a pipe or a regular file ({_kind(mode)})")
+    reader = _FdReader(fd, label)
+    head = reader.read(len(GZIP_MAGIC))
+    while len(head) < len(GZIP_MAGIC):  # a pipe may hand over one byte at a time
+        more = reader.read(len(GZIP_MAGIC) - len(head))
+        if not more:
+            break
+        head += more
+    if head == GZIP_MAGIC:
+        return _inflate(reader, head, label, max_bytes, compressed_size=None)
+    limit = MAX_TRACE_BYTES if max_bytes is None else max_bytes
+    out = bytearray(head)
+    while True:
+        block = reader.read(READ_BYTES)
+        if not block:
+            break
+        out += block
+        if len(out) > limit:
+            _check_size(len(out), max_bytes, label)
+    return _without_bom(out)
+
+
+class _FdReader:
+    """`read(n)` over a raw file descriptor, with OSError turned into InputError."""
+
+    def __init__(self, fd: int, label: str):
+        self.fd, self.label = fd, label
+
+    def read(self, n: int) -> bytes:
+        try:
+            return os.read(self.fd, n)
+        except OSError as exc:
+            raise InputError(f"{self.label}: cannot read ({exc.strerror or exc})") from None
+
+
+def ceiling(compressed: int, max_bytes: int | None = None) -> int:
+    """The most bytes `compressed` bytes of gzip may inflate to (module docstring)."""
+    if max_bytes is not None:
+        return max_bytes
+    return min(MAX_TRACE_BYTES, max(INFLATE_FLOOR_BYTES, INFLATE_RATIO * compressed))
+
+
+def _inflate(f, head: bytes, label: str, max_bytes: int | None, compressed_size: int | None) -> bytearray:
+    """Inflate gzip (every member; zero padding after the last is allowed) from `head` and then
+    `f.read`, a step at a time, stopping at the ceiling."""
+    out = bytearray()
+    inflater = zlib.decompressobj(zlib.MAX_WBITS | 16)
+    pending, read, full = head, len(head), False
+    try:
+        while True:
+            if inflater.eof and pending:
+                pending = pending.lstrip(b"\0")
+                if pending:  # another gzip member follows
+                    inflater = zlib.decompressobj(zlib.MAX_WBITS | 16)
+            if (pending or full) and not inflater.eof:
+                step = inflater.decompress(pending, INFLATE_STEP)
+                out += step
+                limit = ceiling(read if compressed_size is None else compressed_size, max_bytes)
+                if len(out) > limit:
+                    raise InputError(_too_big(label, limit, read if compressed_size is None else compressed_size,
+                                              max_bytes))
+                pending = inflater.unused_data if inflater.eof else inflater.unconsumed_tail
+                full = len(step) == INFLATE_STEP  # zlib may hold more output for the input it took
+                if pending or full:
+                    continue
+            block = f.read(READ_BYTES)
+            if not block:
+                break
+            read += len(block)
+            pending = block
+    except zlib.error as exc:
+        raise InputError(f"{label}: truncated or corrupt gzip data ({exc})") from None
+    if not inflater.eof:
+        raise InputError(f"{label}: truncated or corrupt gzip data (it ends before the end of the stream)")
+    return _without_bom(out)
+
+
+def _too_big(label: str, limit: int, compressed: int, max_bytes: int | None) -> str:
+    if max_bytes is not None:
+        rule = f"the --max-trace-bytes limit of {limit:,} bytes"
+    else:
+        rule = (f"{limit:,} bytes, the ceiling for {compressed:,} bytes of gzip ({INFLATE_RATIO}× its size, "
+                f"at least {INFLATE_FLOOR_BYTES >> 20} MiB, at most {MAX_TRACE_BYTES >> 30} GiB)")
+    return (f"{label}: inflates to more than {rule}: a decompression bomb, or a trace too large "
+            "(raise the limit with --max-trace-bytes)")
+
+
+def _without_bom(data: bytearray):
+    if data[:len(UTF8_BOM)] == UTF8_BOM:
+        del data[:len(UTF8_BOM)]
+    return data
