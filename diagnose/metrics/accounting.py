@@ -60,6 +60,7 @@ class Bucket:
     us: float
     share: float
     detail: str = ""
+    names: list = dataclasses.field(default_factory=list)  # what filled it (op names, collectives), largest first
 
 
 @dataclasses.dataclass
@@ -89,7 +90,7 @@ class Accounting:
         """Plain data for findings.json (`summary.accounting`) and the report's chart."""
         def row(b: Bucket, in_sum: bool) -> dict:
             return {"id": b.id, "label": b.label, "us_per_step": round(b.us, 3), "share": round(b.share, 4),
-                    "detail": b.detail, "in_sum": in_sum}
+                    "detail": b.detail, "names": list(b.names), "in_sum": in_sum}
 
         largest = self.largest_loss()
         return {"step_us": round(self.step_us, 3),
@@ -124,6 +125,8 @@ def step_accounting(trace: Trace, timeline: Timeline, budget: StepBudget, comm: 
         "kernel_wait": (budget.kernel_wait_us, ""),
         "other_wait": (budget.other_wait_us, ""),
     }
+    names = {"host_in_ops": list(in_ops_names.index[:3]), "host_work": list(work_names.index[:3]),
+             "comm_exposed": [_short(x) for x in comm.collectives["name"].head(3)]}
     # The GPU split comes from the same clipped ops as the timeline's busy time, so on the profiled
     # base the buckets sum to the step exactly. On the unprofiled base the budget gives the host
     # side what the unprofiled step leaves; if the trace shows no host-side idle to rescale, that
@@ -142,7 +145,7 @@ def step_accounting(trace: Trace, timeline: Timeline, budget: StepBudget, comm: 
     total = accounted + unexplained
     if total > step > 0:
         values = _fit(values, total - step)
-    buckets = [Bucket(k, LABELS[k], float(v), float(v) / step if step > 0 else 0.0, d)
+    buckets = [Bucket(k, LABELS[k], float(v), float(v) / step if step > 0 else 0.0, d, names.get(k, []))
                for k, (v, d) in values.items()]
     overlapped = [Bucket("comm_overlapped", NOT_IN_SUM["comm_overlapped"], comm.comm_overlapped_us,
                          comm.comm_overlapped_us / step if step > 0 else 0.0, "hidden under compute")]
@@ -222,20 +225,32 @@ def _launching(trace: Trace, cpu: pd.DataFrame) -> np.ndarray:
 
 
 def _by_name(ops: pd.DataFrame, covered: np.ndarray) -> pd.Series:
-    """µs of `covered` inside each op name, the innermost names first among equal overlaps."""
+    """µs of `covered` inside each op name, largest first; among names covering about the same
+    time (nested ops), the innermost first: the one whose instances are most filled by it."""
     if not len(ops) or not len(covered):
         return pd.Series(dtype=float)
     rows = []
     for name, group in ops.groupby("name", sort=False):
-        share = overlap_us(covered, _spans(group))
+        spans = _spans(group)
+        share = overlap_us(covered, spans)
         if share > 0:
-            rows.append((name, share, float(group["dur"].mean())))
+            touched = spans[_touches(spans, covered)]
+            rows.append((name, share, share / max(_length(touched), 1e-9)))
     if not rows:
         return pd.Series(dtype=float)
-    frame = pd.DataFrame(rows, columns=["name", "us", "dur"])
-    frame["rounded"] = frame["us"].round(-1)
-    frame = frame.sort_values(["rounded", "dur", "name"], ascending=[False, True, True], kind="stable")
+    frame = pd.DataFrame(rows, columns=["name", "us", "filled"])
+    frame["rank"] = (frame["us"] / frame["us"].max()).round(2)
+    frame = frame.sort_values(["rank", "filled", "name"], ascending=[False, False, True], kind="stable")
     return pd.Series(frame["us"].to_numpy(), index=frame["name"].to_numpy())
+
+
+def _touches(spans: np.ndarray, covered: np.ndarray) -> np.ndarray:
+    """For each span (sorted, disjoint), whether it overlaps some interval of `covered`."""
+    k = np.searchsorted(covered[:, 1], spans[:, 0], side="right")
+    inside = k < len(covered)
+    out = np.zeros(len(spans), dtype=bool)
+    out[inside] = covered[k[inside], 0] < spans[inside, 1]
+    return out
 
 
 def _names(by_name: pd.Series, n: int, scale: float, top: int = 3) -> str:
