@@ -28,9 +28,9 @@ def rule_page(rule, cases_dir: Path | None = None) -> str:
     cases = _cases(rule.id, cases_dir or ROOT / "fixtures" / "cases")
     if cases:
         lines += ["## Test cases", "", "From `fixtures/cases/" + rule.id + ".yaml` (real H200 captures unless "
-                  "named synthetic).", "", "| trace | must | why |", "| --- | --- | --- |"]
+                  "named synthetic or peer: traces recorded by others, fixtures/peer).", "", "| trace | must | why |", "| --- | --- | --- |"]
         for case in cases:
-            source = case.get("capture") or case.get("synthetic") or case.get("sweep")
+            source = case.get("capture") or case.get("synthetic") or case.get("sweep") or case.get("peer")
             must = {True: "fire", False: "stay quiet", "skipped": "be skipped"}[case["fires"]]
             extra = f" (with {case['set']})" if case.get("set") else ""
             lines.append(f"| `{source}`{extra} | {must} | {case.get('why', '')} |")

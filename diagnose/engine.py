@@ -205,17 +205,29 @@ def _impact(finding: Finding) -> tuple:
     return (finding.est_speedup or 1.0, rank)
 
 
+UNEXPLAINED_NAMED_SHARE = 0.10  # unexplained time at least this share of the step is named in the verdict
+LOSS_NAMED_SHARE = 0.25  # a non-compute bucket this large, not covered by the top finding, is named too
+EXPLAIN_UNEXPLAINED = ("a capture in script or function mode (`diagnose model.py`) samples the Python stack, "
+                       "or record the trace with torch.profiler(with_stack=True), to name the code")
+
+
 def verdict(d: Diagnosis) -> str:
-    """One sentence: what limits this workload."""
+    """One sentence: what limits this workload, and where the rest of the step went (step accounting)."""
     if d.workload_failed:
         err = d.capture.get("error") or {}
         what = {"oom": "ran out of memory", "timeout": "timed out", "crashed": "crashed"}.get(
             d.capture.get("status"), "failed")
         return f"The workload {what}: {err.get('type', '')}: {err.get('message', '')}".strip().rstrip(":")
+    accounting = d.summary.get("accounting") or {}
+    buckets = {b["id"]: b for b in accounting.get("buckets", []) if b.get("in_sum", True)}
+    largest = buckets.get(accounting.get("largest_non_compute") or "")
     if d.findings:
         top = d.findings[0]
         gain = f" (est. {fmt(top.est_speedup)}× faster with {top.fixes[0].id})" if top.est_speedup and top.fixes else ""
-        return f"{top.title}{gain}."
+        extra, named = "", None
+        if largest and largest["share"] >= LOSS_NAMED_SHARE and (top.recoverable_us or 0) < 0.5 * largest["us_per_step"]:
+            extra, named = f" Meanwhile {_bucket_text(largest)}.", largest
+        return f"{top.title}{gain}.{extra}{_unexplained_note(buckets, named)}"
     busy = d.summary.get("gpu_busy_fraction")
     ran = len(d.checked)
     if not d.summary.get("gpu_ops_per_step"):
@@ -223,7 +235,36 @@ def verdict(d: Diagnosis) -> str:
                 f"{ran} ran.")
     if busy is None:
         return f"No bottleneck found; {len(d.skipped)} rules could not run on this trace."
+    compute = buckets.get("compute", {}).get("share", busy)
     if busy < 0.5:
-        return (f"No rule fired, yet the GPU is busy only {busy:.0%} of the analysed time: "
-                "the timeline shows where it idles.")
-    return f"No bottleneck found by the {ran} rules that ran; the GPU is busy {busy:.0%} of each step."
+        where = f" The largest part of the rest is {_bucket_text(largest)}." if largest else ""
+        return (f"No rule fired; the GPU computes only {_percent(compute)} of the step.{where}"
+                f"{_unexplained_note(buckets, largest)}")
+    where = ""
+    if largest and largest["share"] >= UNEXPLAINED_NAMED_SHARE:
+        where = f"; the largest other part is {_bucket_text(largest)}"
+    return (f"No bottleneck found by the {ran} rules that ran; the GPU is busy {busy:.0%} of each step"
+            f"{where}.{_unexplained_note(buckets, largest)}")
+
+
+def _bucket_text(bucket: dict) -> str:
+    """'host setup inside kernel-launching ops (aten::_cudnn_attention_forward), 95 % of the step'."""
+    names = bucket.get("names") or []
+    named = f" ({names[0]})" if names else ""
+    text = f"{bucket['label']}{named}, {_percent(bucket['share'])} of the step"
+    if bucket["id"] == "unexplained":
+        text += f": {EXPLAIN_UNEXPLAINED}"
+    return text
+
+
+def _percent(share: float) -> str:
+    """A share as a whole percentage, or with one decimal below 1 % (so 0.1 % does not read as 0 %)."""
+    return f"{share:.1%}" if 0 < share < 0.01 else f"{share:.0%}"
+
+
+def _unexplained_note(buckets: dict, named: dict | None) -> str:
+    """A sentence naming unexplained time when it is a large share and the verdict has not named it yet."""
+    bucket = buckets.get("unexplained")
+    if not bucket or bucket["share"] < UNEXPLAINED_NAMED_SHARE or (named and named["id"] == "unexplained"):
+        return ""
+    return f" {bucket['share']:.0%} of the step is unexplained (host busy, nothing recorded): {EXPLAIN_UNEXPLAINED}."

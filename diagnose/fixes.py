@@ -36,6 +36,13 @@ CATALOGUE: dict[str, tuple[str, str]] = {
                             "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True lets the caching allocator grow a "
                             "segment in place instead of caching one block per odd size, so memory freed at one "
                             "size serves requests of another."),
+    "overlap-comm": ("Overlap communication with compute",
+                     "Start collectives earlier so compute hides them: DDP with a smaller bucket_cap_mb and "
+                     "gradient_as_bucket_view=True, FSDP2 with forward and backward prefetch "
+                     "(set_modules_to_forward_prefetch / set_modules_to_backward_prefetch)."),
+    "grad-accumulation": ("All-reduce once per optimizer step",
+                          "With gradient accumulation, run all micro-batches but the last under "
+                          "model.no_sync(): one all-reduce per optimizer step instead of one per micro-batch."),
 }
 
 

@@ -6,6 +6,7 @@ docs/rules/ are generated from them (`python -m diagnose.docs`).
 from diagnose.rules.attention_memory import AttentionMemory
 from diagnose.rules.compute_bound import ComputeBound
 from diagnose.rules.decode_latency import DecodeLatency
+from diagnose.rules.exposed_comm import ExposedComm
 from diagnose.rules.host_bound import HostBound
 from diagnose.rules.kv_fragmentation import KVFragmentation
 from diagnose.rules.launch_overhead import LaunchOverhead
@@ -17,6 +18,7 @@ ALL_RULES = [
     LaunchOverhead,
     HostBound,
     SyncStall,
+    ExposedComm,
     MemoryBound,
     ComputeBound,
     DecodeLatency,

@@ -8,7 +8,7 @@ from diagnose.rules import ALL_RULES
 from conftest import ROOT
 
 MISSION_RULE_IDS = {"launch-overhead", "memory-bound", "compute-bound", "attention-memory", "kv-fragmentation",
-                    "decode-latency", "vram-limit", "host-bound", "sync-stall"}
+                    "decode-latency", "vram-limit", "host-bound", "sync-stall", "exposed-comm"}
 
 
 def test_every_rule_is_documented():

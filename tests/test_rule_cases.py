@@ -19,7 +19,7 @@ from diagnose.ncu import read_ncu
 from diagnose.rules import ALL_RULES
 from diagnose.trace import load_target
 
-from conftest import CAPTURES, CASES, ROOT, SYNTHETIC, load_capture
+from conftest import CAPTURES, CASES, PEER_TRACES, ROOT, SYNTHETIC, load_capture
 
 NCU = ROOT / "fixtures" / "ncu"
 
@@ -28,7 +28,7 @@ def _cases():
     for path in sorted(CASES.glob("*.yaml")):
         spec = yaml.safe_load(path.read_text())
         for i, case in enumerate(spec["cases"]):
-            label = case.get("capture") or case.get("synthetic") or case.get("sweep")
+            label = case.get("capture") or case.get("synthetic") or case.get("sweep") or case.get("peer")
             yield pytest.param(spec["rule"], case, id=f"{spec['rule']}:{i}:{label}")
 
 
@@ -37,6 +37,8 @@ def _load(case):
         if case.get("set"):
             return load_target(CAPTURES / case["capture"])
         return load_capture(case["capture"])
+    if "peer" in case:
+        return load_target(PEER_TRACES / case["peer"])
     return load_target(SYNTHETIC / case["synthetic"])
 
 

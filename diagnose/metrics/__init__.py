@@ -7,6 +7,8 @@ import pandas as pd
 
 from diagnose import devices
 from diagnose.metrics import work
+from diagnose.metrics.accounting import Accounting, step_accounting
+from diagnose.metrics.comm import Communication, communication
 from diagnose.metrics.launches import join_launches
 from diagnose.metrics.step_time import StepBudget, step_budget
 from diagnose.metrics.steps import Steps, find_steps
@@ -42,6 +44,18 @@ class Metrics:
     def budget(self) -> StepBudget:
         """Per-step time split, on the unprofiled time base when available."""
         return step_budget(self.steps, self.timeline, self.trace.capture)
+
+    @functools.cached_property
+    def comm(self) -> Communication:
+        """GPU time of the measured steps split into compute, exposed communication and copies,
+        with the communication hidden under compute (metrics/comm.py)."""
+        tl = self.timeline
+        return communication(tl.ops, self.steps.start, self.steps.end, len(self.steps.windows))
+
+    @functools.cached_property
+    def accounting(self) -> Accounting:
+        """The analysed step split into named buckets that sum to the step (metrics/accounting.py)."""
+        return step_accounting(self.trace, self.timeline, self.budget, self.comm)
 
     @functools.cached_property
     def launches(self) -> pd.DataFrame:
@@ -113,4 +127,5 @@ class Metrics:
             },
             "host_wait_share": round(b.share(b.host_paced_us + b.host_silent_us), 4),
             "time_basis": b.basis,
+            "accounting": self.accounting.to_dict(),
         }

@@ -1,0 +1,104 @@
+"""GPU time split by what ran: compute kernels, communication kernels, copies.
+
+Collective-communication kernels (NCCL's `ncclKernel_*` / `ncclDevKernel_*`, RCCL's, MSCCL's)
+occupy the GPU while they move data between ranks; they are communication, not compute. On one
+device (all streams merged), the measured steps' GPU time is split into:
+
+- compute: some kernel other than a collective is running;
+- communication, exposed: a collective runs and no compute kernel runs on any stream of the
+  device (the step waits for the network);
+- copies: only memcpy / memset run;
+
+and, beside the split and not part of it, communication *overlapped* with compute (collective
+time during which some compute kernel also ran: hidden, as DDP and FSDP intend).
+"""
+from __future__ import annotations
+
+import dataclasses
+import re
+
+import numpy as np
+import pandas as pd
+
+from diagnose.metrics.host import intersect, merge_intervals
+from diagnose.metrics.timeline import name_matches
+
+COMM_KERNEL = re.compile(r"nccl|rccl|msccl", re.IGNORECASE)
+COPY_CATS = ("memcpy", "memset", "gpu_memcpy", "gpu_memset")
+
+
+@dataclasses.dataclass
+class Communication:
+    """Per-step GPU time by what ran (µs per step, profiled trace: kernel durations are not inflated)."""
+
+    n_steps: int
+    compute_us: float
+    comm_exposed_us: float
+    comm_overlapped_us: float
+    copy_us: float
+    comm_kernels_per_step: float
+    collectives: pd.DataFrame  # name, calls_per_step, us_per_step, exposed_us_per_step
+    comm_streams: list
+
+    @property
+    def comm_us(self) -> float:
+        """Time some collective ran, per step (exposed + overlapped)."""
+        return self.comm_exposed_us + self.comm_overlapped_us
+
+    @property
+    def busy_us(self) -> float:
+        """GPU busy time per step: compute + exposed communication + copies."""
+        return self.compute_us + self.comm_exposed_us + self.copy_us
+
+    @property
+    def overlap_fraction(self) -> float:
+        """Share of the collectives' time hidden under compute (0 with no collective)."""
+        return self.comm_overlapped_us / self.comm_us if self.comm_us > 0 else 0.0
+
+
+def is_comm(names: pd.Series) -> np.ndarray:
+    """Whether each GPU op name is a collective-communication kernel."""
+    return name_matches(names, COMM_KERNEL)
+
+
+def communication(ops: pd.DataFrame, start: float, end: float, n_steps: int) -> Communication:
+    """Split the GPU time of `ops` (one device) inside [start, end) into compute, exposed
+    communication and copies, and measure the communication hidden under compute."""
+    n = max(n_steps, 1)
+    ts = np.clip(ops["ts"].to_numpy(float), start, end)
+    te = np.clip(ops["end"].to_numpy(float), start, end)
+    comm = is_comm(ops["name"]) if len(ops) else np.zeros(0, dtype=bool)
+    copy = ops["cat"].isin(COPY_CATS).to_numpy() & ~comm if len(ops) else np.zeros(0, dtype=bool)
+    compute = ~comm & ~copy
+    compute_iv = merge_intervals(ts[compute], te[compute])
+    comm_iv = merge_intervals(ts[comm], te[comm])
+    copy_iv = merge_intervals(ts[copy], te[copy])
+    kernels_iv = merge_intervals(np.concatenate((ts[compute], ts[comm])), np.concatenate((te[compute], te[comm])))
+    compute_us = _length(compute_iv)
+    overlapped = _length(intersect(comm_iv, compute_iv))
+    exposed = _length(comm_iv) - overlapped
+    copy_only = _length(copy_iv) - _length(intersect(copy_iv, kernels_iv))
+    return Communication(
+        n_steps=n, compute_us=compute_us / n, comm_exposed_us=exposed / n, comm_overlapped_us=overlapped / n,
+        copy_us=copy_only / n, comm_kernels_per_step=float(comm.sum()) / n,
+        collectives=_collectives(ops[comm], ts[comm], te[comm], compute_iv, n),
+        comm_streams=sorted({int(s) for s in ops.loc[comm, "stream"].dropna()}) if comm.any() else [])
+
+
+def _collectives(ops: pd.DataFrame, ts: np.ndarray, te: np.ndarray, compute_iv: np.ndarray, n: int) -> pd.DataFrame:
+    """One row per collective kernel name: calls, time and time not hidden under compute, per step."""
+    columns = ["name", "calls_per_step", "us_per_step", "exposed_us_per_step"]
+    if not len(ops):
+        return pd.DataFrame(columns=columns)
+    hidden = np.array([_length(intersect(np.array([[s, e]]), compute_iv)) for s, e in zip(ts, te)])
+    frame = pd.DataFrame({"name": ops["name"].to_numpy(object), "dur": te - ts, "exposed": (te - ts) - hidden})
+    grouped = frame.groupby("name", sort=False).agg(calls=("dur", "size"), us=("dur", "sum"),
+                                                    exposed=("exposed", "sum"))
+    grouped = grouped.sort_values("exposed", ascending=False)
+    return pd.DataFrame({"name": grouped.index, "calls_per_step": grouped["calls"].to_numpy() / n,
+                         "us_per_step": grouped["us"].to_numpy() / n,
+                         "exposed_us_per_step": grouped["exposed"].to_numpy() / n})[columns]
+
+
+def _length(intervals: np.ndarray) -> float:
+    return float((intervals[:, 1] - intervals[:, 0]).sum()) if len(intervals) else 0.0
