@@ -128,15 +128,16 @@ def wait_or_kill(proc: subprocess.Popen, timeout_s: float) -> bool:
         raise
 
 
-def end_group(proc: subprocess.Popen, grace_s: float = TERM_GRACE_S) -> None:
+def end_group(proc: subprocess.Popen, grace_s: float | None = None) -> None:
     """End what is left of the process group of `proc` (started with start_new_session=True).
 
-    SIGTERM to the group, then SIGKILL to whatever is still alive after `grace_s` (at once on a
-    second Ctrl-C), and `proc` is reaped. Returns at once when the group is already empty.
+    SIGTERM to the group, then SIGKILL to whatever is still alive after `grace_s` (default
+    `TERM_GRACE_S`; at once on a second Ctrl-C), and `proc` is reaped. Returns at once when the
+    group is already empty.
     """
     pgid = proc.pid
     if _signal_group(proc, signal.SIGTERM):
-        deadline = time.monotonic() + grace_s
+        deadline = time.monotonic() + (TERM_GRACE_S if grace_s is None else grace_s)
         try:
             while group_alive(pgid) and time.monotonic() < deadline:
                 proc.poll()  # reap the child itself, so that it does not count as alive
