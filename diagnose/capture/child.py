@@ -83,6 +83,7 @@ class CaptureSession:
         self.torch = None
         self.profiler = None
         self.memory = None
+        self.tracker = None
         self.meta = {
             "schema": CAPTURE_SCHEMA,
             "target": spec.target,
@@ -225,7 +226,7 @@ class CaptureSession:
     def run_script(self) -> None:
         """Script mode: run the file as __main__ with step boundaries found by hooks."""
         spec = self.spec
-        tracker = StepTracker(self)
+        tracker = self.tracker = StepTracker(self)
         tracker.install()
         sys.argv = [spec.path, *spec.argv]
         sys.path.insert(0, str(Path(spec.path).resolve().parent))
@@ -251,6 +252,7 @@ class CaptureSession:
         self.memory = MemoryRecorder(torch, self.out)
         self.memory.watch()
         self.write_meta()
+        self.guard_os_exit()
         status = 0
         try:
             self.run_function() if self.spec.mode == "function" else self.run_script()
@@ -274,6 +276,36 @@ class CaptureSession:
             self.meta["memory"] = memory_summary(torch)
             self.write_meta()
         return status
+
+    def guard_os_exit(self) -> None:
+        """Make `os._exit` in the workload's own process finish the record first.
+
+        os._exit skips every `finally`, so a script ending that way would lose its trace and be
+        taken for a crash. Processes forked from the workload keep the plain behaviour.
+        """
+        real_exit, pid = os._exit, os.getpid()
+
+        def exit_now(code=0):
+            if os.getpid() == pid:
+                with contextlib.suppress(BaseException):
+                    self.ended_by_os_exit(code)
+            real_exit(code)
+
+        os._exit = exit_now
+
+    def ended_by_os_exit(self, code: int) -> None:
+        """The workload called os._exit(code): keep what was captured and say how it ended."""
+        if self.tracker is not None:
+            self.tracker.finish()
+        if code == 0:
+            self.meta["status"] = "ok"
+            self.meta.setdefault("warnings", []).append(
+                "the workload ended its own process with os._exit(0): what was captured until then is kept")
+        else:
+            self.fail("failed", "os._exit", f"the workload ended its own process with os._exit({code})")
+        self.stop_profiler()
+        self.meta["memory"] = memory_summary(self.torch)
+        self.write_meta()
 
     def fail(self, kind: str, exc_type: str, message: str, tb: str = "") -> None:
         """Record a workload failure in meta.json."""

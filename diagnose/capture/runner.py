@@ -2,21 +2,66 @@
 
 Never imports torch. Whatever the child does (raise, run out of memory, segfault, hang), the
 capture folder ends with a meta.json whose `status` says what happened.
+
+The child runs in a session (and process group) of its own, and whatever is left of that group
+when the run ends (normally, by a timeout, by Ctrl-C in diagnose, by a crash) is ended with it:
+SIGTERM, then SIGKILL after `TERM_GRACE_S`. So a workload's own children (a `subprocess.Popen`,
+a multiprocessing pool, a double-forked process that stays in the group) never outlive
+diagnose. A process that starts a session of its own (`setsid`, a daemon) has left the group on
+purpose and is not followed.
 """
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Callable
 
 from diagnose.capture.spec import CaptureSpec, read_meta
+from diagnose.errors import UsageError
 
 ProgressCallback = Callable[[dict], None]
+
+KILL_SETTLE_S = 2.0  # at most this long for SIGKILLed members to be gone
+TERM_GRACE_S = 5.0
+"""Seconds a workload's process group has between SIGTERM and SIGKILL when a run ends."""
+
+PYTHON_PROBE_TIMEOUT_S = 60.0
+"""Seconds `check_python` waits for the --python interpreter to start and print its version."""
+
+TRACE_FILE = "trace.json.gz"
+
+
+def check_python(python: str | None) -> str:
+    """The interpreter that will run the workload: this one, or `python` (--python) checked first.
+
+    Called before anything runs, so that a wrong --python is one line and exit 2 (UsageError),
+    not a crashed capture: it must be an executable file (a bare name is looked up on PATH) that
+    starts as a Python interpreter.
+    """
+    if python is None:
+        return sys.executable
+    found = shutil.which(python)
+    if found is None:
+        what = "is not an executable file" if Path(python).exists() else "no such file"
+        raise UsageError(f"--python {python}: {what}")
+    try:
+        probe = subprocess.run([found, "-c", "import sys; print(sys.version_info[0])"], capture_output=True,
+                               stdin=subprocess.DEVNULL, timeout=PYTHON_PROBE_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        raise UsageError(f"--python {python}: did not start within {PYTHON_PROBE_TIMEOUT_S:g} s") from None
+    except OSError as exc:
+        raise UsageError(f"--python {python}: cannot run it ({exc.strerror or exc})") from None
+    if probe.returncode != 0 or probe.stdout.strip() != b"3":
+        raise UsageError(f"--python {python}: does not run as a Python 3 interpreter "
+                         f"(exit status {probe.returncode})")
+    return found
 
 
 def run_capture(spec: CaptureSpec, timeout_s: float = 900.0, python: str | None = None,
@@ -30,15 +75,23 @@ def run_capture(spec: CaptureSpec, timeout_s: float = 900.0, python: str | None 
     env = dict(os.environ, DIAGNOSE_PROGRESS_FD=str(write_fd), PYTHONUNBUFFERED="1")
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [_package_root(), env.get("PYTHONPATH")]))
     with open(out / "workload.log", "wb") as log:
-        proc = subprocess.Popen(
-            [python or sys.executable, "-m", "diagnose.capture.child", str(spec_path)],
-            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            pass_fds=(write_fd,), env=env, start_new_session=True,
-        )
-        os.close(write_fd)
+        try:
+            proc = subprocess.Popen(
+                [python or sys.executable, "-m", "diagnose.capture.child", str(spec_path)],
+                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                pass_fds=(write_fd,), env=env, start_new_session=True,
+            )
+        except OSError as exc:
+            os.close(read_fd)
+            raise UsageError(f"--python {python or sys.executable}: cannot run it ({exc.strerror or exc})") from None
+        finally:
+            os.close(write_fd)
         relay = threading.Thread(target=_relay_progress, args=(read_fd, on_progress), daemon=True)
         relay.start()
-        timed_out = wait_or_kill(proc, timeout_s)
+        try:
+            timed_out = wait_or_kill(proc, timeout_s)
+        finally:
+            end_group(proc)  # the workload's own children, whatever ended the run
         relay.join(timeout=5)
     return _finalise_meta(out, spec, proc.returncode, timed_out, timeout_s)
 
@@ -60,37 +113,120 @@ def _relay_progress(fd: int, on_progress: ProgressCallback | None) -> None:
 
 
 def wait_or_kill(proc: subprocess.Popen, timeout_s: float) -> bool:
-    """Wait for a child started in its own session; past `timeout_s` (or on Ctrl-C) kill its whole
-    process group. Returns True when it timed out."""
+    """Wait for a child started in its own session; past `timeout_s` (or on Ctrl-C) end its whole
+    process group (`end_group`). Returns True when it timed out.
+
+    A caller should still call `end_group` once the child has exited (in a `finally`), since the
+    child may leave processes of its own behind."""
     try:
         proc.wait(timeout=timeout_s)
         return False
     except subprocess.TimeoutExpired:
-        kill_group(proc)
+        end_group(proc)
         return True
-    except KeyboardInterrupt:
-        kill_group(proc)
+    except BaseException:
+        end_group(proc)
         raise
 
 
-def kill_group(proc: subprocess.Popen) -> None:
-    """SIGKILL the child's process group (the child itself where that is not allowed)."""
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        proc.kill()
+def end_group(proc: subprocess.Popen, grace_s: float | None = None) -> None:
+    """End what is left of the process group of `proc` (started with start_new_session=True).
+
+    SIGTERM to the group, then SIGKILL to whatever is still alive after `grace_s` (default
+    `TERM_GRACE_S`; at once on a second Ctrl-C), and `proc` is reaped. Returns at once when the
+    group is already empty.
+    """
+    pgid = proc.pid
+    if _signal_group(proc, signal.SIGTERM):
+        deadline = time.monotonic() + (TERM_GRACE_S if grace_s is None else grace_s)
+        try:
+            while group_alive(pgid) and time.monotonic() < deadline:
+                proc.poll()  # reap the child itself, so that it does not count as alive
+                time.sleep(0.02)
+        finally:
+            if group_alive(pgid):
+                _signal_group(proc, signal.SIGKILL)
+                _wait_until_gone(pgid, KILL_SETTLE_S)
     proc.wait()
+
+
+def _wait_until_gone(pgid: int, limit_s: float) -> None:
+    """SIGKILL is delivered asynchronously: give the group's members a moment to die."""
+    deadline = time.monotonic() + limit_s
+    while group_alive(pgid) and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
+def kill_group(proc: subprocess.Popen) -> None:
+    """SIGKILL the child's process group at once (no grace period) and reap the child."""
+    _signal_group(proc, signal.SIGKILL)
+    proc.wait()
+
+
+def _signal_group(proc: subprocess.Popen, sig: int) -> bool:
+    """Send `sig` to the process group led by `proc`; False when the group no longer exists."""
+    try:
+        os.killpg(proc.pid, sig)
+        return True
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # the group is not ours to signal (it should be): the child at least
+        if proc.poll() is None:
+            proc.send_signal(sig)
+        return proc.poll() is None
+
+
+def group_alive(pgid: int) -> bool:
+    """True while a process of group `pgid` is alive (zombies, which wait to be reaped, do not count)."""
+    members = _group_members_from_proc(pgid)
+    if members is not None:
+        return bool(members)
+    try:
+        os.killpg(pgid, 0)
+        return True
+    except (ProcessLookupError, PermissionError):
+        return False
+
+
+def _group_members_from_proc(pgid: int) -> list[int] | None:
+    """Pids of the live processes of group `pgid` read from /proc; None where there is no /proc."""
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return None
+    if "self" not in names:
+        return None
+    members = []
+    for name in names:
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as stat:
+                fields = stat.read().rsplit(b")", 1)[1].split()
+        except (OSError, IndexError):
+            continue  # gone meanwhile
+        # after "pid (comm)": state, ppid, pgrp, ...
+        if len(fields) > 2 and fields[2] == str(pgid).encode() and fields[0] not in (b"Z", b"X"):
+            members.append(int(name))
+    return members
 
 
 def _finalise_meta(out: Path, spec: CaptureSpec, returncode: int, timed_out: bool,
                    timeout_s: float) -> dict:
-    """Fill in what the child could not say itself: a timeout, a hard crash."""
-    meta = read_meta(out) or {"target": spec.target, "mode": spec.mode, "status": "running",
-                              "files": {"trace": None, "log": "workload.log"}}
+    """Fill in what the child could not say itself: a timeout, a hard crash, an early os._exit."""
+    meta = _child_meta(out) or {"target": spec.target, "mode": spec.mode, "status": "running",
+                                "files": {"trace": None, "log": "workload.log"}}
+    traced = (out / TRACE_FILE).exists()
     if timed_out:
         meta["status"] = "timeout"
         meta["error"] = {"type": "Timeout", "message": f"the workload ran past the {timeout_s:g} s limit "
                          "(--timeout) and was stopped", "traceback": ""}
+    elif meta.get("status") in (None, "running") and returncode == 0 and traced:
+        # the process ended itself (os._exit(0), a C-level exit) after the profiler wrote its trace
+        meta["status"] = "ok"
+        meta.setdefault("warnings", []).append(
+            "the workload process ended itself with exit status 0 (os._exit?) before diagnose wrote its final "
+            "record: the trace is kept, the step count and unprofiled timing may be missing")
     elif meta.get("status") in (None, "running"):
         how = f"signal {-returncode}" if returncode < 0 else f"exit status {returncode}"
         meta["status"] = "crashed"
@@ -99,9 +235,19 @@ def _finalise_meta(out: Path, spec: CaptureSpec, returncode: int, timed_out: boo
     spec_file = out / "spec.json"
     if spec_file.exists():
         spec_file.unlink()
-    if not (out / "trace.json.gz").exists():
-        meta.setdefault("files", {})["trace"] = None
+    meta.setdefault("files", {})["trace"] = TRACE_FILE if traced else None
     (out / "meta.json").write_text(json.dumps(meta, indent=2, default=str))
+    return meta
+
+
+def _child_meta(out: Path) -> dict:
+    """The meta.json the child wrote, or {} when it wrote none (or the workload clobbered it)."""
+    try:
+        meta = read_meta(out)
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(meta, dict) or not isinstance(meta.get("files", {}), dict):
+        return {}
     return meta
 
 

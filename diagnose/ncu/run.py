@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from diagnose.capture.runner import wait_or_kill
+from diagnose.capture.runner import end_group, wait_or_kill
 from diagnose.ncu.csv import NO_HEADER, NO_ROWS, NO_TABLE, REQUESTED_METRICS, NcuTable, parse_text
 from diagnose.ncu.join import base_name
 from diagnose.ncu.tool import find_ncu
@@ -170,7 +170,10 @@ def _run(cmd: list[str], timeout_s: float, expected: int, on_progress) -> tuple[
                threading.Thread(target=_relay_phases, args=(read_fd, relay, expected), daemon=True)]
     for thread in threads:
         thread.start()
-    timed_out = wait_or_kill(proc, timeout_s)
+    try:
+        timed_out = wait_or_kill(proc, timeout_s)
+    finally:
+        end_group(proc)  # what ncu or the workload left running in their process group
     for thread in threads:
         thread.join(timeout=5)
     return "".join(lines), proc.returncode, timed_out

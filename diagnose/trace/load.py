@@ -47,8 +47,13 @@ def load_capture_folder(folder: Path, on_progress=None, max_bytes: int | None = 
     if trace_path is None:
         trace = empty_trace(str(folder))
     else:
-        trace = load_trace_file(trace_path, allow_empty=meta.get("status") not in (None, "ok"),
-                                on_progress=on_progress, max_bytes=max_bytes)
+        # diagnose wrote this trace: no events in it means the workload ran none, not a foreign file
+        trace = load_trace_file(trace_path, allow_empty=True, on_progress=on_progress,
+                                max_bytes=max_bytes)
+    if meta.get("status") == "ok" and not (len(trace.gpu) or len(trace.ops) or len(trace.runtime)):
+        trace.warnings.append("the workload ran no PyTorch operation while it was profiled (does the script "
+                              "use torch?): there is nothing to diagnose")
+    trace.warnings.extend(str(w) for w in meta.get("warnings") or [] if w not in trace.warnings)
     trace.capture = meta
     trace.source = str(folder)
     return trace
@@ -69,6 +74,8 @@ def load_trace_file(path: Path, allow_empty: bool = False, on_progress=None, max
             return empty_trace(str(path))
         raise InputError(f"{path}: the trace holds no events")
     if not (len(frames["gpu"]) or len(frames["ops"]) or len(frames["runtime"])):
+        if allow_empty:
+            return empty_trace(str(path))
         raise InputError(f"{path}: no PyTorch profiler events in it (no CPU ops, kernels or CUDA calls): "
                          "is it a trace from another tool?")
     return Trace(
