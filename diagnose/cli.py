@@ -20,6 +20,7 @@ from rich.console import Console
 
 from diagnose.errors import EXIT_FINDING, EXIT_OK, EXIT_WORKLOAD_FAILED, DiagnoseError, UsageError
 from diagnose.findings import SEVERITIES
+from diagnose.output import OutputFolder
 from diagnose.version import __version__
 
 SUBCOMMANDS = ("run", "demo", "rules")
@@ -212,30 +213,37 @@ def _run(args, target_text: str | None, script_args: list[str], config, err: Con
         for flag, given in (("--sweep", args.sweep), ("--param", args.param)):
             if given:
                 raise UsageError(f"{flag} needs a workload to run (model.py:NAME); {target.path} is a trace")
-        with _progress(err, quiet=quiet_progress, first="reading the trace") as on_progress:
-            diagnosis = pipeline.analyse(target.path, config, ncu_csv=args.ncu_csv, on_progress=on_progress,
-                                         max_bytes=args.max_trace_bytes)
-        if args.ncu:
-            diagnosis.warnings.insert(0, "--ncu: the target is a trace, not a workload: nothing to run under "
-                                         "Nsight Compute (attach its results with --ncu-csv FILE)")
+        folder = OutputFolder(out, carry=_inside(target.path, out))
+        with folder:
+            with _progress(err, quiet=quiet_progress, first="reading the trace") as on_progress:
+                diagnosis = pipeline.analyse(target.path, config, ncu_csv=args.ncu_csv, on_progress=on_progress,
+                                             max_bytes=args.max_trace_bytes)
+            if args.ncu:
+                diagnosis.warnings.insert(0, "--ncu: the target is a trace, not a workload: nothing to run under "
+                                             "Nsight Compute (attach its results with --ncu-csv FILE)")
+            written = _public(folder, pipeline.write_outputs(diagnosis, folder.path, html=not args.no_html))
     else:
         try:
             params = parse_params(args.param)
         except ValueError as exc:
             raise UsageError(str(exc)) from None
-        with _progress(err, quiet=quiet_progress) as on_progress:
+        pipeline.check_can_capture(args.python)
+        folder = OutputFolder(out)
+        folder.keep_on_error = True  # what the workload recorded is kept, whatever happens after
+        with folder, _progress(err, quiet=quiet_progress) as on_progress:
             if args.sweep:
                 diagnosis = pipeline.sweep_and_analyse(
-                    target, out, config, args.sweep, params=params, warmup=args.warmup, steps=args.steps,
+                    target, folder.path, config, args.sweep, params=params, warmup=args.warmup, steps=args.steps,
                     timed_steps=args.timed_steps, timeout_s=args.timeout, python=args.python,
                     on_progress=on_progress)
             else:
                 diagnosis = pipeline.capture_and_analyse(
-                    target, out, config, params=params, argv=script_args, warmup=args.warmup,
+                    target, folder.path, config, params=params, argv=script_args, warmup=args.warmup,
                     steps=args.steps, timed_steps=args.timed_steps, timeout_s=args.timeout,
                     python=args.python, on_progress=on_progress, ncu=args.ncu, ncu_csv=args.ncu_csv,
                     ncu_timeout_s=args.ncu_timeout)
-    written = pipeline.write_outputs(diagnosis, out, html=not args.no_html)
+            diagnosis = pipeline.relocate(diagnosis, folder.path, folder.final)
+            written = _public(folder, pipeline.write_outputs(diagnosis, folder.path, html=not args.no_html))
     if quiet_progress:
         for note in diagnosis.warnings:
             if note.startswith("--ncu") or note.startswith("ncu."):
@@ -254,6 +262,19 @@ def _run(args, target_text: str | None, script_args: list[str], config, err: Con
     if config.fail_on and worst and SEVERITIES.index(worst) <= SEVERITIES.index(config.fail_on):
         return EXIT_FINDING
     return EXIT_OK
+
+
+def _public(folder: OutputFolder, written: dict[str, str]) -> dict[str, str]:
+    """Where the files written into the staging folder will be once it is in place."""
+    return {k: str(folder.public(v)) for k, v in written.items()}
+
+
+def _inside(path: Path, out: Path) -> bool:
+    """True when `path` is the output folder or inside it (re-analysing a capture folder into itself)."""
+    try:
+        return Path(path).resolve().is_relative_to(Path(out).resolve())
+    except (OSError, ValueError):
+        return False
 
 
 def _terminal_width() -> int:

@@ -11,13 +11,13 @@ from __future__ import annotations
 import ast
 import dataclasses
 import importlib.util
-import os
+import json
 import re
-import shutil
 from pathlib import Path
 
 from diagnose import report
 from diagnose.assemble import diagnose_trace
+from diagnose.capture.runner import check_python
 from diagnose.capture.spec import CaptureSpec
 from diagnose.config import Config
 from diagnose.errors import InputError, UsageError
@@ -146,9 +146,7 @@ def read_ncu_file(path: Path | None, label: str = "--ncu-csv"):
 def check_can_capture(python: str | None) -> None:
     """A usage error unless this Python (or `python`) can run a capture: it needs torch."""
     if python is not None:
-        found = shutil.which(python)
-        if found is None or not os.access(found, os.X_OK):
-            raise UsageError(f"--python {python}: no such interpreter (not a file, or not executable)")
+        check_python(python)
         return
     if importlib.util.find_spec("torch") is None:
         raise UsageError("capturing a workload needs PyTorch in this Python (pip install 'diagnose[capture]' "
@@ -194,6 +192,8 @@ def _ncu_pass(spec: CaptureSpec, out: Path, trace: Trace, meta: dict, timeout_s:
 
 def default_out(target: Target) -> Path:
     """diagnose-out/<name of the target> in the current folder."""
+    if str(target.path) == "-":
+        return Path("diagnose-out") / "stdin"
     name = target.path.name
     for suffix in (".gz", ".json", ".py"):
         name = name.removesuffix(suffix)
@@ -214,6 +214,17 @@ def write_outputs(diagnosis: Diagnosis, out: Path, html: bool = True) -> dict[st
         path.write_text(renderer.render(diagnosis), encoding="utf-8")
         written[renderer.label] = str(path)
     return written
+
+
+def relocate(diagnosis: Diagnosis, old: Path, new: Path) -> Diagnosis:
+    """The same diagnosis with every mention of folder `old` (a staging folder) naming `new` instead."""
+    from diagnose.report.json_report import render_json
+
+    text = render_json(diagnosis, indent=None)
+    quoted_old, quoted_new = json.dumps(str(old))[1:-1], json.dumps(str(new))[1:-1]
+    if quoted_old not in text:
+        return diagnosis
+    return Diagnosis.from_dict(json.loads(text.replace(quoted_old, quoted_new)))
 
 
 def sweep_and_analyse(target: Target, out: Path, config: Config, sweep: str, *, params: dict, warmup: int,
