@@ -36,6 +36,14 @@ CATALOGUE: dict[str, tuple[str, str]] = {
                             "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True lets the caching allocator grow a "
                             "segment in place instead of caching one block per odd size, so memory freed at one "
                             "size serves requests of another."),
+    "static-shapes": ("Keep input shapes static",
+                      "Give the op one shape: a preallocated maximum-length KV cache with a mask, fixed-length "
+                      "padded batches; for torch.compile, mark the varying dimension dynamic instead of "
+                      "recompiling for every length. cuDNN/cuBLAS plans, autotuning and compiled graphs are "
+                      "then built once and reused."),
+    "shape-bucketing": ("Bucket the varying length",
+                        "Round the varying length up to a few buckets (multiples of 64 or 128, or powers of two) "
+                        "and pad: one plan or compiled graph per bucket, built once, reused after."),
 }
 
 

@@ -6,6 +6,7 @@ docs/rules/ are generated from them (`python -m diagnose.docs`).
 from diagnose.rules.attention_memory import AttentionMemory
 from diagnose.rules.compute_bound import ComputeBound
 from diagnose.rules.decode_latency import DecodeLatency
+from diagnose.rules.dynamic_shapes import DynamicShapes
 from diagnose.rules.host_bound import HostBound
 from diagnose.rules.kv_fragmentation import KVFragmentation
 from diagnose.rules.launch_overhead import LaunchOverhead
@@ -16,6 +17,7 @@ from diagnose.rules.vram_limit import VramLimit
 ALL_RULES = [
     LaunchOverhead,
     HostBound,
+    DynamicShapes,
     SyncStall,
     MemoryBound,
     ComputeBound,
