@@ -22,11 +22,13 @@ time spent sampling is recorded (`cost.sampling_s`) so a capture states what it 
 """
 from __future__ import annotations
 
+import getpass
 import gzip
 import json
 import os
 import sys
 import sysconfig
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -49,6 +51,8 @@ class StackSampler:
         self.samples: list[tuple[int, int]] = []
         self.clock: dict = {}
         self.sampling_ns = 0
+        self._previous: dict = {}
+        self.error: str | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -67,6 +71,7 @@ class StackSampler:
         if self._thread is not None:
             self._thread.join(timeout=5)
         self.clock.setdefault("stop_ns", time.time_ns())
+        self._previous = {}
 
     def _run(self) -> None:
         wait, current, target = self._stop.wait, sys._current_frames, self.thread_id
@@ -74,23 +79,46 @@ class StackSampler:
             began = time.perf_counter_ns()
             frame = current().get(target)
             now = time.time_ns()
-            if frame is not None:
-                self.samples.append((now, self._intern(frame)))
-            del frame
+            try:
+                if frame is not None:
+                    self.samples.append((now, self._intern(frame)))
+            except Exception as exc:  # never let the sampler disturb the workload: stop sampling
+                self.error = f"{type(exc).__name__}: {exc}"
+                return
+            finally:
+                del frame
             self.sampling_ns += time.perf_counter_ns() - began
 
     def _intern(self, frame) -> int:
-        """The id of the stack ending at `frame` (outermost frame first)."""
-        keys = []
-        frames = self.frames
+        """The id of the stack ending at `frame` (outermost frame first).
+
+        The walk stops at the first frame that was on the previous sample's stack at the same line:
+        the stack above it is unchanged, so its interned prefix is reused. The previous sample's
+        frames are held until the next sample (a millisecond) for that identity check."""
+        chain = []  # (frame, key) from the innermost frame outwards
+        prefix: tuple = ()
+        previous = self._previous
         while frame is not None:
             key = (frame.f_code, frame.f_lineno)
+            known = previous.get(id(frame))
+            if known is not None and known[0] is frame and known[1] == key:
+                prefix = known[2]
+                break
+            chain.append((frame, key))
+            frame = frame.f_back
+        frames = self.frames
+        current = {}
+        stack = prefix
+        for new, key in reversed(chain):
             fid = frames.get(key)
             if fid is None:
                 fid = frames[key] = len(frames)
-            keys.append(fid)
+            stack = stack + (fid,)
+            current[id(new)] = (new, key, stack)
+        while frame is not None:  # the unchanged frames above keep their entries
+            current[id(frame)] = previous[id(frame)]
             frame = frame.f_back
-        stack = tuple(reversed(keys))
+        self._previous = current
         sid = self.stacks.get(stack)
         if sid is None:
             sid = self.stacks[stack] = len(self.stacks)
@@ -115,7 +143,7 @@ class StackSampler:
             "stacks": stacks,
             "samples": [[round((t - t0) / 1000, 1), sid] for t, sid in self.samples],
             "cost": {"samples": len(self.samples), "sampling_s": round(self.sampling_ns / 1e9, 6),
-                     "capped": len(self.samples) >= MAX_SAMPLES},
+                     "capped": len(self.samples) >= MAX_SAMPLES, "error": self.error},
         }
 
     def write(self, folder: Path) -> str:
@@ -149,6 +177,13 @@ def library_roots() -> list[str]:
     for prefix in {sys.prefix, sys.base_prefix, sys.exec_prefix}:
         roots.add(os.path.join(prefix, "lib"))
     roots.add(str(Path(__file__).resolve().parents[1]))  # diagnose itself
+    # code torch generates at run time: inductor's and triton's caches
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):
+        user = ""
+    roots.add(os.environ.get("TORCHINDUCTOR_CACHE_DIR") or os.path.join(tempfile.gettempdir(), f"torchinductor_{user}"))
+    roots.add(os.environ.get("TRITON_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".triton"))
     return sorted(r for r in roots if r)
 
 
