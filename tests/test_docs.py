@@ -8,7 +8,7 @@ from diagnose.rules import ALL_RULES
 from conftest import ROOT
 
 MISSION_RULE_IDS = {"launch-overhead", "memory-bound", "compute-bound", "attention-memory", "kv-fragmentation",
-                    "decode-latency", "vram-limit", "host-bound", "sync-stall"}
+                    "decode-latency", "vram-limit", "host-bound", "sync-stall", "dynamic-shapes"}
 
 
 def test_every_rule_is_documented():
@@ -30,5 +30,5 @@ def test_fix_ids_are_the_stable_ones():
     stable = {"cuda-graphs", "torch-compile", "triton-kernel", "bf16-tensor-cores", "fp8", "pad-dims",
               "flash-attention", "flex-attention", "paged-attention", "kv-quantization", "w4a16",
               "speculative-decoding", "fsdp2", "tensor-parallel", "gguf-mmap", "activation-checkpointing",
-              "remove-sync", "pinned-memory", "dataloader-workers", "larger-batch"}
+              "remove-sync", "pinned-memory", "dataloader-workers", "larger-batch", "static-shapes", "shape-bucketing"}
     assert stable <= set(CATALOGUE)
