@@ -76,7 +76,7 @@ class StackSampler:
     def _run(self) -> None:
         wait, current, target = self._stop.wait, sys._current_frames, self.thread_id
         while not wait(self.interval_s) and len(self.samples) < MAX_SAMPLES:
-            began = time.perf_counter_ns()
+            began = time.thread_time_ns()
             frame = current().get(target)
             now = time.time_ns()
             try:
@@ -87,7 +87,7 @@ class StackSampler:
                 return
             finally:
                 del frame
-            self.sampling_ns += time.perf_counter_ns() - began
+            self.sampling_ns += time.thread_time_ns() - began  # CPU time: the GIL it held, not waits
 
     def _intern(self, frame) -> int:
         """The id of the stack ending at `frame` (outermost frame first).
