@@ -51,6 +51,7 @@ class Rule:
     """Base class of every rule in rules/. The module docstring is the rule's documentation."""
 
     id: ClassVar[str]
+    order: ClassVar[int] = 50  # where it stands in reports: time rules first, memory rules last
     title: ClassVar[str]
     cheat_sheet: ClassVar[dict]  # bottleneck, signal, fix, impact
     needs: ClassVar[tuple[str, ...]] = ()
@@ -205,6 +206,7 @@ def _impact(finding: Finding) -> tuple:
     return (finding.est_speedup or 1.0, rank)
 
 
+NO_TORCH_WARNING = "the workload ran no PyTorch operation"  # trace/load.py's warning for such a capture
 UNEXPLAINED_NAMED_SHARE = 0.10  # unexplained time at least this share of the step is named in the verdict
 LOSS_NAMED_SHARE = 0.25  # a non-compute bucket this large, not covered by the top finding, is named too
 EXPLAIN_UNEXPLAINED = ("a capture in script or function mode (`diagnose model.py`) samples the Python stack, "
@@ -231,6 +233,8 @@ def verdict(d: Diagnosis) -> str:
     busy = d.summary.get("gpu_busy_fraction")
     ran = len(d.checked)
     if not d.summary.get("gpu_ops_per_step"):
+        if any(w.startswith(NO_TORCH_WARNING) for w in d.warnings):
+            return "The workload ran no PyTorch operation while it was profiled: there is nothing to diagnose."
         return (f"No GPU activity in this trace (a CPU-only run): {len(d.skipped)} GPU rules skipped, "
                 f"{ran} ran.")
     if busy is None:

@@ -43,6 +43,14 @@ CATALOGUE: dict[str, tuple[str, str]] = {
     "grad-accumulation": ("All-reduce once per optimizer step",
                           "With gradient accumulation, run all micro-batches but the last under "
                           "model.no_sync(): one all-reduce per optimizer step instead of one per micro-batch."),
+    "static-shapes": ("Keep input shapes static",
+                      "Give the op one shape: a preallocated maximum-length KV cache with a mask, fixed-length "
+                      "padded batches; for torch.compile, mark the varying dimension dynamic instead of "
+                      "recompiling for every length. cuDNN/cuBLAS plans, autotuning and compiled graphs are "
+                      "then built once and reused."),
+    "shape-bucketing": ("Bucket the varying length",
+                        "Round the varying length up to a few buckets (multiples of 64 or 128, or powers of two) "
+                        "and pad: one plan or compiled graph per bucket, built once, reused after."),
 }
 
 

@@ -1,30 +1,28 @@
-"""The rules of diagnose, one file each; ALL_RULES is the explicit list the engine runs.
+"""The rules of diagnose, one file each; ALL_RULES lists them in report order.
 
 Installed as `diagnose.rules`. Each rule's module docstring is its documentation; the pages in
-docs/rules/ are generated from them (`python -m diagnose.docs`).
+docs/rules/ are generated from them (`python -m diagnose.docs`). A rule joins by existing: every
+module here that defines a `Rule` subclass is found, and the rules are ordered by their `order`
+(time rules first, then memory rules). Adding a rule is one file here, one YAML file of cases in
+fixtures/cases/, and regenerated docs.
 """
-from diagnose.rules.attention_memory import AttentionMemory
-from diagnose.rules.compute_bound import ComputeBound
-from diagnose.rules.decode_latency import DecodeLatency
-from diagnose.rules.exposed_comm import ExposedComm
-from diagnose.rules.host_bound import HostBound
-from diagnose.rules.kv_fragmentation import KVFragmentation
-from diagnose.rules.launch_overhead import LaunchOverhead
-from diagnose.rules.memory_bound import MemoryBound
-from diagnose.rules.sync_stall import SyncStall
-from diagnose.rules.vram_limit import VramLimit
+from __future__ import annotations
 
-ALL_RULES = [
-    LaunchOverhead,
-    HostBound,
-    SyncStall,
-    ExposedComm,
-    MemoryBound,
-    ComputeBound,
-    DecodeLatency,
-    AttentionMemory,
-    KVFragmentation,
-    VramLimit,
-]
+import importlib
+import pkgutil
+
+from diagnose.engine import Rule
+
+
+def _discover() -> list[type[Rule]]:
+    found = []
+    for info in sorted(pkgutil.iter_modules(__path__), key=lambda i: i.name):
+        module = importlib.import_module(f"{__name__}.{info.name}")
+        found += [obj for obj in vars(module).values()
+                  if isinstance(obj, type) and issubclass(obj, Rule) and obj.__module__ == module.__name__]
+    return sorted(found, key=lambda rule: (rule.order, rule.id))
+
+
+ALL_RULES: list[type[Rule]] = _discover()
 
 __all__ = ["ALL_RULES"]

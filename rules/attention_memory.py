@@ -57,6 +57,7 @@ class AttentionMemory(Rule):
     """Materialised T×T attention scores → fused attention (FlashAttention / cuDNN) or FlexAttention."""
 
     id = "attention-memory"
+    order = 70
     title = "Attention materialises its T×T score matrix: memory grows with the square of the sequence"
     cheat_sheet = {
         "bottleneck": "quadratic attention memory",

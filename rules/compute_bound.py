@@ -95,6 +95,7 @@ class ComputeBound(Rule):
     """Compute-bound matrix math → tensor cores, padded dimensions, the next precision rung."""
 
     id = "compute-bound"
+    order = 50
     title = "Compute-bound matrix math"
     cheat_sheet = {
         "bottleneck": "compute-bound matrix math",

@@ -65,6 +65,7 @@ class DecodeLatency(Rule):
     """Weight-streaming GEMV decode → W4A16 weights and speculative decoding."""
 
     id = "decode-latency"
+    order = 60
     title = "Decode latency: every token streams all the weights from HBM"
     cheat_sheet = {
         "bottleneck": "autoregressive decode latency",

@@ -39,6 +39,7 @@ class ExposedComm(Rule):
     """Collective communication not hidden under compute → overlap it, or do less of it."""
 
     id = "exposed-comm"
+    order = 35
     title = "Exposed communication: the GPU waits on collectives that no compute hides"
     cheat_sheet = {
         "bottleneck": "collective communication exposed on the critical path",

@@ -68,6 +68,7 @@ class KVFragmentation(Rule):
     """A KV cache grown by concatenation, preallocated and unused, or fragmented → paged attention."""
 
     id = "kv-fragmentation"
+    order = 80
     title = "KV-cache memory is wasted: fewer sequences fit than the GPU could hold"
     cheat_sheet = {
         "bottleneck": "KV-cache fragmentation",

@@ -59,6 +59,7 @@ class LaunchOverhead(Rule):
     """CPU kernel-launch overhead → CUDA graphs."""
 
     id = "launch-overhead"
+    order = 10
     title = "CPU launch overhead: the GPU waits for the host between small kernels"
     cheat_sheet = {
         "bottleneck": "CPU kernel launch overhead",

@@ -76,6 +76,7 @@ class MemoryBound(Rule):
     """Unfused pointwise/reduction chains at HBM bandwidth → torch.compile / Triton fusion."""
 
     id = "memory-bound"
+    order = 40
     title = "Memory-bound chains: unfused elementwise and reduction kernels round-trip through HBM"
     cheat_sheet = {
         "bottleneck": "memory-bandwidth-bound ops",

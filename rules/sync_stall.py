@@ -38,6 +38,7 @@ class SyncStall(Rule):
     """Host-device syncs inside the step → remove them."""
 
     id = "sync-stall"
+    order = 30
     title = "Sync stalls: host-device synchronisations drain the GPU queue every step"
     cheat_sheet = {
         "bottleneck": "host-device synchronisation inside the loop",

@@ -55,6 +55,7 @@ class VramLimit(Rule):
     """Weights + gradients + optimizer state beyond one GPU → FSDP2, activation checkpointing, TP."""
 
     id = "vram-limit"
+    order = 90
     title = "The model does not fit in one GPU's memory"
     cheat_sheet = {
         "bottleneck": "single-GPU VRAM limits",

@@ -19,6 +19,7 @@ import traceback
 from pathlib import Path
 
 from diagnose.capture.memory import MemoryRecorder
+from diagnose.capture.sampler import StackSampler
 from diagnose.capture.spec import CAPTURE_SCHEMA, CaptureSpec
 from diagnose.capture.steps import EnoughSteps, StepTracker
 
@@ -84,6 +85,7 @@ class CaptureSession:
         self.profiler = None
         self.memory = None
         self.tracker = None
+        self.sampler = None
         self.meta = {
             "schema": CAPTURE_SCHEMA,
             "target": spec.target,
@@ -145,6 +147,8 @@ class CaptureSession:
         if self.memory is not None:
             self.memory.start_history()
         self.profiler.start()
+        self.sampler = StackSampler()  # the main thread's Python stack, only while profiling
+        self.sampler.start(mark=torch.profiler.record_function)
 
     def stop_profiler(self) -> None:
         """Stop the profiler (if running) and write the trace; safe to call twice."""
@@ -152,6 +156,7 @@ class CaptureSession:
         if prof is None:
             return
         self.progress("export")
+        self.finish_sampler()
         with contextlib.suppress(Exception):
             self.sync()
         try:
@@ -161,6 +166,17 @@ class CaptureSession:
         except Exception as exc:  # a broken export must not hide the workload's own outcome
             self.meta.setdefault("warnings", []).append(f"trace export failed: {exc}")
         self.finish_memory()
+
+    def finish_sampler(self) -> None:
+        """Stop the stack sampler and write its samples (pysamples.json.gz) into the folder."""
+        sampler, self.sampler = self.sampler, None
+        if sampler is None:
+            return
+        sampler.stop()
+        try:
+            self.meta["files"]["pysamples"] = sampler.write(self.out)
+        except Exception as exc:
+            self.meta.setdefault("warnings", []).append(f"writing the Python stack samples failed: {exc}")
 
     def finish_memory(self) -> None:
         """Write memory.json from the allocator (once; nothing without CUDA)."""

@@ -7,6 +7,9 @@ loading, preprocessing, Python outside the model. That is what the host-bound ru
 """
 from __future__ import annotations
 
+import dataclasses
+import re
+
 import numpy as np
 import pandas as pd
 
@@ -14,6 +17,9 @@ from diagnose.metrics.timeline import SYNC_CALL, name_matches
 from diagnose.trace.model import Trace
 
 STEP_MARKERS = ("diagnose/", "ProfilerStep#")
+# torch.compile's own ranges (dynamo tracing, AOT autograd, inductor codegen): compiling is setup
+# work that a new input shape repeats, like a kernel-launching op's plan building
+COMPILE_OP = re.compile(r"^(?:dynamo|entire_frame_compile)$|\(dynamo_timed\)$")
 
 
 def merge_intervals(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
@@ -123,6 +129,127 @@ def host_work(trace: Trace, silent: pd.DataFrame) -> tuple[float, pd.DataFrame]:
     frame = pd.DataFrame(rows, columns=["name", "overlap_us"]) if rows else empty
     return max(work, 0.0), frame.sort_values(["overlap_us", "name"], ascending=[False, True],
                                                        kind="stable").reset_index(drop=True)
+
+
+def subtract(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """a minus b, for two unions of intervals (each sorted, non-overlapping)."""
+    if not len(a) or not len(b):
+        return a.reshape(-1, 2)
+    outside = np.column_stack((np.concatenate(([-np.inf], b[:, 1])), np.concatenate((b[:, 0], [np.inf]))))
+    outside = outside[outside[:, 1] > outside[:, 0]]
+    kept = intersect(a, outside)
+    return kept[kept[:, 1] > kept[:, 0]]
+
+
+def length(intervals: np.ndarray) -> float:
+    """Total length of a union of intervals."""
+    return float((intervals[:, 1] - intervals[:, 0]).sum()) if len(intervals) else 0.0
+
+
+@dataclasses.dataclass
+class SilentSplit:
+    """Where the silent host time (GPU idle, no CUDA call for a while) went, in µs over the window.
+
+    named     inside CPU ops that launch nothing, or DataLoader ranges: host work an op names
+    unnamed   inside no recorded op at all: Python the trace cannot see (batch building in
+              pure Python, tokenisation, sleeps); a stack sampler names it
+    setup     inside ops that launch kernels, or inside torch.compile's ranges: not dispatch
+              (stretches this long without a CUDA call) but plan building, autotuning,
+              compiling, first-call setup
+    in_cuda   the part of setup spent inside one long CUDA runtime call (cudaMalloc, cudaFree,
+              stream or context creation, module loading)
+    `host` holds the silent stretches minus setup, the time host-bound claims; `fillers` the ops
+    that named part of it; `setup_ops` the ops holding the setup time (the deepest op owns each µs).
+    """
+
+    total_us: float
+    named_us: float
+    unnamed_us: float
+    setup_us: float
+    in_cuda_us: float
+    host: np.ndarray
+    fillers: pd.DataFrame
+    setup_ops: pd.DataFrame
+
+    @property
+    def host_us(self) -> float:
+        """Silent time outside setup ops: host work, named or not."""
+        return self.named_us + self.unnamed_us
+
+
+def silent_split(trace: Trace, silent: pd.DataFrame) -> SilentSplit:
+    """Split the silent host stretches by what the trace says the host was inside (SilentSplit)."""
+    empty = pd.DataFrame(columns=["name", "overlap_us"])
+    if not len(silent):
+        return SilentSplit(0.0, 0.0, 0.0, 0.0, 0.0, np.empty((0, 2)), empty, empty)
+    stretches = merge_intervals(silent["start"].to_numpy(float), silent["end"].to_numpy(float))
+    ops = trace.ops
+    ops = ops[_touching(ops["ts"].to_numpy(float), ops["end"].to_numpy(float), stretches)]
+    cpu = ops[ops["cat"] == "cpu_op"].reset_index(drop=True)
+    is_setup = setup_mask(trace, cpu)
+    setup = intersect(stretches, _spans(cpu[is_setup]))
+    host = subtract(stretches, _spans(cpu[is_setup]))
+    annotations = ops[ops["cat"] == "user_annotation"]
+    loader = annotations[annotations["name"].str.contains("DataLoader", regex=False)]
+    candidates = pd.concat([cpu[~is_setup], loader], ignore_index=True)
+    named = intersect(host, _spans(candidates))
+    runtime = trace.runtime
+    in_cuda = overlap_us(setup, _spans(runtime)) if len(runtime) else 0.0
+    return SilentSplit(total_us=length(stretches), named_us=length(named),
+                       unnamed_us=length(host) - length(named), setup_us=length(setup), in_cuda_us=in_cuda,
+                       host=host, fillers=_overlaps_by_name(candidates, named),
+                       setup_ops=_self_overlaps(cpu[is_setup], setup))
+
+
+def _overlaps_by_name(ops: pd.DataFrame, covered: np.ndarray) -> pd.DataFrame:
+    """Per op name, µs of `covered` its instances overlap (nested ops each count their own)."""
+    rows = []
+    for name, group in ops.groupby("name", sort=False):
+        share = overlap_us(covered, _spans(group))
+        if share > 0:
+            rows.append((name, share))
+    frame = pd.DataFrame(rows, columns=["name", "overlap_us"]) if rows else pd.DataFrame(columns=["name", "overlap_us"])
+    return frame.sort_values(["overlap_us", "name"], ascending=[False, True], kind="stable").reset_index(drop=True)
+
+
+def _self_overlaps(ops: pd.DataFrame, covered: np.ndarray) -> pd.DataFrame:
+    """Per op name, µs of `covered` that its instances hold themselves, outside their child ops
+    (the deepest op owns each µs, so nested ops never count the same time twice)."""
+    held = self_held(ops, covered)
+    frame = pd.DataFrame({"name": ops["name"].to_numpy(object), "overlap_us": held})
+    frame = frame[frame["overlap_us"] > 0].groupby("name", as_index=False)["overlap_us"].sum()
+    return frame.sort_values(["overlap_us", "name"], ascending=[False, True], kind="stable").reset_index(drop=True)
+
+
+def self_held(ops: pd.DataFrame, covered: np.ndarray) -> np.ndarray:
+    """For each op (row order kept), the µs of `covered` inside it but outside its child ops on
+    the same thread (children: the ops of `ops` nested in it)."""
+    out = np.zeros(len(ops))
+    for _, group in ops.groupby("tid", sort=False):
+        group = group.sort_values(["ts", "end"], ascending=[True, False], kind="stable")
+        rows = ops.index.get_indexer(group.index)
+        ts, end = group["ts"].to_numpy(float), group["end"].to_numpy(float)
+        children: list[list[int]] = [[] for _ in range(len(group))]
+        stack: list[int] = []
+        for i in range(len(group)):
+            while stack and ts[i] >= end[stack[-1]]:
+                stack.pop()
+            if stack:
+                children[stack[-1]].append(i)
+            stack.append(i)
+        for i in range(len(group)):
+            own = np.array([[ts[i], end[i]]])
+            if children[i]:
+                kids = np.array(children[i])
+                own = subtract(own, merge_intervals(ts[kids], end[kids]))
+            out[rows[i]] = overlap_us(covered, own)
+    return out
+
+
+def setup_mask(trace: Trace, cpu: pd.DataFrame) -> np.ndarray:
+    """For each CPU op, whether it is setup-capable: it launches GPU work, or it is one of
+    torch.compile's compiling ranges."""
+    return _launching_mask(trace, cpu) | cpu["name"].str.contains(COMPILE_OP).to_numpy(bool)
 
 
 def sync_calls(trace: Trace, windows) -> pd.DataFrame:

@@ -50,7 +50,9 @@ def load_capture_folder(folder: Path, on_progress=None, max_bytes: int | None = 
         # diagnose wrote this trace: no events in it means the workload ran none, not a foreign file
         trace = load_trace_file(trace_path, allow_empty=True, on_progress=on_progress,
                                 max_bytes=max_bytes)
-    if meta.get("status") == "ok" and not (len(trace.gpu) or len(trace.ops) or len(trace.runtime)):
+    own = trace.ops["name"].astype(str).str.startswith("diagnose/") if len(trace.ops) else None
+    user_ops = int((~own).sum()) if own is not None else 0
+    if meta.get("status") == "ok" and not (len(trace.gpu) or user_ops or len(trace.runtime)):
         trace.warnings.append("the workload ran no PyTorch operation while it was profiled (does the script "
                               "use torch?): there is nothing to diagnose")
     trace.warnings.extend(str(w) for w in meta.get("warnings") or [] if w not in trace.warnings)
