@@ -17,6 +17,7 @@ import webbrowser
 from pathlib import Path
 
 from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn
 
 from diagnose.errors import EXIT_FINDING, EXIT_OK, EXIT_WORKLOAD_FAILED, DiagnoseError, UsageError
 from diagnose.findings import SEVERITIES
@@ -70,7 +71,8 @@ def build_parser(command: str = "run") -> argparse.ArgumentParser:
     if command == "run":
         p.add_argument("target", nargs="?", help=argparse.SUPPRESS)
         p.add_argument("script_args", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
-        p.add_argument("-m", dest="module", metavar="MODULE", help="run a module as a script (python -m MODULE)")
+        p.add_argument("-m", dest="module", metavar="MODULE", help="run a module as a script (python -m MODULE); "
+                       "what follows it is the module's")
     p.add_argument("-o", "--out", type=Path, help="output folder (default: diagnose-out/NAME)")
     p.add_argument("--format", choices=_formats(), help="what to print on stdout (default: text)")
     p.add_argument("--json", action="store_true", help="the same as --format json")
@@ -137,13 +139,20 @@ def main(argv: list[str] | None = None) -> int:
 
 def _parse(command: str, argv: list[str]) -> argparse.Namespace:
     """Parse one subcommand's arguments; for `run`, what follows a script or module is the script's."""
+    if command == "run" and "-m" in argv:  # as with python: what follows `-m MODULE` is the module's
+        cut = argv.index("-m")
+        if cut + 1 >= len(argv):
+            raise UsageError("-m needs a MODULE (see `diagnose --help`)")
+        args = build_parser(command).parse_args(argv[:cut])
+        if args.target is not None:
+            raise UsageError(f"give a TARGET or -m MODULE, not both ({args.target!r} and -m {argv[cut + 1]!r})")
+        args.module, args.script_args = argv[cut + 1], argv[cut + 2:]
+        return args
     args = build_parser(command).parse_args(argv)
     if command != "run":
         return args
     rest = list(args.script_args or [])
-    if args.module and args.target is not None:
-        rest, args.target = [args.target, *rest], None
-    runs_a_script = args.module is not None or (args.target or "").endswith(".py")
+    runs_a_script = (args.target or "").endswith(".py")
     if rest and rest[0] == "--":
         rest = rest[1:]
     if runs_a_script or not rest:
@@ -161,9 +170,9 @@ def _before(argv: list[str], target: str) -> list[str]:
 
 def _dispatch(command: str, args) -> int:
     if command == "rules":
-        from diagnose.rules_table import print_rules
+        from diagnose.rules_table import PIPED_WIDTH, print_rules
 
-        print_rules(_Stdout(highlight=False))
+        print_rules(_Stdout(highlight=False, width=None if sys.stdout.isatty() else PIPED_WIDTH))
         return EXIT_OK
     config = _config(args)
     err = Console(stderr=True, highlight=False)
@@ -303,6 +312,20 @@ class _Stdout(Console):
         _stdout_gone()
 
 
+class CountedBar(BarColumn):
+    """A progress bar only where the phase has a known total (no empty bar for "0/?")."""
+
+    def render(self, task):
+        return super().render(task) if task.total else ""
+
+
+class CountedOf(MofNCompleteColumn):
+    """"3/5" only where the phase has a known total; nothing rather than "0/?"."""
+
+    def render(self, task):
+        return super().render(task) if task.total else ""
+
+
 class _progress:
     """A rich progress line fed by phase reports: the capture child's, or the trace loader's (silent when quiet).
 
@@ -324,17 +347,7 @@ class _progress:
     def __enter__(self):
         if self.quiet or not self.console.is_terminal:
             return lambda event: None
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn
-
-        class _Counted(MofNCompleteColumn):
-            def render(self, task):
-                return super().render(task) if task.total else ""
-
-        class _Bar(BarColumn):
-            def render(self, task):
-                return super().render(task) if task.total else ""
-
-        self.progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), _Bar(), _Counted(),
+        self.progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), CountedBar(), CountedOf(),
                                  console=self.console, transient=True)
         self.progress.start()
         self.task = self.progress.add_task(self.first, total=None)

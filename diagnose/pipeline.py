@@ -76,26 +76,42 @@ def parse_target(text: str, module: bool = False) -> Target:
 
 
 def _check_defines(path: Path, name: str) -> None:
-    """A usage error unless `path` defines `name` at its top level (def, class, assignment or import)."""
+    """A usage error unless `path` defines `name` at its top level (def, class, assignment or import,
+    also inside top-level if/try/with blocks); checked by reading the file, without running it."""
     try:
         tree = ast.parse(path.read_bytes(), filename=str(path))
     except (SyntaxError, ValueError, OSError):
         return  # the capture reports the workload's own error, with its traceback
-    names = set()
-    for node in tree.body:
+    names = _top_level_names(tree.body)
+    if names is None or name in names:
+        return
+    defined = sorted(n for n in names if not n.startswith("_"))[:8]
+    raise UsageError(f"{path} defines no {name!r} at its top level"
+                     + (f" (it defines {', '.join(defined)})" if defined else ""))
+
+
+def _top_level_names(body: list) -> set[str] | None:
+    """Names a module body binds; None when it cannot be told without running it (`import *`)."""
+    names: set[str] = set()
+    for node in body:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             names.add(node.name)
-        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+        elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            names.update(t.id for t in targets if isinstance(t, ast.Name))
+            names.update(n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name))
         elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            if any(a.name == "*" for a in node.names):
+                return None
             names.update((a.asname or a.name).split(".")[0] for a in node.names)
-        else:
-            return  # conditional or dynamic definitions: let the capture judge
-    if name not in names:
-        defined = sorted(n for n in names if not n.startswith("_"))[:8]
-        raise UsageError(f"{path} defines no {name!r} at its top level"
-                         + (f" (it defines {', '.join(defined)})" if defined else ""))
+        elif isinstance(node, (ast.If, ast.Try, ast.With, ast.For, ast.While)):
+            blocks = [node.body, getattr(node, "orelse", []), getattr(node, "finalbody", []),
+                      *[h.body for h in getattr(node, "handlers", [])]]
+            for block in blocks:
+                inner = _top_level_names(block)
+                if inner is None:
+                    return None
+                names |= inner
+    return names
 
 
 def analyse(path: Path, config: Config, ncu_csv: Path | None = None, on_progress=None,

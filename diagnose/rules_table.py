@@ -9,6 +9,7 @@ from diagnose.format import fmt
 from diagnose.metrics.timeline import PARAMETERS
 from diagnose.rules import ALL_RULES
 
+PIPED_WIDTH = 200  # piped, the table is laid out this wide rather than folding names at 80 columns
 KIND_TEXT = {"fraction": "0–1", "count": "whole ≥ 1", "number": "≥ 0"}
 
 

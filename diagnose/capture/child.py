@@ -240,16 +240,20 @@ class CaptureSession:
         self.stop_profiler()
 
     def run_script(self) -> None:
-        """Script mode: run the file as __main__ with step boundaries found by hooks."""
+        """Script (or module) mode: run it as __main__ with step boundaries found by hooks."""
         spec = self.spec
         tracker = self.tracker = StepTracker(self)
         tracker.install()
+        module = spec.mode == "module"
         sys.argv = [spec.path, *spec.argv]
-        sys.path.insert(0, str(Path(spec.path).resolve().parent))
+        sys.path.insert(0, os.getcwd() if module else str(Path(spec.path).resolve().parent))
         self.start_profiler()
         self.progress("run", 0, 0)
         try:
-            runpy.run_path(spec.path, run_name="__main__")
+            if module:  # as `python -m MODULE`
+                runpy.run_module(spec.path, run_name="__main__", alter_sys=True)
+            else:
+                runpy.run_path(spec.path, run_name="__main__")
         finally:
             tracker.finish()
 

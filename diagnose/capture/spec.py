@@ -12,8 +12,9 @@ CAPTURE_SCHEMA = "diagnose.capture/1"
 class CaptureSpec:
     """One capture request.
 
-    `mode` is "function" (`file.py:NAME`, NAME(**params) returns a zero-argument step callable)
-    or "script" (`file.py`, run as __main__ with `argv`).
+    `mode` is "function" (`file.py:NAME`, NAME(**params) returns a zero-argument step callable),
+    "script" (`file.py`, run as __main__ with `argv`) or "module" (`path` names a module, run as
+    `python -m path` with `argv`).
     """
 
     path: str

@@ -20,6 +20,13 @@ RUNG_LABELS = {"fp32": "FP32 CUDA cores", "tf32": "TF32 tensor", "bf16": "bf16 t
                "fp8": "FP8 tensor", "int8": "INT8 tensor", "fp64": "FP64"}
 
 
+def _rung_label(rung: str, spec) -> str:
+    """A ceiling's label; FP32 runs on CUDA cores on NVIDIA GPUs, on vector units elsewhere (AMD)."""
+    if rung == "fp32" and not str(getattr(spec, "name", "")).startswith("NVIDIA"):
+        return "FP32 vector units"
+    return RUNG_LABELS.get(rung, rung)
+
+
 def roofline(metrics, limit: int = MAX_POINTS) -> dict:
     """{"points": [...], "ceilings": {...}} for the ops with the most kernel time, or {} when none fit."""
     spec = metrics.device_spec
@@ -49,7 +56,7 @@ def roofline(metrics, limit: int = MAX_POINTS) -> dict:
     points = sorted(points, key=lambda p: p["us_per_step"], reverse=True)[:limit]
     rungs = list(dict.fromkeys(p["rung"] for p in points if spec.peak(p["rung"])))
     ceilings = {"device": spec.name, "hbm_tbps": spec.hbm_tbps, "achievable_tbps": spec.achievable_tbps,
-                "compute": [{"rung": r, "label": RUNG_LABELS.get(r, r), "peak_tflops": spec.peak(r),
+                "compute": [{"rung": r, "label": _rung_label(r, spec), "peak_tflops": spec.peak(r),
                              "achievable_tflops": spec.achievable(r)} for r in rungs[:3]],
                 "source": spec.source}
     return {"points": points, "ceilings": ceilings,

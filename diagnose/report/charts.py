@@ -36,15 +36,36 @@ def _legend(x: float, y: float, entries: list[tuple[str, str]], marker: str | No
     return out
 
 
+ACCOUNTING_COLOURS = {  # step-accounting bucket id -> colour; the buckets add up to the step
+    "compute": "#3b6fd8", "comm_exposed": "#d42a2a", "copy": "#0f9f8f", "launch": "#f08a24",
+    "host_in_ops": "#c2410c", "host_work": "#f5c26b", "sync_wait": "#e11d48", "kernel_wait": "#b59ae6",
+    "other_wait": "#a3acb9", "unexplained": "#cbd5e1",
+}
+
+
 def step_budget_parts(summary: dict) -> list[dict]:
-    """The parts of one step that add up to its time (GPU busy, each idle class), with µs and share."""
+    """The parts of one step that add up to its time, with µs and share: the step accounting's buckets
+    (metrics/accounting.py) where the summary has them, else GPU busy and each idle class."""
     step = summary.get("step_time_us") or 0.0
-    values = {"busy": summary.get("gpu_busy_us_per_step") or 0.0, **(summary.get("idle_us_per_step") or {})}
-    if step <= 0:
+    if step <= 0 or not summary.get("gpu_ops_per_step"):
         return []
-    parts = [{"label": label, "colour": colour, "us": float(values.get(key) or 0.0)}
+    buckets = (summary.get("accounting") or {}).get("buckets")
+    if buckets:
+        return [{"label": b["label"], "colour": ACCOUNTING_COLOURS.get(b["id"], OTHER_OP_COLOUR),
+                 "us": float(b["us_per_step"]), "share": float(b["share"]), "detail": b.get("detail") or ""}
+                for b in buckets if b.get("in_sum", True) and b.get("us_per_step", 0) > 0]
+    values = {"busy": summary.get("gpu_busy_us_per_step") or 0.0, **(summary.get("idle_us_per_step") or {})}
+    parts = [{"label": label, "colour": colour, "us": float(values.get(key) or 0.0), "detail": ""}
              for key, label, colour in BUDGET_PARTS]
     return [{**part, "share": part["us"] / step} for part in parts if part["us"] > 0]
+
+
+def overlapped_comm(summary: dict) -> dict | None:
+    """The communication hidden behind compute (shown beside the accounting, not part of its sum)."""
+    for b in (summary.get("accounting") or {}).get("buckets") or []:
+        if not b.get("in_sum", True) and b.get("us_per_step", 0) > 0:
+            return b
+    return None
 
 
 def step_budget_bar(summary: dict) -> str:
@@ -57,6 +78,8 @@ def step_budget_bar(summary: dict) -> str:
     for part in parts:
         w = part["us"] / total * 1000
         tip = f"{part['label']}: {fmt(part['us'])} µs per step ({fmt(100 * part['share'])} %)"
+        if part.get("detail"):
+            tip += f"\n{part['detail']}"
         body.append(rect(x, 0, w, 24, part["colour"], tip))
         x += w
     return ('<svg class="budget-bar" viewBox="0 0 1000 24" preserveAspectRatio="none" role="img" '

@@ -68,6 +68,7 @@ def report_context(d: Diagnosis) -> dict:
         "roofline": roofline_view(details.roofline or {}),
         "ncu": ncu_view(details.ncu or {}),
         "budget_parts": charts.step_budget_parts(summary),
+        "overlapped": charts.overlapped_comm(summary),
         "timeline_note": (details.step_timeline or {}).get("note", ""),
         "top_kernels": records_table(details.top_kernels or [], TOP_KERNEL_COLUMNS,
                                      percent_keys={"share_of_gpu_time"}, max_chars=KERNEL_NAME_CHARS),
