@@ -35,7 +35,8 @@ def diagnose_trace(trace: Trace, config: Config | None = None, rules: list | Non
                   summary=summary(ctx), findings=results.findings, skipped=results.skipped,
                   checked=results.checked, capture=capture_summary(trace))
     d.details = details(ctx, ncu, ncu_seconds)
-    d.warnings = _unique([*notes, *join_warnings(ctx.metrics, ncu_label), *trace.warnings, *ctx.warnings])
+    d.warnings = _unique([*notes, *join_warnings(ctx.metrics, ncu_label), *trace.warnings, *ctx.warnings,
+                          *ctx.metrics.warnings])
     d.verdict = verdict(d)
     return d
 

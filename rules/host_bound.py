@@ -48,8 +48,7 @@ import shlex
 from diagnose.engine import Quiet, Rule, Threshold
 from diagnose.findings import Evidence, Finding
 from diagnose.fixes import fix
-from diagnose.metrics.host import silent_split
-from diagnose.metrics.pyframes import NO_SAMPLE, python_samples
+from diagnose.metrics.pyframes import NO_SAMPLE
 
 LOWER = {"high": "medium", "medium": "low", "low": "low"}
 MAX_OFFENDERS = 8
@@ -79,7 +78,7 @@ class HostBound(Rule):
         m = ctx.metrics
         budget = m.budget
         n = budget.n_steps
-        split = silent_split(ctx.trace, m.timeline.silent)
+        split = m.silent
         per_step = budget.host_scale / n  # µs over the window -> µs of an (unprofiled) step
         work = split.host_us * per_step
         share = budget.share(work)
@@ -87,7 +86,7 @@ class HostBound(Rule):
         if share < t["min_host_share"]:
             return Quiet(f"host work in GPU idle time {share:.0%} of the step < {t['min_host_share']:.0%}"
                          + _where_silent_went(split, budget, per_step))
-        samples = python_samples(ctx.trace)
+        samples = m.python_samples
         pageable = _pageable_copies(m.step_kernels, n)
         severity = "high" if share >= t["high_share"] else "medium" if share >= 0.3 else "low"
         evidence = [

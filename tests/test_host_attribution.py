@@ -124,7 +124,7 @@ def test_host_bound_names_the_users_lines_from_samples(tmp_path):
               ["/home/user/project/train.py", 57, "tokenise"]]
     _synthetic_samples(folder, load_target(folder), stacks=[[0, 1, 2], [0, 3]], frames=frames)
     trace = load_target(folder)
-    samples = python_samples(trace)
+    samples, _ = python_samples(trace)
     assert samples is not None and set(samples.where) == {"train.py:42 build_batch", "train.py:57 tokenise"}
     finding, _ = _finding(trace, HOST)
     assert finding.severity == "high"
@@ -155,8 +155,10 @@ def test_samples_without_their_clock_range_are_refused_with_a_warning(tmp_path):
     doc["clock"]["marker"] = "diagnose/pysamples clock"
     (folder / SAMPLES_FILE).write_bytes(gzip.compress(json.dumps(doc).encode()))
     trace = load_target(folder)
-    assert python_samples(trace) is None
-    assert any("Python stack samples not used" in w for w in trace.warnings)
+    samples, problem = python_samples(trace)
+    assert samples is None and "Python stack samples not used" in problem
+    d = diagnose_trace(trace)
+    assert any("Python stack samples not used" in w for w in d.warnings)
 
 
 # -- trace mode --------------------------------------------------------------------------------
@@ -238,7 +240,7 @@ def test_python_batch_capture_writes_samples_that_name_the_workload(tmp_path, ca
     assert code == 0
     meta = json.loads((out / "meta.json").read_text())
     assert meta["files"]["pysamples"] == SAMPLES_FILE
-    samples = python_samples(load_target(out))
+    samples, _ = python_samples(load_target(out))
     assert samples is not None and len(samples.t)
     assert any("python_batch.py" in w for w in samples.where)
     trace = load_target(out)

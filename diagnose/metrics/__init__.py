@@ -9,6 +9,8 @@ from diagnose import devices
 from diagnose.metrics import work
 from diagnose.metrics.accounting import Accounting, step_accounting
 from diagnose.metrics.comm import Communication, communication
+from diagnose.metrics.host import SilentSplit, silent_split
+from diagnose.metrics.pyframes import PySamples, python_samples
 from diagnose.metrics.launches import join_launches
 from diagnose.metrics.step_time import StepBudget, step_budget
 from diagnose.metrics.steps import Steps, find_steps
@@ -29,6 +31,7 @@ class Metrics:
         self.trace = trace
         self.timeline_params = timeline_params or {}
         self.ncu_table = ncu_table if ncu_table is not None and len(ncu_table.kernels) else None
+        self.warnings: list[str] = []  # what computing the metrics found wrong with their inputs
 
     @functools.cached_property
     def steps(self) -> Steps:
@@ -53,9 +56,23 @@ class Metrics:
         return communication(tl.ops, self.steps.start, self.steps.end, len(self.steps.windows))
 
     @functools.cached_property
+    def python_samples(self) -> PySamples | None:
+        """The capture's Python stack samples on the trace's time axis (metrics/pyframes.py), or None."""
+        samples, problem = python_samples(self.trace)
+        if problem:
+            self.warnings.append(problem)
+        return samples
+
+    @functools.cached_property
+    def silent(self) -> SilentSplit:
+        """Where the silent host stretches went: setup inside launching ops, work ops name, or nothing
+        recorded (metrics/host.py)."""
+        return silent_split(self.trace, self.timeline.silent)
+
+    @functools.cached_property
     def accounting(self) -> Accounting:
         """The analysed step split into named buckets that sum to the step (metrics/accounting.py)."""
-        return step_accounting(self.trace, self.timeline, self.budget, self.comm)
+        return step_accounting(self.timeline, self.budget, self.comm, self.trace, self.python_samples)
 
     @functools.cached_property
     def launches(self) -> pd.DataFrame:

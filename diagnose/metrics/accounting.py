@@ -9,8 +9,9 @@ GPU's busy time plus its idle gaps (timeline.py). Both are split further:
 | `comm_exposed` | a collective (NCCL/RCCL) runs and no compute kernel does | comm.py |
 | `copy` | only memcpy / memset run | comm.py |
 | `launch` | GPU idle while the host issued CUDA calls at least every `timeline.host_silence_us` (dispatch) | host-paced gaps |
-| `host_in_ops` | silent host stretches inside a CPU op that does launch kernels: setup that is not dispatch (cuDNN / cuBLAS plan building, autotuning, cudaMalloc, first-call initialisation) | silent gaps ∩ launching ops |
-| `host_work` | silent host stretches inside recorded CPU ops or user ranges that launch nothing (data loading, preprocessing) | silent gaps ∩ other ops |
+| `host_in_ops` | silent host stretches inside a CPU op that does launch kernels, or a torch.compile range: setup that is not dispatch (cuDNN / cuBLAS plan building, autotuning, compiling, cudaMalloc, first-call initialisation) | silent gaps ∩ launching ops |
+| `host_work` | silent host stretches inside recorded CPU ops or DataLoader ranges that launch nothing (data loading, preprocessing) | silent gaps ∩ other ops |
+| `host_python` | silent host stretches no recorded op covers, named by the user's Python lines (capture modes sample the stack) | silent gaps ∩ stack samples |
 | `sync_wait` | host-side idle that opened while the host sat in a synchronising call | after-sync gaps |
 | `kernel_wait` | the next kernel was queued; gap ≤ `timeline.kernel_wait_max_us` | kernel gaps |
 | `other_wait` | the next op was queued; longer gaps: waits on events, other streams, copies | other gaps |
@@ -30,7 +31,8 @@ import numpy as np
 import pandas as pd
 
 from diagnose.metrics.comm import Communication
-from diagnose.metrics.host import intersect, merge_intervals, overlap_us
+from diagnose.metrics.host import SilentSplit, merge_intervals, silent_split
+from diagnose.metrics.pyframes import NO_SAMPLE, PySamples
 from diagnose.metrics.step_time import StepBudget
 from diagnose.metrics.timeline import Timeline
 from diagnose.trace.model import Trace
@@ -43,6 +45,7 @@ LABELS = {
     "launch": "launch / dispatch (host-paced idle)",
     "host_in_ops": "host setup inside kernel-launching ops",
     "host_work": "host work outside CUDA calls",
+    "host_python": "host work in the user's Python (sampled)",
     "sync_wait": "waits after host-device syncs",
     "kernel_wait": "gaps between queued kernels",
     "other_wait": "waits on other streams / events",
@@ -99,45 +102,49 @@ class Accounting:
                 "basis": self.basis}
 
 
-def step_accounting(trace: Trace, timeline: Timeline, budget: StepBudget, comm: Communication) -> Accounting:
-    """Split the measured steps into the buckets above (µs per step)."""
+def step_accounting(timeline: Timeline, budget: StepBudget, comm: Communication, trace: Trace,
+                    samples: PySamples | None = None) -> Accounting:
+    """Split the measured steps into the buckets above (µs per step); with the capture's Python stack
+    samples, the silent host time no recorded op covers is named by the user's lines (`host_python`)."""
     n = max(budget.n_steps, 1)
     step = budget.step_us
     gaps = timeline.gaps
     scale = budget.host_scale
+    per_step = scale / n
     host = gaps[gaps["kind"] == "host"]
     synced = host["after_sync"].astype(bool)
-    launch = float(host.loc[~synced, "paced_us"].sum()) / n * scale
-    sync_wait = float(host.loc[synced, "dur"].sum()) / n * scale
-    silent = _silent_outside_syncs(timeline)
-    in_ops, in_ops_names, work, work_names = _silent_split(trace, silent)
-    silent_total = _length(silent)
-    in_ops_us, work_us = in_ops / n * scale, work / n * scale
-    unattributed = max(silent_total - in_ops - work, 0.0) / n * scale
+    launch = float(host.loc[~synced, "paced_us"].sum()) * per_step
+    sync_wait = float(host.loc[synced, "dur"].sum()) * per_step
+    split = silent_split(trace, _silent_outside_syncs(timeline))
+    python_us, python_names, unattributed = _python_split(split, samples)
     values = {
         "compute": (comm.compute_us, f"{_kernels_per_step(timeline, n):.0f} GPU ops per step"),
         "comm_exposed": (comm.comm_exposed_us, _comm_detail(comm)),
         "copy": (comm.copy_us, ""),
         "launch": (launch, ""),
-        "host_in_ops": (in_ops_us, _names(in_ops_names, n, scale)),
-        "host_work": (work_us, _names(work_names, n, scale)),
+        "host_in_ops": (split.setup_us * per_step, _names(split.setup_ops, per_step)),
+        "host_work": (split.named_us * per_step, _names(split.fillers, per_step)),
+        "host_python": (python_us * per_step, _names(python_names, per_step)),
         "sync_wait": (sync_wait, ""),
         "kernel_wait": (budget.kernel_wait_us, ""),
         "other_wait": (budget.other_wait_us, ""),
     }
-    names = {"host_in_ops": list(in_ops_names.index[:3]), "host_work": list(work_names.index[:3]),
+    names = {"host_in_ops": list(split.setup_ops["name"].head(3)), "host_work": list(split.fillers["name"].head(3)),
+             "host_python": list(python_names["name"].head(3)),
              "comm_exposed": [_short(x) for x in comm.collectives["name"].head(3)]}
     # The GPU split comes from the same clipped ops as the timeline's busy time, so on the profiled
     # base the buckets sum to the step exactly. On the unprofiled base the budget gives the host
     # side what the unprofiled step leaves; if the trace shows no host-side idle to rescale, that
     # time (the timing loop's own per-step cost) stays here as unexplained.
+    unattributed *= per_step
     accounted = sum(v for v, _ in values.values())
     remainder = step - accounted - unattributed
     unexplained = unattributed + max(remainder, 0.0)
     details = []
     if unattributed > 0:
         details.append(f"{unattributed:,.0f} µs of silent host stretches (no CUDA call for > "
-                       "timeline.host_silence_us) that no recorded op covers")
+                       "timeline.host_silence_us) that no recorded op covers"
+                       + ("" if samples is None else " and no Python stack sample fell in"))
     if remainder > 0.005 * step:
         details.append(f"{remainder:,.0f} µs of the unprofiled step that the profiled trace shows no idle "
                        "time for")
@@ -150,6 +157,18 @@ def step_accounting(trace: Trace, timeline: Timeline, budget: StepBudget, comm: 
     overlapped = [Bucket("comm_overlapped", NOT_IN_SUM["comm_overlapped"], comm.comm_overlapped_us,
                          comm.comm_overlapped_us / step if step > 0 else 0.0, "hidden under compute")]
     return Accounting(step, buckets, overlapped, budget.basis)
+
+
+def _python_split(split: SilentSplit, samples: PySamples | None) -> tuple[float, pd.DataFrame, float]:
+    """The silent host time no op names, shared among the user's sampled lines: (µs the samples name,
+    per line as a name/overlap_us frame, µs no sample fell in)."""
+    empty = pd.DataFrame(columns=["name", "overlap_us"])
+    if samples is None or split.unnamed_us <= 0:
+        return 0.0, empty, split.unnamed_us
+    lines = samples.attribute(split.unnamed)
+    missed = float(lines.loc[lines["where"] == NO_SAMPLE, "us"].sum())
+    named = lines[lines["where"] != NO_SAMPLE].rename(columns={"where": "name", "us": "overlap_us"})
+    return float(named["overlap_us"].sum()), named[["name", "overlap_us"]], missed
 
 
 HOST_SIDE = ("unexplained", "host_work", "host_in_ops", "launch", "sync_wait")
@@ -175,86 +194,21 @@ def _fit(values: dict, excess: float) -> dict:
 
 
 def _silent_outside_syncs(timeline: Timeline) -> np.ndarray:
-    """The silent host stretches of host gaps that did not open in a sync, merged, as (n, 2)."""
+    """The silent host stretches of host gaps that did not open in a sync, merged (start, end)."""
     silent, gaps = timeline.silent, timeline.gaps
     if not len(silent) or not len(gaps):
-        return np.empty((0, 2))
+        return pd.DataFrame({"start": [], "end": []})
     starts = gaps["start"].to_numpy(float)
     order = np.argsort(starts, kind="stable")
     at = np.searchsorted(starts[order], silent["start"].to_numpy(float), side="right") - 1
     owner = order[np.clip(at, 0, len(order) - 1)]
     keep = ~gaps["after_sync"].astype(bool).to_numpy()[owner]
-    return merge_intervals(silent["start"].to_numpy(float)[keep], silent["end"].to_numpy(float)[keep])
+    kept = merge_intervals(silent["start"].to_numpy(float)[keep], silent["end"].to_numpy(float)[keep])
+    return pd.DataFrame({"start": kept[:, 0], "end": kept[:, 1]})
 
 
-def _silent_split(trace: Trace, silent: np.ndarray):
-    """Silent host time inside launching CPU ops, and inside other recorded ops or user ranges,
-    with the µs each op name covers (innermost first: a shorter op of the same overlap wins)."""
-    empty = pd.Series(dtype=float)
-    if not len(silent):
-        return 0.0, empty, 0.0, empty
-    ops = trace.ops
-    near = ops[(ops["end"] > silent[0, 0]) & (ops["ts"] < silent[-1, 1])]
-    cpu = near[near["cat"] == "cpu_op"]
-    launching = _launching(trace, cpu)
-    ranges = near[(near["cat"] == "user_annotation") & ~near["name"].str.startswith(STEP_MARKERS)]
-    launch_ops = cpu[launching]
-    other_ops = pd.concat([cpu[~launching], ranges])
-    in_ops_iv = intersect(silent, _spans(launch_ops))
-    named_iv = intersect(silent, _spans(other_ops))
-    in_ops = _length(in_ops_iv)
-    work = _length(named_iv) - overlap_us(named_iv, merge_intervals(in_ops_iv[:, 0], in_ops_iv[:, 1]))
-    return in_ops, _by_name(launch_ops, in_ops_iv), max(work, 0.0), _by_name(other_ops, named_iv)
-
-
-def _launching(trace: Trace, cpu: pd.DataFrame) -> np.ndarray:
-    """For each CPU op, whether a CUDA runtime call on its own thread falls inside its span."""
-    runtime = trace.runtime
-    out = np.zeros(len(cpu), dtype=bool)
-    positions = np.arange(len(cpu))
-    tids = cpu["tid"].to_numpy(object)
-    for tid in pd.unique(tids):
-        calls = np.sort(runtime.loc[runtime["tid"] == tid, "ts"].to_numpy(float))
-        rows = positions[tids == tid]
-        if not len(calls):
-            continue
-        lo = np.searchsorted(calls, cpu["ts"].to_numpy(float)[rows], side="left")
-        hi = np.searchsorted(calls, cpu["end"].to_numpy(float)[rows], side="right")
-        out[rows] = hi > lo
-    return out
-
-
-def _by_name(ops: pd.DataFrame, covered: np.ndarray) -> pd.Series:
-    """µs of `covered` inside each op name, largest first; among names covering about the same
-    time (nested ops), the innermost first: the one whose instances are most filled by it."""
-    if not len(ops) or not len(covered):
-        return pd.Series(dtype=float)
-    rows = []
-    for name, group in ops.groupby("name", sort=False):
-        spans = _spans(group)
-        share = overlap_us(covered, spans)
-        if share > 0:
-            touched = spans[_touches(spans, covered)]
-            rows.append((name, share, share / max(_length(touched), 1e-9)))
-    if not rows:
-        return pd.Series(dtype=float)
-    frame = pd.DataFrame(rows, columns=["name", "us", "filled"])
-    frame["rank"] = (frame["us"] / frame["us"].max()).round(2)
-    frame = frame.sort_values(["rank", "filled", "name"], ascending=[False, False, True], kind="stable")
-    return pd.Series(frame["us"].to_numpy(), index=frame["name"].to_numpy())
-
-
-def _touches(spans: np.ndarray, covered: np.ndarray) -> np.ndarray:
-    """For each span (sorted, disjoint), whether it overlaps some interval of `covered`."""
-    k = np.searchsorted(covered[:, 1], spans[:, 0], side="right")
-    inside = k < len(covered)
-    out = np.zeros(len(spans), dtype=bool)
-    out[inside] = covered[k[inside], 0] < spans[inside, 1]
-    return out
-
-
-def _names(by_name: pd.Series, n: int, scale: float, top: int = 3) -> str:
-    return "; ".join(f"{name} {us / n * scale:,.0f} µs" for name, us in by_name.head(top).items())
+def _names(by_name: pd.DataFrame, per_step: float, top: int = 3) -> str:
+    return "; ".join(f"{r.name} {r.overlap_us * per_step:,.0f} µs" for r in by_name.head(top).itertuples())
 
 
 def _comm_detail(comm: Communication) -> str:
@@ -274,9 +228,3 @@ def _kernels_per_step(timeline: Timeline, n: int) -> float:
     return len(timeline.ops) / n
 
 
-def _spans(frame: pd.DataFrame) -> np.ndarray:
-    return merge_intervals(frame["ts"].to_numpy(float), frame["end"].to_numpy(float))
-
-
-def _length(intervals: np.ndarray) -> float:
-    return float((intervals[:, 1] - intervals[:, 0]).sum()) if len(intervals) else 0.0

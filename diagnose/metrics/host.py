@@ -158,7 +158,8 @@ class SilentSplit:
               compiling, first-call setup
     in_cuda   the part of setup spent inside one long CUDA runtime call (cudaMalloc, cudaFree,
               stream or context creation, module loading)
-    `host` holds the silent stretches minus setup, the time host-bound claims; `fillers` the ops
+    `host` holds the silent stretches minus setup, the time host-bound claims, and `unnamed` the
+    part of it no op covers (as intervals); `fillers` the ops
     that named part of it; `setup_ops` the ops holding the setup time (the deepest op owns each µs).
     """
 
@@ -170,6 +171,7 @@ class SilentSplit:
     host: np.ndarray
     fillers: pd.DataFrame
     setup_ops: pd.DataFrame
+    unnamed: np.ndarray = dataclasses.field(default_factory=lambda: np.empty((0, 2)))
 
     @property
     def host_us(self) -> float:
@@ -198,7 +200,7 @@ def silent_split(trace: Trace, silent: pd.DataFrame) -> SilentSplit:
     return SilentSplit(total_us=length(stretches), named_us=length(named),
                        unnamed_us=length(host) - length(named), setup_us=length(setup), in_cuda_us=in_cuda,
                        host=host, fillers=_overlaps_by_name(candidates, named),
-                       setup_ops=_self_overlaps(cpu[is_setup], setup))
+                       setup_ops=_self_overlaps(cpu[is_setup], setup), unnamed=subtract(host, named))
 
 
 def _overlaps_by_name(ops: pd.DataFrame, covered: np.ndarray) -> pd.DataFrame:

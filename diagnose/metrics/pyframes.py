@@ -14,7 +14,6 @@ import dataclasses
 import gzip
 import json
 import os
-import weakref
 import zlib
 from pathlib import Path
 
@@ -26,7 +25,14 @@ from diagnose.trace.model import Trace
 SAMPLES_FILE = "pysamples.json.gz"
 SCHEMA = "diagnose.pysamples/1"
 CLOCK_MARKER = "diagnose/pysamples clock"
-NO_SAMPLE = "(no sample inside: shorter than the sampling interval)"
+NO_SAMPLE = "(no sample inside or near it)"
+# A stretch with no sample inside takes the nearest sample's line when one lies within
+# max(NEAREST_US, NEAREST_GAPS × the median gap between samples) of it. The sampler thread needs
+# the GIL, which busy Python hands over only every sys.getswitchinterval() (5 ms by default) or
+# later, so samples of busy Python come several ms apart and shorter stretches fall between two
+# samples of the code that filled them.
+NEAREST_US = 5_000.0
+NEAREST_GAPS = 2.0
 ATTRIBUTION_COLUMNS = ["where", "file", "line", "function", "us", "samples"]
 
 
@@ -47,15 +53,18 @@ class PySamples:
     def attribute(self, stretches: np.ndarray) -> pd.DataFrame:
         """Share each stretch's µs among the user lines sampled inside it, summed per line.
 
-        `stretches` is a sorted (n, 2) array of disjoint [start, end) on the trace's time axis.
-        Stretches without a sample go to one NO_SAMPLE row, so the rows add up to the stretches."""
+        `stretches` is a sorted (n, 2) array of disjoint [start, end) on the trace's time axis. A
+        stretch with no sample inside goes whole to the nearest sample close enough (NEAREST_US);
+        the rest to one NO_SAMPLE row, so the rows add up to the stretches."""
         if not len(stretches):
             return pd.DataFrame(columns=ATTRIBUTION_COLUMNS)
         lo = np.searchsorted(self.t, stretches[:, 0], side="left")
         hi = np.searchsorted(self.t, stretches[:, 1], side="left")
         counts = hi - lo
         lengths = stretches[:, 1] - stretches[:, 0]
-        rows = np.concatenate([np.arange(a, b) for a, b in zip(lo, hi)]) if counts.sum() else np.empty(0, int)
+        nearest = self._nearest(stretches, lo, counts == 0)
+        lo, counts = np.where(nearest >= 0, nearest, lo), np.where(nearest >= 0, 1, counts)
+        rows = np.concatenate([np.arange(a, a + c) for a, c in zip(lo, counts)]) if counts.sum() else np.empty(0, int)
         weights = np.repeat(np.divide(lengths, counts, out=np.zeros_like(lengths), where=counts > 0), counts)
         frame = pd.DataFrame({"where": self.where[rows], "file": self.file[rows], "line": self.line[rows],
                               "function": self.function[rows], "us": weights, "samples": 1})
@@ -66,27 +75,33 @@ class PySamples:
                                                  "us": missed, "samples": 0}])], ignore_index=True)
         return out.sort_values(["us", "where"], ascending=[False, True], kind="stable").reset_index(drop=True)
 
+    def _nearest(self, stretches: np.ndarray, lo: np.ndarray, empty: np.ndarray) -> np.ndarray:
+        """For each empty stretch, the index of the closest sample within NEAREST_US (else -1)."""
+        out = np.full(len(stretches), -1)
+        if not len(self.t) or not empty.any():
+            return out
+        before = np.clip(lo - 1, 0, len(self.t) - 1)
+        after = np.clip(lo, 0, len(self.t) - 1)
+        gap_before = np.where(lo > 0, stretches[:, 0] - self.t[before], np.inf)
+        gap_after = np.where(lo < len(self.t), self.t[after] - stretches[:, 1], np.inf)
+        pick = np.where(gap_before <= gap_after, before, after)
+        reach = max(NEAREST_US, NEAREST_GAPS * float(np.median(np.diff(self.t)))) if len(self.t) > 1 else NEAREST_US
+        close = np.minimum(gap_before, gap_after) <= reach
+        out[empty & close] = pick[empty & close]
+        return out
 
-_CACHE: dict[int, tuple] = {}
 
-
-def python_samples(trace: Trace) -> PySamples | None:
+def python_samples(trace: Trace) -> tuple[PySamples | None, str | None]:
     """The capture's stack samples aligned to `trace`, or None when it has none (a trace file from
-    elsewhere, or a capture recorded before the sampler existed). Read once per trace; a file that
-    cannot be used adds one warning to the trace and gives None."""
-    key = id(trace)
-    cached = _CACHE.get(key)
-    if cached is not None and cached[0]() is trace:
-        return cached[1]
+    elsewhere, or a capture recorded before the sampler existed); and, when a samples file exists
+    but cannot be used, a warning saying why. Metrics.python_samples reads it once per trace."""
     path = samples_path(trace)
-    samples = None
-    if path is not None:
-        try:
-            samples = read_samples(path, trace)
-        except ValueError as exc:
-            trace.warnings.append(f"{path}: Python stack samples not used ({exc})")
-    _CACHE[key] = (weakref.ref(trace), samples)
-    return samples
+    if path is None:
+        return None, None
+    try:
+        return read_samples(path, trace), None
+    except ValueError as exc:
+        return None, f"{path}: Python stack samples not used ({exc})"
 
 
 def samples_path(trace: Trace) -> Path | None:
