@@ -23,7 +23,7 @@ from diagnose.findings import SEVERITIES
 from diagnose.output import OutputFolder
 from diagnose.version import __version__
 
-SUBCOMMANDS = ("run", "demo", "rules")
+SUBCOMMANDS = ("run", "demo", "rules", "diff")
 
 DESCRIPTION = """\
 Find what limits a PyTorch GPU workload and which fix to apply.
@@ -39,6 +39,9 @@ commands:
   diagnose demo           the built-in default: profiles the bundled decode workload on a GPU, or
                           analyses the bundled real H200 capture of it where there is none
   diagnose rules          the rules, their inputs and thresholds
+  diagnose diff BEFORE AFTER
+                          compare two runs (traces or folders): faster, slower or no significant
+                          change, with an interval, and where the change went
 """
 
 EPILOG = """\
@@ -62,11 +65,20 @@ class _Parser(argparse.ArgumentParser):
 def build_parser(command: str = "run") -> argparse.ArgumentParser:
     """The parser of one subcommand (its --help fits a screen)."""
     usage = {"run": "diagnose [run] TARGET [options] [SCRIPT ARGS...]  |  diagnose run -m MODULE [options] [ARGS...]",
-             "demo": "diagnose demo [options]", "rules": "diagnose rules"}[command]
+             "demo": "diagnose demo [options]", "rules": "diagnose rules",
+             "diff": "diagnose diff BEFORE AFTER [options]"}[command]
     p = _Parser(prog="diagnose", usage=usage, description=DESCRIPTION, epilog=EPILOG,
                 formatter_class=argparse.RawDescriptionHelpFormatter)
     if command == "rules":
         return p
+    # --- issue 14: `diagnose diff` (diagnose/diff_command.py) ---
+    if command == "diff":
+        from diagnose.diff_command import DESCRIPTION as DIFF_DESCRIPTION, USAGE as DIFF_USAGE, add_diff_options
+
+        p.usage, p.description = DIFF_USAGE, DIFF_DESCRIPTION
+        add_diff_options(p)
+        return p
+    # --- end issue 14 ---
     if command == "run":
         p.add_argument("target", nargs="?", help=argparse.SUPPRESS)
         p.add_argument("script_args", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
@@ -93,6 +105,14 @@ def build_parser(command: str = "run") -> argparse.ArgumentParser:
                    help="function mode: one capture per value of NAME; fits memory and time growth")
     p.add_argument("--max-trace-bytes", type=_count(1), metavar="N",
                    help="refuse traces that inflate past N bytes (default: see docs/how-it-works.md)")
+    # --- issue 14: `--baseline FOLDER` (diagnose/diff_command.py) ---
+    if command == "run":
+        from diagnose.diff_command import add_gate_option
+
+        p.add_argument("--baseline", type=Path, metavar="FOLDER",
+                       help="then compare with FOLDER (a capture, trace or sweep): diff.json, diff.html")
+        add_gate_option(p)
+    # --- end issue 14 ---
     p.add_argument("--no-html", action="store_true", help="skip report.html")
     p.add_argument("--open", action="store_true", help="open report.html in a browser when done")
     p.add_argument("-q", "--quiet", action="store_true", help="no summary, only the output paths")
@@ -165,6 +185,13 @@ def _dispatch(command: str, args) -> int:
 
         print_rules(_Stdout(highlight=False))
         return EXIT_OK
+    # --- issue 14: `diagnose diff` ---
+    if command == "diff":
+        from diagnose.diff_command import run_diff
+
+        args.fail_on = None
+        return run_diff(args, _config(args))
+    # --- end issue 14 ---
     config = _config(args)
     err = Console(stderr=True, highlight=False)
     if command == "demo":
@@ -209,6 +236,7 @@ def _run(args, target_text: str | None, script_args: list[str], config, err: Con
     out = args.out or pipeline.default_out(target)
     fmt_name = _output_format(args)
     quiet_progress = args.quiet or fmt_name != "text"
+    _check_baseline(args)  # issue 14
     if target.kind == "trace":
         for flag, given in (("--sweep", args.sweep), ("--param", args.param)):
             if given:
@@ -222,6 +250,7 @@ def _run(args, target_text: str | None, script_args: list[str], config, err: Con
                 diagnosis.warnings.insert(0, "--ncu: the target is a trace, not a workload: nothing to run under "
                                              "Nsight Compute (attach its results with --ncu-csv FILE)")
             written = _public(folder, pipeline.write_outputs(diagnosis, folder.path, html=not args.no_html))
+            compared = _baseline(args, diagnosis, config, folder, written)  # issue 14
     else:
         try:
             params = parse_params(args.param)
@@ -244,11 +273,20 @@ def _run(args, target_text: str | None, script_args: list[str], config, err: Con
                     ncu_timeout_s=args.ncu_timeout)
             diagnosis = pipeline.relocate(diagnosis, folder.path, folder.final)
             written = _public(folder, pipeline.write_outputs(diagnosis, folder.path, html=not args.no_html))
+            compared = _baseline(args, diagnosis, config, folder, written)  # issue 14
     if quiet_progress:
         for note in diagnosis.warnings:
             if note.startswith("--ncu") or note.startswith("ncu."):
                 print(f"diagnose: {note}", file=sys.stderr)
-    if args.quiet and fmt_name == "text":
+    if compared is not None:  # issue 14: with --baseline, stdout shows the diff
+        from diagnose.diff_command import exit_code, show
+
+        show(compared, args, written)
+        if diagnosis.workload_failed:
+            return EXIT_WORKLOAD_FAILED
+        if exit_code(compared) != EXIT_OK:
+            return exit_code(compared)
+    elif args.quiet and fmt_name == "text":
         _print("\n".join(written.values()))
     else:
         tty = sys.stdout.isatty()
@@ -262,6 +300,29 @@ def _run(args, target_text: str | None, script_args: list[str], config, err: Con
     if config.fail_on and worst and SEVERITIES.index(worst) <= SEVERITIES.index(config.fail_on):
         return EXIT_FINDING
     return EXIT_OK
+
+
+# --- issue 14: `--baseline FOLDER` (diagnose/diff_command.py) ---
+def _check_baseline(args) -> None:
+    if getattr(args, "baseline", None) is not None:
+        from diagnose.diff_command import check_baseline
+
+        check_baseline(args.baseline)
+    elif getattr(args, "fail_on_regression", None) is not None:
+        raise UsageError("--fail-on-regression needs --baseline FOLDER (or use `diagnose diff BEFORE AFTER`)")
+
+
+def _baseline(args, diagnosis, config, folder: OutputFolder, written: dict[str, str]):
+    """With --baseline: the DiffReport of the baseline against this run, its files added to `written`."""
+    if getattr(args, "baseline", None) is None:
+        return None
+    from diagnose.diff_command import compare_with_baseline
+
+    result, files = compare_with_baseline(diagnosis, args.baseline, config, folder.path,
+                                          fail_on_regression=args.fail_on_regression)
+    written.update(_public(folder, files))
+    return result
+# --- end issue 14 ---
 
 
 def _public(folder: OutputFolder, written: dict[str, str]) -> dict[str, str]:

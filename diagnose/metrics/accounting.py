@@ -61,6 +61,7 @@ class Bucket:
     share: float
     detail: str = ""
     names: list = dataclasses.field(default_factory=list)  # what filled it (op names, collectives), largest first
+    amounts: list = dataclasses.field(default_factory=list)  # [(name, µs per step)] for host buckets, largest first
 
 
 @dataclasses.dataclass
@@ -90,7 +91,8 @@ class Accounting:
         """Plain data for findings.json (`summary.accounting`) and the report's chart."""
         def row(b: Bucket, in_sum: bool) -> dict:
             return {"id": b.id, "label": b.label, "us_per_step": round(b.us, 3), "share": round(b.share, 4),
-                    "detail": b.detail, "names": list(b.names), "in_sum": in_sum}
+                    "detail": b.detail, "names": list(b.names), "in_sum": in_sum,
+                    "by_name": [{"name": n, "us_per_step": round(float(u), 3)} for n, u in b.amounts]}
 
         largest = self.largest_loss()
         return {"step_us": round(self.step_us, 3),
@@ -145,13 +147,15 @@ def step_accounting(trace: Trace, timeline: Timeline, budget: StepBudget, comm: 
     total = accounted + unexplained
     if total > step > 0:
         values = _fit(values, total - step)
-    buckets = [Bucket(k, LABELS[k], float(v), float(v) / step if step > 0 else 0.0, d, names.get(k, []))
-               for k, (v, d) in values.items()]
+    amounts = {"host_in_ops": _amounts(in_ops_names, n, scale), "host_work": _amounts(work_names, n, scale)}
+    buckets = [Bucket(k, LABELS[k], float(v), float(v) / step if step > 0 else 0.0, d, names.get(k, []),
+                      amounts.get(k, [])) for k, (v, d) in values.items()]
     overlapped = [Bucket("comm_overlapped", NOT_IN_SUM["comm_overlapped"], comm.comm_overlapped_us,
                          comm.comm_overlapped_us / step if step > 0 else 0.0, "hidden under compute")]
     return Accounting(step, buckets, overlapped, budget.basis)
 
 
+BY_NAME_ROWS = 10
 HOST_SIDE = ("unexplained", "host_work", "host_in_ops", "launch", "sync_wait")
 QUEUED_WAITS = ("kernel_wait", "other_wait")
 
@@ -255,6 +259,11 @@ def _touches(spans: np.ndarray, covered: np.ndarray) -> np.ndarray:
 
 def _names(by_name: pd.Series, n: int, scale: float, top: int = 3) -> str:
     return "; ".join(f"{name} {us / n * scale:,.0f} µs" for name, us in by_name.head(top).items())
+
+
+def _amounts(by_name: pd.Series, n: int, scale: float, top: int = BY_NAME_ROWS) -> list:
+    """[(name, µs per step)] of the largest names (what `diagnose diff` matches across runs)."""
+    return [(str(name), us / n * scale) for name, us in by_name.head(top).items()]
 
 
 def _comm_detail(comm: Communication) -> str:

@@ -72,4 +72,11 @@ def _link(path: str) -> str:
     return path.replace(" ", "%20").replace(")", "%29").replace("(", "%28")
 
 
-RENDERER = Renderer("md", "Markdown for a pull-request comment or CI job summary", render_markdown, order=30)
+def _render_diff(report, **options) -> str:
+    from diagnose.report.diff_markdown import render_diff_markdown
+
+    return render_diff_markdown(report, **options)
+
+
+RENDERER = Renderer("md", "Markdown for a pull-request comment or CI job summary", render_markdown, order=30,
+                    render_diff=_render_diff)

@@ -118,4 +118,10 @@ def _capture_note(capture: dict) -> str:
     return ""
 
 
-RENDERER = Renderer("text", "the one-screen terminal summary", render_text, order=0)
+def _render_diff(report, **options) -> str:
+    from diagnose.report.diff_text import render_diff_text
+
+    return render_diff_text(report, **options)
+
+
+RENDERER = Renderer("text", "the one-screen terminal summary", render_text, order=0, render_diff=_render_diff)
