@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from diagnose.diff import DiffReport
 from diagnose.report import diff_views as views
-from diagnose.report.markdown import _link, md
+from diagnose.report.mdtext import link as _link
+from diagnose.report.mdtext import md
 
 TOP_CHANGES = 3
 ICONS = {"faster": "🟢", "slower": "🔴", "no significant change": "⚪"}

@@ -8,7 +8,7 @@ from rich.table import Table
 
 from diagnose.diff import DiffReport
 from diagnose.report import diff_views as views
-from diagnose.report.text import UNWRAPPED, safe
+from diagnose.report.richtext import UNWRAPPED, safe
 
 VERDICT_STYLE = {"faster": "bold green", "slower": "bold red", "no significant change": "bold"}
 
