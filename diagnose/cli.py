@@ -36,12 +36,9 @@ commands:
       trace.json[.gz]     analyse a torch.profiler (kineto) trace from anywhere; no GPU needed
       -                   a trace read from standard input
       FOLDER              re-analyse a folder that diagnose wrote (a capture or a --sweep)
-  diagnose demo           the built-in default: profiles the bundled decode workload on a GPU, or
-                          analyses the bundled real H200 capture of it where there is none
+  diagnose demo           the built-in default: the bundled decode workload (its H200 capture without a GPU)
   diagnose rules          the rules, their inputs and thresholds
-  diagnose diff BEFORE AFTER
-                          compare two runs (traces or folders): faster, slower or no significant
-                          change, with an interval, and where the change went
+  diagnose diff A B       compare two runs (traces or folders): faster or slower, and why
 """
 
 EPILOG = """\
@@ -73,9 +70,12 @@ def build_parser(command: str = "run") -> argparse.ArgumentParser:
         return p
     # --- issue 14: `diagnose diff` (diagnose/diff_command.py) ---
     if command == "diff":
-        from diagnose.diff_command import DESCRIPTION as DIFF_DESCRIPTION, USAGE as DIFF_USAGE, add_diff_options
+        from diagnose.diff_command import DESCRIPTION as DIFF_DESCRIPTION
+        from diagnose.diff_command import EPILOG as DIFF_EPILOG
+        from diagnose.diff_command import USAGE as DIFF_USAGE
+        from diagnose.diff_command import add_diff_options
 
-        p.usage, p.description = DIFF_USAGE, DIFF_DESCRIPTION
+        p.usage, p.description, p.epilog = DIFF_USAGE, DIFF_DESCRIPTION, DIFF_EPILOG
         add_diff_options(p)
         return p
     # --- end issue 14 ---
@@ -110,8 +110,8 @@ def build_parser(command: str = "run") -> argparse.ArgumentParser:
         from diagnose.diff_command import add_gate_option
 
         p.add_argument("--baseline", type=Path, metavar="FOLDER",
-                       help="then compare with FOLDER (a capture, trace or sweep): diff.json, diff.html")
-        add_gate_option(p)
+                       help="then diff against FOLDER; gate: --fail-on-regression PCT")
+        add_gate_option(p, shown=False)
     # --- end issue 14 ---
     p.add_argument("--no-html", action="store_true", help="skip report.html")
     p.add_argument("--open", action="store_true", help="open report.html in a browser when done")

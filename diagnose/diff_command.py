@@ -28,6 +28,13 @@ kernels matched by family and ops matched by name and input shapes). Each side i
 capture folder or a sweep folder.
 """
 
+EPILOG = """\
+exit codes:
+  0  diff written
+  1  --fail-on-regression PCT: AFTER is slower by more than PCT % and the interval excludes 0
+  2  bad usage or unreadable input (one line on stderr)
+"""
+
 
 def add_diff_options(p: argparse.ArgumentParser) -> None:
     """The diff subcommand's arguments and options."""
@@ -42,10 +49,11 @@ def add_diff_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("-q", "--quiet", action="store_true", help="no summary, only the output paths")
 
 
-def add_gate_option(p: argparse.ArgumentParser) -> None:
-    """`--fail-on-regression PCT` (diff and --baseline)."""
+def add_gate_option(p: argparse.ArgumentParser, shown: bool = True) -> None:
+    """`--fail-on-regression PCT` (diff, and run with --baseline; `shown` False keeps it out of --help)."""
     p.add_argument("--fail-on-regression", type=percent, metavar="PCT",
-                   help="exit 1 when AFTER is slower by more than PCT %% and the interval excludes 0")
+                   help="exit 1 when slower than BEFORE by > PCT %% (interval excluding 0)" if shown
+                   else argparse.SUPPRESS)
 
 
 def percent(text: str) -> float:
