@@ -62,6 +62,7 @@ def details(ctx: Context, ncu=None, ncu_seconds: float | None = None) -> Details
     out.top_kernels = views.top_kernels(metrics)
     out.step_timeline = views.step_timeline(metrics)
     out.steps = views.per_step(metrics)
+    out.inventory = views.work_inventory(metrics)
     out.roofline = roofline(metrics) or None
     if metrics.ncu is not None:
         out.ncu = ncu_details(metrics, ncu, ncu_seconds)

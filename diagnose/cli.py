@@ -24,7 +24,7 @@ from diagnose.findings import SEVERITIES
 from diagnose.output import OutputFolder
 from diagnose.version import __version__
 
-SUBCOMMANDS = ("run", "demo", "rules")
+SUBCOMMANDS = ("run", "demo", "rules", "diff")
 
 DESCRIPTION = """\
 Find what limits a PyTorch GPU workload and which fix to apply.
@@ -37,15 +37,15 @@ commands:
       trace.json[.gz]     analyse a torch.profiler (kineto) trace from anywhere; no GPU needed
       -                   a trace read from standard input
       FOLDER              re-analyse a folder that diagnose wrote (a capture or a --sweep)
-  diagnose demo           the built-in default: profiles the bundled decode workload on a GPU, or
-                          analyses the bundled real H200 capture of it where there is none
+  diagnose demo           the built-in default: the bundled decode workload (its H200 capture without a GPU)
   diagnose rules          the rules, their inputs and thresholds
+  diagnose diff A B       compare two runs (traces or folders): faster or slower, and why
 """
 
 EPILOG = """\
 exit codes:
   0  diagnosis written
-  1  a finding at or above --fail-on SEVERITY (off unless asked; for CI audits)
+  1  a finding at or above --fail-on SEVERITY, or --fail-on-regression tripped (CI audits)
   2  bad usage or unreadable input (one line on stderr)
   3  the workload failed (exception, out of memory, timeout, crash); the report is still written
 
@@ -63,16 +63,27 @@ class _Parser(argparse.ArgumentParser):
 def build_parser(command: str = "run") -> argparse.ArgumentParser:
     """The parser of one subcommand (its --help fits a screen)."""
     usage = {"run": "diagnose [run] TARGET [options] [SCRIPT ARGS...]  |  diagnose run -m MODULE [options] [ARGS...]",
-             "demo": "diagnose demo [options]", "rules": "diagnose rules"}[command]
+             "demo": "diagnose demo [options]", "rules": "diagnose rules",
+             "diff": "diagnose diff BEFORE AFTER [options]"}[command]
     p = _Parser(prog="diagnose", usage=usage, description=DESCRIPTION, epilog=EPILOG,
                 formatter_class=argparse.RawDescriptionHelpFormatter)
     if command == "rules":
         return p
+    # --- issue 14: `diagnose diff` (diagnose/diff_command.py) ---
+    if command == "diff":
+        from diagnose.diff_command import DESCRIPTION as DIFF_DESCRIPTION
+        from diagnose.diff_command import EPILOG as DIFF_EPILOG
+        from diagnose.diff_command import USAGE as DIFF_USAGE
+        from diagnose.diff_command import add_diff_options
+
+        p.usage, p.description, p.epilog = DIFF_USAGE, DIFF_DESCRIPTION, DIFF_EPILOG
+        add_diff_options(p)
+        return p
+    # --- end issue 14 ---
     if command == "run":
         p.add_argument("target", nargs="?", help=argparse.SUPPRESS)
         p.add_argument("script_args", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
-        p.add_argument("-m", dest="module", metavar="MODULE", help="run a module as a script (python -m MODULE); "
-                       "what follows it is the module's")
+        p.add_argument("-m", dest="module", metavar="MODULE", help="run a module, as python -m MODULE")
     p.add_argument("-o", "--out", type=Path, help="output folder (default: diagnose-out/NAME)")
     p.add_argument("--format", choices=_formats(), help="what to print on stdout (default: text)")
     p.add_argument("--json", action="store_true", help="the same as --format json")
@@ -80,21 +91,29 @@ def build_parser(command: str = "run") -> argparse.ArgumentParser:
     p.add_argument("--set", action="append", default=[], metavar="RULE.NAME=VALUE", help="override a threshold")
     p.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
                    help="keyword argument for NAME(**params) (function mode)")
-    p.add_argument("--warmup", type=_count(0), default=3, help="warm-up steps before profiling (default 3)")
-    p.add_argument("--steps", type=_count(1), default=5, help="profiled steps (default 5)")
-    p.add_argument("--timed-steps", type=_count(0), default=20, help="steps timed without the profiler (default 20)")
-    p.add_argument("--timeout", type=float, default=900, help="seconds before the workload is stopped (default 900)")
-    p.add_argument("--python", help="Python interpreter that runs the workload (default: this one)")
+    p.add_argument("--warmup", type=_count(0), default=3, metavar="N", help="warm-up steps before profiling (default 3)")
+    p.add_argument("--steps", type=_count(1), default=5, metavar="N", help="profiled steps (default 5)")
+    p.add_argument("--timed-steps", type=_count(0), default=20, metavar="N", help="steps timed without the profiler (default 20)")
+    p.add_argument("--timeout", type=float, default=900, metavar="S", help="seconds before the workload is stopped (default 900)")
+    p.add_argument("--python", metavar="PATH", help="the Python that runs the workload")
     p.add_argument("--ncu", action="store_true",
-                   help="then run one step again under Nsight Compute: measured SM %%, DRAM %%, tensor pipe")
+                   help="then measure one step under Nsight Compute")
     p.add_argument("--ncu-csv", type=Path, metavar="FILE",
-                   help="attach Nsight Compute results (ncu --csv --page raw, or .ncu-rep) to the trace")
+                   help="attach Nsight Compute results (CSV or .ncu-rep)")
     p.add_argument("--ncu-timeout", type=float, default=600, metavar="S",
-                   help="seconds before the Nsight Compute pass is stopped (default 600)")
+                   help="limit of the Nsight Compute pass (default 600)")
     p.add_argument("--sweep", metavar="NAME=V1,V2,...",
-                   help="function mode: one capture per value of NAME; fits memory and time growth")
+                   help="one capture per value of a parameter")
     p.add_argument("--max-trace-bytes", type=_count(1), metavar="N",
-                   help="refuse traces that inflate past N bytes (default: see docs/how-it-works.md)")
+                   help="refuse traces that inflate past N bytes")
+    # --- issue 14: `--baseline FOLDER` (diagnose/diff_command.py) ---
+    if command == "run":
+        from diagnose.diff_command import add_gate_option
+
+        p.add_argument("--baseline", type=Path, metavar="FOLDER",
+                       help="then diff against FOLDER; gate: --fail-on-regression PCT")
+        add_gate_option(p, shown=False)
+    # --- end issue 14 ---
     p.add_argument("--no-html", action="store_true", help="skip report.html")
     p.add_argument("--open", action="store_true", help="open report.html in a browser when done")
     p.add_argument("-q", "--quiet", action="store_true", help="no summary, only the output paths")
@@ -174,6 +193,13 @@ def _dispatch(command: str, args) -> int:
 
         print_rules(_Stdout(highlight=False, width=None if sys.stdout.isatty() else PIPED_WIDTH))
         return EXIT_OK
+    # --- issue 14: `diagnose diff` ---
+    if command == "diff":
+        from diagnose.diff_command import run_diff
+
+        args.fail_on = None
+        return run_diff(args, _config(args))
+    # --- end issue 14 ---
     config = _config(args)
     err = Console(stderr=True, highlight=False)
     if command == "demo":
@@ -218,6 +244,7 @@ def _run(args, target_text: str | None, script_args: list[str], config, err: Con
     out = args.out or pipeline.default_out(target)
     fmt_name = _output_format(args)
     quiet_progress = args.quiet or fmt_name != "text"
+    _check_baseline(args)  # issue 14
     if target.kind == "trace":
         for flag, given in (("--sweep", args.sweep), ("--param", args.param)):
             if given:
@@ -231,6 +258,7 @@ def _run(args, target_text: str | None, script_args: list[str], config, err: Con
                 diagnosis.warnings.insert(0, "--ncu: the target is a trace, not a workload: nothing to run under "
                                              "Nsight Compute (attach its results with --ncu-csv FILE)")
             written = _public(folder, pipeline.write_outputs(diagnosis, folder.path, html=not args.no_html))
+            compared = _baseline(args, diagnosis, config, folder, written)  # issue 14
     else:
         try:
             params = parse_params(args.param)
@@ -253,11 +281,20 @@ def _run(args, target_text: str | None, script_args: list[str], config, err: Con
                     ncu_timeout_s=args.ncu_timeout)
             diagnosis = pipeline.relocate(diagnosis, folder.path, folder.final)
             written = _public(folder, pipeline.write_outputs(diagnosis, folder.path, html=not args.no_html))
+            compared = _baseline(args, diagnosis, config, folder, written)  # issue 14
     if quiet_progress:
         for note in diagnosis.warnings:
             if note.startswith("--ncu") or note.startswith("ncu."):
                 print(f"diagnose: {note}", file=sys.stderr)
-    if args.quiet and fmt_name == "text":
+    if compared is not None:  # issue 14: with --baseline, stdout shows the diff
+        from diagnose.diff_command import exit_code, show
+
+        show(compared, args, written)
+        if diagnosis.workload_failed:
+            return EXIT_WORKLOAD_FAILED
+        if exit_code(compared) != EXIT_OK:
+            return exit_code(compared)
+    elif args.quiet and fmt_name == "text":
         _print("\n".join(written.values()))
     else:
         tty = sys.stdout.isatty()
@@ -271,6 +308,29 @@ def _run(args, target_text: str | None, script_args: list[str], config, err: Con
     if config.fail_on and worst and SEVERITIES.index(worst) <= SEVERITIES.index(config.fail_on):
         return EXIT_FINDING
     return EXIT_OK
+
+
+# --- issue 14: `--baseline FOLDER` (diagnose/diff_command.py) ---
+def _check_baseline(args) -> None:
+    if getattr(args, "baseline", None) is not None:
+        from diagnose.diff_command import check_baseline
+
+        check_baseline(args.baseline)
+    elif getattr(args, "fail_on_regression", None) is not None:
+        raise UsageError("--fail-on-regression needs --baseline FOLDER (or use `diagnose diff BEFORE AFTER`)")
+
+
+def _baseline(args, diagnosis, config, folder: OutputFolder, written: dict[str, str]):
+    """With --baseline: the DiffReport of the baseline against this run, its files added to `written`."""
+    if getattr(args, "baseline", None) is None:
+        return None
+    from diagnose.diff_command import compare_with_baseline
+
+    result, files = compare_with_baseline(diagnosis, args.baseline, config, folder.path,
+                                          fail_on_regression=args.fail_on_regression)
+    written.update(_public(folder, files))
+    return result
+# --- end issue 14 ---
 
 
 def _public(folder: OutputFolder, written: dict[str, str]) -> dict[str, str]:

@@ -81,6 +81,8 @@ class Details:
       memory         allocator peaks, timeline, peak breakdown, sweep fits (memory/summary.py)
       roofline       roofline points and ceilings (ncu/roofline.py)
       ncu            the Nsight Compute join and measured kernels (ncu/details.py)
+      inventory      every GPU op per step by (kernel, launching op, input shapes), for `diagnose diff`
+                     (metrics/views.py)
     """
 
     top_kernels: list | None = None
@@ -89,6 +91,7 @@ class Details:
     memory: dict | None = None
     roofline: dict | None = None
     ncu: dict | None = None
+    inventory: list | None = None
 
     def to_dict(self) -> dict:
         """The sections that hold something, as findings.json's `details`."""

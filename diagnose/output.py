@@ -34,7 +34,7 @@ from typing import Iterable
 from diagnose.errors import UsageError
 
 STAGING_MARK = ".diagnose-staging-"
-OUTPUT_MARKERS = ("findings.json", "meta.json", "sweep.json", "report.html")
+OUTPUT_MARKERS = ("findings.json", "meta.json", "sweep.json", "report.html", "diff.json")
 """Files whose presence says diagnose wrote a folder (so it may be replaced whole)."""
 
 REWRITTEN = ("findings.json", "report.html")

@@ -1,4 +1,4 @@
-"""The layers hold: capture → trace → analysis → model → engine/rules → assemble → renderers → front.
+"""The layers hold: capture → trace → analysis → model → engine/rules → assemble → diff → renderers → front.
 
 Every import counts, those deferred inside functions too (they are the hidden cycles): a module
 may import only modules of its own layer or below, and the module graph has no cycle at all.
@@ -19,8 +19,9 @@ LAYERS = [
     ("engine", ["diagnose.engine"]),
     ("rules", ["diagnose.rules", "diagnose.rules_table", "diagnose.docs"]),
     ("assemble", ["diagnose.assemble"]),
+    ("diff", ["diagnose.diff"]),
     ("renderers", ["diagnose.report"]),
-    ("front", ["diagnose.output", "diagnose.pipeline", "diagnose.bundled", "diagnose.api", "diagnose.cli",
+    ("front", ["diagnose.output", "diagnose.pipeline", "diagnose.diff_command", "diagnose.bundled", "diagnose.api", "diagnose.cli",
                "diagnose.__main__", "diagnose.fixtures", "diagnose"]),
 ]
 

@@ -142,9 +142,10 @@ def test_attribution_shares_each_stretch_among_its_samples():
     s = PySamples(t=np.array([1.0, 2.0, 3.0, 12.0]), where=np.array(["a:1 f", "a:1 f", "b:2 g", "b:2 g"], dtype=object),
                   file=np.array(["a", "a", "b", "b"], dtype=object), line=np.array([1, 1, 2, 2]),
                   function=np.array(["f", "f", "g", "g"], dtype=object), interval_s=0.001, cost={}, path="")
-    out = s.attribute(np.array([[0.0, 6.0], [10.0, 14.0], [20.0, 21.0]]))
+    out = s.attribute(np.array([[0.0, 6.0], [10.0, 14.0], [20.0, 21.0], [20_000.0, 20_002.0]]))
     got = dict(zip(out["where"], out["us"]))
-    assert got == pytest.approx({"a:1 f": 4.0, "b:2 g": 2.0 + 4.0, NO_SAMPLE: 1.0})
+    # [20, 21] has no sample inside: it goes to the nearest (12.0, within NEAREST_US); the last is far from any
+    assert got == pytest.approx({"a:1 f": 4.0, "b:2 g": 2.0 + 4.0 + 1.0, NO_SAMPLE: 2.0})
 
 
 def test_samples_without_their_clock_range_are_refused_with_a_warning(tmp_path):

@@ -64,6 +64,7 @@ class Bucket:
     share: float
     detail: str = ""
     names: list = dataclasses.field(default_factory=list)  # what filled it (op names, collectives), largest first
+    amounts: list = dataclasses.field(default_factory=list)  # [(name, µs per step)] for host buckets, largest first
 
 
 @dataclasses.dataclass
@@ -93,7 +94,8 @@ class Accounting:
         """Plain data for findings.json (`summary.accounting`) and the report's chart."""
         def row(b: Bucket, in_sum: bool) -> dict:
             return {"id": b.id, "label": b.label, "us_per_step": round(b.us, 3), "share": round(b.share, 4),
-                    "detail": b.detail, "names": list(b.names), "in_sum": in_sum}
+                    "detail": b.detail, "names": list(b.names), "in_sum": in_sum,
+                    "by_name": [{"name": n, "us_per_step": round(float(u), 3)} for n, u in b.amounts]}
 
         largest = self.largest_loss()
         return {"step_us": round(self.step_us, 3),
@@ -152,8 +154,10 @@ def step_accounting(timeline: Timeline, budget: StepBudget, comm: Communication,
     total = accounted + unexplained
     if total > step > 0:
         values = _fit(values, total - step)
-    buckets = [Bucket(k, LABELS[k], float(v), float(v) / step if step > 0 else 0.0, d, names.get(k, []))
-               for k, (v, d) in values.items()]
+    amounts = {"host_in_ops": _amounts(split.setup_ops, per_step), "host_work": _amounts(split.fillers, per_step),
+               "host_python": _amounts(python_names, per_step)}
+    buckets = [Bucket(k, LABELS[k], float(v), float(v) / step if step > 0 else 0.0, d, names.get(k, []),
+                      amounts.get(k, [])) for k, (v, d) in values.items()]
     overlapped = [Bucket("comm_overlapped", NOT_IN_SUM["comm_overlapped"], comm.comm_overlapped_us,
                          comm.comm_overlapped_us / step if step > 0 else 0.0, "hidden under compute")]
     return Accounting(step, buckets, overlapped, budget.basis)
@@ -171,6 +175,7 @@ def _python_split(split: SilentSplit, samples: PySamples | None) -> tuple[float,
     return float(named["overlap_us"].sum()), named[["name", "overlap_us"]], missed
 
 
+BY_NAME_ROWS = 10
 HOST_SIDE = ("unexplained", "host_work", "host_in_ops", "launch", "sync_wait")
 QUEUED_WAITS = ("kernel_wait", "other_wait")
 
@@ -209,6 +214,11 @@ def _silent_outside_syncs(timeline: Timeline) -> np.ndarray:
 
 def _names(by_name: pd.DataFrame, per_step: float, top: int = 3) -> str:
     return "; ".join(f"{r.name} {r.overlap_us * per_step:,.0f} µs" for r in by_name.head(top).itertuples())
+
+
+def _amounts(by_name: pd.DataFrame, per_step: float, top: int = BY_NAME_ROWS) -> list:
+    """[(name, µs per step)] of the largest names (what `diagnose diff` matches across runs)."""
+    return [(str(r.name), r.overlap_us * per_step) for r in by_name.head(top).itertuples()]
 
 
 def _comm_detail(comm: Communication) -> str:

@@ -44,7 +44,10 @@ _REDUCTION = re.compile(r"layer_?norm|rms_?norm|softmax|batch_?norm|bn_fw|bn_bw|
                         r"scan_kernel|DeviceReduce|DeviceScan|nll_loss|cross_entropy|_pool|pool_", _I)
 _MEMORY = re.compile(r"CatArrayBatchedCopy|indexSelect|index_select|gather|scatter|embedding|"
                      r"index_copy|index_put|nchwToNhwc|nhwcToNchw|transpose|permute|copy_kernel|"
-                     r"multi_tensor_apply|DeviceRadixSort|DeviceSegmented|sort|memcpy", _I)
+                     r"multi_tensor_apply|DeviceRadixSort|DeviceSegmented|sort|memcpy|"
+                     # embedding backward (segment sums of the gradient rows) and cub's unique/compact
+                     r"compute_grad_weight|partials_per_segment|partial_segment|DeviceUniqueByKey|"
+                     r"DeviceCompact|DeviceSelect|DeviceScan", _I)
 _ELEMENTWISE = re.compile(r"FillFunctor|fill_kernel|Functor|dropout|distribution_", _I)
 
 _TC_YES = re.compile(r"nvjet|wgmma|gmma|hmma|imma|wmma|qmma|tensorop|tensor_op|OpClassTensorOp|"

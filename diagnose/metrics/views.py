@@ -29,6 +29,28 @@ def top_kernels(metrics, limit: int = 15) -> list[dict]:
     return rows
 
 
+INVENTORY_ROWS = 400
+
+
+def work_inventory(metrics, limit: int = INVENTORY_ROWS) -> list[dict]:
+    """Every GPU op of the measured steps grouped by (kernel name, launching CPU op, its input
+    shapes), per step, largest first (at most `limit` rows): what `diagnose diff` matches across
+    two runs, kernels by name family and ops by name and shapes."""
+    ops = metrics.step_kernels
+    n = max(metrics.budget.n_steps, 1)
+    if not len(ops):
+        return []
+    frame = pd.DataFrame({"name": ops["name"], "cat": ops["cat"], "dur": ops["dur"],
+                          "op": ops["op_name"].fillna(""),
+                          "input_dims": ops["input_dims"].map(lambda v: str(v) if isinstance(v, list) else "")})
+    grouped = frame.groupby(["name", "op", "input_dims"], sort=False).agg(
+        kind=("cat", "first"), calls=("dur", "size"), total_us=("dur", "sum"))
+    grouped = grouped.sort_values("total_us", ascending=False).head(limit)
+    return [{"name": name, "op": op or None, "input_dims": dims or None, "cat": row.kind,
+             "calls_per_step": round(row.calls / n, 3), "us_per_step": round(row.total_us / n, 3)}
+            for (name, op, dims), row in grouped.iterrows()]
+
+
 def _first_text(series: pd.Series):
     for value in series:
         if isinstance(value, list):

@@ -236,5 +236,12 @@ def _gib(n) -> str | None:
     return f"{n / 2**30:.2f} GiB" if isinstance(n, (int, float)) and n else None
 
 
+def _render_diff(report, **options) -> str:
+    from diagnose.report.diff_html import render_diff_html
+
+    return render_diff_html(report, **options)
+
+
 RENDERER = Renderer("html", "report.html: one self-contained page with charts (works offline)", render_html,
-                    filename="report.html", label="report", order=20)
+                    filename="report.html", label="report", order=20, render_diff=_render_diff,
+                    diff_filename="diff.html")

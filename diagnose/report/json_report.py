@@ -13,6 +13,11 @@ def render_json(diagnosis: Diagnosis, indent: int | None = 2, **_) -> str:
     return json.dumps(_clean(diagnosis.to_dict()), indent=indent, ensure_ascii=False)
 
 
+def render_diff_json(report, indent: int | None = 2, **_) -> str:
+    """A DiffReport as JSON (schema `diagnose.diff/1`, diagnose/diff/model.py)."""
+    return json.dumps(_clean(report.to_dict()), indent=indent, ensure_ascii=False)
+
+
 def _clean(value):
     if isinstance(value, float) and not math.isfinite(value):
         return None
@@ -26,4 +31,5 @@ def _clean(value):
 
 
 RENDERER = Renderer("json", "findings.json: the versioned schema diagnose.findings/1", render_json,
-                    filename="findings.json", label="findings", order=10)
+                    filename="findings.json", label="findings", order=10, render_diff=render_diff_json,
+                    diff_filename="diff.json")

@@ -6,19 +6,14 @@ kernel called `|` or `<script>` cannot break the table or inject markup.
 """
 from __future__ import annotations
 
-import re
-
 from diagnose.findings import Diagnosis
-from diagnose.format import duration, fmt, percent, plain, short_name
+from diagnose.format import duration, fmt, percent, short_name
 from diagnose.report import Renderer
+from diagnose.report.diff_markdown import render_diff_markdown
+from diagnose.report.mdtext import link as _link
+from diagnose.report.mdtext import md
 
 TOP_FINDINGS = 3
-_SPECIAL = re.compile(r"([\\`*_{}\[\]<>()#+!|~])")
-
-
-def md(text) -> str:
-    """Untrusted text made inert in Markdown (and in a table cell): specials escaped, one line."""
-    return _SPECIAL.sub(r"\\\1", " ".join(plain(text).split()))
 
 
 def render_markdown(d: Diagnosis, *, outputs: dict[str, str] | None = None, **_) -> str:
@@ -68,8 +63,5 @@ def _headline_rows(d: Diagnosis) -> list[tuple[str, str]]:
     return rows
 
 
-def _link(path: str) -> str:
-    return path.replace(" ", "%20").replace(")", "%29").replace("(", "%28")
-
-
-RENDERER = Renderer("md", "Markdown for a pull-request comment or CI job summary", render_markdown, order=30)
+RENDERER = Renderer("md", "Markdown for a pull-request comment or CI job summary", render_markdown, order=30,
+                    render_diff=render_diff_markdown)

@@ -10,21 +10,16 @@ from __future__ import annotations
 import io
 
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
 from diagnose.findings import Diagnosis
-from diagnose.format import fmt, plain, plural
+from diagnose.format import fmt, plural
 from diagnose.report import Renderer
+from diagnose.report.diff_text import render_diff_text
+from diagnose.report.richtext import UNWRAPPED, safe
 
 SEVERITY_STYLE = {"high": "bold red", "medium": "bold yellow", "low": "cyan"}
 MAX_FINDINGS = 4
-UNWRAPPED = 100_000  # piped output: one line stays one line
-
-
-def safe(value) -> str:
-    """Untrusted text ready for rich: control characters escaped, markup inert."""
-    return escape(plain(value))
 
 
 def device_line(device: dict) -> str:
@@ -118,4 +113,4 @@ def _capture_note(capture: dict) -> str:
     return ""
 
 
-RENDERER = Renderer("text", "the one-screen terminal summary", render_text, order=0)
+RENDERER = Renderer("text", "the one-screen terminal summary", render_text, order=0, render_diff=render_diff_text)

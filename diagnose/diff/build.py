@@ -1,0 +1,68 @@
+"""Put a DiffReport together from two Diagnoses (each analysed once; nothing is recomputed)."""
+from __future__ import annotations
+
+from diagnose.diff import matching
+from diagnose.diff.attribution import bucket_changes
+from diagnose.diff.changes import finding_changes
+from diagnose.diff.model import DiffReport, Side
+from diagnose.diff.stats import MIN_EFFECT, gate_trips, step_change, step_samples
+from diagnose.errors import InputError
+from diagnose.findings import Diagnosis
+
+
+def diff_diagnoses(before: Diagnosis, after: Diagnosis, *, fail_on_regression: float | None = None,
+                   min_effect: float = MIN_EFFECT.default, paths: tuple[str, str] = ("", "")) -> DiffReport:
+    """Compare BEFORE with AFTER: the step change and verdict, its attribution, the findings' changes.
+
+    `paths` name the two sides as the user gave them. InputError when a side has no measured step."""
+    samples, basis, warnings = _samples(before, after)
+    change = step_change(*samples, basis=basis, min_effect=min_effect)
+    buckets = bucket_changes(before, after)
+    if _time_base(before) != _time_base(after):
+        warnings.append("the two sides' step accounting is on different time bases (one has unprofiled "
+                        "timing, the other not): bucket changes mix profiled and unprofiled time")
+    if before.device.get("name") and after.device.get("name") and before.device["name"] != after.device["name"]:
+        warnings.append(f"different devices: {before.device['name']} before, {after.device['name']} after")
+    shapes = matching.shape_changes(matching.op_table(before.details.inventory),
+                                    matching.op_table(after.details.inventory))
+    report = DiffReport(_side(before, paths[0]), _side(after, paths[1]), change, buckets, finding_changes(before.findings, after.findings),
+                        shape_changes=shapes, warnings=warnings + _side_warnings(before, after))
+    if fail_on_regression is not None:
+        report.gate_pct = fail_on_regression
+        report.gate_tripped = gate_trips(change, fail_on_regression)
+    return report
+
+
+def _samples(before: Diagnosis, after: Diagnosis):
+    """Both sides' per-step times on one basis: unprofiled where both have them, else profiled."""
+    unprof_b, prof_b = step_samples(before.capture, before.details.steps)
+    unprof_a, prof_a = step_samples(after.capture, after.details.steps)
+    if unprof_b and unprof_a:
+        return (unprof_b, unprof_a), "unprofiled per-step times (meta.json timing.unprofiled_step_us)", []
+    if not prof_b or not prof_a:
+        side = "BEFORE" if not prof_b else "AFTER"
+        raise InputError(f"{side} has no measured step to compare (no GPU activity in its trace)")
+    warnings = []
+    if unprof_b or unprof_a:
+        warnings.append("only one side has unprofiled step times: both are compared on profiled per-step "
+                        "durations")
+    if min(len(prof_b), len(prof_a)) < 5:
+        warnings.append(f"few steps ({len(prof_b)} before, {len(prof_a)} after): the interval is wide")
+    return (prof_b, prof_a), "profiled per-step durations from the traces", warnings
+
+
+def _time_base(d: Diagnosis) -> bool:
+    return bool((d.summary or {}).get("unprofiled_step_time_us"))
+
+
+def _side(d: Diagnosis, path: str) -> Side:
+    return Side(d.target, d.device, (d.summary or {}).get("step_time_us"), d.verdict, [f.rule for f in d.findings],
+                str(path))
+
+
+def _side_warnings(before: Diagnosis, after: Diagnosis) -> list[str]:
+    out = []
+    for label, d in (("BEFORE", before), ("AFTER", after)):
+        if d.workload_failed:
+            out.append(f"{label}: the workload failed ({d.capture.get('status')}); its numbers cover what ran")
+    return out

@@ -1,0 +1,108 @@
+"""Match the work of two runs: kernels by name family, ops by name and input shapes.
+
+A kernel's *family* is what stays when the choices a library makes per call are stripped: cuBLAS
+and CUTLASS GEMMs (nvjet, xmma, cutlass, gemv…) are one family `gemm`, convolutions `conv`, fused
+attention `attention`, NCCL kernels one family per collective, a Triton kernel its name less the
+trailing index, and any other kernel its name less `void`, template arguments and the argument
+list. So cuBLAS picking another tile, or bf16 instead of fp32, is one change of the `gemm` family,
+not one kernel vanishing and another appearing.
+
+An op is matched by its name and the input shapes it was called with; an op whose name matches
+but whose shapes differ is a *shape change* (a halved batch shows up there).
+"""
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+
+FAMILIES = (
+    ("attention", re.compile(r"flash|fmha|sdpa|attention|attn", re.I)),
+    ("conv", re.compile(r"implicit_gemm|conv|dgrad|wgrad|fprop|winograd", re.I)),
+    ("gemm", re.compile(r"gemm|gemv|nvjet|xmma|cutlass|cublas|s884|s1688|h884|h1688|s16816|h16816|"
+                        r"^(ampere|turing|volta|sm\d+)_", re.I)),
+)
+_NCCL = re.compile(r"nccl\w*?(AllReduce|AllGather|ReduceScatter|Broadcast|SendRecv|Send|Recv|Reduce|AllToAll)", re.I)
+_TRAILING_INDEX = re.compile(r"_\d+$")
+
+
+def kernel_family(name: str) -> str:
+    """The family of a GPU op's name (see the module docstring)."""
+    text = str(name or "").strip()
+    if text.startswith(("Memcpy", "Memset")):
+        return text.split("(")[0].strip()
+    nccl = _NCCL.search(text)
+    if nccl:
+        return f"nccl {nccl.group(1)}"
+    if text.startswith("triton_"):
+        return _TRAILING_INDEX.sub("", text)
+    for family, pattern in FAMILIES:
+        if pattern.search(text):
+            return family
+    return _bare(text)
+
+
+def _bare(text: str) -> str:
+    """`void ns::kernel<T, 4>(args)` → `ns::kernel` (anonymous namespaces dropped)."""
+    text = text.removeprefix("void ").replace("(anonymous namespace)::", "")
+    out, depth = [], 0
+    for ch in text:
+        if ch == "<":
+            depth += 1
+        elif ch == ">":
+            depth = max(depth - 1, 0)
+        elif ch == "(" and depth == 0:
+            break
+        elif depth == 0:
+            out.append(ch)
+    return "".join(out).strip() or text[:80]
+
+
+def kernel_families(inventory: list[dict] | None) -> dict[str, dict]:
+    """Per family: µs and calls per step, the ops that launched it and its kernel names."""
+    out: dict[str, dict] = {}
+    for row in inventory or []:
+        fam = out.setdefault(kernel_family(row["name"]), {"us_per_step": 0.0, "calls_per_step": 0.0,
+                                                          "cat": row.get("cat"), "ops": defaultdict(float),
+                                                          "kernels": defaultdict(float)})
+        fam["us_per_step"] += row.get("us_per_step") or 0.0
+        fam["calls_per_step"] += row.get("calls_per_step") or 0.0
+        fam["ops"][row.get("op") or "(no CPU op: graph replay or untraced)"] += row.get("us_per_step") or 0.0
+        fam["kernels"][row["name"]] += row.get("us_per_step") or 0.0
+    return out
+
+
+def op_table(inventory: list[dict] | None) -> dict[tuple[str, str], dict]:
+    """Per (op name, input shapes): GPU µs and kernels launched per step (ops that launch kernels)."""
+    out: dict[tuple[str, str], dict] = {}
+    for row in inventory or []:
+        if not row.get("op"):
+            continue
+        entry = out.setdefault((row["op"], row.get("input_dims") or ""), {"us_per_step": 0.0, "kernels_per_step": 0.0})
+        entry["us_per_step"] += row.get("us_per_step") or 0.0
+        entry["kernels_per_step"] += row.get("calls_per_step") or 0.0
+    return out
+
+
+def match(before: dict, after: dict) -> list[tuple[object, dict | None, dict | None]]:
+    """(key, before's entry or None, after's entry or None) for every key of either side."""
+    keys = list(dict.fromkeys([*before, *after]))
+    return [(k, before.get(k), after.get(k)) for k in keys]
+
+
+def shape_changes(before: dict, after: dict, limit: int = 10) -> list[dict]:
+    """Ops whose name is on both sides but whose input shapes on one side are not on the other."""
+    by_name_b, by_name_a = defaultdict(dict), defaultdict(dict)
+    for (name, dims), v in before.items():
+        by_name_b[name][dims] = v
+    for (name, dims), v in after.items():
+        by_name_a[name][dims] = v
+    out = []
+    for name in by_name_b.keys() & by_name_a.keys():
+        gone = sorted(set(by_name_b[name]) - set(by_name_a[name]))
+        new = sorted(set(by_name_a[name]) - set(by_name_b[name]))
+        if gone and new:
+            weight = sum(by_name_b[name][d]["us_per_step"] for d in gone) + sum(
+                by_name_a[name][d]["us_per_step"] for d in new)
+            out.append({"op": name, "before": gone[:3], "after": new[:3], "us_per_step": round(weight, 3)})
+    out.sort(key=lambda r: -r["us_per_step"])
+    return out[:limit]

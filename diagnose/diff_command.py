@@ -1,0 +1,136 @@
+"""`diagnose diff BEFORE AFTER` and `diagnose ... --baseline FOLDER`: the front end of diagnose/diff.
+
+Each side (a trace, a capture folder or a sweep folder) is analysed once by pipeline.analyse; the
+two Diagnoses make a DiffReport (diagnose/diff), which the renderer chosen by `--format` prints;
+with `-o DIR` every diff-writing renderer's file (diff.json, diff.html) is written there.
+`--fail-on-regression PCT` makes the exit code 1 when AFTER is slower than BEFORE by more than
+PCT % and the interval of the change excludes zero.
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import sys
+from pathlib import Path
+
+from diagnose import pipeline, report
+from diagnose.diff import DiffReport, diff_diagnoses
+from diagnose.errors import EXIT_FINDING, EXIT_OK, UsageError
+from diagnose.findings import Diagnosis
+from diagnose.output import OutputFolder
+
+USAGE = "diagnose diff BEFORE AFTER [--format text|json|md|html] [-o DIR] [--fail-on-regression PCT]"
+DESCRIPTION = """\
+Compare two runs: did AFTER get slower or faster than BEFORE, by how much (with a 95 % interval
+from the per-step times), and why (the change split over the step-accounting buckets, then over
+kernels matched by family and ops matched by name and input shapes). Each side is a trace, a
+capture folder or a sweep folder.
+"""
+
+EPILOG = """\
+exit codes:
+  0  diff written
+  1  --fail-on-regression PCT: AFTER is slower by more than PCT % and the interval excludes 0
+  2  bad usage or unreadable input (one line on stderr)
+"""
+
+
+def add_diff_options(p: argparse.ArgumentParser) -> None:
+    """The diff subcommand's arguments and options."""
+    p.add_argument("before", metavar="BEFORE", help="trace, capture folder or sweep folder")
+    p.add_argument("after", metavar="AFTER", help="trace, capture folder or sweep folder")
+    p.add_argument("-o", "--out", type=Path, help="write diff.json and diff.html into this folder")
+    p.add_argument("--format", choices=list(report.diff_renderers()), help="what to print on stdout (default: text)")
+    p.add_argument("--json", action="store_true", help="the same as --format json")
+    add_gate_option(p)
+    p.add_argument("--set", action="append", default=[], metavar="RULE.NAME=VALUE", help="override a threshold")
+    p.add_argument("--max-trace-bytes", type=int, metavar="N", help="refuse traces that inflate past N bytes")
+    p.add_argument("-q", "--quiet", action="store_true", help="no summary, only the output paths")
+
+
+def add_gate_option(p: argparse.ArgumentParser, shown: bool = True) -> None:
+    """`--fail-on-regression PCT` (diff, and run with --baseline; `shown` False keeps it out of --help)."""
+    p.add_argument("--fail-on-regression", type=percent, metavar="PCT",
+                   help="exit 1 when slower than BEFORE by > PCT %% (interval excluding 0)" if shown
+                   else argparse.SUPPRESS)
+
+
+def percent(text: str) -> float:
+    """A percentage ≥ 0 (argparse type)."""
+    try:
+        value = float(text.rstrip("%"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a percentage, got {text!r}") from None
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"must be a percentage ≥ 0, got {text!r}")
+    return value
+
+
+def run_diff(args, config) -> int:
+    """The `diff` subcommand: analyse both sides once, compare, print, write, gate."""
+    sides = []
+    for text in (args.before, args.after):
+        target = pipeline.parse_target(text)
+        if target.kind != "trace":
+            raise UsageError(f"{text}: diff compares traces or folders diagnose wrote; capture a workload first "
+                             "(or use `diagnose model.py:NAME --baseline FOLDER`)")
+        sides.append(pipeline.analyse(target.path, config, max_bytes=args.max_trace_bytes))
+    result = diff_diagnoses(*sides, fail_on_regression=args.fail_on_regression, paths=(args.before, args.after))
+    written = {}
+    if args.out is not None:
+        folder = OutputFolder(args.out)
+        with folder:
+            written = {k: str(folder.public(v)) for k, v in write_diff(result, folder.path).items()}
+    show(result, args, written)
+    return exit_code(result)
+
+
+def check_baseline(baseline: Path | None) -> None:
+    """A usage error unless `--baseline` names an existing trace or folder (checked before capturing)."""
+    if baseline is not None and not Path(baseline).exists():
+        raise UsageError(f"--baseline {baseline}: no such file or folder")
+
+
+def compare_with_baseline(diagnosis: Diagnosis, baseline: Path, config, out: Path,
+                          fail_on_regression: float | None = None) -> tuple[DiffReport, dict[str, str]]:
+    """`--baseline FOLDER`: the run just analysed (AFTER) against FOLDER (BEFORE, analysed here);
+    diff.json and diff.html are written into `out`. (report, {what: path})."""
+    check_baseline(baseline)
+    before = pipeline.analyse(Path(baseline), config)
+    result = diff_diagnoses(before, diagnosis, fail_on_regression=fail_on_regression,
+                            paths=(str(baseline), str(out)))
+    return result, write_diff(result, out)
+
+
+def write_diff(result: DiffReport, out: Path) -> dict[str, str]:
+    """Write every diff-writing renderer's file (diff.json, diff.html) into `out`; {what: path}."""
+    out.mkdir(parents=True, exist_ok=True)
+    written = {}
+    for renderer in report.diff_file_renderers():
+        path = out / renderer.diff_filename
+        path.write_text(renderer.render_diff(result), encoding="utf-8")
+        written[renderer.diff_filename.replace(".", " ")] = str(path)
+    return written
+
+
+def show(result: DiffReport, args, written: dict[str, str]) -> None:
+    """Print the diff in the chosen format (the paths only, with -q and text)."""
+    fmt_name = "json" if getattr(args, "json", False) else (args.format or "text")
+    renderer = report.diff_renderers().get(fmt_name)
+    if renderer is None:
+        raise UsageError(f"--format {fmt_name} has no diff view (known: {', '.join(report.diff_renderers())})")
+    if args.quiet and fmt_name == "text":
+        text = "\n".join(written.values())
+    else:
+        tty = sys.stdout.isatty()
+        text = renderer.render_diff(result, outputs=written, width=None, color=tty).rstrip("\n")
+    try:
+        print(text, flush=True)
+    except BrokenPipeError:  # the reader stopped early (`| head`): drop the rest
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+
+
+def exit_code(result: DiffReport) -> int:
+    """1 when the regression gate tripped, else 0."""
+    return EXIT_FINDING if result.gate_tripped else EXIT_OK

@@ -1,0 +1,78 @@
+"""Display-ready pieces of a DiffReport, shared by the diff views of every renderer."""
+from __future__ import annotations
+
+from diagnose.diff import DiffReport
+from diagnose.format import short_name
+
+MAX_BUCKET_ROWS = 6
+VERDICT_CLASS = {"faster": "good", "slower": "bad", "no significant change": "same"}
+
+
+def signed_us(value: float | None) -> str:
+    """"+1,234.5 µs" / "−12.0 µs"; "—" for None."""
+    if value is None:
+        return "—"
+    return f"{value:+,.1f} µs".replace("-", "−")
+
+
+def us(value: float | None) -> str:
+    """"1,234.5 µs"; "—" for None."""
+    return "—" if value is None else f"{value:,.1f} µs"
+
+
+def bucket_rows(r: DiffReport, limit: int = MAX_BUCKET_ROWS) -> list[dict]:
+    """The buckets that moved, largest share of the change first: label, before, after, change, share."""
+    total = r.step_delta_us
+    rows = []
+    for b in r.buckets:
+        if abs(b.delta_us) < 0.05 and len(rows) >= 1:
+            continue
+        share = b.delta_us / total if total else None
+        rows.append({"id": b.id, "label": b.label, "before": us(b.before_us), "after": us(b.after_us),
+                     "change": signed_us(b.delta_us), "share": "—" if share is None else f"{share:.0%}"})
+    return rows[:limit]
+
+
+def top_change_lines(r: DiffReport, n: int = 3) -> list[str]:
+    """The `n` largest attributed changes, one sentence each: bucket, then its largest matched item."""
+    out = []
+    for bucket, item in r.top_changes(n):
+        text = f"{bucket.label}: {signed_us(bucket.delta_us)} per step"
+        if item is not None:
+            where = f"{item.kind} {short_name(item.name, 80)}"
+            status = "" if item.status == "matched" else f", {item.status}"
+            text += f", most of it {where} ({signed_us(item.delta_us)}{status})"
+            if item.detail:
+                text += f"; {item.detail}"
+        out.append(text)
+    return out
+
+
+def step_line(r: DiffReport) -> str:
+    """"2,716.8 µs → 232.4 µs (−91.4 %, 95 % interval −91.6 % to −91.1 %; unprofiled, 30 + 30 steps)"."""
+    s = r.step
+    low, high = s.interval_pct
+    basis = "unprofiled" if s.basis.startswith("unprofiled") else "profiled"
+    return (f"{s.before_us:,.1f} µs → {s.after_us:,.1f} µs ({s.change_pct:+.1f} %, {s.confidence:.0%} interval "
+            f"{low:+.1f} % to {high:+.1f} %; {basis}, {s.n_before} + {s.n_after} steps)").replace("-", "−")
+
+
+def finding_lines(r: DiffReport) -> list[str]:
+    """One line per finding that appeared, disappeared or changed severity."""
+    out = []
+    for c in r.findings:
+        if c.status == "unchanged":
+            continue
+        b = c.before.severity if c.before else "—"
+        a = c.after.severity if c.after else "—"
+        out.append(f"{c.rule} {c.status} ({b} → {a})")
+    return out
+
+
+def gate_line(r: DiffReport) -> str:
+    """What the regression gate decided, or "" when none was asked for."""
+    if r.gate_pct is None:
+        return ""
+    if r.gate_tripped:
+        return f"regression gate TRIPPED: slower by more than {r.gate_pct:g} % and the interval excludes 0"
+    return f"regression gate passed (--fail-on-regression {r.gate_pct:g})"
