@@ -244,8 +244,9 @@ def make_trace(size_mb: int, work: Path, source: Path, diagnose_python: str) -> 
 
 def warm(path: Path) -> None:
     """Flush what was just written and read the trace once, untimed, so every timed run finds it in
-    the page cache: in the first recording the first pair at 1 GB, right after the trace was
-    written, ran with 3.6× the system time of the others (write-back of the fresh GB)."""
+    the page cache and none competes with the write-back of a freshly made trace. (It does not
+    remove everything first-run: in both recordings of 2026-11-30 the first floor run at 1 GB had
+    2.4–3.6× the system time of the later two, with or without this.)"""
     os.sync()
     with open(path, "rb") as f:
         while f.read(64 << 20):
@@ -413,6 +414,9 @@ def chart(results: dict, png: Path) -> None:
     if hta:
         ax_m.plot([r["file_mb"] for r in hta], [statistics.median(r["hta"]["maxrss_mb"]) / 1e3 for r in hta], "s-",
                   label="HTA (max RSS, one process)")
+    if floor:
+        ax_m.plot([r["file_mb"] for r in floor], [statistics.median(r["floor"]["maxrss_mb"]) / 1e3 for r in floor],
+                  "^--", label="floor (max RSS, one process)")
     ax_m.plot(x, [2 * v / 1e3 for v in x], ":", color="grey", label="2 × file size")
     for ax, label in ((ax_t, "seconds"), (ax_m, "GB")):
         ax.set_xscale("log")
