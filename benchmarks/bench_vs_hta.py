@@ -7,9 +7,17 @@ the two agree where they compute the same thing.
 
 Run it with the benchmark venv's Python (HTA, matplotlib and psutil live there, never in the
 project's venv); it runs diagnose with the project's own interpreter (--diagnose-python, default
-.venv/bin/python of this checkout) in a child process, HTA in another, one after the other:
+.venv/bin/python of this checkout) in a child process, the floor and HTA in others, one at a time:
 
-- time: wall seconds of the whole child process, median of --runs runs, nothing sampling it;
+- the floor: a plain single-process read of the same file plus one `msgspec.json.decode` of its
+  bytes into typed Structs naming only the fields diagnose reads (FLOOR_CHILD, run with
+  --diagnose-python): the least any msgspec-based tool has to do before analysing anything;
+- interleaving: at each size the runs alternate diagnose, floor, diagnose, floor... (--runs pairs),
+  with the HTA run(s) after the first pair, so each ratio compares runs minutes apart at most. The
+  machine's speed drifts between sessions, so the headline figures are the ratios
+  diagnose ÷ floor (pair by pair) and HTA ÷ diagnose (each HTA run against each diagnose run of
+  the same size), medians with ranges, and the absolute seconds come with the machine and date;
+- time: wall seconds of the whole child process, nothing sampling it;
 - memory: the maximum resident set of the largest process (from /usr/bin/time), and for diagnose
   the peak of the proportional set size (PSS) summed over the child and its own children,
   sampled every 20 ms in one more run that is not timed: diagnose decodes large traces in forked
@@ -19,12 +27,15 @@ project's venv); it runs diagnose with the project's own interpreter (--diagnose
 - agreement: GPU idle and kernel time per stream over each stream's span, and GPU idle over the
   device's span with all streams merged, from both tools, as a share of the span.
 
-Traces are made by benchmarks/make_large_trace.py under --work (never inside the repository).
-Results go to --json (default benchmarks/results.json) and, with --chart, to a PNG.
+Traces are made by benchmarks/make_large_trace.py under --work (never inside the repository) from
+--source (default: HTA's trace_diff/control trace, vendored in fixtures/peer/hta). Results go to
+--json (default benchmarks/results.json), with paths relative to the repository (or to --work,
+written `<work>/...`) and never absolute, and with --chart to a PNG.
 """
 from __future__ import annotations
 
 import argparse
+import datetime
 import hashlib
 import json
 import os
@@ -36,7 +47,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-SOURCE = ROOT.parent / "shared" / "peer-traces" / "hta" / "trace_diff" / "control" / "control.json.gz"
+SOURCE = ROOT / "fixtures" / "peer" / "hta" / "trace_diff" / "control" / "control.json.gz"
 KERNEL_WAIT_US = 30  # HTA's consecutive_kernel_delay default, compared against µs
 
 HTA_CHILD = r"""
@@ -64,6 +75,62 @@ if len(sys.argv) > 2:
     tb = tb[tb["rank"] == rank].iloc[0]
     out["device"] = {"span_us": float(tb["kernel_time(us)"]), "idle_us": float(tb["idle_time(us)"])}
 print("RESULT " + json.dumps(out))
+"""
+
+
+FLOOR_STRUCTS = r"""
+import sys, time
+from typing import Union
+import msgspec
+
+Id = Union[int, str, None]
+NULL = msgspec.Raw(b"null")
+
+class Args(msgspec.Struct, gc=False):  # the fields of diagnose/trace/kineto.py's Args
+    correlation: Union[int, None] = None
+    external_id: Union[int, None] = msgspec.field(default=None, name="External id")
+    device: Union[int, str, None] = None
+    stream: Union[int, str, None] = None
+    grid: msgspec.Raw = NULL
+    block: msgspec.Raw = NULL
+    registers: Union[int, None] = msgspec.field(default=None, name="registers per thread")
+    shared_memory: Union[int, None] = msgspec.field(default=None, name="shared memory")
+    blocks_per_sm: Union[float, None] = msgspec.field(default=None, name="blocks per SM")
+    warps_per_sm: Union[float, None] = msgspec.field(default=None, name="warps per SM")
+    occupancy: Union[float, None] = msgspec.field(default=None, name="est. achieved occupancy %")
+    input_dims: msgspec.Raw = msgspec.field(default=NULL, name="Input Dims")
+    input_types: msgspec.Raw = msgspec.field(default=NULL, name="Input type")
+    bytes: Union[int, None] = None
+    mem_bytes: Union[int, None] = msgspec.field(default=None, name="Bytes")
+    total_allocated: Union[int, None] = msgspec.field(default=None, name="Total Allocated")
+    total_reserved: Union[int, None] = msgspec.field(default=None, name="Total Reserved")
+    device_id: Union[int, None] = msgspec.field(default=None, name="Device Id")
+    device_type: Union[int, None] = msgspec.field(default=None, name="Device Type")
+    addr: Union[int, None] = msgspec.field(default=None, name="Addr")
+    wait_on_stream: Union[int, None] = msgspec.field(default=None, name="wait_on_stream")
+
+class Event(msgspec.Struct, gc=False):  # diagnose/trace/kineto.py's Event
+    ph: Union[str, None] = None
+    cat: Union[str, None] = None
+    name: Union[str, None] = None
+    ts: Union[float, None] = None
+    dur: Union[float, None] = None
+    pid: Id = None
+    tid: Id = None
+    args: Union[Args, None] = None
+
+class Trace(msgspec.Struct, gc=False):
+    traceEvents: list[Event] = []
+"""
+FLOOR_CHILD = FLOOR_STRUCTS + r"""
+t0 = time.perf_counter()
+with open(sys.argv[1], "rb") as f:
+    data = f.read()
+t1 = time.perf_counter()
+trace = msgspec.json.decode(data, type=Trace)
+t2 = time.perf_counter()
+print("RESULT " + msgspec.json.encode({"read_s": t1 - t0, "decode_s": t2 - t1,
+                                       "events": len(trace.traceEvents)}).decode())
 """
 
 
@@ -171,29 +238,80 @@ def make_trace(size_mb: int, work: Path, source: Path, diagnose_python: str) -> 
         made = subprocess.run([diagnose_python, str(ROOT / "benchmarks" / "make_large_trace.py"), str(source),
                                str(path), "--size-mb", str(size_mb)], check=True, capture_output=True, text=True)
         meta.write_text(made.stdout)
+    warm(path)
     return path
 
 
+def warm(path: Path) -> None:
+    """Flush what was just written and read the trace once, untimed, so every timed run finds it in
+    the page cache and none competes with the write-back of a freshly made trace. (It does not
+    remove everything first-run: in both recordings of 2026-11-30 the first floor run at 1 GB had
+    2.4–3.6× the system time of the later two, with or without this.)"""
+    os.sync()
+    with open(path, "rb") as f:
+        while f.read(64 << 20):
+            pass
+
+
+KEYS = ("wall_s", "maxrss_mb", "user_s", "sys_s", "code")
+
+
 def bench_size(path: Path, args) -> dict:
-    """Time and memory of diagnose (--runs runs) and of HTA (--hta-runs runs) on one trace."""
+    """Time and memory of diagnose and of the floor (--runs pairs, interleaved D F D F ...) and of
+    HTA (--hta-runs runs, after the first pair) on one trace, with the ratios of runs of this session."""
     size = path.stat().st_size
     out = path.parent.parent / f"{path.parent.name}-diagnose-out"
     cmd = [args.diagnose_python, "-m", "diagnose", str(path), "-o", str(out), "-q"]
-    keys = ("wall_s", "maxrss_mb", "user_s", "sys_s", "code")
-    runs = [measure(cmd) for _ in range(args.runs)]
+    floor_cmd = [args.diagnose_python, "-c", FLOOR_CHILD, str(path)]
+    do_hta = args.hta_runs and size / 1e6 <= args.hta_max_mb
+    order, runs, floors, hta_runs = [], [], [], []
+    for i in range(args.runs):
+        runs.append(measure(cmd))
+        order.append("diagnose")
+        res = measure(floor_cmd)
+        result = _result(res["stdout"])
+        floors.append({**{k: res[k] for k in KEYS}, "read_s": result.get("read_s"),
+                       "decode_s": result.get("decode_s"), "events": result.get("events")})
+        order.append("floor")
+        if i == 0 and do_hta:
+            for _ in range(args.hta_runs):  # one process: its maximum resident set is its peak memory
+                res = measure([sys.executable, "-c", HTA_CHILD, str(path.parent)])
+                result = _result(res["stdout"])
+                hta_runs.append({**{k: res[k] for k in KEYS}, "load_s": result.get("load_s"),
+                                 "idle_s": result.get("idle_s")})
+                order.append("hta")
     sampled = measure(cmd, sample=True)  # memory of the whole process tree, in a run not timed
-    row = {"file_mb": size / 1e6, "events": _events(path),
-           "diagnose": {**{k: [r[k] for r in runs] for k in keys},
+    row = {"file_mb": size / 1e6, "events": _events(path), "order": order + ["diagnose (sampled, not timed)"],
+           "diagnose": {**{k: [r[k] for r in runs] for k in KEYS},
                         "peak_pss_mb": [sampled["peak_pss_mb"]], "peak_rss_sum_mb": [sampled["peak_rss_sum_mb"]],
-                        "sampled_wall_s": [sampled["wall_s"]]}}
-    if args.hta_runs and size / 1e6 <= args.hta_max_mb:
-        hta_runs = []
-        for _ in range(args.hta_runs):  # one process: its maximum resident set is its peak memory
-            res = measure([sys.executable, "-c", HTA_CHILD, str(path.parent)])
-            result = _result(res["stdout"])
-            hta_runs.append({**{k: res[k] for k in keys}, "load_s": result.get("load_s"), "idle_s": result.get("idle_s")})
+                        "sampled_wall_s": [sampled["wall_s"]]},
+           "floor": {k: [r[k] for r in floors] for k in floors[0]}}
+    if hta_runs:
         row["hta"] = {k: [r[k] for r in hta_runs] for k in hta_runs[0]}
+    row["ratios"] = ratios(row)
     return row
+
+
+def _spread(values: list[float]) -> dict:
+    return {"median": statistics.median(values), "min": min(values), "max": max(values), "values": values}
+
+
+def ratios(row: dict) -> dict:
+    """The session's ratios at one size: diagnose ÷ floor pair by pair (each diagnose run and the
+    floor run right after it), HTA ÷ diagnose for every HTA run against every diagnose run of the
+    size, and peak memory ÷ file size."""
+    d, f = row["diagnose"]["wall_s"], row["floor"]["wall_s"]
+    out = {"diagnose_over_floor": _spread([a / b for a, b in zip(d, f)]),
+           "diagnose_pss_over_file": row["diagnose"]["peak_pss_mb"][0] / row["file_mb"],
+           "diagnose_maxrss_over_file": statistics.median(row["diagnose"]["maxrss_mb"]) / row["file_mb"],
+           "floor_maxrss_over_file": statistics.median(row["floor"]["maxrss_mb"]) / row["file_mb"]}
+    if "hta" in row:
+        out["hta_over_diagnose"] = _spread([h / a for h in row["hta"]["wall_s"] for a in d])
+        out["hta_over_floor"] = _spread([h / b for h in row["hta"]["wall_s"] for b in f])
+        out["hta_maxrss_over_file"] = statistics.median(row["hta"]["maxrss_mb"]) / row["file_mb"]
+        out["hta_over_diagnose_memory"] = (statistics.median(row["hta"]["maxrss_mb"])
+                                           / row["diagnose"]["peak_pss_mb"][0])
+    return out
 
 
 def agreement(path: Path, args) -> dict:
@@ -205,7 +323,7 @@ def agreement(path: Path, args) -> dict:
                                     capture_output=True, text=True).stdout)
     exact = _result(subprocess.run([sys.executable, "-c", HTA_CHILD, str(folder), "streams"], capture_output=True,
                                    text=True, env={**os.environ, "HTA_DISABLE_NS_ROUNDING": "1"}).stdout)
-    return {"trace": str(path), "diagnose_steps": ours["steps"], "hta_error": None if theirs else "no HTA result",
+    return {"trace": portable(path, args.work), "diagnose_steps": ours["steps"], "hta_error": None if theirs else "no HTA result",
             "hta_default": _compare(ours, theirs), "hta_no_ns_rounding": _compare(ours, exact)}
 
 
@@ -248,6 +366,16 @@ def _alone(path: Path, work: Path) -> Path:
     return folder
 
 
+def portable(path: Path, work: Path | None = None) -> str:
+    """`path` as results.json stores it: relative to the repository, or `<work>/...` under --work,
+    else its file name alone; never an absolute path of the recording machine."""
+    resolved = Path(path).resolve()
+    for base, prefix in ((ROOT, ""), (work.resolve() if work else None, "<work>/")):
+        if base is not None and (base == resolved or base in resolved.parents):
+            return prefix + resolved.relative_to(base).as_posix()
+    return Path(path).name
+
+
 def _result(stdout: str) -> dict:
     for line in stdout.splitlines():
         if line.startswith("RESULT "):
@@ -275,7 +403,10 @@ def chart(results: dict, png: Path) -> None:
     if hta:
         ax_t.plot([r["file_mb"] for r in hta], [statistics.median(r["hta"]["wall_s"]) for r in hta], "s-",
                   label="HTA (load + idle breakdown)")
-    ax_t.axhline(15, linestyle=":", color="grey", label="15 s target at 1 GB")
+    floor = [r for r in rows if "floor" in r]
+    if floor:
+        ax_t.plot([r["file_mb"] for r in floor], [statistics.median(r["floor"]["wall_s"]) for r in floor], "^--",
+                  label="floor (read + msgspec decode, one process)")
     ax_m.plot(x, [statistics.median(r["diagnose"]["peak_pss_mb"]) / 1e3 for r in rows], "o-",
               label="diagnose (peak PSS, all processes)")
     ax_m.plot(x, [statistics.median(r["diagnose"]["maxrss_mb"]) / 1e3 for r in rows], "o--",
@@ -283,6 +414,9 @@ def chart(results: dict, png: Path) -> None:
     if hta:
         ax_m.plot([r["file_mb"] for r in hta], [statistics.median(r["hta"]["maxrss_mb"]) / 1e3 for r in hta], "s-",
                   label="HTA (max RSS, one process)")
+    if floor:
+        ax_m.plot([r["file_mb"] for r in floor], [statistics.median(r["floor"]["maxrss_mb"]) / 1e3 for r in floor],
+                  "^--", label="floor (max RSS, one process)")
     ax_m.plot(x, [2 * v / 1e3 for v in x], ":", color="grey", label="2 × file size")
     for ax, label in ((ax_t, "seconds"), (ax_m, "GB")):
         ax.set_xscale("log")
@@ -293,7 +427,8 @@ def chart(results: dict, png: Path) -> None:
         ax.legend(fontsize=8)
     ax_t.set_title("Analysis time")
     ax_m.set_title("Peak memory")
-    fig.suptitle(results["machine"]["summary"], fontsize=8)
+    fig.suptitle(f"{results['machine']['summary']}; {results.get('date', '')} (shared machine: "
+                 "compare the lines, not the absolute seconds)", fontsize=8)
     fig.tight_layout()
     png.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(png, dpi=120)
@@ -307,7 +442,34 @@ def machine() -> dict:
                 if line.startswith("MemTotal")), 0)
     cores = len(os.sched_getaffinity(0))
     return {"cpu": cpu, "cores": cores, "memory_gb": round(mem / 2 ** 30, 1), "python": platform.python_version(),
+            "os": f"{platform.system()} {platform.release()}",
             "summary": f"{cores} cores ({cpu}), {mem / 2 ** 30:.0f} GiB RAM, Python {platform.python_version()}"}
+
+
+def versions(diagnose_python: str) -> dict:
+    """The versions the numbers depend on: diagnose's commit, msgspec, pandas, HTA."""
+    probe = ("import json, msgspec, pandas; print(json.dumps({'msgspec': msgspec.__version__, "
+             "'pandas': pandas.__version__}))")
+    out = {}
+    try:
+        out.update(json.loads(subprocess.run([diagnose_python, "-c", probe], capture_output=True, text=True,
+                                             check=True).stdout))
+    except (subprocess.CalledProcessError, json.JSONDecodeError, OSError):
+        pass
+    try:
+        from importlib.metadata import version
+        out["hta"] = version("HolisticTraceAnalysis")
+    except Exception:  # noqa: BLE001 (HTA absent: the floor ratio only)
+        out["hta"] = None
+    try:
+        commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
+                                text=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True).stdout.strip()
+        out["diagnose_commit"] = commit + ("+changes" if dirty else "")
+    except (subprocess.CalledProcessError, OSError):
+        out["diagnose_commit"] = None
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -318,7 +480,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--source", type=Path, default=SOURCE, help="the real trace to tile")
     p.add_argument("--work", type=Path, default=Path("/tmp/diagnose-bench"), help="where traces are written")
     p.add_argument("--diagnose-python", default=str(ROOT / ".venv" / "bin" / "python"))
-    p.add_argument("--runs", type=int, default=3, help="diagnose runs per size (median quoted)")
+    p.add_argument("--runs", type=int, default=3, help="diagnose/floor pairs per size (interleaved)")
     p.add_argument("--hta-runs", type=int, default=1, help="HTA runs per size")
     p.add_argument("--hta-max-mb", type=float, default=1e9, help="skip HTA above this size")
     p.add_argument("--agree", type=Path, nargs="*", default=[], help="extra traces for the agreement check")
@@ -333,18 +495,25 @@ def main(argv: list[str] | None = None) -> int:
     if ROOT in args.work.resolve().parents or args.work.resolve() == ROOT:
         print("bench_vs_hta: --work must be outside the repository", file=sys.stderr)
         return 2
-    results = {"machine": machine(), "source": str(args.source), "sizes": [], "agreement": []}
+    started = datetime.datetime.now(datetime.timezone.utc)
+    results = {"machine": machine(), "date": started.strftime("%Y-%m-%d %H:%M UTC"),
+               "versions": versions(args.diagnose_python), "source": portable(args.source),
+               "load_average": {"start": os.getloadavg()}, "sizes": [], "agreement": []}
     if args.json.exists() and args.keep_sizes:
         results["sizes"] = json.loads(args.json.read_text())["sizes"]
     for size in args.sizes:
         path = make_trace(size, args.work, args.source, args.diagnose_python)
+        load = os.getloadavg()
         row = bench_size(path, args)
+        row["load_average"] = {"before": load, "after": os.getloadavg()}
         results["sizes"].append(row)
         print(json.dumps({k: v for k, v in row.items()}), flush=True)
         if size <= args.agree_max_mb:
             results["agreement"].append(agreement(path, args))
     for extra in args.agree:
         results["agreement"].append(agreement(extra, args))
+    results["load_average"]["end"] = os.getloadavg()
+    results["finished"] = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     args.json.write_text(json.dumps(results, indent=1))
     if args.chart:
         chart(results, args.chart)
