@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import os
 import re
 import sys
 from pathlib import Path
@@ -73,10 +74,13 @@ class CompileLog:
         names = set(KNOWN_LOGGERS)
         names.update(n for n in list(logging.Logger.manager.loggerDict)
                      if n.startswith("torch.") and n.rsplit(".__", 1)[-1] in ARTIFACTS)
+        asked = os.environ.get("TORCH_LOGS", "")
         for name in sorted(names):
             logger = logging.getLogger(name)
             if logger.level == logging.NOTSET or logger.level > logging.DEBUG:
                 logger.setLevel(logging.DEBUG)  # torch only emits these when the level allows it
+            if name.rsplit(".__", 1)[-1] not in asked:
+                logger.propagate = False  # ours alone: the workload's log stays as the user set it
             logger.addHandler(self._handler)
             self._loggers.append(logger)
 
