@@ -51,6 +51,20 @@ CATALOGUE: dict[str, tuple[str, str]] = {
     "shape-bucketing": ("Bucket the varying length",
                         "Round the varying length up to a few buckets (multiples of 64 or 128, or powers of two) "
                         "and pad: one plan or compiled graph per bucket, built once, reused after."),
+    "fix-graph-break": ("Remove the graph break",
+                        "Rewrite the line dynamo broke the graph at so it stays traceable: keep data-dependent "
+                        "checks on the device (torch.where, torch._check) instead of .item() or a Python if "
+                        "on a tensor, move print/logging out of the compiled function, or set "
+                        "torch._dynamo.config.capture_scalar_outputs = True. One graph per step then runs "
+                        "without eager code and graph entries between graphs."),
+    "mark-dynamic": ("Mark the changing dimension dynamic",
+                     "torch._dynamo.mark_dynamic(x, dim) (or torch.compile(dynamic=True)) compiles one graph "
+                     "that takes every size of that dimension, instead of a recompile per new size until the "
+                     "recompile limit makes dynamo fall back to eager."),
+    "fullgraph": ("Compile with fullgraph=True",
+                  "torch.compile(model, fullgraph=True) raises at the first graph break, with its reason and "
+                  "line, instead of silently splitting the step into graphs with eager code between them; "
+                  "torch._dynamo.explain(model)(x) lists every break at once."),
 }
 
 

@@ -4,7 +4,10 @@
 µs each. When the same op sits for milliseconds without any CUDA call while the GPU idles, and
 its kernels take a fraction of that, the host is building something for the shapes it was given:
 a cuDNN or cuBLAS execution plan for a new sequence length, an autotuning sweep, a torch.compile
-recompile (its `dynamo` / `(dynamo_timed)` ranges), or fresh allocations. Those are cached per
+recompile (its `dynamo` / `(dynamo_timed)` ranges), or fresh allocations. (When the capture holds
+dynamo's own log, compile.json, with recompiles in the timed or measured steps, the compile
+ranges are left to compile-breaks, which prices them with dynamo's compile time and names the
+failed guard and line; so no µs is counted by both.) Those are cached per
 shape, so a fixed shape pays once; a shape that changes every step pays every step. The rule
 takes the silent host stretches of the timeline (no CUDA call for longer than
 `timeline.host_silence_us`), gives each µs to the deepest kernel-launching op around it (or to
@@ -41,6 +44,7 @@ import math
 from diagnose.engine import Quiet, Rule, Threshold
 from diagnose.findings import Evidence, Finding
 from diagnose.fixes import fix
+from diagnose.metrics.compiled import logged_recompiles
 from diagnose.metrics.slow_ops import compiled_versions, held_ops, shape_changes, step_shapes
 
 MAX_SHAPES_SHOWN = 4
@@ -76,6 +80,11 @@ class DynamicShapes(Rule):
         budget, windows = m.budget, m.steps.windows
         n = budget.n_steps
         held = held_ops(ctx.trace, windows, m.timeline.silent, t["min_held_us"])
+        if len(held) and logged_recompiles(ctx.trace, ctx.warnings):  # compile-breaks prices them (its docstring)
+            held = held[~held["compile"].astype(bool)]
+            if not len(held):
+                return Quiet("the host time held in the measured steps is torch.compile recompiling, which dynamo "
+                             "logged (compile.json): compile-breaks prices it with dynamo's reasons")
         if not len(held):
             return Quiet(f"no kernel-launching op holds ≥ {t['min_held_us']:,.0f} µs of silent host time")
         per_step = budget.host_scale / n

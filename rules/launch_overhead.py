@@ -36,6 +36,11 @@ are why the host cannot keep up.
 in the trace is rescaled to that honest step time (the profiler inflates host work several
 times on launch-bound code: 6.5 ms profiled against 2.7 ms unprofiled on the decode capture).
 
+**CUDA graphs requested but skipped.** When the capture holds dynamo's log (compile.json) and
+inductor logged "skipping cudagraphs due to …" (`mode="reduce-overhead"` with a CPU tensor input,
+a mutated input, dynamic shapes…), the rule adds a note with inductor's reason and the line it
+names, found or quiet: the graphs the fix promises were not made, and that reason is what to fix.
+
 **Fix.** `cuda-graphs`: `torch.compile(mode="reduce-overhead")`, or `torch.cuda.CUDAGraph`
 by hand. Both replay the whole step with one launch.
 
@@ -53,6 +58,7 @@ from diagnose.engine import Quiet, Rule, Threshold
 from diagnose.findings import Evidence, Finding
 from diagnose.fixes import fix
 from diagnose.metrics.comm import is_comm
+from diagnose.metrics.compiled import cudagraph_skips
 
 
 class LaunchOverhead(Rule):
@@ -95,15 +101,17 @@ class LaunchOverhead(Rule):
         kernels = m.step_kernels[m.step_kernels["cat"] == "kernel"]
         per_step = len(kernels) / n
         median_us = float(kernels["dur"].median()) if len(kernels) else 0.0
+        skipped = cudagraph_skips(ctx.trace, ctx.warnings)
+        note = f"; {skipped}" if skipped else ""
         if share < t["min_recoverable_share"]:
             return Quiet(f"launch-bound idle {share:.0%} of the step < {t['min_recoverable_share']:.0%}"
-                         f" ({per_step:.0f} kernels per step, median {median_us:.1f} µs)")
+                         f" ({per_step:.0f} kernels per step, median {median_us:.1f} µs){note}")
         host_per_launch = budget.step_us / max(per_step, 1)
         if median_us >= t["small_kernel_us"] and host_per_launch >= t["max_dispatch_us"]:
             return Quiet(f"launch-paced idle {share:.0%} of the step, but kernels are not small (median "
                          f"{median_us:.1f} µs >= {t['small_kernel_us']:g} µs) and the host spends "
                          f"{host_per_launch:,.0f} µs per kernel launched >= {t['max_dispatch_us']:g} µs: the host is "
-                         "doing more than dispatch (see the step accounting)")
+                         f"doing more than dispatch (see the step accounting){note}")
         graphed = budget.step_us - recoverable + per_step * t["graph_gap_us"] + t["graph_launch_us"]
         graphed = max(graphed, budget.busy_us, 1e-9)
         speedup = budget.step_us / graphed
@@ -118,6 +126,8 @@ class LaunchOverhead(Rule):
             Evidence("GPU busy per step", round(budget.share(budget.busy_us) * 100, 1), unit="%"),
             Evidence("host time per kernel launched", round(host_per_launch, 2), unit="µs"),
         ]
+        if skipped:
+            evidence.append(Evidence("note", skipped))
         return Finding(
             rule=self.id,
             severity="high" if share >= t["high_share"] else "medium" if share >= 0.3 else "low",

@@ -18,6 +18,7 @@ import time
 import traceback
 from pathlib import Path
 
+from diagnose.capture.compile_log import CompileLog
 from diagnose.capture.memory import MemoryRecorder
 from diagnose.capture.sampler import StackSampler
 from diagnose.capture.spec import CAPTURE_SCHEMA, CaptureSpec
@@ -86,6 +87,7 @@ class CaptureSession:
         self.memory = None
         self.tracker = None
         self.sampler = None
+        self.compile_log = None  # torch.compile's own account (compile.json), when it ran
         self.meta = {
             "schema": CAPTURE_SCHEMA,
             "target": spec.target,
@@ -147,6 +149,7 @@ class CaptureSession:
         if self.memory is not None:
             self.memory.start_history()
         self.profiler.start()
+        self.compile_phase("profile")
         self.sampler = StackSampler()  # the main thread's Python stack, only while profiling
         self.sampler.start(mark=torch.profiler.record_function)
 
@@ -161,6 +164,7 @@ class CaptureSession:
             self.sync()
         try:
             prof.stop()
+            self.compile_phase("after-profile")
             prof.export_chrome_trace(str(self.out / TRACE_FILE))
             self.meta["files"]["trace"] = TRACE_FILE
         except Exception as exc:  # a broken export must not hide the workload's own outcome
@@ -215,11 +219,13 @@ class CaptureSession:
             raise TypeError(f"{spec.function}(**params) must return a zero-argument callable, "
                             f"got {type(step).__name__}")
         self.meta["steps"]["how"] = f"each call of the callable returned by {spec.function}()"
+        self.compile_phase("warmup")
         for i in range(spec.warmup):
             self.progress("warmup", i, spec.warmup)
             step()
         self.sync()
         times = []
+        self.compile_phase("timing")
         for i in range(spec.timed_steps):
             self.progress("timing", i, spec.timed_steps)
             t0 = time.perf_counter()
@@ -271,6 +277,7 @@ class CaptureSession:
         self.meta["device"] = device_info(torch)
         self.memory = MemoryRecorder(torch, self.out)
         self.memory.watch()
+        self.start_compile_log()
         self.write_meta()
         self.guard_os_exit()
         status = 0
@@ -293,9 +300,39 @@ class CaptureSession:
         finally:
             self.stop_profiler()
             self.finish_memory()
+            self.finish_compile_log()
             self.meta["memory"] = memory_summary(torch)
             self.write_meta()
         return status
+
+    # -- torch.compile's own account (compile_log.py) ------------------------------------------
+    def start_compile_log(self) -> None:
+        """Listen to dynamo's and inductor's graph-break, recompile and cudagraph logs."""
+        try:
+            self.compile_log = CompileLog()
+            self.compile_log.install()
+        except Exception as exc:
+            self.compile_log = None
+            self.meta.setdefault("warnings", []).append(f"recording torch.compile's logs failed: {exc}")
+
+    def compile_phase(self, phase: str) -> None:
+        """Book what dynamo does from now on to `phase` (warmup, timing, profile)."""
+        if self.compile_log is not None:
+            with contextlib.suppress(Exception):
+                self.compile_log.set_phase(phase)
+
+    def finish_compile_log(self) -> None:
+        """Write compile.json when the workload compiled anything (once; never fails the capture)."""
+        log, self.compile_log = self.compile_log, None
+        if log is None:
+            return
+        try:
+            name = log.write(self.out)
+        except Exception as exc:
+            self.meta.setdefault("warnings", []).append(f"writing compile.json failed: {exc}")
+            return
+        if name:
+            self.meta["files"]["compile"] = name
 
     def guard_os_exit(self) -> None:
         """Make `os._exit` in the workload's own process finish the record first.

@@ -1,0 +1,285 @@
+"""torch.compile in the trace: compiled graphs entered per step and the host time between them.
+
+Works on any kineto trace (no logs needed). torch.compile leaves these marks:
+
+- `Torch-Compiled Region: F/V` (cpu_op): dynamo frame F, compiled version V, entered. A frame
+  that breaks its graph holds its eager remainder and the regions of its resume functions
+  nested inside it, so regions measure entries, not compiled code;
+- `## Call CompiledFxGraph <hash> ##` (user annotation, inductor) and `CompiledFunction` /
+  `CompiledFunctionBackward` (AOT autograd, training): one compiled graph running. These are
+  the *graph calls*. A trace with regions but none of them (backend="eager"/"aot_eager") falls
+  back to the regions that hold no other region;
+- inductor's kernels (`triton_…`, `cpp_fused_…`) and CUDA graph replays (`cudaGraphLaunch`).
+
+Per measured step, on the thread that ran the step: regions entered, graph calls, host time
+inside graph calls, host time *between* the first and the last graph call not covered by one
+(the eager code and the dynamo entry cost that a graph break puts between graphs: what
+removing the breaks recovers), host time outside graph calls altogether, eager ops and kernel
+launches between graphs, graph replays.
+
+`load_compile_record` reads compile.json (schema diagnose.compile/1, written by
+diagnose/capture/compile_log.py) beside the trace: dynamo's own graph breaks, recompiles and
+CUDA-graph skips with the user's file and line.
+"""
+from __future__ import annotations
+
+import dataclasses
+import re
+from pathlib import Path
+from typing import Union
+
+import msgspec
+import numpy as np
+import pandas as pd
+
+from diagnose.trace import schemas
+from diagnose.trace.model import Trace
+
+REGION = re.compile(r"^Torch-Compiled Region: (\d+)/(\d+)$")
+GRAPH_CALL = re.compile(r"^(## Call CompiledFxGraph \S+ ##|CompiledFunction|CompiledFunctionBackward)$")
+INDUCTOR_KERNEL = re.compile(r"^(triton_|cpp_fused_)")
+DYNAMO_OWN = re.compile(r"^(TorchDynamo Cache Lookup|Pregraph bytecode|AOTDispatcher Runtime Wrapper Prologue|"
+                        r"Torch-Compiled Region: .*|## .* ##|CompiledFunction.*)$")
+LAUNCH = re.compile(r"Launch(?:Kernel|CooperativeKernel)|cuLaunchKernel")
+COMPILE_FILE = "compile.json"
+COMPILE_SCHEMA = "diagnose.compile/1"
+STEP_COLUMNS = ["step", "step_us", "regions", "graphs", "graph_us", "between_us", "outside_us",
+                "eager_ops_between", "launches_between", "replays", "inductor_kernels"]
+
+
+@dataclasses.dataclass
+class CompiledSteps:
+    """Compiled-code accounting of the measured steps (one row per step in `steps`)."""
+
+    steps: pd.DataFrame
+    marked: bool  # graph calls are marked in the trace (else inferred from innermost regions)
+    between_ops: pd.DataFrame  # name, calls per step, host µs per step of eager ops between graphs
+    regions_in_trace: int
+
+    @property
+    def compiled(self) -> bool:
+        """True when the trace ran any torch.compile'd code."""
+        return self.regions_in_trace > 0 or bool(len(self.steps) and self.steps["graphs"].sum())
+
+    def per_step(self, column: str) -> float:
+        """Mean of a column over the measured steps."""
+        return float(self.steps[column].mean()) if len(self.steps) else 0.0
+
+
+def compiled_steps(trace: Trace, windows) -> CompiledSteps:
+    """Graphs entered, graph calls and host time between them in each measured step."""
+    ops = trace.ops
+    names = ops["name"].astype(str) if len(ops) else pd.Series([], dtype=object)
+    is_region = names.str.match(REGION).to_numpy(bool) if len(ops) else np.zeros(0, bool)
+    is_call = names.str.match(GRAPH_CALL).to_numpy(bool) if len(ops) else np.zeros(0, bool)
+    regions, calls = ops[is_region], ops[is_call]
+    marked = bool(len(calls))
+    if not marked and len(regions):
+        calls = _innermost(regions)
+    rows, between = [], []
+    for i, w in enumerate(windows):
+        tid = _step_thread(ops, w, regions)
+        own = ops[(ops["tid"] == tid) & (ops["ts"] >= w.cpu_start) & (ops["ts"] < w.cpu_end)] if tid is not None \
+            else ops.iloc[0:0]
+        step_calls = calls[(calls["tid"] == tid) & (calls["ts"] >= w.cpu_start) & (calls["ts"] < w.cpu_end)]
+        spans = _merge(step_calls["ts"].to_numpy(float), step_calls["end"].to_numpy(float).clip(max=w.cpu_end))
+        covered = float((spans[:, 1] - spans[:, 0]).sum()) if len(spans) else 0.0
+        gaps = np.column_stack((spans[:-1, 1], spans[1:, 0])) if len(spans) > 1 else np.zeros((0, 2))
+        eager = _top_level(own[~own["name"].astype(str).str.match(DYNAMO_OWN) & (own["cat"] == "cpu_op")])
+        in_gap = _within(eager["ts"].to_numpy(float), gaps)
+        between.append(eager[in_gap].assign(step=i))
+        runtime = trace.runtime
+        rt = runtime[(runtime["tid"] == tid) & (runtime["ts"] >= w.cpu_start) & (runtime["ts"] < w.cpu_end)] \
+            if len(runtime) else runtime
+        rt_names = rt["name"].astype(str) if len(rt) else pd.Series([], dtype=object)
+        launches = rt[rt_names.str.contains(LAUNCH)] if len(rt) else rt
+        gpu = trace.gpu
+        rows.append({
+            "step": i, "step_us": w.cpu_end - w.cpu_start,
+            "regions": int(((regions["tid"] == tid) & (regions["ts"] >= w.cpu_start)
+                            & (regions["ts"] < w.cpu_end)).sum()) if len(regions) else 0,
+            "graphs": len(spans), "graph_us": covered,
+            "between_us": float((gaps[:, 1] - gaps[:, 0]).sum()) if len(gaps) else 0.0,
+            "outside_us": max((w.cpu_end - w.cpu_start) - covered, 0.0) if len(spans) else 0.0,
+            "eager_ops_between": int(in_gap.sum()),
+            "launches_between": int(_within(launches["ts"].to_numpy(float), gaps).sum()) if len(launches) else 0,
+            "replays": int((rt_names == "cudaGraphLaunch").sum()) if len(rt) else 0,
+            "inductor_kernels": int(((gpu["ts"] >= w.start) & (gpu["ts"] < w.end)
+                                     & gpu["name"].astype(str).str.match(INDUCTOR_KERNEL)).sum()) if len(gpu) else 0,
+        })
+    frame = pd.DataFrame(rows, columns=STEP_COLUMNS)
+    return CompiledSteps(frame, marked, _between_ops(between, max(len(windows), 1)), int(is_region.sum()))
+
+
+def _between_ops(parts: list[pd.DataFrame], n: int) -> pd.DataFrame:
+    """Eager ops between graphs, by name: calls and host µs per step, most time first."""
+    cols = ["name", "calls_per_step", "host_us_per_step"]
+    parts = [p for p in parts if len(p)]
+    if not parts:
+        return pd.DataFrame(columns=cols)
+    ops = pd.concat(parts, ignore_index=True)
+    grouped = ops.groupby("name").agg(calls=("dur", "size"), host=("dur", "sum")).sort_values("host", ascending=False)
+    return pd.DataFrame({"name": grouped.index, "calls_per_step": grouped["calls"].to_numpy() / n,
+                         "host_us_per_step": grouped["host"].to_numpy(float) / n}).reset_index(drop=True)
+
+
+def _step_thread(ops: pd.DataFrame, window, regions: pd.DataFrame):
+    """The thread that ran the step: its step range's thread, else the one with most regions in it."""
+    if not len(ops):
+        return None
+    label = ops[(ops["name"] == window.label) & (ops["ts"] == window.cpu_start)]
+    if len(label):
+        return label["tid"].iat[0]
+    inside = regions[(regions["ts"] >= window.cpu_start) & (regions["ts"] < window.cpu_end)]
+    if len(inside):
+        return inside["tid"].mode().iat[0]
+    return ops["tid"].mode().iat[0]
+
+
+def _innermost(regions: pd.DataFrame) -> pd.DataFrame:
+    """Regions that hold no other region of their thread (backend without graph-call marks)."""
+    ts, end, tid = regions["ts"].to_numpy(float), regions["end"].to_numpy(float), regions["tid"].to_numpy(object)
+    keep = np.ones(len(regions), dtype=bool)
+    for i in range(len(regions)):
+        holds = (tid == tid[i]) & (ts >= ts[i]) & (end <= end[i])
+        holds[i] = False
+        keep[i] = not holds.any()
+    return regions[keep]
+
+
+def _merge(start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """Union of intervals as an (n, 2) array in time order."""
+    if not len(start):
+        return np.zeros((0, 2))
+    order = np.argsort(start, kind="stable")
+    out = []
+    for s, e in zip(start[order], end[order]):
+        if out and s <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], e)
+        else:
+            out.append([s, e])
+    return np.array(out, dtype=float)
+
+
+def _within(ts: np.ndarray, spans: np.ndarray) -> np.ndarray:
+    """For each time, whether it falls inside one of the (sorted, disjoint) spans."""
+    if not len(spans) or not len(ts):
+        return np.zeros(len(ts), dtype=bool)
+    idx = np.searchsorted(spans[:, 0], ts, side="right") - 1
+    return (idx >= 0) & (ts < spans[np.maximum(idx, 0), 1])
+
+
+def _top_level(ops: pd.DataFrame) -> pd.DataFrame:
+    """The ops (one thread) not nested inside an earlier op of the set."""
+    ops = ops.sort_values(["ts", "dur"], ascending=[True, False], kind="stable")
+    keep, last_end = [], -np.inf
+    for end, ts in zip(ops["end"].to_numpy(float), ops["ts"].to_numpy(float)):
+        keep.append(ts >= last_end)
+        if ts >= last_end:
+            last_end = end
+    return ops[np.array(keep, dtype=bool)] if len(ops) else ops
+
+
+# -- compile.json ------------------------------------------------------------------------------
+class CompileEvent(msgspec.Struct):
+    """One graph break, recompile or CUDA-graph skip that dynamo/inductor logged."""
+
+    kind: str
+    phase: Union[str, None] = None
+    file: Union[str, None] = None
+    line: Union[schemas.Count, None] = None
+    reason: Union[str, None] = None
+    function: Union[str, None] = None
+    text: Union[str, None] = None
+
+
+class CompilePhase(msgspec.Struct):
+    """Dynamo's compile work booked to one capture phase."""
+
+    frames_compiled: Union[schemas.Count, None] = None
+    compile_s: Union[schemas.Amount, None] = None
+
+
+class CompileDoc(msgspec.Struct):
+    """A capture folder's compile.json."""
+
+    schema: Union[str, None] = None
+    events: list[CompileEvent] = []
+    counters: dict[str, dict[str, schemas.Count]] = {}
+    phases: dict[str, CompilePhase] = {}
+    compile_s: Union[schemas.Amount, None] = None
+
+
+@dataclasses.dataclass
+class CompileRecord:
+    """compile.json, read: events as a frame (kind, phase, file, line, reason, function)."""
+
+    events: pd.DataFrame
+    counters: dict
+    phases: dict
+    compile_s: float | None
+    path: str
+
+    def of(self, kind: str, phases: tuple[str, ...] | None = None) -> pd.DataFrame:
+        """The events of one kind (graph_break, recompile, cudagraph_skip), optionally of some phases."""
+        ev = self.events[self.events["kind"] == kind]
+        return ev[ev["phase"].isin(phases)] if phases else ev
+
+    def phase_compile_s(self, phase: str) -> float:
+        """Seconds dynamo spent compiling during a capture phase."""
+        return float((self.phases.get(phase) or {}).get("compile_s") or 0.0)
+
+    def phase_frames(self, phase: str) -> int:
+        """Frames dynamo compiled (first compiles and recompiles) during a capture phase."""
+        return int((self.phases.get(phase) or {}).get("frames_compiled") or 0)
+
+
+def load_compile_record(trace: Trace, warnings: list[str] | None = None) -> CompileRecord | None:
+    """compile.json beside the trace (its capture folder), or None; a file that is not JSON or not
+    diagnose.compile/1 is skipped with a warning, one that breaks the schema is an InputError."""
+    where = Path(trace.source) if trace.source else None
+    if where is None or not where.exists():
+        return None
+    folder = where if where.is_dir() else where.parent
+    name = ((trace.capture or {}).get("files") or {}).get("compile") or COMPILE_FILE
+    path = folder / name
+    if not path.is_file():
+        return None
+    try:
+        doc = schemas.read_json_object(path, "torch.compile record")
+    except schemas.NotJson as exc:
+        if warnings is not None:
+            warnings.append(str(exc))
+        return None
+    if doc.get("schema") != COMPILE_SCHEMA:
+        if warnings is not None:
+            warnings.append(f"{path}: not a {COMPILE_SCHEMA} file; ignored")
+        return None
+    schemas.validate(doc, CompileDoc, path, "torch.compile record")
+    cols = ["kind", "phase", "file", "line", "reason", "function"]
+    events = pd.DataFrame([{c: e.get(c) for c in cols} for e in doc.get("events") or []], columns=cols)
+    return CompileRecord(events=events, counters=doc.get("counters") or {}, phases=doc.get("phases") or {},
+                         compile_s=doc.get("compile_s"), path=str(path))
+
+
+def logged_recompiles(trace: Trace, warnings: list[str] | None = None) -> bool:
+    """True when compile.json beside the trace says dynamo compiled frames during the timed or
+    profiled steps (recompiles the compile-breaks rule prices)."""
+    record = load_compile_record(trace, warnings)
+    return record is not None and bool(record.phase_frames("timing") or record.phase_frames("profile"))
+
+
+def cudagraph_skips(trace: Trace, warnings: list[str] | None = None) -> str:
+    """A sentence naming inductor's reason(s) for skipping CUDA graphs (compile.json), or ''."""
+    record = load_compile_record(trace, warnings)
+    if record is None:
+        return ""
+    skips = record.of("cudagraph_skip")
+    if not len(skips):
+        return ""
+    reasons = []
+    for row in skips.drop_duplicates(["reason", "file", "line"]).head(3).itertuples():
+        where = f" ({Path(row.file).name}:{int(row.line)})" if isinstance(row.file, str) and row.line else ""
+        reasons.append(f"{row.reason}{where}")
+    return (f"CUDA graphs were requested (mode=\"reduce-overhead\") but inductor skipped them "
+            f"{len(skips)} time(s): " + "; ".join(reasons))

@@ -1,0 +1,226 @@
+"""compile-breaks: torch.compile split the step into graphs with eager code between them, or recompiles.
+
+**Signal.** In any trace, diagnose finds torch.compile's graph calls (inductor's
+`## Call CompiledFxGraph ##` ranges, `CompiledFunction` in training; the innermost
+`Torch-Compiled Region` ranges for backends that mark no call) and, per measured step on the
+thread that ran it, counts the graphs entered and measures the host time *between* the first and
+the last graph that no graph call covers (diagnose/metrics/compiled.py). With one graph per
+step that time is zero; every graph break adds an eager stretch (the code dynamo could not
+trace, such as a `.item()`, a `print`, a call into an unsupported library) plus the cost of
+leaving one graph and entering the next (cache lookup, guards, the AOT wrapper). When diagnose
+captured the workload, compile.json adds dynamo's own account: each graph break with its reason
+and the user's file:line, each recompile with the guard that failed, and the compile seconds
+spent in each capture phase. The rule fires when the time between graphs (steps with two graphs
+or more) plus the compile time per step booked to the measured or timed steps is at least
+`min_share` of the step. A trace without any compiled region is skipped with that reason.
+
+**Threshold.** 10 % of the step: a break that costs less is rarely worth restructuring code for.
+On a CPU capture of fixtures/workloads/compile_breaks.py (2 layers, inductor), the `.item()`
+check in each layer splits each step into 4 graphs with 75–90 µs between them out of a
+~480 µs profiled step (16–19 %); the fixed model compiles to one graph (0 µs between graphs).
+
+**Dividing the work with dynamic-shapes.** dynamic-shapes prices setup that a new shape repeats
+from the trace alone: the silent host time held by launching ops and, in a trace without
+dynamo's log, by torch.compile's compile ranges. When compile.json records recompiles during the
+timed or measured steps, those recompiles are this rule's: it prices them with dynamo's own
+compile seconds and names the guard that failed and the line, and dynamic-shapes leaves compile
+ranges out of its count. So each µs is claimed once.
+
+**Fixes.** `fix-graph-break` at the line dynamo named (keep the check on the device, move the
+print out, or `capture_scalar_outputs`); `mark-dynamic` when recompiles are on changing sizes;
+`fullgraph` (`torch.compile(..., fullgraph=True)` or `torch._dynamo.explain`) to find every
+break at once.
+
+**Estimate.** The time between graphs and the per-step compile time go away with one graph and
+no recompiles: new step = max(step − (share of the median profiled step between graphs × step +
+compile time per step), GPU busy); speedup = step ÷ new step. An upper bound: the eager code
+between graphs still runs once compiled, only faster. The share is measured under the profiler
+(which inflates host work) and applied to the unprofiled step when the capture timed one.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from diagnose.engine import Quiet, Rule, Skip, Threshold
+from diagnose.findings import Evidence, Finding
+from diagnose.fixes import fix
+from diagnose.metrics.compiled import compiled_steps, load_compile_record
+
+MEASURED_PHASES = ("timing", "profile")
+MAX_SHOWN = 6
+
+
+class CompileBreaks(Rule):
+    """Graph breaks and recompiles under torch.compile → remove the break, mark dynamic, fullgraph."""
+
+    id = "compile-breaks"
+    order = 24
+    title = "torch.compile graph breaks or recompiles: eager code and graph entries between compiled graphs"
+    cheat_sheet = {
+        "bottleneck": "a compiled step split into many graphs by graph breaks, or recompiled as inputs change",
+        "signal": "several compiled graphs per step with host time between them; dynamo's graph-break and "
+                  "recompile reasons with the user's line",
+        "fix": "remove the break at the named line, mark the changing dimension dynamic, fullgraph=True",
+        "impact": "one graph per step: no eager code or graph entries between graphs, no per-step recompiles",
+    }
+    needs = ("steps",)
+    thresholds = (
+        Threshold("min_share", 0.10, "fraction",
+                  "fire when time between graphs plus compile time per step is at least this share of the step"),
+        Threshold("high_share", 0.50, "fraction", "share at which severity is high"),
+    )
+
+    def check(self, ctx, t):
+        """Measure the time between compiled graphs and the recompile time, and judge their share."""
+        m = ctx.metrics
+        budget, windows = m.budget, m.steps.windows
+        cs = compiled_steps(ctx.trace, windows)
+        record = load_compile_record(ctx.trace, ctx.warnings)
+        if not cs.compiled:
+            return Skip("no torch.compile region in the trace (no `Torch-Compiled Region` range, CompiledFxGraph "
+                        "call or CompiledFunction): nothing compiled to judge")
+        steps = cs.steps
+        graphs = float(steps["graphs"].median())
+        per_step_share = (steps["between_us"] / steps["step_us"].clip(lower=1e-9)).where(steps["graphs"] >= 2, 0.0)
+        share_between = float(per_step_share.median())  # the median step: a slow first step does not dilute it
+        between_us = share_between * budget.step_us
+        recompile_us, recompiles, where = _recompile_cost(record, ctx.trace.capture or {}, len(steps))
+        cost = between_us + recompile_us
+        share = budget.share(cost)
+        breaks = record.of("graph_break") if record is not None else None
+        summary = (f"{graphs:g} compiled graph(s) per step, {share_between:.0%} of the step between them"
+                   + (f", {recompiles} recompile(s) {where}" if recompiles else ""))
+        if share < t["min_share"]:
+            return Quiet(f"{summary}: {share:.0%} of the step < {t['min_share']:.0%}")
+        new_step = max(budget.step_us - cost, budget.busy_us, 1e-9)
+        evidence = [
+            Evidence("time between graphs and recompiling", round(share * 100, 1), ">=", t["min_share"] * 100, "%"),
+            Evidence("compiled graphs per step", graphs),
+            Evidence("graph regions entered per step", round(cs.per_step("regions"), 1)),
+            Evidence("host time between graphs per step (profiled)", round(cs.per_step("between_us"), 1), unit="µs"),
+            Evidence("eager ops between graphs per step", round(cs.per_step("eager_ops_between"), 1)),
+        ]
+        if recompiles:
+            evidence.append(Evidence(f"recompiles {where}", recompiles))
+            evidence.append(Evidence("compile time per step", round(recompile_us, 1), unit="µs"))
+        named = _lines(breaks)
+        if named:
+            evidence.append(Evidence("graph break at", "; ".join(named[:3])))
+        elif record is None:
+            evidence.append(Evidence("graph break lines", "not recorded (a trace without dynamo's log: capture with "
+                                                          "diagnose, or run torch._dynamo.explain, to name them)"))
+        fixes = []
+        if graphs >= 2 or named:
+            fixes.append(fix("fix-graph-break", code=_break_code(breaks)))
+        if recompiles:
+            fixes.append(fix("mark-dynamic", code=_dynamic_code(record)))
+        fixes.append(fix("fullgraph", code=_fullgraph_code()))
+        return Finding(
+            rule=self.id,
+            severity="high" if share >= t["high_share"] else "medium" if share >= 0.25 else "low",
+            title=self.title,
+            evidence=evidence,
+            offenders=_offenders(record, cs),
+            fixes=fixes,
+            est_speedup=round(budget.step_us / new_step, 2),
+            recoverable_us=round(budget.step_us - new_step, 1),
+            basis=(f"new step = max({budget.step_us:,.0f} − {between_us:,.0f} µs between graphs "
+                   f"({share_between:.1%} of the profiled step) − {recompile_us:,.0f} µs compiling per step, "
+                   f"{budget.busy_us:,.0f} µs GPU busy) = {new_step:,.0f} µs; " + _time_base(budget)),
+            why=("torch.compile runs a step as compiled graphs. Where dynamo cannot trace a line (a value read "
+                 "back to Python with .item(), a print, an unsupported call) it ends the graph, runs that code "
+                 "eagerly and enters a new graph after it: each break costs the eager code, a guard check and a "
+                 "graph entry, and splits the fusion inductor could have done across it. A new input size that "
+                 "the guards reject recompiles the frame, on the host, until the recompile limit makes dynamo "
+                 "give up and run eagerly."),
+        )
+
+
+def _time_base(budget) -> str:
+    if budget.unprofiled_step_us:
+        return (f"step = unprofiled median {budget.unprofiled_step_us:,.0f} µs; the share between graphs is "
+                f"measured on the median profiled step")
+    return "profiled step time (no unprofiled timing: host time includes profiler overhead)"
+
+
+def _recompile_cost(record, capture: dict, n_profiled: int) -> tuple[float, int, str]:
+    """(compile µs per step, recompiles, where) from dynamo's log: the timed steps when they compiled
+    (no profiler overhead), else the profiled ones; (0, 0, '') without a log or recompiles."""
+    if record is None:
+        return 0.0, 0, ""
+    timed = len((capture.get("timing") or {}).get("unprofiled_step_us") or [])
+    if timed and record.phase_frames("timing"):
+        return (record.phase_compile_s("timing") * 1e6 / timed, len(record.of("recompile", ("timing",))),
+                f"in the {timed} timed steps")
+    if record.phase_frames("profile"):
+        steps = n_profiled + 1  # the profiled warm-up step diagnose/warmup 0 runs under the profiler too
+        return (record.phase_compile_s("profile") * 1e6 / steps, len(record.of("recompile", ("profile",))),
+                "in the profiled steps")
+    return 0.0, 0, ""
+
+
+def _lines(events) -> list[str]:
+    """'file.py:37 (reason)' for each distinct break location, most frequent first."""
+    if events is None or not len(events):
+        return []
+    located = events.dropna(subset=["file"])
+    counts = located.groupby(["file", "line"], dropna=False).agg(n=("kind", "size"), reason=("reason", "first"))
+    counts = counts.sort_values("n", ascending=False)
+    return [f"{Path(f).name}:{int(ln)} ({r})" for (f, ln), r in zip(counts.index, counts["reason"])]
+
+
+def _offenders(record, cs) -> list[dict]:
+    out = []
+    if record is not None:
+        for kind in ("graph_break", "recompile"):
+            ev = record.of(kind)
+            if not len(ev):
+                continue
+            grouped = ev.fillna({"file": "", "line": 0, "function": ""}).groupby(
+                ["file", "line", "reason"], sort=False).agg(n=("kind", "size"), function=("function", "first"))
+            for (file, line, reason), row in grouped.head(MAX_SHOWN).iterrows():
+                out.append({"kind": kind, "where": f"{file}:{int(line)}" if file else "(not located)",
+                            "reason": reason, "function": row.function or None, "count": int(row.n)})
+    for row in cs.between_ops.head(MAX_SHOWN).itertuples():
+        out.append({"kind": "eager op between graphs", "op": row.name, "calls_per_step": round(row.calls_per_step, 1),
+                    "host_us_per_step": round(row.host_us_per_step, 1)})
+    return out
+
+
+def _source_line(file: str, line: int) -> str:
+    """The user's line as written, when the file is readable here."""
+    try:
+        return Path(file).read_text(errors="replace").splitlines()[line - 1].strip()
+    except (OSError, IndexError, ValueError):
+        return ""
+
+
+def _break_code(events) -> str:
+    head = ""
+    if events is not None and len(events.dropna(subset=["file"])):
+        first = events.dropna(subset=["file"]).iloc[0]
+        text = _source_line(first["file"], int(first["line"]))
+        head = f"# {first['file']}:{int(first['line'])} breaks the graph ({first['reason']}):\n"
+        head += f"#     {text}\n" if text else ""
+    return (head +
+            "# keep the check on the device instead of reading it back to Python:\n"
+            "h = torch.where(h.abs().amax() > LIMIT, h.clamp(-LIMIT, LIMIT), h)   # not: if h.max().item() > LIMIT\n"
+            "# or let dynamo trace scalar reads (.item()) into the graph:\n"
+            "torch._dynamo.config.capture_scalar_outputs = True\n"
+            "# and log outside the compiled function (print/logging break the graph)")
+
+
+def _dynamic_code(record) -> str:
+    ev = record.of("recompile") if record is not None else None
+    head = ""
+    if ev is not None and len(ev):
+        first = ev.iloc[0]
+        head = f"# dynamo recompiled {first['function'] or 'a frame'} because: {first['reason']}\n"
+    return (head +
+            "torch._dynamo.mark_dynamic(x, 1)        # the dimension that changes: one graph for every size\n"
+            "model = torch.compile(model)            # or torch.compile(model, dynamic=True)")
+
+
+def _fullgraph_code() -> str:
+    return ("model = torch.compile(model, fullgraph=True)   # raises at the first break, with its line\n"
+            "print(torch._dynamo.explain(model)(x))          # every break and its reason at once")
