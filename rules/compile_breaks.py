@@ -149,12 +149,16 @@ def _recompile_cost(record, capture: dict, n_profiled: int) -> tuple[float, int,
     if record is None:
         return 0.0, 0, ""
     timed = len((capture.get("timing") or {}).get("unprofiled_step_us") or [])
+    # Frames compiled after the warm-up are recompiles even when dynamo's recompile log stayed silent
+    # (torch 2.11 logs them only when TORCH_LOGS=recompiles is set): count the larger of the two.
     if timed and record.phase_frames("timing"):
-        return (record.phase_compile_s("timing") * 1e6 / timed, len(record.of("recompile", ("timing",))),
+        return (record.phase_compile_s("timing") * 1e6 / timed,
+                max(len(record.of("recompile", ("timing",))), record.phase_frames("timing")),
                 f"in the {timed} timed steps")
     if record.phase_frames("profile"):
         steps = n_profiled + 1  # the profiled warm-up step diagnose/warmup 0 runs under the profiler too
-        return (record.phase_compile_s("profile") * 1e6 / steps, len(record.of("recompile", ("profile",))),
+        return (record.phase_compile_s("profile") * 1e6 / steps,
+                max(len(record.of("recompile", ("profile",))), record.phase_frames("profile")),
                 "in the profiled steps")
     return 0.0, 0, ""
 
