@@ -33,7 +33,7 @@ MEMORY_KINDS = ("elementwise", "reduction", "memory")
 
 _I = re.IGNORECASE
 _COMM = re.compile(r"nccl|rccl|all_?reduce|all_?gather|reduce_?scatter|sendrecv", _I)
-_ATTENTION = re.compile(r"flash|fmha|sdpa|attention|attn_fwd|attn_bwd", _I)
+_ATTENTION = re.compile(r"flash|fmha|sdpa|attention|attn_fwd|attn_bwd|cudnn::fusion::", _I)  # cuDNN's SDPA engine
 _CONV = re.compile(r"fprop|dgrad|wgrad|implicit_?gemm|conv(?!ert)|scudnn|winograd|fft2d|"
                    r"cudnn_(?:infer|train)_", _I)
 _GEMM = re.compile(r"(?<!fb)gemm(?!_gpu)|gemv|nvjet|^cijk_|splitkreduce|triton_tem_fused_(?:mm|addmm|bmm)|matmul|"
@@ -48,7 +48,7 @@ _MEMORY = re.compile(r"CatArrayBatchedCopy|indexSelect|index_select|gather|scatt
                      # embedding backward (segment sums of the gradient rows) and cub's unique/compact
                      r"compute_grad_weight|partials_per_segment|partial_segment|DeviceUniqueByKey|"
                      r"DeviceCompact|DeviceSelect|DeviceScan", _I)
-_ELEMENTWISE = re.compile(r"FillFunctor|fill_kernel|Functor|dropout|distribution_", _I)
+_ELEMENTWISE = re.compile(r"FillFunctor|fill_kernel|Functor|dropout|distribution_|triu_tril", _I)
 
 _TC_YES = re.compile(r"nvjet|wgmma|gmma|hmma|imma|wmma|qmma|tensorop|tensor_op|OpClassTensorOp|"
                      r"tensor\d+x\d+x\d+|warpgroup|\d{3,5}gemm|\d{3,5}(?:fprop|dgrad|wgrad)|"
