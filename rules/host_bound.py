@@ -121,6 +121,15 @@ class HostBound(Rule):
         if pageable["count"] and not loader and top_code is None:
             fixes.reverse()
         new_step = max(budget.step_us - work, budget.busy_us, 1e-9)
+        estimate, basis = round(budget.step_us / new_step, 2), (
+            f"new step = max({budget.step_us:,.0f} − {work:,.0f} µs of host work, "
+            f"{budget.busy_us:,.0f} µs GPU busy) = {new_step:,.0f} µs; {budget.basis}")
+        if n < 2 and samples is None and named_share < t["min_host_share"]:
+            # One step, and the time rests on code nothing names: it may be one-time work (JIT
+            # compiling, loading) rather than a per-step cost; no speedup is promised for it.
+            estimate = None
+            basis = (f"no estimate: one analysed step whose host time no op names may be one-time work "
+                     f"(compiling, loading); profile several steps after warm-up; {budget.basis}")
         return Finding(
             rule=self.id,
             severity=severity,
@@ -128,10 +137,9 @@ class HostBound(Rule):
             evidence=evidence,
             offenders=offenders[:MAX_OFFENDERS],
             fixes=fixes,
-            est_speedup=round(budget.step_us / new_step, 2),
-            recoverable_us=round(budget.step_us - new_step, 1),
-            basis=(f"new step = max({budget.step_us:,.0f} − {work:,.0f} µs of host work, "
-                   f"{budget.busy_us:,.0f} µs GPU busy) = {new_step:,.0f} µs; {budget.basis}"
+            est_speedup=estimate,
+            recoverable_us=round(budget.step_us - new_step, 1) if estimate else None,
+            basis=(basis
                    + ("" if samples is not None or budget.share(split.unnamed_us * per_step) < 0.01 else
                       f"; the code behind {budget.share(split.unnamed_us * per_step):.0%} of the step is not in "
                       f"the trace: `{command_for(ctx.trace)}` samples the Python stack and names it")),
