@@ -80,44 +80,9 @@ print("RESULT " + json.dumps(out))
 
 FLOOR_STRUCTS = r"""
 import sys, time
-from typing import Union
 import msgspec
+from diagnose.trace.kineto import Event  # the same typed records diagnose decodes into
 
-Id = Union[int, str, None]
-NULL = msgspec.Raw(b"null")
-
-class Args(msgspec.Struct, gc=False):  # the fields of diagnose/trace/kineto.py's Args
-    correlation: Union[int, None] = None
-    external_id: Union[int, None] = msgspec.field(default=None, name="External id")
-    device: Union[int, str, None] = None
-    stream: Union[int, str, None] = None
-    grid: msgspec.Raw = NULL
-    block: msgspec.Raw = NULL
-    registers: Union[int, None] = msgspec.field(default=None, name="registers per thread")
-    shared_memory: Union[int, None] = msgspec.field(default=None, name="shared memory")
-    blocks_per_sm: Union[float, None] = msgspec.field(default=None, name="blocks per SM")
-    warps_per_sm: Union[float, None] = msgspec.field(default=None, name="warps per SM")
-    occupancy: Union[float, None] = msgspec.field(default=None, name="est. achieved occupancy %")
-    input_dims: msgspec.Raw = msgspec.field(default=NULL, name="Input Dims")
-    input_types: msgspec.Raw = msgspec.field(default=NULL, name="Input type")
-    bytes: Union[int, None] = None
-    mem_bytes: Union[int, None] = msgspec.field(default=None, name="Bytes")
-    total_allocated: Union[int, None] = msgspec.field(default=None, name="Total Allocated")
-    total_reserved: Union[int, None] = msgspec.field(default=None, name="Total Reserved")
-    device_id: Union[int, None] = msgspec.field(default=None, name="Device Id")
-    device_type: Union[int, None] = msgspec.field(default=None, name="Device Type")
-    addr: Union[int, None] = msgspec.field(default=None, name="Addr")
-    wait_on_stream: Union[int, None] = msgspec.field(default=None, name="wait_on_stream")
-
-class Event(msgspec.Struct, gc=False):  # diagnose/trace/kineto.py's Event
-    ph: Union[str, None] = None
-    cat: Union[str, None] = None
-    name: Union[str, None] = None
-    ts: Union[float, None] = None
-    dur: Union[float, None] = None
-    pid: Id = None
-    tid: Id = None
-    args: Union[Args, None] = None
 
 class Trace(msgspec.Struct, gc=False):
     traceEvents: list[Event] = []

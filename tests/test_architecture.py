@@ -118,3 +118,24 @@ def test_the_walker_sees_deferred_imports(tmp_path):
     source.write_text("def f():\n    from diagnose.report.html import render_html\n")
     known = {"diagnose.report.html": None, "diagnose.report": None, "m": source}
     assert imports("m", source, known) == {"diagnose.report.html"}
+
+
+def test_the_readme_layout_matches_the_tree():
+    """Every package and top-level module of diagnose/ and every top-level folder is in the README's
+    layout, and everything the layout names exists."""
+    import re
+
+    text = (ROOT / "README.md").read_text()
+    block = text[text.index("## Layout"):]
+    block = block[block.index("```") + 3:]
+    block = block[:block.index("```")]
+    named = set(re.findall(r"[\w.]+/|[\w]+\.(?:py|sh)", block))
+    packages = {p.name + "/" for p in (ROOT / "diagnose").iterdir() if (p / "__init__.py").exists()}
+    modules = {p.name for p in (ROOT / "diagnose").glob("*.py") if p.name not in ("__init__.py", "__main__.py")}
+    top = {p.name + "/" for p in ROOT.iterdir() if p.is_dir() and not p.name.startswith(".")
+           and p.name not in ("build", "dist", "diagnose-out") and not p.name.endswith(".egg-info")}
+    missing = (packages | modules | top) - named
+    assert not missing, f"not in the README's layout: {sorted(missing)}"
+    for name in named:
+        candidates = [ROOT / name, ROOT / "diagnose" / name, ROOT / "fixtures" / name]
+        assert any(c.exists() for c in candidates), f"the README's layout names {name}, which does not exist"

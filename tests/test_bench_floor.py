@@ -1,9 +1,7 @@
-"""The benchmark's floor decodes into the same Structs as diagnose, and results.json stores no absolute paths."""
+"""The benchmark's floor decodes into diagnose's own Structs, and results.json stores no absolute paths."""
 import json
 import sys
 from pathlib import Path
-
-import msgspec
 
 from diagnose.trace import kineto
 
@@ -13,15 +11,10 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 import bench_vs_hta  # noqa: E402
 
 
-def _fields(struct):
-    return [(f.name, f.encode_name, str(f.type).replace("diagnose.trace.kineto.", "")) for f in msgspec.structs.fields(struct)]
-
-
-def test_floor_structs_match_diagnose():
+def test_floor_decodes_into_diagnoses_own_records():
     space: dict = {}
     exec(bench_vs_hta.FLOOR_STRUCTS, space)
-    assert _fields(space["Args"]) == _fields(kineto.Args)
-    assert _fields(space["Event"]) == _fields(kineto.Event)
+    assert space["Event"] is kineto.Event
 
 
 def test_floor_child_decodes(tmp_path):
