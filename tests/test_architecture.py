@@ -137,5 +137,5 @@ def test_the_readme_layout_matches_the_tree():
     missing = (packages | modules | top) - named
     assert not missing, f"not in the README's layout: {sorted(missing)}"
     for name in named:
-        candidates = [ROOT / name, ROOT / "diagnose" / name, ROOT / "fixtures" / name]
+        candidates = [ROOT / name, *(ROOT / folder / name for folder in ("diagnose", "fixtures", "tests"))]
         assert any(c.exists() for c in candidates), f"the README's layout names {name}, which does not exist"
