@@ -129,7 +129,12 @@ def test_the_readme_layout_matches_the_tree():
     block = text[text.index("## Layout"):]
     block = block[block.index("```") + 3:]
     block = block[:block.index("```")]
-    named = set(re.findall(r"[\w.]+/|[\w]+\.(?:py|sh)", block))
+    named = set()
+    for line in block.splitlines():
+        if len(line) - len(line.lstrip()) > 2:
+            continue  # a description's continuation
+        first_column = re.split(r"\s{2,}", line.strip(), maxsplit=1)[0]
+        named |= {w for w in first_column.split() if re.fullmatch(r"[\w.]+/|\w+\.(?:py|sh)", w)}
     packages = {p.name + "/" for p in (ROOT / "diagnose").iterdir() if (p / "__init__.py").exists()}
     modules = {p.name for p in (ROOT / "diagnose").glob("*.py") if p.name not in ("__init__.py", "__main__.py")}
     top = {p.name + "/" for p in ROOT.iterdir() if p.is_dir() and not p.name.startswith(".")
