@@ -32,6 +32,7 @@ import msgspec
 import numpy as np
 import pandas as pd
 
+from diagnose.metrics.timeline import name_matches
 from diagnose.trace import schemas
 from diagnose.trace.model import Trace
 
@@ -69,14 +70,15 @@ class CompiledSteps:
 def compiled_steps(trace: Trace, windows) -> CompiledSteps:
     """Graphs entered, graph calls and host time between them in each measured step."""
     ops = trace.ops
-    names = ops["name"].astype(str) if len(ops) else pd.Series([], dtype=object)
-    is_region = names.str.match(REGION).to_numpy(bool) if len(ops) else np.zeros(0, bool)
-    is_call = names.str.match(GRAPH_CALL).to_numpy(bool) if len(ops) else np.zeros(0, bool)
+    is_region, is_call = name_matches(ops["name"], REGION), name_matches(ops["name"], GRAPH_CALL)
     regions, calls = ops[is_region], ops[is_call]
+    if not len(regions) and not len(calls):  # nothing compiled: no step to measure
+        return CompiledSteps(pd.DataFrame(columns=STEP_COLUMNS), False, _between_ops([], 1), 0)
     marked = bool(len(calls))
     if not marked and len(regions):
         calls = _innermost(regions)
     rows, between = [], []
+    inductor = name_matches(trace.gpu["name"], INDUCTOR_KERNEL)
     for i, w in enumerate(windows):
         tid = _step_thread(ops, w, regions)
         own = ops[(ops["tid"] == tid) & (ops["ts"] >= w.cpu_start) & (ops["ts"] < w.cpu_end)] if tid is not None \
@@ -85,14 +87,14 @@ def compiled_steps(trace: Trace, windows) -> CompiledSteps:
         spans = _merge(step_calls["ts"].to_numpy(float), step_calls["end"].to_numpy(float).clip(max=w.cpu_end))
         covered = float((spans[:, 1] - spans[:, 0]).sum()) if len(spans) else 0.0
         gaps = np.column_stack((spans[:-1, 1], spans[1:, 0])) if len(spans) > 1 else np.zeros((0, 2))
-        eager = _top_level(own[~own["name"].astype(str).str.match(DYNAMO_OWN) & (own["cat"] == "cpu_op")])
+        eager = _top_level(own[~name_matches(own["name"], DYNAMO_OWN) & (own["cat"] == "cpu_op").to_numpy()])
         in_gap = _within(eager["ts"].to_numpy(float), gaps)
         between.append(eager[in_gap].assign(step=i))
         runtime = trace.runtime
         rt = runtime[(runtime["tid"] == tid) & (runtime["ts"] >= w.cpu_start) & (runtime["ts"] < w.cpu_end)] \
             if len(runtime) else runtime
         rt_names = rt["name"].astype(str) if len(rt) else pd.Series([], dtype=object)
-        launches = rt[rt_names.str.contains(LAUNCH)] if len(rt) else rt
+        launches = rt[name_matches(rt["name"], LAUNCH)] if len(rt) else rt
         gpu = trace.gpu
         rows.append({
             "step": i, "step_us": w.cpu_end - w.cpu_start,
@@ -104,8 +106,8 @@ def compiled_steps(trace: Trace, windows) -> CompiledSteps:
             "eager_ops_between": int(in_gap.sum()),
             "launches_between": int(_within(launches["ts"].to_numpy(float), gaps).sum()) if len(launches) else 0,
             "replays": int((rt_names == "cudaGraphLaunch").sum()) if len(rt) else 0,
-            "inductor_kernels": int(((gpu["ts"] >= w.start) & (gpu["ts"] < w.end)
-                                     & gpu["name"].astype(str).str.match(INDUCTOR_KERNEL)).sum()) if len(gpu) else 0,
+            "inductor_kernels": int((((gpu["ts"] >= w.start) & (gpu["ts"] < w.end)).to_numpy()
+                                     & inductor).sum()) if len(gpu) else 0,
         })
     frame = pd.DataFrame(rows, columns=STEP_COLUMNS)
     return CompiledSteps(frame, marked, _between_ops(between, max(len(windows), 1)), int(is_region.sum()))
