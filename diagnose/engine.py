@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import inspect
+import math
 import sys
 from typing import Callable, ClassVar
 
@@ -118,6 +119,7 @@ NEEDS: dict[str, Need] = {
 }
 
 
+MAX_SPEEDUP = 1e5  # beyond this an estimate says more about the input than the fix
 NO_STEP_WORK = "no kernels in the measured steps"
 
 
@@ -190,14 +192,22 @@ def run_rules(ctx: Context, rules) -> RuleResults:
 
 
 def _plain_numbers(finding: Finding) -> Finding:
-    """Numpy scalars from pandas arithmetic become Python floats, so JSON and YAML stay plain."""
+    """Numpy scalars from pandas arithmetic become Python floats, so JSON and YAML stay plain; NaN in an
+    offender becomes None; an estimate that is not a finite speedup of at least 1× is dropped, with
+    the reason in its basis (a broken input must not print "est. 3,072,000,000,000× faster")."""
     for name in ("est_speedup", "recoverable_us"):
         value = getattr(finding, name)
         if value is not None:
             setattr(finding, name, float(value))
+    speedup = finding.est_speedup
+    if speedup is not None and not (math.isfinite(speedup) and 1.0 <= speedup <= MAX_SPEEDUP):
+        finding.basis = f"no estimate: the computation gave {speedup:g}×, outside [1, {MAX_SPEEDUP:g}]; {finding.basis}"
+        finding.est_speedup = None
     for ev in finding.evidence:
         ev.value = ev.value if isinstance(ev.value, (str, bool)) else float(ev.value)
         ev.threshold = None if ev.threshold is None else float(ev.threshold)
+    finding.offenders = [{k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in row.items()}
+                         for row in finding.offenders]
     return finding
 
 

@@ -356,3 +356,16 @@ def test_loading_stays_fast(tmp_path):
     start = time.monotonic()
     load_target(CAPTURES / "host_loader_inline")
     assert time.monotonic() - start < 30
+
+
+def test_an_impossible_estimate_is_dropped_with_its_reason():
+    """Whatever a rule computes from a broken input, no finding promises an absurd or negative speedup."""
+    from diagnose.engine import _plain_numbers
+    from diagnose.findings import Finding
+
+    for value in (3.072e12, float("inf"), float("nan"), 0.5):
+        f = _plain_numbers(Finding("launch-overhead", "high", "t", [], [], est_speedup=value, basis="b"))
+        assert f.est_speedup is None and f.basis.startswith("no estimate")
+    kept = _plain_numbers(Finding("launch-overhead", "high", "t", [], [], est_speedup=7.93, basis="b",
+                                  offenders=[{"op": float("nan"), "kernel": "k"}]))
+    assert kept.est_speedup == 7.93 and kept.offenders == [{"op": None, "kernel": "k"}]
