@@ -313,3 +313,15 @@ def test_identical_reruns_do_not_trip_the_gate():
     tripped = [n for n in reruns if diff_diagnoses(analysed("regress_base"), analysed(n),
                                                    fail_on_regression=5).gate_tripped]
     assert len(reruns) >= 10 and not tripped, f"false alarms: {tripped} of {len(reruns)}"
+
+
+def test_large_sides_are_analysed_at_the_same_time_with_the_same_result(monkeypatch):
+    """Above the size threshold BEFORE is analysed in a forked process while AFTER is analysed here."""
+    from diagnose import diff_command
+    from diagnose.config import Config
+
+    paths = [CAPTURES / "sync_item", CAPTURES / "sync_free"]
+    sequential = diff_command.analyse_both(paths, Config())
+    monkeypatch.setattr(diff_command, "CONCURRENT_MIN_BYTES", 0)
+    concurrent = diff_command.analyse_both(paths, Config())
+    assert [d.to_dict() for d in concurrent] == [d.to_dict() for d in sequential]
