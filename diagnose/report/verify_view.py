@@ -49,9 +49,8 @@ def budget_text(budget: dict | None, step_us: float | None, baseline_us: float |
     parts = []
     if baseline_us and fixed_us:
         parts.append(f"step {fmt(baseline_us)} → {fmt(fixed_us)} µs")
-    if budget and budget.get("gpu_busy_fraction") is not None:
-        parts.append(f"fixed step GPU busy {budget['gpu_busy_fraction']:.0%}")
-    if budget and budget.get("gpu_ops_per_step") is not None:
+    if budget and budget.get("gpu_ops_per_step"):  # a CPU-only run has no GPU budget to show
+        parts.append(f"fixed step GPU busy {budget.get('gpu_busy_fraction', 0):.0%}")
         parts.append(f"{fmt(budget['gpu_ops_per_step'])} GPU ops/step")
     return " · ".join(parts)
 

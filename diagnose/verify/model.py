@@ -41,6 +41,7 @@ class Verification:
     applicable: bool
     why: str = ""
     trials: list[FixTrial] = dataclasses.field(default_factory=list)
+    snippet: str = ""
 
     @property
     def best(self) -> FixTrial | None:
@@ -54,4 +55,5 @@ class Verification:
         best = self.best
         return {"fix": self.fix, "applicable": self.applicable, "why": self.why,
                 "verdict": best.verdict if best else self.why, "best": best.variant if best else None,
+                "snippet": self.snippet,
                 "trials": [t.to_dict() for t in self.trials]}

@@ -34,6 +34,7 @@ class Planned:
     fix: str
     variants: list[tuple[str, str]]
     why: str = ""
+    snippet: str = ""  # for a fix that needs a code change: the finding's code example (or how-to)
 
 
 def plan_trials(findings: list, op_names: set[str] | frozenset = frozenset()) -> list[Planned]:
@@ -45,11 +46,12 @@ def plan_trials(findings: list, op_names: set[str] | frozenset = frozenset()) ->
     for index, finding in enumerate(findings):
         for fx in finding.fixes:
             variants = APPLICABLE.get(fx.id)
+            snippet = fx.code or fx.how
             if variants is None:
-                planned.append(Planned(index, fx.id, [], "needs a code change"))
+                planned.append(Planned(index, fx.id, [], "needs a code change", snippet))
             elif fx.id == "flash-attention" and not any(n.startswith(SDPA_OPS) for n in op_names):
                 planned.append(Planned(index, fx.id, [], "needs a code change: the step does not call "
-                                                        "F.scaled_dot_product_attention"))
+                                                        "F.scaled_dot_product_attention", snippet))
             else:
                 planned.append(Planned(index, fx.id, list(variants)))
     return planned

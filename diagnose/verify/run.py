@@ -20,6 +20,8 @@ from diagnose.verify.model import FixTrial, Verification
 from diagnose.verify.plan import env_for, plan_trials
 
 VERIFY_FOLDER = "verify"
+PHASES = {"start": "starting", "baseline": "running the unchanged step", "apply": "applying the fix",
+          "fixed": "running the fixed step", "profile": "profiling the fixed step"}
 
 
 def run_variant(spec: CaptureSpec, variant: str, how: str, folder: Path, *, baseline_us: list[float],
@@ -63,12 +65,12 @@ def read_trial(folder: Path, variant: str, how: str, returncode: int, timed_out:
     error = result.get("error") or {}
     message = f"{error.get('type', '')}: {error.get('message', '')}".strip(": ") if error else ""
     if timed_out:
-        status, message = "timeout", f"ran past the {timeout_s:g} s limit (--timeout) in phase {result.get('phase')}"
+        status, message = "timeout", f"ran past the {timeout_s:g} s limit (--timeout) while {_phase(result)}"
     elif status == "running":
         how_ended = f"signal {-returncode}" if returncode < 0 else f"exit status {returncode}"
-        status, message = "crashed", f"the process died ({how_ended}) in phase {result.get('phase')}"
+        status, message = "crashed", f"the process died ({how_ended}) while {_phase(result)}"
     if message and result.get("phase") and status not in ("timeout", "crashed"):
-        message = f"{message} (while {result['phase']})"
+        message = f"{message} (while {_phase(result)})"
     trial = FixTrial(variant, how, status, error=message, numerics=result.get("numerics"), folder=str(folder))
     base = [float(x) for x in (result.get("baseline_us") or baseline_us) if x and x > 0]
     fixed = [float(x) for x in result.get("fixed_us") or [] if x and x > 0]
@@ -91,6 +93,10 @@ def read_trial(folder: Path, variant: str, how: str, returncode: int, timed_out:
     return trial
 
 
+def _phase(result: dict) -> str:
+    return PHASES.get(result.get("phase"), str(result.get("phase") or "starting"))
+
+
 def verify_diagnosis(diagnosis, spec: CaptureSpec, out: Path, op_names: set[str], *, timeout_s: float,
                      python: str | None = None, compile_backend: str = "", on_progress=None) -> list[Verification]:
     """Try every auto-applicable fix of every finding (each variant once, shared between findings that
@@ -109,7 +115,7 @@ def verify_diagnosis(diagnosis, spec: CaptureSpec, out: Path, op_names: set[str]
     for finding in diagnosis.findings:
         finding.verify = []
     for p in planned:
-        v = Verification(p.fix, bool(p.variants), p.why, [trials[name] for name, _ in p.variants])
+        v = Verification(p.fix, bool(p.variants), p.why, [trials[name] for name, _ in p.variants], p.snippet)
         diagnosis.findings[p.finding].verify.append(v.to_dict())
         verifications.append(v)
     return verifications
