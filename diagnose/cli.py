@@ -104,6 +104,9 @@ def build_parser(command: str = "run") -> argparse.ArgumentParser:
                    help="limit of the Nsight Compute pass (default 600)")
     p.add_argument("--sweep", metavar="NAME=V1,V2,...",
                    help="one capture per value of a parameter")
+    if command == "run":  # issue 13
+        p.add_argument("--verify", action="store_true",
+                       help="then apply each auto-applicable fix, time it, check outputs")
     p.add_argument("--max-trace-bytes", type=_count(1), metavar="N",
                    help="refuse traces that inflate past N bytes")
     # --- issue 14: `--baseline FOLDER` (diagnose/diff_command.py) ---
@@ -246,7 +249,8 @@ def _run(args, target_text: str | None, script_args: list[str], config, err: Con
     quiet_progress = args.quiet or fmt_name != "text"
     _check_baseline(args)  # issue 14
     if target.kind == "trace":
-        for flag, given in (("--sweep", args.sweep), ("--param", args.param)):
+        for flag, given in (("--sweep", args.sweep), ("--param", args.param),
+                            ("--verify", getattr(args, "verify", False))):
             if given:
                 raise UsageError(f"{flag} needs a workload to run (model.py:NAME); {target.path} is a trace")
         folder = OutputFolder(out, carry=_inside(target.path, out))
@@ -265,6 +269,8 @@ def _run(args, target_text: str | None, script_args: list[str], config, err: Con
         except ValueError as exc:
             raise UsageError(str(exc)) from None
         pipeline.check_can_capture(args.python)
+        if getattr(args, "verify", False) and args.sweep:  # issue 13
+            raise UsageError("--verify and --sweep cannot be combined: verify one point (--param NAME=VALUE)")
         folder = OutputFolder(out)
         folder.keep_on_error = True  # what the workload recorded is kept, whatever happens after
         with folder, _progress(err, quiet=quiet_progress) as on_progress:
@@ -278,13 +284,13 @@ def _run(args, target_text: str | None, script_args: list[str], config, err: Con
                     target, folder.path, config, params=params, argv=script_args, warmup=args.warmup,
                     steps=args.steps, timed_steps=args.timed_steps, timeout_s=args.timeout,
                     python=args.python, on_progress=on_progress, ncu=args.ncu, ncu_csv=args.ncu_csv,
-                    ncu_timeout_s=args.ncu_timeout)
+                    ncu_timeout_s=args.ncu_timeout, verify=getattr(args, "verify", False))
             diagnosis = pipeline.relocate(diagnosis, folder.path, folder.final)
             written = _public(folder, pipeline.write_outputs(diagnosis, folder.path, html=not args.no_html))
             compared = _baseline(args, diagnosis, config, folder, written)  # issue 14
     if quiet_progress:
         for note in diagnosis.warnings:
-            if note.startswith("--ncu") or note.startswith("ncu."):
+            if note.startswith(("--ncu", "ncu.", "--verify")):
                 print(f"diagnose: {note}", file=sys.stderr)
     if compared is not None:  # issue 14: with --baseline, stdout shows the diff
         from diagnose.diff_command import exit_code, show
@@ -418,6 +424,8 @@ class _progress:
         label = self.LABELS.get(event.get("phase"), event.get("phase", ""))
         if event.get("phase") == "sweep":
             label = f"capturing sweep point {event.get('value')}"
+        if event.get("phase") == "verify":  # issue 13
+            label = f"verifying fixes: {event.get('variant')}"
         total = event.get("total") or None
         task = self.progress.tasks[0] if self.progress.tasks else None
         if task is None or task.description != label or task.total != total:

@@ -51,6 +51,7 @@ class Finding:
     basis: str = ""
     recoverable_us: float | None = None
     why: str = ""
+    verify: list | None = None  # --verify: one entry per fix, measured (diagnose/verify/model.py Verification.to_dict)
 
 
 @dataclasses.dataclass

@@ -172,7 +172,7 @@ def check_can_capture(python: str | None) -> None:
 def capture_and_analyse(target: Target, out: Path, config: Config, *, params: dict, argv: list[str],
                         warmup: int, steps: int, timed_steps: int, timeout_s: float,
                         python: str | None, on_progress, ncu: bool = False, ncu_csv: Path | None = None,
-                        ncu_timeout_s: float = 600.0) -> Diagnosis:
+                        ncu_timeout_s: float = 600.0, verify: bool = False, compile_backend: str = "") -> Diagnosis:
     """Capture mode: run the workload in a child process (then under ncu with `ncu`), analyse the folder."""
     check_can_capture(python)
     spec = CaptureSpec(path=str(target.path), function=target.function, mode=target.kind,
@@ -188,7 +188,35 @@ def capture_and_analyse(target: Target, out: Path, config: Config, *, params: di
     elif ncu:
         table, notes, seconds = _ncu_pass(spec, out, trace, meta, ncu_timeout_s, python, on_progress)
         label = "--ncu"
-    return diagnose_trace(trace, config, ncu=table, notes=notes, ncu_label=label, ncu_seconds=seconds)
+    diagnosis = diagnose_trace(trace, config, ncu=table, notes=notes, ncu_label=label, ncu_seconds=seconds)
+    if verify:  # issue 13
+        verify_fixes(diagnosis, trace, spec, meta, out, timeout_s=timeout_s, python=python,
+                     on_progress=on_progress, compile_backend=compile_backend)
+    return diagnosis
+
+
+# --- issue 13: `--verify` (diagnose/verify) ---
+def verify_fixes(diagnosis: Diagnosis, trace: Trace, spec: CaptureSpec, meta: dict, out: Path, *, timeout_s: float,
+                 python: str | None, on_progress=None, compile_backend: str = "") -> None:
+    """`--verify`: apply each finding's auto-applicable fix, measure it, set the findings' `verify` entries
+    (function mode only; otherwise a warning says why nothing was verified)."""
+    from diagnose.verify.run import verify_diagnosis
+
+    if spec.mode != "function":
+        diagnosis.warnings.insert(0, "--verify: not yet for a script or module; use function mode "
+                                     "(model.py:NAME returning the step) to verify fixes")
+        return
+    if meta.get("status") != "ok":
+        diagnosis.warnings.insert(0, "--verify: the workload did not finish its capture, so no fix was tried")
+        return
+    names = set(trace.ops["name"].astype(str).unique()) if len(trace.ops) else set()
+    tried = verify_diagnosis(diagnosis, spec, out, names, timeout_s=timeout_s, python=python,
+                             compile_backend=compile_backend, on_progress=on_progress)
+    if not any(v.applicable for v in tried):
+        diagnosis.warnings.insert(0, "--verify: no finding names a fix that can be applied from outside the code "
+                                     "(cuda-graphs, torch-compile, bf16-tensor-cores, flash-attention, "
+                                     "expandable-segments): nothing was run")
+# --- end issue 13 ---
 
 
 def _ncu_pass(spec: CaptureSpec, out: Path, trace: Trace, meta: dict, timeout_s: float, python: str | None,

@@ -20,6 +20,7 @@ LAYERS = [
     ("rules", ["diagnose.rules", "diagnose.rules_table", "diagnose.docs"]),
     ("assemble", ["diagnose.assemble"]),
     ("diff", ["diagnose.diff"]),
+    ("verify", ["diagnose.verify"]),
     ("renderers", ["diagnose.report"]),
     ("front", ["diagnose.output", "diagnose.pipeline", "diagnose.diff_command", "diagnose.bundled", "diagnose.api", "diagnose.cli",
                "diagnose.__main__", "diagnose.fixtures", "diagnose"]),

@@ -15,6 +15,7 @@ from markupsafe import Markup
 from diagnose.findings import Diagnosis, Finding
 from diagnose.format import column_label, duration, fmt, is_number, percent, short_name
 from diagnose.report import Renderer, charts, memory_charts
+from diagnose.report.verify_view import verify_lines
 from diagnose.rules import ALL_RULES
 from diagnose.version import __version__
 
@@ -181,7 +182,8 @@ def finding_view(f: Finding, step_us: float | None) -> dict:
             "evidence": [{"text": e.text(), "is_test": e.threshold is not None and bool(e.op)} for e in f.evidence],
             "offenders": records_table(f.offenders),
             "recoverable": duration(f.recoverable_us) if f.recoverable_us else "",
-            "recoverable_share": percent(share) if share is not None else ""}
+            "recoverable_share": percent(share) if share is not None else "",
+            "verify": verify_lines(f)}  # issue 13: --verify
 
 
 def records_table(records: list[dict], labels: dict[str, str] | None = None,

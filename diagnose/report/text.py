@@ -17,6 +17,7 @@ from diagnose.format import fmt, plural
 from diagnose.report import Renderer
 from diagnose.report.diff_text import render_diff_text
 from diagnose.report.richtext import UNWRAPPED, safe
+from diagnose.report.verify_view import verify_lines
 
 SEVERITY_STYLE = {"high": "bold red", "medium": "bold yellow", "low": "cyan"}
 MAX_FINDINGS = 4
@@ -75,6 +76,8 @@ def print_summary(diagnosis: Diagnosis, console: Console, outputs: dict[str, str
         if f.fixes:
             fixes = ", ".join(x.id for x in f.fixes)
             console.print(f"    fix: [green]{safe(fixes)}[/] ({safe(f.fixes[0].title)})")
+        for line in verify_lines(f):  # issue 13: --verify
+            console.print(f"    verify: {safe(line)}")
         if f.offenders:
             first = f.offenders[0]
             label = first.get("op") or first.get("kernel") or first.get("name") or next(iter(first.values()))

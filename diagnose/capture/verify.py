@@ -1,0 +1,374 @@
+"""The verify child: apply one fix to the step from outside the user's code, time it, check its outputs.
+
+Run as `python -m diagnose.capture.verify SPEC.json` (one process per fix, so a fix that crashes,
+runs out of memory or wedges the CUDA context takes nothing else down). The spec is a CaptureSpec
+(diagnose/capture/spec.py, function mode) plus `variant`, `baseline` and `compile_backend`.
+
+In that process, for `variant`:
+
+1. *baseline* (unless `baseline` is false: a process-level fix such as expandable segments, whose
+   baseline is the diagnosis's own capture): seed, build the step from NAME(**params), call it
+   `COMPARE_AFTER` times and keep a snapshot of its outputs (the return value of the last call and
+   every tensor the step's closure holds: module parameters and buffers, caches, the token it
+   writes), warm up, time it.
+2. *fixed*: seed, build a fresh step the same way, wrap it (`wrap`), call it `COMPARE_AFTER` times,
+   snapshot and compare with the baseline (`compare`), warm up, time it, profile `steps` steps.
+
+Timing is the baseline's (child.py): synchronised after each step, at least `MIN_TIMED_STEPS`
+steps (or --timed-steps, if more), and more in chunks while the 95 % interval of the median is
+wider than `WIDE_INTERVAL` of it, up to `MAX_TIMED_STEPS` steps or `MAX_TIMING_S` seconds.
+
+Numerics: each tensor is compared in the baseline's dtype with torch.testing.assert_close and the
+tolerances of `TOLERANCES` for that dtype. fp32 allows the reordered reductions of a compiled
+kernel (relative error ~1e-6) but not 10-bit-mantissa matmuls (TF32, ~1e-3) nor bf16 (~4e-3): a
+fix that lowers the precision below the workload's own dtype "changes results" and is reported so.
+Integer and bool tensors (token ids) must match exactly.
+
+Writes into the output folder: verify.json (what happened), and for a fix that ran, meta.json and
+trace.json.gz of the profiled fixed steps (a capture folder diagnose can load).
+"""
+from __future__ import annotations
+
+import contextlib
+import gc
+import json
+import math
+import os
+import sys
+import time
+import traceback
+from pathlib import Path
+
+from diagnose.capture.child import CaptureSession, is_out_of_memory, load_function, memory_summary
+from diagnose.capture.spec import CaptureSpec
+
+VERIFY_SCHEMA = "diagnose.verify/1"
+SEED = 0
+COMPARE_AFTER = 5  # calls before the outputs are compared: a CUDA graph has warmed, captured and replayed by then
+GRAPH_WARMUP_CALLS = 3  # eager calls on a side stream before a CUDA graph is captured
+MIN_TIMED_STEPS = 20
+MAX_TIMED_STEPS = 200
+MAX_TIMING_S = 60.0
+WIDE_INTERVAL = 0.05  # half-width of the median's 95 % interval, as a share of the median
+CHUNK = 20
+Z95 = 1.959964
+
+# dtype name -> (rtol, atol); anything not listed (integers, bool) must match exactly
+TOLERANCES = {
+    "float64": (1e-7, 1e-7),
+    "float32": (1e-4, 1e-5),
+    "float16": (1e-2, 1e-3),
+    "bfloat16": (5e-2, 1e-2),
+}
+
+VARIANTS = ("cuda-graph", "reduce-overhead", "compile", "max-autotune", "tf32", "autocast-bf16",
+            "sdpa-flash", "expandable-segments")
+
+
+def median_interval(values: list[float]) -> tuple[float, float, float]:
+    """(median, low, high): the distribution-free 95 % interval of the median from order statistics."""
+    xs = sorted(values)
+    n = len(xs)
+    if n == 0:
+        return math.nan, math.nan, math.nan
+    med = xs[n // 2] if n % 2 else (xs[n // 2 - 1] + xs[n // 2]) / 2
+    half = Z95 * math.sqrt(n) / 2
+    lo = max(0, int(math.floor(n / 2 - half)) - 1)
+    hi = min(n - 1, int(math.ceil(n / 2 + half)))
+    return med, xs[lo], xs[hi]
+
+
+def is_wide(values: list[float]) -> bool:
+    """True when the median's interval is wider than WIDE_INTERVAL of it on either side."""
+    med, lo, hi = median_interval(values)
+    return med > 0 and max(med - lo, hi - med) > WIDE_INTERVAL * med
+
+
+class VerifySession(CaptureSession):
+    """One fix, in its own process: baseline, fixed step, comparison, timing, one profile."""
+
+    def __init__(self, spec: CaptureSpec, variant: str, baseline: bool = True, compile_backend: str = ""):
+        super().__init__(spec)
+        self.variant, self.with_baseline, self.compile_backend = variant, baseline, compile_backend
+        self.meta["verify"] = {"variant": variant}
+        self.result = {"schema": VERIFY_SCHEMA, "variant": variant, "status": "running", "phase": "start",
+                       "error": None, "baseline_us": [], "fixed_us": [], "numerics": None, "notes": []}
+        self._restore = []
+
+    # -- bookkeeping -------------------------------------------------------------------------
+    def write_result(self) -> None:
+        """Write verify.json atomically."""
+        tmp = self.out / "verify.json.tmp"
+        tmp.write_text(json.dumps(self.result, indent=2, default=str))
+        tmp.replace(self.out / "verify.json")
+
+    def build(self):
+        """A fresh step from the factory, with the same seed each time."""
+        self.torch.manual_seed(SEED)
+        factory = load_function(self.spec.path, self.spec.function)
+        step = factory(**self.spec.params)
+        if not callable(step):
+            raise TypeError(f"{self.spec.function}(**params) must return a zero-argument callable")
+        return step
+
+    def time_steps(self, step) -> list[float]:
+        """Per-step seconds, synchronised after each, as the baseline is timed (more while wide)."""
+        n = max(MIN_TIMED_STEPS, self.spec.timed_steps)
+        times: list[float] = []
+        started = time.perf_counter()
+        while True:
+            for _ in range(n - len(times)):
+                t0 = time.perf_counter()
+                step()
+                self.sync()
+                times.append(time.perf_counter() - t0)
+            if (not is_wide(times) or len(times) >= MAX_TIMED_STEPS
+                    or time.perf_counter() - started > MAX_TIMING_S):
+                return times
+            n = min(MAX_TIMED_STEPS, len(times) + CHUNK)
+
+    def run_calls(self, step, calls: int):
+        """Call the step `calls` times; the last return value."""
+        out = None
+        for _ in range(calls):
+            out = step()
+        self.sync()
+        return out
+
+    # -- the fix -----------------------------------------------------------------------------
+    def wrap(self, step):
+        """The step with the fix applied from outside (a new callable; the step itself is unchanged)."""
+        torch, v = self.torch, self.variant
+        if v == "cuda-graph":
+            return cuda_graph_step(torch, step)
+        if v in ("compile", "max-autotune", "reduce-overhead"):
+            mode = {"compile": None, "max-autotune": "max-autotune", "reduce-overhead": "reduce-overhead"}[v]
+            kwargs = {"mode": mode} if mode else {}
+            if self.compile_backend:
+                kwargs["backend"] = self.compile_backend
+            return torch.compile(step, **kwargs)
+        if v == "tf32":
+            before = torch.get_float32_matmul_precision()
+            torch.set_float32_matmul_precision("high")
+            self._restore.append(lambda: torch.set_float32_matmul_precision(before))
+            return step
+        if v == "autocast-bf16":
+            device = "cuda" if torch.cuda.is_available() else "cpu"
+
+            def autocast_step():
+                with torch.autocast(device_type=device, dtype=torch.bfloat16):
+                    return step()
+            return autocast_step
+        if v == "sdpa-flash":
+            from torch.nn.attention import SDPBackend, sdpa_kernel
+
+            def flash_step():
+                with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+                    return step()
+            return flash_step
+        if v == "expandable-segments":
+            conf = os.environ.get("PYTORCH_CUDA_ALLOC_CONF", "")
+            if "expandable_segments:True" not in conf:
+                raise RuntimeError("PYTORCH_CUDA_ALLOC_CONF does not hold expandable_segments:True")
+            return step
+        raise ValueError(f"unknown fix variant {v!r} (known: {', '.join(VARIANTS)})")
+
+    # -- driver ------------------------------------------------------------------------------
+    def run_verify(self) -> None:
+        """Baseline, then the fixed step: compare, time, profile."""
+        torch = self.torch
+        reference = None
+        if self.with_baseline:
+            self.result["phase"] = "baseline"
+            self.progress("verify-baseline")
+            step = self.build()
+            reference = snapshot(torch, step, self.run_calls(step, COMPARE_AFTER))
+            self.run_calls(step, self.spec.warmup)
+            self.result["baseline_us"] = [round(t * 1e6, 3) for t in self.time_steps(step)]
+            del step
+            self.free()
+        self.result["phase"] = "apply"
+        self.progress("verify-apply")
+        base = self.build()
+        fixed = self.wrap(base)
+        self.result["phase"] = "fixed"
+        out = self.run_calls(fixed, COMPARE_AFTER)
+        if reference is not None:
+            self.result["numerics"] = compare(torch, reference, snapshot(torch, base, out))
+        self.run_calls(fixed, self.spec.warmup)
+        self.progress("verify-timing")
+        times = self.time_steps(fixed)
+        self.result["fixed_us"] = [round(t * 1e6, 3) for t in times]
+        self.record_timing(times, f"{len(times)} steps of the fixed step ({self.variant}) without the profiler, "
+                                  "synchronised after each step")
+        self.result["phase"] = "profile"
+        self.progress("verify-profile")
+        self.meta["steps"]["how"] = f"each call of the step with the fix {self.variant} applied"
+        self.start_profiler()
+        with self.step_range("diagnose/warmup 0"):
+            fixed()
+        for i in range(self.spec.steps):
+            with self.step_range(f"diagnose/step {i}"):
+                fixed()
+            self.meta["steps"]["profiled"] = i + 1
+        self.sync()
+        self.stop_profiler()
+        self.result["status"] = "ok"
+        self.result["phase"] = "done"
+
+    def free(self) -> None:
+        """Let the baseline's memory go before the fixed step is built."""
+        gc.collect()
+        if self.torch.cuda.is_available():
+            self.torch.cuda.empty_cache()
+
+    def run(self) -> int:
+        """Run the verification; 0 whatever the fix did (its failure is the result), 3 without torch."""
+        self.out.mkdir(parents=True, exist_ok=True)
+        self.write_result()
+        try:
+            import torch
+        except ImportError:
+            self.result.update(status="failed", error={"type": "ImportError", "message": "torch is not installed"})
+            self.write_result()
+            return 3
+        self.torch = torch
+        from diagnose.capture.child import device_info
+
+        self.meta["device"] = device_info(torch)
+        try:
+            self.run_verify()
+            self.meta["status"] = "ok"
+        except BaseException as exc:  # the fix's failure is the result, not a crash of diagnose
+            kind = "oom" if is_out_of_memory(torch, exc) else "failed"
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+            self.result.update(status=kind, error={"type": type(exc).__name__, "message": first[:2000],
+                                                   "traceback": traceback.format_exc(limit=-8)[-4000:]})
+            self.fail(kind, type(exc).__name__, first)
+        finally:
+            with contextlib.suppress(BaseException):
+                self.stop_profiler()
+            for undo in self._restore:
+                with contextlib.suppress(Exception):
+                    undo()
+            self.meta["memory"] = memory_summary(torch)
+            self.write_meta()
+            self.write_result()
+        return 0
+
+
+def cuda_graph_step(torch, step):
+    """The step replayed from a torch.cuda.CUDAGraph: the first GRAPH_WARMUP_CALLS calls run eagerly on
+    a side stream (one step each), the next captures the step and replays it, every later call replays."""
+    if not torch.cuda.is_available():
+        raise RuntimeError("CUDA graphs need a CUDA device")
+    state = {"calls": 0, "graph": None, "out": None}
+    side = torch.cuda.Stream()
+
+    def graphed():
+        if state["graph"] is None and state["calls"] < GRAPH_WARMUP_CALLS:
+            state["calls"] += 1
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):
+                out = step()
+            torch.cuda.current_stream().wait_stream(side)
+            return out
+        if state["graph"] is None:
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                state["out"] = step()
+            state["graph"] = graph
+        state["graph"].replay()
+        return state["out"]
+    return graphed
+
+
+def snapshot(torch, step, returned) -> dict:
+    """Every tensor the step's outputs reach, by name, copied to the CPU: the return value and the tensors
+    (and modules' parameters and buffers) its closure and bound object hold."""
+    found: dict = {}
+    _collect(torch, "return", returned, found, depth=0)
+    for name, value in _closure_items(step):
+        _collect(torch, name, value, found, depth=0)
+    return found
+
+
+def _closure_items(fn):
+    """(name, value) for the cells of a function's closure (following functools.partial and bound methods)."""
+    seen = set()
+    while fn is not None and id(fn) not in seen:
+        seen.add(id(fn))
+        if hasattr(fn, "__self__") and not isinstance(fn.__self__, type(sys)):
+            yield "self", fn.__self__
+        code = getattr(fn, "__code__", None)
+        cells = getattr(fn, "__closure__", None) or ()
+        if code is not None:
+            for name, cell in zip(code.co_freevars, cells):
+                with contextlib.suppress(ValueError):
+                    yield name, cell.cell_contents
+        fn = getattr(fn, "__wrapped__", None) or getattr(fn, "func", None)
+
+
+def _collect(torch, name: str, value, found: dict, depth: int) -> None:
+    if depth > 3 or len(found) > 2000:
+        return
+    if isinstance(value, torch.Tensor):
+        found[name] = value.detach().to("cpu", copy=True)
+    elif isinstance(value, torch.nn.Module):
+        for key, tensor in value.state_dict(keep_vars=False).items():
+            found[f"{name}.{key}"] = tensor.detach().to("cpu", copy=True)
+    elif isinstance(value, (list, tuple)):
+        for i, item in enumerate(value):
+            _collect(torch, f"{name}[{i}]", item, found, depth + 1)
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            _collect(torch, f"{name}[{key!r}]", item, found, depth + 1)
+    elif callable(value) and hasattr(value, "__code__"):
+        for inner, item in _closure_items(value):
+            _collect(torch, f"{name}.{inner}", item, found, depth + 1)
+
+
+def tolerance(dtype_name: str) -> tuple[float, float]:
+    """(rtol, atol) for a tensor of the baseline's dtype; (0, 0) for exact types."""
+    return TOLERANCES.get(dtype_name, (0.0, 0.0))
+
+
+def compare(torch, expected: dict, actual: dict) -> dict:
+    """The numerics verdict: "match", "changes results" or "not compared" (nothing to compare)."""
+    names = [n for n in expected if n in actual]
+    if not names:
+        return {"verdict": "not compared", "detail": "the step returns no tensor and its closure holds none",
+                "tensors": 0}
+    worst, failures = None, []
+    for name in names:
+        e, a = expected[name], actual[name]
+        dtype = str(e.dtype).removeprefix("torch.")
+        rtol, atol = tolerance(dtype)
+        if e.shape != a.shape:
+            failures.append(f"{name}: shape {tuple(a.shape)} instead of {tuple(e.shape)}")
+            continue
+        a = a.to(e.dtype)
+        try:
+            torch.testing.assert_close(a, e, rtol=rtol, atol=atol, equal_nan=True)
+        except AssertionError as exc:
+            lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+            failures.append(f"{name} ({dtype}, rtol {rtol:g}, atol {atol:g}): " + "; ".join(lines[:3]))
+        if e.is_floating_point() and e.numel():
+            diff = float((a.double() - e.double()).abs().nan_to_num(0.0).max())
+            worst = diff if worst is None else max(worst, diff)
+    return {"verdict": "changes results" if failures else "match", "tensors": len(names),
+            "max_abs_diff": worst, "failures": failures[:5], "failed": len(failures),
+            "tolerances": {k: list(v) for k, v in TOLERANCES.items()}}
+
+
+def main() -> int:
+    """Entry point of the verify child."""
+    data = json.loads(Path(sys.argv[1]).read_text())
+    variant = data.pop("variant")
+    baseline = data.pop("baseline", True)
+    backend = data.pop("compile_backend", "")
+    return VerifySession(CaptureSpec(**data), variant, baseline, backend).run()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,59 @@
+"""The result of `--verify`: one FixTrial per variant tried, one Verification per fix of a finding.
+
+`Verification.to_dict()` is what a finding's `verify` list holds in findings.json (additive to
+diagnose.findings/1): plain numbers and strings, read by the renderers without this package.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+
+@dataclasses.dataclass
+class FixTrial:
+    """One variant of a fix, as measured: speedup (baseline ÷ fixed median) with its interval, numerics."""
+
+    variant: str
+    how: str
+    status: str  # ok | failed | oom | timeout | crashed
+    verdict: str = ""  # numerics.VERDICTS
+    error: str = ""
+    speedup: float | None = None
+    interval: list[float] | None = None  # [low, high] of the speedup, 95 %
+    baseline_us: float | None = None  # median step, µs
+    fixed_us: float | None = None
+    n_baseline: int = 0
+    n_fixed: int = 0
+    baseline_basis: str = ""
+    numerics: dict | None = None
+    budget: dict | None = None  # the fixed step's budget, from its profiled steps
+    folder: str = ""
+
+    def to_dict(self) -> dict:
+        """Plain data for findings.json."""
+        return dataclasses.asdict(self)
+
+
+@dataclasses.dataclass
+class Verification:
+    """One fix of one finding: the variants tried (or why none could be), and the best outcome."""
+
+    fix: str
+    applicable: bool
+    why: str = ""
+    trials: list[FixTrial] = dataclasses.field(default_factory=list)
+    snippet: str = ""
+
+    @property
+    def best(self) -> FixTrial | None:
+        """The verified variant with the largest speedup, else the fastest that ran, else the first tried."""
+        from diagnose.verify.numerics import rank
+
+        return max(self.trials, key=rank) if self.trials else None
+
+    def to_dict(self) -> dict:
+        """Plain data for a finding's `verify` list."""
+        best = self.best
+        return {"fix": self.fix, "applicable": self.applicable, "why": self.why,
+                "verdict": best.verdict if best else self.why, "best": best.variant if best else None,
+                "snippet": self.snippet,
+                "trials": [t.to_dict() for t in self.trials]}

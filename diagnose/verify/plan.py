@@ -1,0 +1,62 @@
+"""Which fixes `--verify` can apply from outside the user's code, and with which variants.
+
+Each catalogue fix id (diagnose/fixes.py) that can be applied by wrapping the step callable (or by
+the process environment) maps to its variants, the main one first: the child process
+(diagnose/capture/verify.py) knows each variant by name. Every other fix "needs a code change".
+"""
+from __future__ import annotations
+
+import dataclasses
+
+# fix id -> [(variant, what it does)], main variant first
+APPLICABLE: dict[str, list[tuple[str, str]]] = {
+    "cuda-graphs": [("cuda-graph", "torch.cuda.CUDAGraph capture of the step, replayed each call"),
+                    ("reduce-overhead", 'torch.compile(step, mode="reduce-overhead")')],
+    "torch-compile": [("compile", "torch.compile(step)"),
+                      ("max-autotune", 'torch.compile(step, mode="max-autotune")')],
+    "bf16-tensor-cores": [("tf32", 'torch.set_float32_matmul_precision("high") (TF32 matmuls)'),
+                          ("autocast-bf16", "torch.autocast(dtype=torch.bfloat16) around the step")],
+    "flash-attention": [("sdpa-flash", "torch.nn.attention.sdpa_kernel(SDPBackend.FLASH_ATTENTION) around the step")],
+    "expandable-segments": [("expandable-segments", "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True")],
+}
+
+PROCESS_LEVEL = {"expandable-segments": {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}}
+"""Variants set in the environment before CUDA starts: no in-process baseline, the capture's own is used."""
+
+SDPA_OPS = ("aten::scaled_dot_product_attention", "aten::_scaled_dot_product")
+
+
+@dataclasses.dataclass
+class Planned:
+    """One fix of one finding, and the variants to try (none: it needs a code change, `why`)."""
+
+    finding: int
+    fix: str
+    variants: list[tuple[str, str]]
+    why: str = ""
+    snippet: str = ""  # for a fix that needs a code change: the finding's code example (or how-to)
+
+
+def plan_trials(findings: list, op_names: set[str] | frozenset = frozenset()) -> list[Planned]:
+    """For every fix of every finding: the variants to run, or why it cannot be applied from outside.
+
+    `op_names` are the CPU op names of the captured trace: flash-attention applies only where the step
+    calls scaled_dot_product_attention (an explicit softmax(QKᵀ)V needs the code changed)."""
+    planned = []
+    for index, finding in enumerate(findings):
+        for fx in finding.fixes:
+            variants = APPLICABLE.get(fx.id)
+            snippet = fx.code or fx.how
+            if variants is None:
+                planned.append(Planned(index, fx.id, [], "needs a code change", snippet))
+            elif fx.id == "flash-attention" and not any(n.startswith(SDPA_OPS) for n in op_names):
+                planned.append(Planned(index, fx.id, [], "needs a code change: the step does not call "
+                                                        "F.scaled_dot_product_attention", snippet))
+            else:
+                planned.append(Planned(index, fx.id, list(variants)))
+    return planned
+
+
+def env_for(variant: str) -> dict[str, str]:
+    """Environment a variant needs set before the child starts ({} for in-process variants)."""
+    return dict(PROCESS_LEVEL.get(variant, {}))

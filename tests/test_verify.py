@@ -1,0 +1,227 @@
+"""`--verify` (issue 13): fixes applied from outside, timed as the baseline is, outputs compared.
+
+CPU tests run the real verify child on tiny workloads (a fake step whose speed the TF32 switch sets,
+bf16 autocast on an fp32 MLP, torch.compile with aot_eager); GPU tests are marked `gpu`.
+"""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from diagnose.capture.spec import CaptureSpec
+from diagnose.cli import main
+from diagnose.findings import Diagnosis, Evidence, Finding
+from diagnose.fixes import fix
+from diagnose.verify import numerics
+from diagnose.verify.plan import plan_trials
+from diagnose.verify.run import read_trial, run_variant
+
+from conftest import ROOT
+
+WORKLOADS = ROOT / "tests" / "workloads"
+FAKE = WORKLOADS / "verify_fake.py"
+MLP = WORKLOADS / "tiny_cpu.py"
+DECODE = f"{ROOT / 'fixtures' / 'workloads' / 'tiny_decode.py'}:make_step"
+
+
+def spec(path, tmp_path, **params) -> CaptureSpec:
+    return CaptureSpec(path=str(path), mode="function", function="make_step", out_dir=str(tmp_path),
+                       params=params, warmup=2, steps=2, timed_steps=20)
+
+
+def trial(tmp_path, path, variant, timeout_s=120.0, backend="", **params):
+    return run_variant(spec(path, tmp_path, **params), variant, variant, tmp_path / variant, baseline_us=[],
+                       timeout_s=timeout_s, compile_backend=backend)
+
+
+def finding(*fix_ids, est=2.0) -> Finding:
+    return Finding(rule="launch-overhead", severity="high", title="t", evidence=[Evidence("x", 1.0)],
+                   fixes=[fix(i) for i in fix_ids], est_speedup=est)
+
+
+# -- the child, end to end on a CPU ---------------------------------------------------------------
+def test_fake_step_verifies_with_interval_above_one(tmp_path):
+    t = trial(tmp_path, FAKE, "tf32")
+    assert t.status == "ok", t.error
+    assert t.numerics["verdict"] == "match"
+    assert t.interval[0] > 1.5 and 2.5 < t.speedup < 6, (t.speedup, t.interval)
+    assert t.verdict == numerics.VERIFIED
+    assert t.n_baseline >= 20 and t.n_fixed >= 20
+    assert t.budget and t.budget["step_time_us"] > 0, t.error  # the fixed step was profiled and read back
+    assert (tmp_path / "tf32" / "trace.json.gz").exists()
+
+
+def test_fake_step_that_changes_results_is_never_verified(tmp_path):
+    t = trial(tmp_path, FAKE, "tf32", changes=True)
+    assert t.numerics["verdict"] == "changes results" and t.numerics["failed"] >= 1
+    assert t.interval[0] > 1.0 and t.verdict == numerics.CHANGES
+
+
+def test_bf16_autocast_changes_an_fp32_result(tmp_path):
+    """The acceptance case: bf16 autocast on an fp32 workload changes it beyond the fp32 tolerance."""
+    t = trial(tmp_path, MLP, "autocast-bf16")
+    assert t.status == "ok", t.error
+    assert t.numerics["verdict"] == "changes results"
+    assert t.numerics["max_abs_diff"] > 1e-4
+    assert t.verdict != numerics.VERIFIED
+
+
+def test_compile_keeps_fp32_results(tmp_path):
+    t = trial(tmp_path, MLP, "compile", backend="aot_eager")
+    assert t.status == "ok", t.error
+    assert t.numerics["verdict"] == "match" and t.numerics["tensors"] >= 5  # return value + parameters
+    assert t.speedup and t.interval[0] <= t.speedup <= t.interval[1]
+
+
+def test_a_fix_that_cannot_apply_is_reported_with_its_error(tmp_path):
+    t = trial(tmp_path, MLP, "cuda-graph")
+    assert t.status == "failed" and t.verdict == numerics.FAILED
+    assert "CUDA graphs need a CUDA device" in t.error and "while applying the fix" in t.error
+
+
+def test_a_workload_that_fails_is_a_failed_trial(tmp_path):
+    t = trial(tmp_path, WORKLOADS / "raises.py", "tf32")
+    assert t.status == "failed" and t.verdict == numerics.FAILED and "unchanged step" in t.error
+
+
+def test_a_timeout_is_reported(tmp_path):
+    t = trial(tmp_path, FAKE, "tf32", timeout_s=0.5, slow_ms=200.0)
+    assert t.status == "timeout" and t.verdict == numerics.FAILED
+
+
+def test_a_crashed_child_is_reported(tmp_path):
+    folder = tmp_path / "v"
+    folder.mkdir()
+    (folder / "verify.json").write_text(json.dumps({"status": "running", "phase": "fixed"}))
+    t = read_trial(folder, "cuda-graph", "", -11, False, 10, [])
+    assert t.status == "crashed" and "signal 11" in t.error and t.verdict == numerics.FAILED
+
+
+# -- the analysis side ----------------------------------------------------------------------------
+def test_plan_applies_only_what_can_be_applied_from_outside():
+    planned = plan_trials([finding("cuda-graphs", "remove-sync"), finding("flash-attention")], set())
+    by_fix = {p.fix: p for p in planned}
+    assert [v for v, _ in by_fix["cuda-graphs"].variants] == ["cuda-graph", "reduce-overhead"]
+    assert by_fix["remove-sync"].variants == [] and "code change" in by_fix["remove-sync"].why
+    assert by_fix["flash-attention"].variants == [] and "scaled_dot_product_attention" in by_fix["flash-attention"].why
+    sdpa = plan_trials([finding("flash-attention")], {"aten::scaled_dot_product_attention"})
+    assert [v for v, _ in sdpa[0].variants] == ["sdpa-flash"]
+
+
+@pytest.mark.parametrize("low,high,num,expected", [
+    (1.2, 1.5, {"verdict": "match"}, numerics.VERIFIED),
+    (1.2, 1.5, {"verdict": "changes results"}, numerics.CHANGES),
+    (1.2, 1.5, None, numerics.UNCOMPARED),
+    (0.9, 1.2, {"verdict": "match"}, numerics.NO_GAIN),
+    (0.5, 0.8, {"verdict": "match"}, numerics.SLOWER),
+])
+def test_verdicts(low, high, num, expected):
+    assert numerics.verdict("ok", low, high, num) == expected
+    assert numerics.verdict("oom", low, high, num) == numerics.FAILED
+
+
+def test_speedup_is_baseline_over_fixed():
+    s, low, high = numerics.speedup([200.0 + i % 3 for i in range(30)], [100.0 + i % 3 for i in range(30)])
+    assert 1.9 < low <= s <= high < 2.1
+
+
+def test_median_interval_and_tolerances():
+    import torch
+
+    from diagnose.capture.verify import compare, median_interval, tolerance
+
+    med, lo, hi = median_interval(list(range(1, 22)))
+    assert med == 11 and lo < 11 < hi
+    assert tolerance("float32") == (1e-4, 1e-5) and tolerance("int64") == (0.0, 0.0)
+    base = {"x": torch.ones(4), "tok": torch.tensor([3])}
+    assert compare(torch, base, {"x": torch.ones(4) + 1e-7, "tok": torch.tensor([3])})["verdict"] == "match"
+    assert compare(torch, base, {"x": torch.ones(4), "tok": torch.tensor([4])})["verdict"] == "changes results"
+    bf16 = {"x": (torch.ones(4) / 3).to(torch.bfloat16), "tok": torch.tensor([3])}
+    assert compare(torch, {"x": torch.ones(4) / 3, "tok": torch.tensor([3])}, bf16)["verdict"] == "changes results"
+    assert compare(torch, {}, {})["verdict"] == "not compared"
+
+
+def test_verify_entries_render_and_round_trip(tmp_path):
+    """Plumbing end to end: a captured CPU diagnosis, a finding naming fixes, verify, every renderer."""
+    from diagnose import pipeline, report
+    from diagnose.capture.runner import run_capture
+    from diagnose.config import Config
+    from diagnose.trace.load import load_capture_folder
+
+    s = spec(FAKE, tmp_path / "cap")
+    meta = run_capture(s, timeout_s=120)
+    trace = load_capture_folder(tmp_path / "cap")
+    from diagnose.assemble import diagnose_trace
+
+    d = diagnose_trace(trace, Config())
+    d.findings = [finding("bf16-tensor-cores", "remove-sync")]
+    pipeline.verify_fixes(d, trace, s, meta, tmp_path / "cap", timeout_s=120, python=None)
+    entries = d.findings[0].verify
+    assert [e["fix"] for e in entries] == ["bf16-tensor-cores", "remove-sync"]
+    tf32 = entries[0]["trials"][0]
+    assert tf32["variant"] == "tf32" and tf32["verdict"] == numerics.VERIFIED
+    assert entries[0]["best"] == "tf32" and not entries[1]["applicable"]
+    assert "synchron" in entries[1]["snippet"] or ".item()" in entries[1]["snippet"]
+    again = Diagnosis.from_dict(json.loads(report.get("json").render(d)))
+    assert again.findings[0].verify == json.loads(json.dumps(entries))
+    text = report.get("text").render(d)
+    assert "verify: bf16-tensor-cores → tf32: verified · measured" in text and "est. 2×" in text
+    assert "remove-sync: needs a code change" in text
+    assert "**verify** bf16-tensor-cores → tf32: verified" in report.get("md").render(d)
+    assert "Measured with --verify" in report.get("html").render(d)
+
+
+def test_old_findings_json_without_verify_still_loads():
+    d = Diagnosis.from_dict({"target": "t", "device": {}, "summary": {}, "skipped": [], "findings": [
+        {"rule": "r", "severity": "low", "title": "t", "evidence": [], "fixes": []}]})
+    assert d.findings[0].verify is None
+
+
+# -- the command line -----------------------------------------------------------------------------
+def test_verify_needs_a_workload(tmp_path, capsys):
+    trace = ROOT / "fixtures" / "captures"
+    folder = next(p for p in sorted(trace.iterdir()) if p.is_dir())
+    assert main([str(folder), "--verify", "-o", str(tmp_path / "o")]) == 2
+    assert "--verify needs a workload" in capsys.readouterr().err
+
+
+def test_verify_and_sweep_do_not_combine(tmp_path, capsys):
+    assert main([f"{MLP}:make_step", "--verify", "--sweep", "width=8,16", "-o", str(tmp_path / "o")]) == 2
+    assert "cannot be combined" in capsys.readouterr().err
+
+
+def test_verify_on_a_cpu_workload_without_findings_says_so(tmp_path, capsys):
+    code = main(["-o", str(tmp_path / "o"), "--json", "--no-html", "--verify", f"{MLP}:make_step"])
+    data = json.loads(capsys.readouterr().out)
+    assert code == 0 and any(w.startswith("--verify: no finding") for w in data["warnings"])
+
+
+def test_verify_in_script_mode_says_not_yet(tmp_path, capsys):
+    code = main(["-o", str(tmp_path / "o"), "--json", "--no-html", "--steps", "1", "--verify",
+                 str(WORKLOADS / "train_script.py")])
+    data = json.loads(capsys.readouterr().out)
+    assert code == 0 and any("--verify: not yet" in w for w in data["warnings"])
+
+
+# -- on the GPU -----------------------------------------------------------------------------------
+@pytest.mark.gpu
+def test_decode_verifies_cuda_graphs(tmp_path, capsys):
+    code = main(["-o", str(tmp_path / "o"), "--json", "--no-html", "--verify", DECODE])
+    data = json.loads(capsys.readouterr().out)
+    assert code == 0
+    top = data["findings"][0]
+    assert top["rule"] == "launch-overhead"
+    graphs = next(e for e in top["verify"] if e["fix"] == "cuda-graphs")
+    graph = next(t for t in graphs["trials"] if t["variant"] == "cuda-graph")
+    assert graph["status"] == "ok", graph["error"]
+    assert graph["numerics"]["verdict"] == "match" and graph["interval"][0] > 1.0
+    assert graph["verdict"] == numerics.VERIFIED and graph["budget"]["gpu_busy_fraction"] > 0
+
+
+@pytest.mark.gpu
+def test_bf16_autocast_changes_fp32_matmul_on_gpu(tmp_path):
+    t = trial(tmp_path, ROOT / "fixtures" / "workloads" / "matmul.py", "autocast-bf16", dtype="float32",
+              m=2048, n=2048, k=2048)
+    assert t.status == "ok", t.error
+    assert t.numerics["verdict"] == "changes results" and t.verdict != numerics.VERIFIED
