@@ -159,3 +159,26 @@ def test_a_cpu_capture_with_a_graph_break_names_its_line_and_fires(tmp_path, cap
     finding = fired[0]
     assert any(e["metric"] == "graph break at" and f"compile_breaks.py:{line}" in e["value"]
                for e in finding["evidence"])
+
+
+def test_a_cpu_capture_that_recompiles_every_step_names_the_guard_and_line(tmp_path, capsys, monkeypatch):
+    """dynamic=False fed a longer sequence every step: dynamo's recompile reasons reach compile.json
+    (they are emitted only once the artifact is enabled) and compile-breaks recommends mark-dynamic."""
+    pytest.importorskip("torch", reason="capturing needs torch")
+    from diagnose.cli import main
+
+    monkeypatch.setenv("TORCHINDUCTOR_COMPILE_THREADS", "1")
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    monkeypatch.delenv("TORCH_LOGS", raising=False)
+    workload = ROOT / "fixtures" / "workloads" / "compile_shapes.py"
+    out = tmp_path / "cap"
+    code = main(["-o", str(out), "--json", "--warmup", "1", "--steps", "2", "--timed-steps", "2",
+                 f"{workload}:make_step", "--param", "d_model=32", "--param", "batch=1", "--param", "start=8"])
+    data = json.loads(capsys.readouterr().out)
+    assert code == 0
+    recompiles = [e for e in json.loads((out / "compile.json").read_text())["events"] if e["kind"] == "recompile"]
+    forward = next(i for i, text in enumerate(workload.read_text().splitlines(), 1) if "def forward" in text)
+    assert recompiles and {e["file"] for e in recompiles} == {str(workload)}
+    assert {e["line"] for e in recompiles} == {forward} and "size mismatch" in recompiles[0]["reason"]
+    finding = next(f for f in data["findings"] if f["rule"] == "compile-breaks")
+    assert finding["fixes"][0]["id"] == "mark-dynamic"

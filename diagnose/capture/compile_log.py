@@ -75,6 +75,15 @@ class CompileLog:
         names.update(n for n in list(logging.Logger.manager.loggerDict)
                      if n.startswith("torch.") and n.rsplit(".__", 1)[-1] in ARTIFACTS)
         asked = os.environ.get("TORCH_LOGS", "")
+        if not asked:
+            # dynamo emits some artifacts (recompile reasons among them) only once they are enabled;
+            # the user asked for no logs, so enable ours and keep them out of the workload's output.
+            with contextlib.suppress(Exception):
+                import torch._logging
+
+                torch._logging.set_logs(graph_breaks=True, recompiles=True, cudagraphs=True)
+                names.update(n for n in list(logging.Logger.manager.loggerDict)
+                             if n.startswith("torch.") and n.rsplit(".__", 1)[-1] in ARTIFACTS)
         for name in sorted(names):
             logger = logging.getLogger(name)
             if logger.level == logging.NOTSET or logger.level > logging.DEBUG:
