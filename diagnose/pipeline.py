@@ -121,6 +121,14 @@ def analyse(path: Path, config: Config, ncu_csv: Path | None = None, on_progress
     `on_progress` (optional) receives {"phase": ...} events: "decode" (with done and total), "rules"."""
     if is_sweep_folder(path):
         return analyse_sweep(path, config)
+    # --- issue 12: a folder of rank traces (rank-K/ capture folders or several kineto files) ---
+    from diagnose.ranks.discover import is_rank_folder
+
+    if is_rank_folder(Path(path)):
+        from diagnose.ranks.analyse import analyse_ranks
+
+        return analyse_ranks(Path(path), config, on_progress=on_progress, max_bytes=max_bytes)
+    # --- end issue 12 ---
     report_progress = on_progress or (lambda event: None)
     trace = load_target(path, on_progress, **({"max_bytes": max_bytes} if max_bytes else {}))
     report_progress({"phase": "rules"})
