@@ -118,7 +118,7 @@ class RankSet:
             "count": len(self.profiles), "reference": self.reference,
             "comm_split": "transfer = a collective's shortest duration over the ranks; wait = the rest",
             "per_rank": [{"rank": p.rank, "source": p.source, "rank_from": p.rank_how,
-                          "step_us": p.step_us, "compute_us": p.compute_us, "comm_us": p.comm_us,
+                          "step_us": p.step_us, "unprofiled_step_us": p.unprofiled_step_us, "compute_us": p.compute_us, "comm_us": p.comm_us,
                           "exposed_comm_us": p.exposed_us, "wait_us": round(self.wait_us(p.rank), 1),
                           "transfer_us": round(self.transfer_us(p.rank), 1), "findings": list(p.findings)}
                          for p in self.profiles],

@@ -34,6 +34,7 @@ class RankProfile:
     buckets: list  # the step accounting's buckets: {id, label, us_per_step, share, in_sum}
     world_size: int | None = None
     rank_how: str = "order"
+    unprofiled_step_us: float | None = None  # the capture's own timing without the profiler, when it has one
     findings: list = dataclasses.field(default_factory=list)  # rule ids that fired on this rank alone
 
     def to_dict(self) -> dict:
@@ -72,7 +73,8 @@ def rank_profile(metrics: Metrics, rank: int, source: str, how: str = "order") -
                        exposed_us=round(float(c.comm_exposed_us), 3), steps_compute_us=steps_compute,
                        steps_collectives=steps_coll, op_us=_op_us(metrics, len(windows)), buckets=buckets,
                        world_size=(trace.distributed or {}).get("world_size")
-                       if isinstance(trace.distributed, dict) else None, rank_how=how)
+                       if isinstance(trace.distributed, dict) else None, rank_how=how,
+                       unprofiled_step_us=((trace.capture or {}).get("timing") or {}).get("median_us"))
 
 
 def _op_us(metrics: Metrics, n_steps: int) -> dict:
