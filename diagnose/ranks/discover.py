@@ -15,6 +15,8 @@ from pathlib import Path
 TRACE_SUFFIXES = (".json", ".json.gz")
 RANK_FOLDER = re.compile(r"^rank-(\d+)$")
 RANK_IN_NAME = re.compile(r"rank[-_]?(\d+)", re.IGNORECASE)
+NOT_TRACES = {"meta.json", "memory.json", "findings.json", "sweep.json", "compile.json", "index.json",
+              "spec.json", "diff.json", "pysamples.json.gz"}  # what diagnose writes beside a trace
 
 
 @dataclasses.dataclass
@@ -28,7 +30,8 @@ class RankSource:
 
 def is_trace_file(path: Path) -> bool:
     """Whether `path` is a file named like a kineto trace."""
-    return path.is_file() and path.name.lower().endswith(TRACE_SUFFIXES)
+    name = path.name.lower()
+    return path.is_file() and name.endswith(TRACE_SUFFIXES) and name not in NOT_TRACES
 
 
 def rank_sources(folder: Path) -> list[RankSource]:
@@ -40,8 +43,8 @@ def rank_sources(folder: Path) -> list[RankSource]:
     subs = sorted((int(m[1]), p) for p in folder.iterdir() if p.is_dir() for m in [RANK_FOLDER.match(p.name)] if m)
     if subs:
         return [RankSource(p, rank, "folder") for rank, p in subs]
-    if (folder / "trace.json.gz").exists() or (folder / "trace.json").exists():
-        return []
+    if any((folder / name).exists() for name in ("trace.json.gz", "trace.json", "meta.json", "sweep.json")):
+        return []  # one capture folder (or a sweep), not several ranks
     files = sorted(p for p in folder.iterdir() if is_trace_file(p))
     if len(files) < 2:
         return []
