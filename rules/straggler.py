@@ -41,7 +41,7 @@ class Straggler(Rule):
         "fix": "balance the work per rank (equal shards and batches, no rank-only work in the step)",
         "impact": "the step shrinks by the time the other ranks wait",
     }
-    needs = ("ranks", "gpu")
+    needs = ("gpu", "ranks")
     thresholds = (
         Threshold("min_skew", 0.10, "fraction", "fire when the slowest rank's compute exceeds the others' median by this"),
         Threshold("min_wait_share", 0.05, "fraction",

@@ -212,6 +212,16 @@ def test_a_failing_rank_is_exit_3_with_its_error(tmp_path):
     assert "rank 1" in findings["verdict"]
 
 
+def test_profile_function_mode_with_ranks(tmp_path):
+    import diagnose
+
+    d = diagnose.profile(f"{ROOT}/fixtures/workloads/ddp_train.py:make_step", out=tmp_path / "api", warmup=1,
+                         steps=2, timed_steps=2, timeout_s=240, nproc_per_node=2, d_model=32, layers=1, heads=2,
+                         seq=8, batch=2)
+    assert not d.workload_failed and d.summary["ranks"]["count"] == 2
+    assert all((tmp_path / "api" / f"rank-{k}" / "trace.json.gz").exists() for k in (0, 1))
+
+
 def test_torchrun_arguments_pass_through():
     from diagnose.capture.distributed import Launch, torchrun_command
 
