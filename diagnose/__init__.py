@@ -28,12 +28,13 @@ def analyze(target, overrides: dict | None = None, ncu_csv=None):
 
 
 def profile(target: str, out=None, warmup: int = 3, steps: int = 5, timed_steps: int = 20,
-            timeout_s: float = 900, overrides: dict | None = None, **params):
+            timeout_s: float = 900, overrides: dict | None = None, nproc_per_node: int | None = None, **params):
     """Capture `file.py:NAME` (NAME(**params) returns the step callable) and return its Diagnosis.
 
     The workload runs in a child process, as with the command line; the capture folder is `out`
     (default diagnose-out/FILE-NAME). A failed workload returns a Diagnosis whose
-    `workload_failed` is True.
+    `workload_failed` is True. With `nproc_per_node=N` the workload runs on N ranks through
+    torch.distributed.run (one rank-K/ folder each) and the Diagnosis compares them.
     """
     from pathlib import Path
 
@@ -45,6 +46,13 @@ def profile(target: str, out=None, warmup: int = 3, steps: int = 5, timed_steps:
     if parsed.kind != "function":
         raise UsageError("profile() takes a 'file.py:NAME' target; use analyze() for traces")
     folder = Path(out) if out else pipeline.default_out(parsed)
+    if nproc_per_node:  # issue 12
+        from diagnose.capture.distributed import Launch
+
+        return Report.of(pipeline.capture_distributed_and_analyse(
+            parsed, folder, _config(overrides), launch=Launch(nproc_per_node), params=params, argv=[],
+            warmup=warmup, steps=steps, timed_steps=timed_steps, timeout_s=timeout_s, python=None,
+            on_progress=None))
     return Report.of(pipeline.capture_and_analyse(parsed, folder, _config(overrides), params=params, argv=[],
                                                   warmup=warmup, steps=steps, timed_steps=timed_steps,
                                                   timeout_s=timeout_s, python=None, on_progress=None))

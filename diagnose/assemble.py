@@ -22,14 +22,15 @@ CAPTURE_KEYS = ("target", "mode", "status", "error", "steps", "timing", "memory"
 
 def diagnose_trace(trace: Trace, config: Config | None = None, rules: list | None = None, *, sweep=None,
                    ncu=None, notes: list[str] = (), ncu_label: str = "--ncu",
-                   ncu_seconds: float | None = None) -> Diagnosis:
+                   ncu_seconds: float | None = None, ranks=None) -> Diagnosis:
     """Run the rules (all of them, or `rules`) on `trace` and assemble the Diagnosis.
 
     `sweep` (a diagnose.memory.Sweep) when the trace is one point of a parameter sweep; `ncu` (an
     NcuTable) when Nsight Compute measured the same workload, `ncu_label` naming where it came
-    from and `ncu_seconds` how long its pass took; `notes` go first among the warnings."""
+    from and `ncu_seconds` how long its pass took; `notes` go first among the warnings; `ranks` (a
+    diagnose.ranks.model.RankSet) when the trace is one rank of several analysed together."""
     config = config or Config()
-    ctx = Context(trace, config, sweep=sweep, ncu=ncu)
+    ctx = Context(trace, config, sweep=sweep, ncu=ncu, ranks=ranks)
     results = run_rules(ctx, rules or ALL_RULES)
     d = Diagnosis(target=(trace.capture or {}).get("target") or trace.source, device=trace.device,
                   summary=summary(ctx), findings=results.findings, skipped=results.skipped,

@@ -117,6 +117,14 @@ def build_parser(command: str = "run") -> argparse.ArgumentParser:
                        help="then diff against FOLDER; gate: --fail-on-regression PCT")
         add_gate_option(p, shown=False)
     # --- end issue 14 ---
+    # --- issue 12: several ranks through torchrun (diagnose/capture/distributed.py) ---
+    if command == "run":
+        p.add_argument("--nproc-per-node", type=_count(1), metavar="N",
+                       help="capture N ranks through torch.distributed.run (rank-K/ folders)")
+        p.add_argument("--nnodes", metavar="N|MIN:MAX", help="passed to torchrun (multi-node)")
+        p.add_argument("--rdzv-endpoint", metavar="HOST:PORT", help="passed to torchrun (c10d rendezvous)")
+        p.add_argument("--node-rank", type=_count(0), metavar="K", help=argparse.SUPPRESS)
+    # --- end issue 12 ---
     p.add_argument("--no-html", action="store_true", help="skip report.html")
     p.add_argument("--open", action="store_true", help="open report.html in a browser when done")
     p.add_argument("-q", "--quiet", action="store_true", help="no summary, only the output paths")
@@ -248,9 +256,12 @@ def _run(args, target_text: str | None, script_args: list[str], config, err: Con
     fmt_name = _output_format(args)
     quiet_progress = args.quiet or fmt_name != "text"
     _check_baseline(args)  # issue 14
+    if hasattr(args, "nproc_per_node"):
+        _check_distributed(args)  # issue 12
     if target.kind == "trace":
         for flag, given in (("--sweep", args.sweep), ("--param", args.param),
-                            ("--verify", getattr(args, "verify", False))):
+                            ("--verify", getattr(args, "verify", False)),
+                            ("--nproc-per-node", getattr(args, "nproc_per_node", None))):
             if given:
                 raise UsageError(f"{flag} needs a workload to run (model.py:NAME); {target.path} is a trace")
         folder = OutputFolder(out, carry=_inside(target.path, out))
@@ -274,7 +285,9 @@ def _run(args, target_text: str | None, script_args: list[str], config, err: Con
         folder = OutputFolder(out)
         folder.keep_on_error = True  # what the workload recorded is kept, whatever happens after
         with folder, _progress(err, quiet=quiet_progress) as on_progress:
-            if args.sweep:
+            if getattr(args, "nproc_per_node", None):  # issue 12
+                diagnosis = _run_distributed(args, target, folder, config, params, script_args, on_progress)
+            elif args.sweep:
                 diagnosis = pipeline.sweep_and_analyse(
                     target, folder.path, config, args.sweep, params=params, warmup=args.warmup, steps=args.steps,
                     timed_steps=args.timed_steps, timeout_s=args.timeout, python=args.python,
@@ -314,6 +327,31 @@ def _run(args, target_text: str | None, script_args: list[str], config, err: Con
     if config.fail_on and worst and SEVERITIES.index(worst) <= SEVERITIES.index(config.fail_on):
         return EXIT_FINDING
     return EXIT_OK
+
+
+# --- issue 12: `--nproc-per-node N [--nnodes ... --rdzv-endpoint ...]` ---
+def _run_distributed(args, target, folder: OutputFolder, config, params: dict, script_args: list[str], on_progress):
+    """Capture every rank through torchrun, then the cross-rank diagnosis."""
+    from diagnose import pipeline
+    from diagnose.capture.distributed import Launch, check_launch
+
+    if args.sweep or args.ncu or args.ncu_csv:
+        raise UsageError("--nproc-per-node cannot be combined with --sweep, --ncu or --ncu-csv")
+    launch = Launch(args.nproc_per_node, args.nnodes, args.rdzv_endpoint, args.node_rank)
+    check_launch(launch)
+    return pipeline.capture_distributed_and_analyse(
+        target, folder.path, config, launch=launch, params=params, argv=script_args, warmup=args.warmup,
+        steps=args.steps, timed_steps=args.timed_steps, timeout_s=args.timeout, python=args.python,
+        on_progress=on_progress)
+
+
+def _check_distributed(args) -> None:
+    """Torchrun's pass-through flags need --nproc-per-node."""
+    for flag, given in (("--nnodes", args.nnodes), ("--rdzv-endpoint", args.rdzv_endpoint),
+                        ("--node-rank", args.node_rank)):
+        if given is not None and not args.nproc_per_node:
+            raise UsageError(f"{flag} is passed to torchrun: it needs --nproc-per-node N")
+# --- end issue 12 ---
 
 
 # --- issue 14: `--baseline FOLDER` (diagnose/diff_command.py) ---
@@ -403,7 +441,8 @@ class _progress:
               "building the workload", "ncu-run": "Nsight Compute: running the script",
               "ncu-warmup": "Nsight Compute: warming up", "ncu-replay": "Nsight Compute: replaying one step's "
               "hot kernels (~0.5 s each)", "ncu-finish": "Nsight Compute: collecting the results",
-              "decode": "reading the trace", "rules": "running the rules"}
+              "decode": "reading the trace", "rules": "running the rules",
+              "ranks": "ranks: capturing or analysing each rank"}  # issue 12
 
     def __init__(self, console: Console, quiet: bool, first: str = "starting the workload"):
         self.console, self.quiet, self.first = console, quiet, first

@@ -109,11 +109,18 @@ def _missing_steps(ctx: "Context") -> str | None:
     return None if ctx.metrics.steps.windows else "no measured step could be found in the trace"
 
 
+def _missing_ranks(ctx: "Context") -> str | None:
+    if ctx.ranks is not None and len(ctx.ranks) >= 2:
+        return None
+    return "one rank's trace: comparing ranks needs the traces of every rank (`diagnose DIR` on a folder of them)"
+
+
 NEEDS: dict[str, Need] = {
     "gpu": Need("GPU activity (kernels or copies)", _missing_gpu),
     "launch-links": Need("kernels linked to their host launch calls (CUDA runtime events)", _missing_launch_links),
     "steps": Need("at least one measured step", _missing_steps),
     "device-peaks": Need("the device's bandwidth and FLOP/s ceilings (a GPU diagnose knows)", _missing_device_peaks),
+    "ranks": Need("the traces of at least two ranks of one job", _missing_ranks),
     "memory": Need("an allocator record (memory.json beside the trace, meta.json's memory block, or allocator "
                    "events from profile_memory=True)", _missing_memory),
 }
@@ -125,12 +132,14 @@ NO_STEP_WORK = "no kernels in the measured steps"
 
 class Context:
     """What a rule sees: the trace, its shared metrics (with Nsight Compute measurements when given),
-    the configuration, the allocator record (`memory`, read on first use) and, for a parameter
-    sweep, the Sweep (diagnose/memory/sweep.py). The trace is only read; what reading it taught
+    the configuration, the allocator record (`memory`, read on first use), for a parameter
+    sweep the Sweep (diagnose/memory/sweep.py) and, for one rank of several, the RankSet of all of
+    them (`ranks`, diagnose/ranks/model.py; None for a single trace). The trace is only read; what reading it taught
     (the allocator record's warnings) collects in `warnings`."""
 
-    def __init__(self, trace: Trace, config: Config, sweep=None, ncu=None):
+    def __init__(self, trace: Trace, config: Config, sweep=None, ncu=None, ranks=None):
         self.trace = trace
+        self.ranks = ranks
         self.config = config
         self.metrics = Metrics(trace, config.section("timeline"), ncu)
         self.sweep = sweep

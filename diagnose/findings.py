@@ -52,6 +52,7 @@ class Finding:
     recoverable_us: float | None = None
     why: str = ""
     verify: list | None = None  # --verify: one entry per fix, measured (diagnose/verify/model.py Verification.to_dict)
+    ranks: list | None = None  # with several ranks: the ranks it holds on (None: a single trace)
 
 
 @dataclasses.dataclass
@@ -84,6 +85,7 @@ class Details:
       ncu            the Nsight Compute join and measured kernels (ncu/details.py)
       inventory      every GPU op per step by (kernel, launching op, input shapes), for `diagnose diff`
                      (metrics/views.py)
+      ranks          with several ranks: each rank's step budget, side by side (ranks/model.py)
     """
 
     top_kernels: list | None = None
@@ -93,6 +95,7 @@ class Details:
     roofline: dict | None = None
     ncu: dict | None = None
     inventory: list | None = None
+    ranks: list | None = None
 
     def to_dict(self) -> dict:
         """The sections that hold something, as findings.json's `details`."""
@@ -130,6 +133,9 @@ class Diagnosis:
         """Plain data for JSON (the stable, versioned schema)."""
         data = dataclasses.asdict(self)
         data["details"] = self.details.to_dict()
+        for finding in data["findings"]:  # additive: `ranks` only when several ranks were analysed
+            if finding.get("ranks") is None:
+                finding.pop("ranks", None)
         return data
 
     @classmethod

@@ -65,6 +65,12 @@ CATALOGUE: dict[str, tuple[str, str]] = {
                   "torch.compile(model, fullgraph=True) raises at the first graph break, with its reason and "
                   "line, instead of silently splitting the step into graphs with eager code between them; "
                   "torch._dynamo.explain(model)(x) lists every break at once."),
+    "balance-ranks": ("Balance the work across ranks",
+                      "Give every rank the same work per step: equal-sized shards and batches (a "
+                      "DistributedSampler with drop_last, length-bucketed batches for variable-length "
+                      "data), no rank-only work (logging, evaluation, checkpointing on rank 0) inside the "
+                      "step, and the same GPU clocks and placement for every rank; every collective waits "
+                      "for the slowest rank."),
 }
 
 

@@ -121,6 +121,14 @@ def analyse(path: Path, config: Config, ncu_csv: Path | None = None, on_progress
     `on_progress` (optional) receives {"phase": ...} events: "decode" (with done and total), "rules"."""
     if is_sweep_folder(path):
         return analyse_sweep(path, config)
+    # --- issue 12: a folder of rank traces (rank-K/ capture folders or several kineto files) ---
+    from diagnose.ranks.discover import is_rank_folder
+
+    if is_rank_folder(Path(path)):
+        from diagnose.ranks.analyse import analyse_ranks
+
+        return analyse_ranks(Path(path), config, on_progress=on_progress, max_bytes=max_bytes)
+    # --- end issue 12 ---
     report_progress = on_progress or (lambda event: None)
     trace = load_target(path, on_progress, **({"max_bytes": max_bytes} if max_bytes else {}))
     report_progress({"phase": "rules"})
@@ -288,3 +296,43 @@ def sweep_and_analyse(target: Target, out: Path, config: Config, sweep: str, *, 
                        params=params, warmup=warmup, steps=steps, timed_steps=timed_steps)
     run_sweep(spec, name, values, out, timeout_s=timeout_s, python=python, on_progress=on_progress)
     return analyse_sweep(out, config)
+
+
+# --- issue 12: `--nproc-per-node N`, one capture per rank through torchrun ---
+def capture_distributed_and_analyse(target: Target, out: Path, config: Config, *, launch, params: dict,
+                                    argv: list[str], warmup: int, steps: int, timed_steps: int,
+                                    timeout_s: float, python: str | None, on_progress) -> Diagnosis:
+    """Capture every rank through torchrun (diagnose/capture/distributed.py), then analyse the rank
+    folders together (diagnose/ranks); a failed rank makes the Diagnosis's capture that rank's."""
+    from diagnose.capture.distributed import run_distributed
+    from diagnose.ranks.analyse import analyse_ranks
+    from diagnose.ranks.discover import rank_sources
+
+    check_can_capture(python)
+    spec = CaptureSpec(path=str(target.path), function=target.function, mode=target.kind, out_dir=str(out),
+                       params=params, argv=argv, warmup=warmup, steps=steps, timed_steps=timed_steps)
+    meta = run_distributed(spec, launch, timeout_s=timeout_s, python=python, on_progress=on_progress)
+    traced = [s for s in rank_sources(out) if (s.path / "trace.json.gz").exists()]
+    if meta["status"] == "ok" and len(traced) >= 2:
+        d = analyse_ranks(out, config, on_progress=on_progress)
+        d.target = spec.target
+        d.capture["distributed"] = meta["distributed"]
+        return d
+    # a failed rank, or one rank only: the diagnosis of one rank folder, with the failed rank's error
+    failed = next((r for r in meta["ranks"] if r["status"] != "ok"), None)
+    folder = out / (failed["folder"] if failed else meta["ranks"][0]["folder"]) if meta["ranks"] else out
+    trace = load_capture_folder(folder) if folder != out else None
+    if trace is None:
+        from diagnose.trace.load import empty_trace
+
+        trace = empty_trace(str(out))
+        trace.capture = {k: meta.get(k) for k in ("target", "mode", "status", "error", "params")}
+    d = diagnose_trace(trace, config)
+    d.target = spec.target
+    d.capture.update({k: meta[k] for k in ("status", "error") if meta.get(k) is not None})
+    d.capture["distributed"] = meta["distributed"]
+    from diagnose.engine import verdict
+
+    d.verdict = verdict(d)
+    return d
+# --- end issue 12 ---

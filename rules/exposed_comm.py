@@ -18,6 +18,13 @@ all-reduces) 19 % of the step is exposed against 16 % overlapped: it fires.
 arrive, so on one rank's trace exposed time includes load imbalance between ranks; only traces
 of every rank separate the two.
 
+**Across ranks.** With the traces of every rank (`diagnose DIR`), each collective's time is
+split into *transfer* (its shortest duration over the ranks) and *synchronisation wait* (the rest:
+waiting for the slowest rank; diagnose/ranks/model.py). Wait is counted as exposed first (the
+kernel starts waiting as soon as it is launched), and the rule then judges only the exposed
+*transfer*, the part overlap can hide; the wait is the straggler rule's. The finding says on which
+ranks it holds.
+
 **Fixes.** `overlap-comm`: start communication earlier so compute hides it: DDP with a smaller
 `bucket_cap_mb` (the first bucket is ready sooner in backward) and `gradient_as_bucket_view=True`
 (no copy into the bucket), FSDP2 with forward and backward prefetch. `grad-accumulation`: with
@@ -62,11 +69,18 @@ class ExposedComm(Rule):
         if not comm.comm_kernels_per_step:
             return Quiet("no collective (NCCL/RCCL) kernels in the measured steps")
         exposed = comm.comm_exposed_us
+        if ctx.ranks is not None and len(ctx.ranks) >= 2:
+            return self._across_ranks(ctx, t, exposed)
         share = budget.share(exposed)
         if share < t["min_exposed_share"]:
             return Quiet(f"exposed communication {share:.1%} of the step < {t['min_exposed_share']:.0%} "
                          f"({comm.comm_kernels_per_step:g} collectives per step, "
                          f"{comm.overlap_fraction:.0%} of their time overlapped with compute)")
+        return self._finding(ctx, t, exposed, share, [])
+
+    def _finding(self, ctx, t, exposed: float, share: float, extra: list, ranks=None, basis_note: str = ""):
+        """The finding for `exposed` µs per step of exposed communication (`share` of the step)."""
+        comm, budget = ctx.metrics.comm, ctx.metrics.budget
         new_step = max(budget.step_us - exposed, comm.compute_us, 1e-9)
         evidence = [
             Evidence("exposed communication per step", round(share * 100, 1), ">=",
@@ -75,6 +89,7 @@ class ExposedComm(Rule):
             Evidence("collective time overlapped with compute", round(comm.overlap_fraction * 100, 1), unit="%"),
             Evidence("collectives per step", round(comm.comm_kernels_per_step, 1)),
             Evidence("GPU compute per step", round(budget.share(comm.compute_us) * 100, 1), unit="%"),
+            *extra,
         ]
         return Finding(
             rule=self.id,
@@ -90,7 +105,7 @@ class ExposedComm(Rule):
             recoverable_us=round(budget.step_us - new_step, 1),
             basis=(f"new step = max({budget.step_us:,.0f} − {exposed:,.0f} µs exposed communication, "
                    f"{comm.compute_us:,.0f} µs GPU compute) = {new_step:,.0f} µs; an upper bound (a straggling "
-                   f"rank is not fixed by overlap); {budget.basis}"),
+                   f"rank is not fixed by overlap){basis_note}; {budget.basis}"),
             why=("A collective has to finish before anything that needs its result can run. DDP starts "
                  "all-reducing a gradient bucket as soon as backward has filled it, so most of the traffic "
                  "hides under the rest of backward; what is left exposed is usually the last bucket, "
@@ -98,7 +113,37 @@ class ExposedComm(Rule):
                  "gradient accumulation. Smaller buckets start sooner, prefetching in FSDP2 gathers the "
                  "next layer's weights while this one computes, and no_sync skips the all-reduce on all "
                  "but the last micro-batch."),
+            ranks=ranks,
         )
+
+    # --- issue 12: across ranks, exposed transfer apart from synchronisation wait ---
+    def _across_ranks(self, ctx, t, exposed: float):
+        """The rule on one rank of several: judge the exposed transfer, with the wait beside it."""
+        ranks, budget = ctx.ranks, ctx.metrics.budget
+        rank = ranks.reference
+        wait = ranks.wait_us(rank)
+        transfer_exposed = max(exposed - min(wait, exposed), 0.0)
+        share = budget.share(transfer_exposed)
+        holds = [p.rank for p in ranks.profiles
+                 if p.step_us > 0 and (p.exposed_us - min(ranks.wait_us(p.rank), p.exposed_us)) / p.step_us
+                 >= t["min_exposed_share"]]
+        if share < t["min_exposed_share"] and not holds:
+            return Quiet(f"exposed communication transfer {share:.1%} of the step < {t['min_exposed_share']:.0%} on "
+                         f"every rank (rank {rank}: {exposed:,.0f} µs exposed per step, {min(wait, exposed):,.0f} µs "
+                         f"of it waiting for the slowest rank)")
+        if share < t["min_exposed_share"]:  # holds on other ranks: judge the first of them
+            other = ranks.profile(holds[0])
+            wait = ranks.wait_us(other.rank)
+            transfer_exposed = other.exposed_us - min(wait, other.exposed_us)
+            share, rank = transfer_exposed / other.step_us, other.rank
+        extra = [Evidence("exposed transfer per step (collective time less the wait for the slowest rank)",
+                          round(share * 100, 1), ">=", t["min_exposed_share"] * 100, "%"),
+                 Evidence(f"rank {rank}: synchronisation wait / transfer inside collectives per step",
+                          round(ranks.wait_us(rank), 1), unit=f"µs wait, {ranks.transfer_us(rank):,.0f} µs transfer")]
+        note = (f"; across {len(ranks)} ranks only the exposed transfer counts ({transfer_exposed:,.0f} µs on rank "
+                f"{rank}), the wait for the slowest rank is the straggler rule's")
+        return self._finding(ctx, t, transfer_exposed, share, extra, ranks=holds, basis_note=note)
+    # --- end issue 12 ---
 
 
 def _overlap_code() -> str:

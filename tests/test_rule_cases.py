@@ -28,7 +28,8 @@ def _cases():
     for path in sorted(CASES.glob("*.yaml")):
         spec = yaml.safe_load(path.read_text())
         for i, case in enumerate(spec["cases"]):
-            label = case.get("capture") or case.get("synthetic") or case.get("sweep") or case.get("peer")
+            label = (case.get("capture") or case.get("synthetic") or case.get("sweep") or case.get("peer")
+                     or case.get("ranks"))
             yield pytest.param(spec["rule"], case, id=f"{spec['rule']}:{i}:{label}")
 
 
@@ -68,6 +69,10 @@ def _run(rule_id, case, ncu=None):
     config = Config(overrides={k: float(v) for k, v in (case.get("set") or {}).items()})
     if "sweep" in case:
         diagnosis = diagnose_sweep(CAPTURES / case["sweep"], config, rules=[rule])
+    elif "ranks" in case:  # issue 12: a SYNTHETIC folder of every rank's trace
+        from diagnose.ranks.analyse import analyse_ranks
+
+        diagnosis = analyse_ranks(SYNTHETIC / case["ranks"], config, workers=1)
     else:
         diagnosis = diagnose_trace(_load(case), config, rules=[rule], ncu=ncu)
     fired = [f for f in diagnosis.findings if f.rule == rule_id]
@@ -96,6 +101,8 @@ def test_case(rule_id, case):
             assert finding.est_speedup <= case["max_speedup"]
         if "fix" in case:
             assert case["fix"] in [x.id for x in finding.fixes]
+        if "offender_rank" in case:
+            assert finding.offenders[0]["rank"] == case["offender_rank"]
 
 
 @pytest.mark.parametrize("rule_id,case", list(_ncu_cases()))

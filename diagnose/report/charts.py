@@ -381,3 +381,31 @@ def _roofline_key(points: list[dict], x: float, y: float) -> list[str]:
         out.append(text(x + 14, row_y, f"{i}. {_key_label(p)} ({fmt(p.get('us_per_step', 0))})", cls="bar-label"))
         out.append("</g>")
     return out
+
+
+# --- issue 12: the ranks side by side ---
+def rank_budget_chart(ranks: list | None) -> str:
+    """Each rank's step budget as one stacked bar per rank, on a common µs scale (Details.ranks)."""
+    rows = [r for r in ranks or [] if r.get("buckets")]
+    if not rows:
+        return ""
+    longest = max(sum(b["us_per_step"] for b in r["buckets"]) for r in rows) or 1.0
+    bar, gap, label_w = 18, 6, 70
+    scale = (WIDTH - label_w - 10) / longest
+    body = []
+    for i, r in enumerate(rows):
+        y, x = i * (bar + gap), float(label_w)
+        body.append(text(4, y + bar - 4, f"rank {r['rank']}", cls="legend"))
+        for b in r["buckets"]:
+            w = b["us_per_step"] * scale
+            if w <= 0:
+                continue
+            tip = f"rank {r['rank']}: {b['label']}: {fmt(b['us_per_step'])} µs per step"
+            if b["id"] == "comm_exposed" and r.get("wait_us"):
+                tip += f" ({fmt(r['wait_us'])} µs of the collectives waiting for the slowest rank)"
+            body.append(rect(x, y, w, bar, ACCOUNTING_COLOURS.get(b["id"], OTHER_OP_COLOUR), tip))
+            x += w
+    height = len(rows) * (bar + gap)
+    return (f'<svg class="rank-budget" viewBox="0 0 {WIDTH} {height}" role="img" '
+            f'aria-label="Each rank\'s step budget">' + "".join(body) + "</svg>")
+# --- end issue 12 ---

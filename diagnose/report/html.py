@@ -65,6 +65,7 @@ def report_context(d: Diagnosis) -> dict:
             "roofline": Markup(charts.roofline_chart(details.roofline or {})),
             "memory": Markup(memory_charts.memory_timeline_chart(details.memory or {})),
             "sweep": Markup(memory_charts.sweep_chart((details.memory or {}).get("sweep") or {})),
+            "ranks": Markup(charts.rank_budget_chart(details.ranks)),  # issue 12
         },
         "roofline": roofline_view(details.roofline or {}),
         "ncu": ncu_view(details.ncu or {}),

@@ -1,0 +1,154 @@
+"""Analyse a folder of rank traces: each rank in a worker process, then the cross-rank view.
+
+Each rank's trace is decoded and measured in a worker process (`workers` of them, so at most that
+many traces are in memory at once); a worker sends back only the rank's compact profile
+(profile.py) and the single-rank findings, never the trace. The parent builds the RankSet
+(model.py), loads one trace again, the reference rank's (the lowest), and runs every rule on it
+with the RankSet in the context: the single-rank rules as on one trace, the cross-rank rules
+(straggler, exposed-comm across ranks) on all ranks. Each finding says on which ranks it holds;
+a finding that holds on other ranks but not on the reference is taken from the first of them.
+Peak memory is one trace per worker plus one in the parent, whatever the number of ranks.
+"""
+from __future__ import annotations
+
+import concurrent.futures
+import multiprocessing
+import os
+from pathlib import Path
+
+from diagnose.assemble import capture_summary, diagnose_trace
+from diagnose.config import Config
+from diagnose.engine import Context, run_rules, verdict
+from diagnose.errors import InputError
+from diagnose.findings import Diagnosis, Finding
+from diagnose.ranks.discover import RankSource, rank_sources
+from diagnose.ranks.model import RankSet
+from diagnose.ranks.profile import RankProfile, distributed_rank, rank_profile
+from diagnose.rules import ALL_RULES
+from diagnose.trace.load import load_target
+
+CROSS_RANK_RULES = ("straggler", "exposed-comm")  # judged across ranks, not rank by rank
+MAX_WORKERS = 4
+
+
+def default_workers() -> int:
+    """Worker processes: the cores this process may use, at most MAX_WORKERS."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cores = os.cpu_count() or 1
+    return max(1, min(MAX_WORKERS, cores))
+
+
+def analyse_rank(source: RankSource, config: Config, max_bytes: int | None = None) -> dict:
+    """One rank, in a worker: its profile, its single-rank findings and what its capture said."""
+    trace = load_target(source.path, **({"max_bytes": max_bytes} if max_bytes else {}))
+    rank, how = source.rank, source.how
+    if how != "folder":
+        found, _ = distributed_rank(trace)
+        if found is not None:
+            rank, how = found, "distributedInfo"
+    ctx = Context(trace, config)
+    results = run_rules(ctx, [r for r in ALL_RULES if r.id not in CROSS_RANK_RULES])
+    profile = rank_profile(ctx.metrics, rank, str(source.path), how)
+    profile.findings = [f.rule for f in results.findings]
+    return {"profile": profile.to_dict(), "findings": {f.rule: f for f in results.findings},
+            "capture": capture_summary(trace), "path": str(source.path), "how": how}
+
+
+def analyse_ranks(folder: Path, config: Config | None = None, *, workers: int | None = None,
+                  on_progress=None, max_bytes: int | None = None) -> Diagnosis:
+    """The Diagnosis of a rank folder (see the module docstring); InputError when it holds no ranks."""
+    config = config or Config()
+    sources = rank_sources(Path(folder))
+    if not sources:
+        raise InputError(f"{folder}: no rank traces in it (rank-K/ folders or several kineto trace files)")
+    report = on_progress or (lambda event: None)
+    results = _run_workers(sources, config, workers or default_workers(), max_bytes, report)
+    chosen, warnings = _one_per_rank(results)
+    profiles = [RankProfile.from_dict(r["profile"]) for r in chosen]
+    reference = chosen[0]
+    ranks = RankSet(profiles, reference=profiles[0].rank)
+    report({"phase": "rules"})
+    trace = load_target(Path(reference["path"]), **({"max_bytes": max_bytes} if max_bytes else {}))
+    d = diagnose_trace(trace, config, ranks=ranks)
+    _merge_findings(d, chosen)
+    d.target = str(folder)
+    d.summary["ranks"] = ranks.summary()
+    d.details.ranks = ranks.budgets()
+    _failed_rank(d, chosen)
+    d.warnings = list(dict.fromkeys([*warnings, *ranks.warnings, *d.warnings]))
+    d.verdict = verdict(d)
+    return d
+
+
+def _run_workers(sources, config, workers: int, max_bytes, report) -> list[dict]:
+    """analyse_rank on every source, `workers` processes at a time (in this process when 1)."""
+    total = len(sources)
+    report({"phase": "ranks", "done": 0, "total": total})
+    if workers <= 1:
+        out = []
+        for i, source in enumerate(sources):
+            out.append(analyse_rank(source, config, max_bytes))
+            report({"phase": "ranks", "done": i + 1, "total": total})
+        return out
+    context = multiprocessing.get_context("fork" if hasattr(os, "fork") else "spawn")
+    out: list = [None] * total
+    with concurrent.futures.ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+        futures = {pool.submit(analyse_rank, s, config, max_bytes): i for i, s in enumerate(sources)}
+        for done, future in enumerate(concurrent.futures.as_completed(futures)):
+            out[futures[future]] = future.result()  # an InputError is re-raised here, as one line
+            report({"phase": "ranks", "done": done + 1, "total": total})
+    return out
+
+
+def _one_per_rank(results: list[dict]) -> tuple[list[dict], list[str]]:
+    """One result per rank, sorted; of several files of one rank (one per step), the one with the most
+    steps, else the last."""
+    by_rank: dict[int, list[dict]] = {}
+    for r in results:
+        by_rank.setdefault(r["profile"]["rank"], []).append(r)
+    warnings, chosen = [], []
+    for rank in sorted(by_rank):
+        group = by_rank[rank]
+        if len(group) > 1:
+            warnings.append(f"{len(group)} traces of rank {rank} (one per step?): the one with the most steps is "
+                            "compared with the other ranks")
+        chosen.append(max(enumerate(group), key=lambda x: (len(x[1]["profile"]["steps_compute_us"]), x[0]))[1])
+    if len(chosen) < 2:
+        raise InputError(f"{len(results)} traces, all of rank {chosen[0]['profile']['rank']}: comparing ranks needs "
+                         "at least two (analyse one file on its own with `diagnose FILE`)")
+    return chosen, warnings
+
+
+def _merge_findings(d: Diagnosis, chosen: list[dict]) -> None:
+    """Say on which ranks each single-rank finding holds; add those that hold only on other ranks."""
+    fired: dict[str, list[int]] = {}
+    for r in chosen:
+        for rule in r["findings"]:
+            fired.setdefault(rule, []).append(r["profile"]["rank"])
+    present = {f.rule for f in d.findings}
+    for finding in d.findings:
+        if finding.ranks is None:
+            finding.ranks = fired.get(finding.rule, [])
+    for rule, ranks in fired.items():
+        if rule in present:
+            continue
+        first = next(r for r in chosen if r["profile"]["rank"] == ranks[0])
+        finding: Finding = first["findings"][rule]
+        finding.ranks = ranks
+        d.findings.append(finding)
+        d.checked = [c for c in d.checked if c.rule != rule]
+    d.findings.sort(key=lambda f: (f.est_speedup or 1.0, {"high": 2, "medium": 1, "low": 0}[f.severity]),
+                    reverse=True)
+
+
+def _failed_rank(d: Diagnosis, chosen: list[dict]) -> None:
+    """When a rank's workload failed, the Diagnosis's capture is that rank's, its error named by rank."""
+    for r in chosen:
+        capture = r["capture"] or {}
+        if capture.get("status") not in (None, "ok"):
+            error = dict(capture.get("error") or {})
+            error["message"] = f"rank {r['profile']['rank']}: {error.get('message', '')}"
+            d.capture = {**capture, "error": error, "rank": r["profile"]["rank"]}
+            return
