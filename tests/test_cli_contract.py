@@ -222,3 +222,19 @@ def test_python_api_overrides_are_checked_too():
 
     with pytest.raises(UsageError, match="must lie in"):
         diagnose.analyze(EAGER, overrides={"launch-overhead.min_recoverable_share": 2.0})
+
+
+def test_wording_a_new_user_tripped_over():
+    """The cheat-sheet row is introduced, an AMD GPU's FP32 ceiling is not "CUDA cores", and a trace
+    without steps does not read "the capture marked steps at none found"."""
+    import diagnose
+    from diagnose.report.html import render_html
+
+    page = render_html(diagnose.analyze(EAGER))
+    assert "Cheat-sheet row" not in page and "The textbook case" in page
+    amd = diagnose.analyze(ROOT / "fixtures" / "peer" / "hta" / "amd_trace" / "mi250_minitoy_train_ROCm6_2_kineto.json.gz")
+    labels = [c["label"] for c in (amd.details.roofline or {}).get("ceilings", {}).get("compute", [])]
+    assert labels and "FP32 CUDA cores" not in labels and "FP32 vector units" in labels
+    alexnet = diagnose.analyze(ROOT / "fixtures" / "peer" / "hta" / "critical_path" / "alexnet" /
+                               "benchmark_result_2869224_1695835535_trace.json.gz")
+    assert "marked steps at none found" not in alexnet.summary["steps_found_by"]
