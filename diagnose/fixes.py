@@ -1,4 +1,4 @@
-"""The catalogue of fixes, by the stable ids of ../shared/mission.md."""
+"""The catalogue of fixes, by stable id: rules name them, the report shows their code examples."""
 from __future__ import annotations
 
 from diagnose.findings import Fix

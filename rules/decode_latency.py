@@ -41,8 +41,8 @@ of the step unchanged: 1,008.5 µs → ≈ 460 µs (≈ 2.2×) on gemv_decode_1t
 ceiling at full bandwidth is tokens per step × achievable bandwidth ÷ weight bytes per step. The
 speculative-decoding gain is given in its fix text: at most `draft_tokens`× at full acceptance,
 (1 − a^(k+1)) ÷ (1 − a) tokens per pass at acceptance rate a (`acceptance` 0.7 → ≈ 2.8 with
-k = 4) before the draft model's own cost. W4A16 itself could not be measured (no Marlin kernels
-on the lent machine); bytes are estimated from shapes, kernel times are measured.
+k = 4) before the draft model's own cost. W4A16 was measured with PyTorch's tinygemm int4 kernel
+(no Marlin kernels on the H200 machine used); bytes are estimated from shapes, kernel times are measured.
 """
 from __future__ import annotations
 
