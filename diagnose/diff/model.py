@@ -100,7 +100,12 @@ class DiffReport:
                 f"{s.confidence:.0%} interval {low:+.1f} % to {high:+.1f} %)")
         cause = self.top_cause
         if cause is not None and s.verdict != "no significant change":
-            text += f"; mostly {cause.label} ({cause.delta_us:+,.1f} µs per step)"
+            follows = next((b for b in self.buckets[1:2] if b.note), None)
+            if follows is not None:
+                text += (f"; caused by {cause.label} ({cause.delta_us:+,.1f} µs per step), after which the GPU's "
+                         f"queue ran dry: {follows.label} {follows.delta_us:+,.1f} µs per step")
+            else:
+                text += f"; mostly {cause.label} ({cause.delta_us:+,.1f} µs per step)"
         return text + "."
 
     def to_dict(self) -> dict:

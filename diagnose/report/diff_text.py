@@ -32,6 +32,9 @@ def render_diff_text(r: DiffReport, *, outputs: dict[str, str] | None = None, wi
         table.add_row(safe(row["label"]), row["before"], row["after"], row["change"], row["share"])
     console.print()
     console.print(table)
+    for bucket in r.buckets:
+        if bucket.note:
+            console.print(f"  [dim]{safe(bucket.label)}: {safe(bucket.note)}[/]")
     lines = views.top_change_lines(r)
     if lines:
         console.print("\n[bold]Top changes[/]")
