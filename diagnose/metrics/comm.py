@@ -20,7 +20,7 @@ import re
 import numpy as np
 import pandas as pd
 
-from diagnose.metrics.host import intersect, merge_intervals
+from diagnose.metrics.host import intersect, length, merge_intervals
 from diagnose.metrics.timeline import name_matches
 
 COMM_KERNEL = re.compile(r"nccl|rccl|msccl", re.IGNORECASE)
@@ -74,10 +74,10 @@ def communication(ops: pd.DataFrame, start: float, end: float, n_steps: int) -> 
     comm_iv = merge_intervals(ts[comm], te[comm])
     copy_iv = merge_intervals(ts[copy], te[copy])
     kernels_iv = merge_intervals(np.concatenate((ts[compute], ts[comm])), np.concatenate((te[compute], te[comm])))
-    compute_us = _length(compute_iv)
-    overlapped = _length(intersect(comm_iv, compute_iv))
-    exposed = _length(comm_iv) - overlapped
-    copy_only = _length(copy_iv) - _length(intersect(copy_iv, kernels_iv))
+    compute_us = length(compute_iv)
+    overlapped = length(intersect(comm_iv, compute_iv))
+    exposed = length(comm_iv) - overlapped
+    copy_only = length(copy_iv) - length(intersect(copy_iv, kernels_iv))
     return Communication(
         n_steps=n, compute_us=compute_us / n, comm_exposed_us=exposed / n, comm_overlapped_us=overlapped / n,
         copy_us=copy_only / n, comm_kernels_per_step=float(comm.sum()) / n,
@@ -90,7 +90,7 @@ def _collectives(ops: pd.DataFrame, ts: np.ndarray, te: np.ndarray, compute_iv: 
     columns = ["name", "calls_per_step", "us_per_step", "exposed_us_per_step"]
     if not len(ops):
         return pd.DataFrame(columns=columns)
-    hidden = np.array([_length(intersect(np.array([[s, e]]), compute_iv)) for s, e in zip(ts, te)])
+    hidden = np.array([length(intersect(np.array([[s, e]]), compute_iv)) for s, e in zip(ts, te)])
     frame = pd.DataFrame({"name": ops["name"].to_numpy(object), "dur": te - ts, "exposed": (te - ts) - hidden})
     grouped = frame.groupby("name", sort=False).agg(calls=("dur", "size"), us=("dur", "sum"),
                                                     exposed=("exposed", "sum"))
@@ -98,7 +98,3 @@ def _collectives(ops: pd.DataFrame, ts: np.ndarray, te: np.ndarray, compute_iv: 
     return pd.DataFrame({"name": grouped.index, "calls_per_step": grouped["calls"].to_numpy() / n,
                          "us_per_step": grouped["us"].to_numpy() / n,
                          "exposed_us_per_step": grouped["exposed"].to_numpy() / n})[columns]
-
-
-def _length(intervals: np.ndarray) -> float:
-    return float((intervals[:, 1] - intervals[:, 0]).sum()) if len(intervals) else 0.0

@@ -32,6 +32,7 @@ import msgspec
 import numpy as np
 import pandas as pd
 
+from diagnose.metrics.host import merge_intervals
 from diagnose.metrics.timeline import name_matches
 from diagnose.trace import schemas
 from diagnose.trace.model import Trace
@@ -84,7 +85,7 @@ def compiled_steps(trace: Trace, windows) -> CompiledSteps:
         own = ops[(ops["tid"] == tid) & (ops["ts"] >= w.cpu_start) & (ops["ts"] < w.cpu_end)] if tid is not None \
             else ops.iloc[0:0]
         step_calls = calls[(calls["tid"] == tid) & (calls["ts"] >= w.cpu_start) & (calls["ts"] < w.cpu_end)]
-        spans = _merge(step_calls["ts"].to_numpy(float), step_calls["end"].to_numpy(float).clip(max=w.cpu_end))
+        spans = merge_intervals(step_calls["ts"].to_numpy(float), step_calls["end"].to_numpy(float).clip(max=w.cpu_end))
         covered = float((spans[:, 1] - spans[:, 0]).sum()) if len(spans) else 0.0
         gaps = np.column_stack((spans[:-1, 1], spans[1:, 0])) if len(spans) > 1 else np.zeros((0, 2))
         eager = _top_level(own[~name_matches(own["name"], DYNAMO_OWN) & (own["cat"] == "cpu_op").to_numpy()])
@@ -147,20 +148,6 @@ def _innermost(regions: pd.DataFrame) -> pd.DataFrame:
         holds[i] = False
         keep[i] = not holds.any()
     return regions[keep]
-
-
-def _merge(start: np.ndarray, end: np.ndarray) -> np.ndarray:
-    """Union of intervals as an (n, 2) array in time order."""
-    if not len(start):
-        return np.zeros((0, 2))
-    order = np.argsort(start, kind="stable")
-    out = []
-    for s, e in zip(start[order], end[order]):
-        if out and s <= out[-1][1]:
-            out[-1][1] = max(out[-1][1], e)
-        else:
-            out.append([s, e])
-    return np.array(out, dtype=float)
 
 
 def _within(ts: np.ndarray, spans: np.ndarray) -> np.ndarray:
