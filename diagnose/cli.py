@@ -107,6 +107,8 @@ def build_parser(command: str = "run") -> argparse.ArgumentParser:
     if command == "run":  # issue 13
         p.add_argument("--verify", action="store_true",
                        help="then apply each auto-applicable fix, time it, check outputs")
+        p.add_argument("--verify-skip", default="", metavar="VARIANT,...",
+                       help="fix variants --verify does not try (e.g. max-autotune, whose tuning takes minutes)")
     p.add_argument("--max-trace-bytes", type=_count(1), metavar="N",
                    help="refuse traces that inflate past N bytes")
     # --- issue 14: `--baseline FOLDER` (diagnose/diff_command.py) ---
@@ -282,6 +284,9 @@ def _run(args, target_text: str | None, script_args: list[str], config, err: Con
         pipeline.check_can_capture(args.python)
         if getattr(args, "verify", False) and args.sweep:  # issue 13
             raise UsageError("--verify and --sweep cannot be combined: verify one point (--param NAME=VALUE)")
+        if getattr(args, "verify_skip", "") and not getattr(args, "verify", False):
+            raise UsageError("--verify-skip needs --verify")
+        _variants(getattr(args, "verify_skip", ""))
         folder = OutputFolder(out)
         folder.keep_on_error = True  # what the workload recorded is kept, whatever happens after
         with folder, _progress(err, quiet=quiet_progress) as on_progress:
@@ -297,7 +302,8 @@ def _run(args, target_text: str | None, script_args: list[str], config, err: Con
                     target, folder.path, config, params=params, argv=script_args, warmup=args.warmup,
                     steps=args.steps, timed_steps=args.timed_steps, timeout_s=args.timeout,
                     python=args.python, on_progress=on_progress, ncu=args.ncu, ncu_csv=args.ncu_csv,
-                    ncu_timeout_s=args.ncu_timeout, verify=getattr(args, "verify", False))
+                    ncu_timeout_s=args.ncu_timeout, verify=getattr(args, "verify", False),
+                    verify_skip=_variants(getattr(args, "verify_skip", "")))
             diagnosis = pipeline.relocate(diagnosis, folder.path, folder.final)
             written = _public(folder, pipeline.write_outputs(diagnosis, folder.path, html=not args.no_html))
             compared = _baseline(args, diagnosis, config, folder, written)  # issue 14
@@ -343,6 +349,18 @@ def _run_distributed(args, target, folder: OutputFolder, config, params: dict, s
         target, folder.path, config, launch=launch, params=params, argv=script_args, warmup=args.warmup,
         steps=args.steps, timed_steps=args.timed_steps, timeout_s=args.timeout, python=args.python,
         on_progress=on_progress)
+
+
+def _variants(text: str) -> frozenset:
+    """The fix variants named in --verify-skip; UsageError for a name --verify does not know."""
+    from diagnose.verify.plan import variant_names
+
+    names = frozenset(n.strip() for n in text.split(",") if n.strip())
+    unknown = sorted(names - variant_names())
+    if unknown:
+        raise UsageError(f"--verify-skip: unknown variant(s) {', '.join(unknown)} "
+                         f"(known: {', '.join(sorted(variant_names()))})")
+    return names
 
 
 def _check_distributed(args) -> None:

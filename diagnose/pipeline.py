@@ -180,7 +180,8 @@ def check_can_capture(python: str | None) -> None:
 def capture_and_analyse(target: Target, out: Path, config: Config, *, params: dict, argv: list[str],
                         warmup: int, steps: int, timed_steps: int, timeout_s: float,
                         python: str | None, on_progress, ncu: bool = False, ncu_csv: Path | None = None,
-                        ncu_timeout_s: float = 600.0, verify: bool = False, compile_backend: str = "") -> Diagnosis:
+                        ncu_timeout_s: float = 600.0, verify: bool = False, compile_backend: str = "",
+                        verify_skip: frozenset = frozenset()) -> Diagnosis:
     """Capture mode: run the workload in a child process (then under ncu with `ncu`), analyse the folder."""
     check_can_capture(python)
     spec = CaptureSpec(path=str(target.path), function=target.function, mode=target.kind,
@@ -199,13 +200,13 @@ def capture_and_analyse(target: Target, out: Path, config: Config, *, params: di
     diagnosis = diagnose_trace(trace, config, ncu=table, notes=notes, ncu_label=label, ncu_seconds=seconds)
     if verify:  # issue 13
         verify_fixes(diagnosis, trace, spec, meta, out, timeout_s=timeout_s, python=python,
-                     on_progress=on_progress, compile_backend=compile_backend)
+                     on_progress=on_progress, compile_backend=compile_backend, skip=verify_skip)
     return diagnosis
 
 
 # --- issue 13: `--verify` (diagnose/verify) ---
 def verify_fixes(diagnosis: Diagnosis, trace: Trace, spec: CaptureSpec, meta: dict, out: Path, *, timeout_s: float,
-                 python: str | None, on_progress=None, compile_backend: str = "") -> None:
+                 python: str | None, on_progress=None, compile_backend: str = "", skip: frozenset = frozenset()) -> None:
     """`--verify`: apply each finding's auto-applicable fix, measure it, set the findings' `verify` entries
     (function mode only; otherwise a warning says why nothing was verified)."""
     from diagnose.verify.run import verify_diagnosis
@@ -219,7 +220,7 @@ def verify_fixes(diagnosis: Diagnosis, trace: Trace, spec: CaptureSpec, meta: di
         return
     names = set(trace.ops["name"].astype(str).unique()) if len(trace.ops) else set()
     tried = verify_diagnosis(diagnosis, spec, out, names, timeout_s=timeout_s, python=python,
-                             compile_backend=compile_backend, on_progress=on_progress)
+                             compile_backend=compile_backend, on_progress=on_progress, skip=skip)
     if not any(v.applicable for v in tried):
         diagnosis.warnings.insert(0, "--verify: no finding names a fix that can be applied from outside the code "
                                      "(cuda-graphs, torch-compile, bf16-tensor-cores, flash-attention, "

@@ -40,6 +40,7 @@ from __future__ import annotations
 from diagnose.engine import Quiet, Rule, Threshold
 from diagnose.findings import Evidence, Finding
 from diagnose.fixes import fix
+from diagnose.metrics.accounting import HOST_PACED
 
 
 class ExposedComm(Rule):
@@ -59,38 +60,64 @@ class ExposedComm(Rule):
     thresholds = (
         Threshold("min_exposed_share", 0.10, "fraction",
                   "fire when exposed communication is at least this share of the step"),
+        Threshold("min_saving_share", 0.05, "fraction",
+                  "and hiding or skipping it gains at least this share of the step"),
         Threshold("high_share", 0.30, "fraction", "exposed share at which severity is high"),
     )
 
     def check(self, ctx, t):
-        """Measure the collectives' time that no compute kernel overlaps."""
+        """Measure the collectives' time that no compute kernel overlaps, and what hiding or skipping it saves."""
         m = ctx.metrics
-        comm, budget = m.comm, m.budget
+        comm = m.comm
         if not comm.comm_kernels_per_step:
             return Quiet("no collective (NCCL/RCCL) kernels in the measured steps")
-        exposed = comm.comm_exposed_us
         if ctx.ranks is not None and len(ctx.ranks) >= 2:
-            return self._across_ranks(ctx, t, exposed)
-        share = budget.share(exposed)
-        if share < t["min_exposed_share"]:
-            return Quiet(f"exposed communication {share:.1%} of the step < {t['min_exposed_share']:.0%} "
-                         f"({comm.comm_kernels_per_step:g} collectives per step, "
-                         f"{comm.overlap_fraction:.0%} of their time overlapped with compute)")
-        return self._finding(ctx, t, exposed, share, [])
+            return self._across_ranks(ctx, t)
+        return self._judge(ctx, t, comm.comm_exposed_us, comm.comm_us, m.accounting, m.comm_rounds, [])
 
-    def _finding(self, ctx, t, exposed: float, share: float, extra: list, ranks=None, basis_note: str = ""):
-        """The finding for `exposed` µs per step of exposed communication (`share` of the step)."""
-        comm, budget = ctx.metrics.comm, ctx.metrics.budget
-        new_step = max(budget.step_us - exposed, comm.compute_us, 1e-9)
+    def _judge(self, ctx, t, exposed: float, comm_us: float, accounting, rounds, extra: list, ranks=None,
+               rank: int | None = None, note: str = ""):
+        """The finding (or Quiet) for `exposed` µs per step of exposed transfer and `comm_us` of collective
+        transfer in all, on a step split as `accounting` (with `rounds` = (forwards, rounds) per step)."""
+        budget = ctx.metrics.budget
+        step = budget.step_us or 1e-9
+        share = exposed / step
+        on = f"rank {rank}: " if rank is not None else ""
+        host_idle = sum(b.us for b in accounting.buckets if b.id in HOST_PACED)
+        hide = max(exposed - host_idle, 0.0)
+        forwards, n_rounds = rounds
+        skip = (n_rounds - 1) / n_rounds * comm_us if forwards >= 2 and n_rounds >= 2 else 0.0
+        saving = min(max(hide, skip), max(step - ctx.metrics.comm.compute_us, 0.0))
+        if share < t["min_exposed_share"]:
+            return Quiet(f"{on}exposed communication {share:.1%} of the step < {t['min_exposed_share']:.0%} "
+                         f"({ctx.metrics.comm.comm_kernels_per_step:g} collectives per step, "
+                         f"{ctx.metrics.comm.overlap_fraction:.0%} of their time overlapped with compute){note}")
+        if saving / step < t["min_saving_share"]:
+            return Quiet(f"{on}exposed communication {share:.1%} of the step, but the GPU already waits "
+                         f"{host_idle / step:.0%} of the step for the host: hiding the communication would move "
+                         f"the GPU's idle time, not shorten the step ({saving / step:.1%} to gain){note}")
+        accumulate_first = skip > hide
         evidence = [
-            Evidence("exposed communication per step", round(share * 100, 1), ">=",
-                     t["min_exposed_share"] * 100, "%"),
+            Evidence("exposed communication per step", round(share * 100, 1), ">=", t["min_exposed_share"] * 100, "%"),
+            Evidence("step to gain (hiding it beyond the GPU's idle for the host, or skipping all-reduces)",
+                     round(saving / step * 100, 1), ">=", t["min_saving_share"] * 100, "%"),
             Evidence("exposed communication time per step", round(exposed, 1), unit="µs"),
-            Evidence("collective time overlapped with compute", round(comm.overlap_fraction * 100, 1), unit="%"),
-            Evidence("collectives per step", round(comm.comm_kernels_per_step, 1)),
-            Evidence("GPU compute per step", round(budget.share(comm.compute_us) * 100, 1), unit="%"),
+            Evidence("GPU idle waiting for the host per step (hides communication already)", round(host_idle, 1),
+                     unit="µs"),
+            Evidence("collective time overlapped with compute", round(ctx.metrics.comm.overlap_fraction * 100, 1),
+                     unit="%"),
+            Evidence("collectives per step", round(ctx.metrics.comm.comm_kernels_per_step, 1)),
             *extra,
         ]
+        if forwards >= 2:
+            evidence.append(Evidence("forward passes / rounds of collectives per optimizer step", round(forwards, 1),
+                                     unit=f"forwards, {n_rounds:g} rounds of collectives"))
+        fixes = [fix("overlap-comm", code=_overlap_code()), fix("grad-accumulation", code=_accumulation_code())]
+        new_step = max(step - saving, 1e-9)
+        how = (f"{n_rounds:g} rounds of collectives per step, all but one skipped with no_sync: "
+               f"({n_rounds:g} − 1)/{n_rounds:g} × {comm_us:,.0f} µs of collective transfer"
+               if accumulate_first else
+               f"{exposed:,.0f} µs exposed − {host_idle:,.0f} µs the GPU already waits for the host")
         return Finding(
             rule=self.id,
             severity="high" if share >= t["high_share"] else "medium" if share >= 0.15 else "low",
@@ -99,13 +126,12 @@ class ExposedComm(Rule):
             offenders=[{"collective": row.name.split("(")[0], "calls_per_step": round(row.calls_per_step, 1),
                         "us_per_step": round(row.us_per_step, 1),
                         "exposed_us_per_step": round(row.exposed_us_per_step, 1)}
-                       for row in comm.collectives.head(8).itertuples()],
-            fixes=[fix("overlap-comm", code=_overlap_code()), fix("grad-accumulation", code=_accumulation_code())],
-            est_speedup=round(budget.step_us / new_step, 2),
-            recoverable_us=round(budget.step_us - new_step, 1),
-            basis=(f"new step = max({budget.step_us:,.0f} − {exposed:,.0f} µs exposed communication, "
-                   f"{comm.compute_us:,.0f} µs GPU compute) = {new_step:,.0f} µs; an upper bound (a straggling "
-                   f"rank is not fixed by overlap){basis_note}; {budget.basis}"),
+                       for row in ctx.metrics.comm.collectives.head(8).itertuples()],
+            fixes=fixes[::-1] if accumulate_first else fixes,
+            est_speedup=round(step / new_step, 2),
+            recoverable_us=round(step - new_step, 1),
+            basis=(f"new step = {step:,.0f} − {saving:,.0f} µs ({how}) = {new_step:,.0f} µs, never below the GPU "
+                   f"compute; an upper bound (a straggling rank is not fixed by overlap){note}; {budget.basis}"),
             why=("A collective has to finish before anything that needs its result can run. DDP starts "
                  "all-reducing a gradient bucket as soon as backward has filled it, so most of the traffic "
                  "hides under the rest of backward; what is left exposed is usually the last bucket, "
@@ -117,32 +143,36 @@ class ExposedComm(Rule):
         )
 
     # --- issue 12: across ranks, exposed transfer apart from synchronisation wait ---
-    def _across_ranks(self, ctx, t, exposed: float):
-        """The rule on one rank of several: judge the exposed transfer, with the wait beside it."""
-        ranks, budget = ctx.ranks, ctx.metrics.budget
+    def _across_ranks(self, ctx, t):
+        """The rule on one rank of several: judge the exposed transfer (the wait for the slowest rank is
+        the straggler rule's), on the reference rank and on every rank for `ranks`."""
+        ranks, m = ctx.ranks, ctx.metrics
         rank = ranks.reference
         wait = ranks.wait_us(rank)
-        transfer_exposed = max(exposed - min(wait, exposed), 0.0)
-        share = budget.share(transfer_exposed)
-        holds = [p.rank for p in ranks.profiles
-                 if p.step_us > 0 and (p.exposed_us - min(ranks.wait_us(p.rank), p.exposed_us)) / p.step_us
-                 >= t["min_exposed_share"]]
-        if share < t["min_exposed_share"] and not holds:
-            return Quiet(f"exposed communication transfer {share:.1%} of the step < {t['min_exposed_share']:.0%} on "
-                         f"every rank (rank {rank}: {exposed:,.0f} µs exposed per step, {min(wait, exposed):,.0f} µs "
-                         f"of it waiting for the slowest rank)")
-        if share < t["min_exposed_share"]:  # holds on other ranks: judge the first of them
-            other = ranks.profile(holds[0])
-            wait = ranks.wait_us(other.rank)
-            transfer_exposed = other.exposed_us - min(wait, other.exposed_us)
-            share, rank = transfer_exposed / other.step_us, other.rank
-        extra = [Evidence("exposed transfer per step (collective time less the wait for the slowest rank)",
-                          round(share * 100, 1), ">=", t["min_exposed_share"] * 100, "%"),
-                 Evidence(f"rank {rank}: synchronisation wait / transfer inside collectives per step",
-                          round(ranks.wait_us(rank), 1), unit=f"µs wait, {ranks.transfer_us(rank):,.0f} µs transfer")]
-        note = (f"; across {len(ranks)} ranks only the exposed transfer counts ({transfer_exposed:,.0f} µs on rank "
-                f"{rank}), the wait for the slowest rank is the straggler rule's")
-        return self._finding(ctx, t, transfer_exposed, share, extra, ranks=holds, basis_note=note)
+        exposed = max(m.comm.comm_exposed_us - min(wait, m.comm.comm_exposed_us), 0.0)
+        transfer = ranks.transfer_us(rank)
+        holds = [p.rank for p in ranks.profiles if self._holds(p, ranks, t)]
+        extra = [Evidence(f"rank {rank}: synchronisation wait / transfer inside collectives per step",
+                          round(wait, 1), unit=f"µs wait, {transfer:,.0f} µs transfer")]
+        note = (f"; across {len(ranks)} ranks only the exposed transfer counts ({exposed:,.0f} µs on rank {rank}), "
+                f"the wait for the slowest rank is the straggler rule's")
+        result = self._judge(ctx, t, exposed, transfer, m.accounting, m.comm_rounds, extra, ranks=holds, rank=rank,
+                             note=note)
+        if isinstance(result, Quiet) and holds:
+            result.detail += f"; it would hold on rank(s) {', '.join(map(str, holds))} judged alone"
+        return result
+
+    @staticmethod
+    def _holds(profile, ranks, t) -> bool:
+        """Whether a rank's exposed transfer (exposed less its wait) reaches the threshold, and more than
+        its GPU's idle for the host, or it runs several rounds of collectives per step."""
+        if profile.step_us <= 0:
+            return False
+        exposed = profile.exposed_us - min(ranks.wait_us(profile.rank), profile.exposed_us)
+        host_idle = sum((b.get("us_per_step") or 0.0) for b in profile.buckets if b.get("id") in HOST_PACED)
+        rounds = (profile.forwards_per_step or 0) >= 2 and (profile.comm_rounds_per_step or 0) >= 2
+        return exposed / profile.step_us >= t["min_exposed_share"] and (
+            (exposed - host_idle) / profile.step_us >= t["min_saving_share"] or rounds)
     # --- end issue 12 ---
 
 

@@ -29,7 +29,7 @@ def _cases():
         spec = yaml.safe_load(path.read_text())
         for i, case in enumerate(spec["cases"]):
             label = (case.get("capture") or case.get("synthetic") or case.get("sweep") or case.get("peer")
-                     or case.get("ranks"))
+                     or case.get("ranks") or case.get("rank_capture"))
             yield pytest.param(spec["rule"], case, id=f"{spec['rule']}:{i}:{label}")
 
 
@@ -73,6 +73,10 @@ def _run(rule_id, case, ncu=None):
         from diagnose.ranks.analyse import analyse_ranks
 
         diagnosis = analyse_ranks(SYNTHETIC / case["ranks"], config, workers=1)
+    elif "rank_capture" in case:  # issue 12: a real capture of every rank (2x H200)
+        from diagnose.ranks.analyse import analyse_ranks
+
+        diagnosis = analyse_ranks(CAPTURES / case["rank_capture"], config, workers=1)
     else:
         diagnosis = diagnose_trace(_load(case), config, rules=[rule], ncu=ncu)
     fired = [f for f in diagnosis.findings if f.rule == rule_id]
@@ -101,6 +105,8 @@ def test_case(rule_id, case):
             assert finding.est_speedup <= case["max_speedup"]
         if "fix" in case:
             assert case["fix"] in [x.id for x in finding.fixes]
+        if "first_fix" in case:
+            assert finding.fixes[0].id == case["first_fix"], [x.id for x in finding.fixes]
         if "offender_rank" in case:
             assert finding.offenders[0]["rank"] == case["offender_rank"]
 

@@ -80,6 +80,19 @@ def test_a_fix_that_cannot_apply_is_reported_with_its_error(tmp_path):
     assert "CUDA graphs need a CUDA device" in t.error and "while applying the fix" in t.error
 
 
+def test_dataloader_workers_rebuild_the_steps_loader_with_the_same_samples(tmp_path):
+    t = trial(tmp_path, WORKLOADS / "loader_cpu.py", "dataloader-workers")
+    assert t.status == "ok", t.error
+    assert t.numerics["verdict"] == "match", t.numerics  # the same seeded sample order on both sides
+    assert t.speedup > 1.5 and t.interval[0] > 1.0, (t.speedup, t.interval)
+
+
+def test_dataloader_workers_need_a_loader_in_the_step(tmp_path):
+    t = trial(tmp_path, WORKLOADS / "loader_cpu.py", "dataloader-workers", inline=True)
+    assert t.status == "not applicable" and t.verdict == numerics.NEEDS_CODE
+    assert "holds no DataLoader" in t.error
+
+
 def test_a_workload_that_fails_is_a_failed_trial(tmp_path):
     t = trial(tmp_path, WORKLOADS / "raises.py", "tf32")
     assert t.status == "failed" and t.verdict == numerics.FAILED and "unchanged step" in t.error

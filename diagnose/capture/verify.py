@@ -18,6 +18,12 @@ Timing is the baseline's (child.py): synchronised after each step, at least `MIN
 steps (or --timed-steps, if more), and more in chunks while the 95 % interval of the median is
 wider than `WIDE_INTERVAL` of it, up to `MAX_TIMED_STEPS` steps or `MAX_TIMING_S` seconds.
 
+A DataLoader fix (`dataloader-workers`) applies where the step's closure holds a map-style
+DataLoader or an iterator over one: both the baseline and the fixed step get it rebuilt with a
+seeded sampler (the same sample order on both sides), the baseline with its own worker count and
+pinning, the fixed step with LOADER_WORKERS persistent workers and pinned memory. Anything else
+(an iterable dataset, a custom sampler, batches made in the step itself) "needs a code change".
+
 Numerics: each tensor is compared in the baseline's dtype with torch.testing.assert_close and the
 tolerances of `TOLERANCES` for that dtype. fp32 allows the reordered reductions of a compiled
 kernel (relative error ~1e-6) but not 10-bit-mantissa matmuls (TF32, ~1e-3) nor bf16 (~4e-3): a
@@ -62,7 +68,13 @@ TOLERANCES = {
 }
 
 VARIANTS = ("cuda-graph", "reduce-overhead", "compile", "max-autotune", "tf32", "autocast-bf16",
-            "sdpa-flash", "expandable-segments")
+            "sdpa-flash", "expandable-segments", "dataloader-workers")
+LOADER_VARIANTS = ("dataloader-workers",)
+LOADER_WORKERS = max(2, min(8, (os.cpu_count() or 2) // 2))
+
+
+class NotApplicable(Exception):
+    """The fix cannot be applied from outside this step: what it acts on is not there."""
 
 
 def median_interval(values: list[float]) -> tuple[float, float, float]:
@@ -136,6 +148,22 @@ class VerifySession(CaptureSession):
         return out
 
     # -- the fix -----------------------------------------------------------------------------
+    def prepare(self, step, fixed: bool) -> None:
+        """Changes made inside the step's closure before it runs (the DataLoader fixes), on both sides."""
+        if self.variant not in LOADER_VARIANTS:
+            return
+        cells = list(loader_cells(self.torch, step))
+        if not cells:
+            raise NotApplicable("the step holds no DataLoader (or iterator over one) that diagnose can rebuild")
+        for cell, source, is_iterator in cells:
+            workers, pin = (LOADER_WORKERS, self.torch.cuda.is_available()) if fixed else (
+                _loader_attr(source, "num_workers"), _loader_attr(source, "pin_memory"))
+            loader = rebuild_loader(self.torch, source, workers, bool(pin))
+            cell.cell_contents = iter(loader) if is_iterator else loader
+        if fixed:
+            self.result["notes"].append(f"DataLoader rebuilt with {LOADER_WORKERS} persistent workers and pinned "
+                                        "memory; both sides use the same seeded sampler")
+
     def wrap(self, step):
         """The step with the fix applied from outside (a new callable; the step itself is unchanged)."""
         torch, v = self.torch, self.variant
@@ -166,6 +194,8 @@ class VerifySession(CaptureSession):
                 with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
                     return step()
             return flash_step
+        if v in LOADER_VARIANTS:
+            return step
         if v == "expandable-segments":
             conf = os.environ.get("PYTORCH_CUDA_ALLOC_CONF", "")
             if "expandable_segments:True" not in conf:
@@ -182,6 +212,7 @@ class VerifySession(CaptureSession):
             self.result["phase"] = "baseline"
             self.progress("verify-baseline")
             step = self.build()
+            self.prepare(step, fixed=False)
             reference = snapshot(torch, step, self.run_calls(step, COMPARE_AFTER))
             self.run_calls(step, self.spec.warmup)
             self.result["baseline_us"] = [round(t * 1e6, 3) for t in self.time_steps(step)]
@@ -190,6 +221,7 @@ class VerifySession(CaptureSession):
         self.result["phase"] = "apply"
         self.progress("verify-apply")
         base = self.build()
+        self.prepare(base, fixed=True)
         fixed = self.wrap(base)
         self.result["phase"] = "fixed"
         out = self.run_calls(fixed, COMPARE_AFTER)
@@ -240,7 +272,8 @@ class VerifySession(CaptureSession):
             self.run_verify()
             self.meta["status"] = "ok"
         except BaseException as exc:  # the fix's failure is the result, not a crash of diagnose
-            kind = "oom" if is_out_of_memory(torch, exc) else "failed"
+            kind = ("not applicable" if isinstance(exc, NotApplicable)
+                    else "oom" if is_out_of_memory(torch, exc) else "failed")
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
             self.result.update(status=kind, error={"type": type(exc).__name__, "message": first[:2000],
                                                    "traceback": traceback.format_exc(limit=-8)[-4000:]})
@@ -281,6 +314,54 @@ def cuda_graph_step(torch, step):
         state["graph"].replay()
         return state["out"]
     return graphed
+
+
+def loader_cells(torch, fn, depth: int = 0):
+    """(cell, source, is_iterator) for each closure cell of the step (and of callables it holds) that
+    holds a DataLoader or an iterator over one."""
+    from torch.utils.data import DataLoader
+    from torch.utils.data.dataloader import _BaseDataLoaderIter
+
+    code, cells = getattr(fn, "__code__", None), getattr(fn, "__closure__", None) or ()
+    if code is None or depth > 3:
+        return
+    for cell in cells:
+        try:
+            value = cell.cell_contents
+        except ValueError:
+            continue
+        if isinstance(value, DataLoader):
+            yield cell, value, False
+        elif isinstance(value, _BaseDataLoaderIter):
+            yield cell, value, True
+        elif callable(value) and hasattr(value, "__code__") and value is not fn:
+            yield from loader_cells(torch, value, depth + 1)
+
+
+def _loader_attr(source, name: str):
+    """A DataLoader setting from the loader or from an iterator over one (which keeps it as `_name`)."""
+    return getattr(source, name, getattr(source, f"_{name}", None))
+
+
+def rebuild_loader(torch, source, workers: int, pin: bool):
+    """A new DataLoader over the same dataset, batches and collate function, with a seeded sampler."""
+    from torch.utils.data import BatchSampler, DataLoader, RandomSampler, SequentialSampler
+
+    dataset = getattr(source, "dataset", getattr(source, "_dataset", None))
+    batches = getattr(source, "batch_sampler", getattr(source, "_index_sampler", None))
+    collate = getattr(source, "collate_fn", getattr(source, "_collate_fn", None))
+    inner = getattr(batches, "sampler", None)
+    if dataset is None or not isinstance(batches, BatchSampler) or not hasattr(dataset, "__len__"):
+        raise NotApplicable("the DataLoader reads an iterable dataset or has no batch sampler: rebuild it in the code")
+    if isinstance(inner, RandomSampler):
+        sampler = RandomSampler(dataset, generator=torch.Generator().manual_seed(SEED))
+    elif isinstance(inner, SequentialSampler):
+        sampler = SequentialSampler(dataset)
+    else:
+        raise NotApplicable(f"the DataLoader uses a custom sampler ({type(inner).__name__}): rebuild it in the code")
+    return DataLoader(dataset, batch_sampler=BatchSampler(sampler, batches.batch_size, batches.drop_last),
+                      collate_fn=collate, num_workers=workers, pin_memory=pin, persistent_workers=workers > 0,
+                      prefetch_factor=4 if workers else None)
 
 
 def snapshot(torch, step, returned) -> dict:

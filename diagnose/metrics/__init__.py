@@ -8,7 +8,7 @@ import pandas as pd
 from diagnose import devices
 from diagnose.metrics import work
 from diagnose.metrics.accounting import Accounting, step_accounting
-from diagnose.metrics.comm import Communication, communication
+from diagnose.metrics.comm import Communication, communication, rounds_per_step
 from diagnose.metrics.host import SilentSplit, silent_split
 from diagnose.metrics.pyframes import PySamples, python_samples
 from diagnose.metrics.launches import join_launches
@@ -54,6 +54,11 @@ class Metrics:
         with the communication hidden under compute (metrics/comm.py)."""
         tl = self.timeline
         return communication(tl.ops, self.steps.start, self.steps.end, len(self.steps.windows))
+
+    @functools.cached_property
+    def comm_rounds(self) -> tuple[float, float]:
+        """(data-parallel forward passes, rounds of collectives after them) per step (metrics/comm.py)."""
+        return rounds_per_step(self.trace, self.steps.windows)
 
     @functools.cached_property
     def python_samples(self) -> PySamples | None:

@@ -51,6 +51,8 @@ LABELS = {
     "other_wait": "waits on other streams / events",
     "unexplained": "unexplained (host busy, nothing recorded)",
 }
+HOST_PACED = ("launch", "host_in_ops", "host_work", "host_python", "unexplained")
+"""The buckets in which the GPU waits for its host: slack that GPU-side savings first fall into."""
 NOT_IN_SUM = {"comm_overlapped": "GPU communication overlapped with compute (inside GPU compute, not summed)"}
 
 

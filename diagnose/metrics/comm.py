@@ -98,3 +98,67 @@ def _collectives(ops: pd.DataFrame, ts: np.ndarray, te: np.ndarray, compute_iv: 
     return pd.DataFrame({"name": grouped.index, "calls_per_step": grouped["calls"].to_numpy() / n,
                          "us_per_step": grouped["us"].to_numpy() / n,
                          "exposed_us_per_step": grouped["exposed"].to_numpy() / n})[columns]
+
+
+def launch_times(trace, ops) -> np.ndarray:
+    """Host time at which each GPU op was launched (its CUDA runtime call; for a collective, the CPU
+    op that issued it), or its own start where the trace links it to neither."""
+    if not len(ops):
+        return np.zeros(0)
+    launch = ops["ts"].to_numpy(float).copy()
+    runtime = trace.runtime
+    if len(runtime) and "correlation" in ops:
+        by_corr = runtime.drop_duplicates("correlation").set_index("correlation")["ts"]
+        found = ops["correlation"].map(by_corr).to_numpy(float)
+        launch = np.where(np.isnan(found), launch, found)
+    cpu = trace.cpu_ops
+    if len(cpu) and "external_id" in ops and "external_id" in cpu:
+        by_ext = cpu.dropna(subset=["external_id"]).drop_duplicates("external_id").set_index("external_id")["ts"]
+        unlinked = ops["correlation"].map(runtime.drop_duplicates("correlation").set_index("correlation")["ts"]).isna() \
+            if len(runtime) and "correlation" in ops else pd.Series(True, index=ops.index)
+        found = ops["external_id"].map(by_ext).to_numpy(float)
+        launch = np.where(unlinked.to_numpy() & ~np.isnan(found), found, launch)
+    return launch
+
+
+FORWARD = re.compile(r"^(DistributedDataParallel|FullyShardedDataParallel|FSDP)[.:]*forward", re.IGNORECASE)
+
+
+def comm_rounds(trace, windows, comm_launch: np.ndarray) -> tuple[int, int]:
+    """(data-parallel forward passes, rounds of collectives) in the steps: a round is a forward pass
+    (DDP's or FSDP's own annotation) after which collectives were launched before the next forward or
+    the end of the step. Gradient accumulation that all-reduces after every micro-batch has as many
+    rounds as forwards; with no_sync, one."""
+    ops = trace.ops
+    if not len(ops) or not windows:
+        return 0, 0
+    marks = ops[(ops["cat"] == "user_annotation") & ops["name"].astype(str).str.match(FORWARD)]
+    starts = np.sort(marks["ts"].to_numpy(float))
+    forwards = rounds = 0
+    for w in windows:
+        mine = starts[(starts >= w.cpu_start) & (starts < w.cpu_end)]
+        bounds = np.append(mine, w.cpu_end)
+        forwards += len(mine)
+        rounds += sum(bool(((comm_launch >= a) & (comm_launch < b)).any()) for a, b in zip(bounds, bounds[1:]))
+    return forwards, rounds
+
+
+def in_windows(times: np.ndarray, windows) -> np.ndarray:
+    """Whether each host time falls inside one of the steps' host ranges."""
+    inside = np.zeros(len(times), dtype=bool)
+    for w in windows:
+        inside |= (times >= w.cpu_start) & (times < w.cpu_end)
+    return inside
+
+
+def rounds_per_step(trace, windows) -> tuple[float, float]:
+    """(data-parallel forward passes, rounds of collectives) per step on the trace's main device
+    (`comm_rounds`); (0, 0) without windows or collectives."""
+    if not windows or not len(trace.gpu):
+        return 0.0, 0.0
+    gpu = trace.gpu if trace.main_device is None else trace.gpu[trace.gpu["device"] == trace.main_device]
+    comm = gpu[is_comm(gpu["name"])] if len(gpu) else gpu
+    if not len(comm):
+        return 0.0, 0.0
+    forwards, rounds = comm_rounds(trace, windows, launch_times(trace, comm))
+    return forwards / len(windows), rounds / len(windows)

@@ -39,6 +39,7 @@ class RankSet:
         self.reference = reference if reference is not None else (self.profiles[0].rank if self.profiles else 0)
         self.warnings: list[str] = []
         self.comm = self._split_comm()
+        self.work = self._price_work()
 
     def __len__(self) -> int:
         return len(self.profiles)
@@ -91,9 +92,56 @@ class RankSet:
         values = [p.compute_us for p in self.profiles if p.rank != exclude]
         return statistics.median(values) if values else 0.0
 
+    def median_work_us(self, exclude: int | None = None) -> float:
+        """The median GPU work per step over the ranks (leaving out `exclude`); see `work_of`."""
+        values = [self.work_of(p) for p in self.profiles if p.rank != exclude]
+        return statistics.median(values) if values else 0.0
+
+    def work_of(self, profile: RankProfile) -> float:
+        """GPU work per step of one rank: its kernels priced the same on every rank (`_price_work`), or
+        its compute time where the profile has no kernel kinds."""
+        return self.work.get(profile.rank, profile.compute_us)
+
+    def _price_work(self) -> dict[int, float]:
+        """Per rank, GPU work per step: each kind of kernel it ran at its own median duration with no
+        collective beside it; a kind that only ran beside collectives on this rank at the median over
+        the other ranks' undisturbed medians, else the smallest median of any rank."""
+        with_kinds = [p for p in self.profiles if p.kernel_kinds]
+        fallback: dict[str, float] = {}
+        for kind in {k for p in with_kinds for k in p.kernel_kinds}:
+            rows = [p.kernel_kinds[kind] for p in with_kinds if kind in p.kernel_kinds]
+            alone = [r[1] for r in rows if r[1] is not None]
+            fallback[kind] = statistics.median(alone) if alone else min(r[2] for r in rows)
+        return {p.rank: round(sum(row[0] * (row[1] if row[1] is not None else fallback[kind])
+                                  for kind, row in p.kernel_kinds.items()) + p.work_rest_us, 3)
+                for p in with_kinds}
+
+    def median_kernels(self, exclude: int | None = None) -> float:
+        """The median number of kernels launched per step over the ranks (leaving out `exclude`)."""
+        values = [p.kernels_per_step for p in self.profiles if p.rank != exclude and p.kernels_per_step is not None]
+        return statistics.median(values) if values else 0.0
+
     def slowest(self) -> RankProfile | None:
-        """The rank with the most GPU compute per step."""
-        return max(self.profiles, key=lambda p: (p.compute_us, -p.rank)) if self.profiles else None
+        """The rank with the most GPU work per step."""
+        return max(self.profiles, key=lambda p: (self.work_of(p), -p.rank)) if self.profiles else None
+
+    def arrivals(self) -> dict[int, float]:
+        """Per rank, the share of matched collectives at which it waited least (it arrived last and the
+        others waited for it). Sums to 1 over the ranks; empty without collectives."""
+        counts = {p.rank: 0 for p in self.profiles}
+        total = 0
+        for lists in self._matched():
+            for i in range(min(len(x) for x in lists)):
+                durations = [x[i][1] for x in lists]
+                counts[self.profiles[durations.index(min(durations))].rank] += 1
+                total += 1
+        return {r: c / total for r, c in counts.items()} if total else {}
+
+    def _matched(self):
+        """Per compared step, every rank's collectives in issue order."""
+        n_steps = min((len(p.steps_collectives) for p in self.profiles), default=0)
+        for s in range(n_steps):
+            yield [p.steps_collectives[s] for p in self.profiles]
 
     def slow_ops(self, rank: int, top: int = 5) -> list[dict]:
         """The ops whose GPU time per step on `rank` exceeds the other ranks' median the most."""
@@ -117,8 +165,12 @@ class RankSet:
         return {
             "count": len(self.profiles), "reference": self.reference,
             "comm_split": "transfer = a collective's shortest duration over the ranks; wait = the rest",
+            "work": "GPU compute per step, each kind of kernel priced alike on every rank at its duration "
+                    "with no collective beside it",
             "per_rank": [{"rank": p.rank, "source": p.source, "rank_from": p.rank_how,
-                          "step_us": p.step_us, "unprofiled_step_us": p.unprofiled_step_us, "compute_us": p.compute_us, "comm_us": p.comm_us,
+                          "step_us": p.step_us, "unprofiled_step_us": p.unprofiled_step_us, "compute_us": p.compute_us,
+                          "work_us": round(self.work_of(p), 1), "kernels_per_step": p.kernels_per_step,
+                          "forwards_per_step": p.forwards_per_step, "comm_rounds_per_step": p.comm_rounds_per_step, "comm_us": p.comm_us,
                           "exposed_comm_us": p.exposed_us, "wait_us": round(self.wait_us(p.rank), 1),
                           "transfer_us": round(self.transfer_us(p.rank), 1), "findings": list(p.findings)}
                          for p in self.profiles],

@@ -14,7 +14,7 @@ class FixTrial:
 
     variant: str
     how: str
-    status: str  # ok | failed | oom | timeout | crashed
+    status: str  # ok | failed | oom | timeout | crashed | not applicable
     verdict: str = ""  # numerics.VERDICTS
     error: str = ""
     speedup: float | None = None

@@ -15,7 +15,8 @@ UNCOMPARED = "faster, outputs not compared"
 NO_GAIN = "no measured speedup"
 SLOWER = "slower"
 FAILED = "failed to apply"
-VERDICTS = (VERIFIED, CHANGES, UNCOMPARED, NO_GAIN, SLOWER, FAILED)
+NEEDS_CODE = "needs a code change"
+VERDICTS = (VERIFIED, CHANGES, UNCOMPARED, NO_GAIN, SLOWER, FAILED, NEEDS_CODE)
 
 
 def speedup(baseline_us: list[float], fixed_us: list[float]) -> tuple[float, float, float]:
@@ -26,6 +27,8 @@ def speedup(baseline_us: list[float], fixed_us: list[float]) -> tuple[float, flo
 
 def verdict(status: str, low: float | None, high: float | None, numerics: dict | None) -> str:
     """The trial's verdict from its status, the speedup's interval and the numerics check."""
+    if status == "not applicable":
+        return NEEDS_CODE
     if status != "ok" or low is None or high is None:
         return FAILED
     changed = (numerics or {}).get("verdict") == "changes results"
@@ -42,7 +45,7 @@ def verdict(status: str, low: float | None, high: float | None, numerics: dict |
 
 def rank(trial) -> tuple:
     """Sort key: verified first, then faster with other caveats, then by speedup."""
-    order = {VERIFIED: 5, UNCOMPARED: 4, CHANGES: 3, NO_GAIN: 2, SLOWER: 1, FAILED: 0}
+    order = {VERIFIED: 5, UNCOMPARED: 4, CHANGES: 3, NO_GAIN: 2, SLOWER: 1, FAILED: 0, NEEDS_CODE: 0}
     return order.get(trial.verdict, 0), trial.speedup or 0.0
 
 

@@ -18,6 +18,10 @@ APPLICABLE: dict[str, list[tuple[str, str]]] = {
                           ("autocast-bf16", "torch.autocast(dtype=torch.bfloat16) around the step")],
     "flash-attention": [("sdpa-flash", "torch.nn.attention.sdpa_kernel(SDPBackend.FLASH_ATTENTION) around the step")],
     "expandable-segments": [("expandable-segments", "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True")],
+    "dataloader-workers": [("dataloader-workers", "the step's DataLoader rebuilt with worker processes, "
+                                                  "persistent, and pinned memory")],
+    "pinned-memory": [("dataloader-workers", "the step's DataLoader rebuilt with worker processes, "
+                                             "persistent, and pinned memory")],
 }
 
 PROCESS_LEVEL = {"expandable-segments": {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}}
@@ -37,11 +41,18 @@ class Planned:
     snippet: str = ""  # for a fix that needs a code change: the finding's code example (or how-to)
 
 
-def plan_trials(findings: list, op_names: set[str] | frozenset = frozenset()) -> list[Planned]:
+def variant_names() -> frozenset:
+    """Every variant --verify knows."""
+    return frozenset(name for variants in APPLICABLE.values() for name, _ in variants)
+
+
+def plan_trials(findings: list, op_names: set[str] | frozenset = frozenset(),
+                skip: frozenset = frozenset()) -> list[Planned]:
     """For every fix of every finding: the variants to run, or why it cannot be applied from outside.
 
     `op_names` are the CPU op names of the captured trace: flash-attention applies only where the step
-    calls scaled_dot_product_attention (an explicit softmax(QKᵀ)V needs the code changed)."""
+    calls scaled_dot_product_attention (an explicit softmax(QKᵀ)V needs the code changed). Variants in
+    `skip` (--verify-skip) are left out; a fix left with none says so."""
     planned = []
     for index, finding in enumerate(findings):
         for fx in finding.fixes:
@@ -53,7 +64,8 @@ def plan_trials(findings: list, op_names: set[str] | frozenset = frozenset()) ->
                 planned.append(Planned(index, fx.id, [], "needs a code change: the step does not call "
                                                         "F.scaled_dot_product_attention", snippet))
             else:
-                planned.append(Planned(index, fx.id, list(variants)))
+                kept = [v for v in variants if v[0] not in skip]
+                planned.append(Planned(index, fx.id, kept, "" if kept else "not tried: --verify-skip"))
     return planned
 
 

@@ -98,11 +98,12 @@ def _phase(result: dict) -> str:
 
 
 def verify_diagnosis(diagnosis, spec: CaptureSpec, out: Path, op_names: set[str], *, timeout_s: float,
-                     python: str | None = None, compile_backend: str = "", on_progress=None) -> list[Verification]:
+                     python: str | None = None, compile_backend: str = "", on_progress=None,
+                     skip: frozenset = frozenset()) -> list[Verification]:
     """Try every auto-applicable fix of every finding (each variant once, shared between findings that
-    name the same fix) and set each finding's `verify` list; returns the Verifications."""
+    name the same fix; none of `skip`) and set each finding's `verify` list; returns the Verifications."""
     report = on_progress or (lambda event: None)
-    planned = plan_trials(diagnosis.findings, op_names)
+    planned = plan_trials(diagnosis.findings, op_names, skip)
     baseline_us = [float(x) for x in ((diagnosis.capture or {}).get("timing") or {}).get("unprofiled_step_us") or []]
     trials: dict[str, FixTrial] = {}
     todo = list(dict.fromkeys(v for p in planned for v in p.variants))

@@ -1,0 +1,45 @@
+"""Test workload for --verify's DataLoader fix on a CPU: each sample costs `sample_ms` of work in
+the process that loads it, so worker processes make the step faster, and the result depends only on
+which samples arrive (the same seeded order on both sides).
+
+make_step(inline=True) makes its batches in the step itself: no DataLoader to rebuild.
+"""
+import time
+
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+
+class SlowSquares(Dataset):
+    """Sample i is a small tensor made from i, after `sample_ms` of busy work."""
+
+    def __init__(self, size: int = 4096, sample_ms: float = 2.0):
+        self.size, self.sample_ms = size, sample_ms
+
+    def __len__(self):
+        return self.size
+
+    def __getitem__(self, index):
+        end = time.perf_counter() + self.sample_ms / 1000
+        while time.perf_counter() < end:
+            pass
+        return torch.full((4,), float(index)) ** 0.5
+
+
+def make_step(batch: int = 8, sample_ms: float = 2.0, inline: bool = False):
+    """One training-like call on the next batch; the running sum it keeps is the output compared."""
+    torch.manual_seed(0)
+    total = torch.zeros(4)
+    data = SlowSquares(sample_ms=sample_ms)
+    if inline:
+        def step():
+            total.add_(torch.stack([data[i] for i in range(batch)]).sum(dim=0))
+            return total.clone()
+        return step
+    batches = iter(DataLoader(data, batch_size=batch, shuffle=True))
+
+    def step():
+        total.add_(next(batches).sum(dim=0))
+        return total.clone()
+
+    return step
