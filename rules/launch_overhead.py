@@ -45,9 +45,9 @@ names, found or quiet: the graphs the fix promises were not made, and that reaso
 by hand. Both replay the whole step with one launch.
 
 **Estimate.** graphed step ≈ step − recoverable + kernels × `graph_gap_us` + `graph_launch_us`,
-never below the GPU busy time; speedup = step ÷ graphed step. `graph_gap_us` (0.2 µs between
-kernels) and `graph_launch_us` (10 µs per replay) were read off the decode_graphed H200
-capture (median gap between replayed kernels 0.15 µs; unprofiled step 232 µs against 224 µs of
+never below the GPU busy time; speedup = step ÷ graphed step. `graph_gap_us` (0.1 µs between
+kernels) and `graph_launch_us` (10 µs per replay) come from the decode_graphed H200 capture, a
+calibration capture (benchmarks/calibrate.py derives them; median gap between replayed kernels 0.096 µs; unprofiled step 232 µs against 224 µs of
 kernel time).
 """
 from __future__ import annotations
@@ -78,7 +78,7 @@ class LaunchOverhead(Rule):
         Threshold("min_recoverable_share", 0.25, "fraction",
                   "fire when launch-bound idle time is at least this share of the step"),
         Threshold("small_kernel_us", 10.0, "µs", "kernels shorter than this count as small"),
-        Threshold("graph_gap_us", 0.2, "µs", "idle between kernels that a CUDA graph still pays"),
+        Threshold("graph_gap_us", 0.1, "µs", "idle between kernels that a CUDA graph still pays"),
         Threshold("graph_launch_us", 10.0, "µs", "host cost of one graph replay per step"),
         Threshold("high_share", 0.50, "fraction", "recoverable share at which severity is high"),
         Threshold("max_dispatch_us", 150.0, "µs",

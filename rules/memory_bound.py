@@ -51,7 +51,8 @@ do: by this count the fused swiglu_compiled kernel moves 587 MB in 141.6 µs, 4.
 achievable).
 Estimated step = step − Σ chain time + Σ fused time + `fused_call_us` (the host cost, once per
 step, of entering compiled code: 215.0 µs unprofiled step − 141.6 µs kernel − 13.8 µs that the
-eager step spends outside kernels ≈ 60 µs on swiglu_compiled). On swiglu_eager this predicts
+eager step spends outside kernels: 73 µs on swiglu_compiled, a calibration capture, rounded to 70 µs by
+benchmarks/calibrate.py). On swiglu_eager this predicts
 ≈ 4.4× against the 4.28× measured (919.8 → 215.0 µs). Bytes and FLOPs are estimated from
 shapes unless Nsight Compute measured the bytes (its rows for swiglu_eager: 61.5 % DRAM
 throughput over the chain, i.e. 2.95 TB/s = 69 % of achievable, the same as the estimate).
@@ -93,7 +94,7 @@ class MemoryBound(Rule):
         Threshold("max_intensity_share", 0.25, "fraction",
                   "a chain counts when its FLOP/byte is below this share of the FP32 ridge point"),
         Threshold("min_chain_ops", 2, "kernels", "fewest unfused kernels in a chain"),
-        Threshold("fused_call_us", 60.0, "µs", "host cost per step of entering compiled (fused) code"),
+        Threshold("fused_call_us", 70.0, "µs", "host cost per step of entering compiled (fused) code"),
         Threshold("medium_share", 0.25, "fraction", "saving share at which severity is medium (low below)"),
         Threshold("high_share", 0.5, "fraction", "saving share at which severity is high"),
     )
