@@ -106,9 +106,8 @@ def build_parser(command: str = "run") -> argparse.ArgumentParser:
                    help="one capture per value of a parameter")
     if command == "run":  # issue 13
         p.add_argument("--verify", action="store_true",
-                       help="then apply each auto-applicable fix, time it, check outputs")
-        p.add_argument("--verify-skip", default="", metavar="VARIANT,...",
-                       help="fix variants --verify does not try (e.g. max-autotune, whose tuning takes minutes)")
+                       help="then apply each fix it can, time it, check outputs")
+        p.add_argument("--verify-skip", default="", metavar="V,...", help="fix variants not to try")
     p.add_argument("--max-trace-bytes", type=_count(1), metavar="N",
                    help="refuse traces that inflate past N bytes")
     # --- issue 14: `--baseline FOLDER` (diagnose/diff_command.py) ---
@@ -122,7 +121,7 @@ def build_parser(command: str = "run") -> argparse.ArgumentParser:
     # --- issue 12: several ranks through torchrun (diagnose/capture/distributed.py) ---
     if command == "run":
         p.add_argument("--nproc-per-node", type=_count(1), metavar="N",
-                       help="capture N ranks through torch.distributed.run (rank-K/ folders)")
+                       help="capture N ranks through torchrun")
         p.add_argument("--nnodes", metavar="N|MIN:MAX", help="passed to torchrun (multi-node)")
         p.add_argument("--rdzv-endpoint", metavar="HOST:PORT", help="passed to torchrun (c10d rendezvous)")
         p.add_argument("--node-rank", type=_count(0), metavar="K", help=argparse.SUPPRESS)
