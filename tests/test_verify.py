@@ -210,11 +210,24 @@ def test_verify_on_a_cpu_workload_without_findings_says_so(tmp_path, capsys):
     assert code == 0 and any(w.startswith("--verify: no finding") for w in data["warnings"])
 
 
-def test_verify_in_script_mode_says_not_yet(tmp_path, capsys):
-    code = main(["-o", str(tmp_path / "o"), "--json", "--no-html", "--steps", "1", "--verify",
-                 str(WORKLOADS / "train_script.py")])
-    data = json.loads(capsys.readouterr().out)
-    assert code == 0 and any("--verify: not yet" in w for w in data["warnings"])
+def test_script_mode_times_the_whole_run_with_the_fix(tmp_path):
+    script = CaptureSpec(path=str(WORKLOADS / "verify_script.py"), mode="script", out_dir=str(tmp_path),
+                         warmup=2, steps=2, timed_steps=20)
+    t = run_variant(script, "tf32", "tf32", tmp_path / "tf32", baseline_us=[4200.0] * 20, timeout_s=120)
+    assert t.status == "ok", t.error
+    assert t.baseline_basis == "the capture's own unprofiled steps" and t.n_fixed >= 10
+    assert 2.0 < t.speedup < 5.0, t.speedup
+    assert t.numerics["verdict"] == "not compared" and t.verdict == numerics.UNCOMPARED
+
+
+def test_script_mode_takes_only_fixes_that_act_on_the_whole_run(tmp_path):
+    script = CaptureSpec(path=str(WORKLOADS / "verify_script.py"), mode="script", out_dir=str(tmp_path),
+                         warmup=2, steps=2, timed_steps=20)
+    t = run_variant(script, "cuda-graph", "cuda-graph", tmp_path / "g", baseline_us=[4200.0] * 20, timeout_s=120)
+    assert t.status == "not applicable" and "needs the step as a function" in t.error
+    planned = plan_trials([finding("cuda-graphs", "bf16-tensor-cores")], script=True)
+    assert [p.variants for p in planned][0] == [] and "as a function" in planned[0].why
+    assert [name for name, _ in planned[1].variants] == ["tf32", "autocast-bf16"]
 
 
 # -- on the GPU -----------------------------------------------------------------------------------
@@ -238,3 +251,11 @@ def test_bf16_autocast_changes_fp32_matmul_on_gpu(tmp_path):
               m=2048, n=2048, k=2048)
     assert t.status == "ok", t.error
     assert t.numerics["verdict"] == "changes results" and t.verdict != numerics.VERIFIED
+
+
+def test_verify_in_script_mode_runs_through_the_cli(tmp_path, capsys):
+    code = main(["-o", str(tmp_path / "o"), "--json", "--no-html", "--steps", "1", "--verify",
+                 str(WORKLOADS / "train_script.py")])
+    data = json.loads(capsys.readouterr().out)
+    assert code == 0
+    assert not any("not yet" in w for w in data["warnings"])

@@ -24,6 +24,12 @@ seeded sampler (the same sample order on both sides), the baseline with its own 
 pinning, the fixed step with LOADER_WORKERS persistent workers and pinned memory. Anything else
 (an iterable dataset, a custom sampler, batches made in the step itself) "needs a code change".
 
+Script (or module) mode: the script runs again as __main__ with the fix around the whole run (a
+setting of the process or a context entered before it starts), its steps found and timed by the same
+hooks as the capture (diagnose/capture/steps.py); the baseline is the capture's own unprofiled steps,
+and the outputs are not compared (a script's tensors are out of reach: function mode compares them).
+Only SCRIPT_VARIANTS apply that way.
+
 Numerics: each tensor is compared in the baseline's dtype with torch.testing.assert_close and the
 tolerances of `TOLERANCES` for that dtype. fp32 allows the reordered reductions of a compiled
 kernel (relative error ~1e-6) but not 10-bit-mantissa matmuls (TF32, ~1e-3) nor bf16 (~4e-3): a
@@ -47,6 +53,7 @@ from pathlib import Path
 
 from diagnose.capture.child import CaptureSession, is_out_of_memory, load_function, memory_summary
 from diagnose.capture.spec import CaptureSpec
+from diagnose.capture.steps import EnoughSteps
 
 VERIFY_SCHEMA = "diagnose.verify/1"
 SEED = 0
@@ -70,6 +77,8 @@ TOLERANCES = {
 VARIANTS = ("cuda-graph", "reduce-overhead", "compile", "max-autotune", "tf32", "autocast-bf16",
             "sdpa-flash", "expandable-segments", "dataloader-workers")
 LOADER_VARIANTS = ("dataloader-workers",)
+SCRIPT_VARIANTS = ("tf32", "autocast-bf16", "sdpa-flash", "expandable-segments")
+"""What applies to a script or module run as a whole: a process setting or a context around the run."""
 LOADER_WORKERS = max(2, min(8, (os.cpu_count() or 2) // 2))
 
 
@@ -204,8 +213,39 @@ class VerifySession(CaptureSession):
         raise ValueError(f"unknown fix variant {v!r} (known: {', '.join(VARIANTS)})")
 
     # -- driver ------------------------------------------------------------------------------
+    def run_verify_script(self) -> None:
+        """Script mode: the whole run again with the fix around it, steps timed by the capture's hooks."""
+        if self.variant not in SCRIPT_VARIANTS:
+            raise NotApplicable(f"{self.variant} needs the step as a function (model.py:NAME returning it)")
+        self.result["phase"] = "fixed"
+        with contextlib.ExitStack() as stack:
+            self.wrap(lambda: None)  # process-wide settings (tf32) take effect; their undo is in _restore
+            if self.variant == "autocast-bf16":
+                stack.enter_context(self.torch.autocast(device_type="cuda" if self.torch.cuda.is_available()
+                                                        else "cpu", dtype=self.torch.bfloat16))
+            elif self.variant == "sdpa-flash":
+                from torch.nn.attention import SDPBackend, sdpa_kernel
+
+                stack.enter_context(sdpa_kernel(SDPBackend.FLASH_ATTENTION))
+            try:
+                self.run_script()
+            except EnoughSteps:
+                pass
+            except SystemExit as exc:
+                if exc.code not in (None, 0):
+                    raise RuntimeError(f"the script exited with status {exc.code}") from None
+        self.result["fixed_us"] = list((self.meta.get("timing") or {}).get("unprofiled_step_us") or [])
+        self.result["numerics"] = {"verdict": "not compared", "tensors": 0,
+                                   "detail": "script mode: the script's tensors are out of reach; function "
+                                             "mode (model.py:NAME) compares outputs"}
+        self.result["status"] = "ok"
+        self.result["phase"] = "done"
+
     def run_verify(self) -> None:
         """Baseline, then the fixed step: compare, time, profile."""
+        if self.spec.mode != "function":
+            self.run_verify_script()
+            return
         torch = self.torch
         reference = None
         if self.with_baseline:

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import dataclasses
 
+from diagnose.capture.verify import SCRIPT_VARIANTS  # what applies to a script run as a whole
+
 # fix id -> [(variant, what it does)], main variant first
 APPLICABLE: dict[str, list[tuple[str, str]]] = {
     "cuda-graphs": [("cuda-graph", "torch.cuda.CUDAGraph capture of the step, replayed each call"),
@@ -47,12 +49,13 @@ def variant_names() -> frozenset:
 
 
 def plan_trials(findings: list, op_names: set[str] | frozenset = frozenset(),
-                skip: frozenset = frozenset()) -> list[Planned]:
+                skip: frozenset = frozenset(), script: bool = False) -> list[Planned]:
     """For every fix of every finding: the variants to run, or why it cannot be applied from outside.
 
     `op_names` are the CPU op names of the captured trace: flash-attention applies only where the step
     calls scaled_dot_product_attention (an explicit softmax(QKᵀ)V needs the code changed). Variants in
-    `skip` (--verify-skip) are left out; a fix left with none says so."""
+    `skip` (--verify-skip) are left out; a fix left with none says so. A `script` (or module) run takes
+    only SCRIPT_VARIANTS: the others need the step as a function."""
     planned = []
     for index, finding in enumerate(findings):
         for fx in finding.fixes:
@@ -64,8 +67,11 @@ def plan_trials(findings: list, op_names: set[str] | frozenset = frozenset(),
                 planned.append(Planned(index, fx.id, [], "needs a code change: the step does not call "
                                                         "F.scaled_dot_product_attention", snippet))
             else:
-                kept = [v for v in variants if v[0] not in skip]
-                planned.append(Planned(index, fx.id, kept, "" if kept else "not tried: --verify-skip"))
+                kept = [v for v in variants if v[0] not in skip and (not script or v[0] in SCRIPT_VARIANTS)]
+                why = ("" if kept else "not tried: --verify-skip" if not script or any(
+                    v[0] in SCRIPT_VARIANTS for v in variants) else
+                    "needs the step as a function in script mode (model.py:NAME returning one step)")
+                planned.append(Planned(index, fx.id, kept, why, "" if kept else snippet))
     return planned
 
 

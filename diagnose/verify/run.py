@@ -28,12 +28,13 @@ def run_variant(spec: CaptureSpec, variant: str, how: str, folder: Path, *, base
                 timeout_s: float, python: str | None = None, compile_backend: str = "") -> FixTrial:
     """Run one variant in its own process and turn what it wrote into a FixTrial.
 
-    `baseline_us` (the capture's unprofiled step times) is the baseline of a process-level variant;
-    the others time their own baseline in the same process, just before the fixed step."""
+    `baseline_us` (the capture's unprofiled step times) is the baseline of a process-level variant and
+    of every variant in script mode; the others time their own baseline in the same process, just
+    before the fixed step."""
     folder.mkdir(parents=True, exist_ok=True)
     env_extra = env_for(variant)
     data = {**dataclasses.asdict(spec), "out_dir": str(folder), "variant": variant,
-            "baseline": not env_extra, "compile_backend": compile_backend}
+            "baseline": not env_extra and spec.mode == "function", "compile_backend": compile_backend}
     spec_path = folder / "spec.json"
     spec_path.write_text(json.dumps(data))
     env = dict(os.environ, PYTHONUNBUFFERED="1", **env_extra)
@@ -103,7 +104,7 @@ def verify_diagnosis(diagnosis, spec: CaptureSpec, out: Path, op_names: set[str]
     """Try every auto-applicable fix of every finding (each variant once, shared between findings that
     name the same fix; none of `skip`) and set each finding's `verify` list; returns the Verifications."""
     report = on_progress or (lambda event: None)
-    planned = plan_trials(diagnosis.findings, op_names, skip)
+    planned = plan_trials(diagnosis.findings, op_names, skip, script=spec.mode != "function")
     baseline_us = [float(x) for x in ((diagnosis.capture or {}).get("timing") or {}).get("unprofiled_step_us") or []]
     trials: dict[str, FixTrial] = {}
     todo = list(dict.fromkeys(v for p in planned for v in p.variants))
