@@ -246,6 +246,21 @@ def test_decode_verifies_cuda_graphs(tmp_path, capsys):
 
 
 @pytest.mark.gpu
+def test_script_mode_verifies_tf32_on_a_gpu(tmp_path, capsys):
+    code = main(["-o", str(tmp_path / "o"), "--json", "--no-html", "--verify", str(WORKLOADS / "matmul_script.py")])
+    data = json.loads(capsys.readouterr().out)
+    assert code == 0
+    top = data["findings"][0]
+    assert top["rule"] == "compute-bound"
+    trials = {t["variant"]: t for v in top["verify"] for t in v["trials"]}
+    assert set(trials) == {"tf32", "autocast-bf16"}
+    for t in trials.values():
+        assert t["status"] == "ok", t["error"]
+        assert t["interval"][0] > 1.5 and t["verdict"] == numerics.UNCOMPARED
+        assert t["baseline_basis"] == "the capture's own unprofiled steps"
+
+
+@pytest.mark.gpu
 def test_bf16_autocast_changes_fp32_matmul_on_gpu(tmp_path):
     t = trial(tmp_path, ROOT / "fixtures" / "workloads" / "matmul.py", "autocast-bf16", dtype="float32",
               m=2048, n=2048, k=2048)
