@@ -54,6 +54,7 @@ PAIRS = [
     ("compile_graphs_mutation", "launch-overhead", "cuda-graphs", "compile_graphs"),
     ("ddp_accumulate", "exposed-comm", "grad-accumulation", "ddp_no_sync"),
     ("ddp_straggler", "straggler", "balance-ranks", "ddp_healthy"),
+    ("ddp_heavy_straggler", "straggler", "balance-ranks", "ddp_heavy_healthy"),
 ]
 
 

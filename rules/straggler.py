@@ -18,7 +18,7 @@ control had rank 0 waiting 25 ms a step for rank 1, and in the straggler capture
 extra work was the one that waited. The waits are shown as evidence, never required.
 
 **Threshold.** Identical ranks launch identical numbers of kernels (equal on all eight 2×H200 DDP
-and FSDP captures of 2026-11-30), so 5 % more launches is real work. Their GPU work agreed within
+and FSDP captures of 2026-11-30, ten with the GPU-bound pair), so 5 % more launches is real work. Their GPU work agreed within
 10 % (the residue of interference that the pricing does not remove: FSDP without prefetch, 10.1 %),
 so GPU work needs 10 %. A 5 % cost: less is not worth balancing. Severity is high at 25 % of the step, medium at 10 %.
 
@@ -30,9 +30,10 @@ rank, not for the network.
 (on some rank the GPU waits for the host at least `host_paced_share` of the step: the launch and host
 buckets of the step accounting; a rank that waits for the others shows its idle inside collectives
 instead), its extra launches at the step's pace (step ÷ kernels launched per step); with the ranks balanced the others no longer wait for it:
-new step = step − that cost. Measured on the 2×H200 straggler capture: estimated 1.09×, and
-removing rank 1's extra work made the step 1.43× faster (26.5 → 18.5 ms, unprofiled), because the
-extra launches also slowed its host beyond their count; a conservative estimate.
+new step = step − that cost. Measured on 2×H200 captures: the GPU-bound pair (ddp_heavy_*: rank 1
+does 8 extra 8192³ matmuls) estimated 1.18×, removing the extra work measured 1.20× (87.96 → 73.58
+ms, unprofiled); the host-paced pair (ddp_straggler: 24 small extra matmuls) estimated 1.09× and
+measured 1.43× (26.5 → 18.5 ms), because the extra launches slowed its host beyond their count.
 """
 from __future__ import annotations
 
