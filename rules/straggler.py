@@ -17,8 +17,8 @@ then follows the hosts' pace, not the work: on the 2×H200 DDP captures (2026-11
 control had rank 0 waiting 25 ms a step for rank 1, and in the straggler capture the rank with the
 extra work was the one that waited. The waits are shown as evidence, never required.
 
-**Threshold.** Identical ranks launch identical numbers of kernels (equal on all eight 2×H200 DDP
-and FSDP captures of 2026-11-30, ten with the GPU-bound pair), so 5 % more launches is real work. Their GPU work agreed within
+**Threshold.** Identical ranks launch identical numbers of kernels (equal on every 2×H200 DDP and
+FSDP control of 2026-11-30), so 5 % more launches is real work. Their GPU work agreed within
 10 % (the residue of interference that the pricing does not remove: FSDP without prefetch, 10.1 %),
 so GPU work needs 10 %. A 5 % cost: less is not worth balancing. Severity is high at 25 % of the step, medium at 10 %.
 
