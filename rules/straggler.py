@@ -18,9 +18,9 @@ control had rank 0 waiting 25 ms a step for rank 1, and in the straggler capture
 extra work was the one that waited. The waits are shown as evidence, never required.
 
 **Threshold.** Identical ranks launch identical numbers of kernels (equal on every 2×H200 DDP and
-FSDP control of 2026-11-30), so 5 % more launches is real work. Their GPU work agreed within
-10 % (the residue of interference that the pricing does not remove: FSDP without prefetch, 10.1 %),
-so GPU work needs 10 %. A 5 % cost: less is not worth balancing. Severity is high at 25 % of the step, medium at 10 %.
+FSDP control of 2026-11-30), so 5 % more launches is real work. Their GPU work agreed to within
+10.1 % (the residue of interference that the pricing does not remove: FSDP without prefetch),
+so GPU work needs 10 % and the cost threshold keeps that control quiet (3 % of its step). A 5 % cost: less is not worth balancing. Severity is high at 25 % of the step, medium at 10 %.
 
 **Fix.** `balance-ranks`: equal work per rank per step (equal shards, length-bucketed batches,
 no rank-0-only work inside the step). Overlapping communication does not help: the wait is for a
