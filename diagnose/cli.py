@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
+import threading
 import webbrowser
 from pathlib import Path
 
@@ -48,6 +50,7 @@ exit codes:
   1  a finding at or above --fail-on SEVERITY, or --fail-on-regression tripped (CI audits)
   2  bad usage or unreadable input (one line on stderr)
   3  the workload failed (exception, out of memory, timeout, crash); the report is still written
+  130/143  Ctrl-C / SIGTERM: the workload's processes are ended first
 
 thresholds: --set RULE.NAME=VALUE, or in pyproject.toml under [tool.diagnose.thresholds]
 """
@@ -151,21 +154,39 @@ def _count(least: int):
     return parse
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM to diagnose: it unwinds like Ctrl-C, so the workload's process group is ended and the
+    output folder's staging is cleaned on the way out."""
+
+
+def _on_sigterm(signum, frame):
+    raise Terminated()
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the console script; returns the exit code."""
     argv = list(sys.argv[1:] if argv is None else argv)
     command = argv[0] if argv and argv[0] in SUBCOMMANDS else "run"
     if argv and argv[0] in SUBCOMMANDS:
         argv = argv[1:]
+    previous = None
+    if threading.current_thread() is threading.main_thread():
+        previous = signal.signal(signal.SIGTERM, _on_sigterm)
     try:
         args = _parse(command, argv)
         return _dispatch(command, args)
     except DiagnoseError as exc:
         print(f"diagnose: error: {exc}", file=sys.stderr)
         return exc.exit_code
+    except Terminated:
+        print("diagnose: terminated", file=sys.stderr)
+        return 143
     except KeyboardInterrupt:
         print("diagnose: interrupted", file=sys.stderr)
         return 130
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
 
 
 def _parse(command: str, argv: list[str]) -> argparse.Namespace:

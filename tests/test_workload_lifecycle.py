@@ -100,8 +100,10 @@ def test_a_child_that_ignores_sigterm_gets_sigkill(tmp_path, capsys, pids_file, 
 
 
 @needs_torch
-def test_no_child_outlives_ctrl_c(tmp_path, pids_file):
-    """SIGINT to a `python -m diagnose` process while its workload hangs with children running."""
+@pytest.mark.parametrize("sig, code, said", [(signal.SIGINT, 130, "diagnose: interrupted"),
+                                             (signal.SIGTERM, 143, "diagnose: terminated")], ids=["ctrl-c", "sigterm"])
+def test_no_child_outlives_ctrl_c_or_sigterm(tmp_path, pids_file, sig, code, said):
+    """SIGINT or SIGTERM to a `python -m diagnose` process while its workload hangs with children running."""
     proc = subprocess.Popen([sys.executable, "-m", "diagnose", *spawner(pids_file, "hang"), "-o",
                              str(tmp_path / "cap"), "-q", *FAST], cwd=ROOT, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
@@ -110,14 +112,15 @@ def test_no_child_outlives_ctrl_c(tmp_path, pids_file):
         while not pids_file.exists() and proc.poll() is None and time.monotonic() < deadline:
             time.sleep(0.1)
         assert pids_file.exists(), f"the workload never started its children: {proc.communicate(timeout=30)}"
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(sig)
         _, err = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:
             proc.kill()
-    assert proc.returncode == 130
-    assert err.strip() == "diagnose: interrupted" and "Traceback" not in err
+    assert proc.returncode == code
+    assert err.strip() == said and "Traceback" not in err
     assert_none_alive(pids_file)
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")], "a staging folder was left behind"
 
 
 SPAWN_AND_LEAVE = ("import subprocess, sys, time; p = subprocess.Popen(['sleep', '300']); "
