@@ -256,6 +256,7 @@ MEMORY_VARIANTS = {
 def test_memory_json_is_checked_against_its_schema(variant, tmp_path, capsys):
     text, field = MEMORY_VARIANTS[variant]
     folder = copy_capture(tmp_path, CAPTURES / "train_oom_capped")
+    (folder / "memory.json.gz").unlink()  # meta.json names it; a plain memory.json is read when it is gone
     (folder / "memory.json").write_text(text)
     code, err = cli(capsys, folder, "-o", tmp_path / "out")
     assert code == 2
@@ -369,3 +370,19 @@ def test_an_impossible_estimate_is_dropped_with_its_reason():
     kept = _plain_numbers(Finding("launch-overhead", "high", "t", [], [], est_speedup=7.93, basis="b",
                                   offenders=[{"op": float("nan"), "kernel": "k"}]))
     assert kept.est_speedup == 7.93 and kept.offenders == [{"op": None, "kernel": "k"}]
+
+
+def test_a_gzipped_memory_record_is_read_and_a_bomb_is_refused(tmp_path, capsys):
+    import gzip
+
+    from diagnose.assemble import diagnose_trace
+    from diagnose.trace import load_target
+
+    folder = copy_capture(tmp_path, CAPTURES / "attention_sdpa_8k")
+    assert (folder / "memory.json.gz").is_file()  # as captures write it
+    details = diagnose_trace(load_target(folder)).details.memory
+    assert details and details["peak_allocated_bytes"] > 0
+    (folder / "memory.json.gz").write_bytes(gzip.compress(b" " * (300 << 20), compresslevel=9))
+    code, err = cli(capsys, folder, "-o", tmp_path / "bomb")
+    assert code == 2
+    assert_one_line_error(err, "memory.json.gz", "inflates past")

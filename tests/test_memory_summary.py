@@ -42,3 +42,25 @@ def test_top_blocks_name_user_code():
 def test_empty_snapshot():
     s = summarise_snapshot({})
     assert s["reserved_bytes"] == 0 and s["fragmentation"] == 0.0 and s["events"] == []
+
+
+def test_the_recorder_writes_a_gzipped_record_that_the_analysis_reads(tmp_path):
+    """MemoryRecorder.finish with a stand-in for torch.cuda: memory.json.gz, read back by the analysis side."""
+    import types
+
+    from diagnose.capture.memory import MEMORY_FILE, MemoryRecorder
+    from diagnose.memory.record import _read_memory_json
+
+    cuda = types.SimpleNamespace(
+        is_available=lambda: True,
+        memory_stats=lambda: {"allocated_bytes.all.peak": 3 << 30, "reserved_bytes.all.peak": 4 << 30},
+        get_device_properties=lambda index: types.SimpleNamespace(total_memory=80 << 30),
+        memory=types.SimpleNamespace(_snapshot=snapshot, _record_memory_history=lambda **kw: None))
+    recorder = MemoryRecorder(types.SimpleNamespace(cuda=cuda), tmp_path)
+    stats = recorder.finish()
+    assert stats["allocated_bytes.all.peak"] == 3 << 30
+    assert MEMORY_FILE == "memory.json.gz" and (tmp_path / MEMORY_FILE).read_bytes()[:2] == b"\x1f\x8b"
+    warnings: list[str] = []
+    doc, path = _read_memory_json(str(tmp_path), {"files": {"memory": MEMORY_FILE}}, warnings)
+    assert not warnings and path.endswith(MEMORY_FILE)
+    assert doc["device_total_bytes"] == 80 << 30 and doc["snapshot"]["reserved_bytes"] == 84 * MB

@@ -19,7 +19,7 @@ import traceback
 from pathlib import Path
 
 from diagnose.capture.compile_log import CompileLog
-from diagnose.capture.memory import MemoryRecorder
+from diagnose.capture.memory import MEMORY_FILE, MemoryRecorder
 from diagnose.capture.sampler import StackSampler
 from diagnose.capture.spec import CAPTURE_SCHEMA, CaptureSpec
 from diagnose.capture.steps import EnoughSteps, StepTracker
@@ -183,7 +183,7 @@ class CaptureSession:
             self.meta.setdefault("warnings", []).append(f"writing the Python stack samples failed: {exc}")
 
     def finish_memory(self) -> None:
-        """Write memory.json from the allocator (once; nothing without CUDA)."""
+        """Write memory.json.gz from the allocator (once; nothing without CUDA)."""
         if self.memory is None:
             return
         try:
@@ -192,7 +192,7 @@ class CaptureSession:
             self.meta.setdefault("warnings", []).append(f"memory snapshot failed: {exc}")
             return
         if stats is not None:
-            self.meta["files"]["memory"] = "memory.json"
+            self.meta["files"]["memory"] = MEMORY_FILE
 
     def record_timing(self, per_step_s: list[float], source: str) -> None:
         """Store step times measured without the profiler."""

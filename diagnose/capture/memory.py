@@ -1,15 +1,17 @@
 """Allocator recording in the child: history during the profiled steps, a snapshot at the end
-or at the moment of an out-of-memory error, summarised into memory.json.
+or at the moment of an out-of-memory error, summarised into memory.json.gz.
 """
 from __future__ import annotations
 
 import contextlib
+import gzip
 import json
 from pathlib import Path
 
 from diagnose.capture.memory_summary import summarise_snapshot
 
 HISTORY_ENTRIES = 20000
+MEMORY_FILE = "memory.json.gz"  # gzipped: the snapshot summary is mostly repeated frame text
 STAT_KEYS = ("allocated_bytes.all.peak", "reserved_bytes.all.peak", "allocated_bytes.all.current",
              "reserved_bytes.all.current", "inactive_split_bytes.all.peak", "inactive_split_bytes.all.current",
              "num_alloc_retries", "num_ooms", "num_device_alloc", "num_device_free")
@@ -51,7 +53,7 @@ class MemoryRecorder:
             self.oom_snapshot = self.torch.cuda.memory._snapshot()
 
     def finish(self) -> dict | None:
-        """Write memory.json (stats + snapshot summary) once and return the stats for meta.json."""
+        """Write memory.json.gz (stats + snapshot summary) once and return the stats for meta.json."""
         if not self.enabled:
             return None
         self.enabled = False
@@ -74,5 +76,6 @@ class MemoryRecorder:
             "snapshot_taken": "at the out-of-memory error" if self.oom_snapshot is not None else "after the profiled steps",
             "snapshot": summarise_snapshot(snapshot) if snapshot else None,
         }
-        (self.out / "memory.json").write_text(json.dumps(doc, indent=1, default=str))
+        with gzip.open(self.out / MEMORY_FILE, "wt", compresslevel=6) as stream:
+            stream.write(json.dumps(doc, default=str))
         return stats

@@ -1,7 +1,7 @@
 """The allocator record of one capture, behind one object the memory rules read.
 
-Three sources, each optional: memory.json beside the trace (schema diagnose.memory/1, written by
-diagnose/capture/memory.py: allocator statistics, OOM details, a snapshot summary), the `memory`
+Three sources, each optional: memory.json.gz (or an older plain memory.json) beside the trace
+(schema diagnose.memory/1, written by diagnose/capture/memory.py: allocator statistics, OOM details, a snapshot summary), the `memory`
 block of meta.json (peaks, retries, OOM count: older captures have only this), and the trace's
 own allocator events (`profile_memory=True`, any kineto trace).
 
@@ -19,7 +19,7 @@ import pandas as pd
 
 from diagnose.trace import schemas
 
-MEMORY_FILE = "memory.json"
+MEMORY_FILES = ("memory.json.gz", "memory.json")  # what captures write now (gzipped), and before
 SCHEMA = "diagnose.memory/1"
 CUDA_DEVICE_TYPE = 1
 _ALLOWED = re.compile(r"([\d.]+)\s*GiB allowed")
@@ -148,9 +148,10 @@ def _read_memory_json(source: str, capture: dict, warnings: list[str]) -> tuple[
     if not where.exists():  # standard input, or a trace since moved: no folder to look in
         return None, None
     folder = where if where.is_dir() else where.parent
-    name = (capture.get("files") or {}).get("memory") or MEMORY_FILE
-    path = folder / name
-    if not path.is_file():
+    named = (capture.get("files") or {}).get("memory")
+    candidates = [folder / n for n in ([named] if named else []) + [n for n in MEMORY_FILES if n != named]]
+    path = next((p for p in candidates if p.is_file()), None)
+    if path is None:
         return None, None
     try:
         doc = schemas.read_json_object(path, "memory record")

@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from diagnose.errors import InputError
+from diagnose.trace import schemas
 
 SWEEP_FILE = "sweep.json"
 SCHEMA = "diagnose.sweep/1"
@@ -197,15 +198,16 @@ def _num(value) -> float | None:
 def _device_total(folder: Path, points: list[SweepPoint]) -> float | None:
     """The GPU's memory, from the first point whose meta.json or memory.json names it."""
     for p in points:
-        for name, key in (("memory.json", ("device_total_bytes",)), ("meta.json", ("device", "total_memory_bytes"))):
+        for name, key in (("memory.json.gz", ("device_total_bytes",)), ("memory.json", ("device_total_bytes",)),
+                          ("meta.json", ("device", "total_memory_bytes"))):
             path = folder / str(p.folder) / name
             if not p.folder or not path.is_file():
                 continue
             try:
-                value = json.loads(path.read_text())
+                value = schemas.read_json_object(path, name)
                 for k in key:
                     value = value.get(k) if isinstance(value, dict) else None
-            except (OSError, ValueError):
+            except (OSError, ValueError, InputError):
                 continue
             if isinstance(value, (int, float)) and value > 0:
                 return float(value)

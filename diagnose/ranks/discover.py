@@ -15,7 +15,7 @@ from pathlib import Path
 TRACE_SUFFIXES = (".json", ".json.gz")
 RANK_FOLDER = re.compile(r"^rank-(\d+)$")
 RANK_IN_NAME = re.compile(r"rank[-_]?(\d+)", re.IGNORECASE)
-NOT_TRACES = {"meta.json", "memory.json", "findings.json", "sweep.json", "compile.json", "index.json",
+NOT_TRACES = {"meta.json", "memory.json", "memory.json.gz", "findings.json", "sweep.json", "compile.json", "index.json",
               "spec.json", "diff.json", "pysamples.json.gz"}  # what diagnose writes beside a trace
 
 

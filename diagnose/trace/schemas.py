@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import stat
+import zlib
 from pathlib import Path
 from typing import Annotated, Union
 
@@ -176,6 +177,8 @@ def read_json_object(path: Path, what: str) -> dict:
         raw = Path(path).read_bytes()
     except OSError as exc:
         raise InputError(f"{path}: cannot read {what} ({exc.strerror or exc})") from None
+    if raw[:2] == b"\x1f\x8b":  # gzipped (memory.json.gz), inflated under the same ceiling
+        raw = _gunzip(raw, path, what)
     try:
         doc = msgspec.json.decode(raw.removeprefix(b"\xef\xbb\xbf"))
     except RecursionError:
@@ -185,6 +188,20 @@ def read_json_object(path: Path, what: str) -> dict:
     if not isinstance(doc, dict):
         raise InputError(f"{path}: {what} must be a JSON object, not {_json_kind(doc)}")
     return doc
+
+
+def _gunzip(raw: bytes, path: Path, what: str) -> bytes:
+    """The inflated bytes of a gzipped side file, at most SIDE_FILE_MAX_BYTES; InputError otherwise."""
+    inflate = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    try:
+        out = inflate.decompress(raw, SIDE_FILE_MAX_BYTES + 1)
+    except zlib.error as exc:
+        raise InputError(f"{path}: {what} is not readable gzip ({exc})") from None
+    if len(out) > SIDE_FILE_MAX_BYTES or inflate.unconsumed_tail:
+        raise InputError(f"{path}: {what} inflates past {SIDE_FILE_MAX_BYTES:,} bytes")
+    if not inflate.eof:
+        raise InputError(f"{path}: {what} is a truncated gzip file")
+    return out
 
 
 def validate(doc: dict, schema: type, path: Path, what: str) -> dict:
