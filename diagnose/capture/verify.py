@@ -161,7 +161,7 @@ class VerifySession(CaptureSession):
         """Changes made inside the step's closure before it runs (the DataLoader fixes), on both sides."""
         if self.variant not in LOADER_VARIANTS:
             return
-        cells = list(loader_cells(self.torch, step))
+        cells = list(loader_cells(step))
         if not cells:
             raise NotApplicable("the step holds no DataLoader (or iterator over one) that diagnose can rebuild")
         for cell, source, is_iterator in cells:
@@ -356,7 +356,7 @@ def cuda_graph_step(torch, step):
     return graphed
 
 
-def loader_cells(torch, fn, depth: int = 0):
+def loader_cells(fn, depth: int = 0):
     """(cell, source, is_iterator) for each closure cell of the step (and of callables it holds) that
     holds a DataLoader or an iterator over one."""
     from torch.utils.data import DataLoader
@@ -375,7 +375,7 @@ def loader_cells(torch, fn, depth: int = 0):
         elif isinstance(value, _BaseDataLoaderIter):
             yield cell, value, True
         elif callable(value) and hasattr(value, "__code__") and value is not fn:
-            yield from loader_cells(torch, value, depth + 1)
+            yield from loader_cells(value, depth + 1)
 
 
 def _loader_attr(source, name: str):

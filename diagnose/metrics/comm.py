@@ -106,18 +106,18 @@ def launch_times(trace, ops) -> np.ndarray:
     if not len(ops):
         return np.zeros(0)
     launch = ops["ts"].to_numpy(float).copy()
+    linked = np.zeros(len(ops), dtype=bool)
     runtime = trace.runtime
     if len(runtime) and "correlation" in ops:
         by_corr = runtime.drop_duplicates("correlation").set_index("correlation")["ts"]
         found = ops["correlation"].map(by_corr).to_numpy(float)
-        launch = np.where(np.isnan(found), launch, found)
+        linked = ~np.isnan(found)
+        launch = np.where(linked, found, launch)
     cpu = trace.cpu_ops
     if len(cpu) and "external_id" in ops and "external_id" in cpu:
         by_ext = cpu.dropna(subset=["external_id"]).drop_duplicates("external_id").set_index("external_id")["ts"]
-        unlinked = ops["correlation"].map(runtime.drop_duplicates("correlation").set_index("correlation")["ts"]).isna() \
-            if len(runtime) and "correlation" in ops else pd.Series(True, index=ops.index)
         found = ops["external_id"].map(by_ext).to_numpy(float)
-        launch = np.where(unlinked.to_numpy() & ~np.isnan(found), found, launch)
+        launch = np.where(~linked & ~np.isnan(found), found, launch)
     return launch
 
 

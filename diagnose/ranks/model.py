@@ -63,8 +63,7 @@ class RankSet:
         wait = {p.rank: 0.0 for p in self.profiles}
         transfer = {p.rank: 0.0 for p in self.profiles}
         uneven = 0
-        for s in range(n_steps):
-            lists = [p.steps_collectives[s] for p in self.profiles]
+        for lists in self._matched():
             k = min(len(x) for x in lists)
             uneven += max(len(x) for x in lists) > k
             for i in range(k):

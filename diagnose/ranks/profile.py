@@ -52,7 +52,6 @@ class RankProfile:
     rank_how: str = "order"
     unprofiled_step_us: float | None = None  # the capture's own timing without the profiler, when it has one
     findings: list = dataclasses.field(default_factory=list)  # rule ids that fired on this rank alone
-    work_us: float | None = None  # GPU work per step: compute kernels at their duration with no collective beside them
     forwards_per_step: float | None = None  # data-parallel forward passes per step (DDP/FSDP annotations)
     comm_rounds_per_step: float | None = None  # of those, how many were followed by collectives before the next
     kernel_kinds: dict | None = None  # kind -> [kernels per step, undisturbed median µs or None, median µs]
@@ -78,7 +77,8 @@ def rank_profile(metrics: Metrics, rank: int, source: str, how: str = "order") -
     comm_mask = is_comm(gpu["name"]) if len(gpu) else np.zeros(0, dtype=bool)
     compute = gpu[~comm_mask & (gpu["cat"] == "kernel").to_numpy()] if len(gpu) else gpu
     comm = gpu[comm_mask].sort_values("ts") if len(gpu) else gpu
-    comm_launch = launch_times(trace, comm)
+    launched = pd.Series(launch_times(trace, gpu), index=gpu.index) if len(gpu) else pd.Series(dtype=float)
+    comm_launch = launched.loc[comm.index].to_numpy(float)
     steps_compute, steps_coll = [], []
     for w in windows:
         part = compute[(compute["ts"] >= w.start) & (compute["ts"] < w.end)]
@@ -88,9 +88,9 @@ def rank_profile(metrics: Metrics, rank: int, source: str, how: str = "order") -
         steps_coll.append([[str(n).split("(")[0], round(float(d), 3)] for n, d in zip(c["name"], c["dur"])])
     n_steps = max(len(windows), 1)
     forwards, rounds = comm_rounds(trace, windows, comm_launch)
-    in_steps = in_windows(launch_times(trace, gpu), windows) if len(gpu) else np.zeros(0, dtype=bool)
-    kinds, rest = _kernel_kinds(compute, comm, in_windows(launch_times(trace, compute), windows), n_steps)
-    work = sum(k[0] * (k[1] if k[1] is not None else k[2]) for k in kinds.values()) + rest
+    in_steps = in_windows(launched.to_numpy(float), windows)
+    kinds, rest = _kernel_kinds(compute, comm, in_windows(launched.loc[compute.index].to_numpy(float), windows),
+                                n_steps)
     c = metrics.comm
     budget = metrics.budget
     summary = metrics.summary() if windows else {}
@@ -103,7 +103,7 @@ def rank_profile(metrics: Metrics, rank: int, source: str, how: str = "order") -
                        world_size=(trace.distributed or {}).get("world_size")
                        if isinstance(trace.distributed, dict) else None, rank_how=how,
                        unprofiled_step_us=((trace.capture or {}).get("timing") or {}).get("median_us"),
-                       work_us=round(float(work), 3) if windows else None, kernel_kinds=kinds, work_rest_us=rest,
+                       kernel_kinds=kinds, work_rest_us=rest,
                        forwards_per_step=round(forwards / n_steps, 2) if windows else None,
                        comm_rounds_per_step=round(rounds / n_steps, 2) if windows else None,
                        kernels_per_step=round(float(in_steps.sum()) / n_steps, 1) if windows else None)
