@@ -169,7 +169,7 @@ class ExposedComm(Rule):
         if profile.step_us <= 0:
             return False
         exposed = profile.exposed_us - min(ranks.wait_us(profile.rank), profile.exposed_us)
-        host_idle = sum((b.get("us_per_step") or 0.0) for b in profile.buckets if b.get("id") in HOST_PACED)
+        host_idle = profile.host_paced()
         rounds = (profile.forwards_per_step or 0) >= 2 and (profile.comm_rounds_per_step or 0) >= 2
         return exposed / profile.step_us >= t["min_exposed_share"] and (
             (exposed - host_idle) / profile.step_us >= t["min_saving_share"] or rounds)

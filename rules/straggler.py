@@ -42,7 +42,6 @@ import statistics
 from diagnose.engine import Quiet, Rule, Threshold
 from diagnose.findings import Evidence, Finding
 from diagnose.fixes import fix
-from diagnose.metrics.accounting import HOST_PACED
 
 
 class Straggler(Rule):
@@ -83,7 +82,7 @@ class Straggler(Rule):
         step = statistics.median(p.step_us for p in ranks.profiles) or 1e-9
         extra_work = max(ranks.work_of(slow) - work_median, 0.0)
         extra_kernels = max((slow.kernels_per_step or 0.0) - ranks.median_kernels(exclude=slow.rank), 0.0)
-        paced = max(self._host_paced_share(p) for p in ranks.profiles)  # a waiting rank's idle hides in its collectives
+        paced = max(p.host_paced("share") for p in ranks.profiles)  # a waiting rank's idle hides in its collectives
         pace = slow.step_us / slow.kernels_per_step if slow.kernels_per_step and paced >= t["host_paced_share"] else 0.0
         cost = max(extra_work, extra_kernels * pace)
         share = cost / step
@@ -130,13 +129,6 @@ class Straggler(Rule):
                  "rank's pace."),
             ranks=[slow.rank],
         )
-
-    @staticmethod
-    def _host_paced_share(profile) -> float:
-        """Share of the rank's step in which its GPU waited for its host (launch and host buckets)."""
-        host = sum(b.get("share") or 0.0 for b in profile.buckets
-                   if b.get("id") in HOST_PACED and b.get("in_sum", True))
-        return float(host)
 
     @staticmethod
     def _arrival_note(ranks, slow) -> str:

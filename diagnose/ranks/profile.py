@@ -27,6 +27,7 @@ import numpy as np
 import pandas as pd
 
 from diagnose.metrics import Metrics
+from diagnose.metrics.accounting import HOST_PACED
 from diagnose.metrics.comm import comm_rounds, in_windows, is_comm, launch_times
 from diagnose.metrics.host import merge_intervals
 
@@ -57,6 +58,12 @@ class RankProfile:
     kernel_kinds: dict | None = None  # kind -> [kernels per step, undisturbed median µs or None, median µs]
     work_rest_us: float = 0.0  # GPU µs per step of the kinds beyond MAX_KINDS, at their own durations
     kernels_per_step: float | None = None  # GPU kernels launched per step (collectives included)
+
+    def host_paced(self, field: str = "us_per_step") -> float:
+        """The rank's step buckets in which its GPU waited for its host (launch and host buckets), as
+        µs per step (`field` "us_per_step") or as a share of the step ("share")."""
+        return float(sum(b.get(field) or 0.0 for b in self.buckets
+                         if b.get("id") in HOST_PACED and b.get("in_sum", True)))
 
     def to_dict(self) -> dict:
         """Plain data (pickles and serialises cheaply)."""
