@@ -286,7 +286,7 @@ def _run(args, target_text: str | None, script_args: list[str], config, err: Con
                             ("--nproc-per-node", getattr(args, "nproc_per_node", None))):
             if given:
                 raise UsageError(f"{flag} needs a workload to run (model.py:NAME); {target.path} is a trace")
-        folder = OutputFolder(out, carry=_inside(target.path, out))
+        folder = OutputFolder(out, inputs=_inputs(args, target.path))
         with folder:
             with _progress(err, quiet=quiet_progress, first="reading the trace") as on_progress:
                 diagnosis = pipeline.analyse(target.path, config, ncu_csv=args.ncu_csv, on_progress=on_progress,
@@ -307,7 +307,7 @@ def _run(args, target_text: str | None, script_args: list[str], config, err: Con
         if getattr(args, "verify_skip", "") and not getattr(args, "verify", False):
             raise UsageError("--verify-skip needs --verify")
         _variants(getattr(args, "verify_skip", ""))
-        folder = OutputFolder(out)
+        folder = OutputFolder(out, inputs=_inputs(args, None if args.module else target.path))
         folder.keep_on_error = True  # what the workload recorded is kept, whatever happens after
         with folder, _progress(err, quiet=quiet_progress) as on_progress:
             if getattr(args, "nproc_per_node", None):  # issue 12
@@ -420,12 +420,9 @@ def _public(folder: OutputFolder, written: dict[str, str]) -> dict[str, str]:
     return {k: str(folder.public(v)) for k, v in written.items()}
 
 
-def _inside(path: Path, out: Path) -> bool:
-    """True when `path` is the output folder or inside it (re-analysing a capture folder into itself)."""
-    try:
-        return Path(path).resolve().is_relative_to(Path(out).resolve())
-    except (OSError, ValueError):
-        return False
+def _inputs(args, target_path) -> list:
+    """Every path the run reads: the output folder may not be, hold or lie inside any of them."""
+    return [target_path, args.ncu_csv, getattr(args, "baseline", None)]
 
 
 def _terminal_width() -> int:

@@ -78,11 +78,11 @@ def run_diff(args, config) -> int:
             raise UsageError(f"{text}: diff compares traces or folders diagnose wrote; capture a workload first "
                              "(or use `diagnose model.py:NAME --baseline FOLDER`)")
         targets.append(target.path)
+    folder = OutputFolder(args.out, inputs=targets) if args.out is not None else None  # checked before the work
     sides = analyse_both(targets, config, args.max_trace_bytes)
     result = diff_diagnoses(*sides, fail_on_regression=args.fail_on_regression, paths=(args.before, args.after))
     written = {}
-    if args.out is not None:
-        folder = OutputFolder(args.out)
+    if folder is not None:
         with folder:
             written = {k: str(folder.public(v)) for k, v in write_diff(result, folder.path).items()}
     show(result, args, written)

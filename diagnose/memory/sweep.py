@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import math
 from pathlib import Path
 
@@ -176,7 +177,7 @@ def load_sweep(folder) -> Sweep:
         raise InputError(f"{path}: unreadable sweep record ({exc})") from None
     if not isinstance(doc, dict) or doc.get("schema") != SCHEMA or not isinstance(doc.get("points"), list):
         raise InputError(f"{path}: not a {SCHEMA} file")
-    points = [SweepPoint(value=p.get("value"), status=p.get("status"), folder=p.get("folder"),
+    points = [SweepPoint(value=p.get("value"), status=p.get("status"), folder=confined(folder, p.get("folder")),
                          peak_allocated=_num(p.get("peak_allocated_bytes")),
                          peak_reserved=_num(p.get("peak_reserved_bytes")),
                          step_us=_num(p.get("median_step_us")), error=p.get("error"))
@@ -189,6 +190,16 @@ def load_sweep(folder) -> Sweep:
                  time_fit=fit_power(xs, [p.step_us for p in ok]),
                  reserved_fit=fit_power(xs, [p.peak_reserved for p in ok]),
                  device_total=_device_total(folder, points))
+
+
+def confined(folder: Path, name) -> str | None:
+    """`name` when it is a relative path to a folder inside `folder` (links resolved); None otherwise, so a
+    sweep.json naming `../elsewhere`, an absolute path or a link out of the sweep folder reads nothing there."""
+    if not isinstance(name, str) or not name or Path(name).is_absolute() or ".." in Path(name).parts:
+        return None
+    inside = Path(os.path.realpath(folder / name))
+    return name if inside.is_relative_to(Path(os.path.realpath(folder))) and inside != Path(os.path.realpath(folder)) \
+        else None
 
 
 def _num(value) -> float | None:
