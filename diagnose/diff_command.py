@@ -21,6 +21,7 @@ from diagnose.diff import DiffReport, diff_diagnoses
 from diagnose.errors import EXIT_FINDING, EXIT_OK, UsageError
 from diagnose.findings import Diagnosis
 from diagnose.output import OutputFolder
+from diagnose.safe_files import write_new
 
 USAGE = "diagnose diff BEFORE AFTER [--format text|json|md|html] [-o DIR] [--fail-on-regression PCT]"
 DESCRIPTION = """\
@@ -136,7 +137,7 @@ def write_diff(result: DiffReport, out: Path) -> dict[str, str]:
     written = {}
     for renderer in report.diff_file_renderers():
         path = out / renderer.diff_filename
-        path.write_text(renderer.render_diff(result), encoding="utf-8")
+        write_new(path, renderer.render_diff(result).encode("utf-8"))
         written[renderer.diff_filename.replace(".", " ")] = str(path)
     return written
 

@@ -25,7 +25,6 @@ cannot be written are a UsageError (exit 2, one line).
 """
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import errno
 import json
@@ -37,6 +36,7 @@ from pathlib import Path
 from typing import Iterable
 
 from diagnose.errors import UsageError
+from diagnose.safe_files import write_new
 from diagnose.version import __version__
 
 STAGING_MARK = ".diagnose-staging-"
@@ -155,22 +155,6 @@ def write_manifest(folder: Path, files: list[str]) -> None:
     """Write `folder`'s manifest, listing `files` (relative paths) as what diagnose wrote there."""
     body = {"schema": MANIFEST_SCHEMA, "written_by": f"diagnose {__version__}", "files": files}
     write_new(folder / MANIFEST, json.dumps(body, indent=1).encode())
-
-
-def write_new(path: Path, data: bytes) -> None:
-    """Write `data` at `path` without following a link there: into a fresh file, then renamed into place
-    (a rename replaces a link planted at `path`, never the file it points to)."""
-    path = Path(path)
-    tmp = path.with_name(f".{path.name[:_NAME_ROOM]}.{secrets.token_hex(6)}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o644)
-    try:
-        with os.fdopen(fd, "wb") as stream:
-            stream.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
 
 
 def _regular_files(folder: Path):

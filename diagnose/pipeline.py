@@ -27,6 +27,7 @@ from diagnose.metrics import Metrics
 from diagnose.ncu import read_ncu
 from diagnose.trace.load import load_capture_folder, load_target
 from diagnose.trace.model import Trace
+from diagnose.safe_files import write_new
 
 NCU_FILES = ("ncu.csv", "ncu.csv.gz", "ncu.ncu-rep")
 FUNCTION_TARGET = re.compile(r"^(?P<path>.+\.py):(?P<name>[A-Za-z_][A-Za-z0-9_]*)$")
@@ -260,7 +261,7 @@ def write_outputs(diagnosis: Diagnosis, out: Path, html: bool = True) -> dict[st
         if renderer.name == "html" and not html:
             continue
         path = out / renderer.filename
-        path.write_text(renderer.render(diagnosis), encoding="utf-8")
+        write_new(path, renderer.render(diagnosis).encode("utf-8"))
         written[renderer.label] = str(path)
     return written
 

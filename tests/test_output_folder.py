@@ -62,8 +62,9 @@ def test_a_second_run_replaces_the_first_whole(tmp_path, monkeypatch, exchange):
     final = tmp_path / "out"
     write_folder(final, "first", names=("findings.json", "report.html", "trace.json.gz"))
     write_folder(final, "second")
-    assert sorted(p.name for p in final.iterdir()) == ["findings.json", "report.html"]
-    assert {p.read_text() for p in final.iterdir()} == {"second"}
+    assert sorted(p.name for p in final.iterdir()) == [output.MANIFEST, "findings.json", "report.html"]
+    assert {p.read_text() for p in final.iterdir() if p.name != output.MANIFEST} == {"second"}
+    assert output.read_manifest(final) == ["findings.json", "report.html"]
     assert leftovers(tmp_path) == []
 
 
@@ -74,33 +75,71 @@ def test_an_exception_leaves_the_previous_folder_as_it_was(tmp_path):
         with OutputFolder(final) as folder:
             (folder.path / "findings.json").write_text("half")
             raise RuntimeError("the analysis broke")
-    assert {p.read_text() for p in final.iterdir()} == {"before"}
+    assert {p.read_text() for p in final.iterdir() if p.name != output.MANIFEST} == {"before"}
     assert leftovers(tmp_path) == []
 
 
 def test_keep_on_error_commits_what_was_captured(tmp_path):
     final = tmp_path / "out"
-    with pytest.raises(KeyboardInterrupt):
+    with pytest.raises(RuntimeError):
         with OutputFolder(final) as folder:
             (folder.path / "meta.json").write_text('{"status": "failed"}')
             folder.keep_on_error = True
-            raise KeyboardInterrupt
+            raise RuntimeError("the analysis after the capture broke")
     assert (final / "meta.json").read_text() == '{"status": "failed"}'
 
 
-def test_carry_keeps_the_input_and_rewrites_the_report(tmp_path):
-    """Re-analysing a capture folder into itself: the trace stays, findings.json is the new one."""
-    final = tmp_path / "cap"
-    write_folder(final, "capture", names=("trace.json.gz", "meta.json", "findings.json"))
+@pytest.mark.parametrize("interrupt", [KeyboardInterrupt, OSError(28, "No space left on device")],
+                         ids=["ctrl-c", "disk-full"])
+def test_an_interrupt_or_a_failed_write_leaves_the_previous_folder_even_with_keep_on_error(tmp_path, interrupt):
+    final = tmp_path / "out"
+    write_folder(final, "before")
+    with pytest.raises((KeyboardInterrupt, OSError)):
+        with OutputFolder(final) as folder:
+            folder.keep_on_error = True
+            (folder.path / "meta.json").write_text("half")
+            raise interrupt
+    assert sorted(p.name for p in final.iterdir()) == [output.MANIFEST, "findings.json", "report.html"]
+    assert leftovers(tmp_path) == []
+
+
+def test_files_the_user_added_survive_a_replacement(tmp_path):
+    final = tmp_path / "out"
+    write_folder(final, "first", names=("findings.json", "report.html", "trace.json.gz"))
+    (final / "notes.txt").write_text("mine")
     (final / "sub").mkdir()
-    (final / "sub" / "x.txt").write_text("nested")
-    folder = OutputFolder(final, carry=True)
-    assert folder.holds(final / "trace.json.gz") and not folder.holds(tmp_path)
-    with folder:
-        assert not (folder.path / "findings.json").exists()
-        (folder.path / "findings.json").write_text("analysis")
-    assert (final / "trace.json.gz").read_text() == "capture" and (final / "sub" / "x.txt").read_text() == "nested"
-    assert (final / "findings.json").read_text() == "analysis"
+    (final / "sub" / "x.py").write_text("also mine")
+    write_folder(final, "second")
+    assert (final / "notes.txt").read_text() == "mine" and (final / "sub" / "x.py").read_text() == "also mine"
+    assert not (final / "trace.json.gz").exists()  # diagnose's own old file is gone
+    assert output.read_manifest(final) == ["findings.json", "report.html"]  # the user's files stay unlisted
+    write_folder(final, "third")
+    assert (final / "notes.txt").read_text() == "mine"
+
+
+def test_links_planted_in_the_staging_folder_are_dropped_not_followed(tmp_path):
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious")
+    final = tmp_path / "out"
+    with OutputFolder(final) as folder:
+        (folder.path / "trace.json.gz").symlink_to(victim)
+        output.write_new(folder.path / "trace.json.gz", b"trace")  # replaces the link, not the victim
+        (folder.path / "elsewhere").symlink_to(tmp_path)
+    assert victim.read_text() == "precious"
+    assert (final / "trace.json.gz").read_bytes() == b"trace" and not os.path.lexists(final / "elsewhere")
+    assert folder.dropped_links == ["elsewhere"]
+
+
+def test_a_staging_folder_left_by_a_killed_run_is_removed_by_the_next(tmp_path):
+    final = tmp_path / "out"
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    stale = tmp_path / f".out{output.STAGING_MARK}{dead.stdout.strip()}-abcd1234"
+    stale.mkdir()
+    (stale / "trace.json.gz").write_text("half")
+    live = tmp_path / f".out{output.STAGING_MARK}{os.getpid()}-feedbeef"  # a run still going: kept
+    live.mkdir()
+    write_folder(final, "new")
+    assert not stale.exists() and live.exists()
 
 
 def test_a_killed_writer_leaves_the_previous_folder(tmp_path):
@@ -112,7 +151,7 @@ def test_a_killed_writer_leaves_the_previous_folder(tmp_path):
     time.sleep(0.2)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
-    assert {p.read_text() for p in final.iterdir()} == {"before"}
+    assert {p.read_text() for p in final.iterdir() if p.name != output.MANIFEST} == {"before"}
 
 
 @pytest.mark.parametrize("exchange", ["1", "0"], ids=["renameat2-exchange", "move-aside"])
@@ -127,8 +166,8 @@ def test_two_concurrent_writers_leave_one_whole_folder(tmp_path, exchange):
         for writer in writers:
             _, err = writer.communicate(timeout=60)
             assert writer.returncode == 0, err
-        tags = {p.read_text() for p in final.iterdir()}
-        assert len(list(final.iterdir())) == parts + 1, f"round {round_}: {sorted(os.listdir(final))}"
+        tags = {p.read_text() for p in final.iterdir() if p.name != output.MANIFEST}
+        assert len(list(final.iterdir())) == parts + 2, f"round {round_}: {sorted(os.listdir(final))}"
         assert tags in ({f"A{round_}"}, {f"B{round_}"}), f"round {round_}: a mixed folder {tags}"
         assert leftovers(tmp_path) == []
 
@@ -155,12 +194,52 @@ def test_paths_that_cannot_be_an_output_folder(tmp_path, make, expected):
     assert "\n" not in str(caught.value)
 
 
-def test_a_folder_with_other_files_is_not_replaced(tmp_path):
-    (tmp_path / "project").mkdir()
-    (tmp_path / "project" / "model.py").write_text("")
+@pytest.mark.parametrize("names", [("model.py",), ("meta.json", "src/train.py"), ("index.html", "report.html"),
+                                   ("findings.json",), ("sweep.json", "diff.json")],
+                         ids=["project", "project-with-meta", "site", "old-findings", "look-alike"])
+def test_a_folder_without_the_manifest_is_never_replaced(tmp_path, names):
+    """Whatever files it holds (even the names diagnose writes), a folder without diagnose's manifest stays."""
+    folder = tmp_path / "project"
+    for name in names:
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        (folder / name).write_text("user's")
+    with pytest.raises(UsageError, match="did not write") as caught:
+        check_out_path(folder)
+    assert "\n" not in str(caught.value)
+    (folder / output.MANIFEST).write_text('{"schema": "someone else\'s", "files": []}')
     with pytest.raises(UsageError, match="did not write"):
-        check_out_path(tmp_path / "project")
-    assert check_out_path(tmp_path / "project", carry=True) == tmp_path / "project"
+        check_out_path(folder)
+
+
+def test_a_symbolic_link_is_no_output_folder(tmp_path):
+    target = tmp_path / "real"
+    write_folder(target, "mine")
+    (tmp_path / "link").symlink_to(target)
+    with pytest.raises(UsageError, match="symbolic link"):
+        check_out_path(tmp_path / "link")
+    (tmp_path / "loop").symlink_to(tmp_path / "loop")
+    with pytest.raises(UsageError, match="symbolic link"):
+        check_out_path(tmp_path / "loop" / "out")
+
+
+@pytest.mark.parametrize("where", ["same", "inside", "above"])
+def test_an_output_folder_that_is_holds_or_lies_in_an_input_is_refused(tmp_path, where):
+    capture = tmp_path / "cap"
+    write_folder(capture, "capture", names=("trace.json.gz", "meta.json"))
+    out = {"same": capture, "inside": capture / "rank-0", "above": tmp_path}[where]
+    with pytest.raises(UsageError, match="input") as caught:
+        check_out_path(out, inputs=[capture])
+    assert "\n" not in str(caught.value)
+    with pytest.raises(UsageError, match="input"):
+        check_out_path(tmp_path / "x" / ".." / "cap", inputs=[capture / "trace.json.gz"])
+
+
+def test_a_name_too_long_for_the_filesystem_is_one_line(tmp_path):
+    for name in ("a" * 256, "é" * 128):  # 256 bytes either way
+        with pytest.raises(UsageError, match="longer than 255 bytes") as caught:
+            check_out_path(tmp_path / name)
+        assert "\n" not in str(caught.value)
+    assert check_out_path(tmp_path / ("é" * 127)) == tmp_path / ("é" * 127)
 
 
 def test_the_current_folder_is_not_replaced(tmp_path, monkeypatch):

@@ -23,6 +23,7 @@ from diagnose.capture.memory import MEMORY_FILE, MemoryRecorder
 from diagnose.capture.sampler import StackSampler
 from diagnose.capture.spec import CAPTURE_SCHEMA, CaptureSpec
 from diagnose.capture.steps import EnoughSteps, StepTracker
+from diagnose.safe_files import fresh_path, write_new
 
 TRACE_FILE = "trace.json.gz"
 
@@ -105,9 +106,7 @@ class CaptureSession:
     # -- bookkeeping -------------------------------------------------------------------------
     def write_meta(self) -> None:
         """Write meta.json atomically, so the parent never reads half a file."""
-        tmp = self.out / "meta.json.tmp"
-        tmp.write_text(json.dumps(self.meta, indent=2, default=str))
-        tmp.replace(self.out / "meta.json")
+        write_new(self.out / "meta.json", json.dumps(self.meta, indent=2, default=str).encode())
 
     def sync(self) -> None:
         """Wait for the GPU (no-op without CUDA)."""
@@ -165,7 +164,9 @@ class CaptureSession:
         try:
             prof.stop()
             self.compile_phase("after-profile")
-            prof.export_chrome_trace(str(self.out / TRACE_FILE))
+            fresh = fresh_path(self.out / TRACE_FILE)
+            prof.export_chrome_trace(str(fresh))
+            os.replace(fresh, self.out / TRACE_FILE)
             self.meta["files"]["trace"] = TRACE_FILE
         except Exception as exc:  # a broken export must not hide the workload's own outcome
             self.meta.setdefault("warnings", []).append(f"trace export failed: {exc}")

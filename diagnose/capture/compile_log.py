@@ -24,6 +24,7 @@ import logging
 import os
 import re
 import sys
+from diagnose.safe_files import write_new
 from pathlib import Path
 
 COMPILE_FILE = "compile.json"
@@ -142,9 +143,7 @@ class CompileLog:
         doc = self.document()
         if doc is None:
             return None
-        tmp = Path(folder) / (COMPILE_FILE + ".tmp")
-        tmp.write_text(json.dumps(doc, indent=1, default=str))
-        tmp.replace(Path(folder) / COMPILE_FILE)
+        write_new(Path(folder) / COMPILE_FILE, json.dumps(doc, indent=1, default=str).encode())
         return COMPILE_FILE
 
 

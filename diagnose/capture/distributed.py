@@ -24,6 +24,7 @@ from pathlib import Path
 from diagnose.capture.runner import (TRACE_FILE, _finalise_meta, _package_root, end_group, wait_or_kill)
 from diagnose.capture.spec import CAPTURE_SCHEMA, CaptureSpec
 from diagnose.errors import UsageError
+from diagnose.safe_files import write_new
 
 LAUNCHER = "torch.distributed.run"
 RANK_ENV = "DIAGNOSE_RANK_FOLDERS"
@@ -111,7 +112,7 @@ def _finalise(out: Path, spec: CaptureSpec, launch: Launch, command: list[str], 
         meta = _finalise_meta(folder, spec, returncode or 0, timed_out, timeout_s)
         if meta.get("status") == "crashed" and not meta["error"].get("traceback"):
             meta["error"]["traceback"] = _tail(out / "workload.log")
-            (folder / "meta.json").write_text(json.dumps(meta, indent=2, default=str))
+            write_new(folder / "meta.json", json.dumps(meta, indent=2, default=str).encode())
         ranks.append({"rank": rank, "folder": folder.name, "status": meta.get("status"), "error": meta.get("error"),
                       "trace": (folder / TRACE_FILE).exists(), "timing": meta.get("timing"), "_stamp": stamp})
     # the rank that failed first (raised, ran out of memory): the others then lose their peer and fail
@@ -131,7 +132,7 @@ def _finalise(out: Path, spec: CaptureSpec, launch: Launch, command: list[str], 
            "distributed": {"launcher": LAUNCHER, "command": command[1:], **dataclasses.asdict(launch),
                            "returncode": returncode},
            "ranks": ranks, "files": {"log": "workload.log"}}
-    (out / "meta.json").write_text(json.dumps(top, indent=2, default=str))
+    write_new(out / "meta.json", json.dumps(top, indent=2, default=str).encode())
     return top
 
 

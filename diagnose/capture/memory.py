@@ -6,9 +6,11 @@ from __future__ import annotations
 import contextlib
 import gzip
 import json
+import os
 from pathlib import Path
 
 from diagnose.capture.memory_summary import summarise_snapshot
+from diagnose.safe_files import fresh_path
 
 HISTORY_ENTRIES = 20000
 MEMORY_FILE = "memory.json.gz"  # gzipped: the snapshot summary is mostly repeated frame text
@@ -76,6 +78,8 @@ class MemoryRecorder:
             "snapshot_taken": "at the out-of-memory error" if self.oom_snapshot is not None else "after the profiled steps",
             "snapshot": summarise_snapshot(snapshot) if snapshot else None,
         }
-        with gzip.open(self.out / MEMORY_FILE, "wt", compresslevel=6) as stream:
+        fresh = fresh_path(self.out / MEMORY_FILE)
+        with gzip.open(fresh, "xt", compresslevel=6) as stream:
             stream.write(json.dumps(doc, default=str))
+        os.replace(fresh, self.out / MEMORY_FILE)
         return stats

@@ -25,6 +25,7 @@ from typing import Callable
 
 from diagnose.capture.spec import CaptureSpec, read_meta
 from diagnose.errors import UsageError
+from diagnose.safe_files import write_new
 
 ProgressCallback = Callable[[dict], None]
 
@@ -236,7 +237,7 @@ def _finalise_meta(out: Path, spec: CaptureSpec, returncode: int, timed_out: boo
     if spec_file.exists():
         spec_file.unlink()
     meta.setdefault("files", {})["trace"] = TRACE_FILE if traced else None
-    (out / "meta.json").write_text(json.dumps(meta, indent=2, default=str))
+    write_new(out / "meta.json", json.dumps(meta, indent=2, default=str).encode())
     return meta
 
 

@@ -31,6 +31,7 @@ import sysconfig
 import tempfile
 import threading
 import time
+from diagnose.safe_files import fresh_path
 from pathlib import Path
 
 SAMPLES_FILE = "pysamples.json.gz"
@@ -149,8 +150,10 @@ class StackSampler:
     def write(self, folder: Path) -> str:
         """Write pysamples.json.gz into `folder` and return its name."""
         path = Path(folder) / SAMPLES_FILE
-        with gzip.open(path, "wt", compresslevel=6) as f:
+        fresh = fresh_path(path)
+        with gzip.open(fresh, "xt", compresslevel=6) as f:
             json.dump(self.to_dict(), f, separators=(",", ":"))
+        os.replace(fresh, path)
         return SAMPLES_FILE
 
 

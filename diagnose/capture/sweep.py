@@ -12,6 +12,7 @@ from pathlib import Path
 
 from diagnose.capture.runner import run_capture
 from diagnose.capture.spec import CaptureSpec, parse_scalar
+from diagnose.safe_files import write_new
 
 SWEEP_SCHEMA = "diagnose.sweep/1"
 
@@ -86,5 +87,5 @@ def run_sweep(spec: CaptureSpec, name: str, values: list, out: Path, timeout_s: 
                        "median_step_us": timing.get("median_us"),
                        "error": (meta.get("error") or {}).get("message")})
     doc = {"schema": SWEEP_SCHEMA, "target": spec.target, "param": name, "params": spec.params, "points": points}
-    (out / "sweep.json").write_text(json.dumps(doc, indent=2, default=str))
+    write_new(out / "sweep.json", json.dumps(doc, indent=2, default=str).encode())
     return doc

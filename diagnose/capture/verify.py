@@ -51,6 +51,8 @@ import time
 import traceback
 from pathlib import Path
 
+from diagnose.safe_files import write_new
+
 from diagnose.capture.child import CaptureSession, is_out_of_memory, load_function, memory_summary
 from diagnose.capture.spec import CaptureSpec
 from diagnose.capture.steps import EnoughSteps
@@ -119,9 +121,7 @@ class VerifySession(CaptureSession):
     # -- bookkeeping -------------------------------------------------------------------------
     def write_result(self) -> None:
         """Write verify.json atomically."""
-        tmp = self.out / "verify.json.tmp"
-        tmp.write_text(json.dumps(self.result, indent=2, default=str))
-        tmp.replace(self.out / "verify.json")
+        write_new(self.out / "verify.json", json.dumps(self.result, indent=2, default=str).encode())
 
     def build(self):
         """A fresh step from the factory, with the same seed each time."""

@@ -29,6 +29,7 @@ from diagnose.capture.runner import end_group, wait_or_kill
 from diagnose.ncu.csv import NO_HEADER, NO_ROWS, NO_TABLE, REQUESTED_METRICS, NcuTable, parse_text
 from diagnose.ncu.join import base_name
 from diagnose.ncu.tool import find_ncu
+from diagnose.safe_files import write_new
 
 COVER = 0.9
 MAX_LAUNCHES = 120
@@ -120,12 +121,12 @@ def measure(spec, out: Path, kernels, *, timeout_s: float = 600.0, python: str |
     rerun = dataclasses.replace(spec, out_dir=str(run_dir), steps=1, timed_steps=0, record_shapes=False,
                                 profile_memory=False)
     spec_path = run_dir / "spec.json"
-    spec_path.write_text(rerun.to_json())
+    write_new(spec_path, rerun.to_json().encode())
     cmd = command(tool, selection, python or sys.executable, spec_path)
     started = time.monotonic()
     text, code, timed_out = _run(cmd, timeout_s, selection.launches, on_progress)
     seconds = time.monotonic() - started
-    (Path(out) / LOG_NAME).write_text(" ".join(cmd) + "\n" + text, encoding="utf-8")
+    write_new(Path(out) / LOG_NAME, (" ".join(cmd) + "\n" + text).encode("utf-8"))
     status = _rerun_status(run_dir)
     shutil.rmtree(run_dir, ignore_errors=True)
     table = parse_text(text, source=str(Path(out) / CSV_NAME))
@@ -139,7 +140,7 @@ def measure(spec, out: Path, kernels, *, timeout_s: float = 600.0, python: str |
     elif not len(table.kernels) and not problems:
         warnings.append(f"--ncu: Nsight Compute exited with status {code} without measurements (see {LOG_NAME})")
     if len(table.kernels) and not timed_out:
-        (Path(out) / CSV_NAME).write_text(table.csv_text, encoding="utf-8")
+        write_new(Path(out) / CSV_NAME, table.csv_text.encode("utf-8"))
         return Outcome(table, warnings, seconds, selection)
     return Outcome(None, warnings, seconds, selection)
 

@@ -18,6 +18,7 @@ from diagnose.verify import numerics
 from diagnose.verify.budget import fixed_budget
 from diagnose.verify.model import FixTrial, Verification
 from diagnose.verify.plan import env_for, plan_trials
+from diagnose.safe_files import write_new
 
 VERIFY_FOLDER = "verify"
 PHASES = {"start": "starting", "baseline": "running the unchanged step", "apply": "applying the fix",
@@ -36,7 +37,7 @@ def run_variant(spec: CaptureSpec, variant: str, how: str, folder: Path, *, base
     data = {**dataclasses.asdict(spec), "out_dir": str(folder), "variant": variant,
             "baseline": not env_extra and spec.mode == "function", "compile_backend": compile_backend}
     spec_path = folder / "spec.json"
-    spec_path.write_text(json.dumps(data))
+    write_new(spec_path, json.dumps(data).encode())
     env = dict(os.environ, PYTHONUNBUFFERED="1", **env_extra)
     env.pop("DIAGNOSE_PROGRESS_FD", None)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [_package_root(), env.get("PYTHONPATH")]))
