@@ -166,12 +166,18 @@ def capture_script(tmp_path, capsys, script, *args):
 
 
 @needs_torch
-@pytest.mark.parametrize("iterations", [6, 3], ids=["after-its-steps", "while-profiled"])
-def test_os_exit_0_keeps_the_trace_and_is_no_crash(tmp_path, capsys, iterations):
-    code, data, meta = capture_script(tmp_path, capsys, "exits_early.py", str(iterations), "os", "0")
+def test_os_exit_0_after_the_profiled_steps_keeps_the_trace_and_is_no_crash(tmp_path, capsys):
+    code, data, meta = capture_script(tmp_path, capsys, "exits_early.py", "6", "os", "0")
     assert code == 0 and meta["status"] == "ok" and meta["error"] is None
     assert meta["files"]["trace"] == "trace.json.gz" and data["summary"]["steps_analysed"] >= 1
     assert any("os._exit(0)" in w for w in data["warnings"])
+
+
+@needs_torch
+def test_os_exit_0_while_profiled_is_a_failure_that_keeps_the_trace(tmp_path, capsys):
+    code, data, meta = capture_script(tmp_path, capsys, "exits_early.py", "3", "os", "0")
+    assert code == 3 and meta["status"] == "failed" and "os._exit(0)" in meta["error"]["message"]
+    assert "profiled steps" in meta["error"]["message"] and meta["files"]["trace"] == "trace.json.gz"
 
 
 @needs_torch

@@ -288,10 +288,11 @@ class CaptureSession:
         except EnoughSteps:
             self.meta["status"] = "ok"
         except SystemExit as exc:
-            ok = exc.code in (None, 0)
-            self.meta["status"] = "ok" if ok else "failed"
-            if not ok:
-                self.fail("failed", "SystemExit", f"the script exited with status {exc.code}")
+            if exc.code in (None, 0) and self.spec.mode != "function":
+                self.meta["status"] = "ok"  # a script that ends itself cleanly has finished
+            else:
+                where = "the step function (or its builder)" if self.spec.mode == "function" else "the script"
+                self.fail("failed", "SystemExit", f"{where} called sys.exit({exc.code!r}) {self.progress_note()}")
                 status = 3
         except BaseException as exc:  # the workload's failure is data, not a crash of diagnose
             kind = "oom" if is_out_of_memory(torch, exc) else "failed"
@@ -355,15 +356,28 @@ class CaptureSession:
         """The workload called os._exit(code): keep what was captured and say how it ended."""
         if self.tracker is not None:
             self.tracker.finish()
-        if code == 0:
+        if code == 0 and self.spec.mode != "function" and self.steps_measured():
             self.meta["status"] = "ok"
             self.meta.setdefault("warnings", []).append(
-                "the workload ended its own process with os._exit(0): what was captured until then is kept")
+                "the workload ended its own process with os._exit(0) after its profiled steps: what was captured "
+                "until then is kept")
         else:
-            self.fail("failed", "os._exit", f"the workload ended its own process with os._exit({code})")
+            self.fail("failed", "os._exit", f"the workload ended its own process with os._exit({code}) "
+                                            f"{self.progress_note()}")
         self.stop_profiler()
         self.meta["memory"] = memory_summary(self.torch)
         self.write_meta()
+
+    def steps_measured(self) -> bool:
+        """True once every profiled step that was asked for has been recorded."""
+        return self.meta["steps"].get("profiled", 0) >= self.spec.steps
+
+    def progress_note(self) -> str:
+        """How far the capture got, for a message about an early end: "after 2 of 5 profiled steps"."""
+        done = self.meta["steps"].get("profiled", 0)
+        if self.steps_measured():
+            return "after its profiled steps"
+        return f"after {done} of {self.spec.steps} profiled steps" if done else "before any step was profiled"
 
     def fail(self, kind: str, exc_type: str, message: str, tb: str = "") -> None:
         """Record a workload failure in meta.json."""
