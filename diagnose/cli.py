@@ -11,6 +11,7 @@ diagnose's own options go before it; `--` still separates them explicitly.
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import signal
 import sys
@@ -97,13 +98,13 @@ def build_parser(command: str = "run") -> argparse.ArgumentParser:
     p.add_argument("--warmup", type=_count(0), default=3, metavar="N", help="warm-up steps before profiling (default 3)")
     p.add_argument("--steps", type=_count(1), default=5, metavar="N", help="profiled steps (default 5)")
     p.add_argument("--timed-steps", type=_count(0), default=20, metavar="N", help="steps timed without the profiler (default 20)")
-    p.add_argument("--timeout", type=float, default=900, metavar="S", help="seconds before the workload is stopped (default 900)")
+    p.add_argument("--timeout", type=_seconds, default=900, metavar="S", help="seconds before the workload is stopped (default 900)")
     p.add_argument("--python", metavar="PATH", help="the Python that runs the workload")
     p.add_argument("--ncu", action="store_true",
                    help="then measure one step under Nsight Compute")
     p.add_argument("--ncu-csv", type=Path, metavar="FILE",
                    help="attach Nsight Compute results (CSV or .ncu-rep)")
-    p.add_argument("--ncu-timeout", type=float, default=600, metavar="S",
+    p.add_argument("--ncu-timeout", type=_seconds, default=600, metavar="S",
                    help="limit of the Nsight Compute pass (default 600)")
     p.add_argument("--sweep", metavar="NAME=V1,V2,...",
                    help="one capture per value of a parameter")
@@ -154,39 +155,59 @@ def _count(least: int):
     return parse
 
 
+def _seconds(text: str) -> float:
+    """A time limit: a finite number of seconds above 0 (argparse type)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a number of seconds above 0, got {text!r}")
+    return value
+
+
 class Terminated(KeyboardInterrupt):
-    """SIGTERM to diagnose: it unwinds like Ctrl-C, so the workload's process group is ended and the
-    output folder's staging is cleaned on the way out."""
+    """SIGTERM or SIGHUP to diagnose: it unwinds like Ctrl-C, so the workload's process group is ended
+    and the output folder's staging is cleaned on the way out."""
+
+    def __init__(self, signum: int = signal.SIGTERM):
+        super().__init__()
+        self.signum = signum
 
 
-def _on_sigterm(signum, frame):
-    raise Terminated()
+def _on_terminate(signum, frame):
+    raise Terminated(signum)
 
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the console script; returns the exit code."""
+    from diagnose.capture.guard import adopt_orphans
+
+    command_line = argv is None
     argv = list(sys.argv[1:] if argv is None else argv)
     command = argv[0] if argv and argv[0] in SUBCOMMANDS else "run"
     if argv and argv[0] in SUBCOMMANDS:
         argv = argv[1:]
-    previous = None
+    previous = {}
     if threading.current_thread() is threading.main_thread():
-        previous = signal.signal(signal.SIGTERM, _on_sigterm)
+        previous = {sig: signal.signal(sig, _on_terminate) for sig in (signal.SIGTERM, signal.SIGHUP)}
+        if command_line:  # the command itself, not a caller's process that imported main()
+            adopt_orphans()
     try:
         args = _parse(command, argv)
         return _dispatch(command, args)
     except DiagnoseError as exc:
         print(f"diagnose: error: {exc}", file=sys.stderr)
         return exc.exit_code
-    except Terminated:
-        print("diagnose: terminated", file=sys.stderr)
-        return 143
+    except Terminated as exc:
+        print("diagnose: terminated" if exc.signum == signal.SIGTERM else "diagnose: hung up", file=sys.stderr)
+        return 128 + exc.signum
     except KeyboardInterrupt:
         print("diagnose: interrupted", file=sys.stderr)
         return 130
     finally:
-        if previous is not None:
-            signal.signal(signal.SIGTERM, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def _parse(command: str, argv: list[str]) -> argparse.Namespace:

@@ -26,8 +26,8 @@ def test_decode_eager_writes_report_and_findings(tmp_path, capsys):
     assert (out / "report.html").stat().st_size > 1000
 
 
-def test_graphed_capture_has_no_launch_overhead(capsys):
-    code = main([str(CAPTURES / "decode_graphed"), "--json", "--no-html", "-o", "/tmp/diagnose-test-graphed"])
+def test_graphed_capture_has_no_launch_overhead(tmp_path, capsys):
+    code = main([str(CAPTURES / "decode_graphed"), "--json", "--no-html", "-o", str(tmp_path / "out")])
     data = json.loads(capsys.readouterr().out)
     assert code == 0
     assert "launch-overhead" not in [f["rule"] for f in data["findings"]]

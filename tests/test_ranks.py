@@ -150,18 +150,22 @@ def test_cli_on_a_rank_folder_writes_the_ranks_side_by_side(tmp_path, capsys):
 
 
 def test_a_folder_of_one_rank_is_a_clear_input_error(tmp_path, capsys):
+    ranks = tmp_path / "ranks"
+    ranks.mkdir()
     for name in ("x.json", "y.json"):
-        shutil.copy(SYNTHETIC / "ranks_balanced" / "worker0.pt.trace.json", tmp_path / name)
+        shutil.copy(SYNTHETIC / "ranks_balanced" / "worker0.pt.trace.json", ranks / name)
     with pytest.raises(InputError, match="all of rank 0"):
-        analyse_ranks(tmp_path, Config(), workers=1)
-    assert main([str(tmp_path), "-o", str(tmp_path / "o"), "-q"]) == 2
+        analyse_ranks(ranks, Config(), workers=1)
+    assert main([str(ranks), "-o", str(tmp_path / "o"), "-q"]) == 2
     assert "all of rank 0" in capsys.readouterr().err
 
 
 def test_a_broken_rank_file_is_one_line_exit_2(tmp_path, capsys):
-    shutil.copy(SYNTHETIC / "ranks_balanced" / "worker0.pt.trace.json", tmp_path / "rank0.json")
-    (tmp_path / "rank1.json").write_text("{not json")
-    assert main([str(tmp_path), "-o", str(tmp_path / "o"), "-q"]) == 2
+    ranks = tmp_path / "ranks"
+    ranks.mkdir()
+    shutil.copy(SYNTHETIC / "ranks_balanced" / "worker0.pt.trace.json", ranks / "rank0.json")
+    (ranks / "rank1.json").write_text("{not json")
+    assert main([str(ranks), "-o", str(tmp_path / "o"), "-q"]) == 2
     err = capsys.readouterr().err
     assert "rank1.json" in err and "Traceback" not in err
 

@@ -265,3 +265,60 @@ def test_run_sweep_checks_its_points_too(tmp_path):
     with pytest.raises(ValueError, match="listed twice"):
         sweep.run_sweep(spec, "width", [8, 8], tmp_path / "s")
     assert not (tmp_path / "s").exists()
+
+
+# -- processes that leave the group, and diagnose killed outright ---------------------------------
+
+def escaper(pids_file: Path, end: str) -> list[str]:
+    return [f"{W / 'escaper.py'}:make_step", "--param", f"pids={pids_file}", "--param", f"end={end}"]
+
+
+def wait_gone(pids: list[int], limit_s: float = 10.0) -> list[int]:
+    """The pids still alive after up to `limit_s`."""
+    deadline = time.monotonic() + limit_s
+    while any(alive(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return [p for p in pids if alive(p)]
+
+
+@needs_torch
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="descendants are followed through /proc")
+def test_processes_that_left_the_group_are_ended_with_the_run(tmp_path, pids_file):
+    """A setsid child and a daemon started by the workload do not outlive a normal run."""
+    done = subprocess.run([sys.executable, "-m", "diagnose", *escaper(pids_file, "normal"), "-o",
+                           str(tmp_path / "cap"), "-q", *FAST], cwd=ROOT, capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stderr
+    pids = read_pids(pids_file)
+    assert len(pids) == 2 and wait_gone(pids, 2.0) == []
+
+
+@needs_torch
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="descendants are followed through /proc")
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGHUP], ids=["sigkill", "sighup"])
+def test_nothing_outlives_diagnose_killed_outright(tmp_path, pids_file, sig):
+    """SIGKILL (nothing can unwind) or SIGHUP to diagnose while its workload hangs: the workload, the
+    processes that left its group and the staging folder are all gone within seconds."""
+    proc = subprocess.Popen([sys.executable, "-m", "diagnose", *escaper(pids_file, "hang"), "-o",
+                             str(tmp_path / "cap"), "-q", *FAST], cwd=ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not pids_file.exists() and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert pids_file.exists(), f"the workload never started: {proc.communicate(timeout=30)}"
+        time.sleep(0.5)  # the watchdog polls the tree every 0.1 s
+        children = [int(line.split()[0]) for line in subprocess.run(
+            ["ps", "-o", "pid=", "--ppid", str(proc.pid)], capture_output=True, text=True).stdout.split()]
+        proc.send_signal(sig)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    if sig == signal.SIGHUP:
+        assert proc.returncode == 129 and err.strip() == "diagnose: hung up"
+    survivors = wait_gone(read_pids(pids_file) + children)
+    assert survivors == [], f"still alive after diagnose died: {survivors}"
+    deadline = time.monotonic() + 5
+    while [p for p in tmp_path.iterdir() if ".diagnose-staging-" in p.name] and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not [p for p in tmp_path.iterdir() if ".diagnose-staging-" in p.name], "a staging folder was left"

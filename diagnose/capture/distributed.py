@@ -21,6 +21,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from diagnose.capture.guard import guarded
 from diagnose.capture.runner import (TRACE_FILE, _finalise_meta, _package_root, end_group, wait_or_kill)
 from diagnose.capture.spec import CAPTURE_SCHEMA, CaptureSpec
 from diagnose.errors import UsageError
@@ -90,10 +91,11 @@ def run_distributed(spec: CaptureSpec, launch: Launch, timeout_s: float = 900.0,
                                     env=env, start_new_session=True)
         except OSError as exc:
             raise UsageError(f"--python {python or sys.executable}: cannot run it ({exc.strerror or exc})") from None
-        try:
-            timed_out = wait_or_kill(proc, timeout_s)
-        finally:
-            end_group(proc)
+        with guarded(proc, out):
+            try:
+                timed_out = wait_or_kill(proc, timeout_s)
+            finally:
+                end_group(proc)
     spec_path.unlink(missing_ok=True)
     return _finalise(out, spec, launch, command, proc.returncode, timed_out, timeout_s)
 

@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
+from diagnose.capture.guard import guarded
 from diagnose.capture.spec import CaptureSpec, read_meta
 from diagnose.errors import UsageError
 from diagnose.safe_files import write_new
@@ -89,10 +90,11 @@ def run_capture(spec: CaptureSpec, timeout_s: float = 900.0, python: str | None 
             os.close(write_fd)
         relay = threading.Thread(target=_relay_progress, args=(read_fd, on_progress), daemon=True)
         relay.start()
-        try:
-            timed_out = wait_or_kill(proc, timeout_s)
-        finally:
-            end_group(proc)  # the workload's own children, whatever ended the run
+        with guarded(proc, out):
+            try:
+                timed_out = wait_or_kill(proc, timeout_s)
+            finally:
+                end_group(proc)  # the workload's own children, whatever ended the run
         relay.join(timeout=5)
     return _finalise_meta(out, spec, proc.returncode, timed_out, timeout_s)
 
@@ -102,13 +104,23 @@ def _package_root() -> str:
     return str(Path(__file__).resolve().parents[2])
 
 
+RELAY_LINE_MAX = 1 << 16  # a progress line longer than this is no report of diagnose's: skipped
+
+
 def _relay_progress(fd: int, on_progress: ProgressCallback | None) -> None:
-    with os.fdopen(fd, "r") as stream:
-        for line in stream:
-            if on_progress is None:
+    """Pass the child's progress reports on; any bytes (undecodable, endless lines, not JSON) are skipped,
+    and the pipe is read to its end so the child never blocks on it."""
+    with os.fdopen(fd, "rb") as stream:
+        while True:
+            line = stream.readline(RELAY_LINE_MAX)
+            if not line:
+                return
+            if on_progress is None or not line.endswith(b"\n"):
                 continue
             try:
-                on_progress(json.loads(line))
+                event = json.loads(line.decode("utf-8", errors="replace"))
+                if isinstance(event, dict):
+                    on_progress(event)
             except (ValueError, TypeError):
                 continue
 
@@ -252,8 +264,15 @@ def _child_meta(out: Path) -> dict:
     return meta
 
 
+LOG_TAIL_BYTES = 64 << 10
+
+
 def _log_tail(out: Path, lines: int = 20) -> str:
+    """The last `lines` lines of workload.log, read from its last LOG_TAIL_BYTES whatever its size."""
     try:
-        return "\n".join((out / "workload.log").read_text(errors="replace").splitlines()[-lines:])
+        with open(out / "workload.log", "rb") as log:
+            log.seek(max(0, log.seek(0, os.SEEK_END) - LOG_TAIL_BYTES))
+            text = log.read().decode("utf-8", errors="replace")
     except OSError:
         return ""
+    return "\n".join(text.splitlines()[-lines:])

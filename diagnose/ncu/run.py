@@ -30,6 +30,7 @@ from diagnose.ncu.csv import NO_HEADER, NO_ROWS, NO_TABLE, REQUESTED_METRICS, Nc
 from diagnose.ncu.join import base_name
 from diagnose.ncu.tool import find_ncu
 from diagnose.safe_files import write_new
+from diagnose.capture.guard import guarded
 
 COVER = 0.9
 MAX_LAUNCHES = 120
@@ -171,10 +172,11 @@ def _run(cmd: list[str], timeout_s: float, expected: int, on_progress) -> tuple[
                threading.Thread(target=_relay_phases, args=(read_fd, relay, expected), daemon=True)]
     for thread in threads:
         thread.start()
-    try:
-        timed_out = wait_or_kill(proc, timeout_s)
-    finally:
-        end_group(proc)  # what ncu or the workload left running in their process group
+    with guarded(proc, Path.cwd()):
+        try:
+            timed_out = wait_or_kill(proc, timeout_s)
+        finally:
+            end_group(proc)  # what ncu or the workload left running in their process group
     for thread in threads:
         thread.join(timeout=5)
     return "".join(lines), proc.returncode, timed_out

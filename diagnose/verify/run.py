@@ -19,6 +19,7 @@ from diagnose.verify.budget import fixed_budget
 from diagnose.verify.model import FixTrial, Verification
 from diagnose.verify.plan import env_for, plan_trials
 from diagnose.safe_files import write_new
+from diagnose.capture.guard import guarded
 
 VERIFY_FOLDER = "verify"
 PHASES = {"start": "starting", "baseline": "running the unchanged step", "apply": "applying the fix",
@@ -48,10 +49,11 @@ def run_variant(spec: CaptureSpec, variant: str, how: str, folder: Path, *, base
                                     start_new_session=True)
         except OSError as exc:
             return FixTrial(variant, how, "failed", numerics.FAILED, f"cannot start: {exc}", folder=str(folder))
-        try:
-            timed_out = wait_or_kill(proc, timeout_s)
-        finally:
-            end_group(proc)
+        with guarded(proc, folder):
+            try:
+                timed_out = wait_or_kill(proc, timeout_s)
+            finally:
+                end_group(proc)
     spec_path.unlink(missing_ok=True)
     return read_trial(folder, variant, how, proc.returncode, timed_out, timeout_s, baseline_us)
 
