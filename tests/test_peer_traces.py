@@ -1,4 +1,4 @@
-"""Every trace recorded by others (fixtures/peer, copied from HTA's test data) is analysed without a crash, sensibly."""
+"""Every trace recorded by others (fixtures/peer: HTA's, kineto's and param's test data) is analysed without a crash, sensibly."""
 from __future__ import annotations
 
 import json
@@ -11,7 +11,8 @@ from diagnose.rules import ALL_RULES
 from conftest import PEER_TRACES
 
 TRACES = sorted(PEER_TRACES.glob("**/*.json.gz"))
-EXPECTED_DEVICE = {"amd_trace": "AMD", "ns_resolution_trace": "V100", "cpu_only": "no GPU"}
+EXPECTED_DEVICE = {"amd_trace": "AMD", "ns_resolution_trace": "V100", "cpu_only": "no GPU",
+                   "resnet50_num_workers_0": "V100", "resnet50_num_workers_4": "V100", "param": "RTX 2080 Ti"}
 
 
 @pytest.mark.parametrize("path", TRACES, ids=lambda p: p.parent.name)
