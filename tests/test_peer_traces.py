@@ -31,3 +31,19 @@ def test_peer_trace(path, tmp_path, capsys):
     if path.parent.name == "cpu_only":
         assert not data["findings"]
         assert all("CPU-only" in s["reason"] for s in data["skipped"] if s["rule"] == "launch-overhead")
+
+
+def test_lost_gpu_records(tmp_path, capsys):
+    """SYNTHETIC (fixtures/synthetic/make_synthetic_lost_gpu.py): 60 kernel launches, no GPU record.
+    Not a CPU-only run and not a host-bound step: the GPU side of the trace was lost."""
+    from conftest import SYNTHETIC
+
+    code = main([str(SYNTHETIC / "synthetic_lost_gpu_records.json"), "--json", "-o", str(tmp_path)])
+    data = json.loads(capsys.readouterr().out)
+    assert code == 0
+    assert data["verdict"].startswith("GPU activity was not recorded (60 launches, 0 kernels)")
+    assert "CPU-only" not in data["verdict"]
+    assert not data["findings"]
+    assert data["summary"]["unrecorded_launches"] == 60
+    reasons = {s["rule"]: s["reason"] for s in data["skipped"]}
+    assert "0 kernels" in reasons["host-bound"] and "0 kernels" in reasons["launch-overhead"]
