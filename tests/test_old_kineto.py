@@ -95,3 +95,48 @@ def test_workers_0_is_host_bound_on_the_dataloader(tmp_path, capsys):
     assert first["fixes"][0]["id"] == "dataloader-workers"
     assert "DataLoader" in json.dumps(first["offenders"])
     assert 1.2 < first["est_speedup"] < 2.5
+
+
+def test_old_convolution_gradients_have_flops():
+    """PyTorch <= 1.12 ran a convolution's backward as two ops; each is one exact pass."""
+    from diagnose.metrics.work import op_work
+
+    dx = op_work("aten::cudnn_convolution_backward_input", [[], [32, 64, 56, 56], [64, 64, 3, 3]],
+                 ["GenericList", "float", "float"])
+    assert dx.kind == "conv" and dx.flops == 2.0 * 32 * 64 * 56 * 56 * 64 * 9
+    dw = op_work("aten::cudnn_convolution_backward_weight", [[64, 64, 3, 3], [32, 64, 56, 56], [32, 64, 56, 56]],
+                 ["float", "float", "float"])
+    assert dw.flops == dx.flops
+    unknown = op_work("aten::cudnn_convolution_backward_weight", [[], [32, 64, 56, 56], [32, 64, 56, 56]],
+                      ["GenericList", "float", "float"])
+    assert unknown.kind == "conv" and unknown.flops != unknown.flops, "no filter shape, no FLOPs"
+
+
+def test_weight_gradient_takes_the_filter_from_its_parent():
+    trace = load_target(WORKERS_4)
+    ops = trace.cpu_ops
+    dw = ops[ops["name"] == "aten::cudnn_convolution_backward_weight"]
+    assert len(dw) == 318
+    filled = dw["input_dims"].map(lambda d: isinstance(d, list) and len(d) > 0 and len(d[0]) == 4)
+    assert filled.all(), "the empty weight_size list is the enclosing backward's weight shape"
+
+
+def test_workers_4_is_compute_bound_in_fp32_convolutions(tmp_path, capsys):
+    """num_workers=4: the loader keeps up and fp32 convolutions on CUDA cores are about half the step;
+    on a V100 the fix is fp16 autocast with a GradScaler (no bf16, no TF32 on Volta)."""
+    data = _verdict(WORKERS_4, tmp_path, capsys)
+    first = data["findings"][0]
+    assert first["rule"] == "compute-bound"
+    fix = first["fixes"][0]
+    assert fix["id"] == "bf16-tensor-cores"
+    assert "fp16" in fix["how"] and "GradScaler" in fix["how"] and "bf16 so" not in fix["how"]
+    assert "GradScaler" in fix["code"] and "allow_tf32" not in fix["code"]
+    assert "cudnn_convolution" in json.dumps(first["offenders"])
+    assert 1.2 < first["est_speedup"] < 3
+    assert all(f["rule"] != "host-bound" for f in data["findings"])
+
+
+def test_workers_0_names_the_convolutions_second(tmp_path, capsys):
+    data = _verdict(WORKERS_0, tmp_path, capsys)
+    rules = [f["rule"] for f in data["findings"]]
+    assert rules[0] == "host-bound" and "compute-bound" in rules[1:]
