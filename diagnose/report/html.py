@@ -180,7 +180,7 @@ def finding_view(f: Finding, step_us: float | None) -> dict:
     share = f.recoverable_us / step_us if f.recoverable_us and step_us else None
     sheet = next((r.cheat_sheet for r in ALL_RULES if r.id == f.rule), None)
     return {"f": f, "anchor": f"finding-{f.rule}", "sheet": sheet,
-            "evidence": [{"text": e.text(), "is_test": e.threshold is not None and bool(e.op)} for e in f.evidence],
+            "evidence": [{"text": e.text(), "is_test": e.is_test, "unmet": e.holds is False} for e in f.evidence],
             "offenders": records_table(f.offenders),
             "recoverable": duration(f.recoverable_us) if f.recoverable_us else "",
             "recoverable_share": percent(share) if share is not None else "",
