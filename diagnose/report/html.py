@@ -14,6 +14,7 @@ from markupsafe import Markup
 
 from diagnose.findings import Diagnosis, Finding
 from diagnose.format import column_label, duration, fmt, is_number, percent, short_name
+from diagnose.memory.units import gb
 from diagnose.report import Renderer, charts, memory_charts
 from diagnose.report.verify_view import verify_lines
 from diagnose.rules import ALL_RULES
@@ -82,7 +83,7 @@ def report_context(d: Diagnosis) -> dict:
 
 def memory_parts_table(breakdown: dict) -> dict:
     """The peak broken down by what holds it (or, failing that, by the code that allocated it)."""
-    parts = [{"part": p["part"], "GB": round(p["bytes"] / 1e9, 2), "how it was counted": p.get("how", "")}
+    parts = [{"part": p["part"], "size": gb(p["bytes"]), "how it was counted": p.get("how", "")}
              for p in breakdown.get("parts") or []]
     if not parts:
         parts = [{"allocated at": a["where"], "GB allocated over the run": round(a["bytes"] / 1e9, 2),
