@@ -16,7 +16,7 @@ LAYERS = [
     ("trace", ["diagnose.trace", "diagnose.ranks.discover"]),
     ("analysis", ["diagnose.metrics", "diagnose.memory", "diagnose.ncu", "diagnose.ranks.profile",
                   "diagnose.ranks.model"]),
-    ("model", ["diagnose.findings", "diagnose.fixes", "diagnose.config"]),
+    ("model", ["diagnose.findings", "diagnose.invariants", "diagnose.fixes", "diagnose.config"]),
     ("engine", ["diagnose.engine"]),
     ("rules", ["diagnose.rules", "diagnose.rules_table", "diagnose.docs"]),
     ("assemble", ["diagnose.assemble"]),
