@@ -84,6 +84,59 @@ def test_compare_at_a_precision_keeps_changes_beyond_it():
     assert wrong["verdict"] == "changes results" and wrong["failed"] == 1
     assert compare(torch, base, {"w": base["w"] * 1.004}, "tf32")["verdict"] == "within precision"
     assert compare(torch, base, {"w": base["w"] * 1.03}, "tf32")["verdict"] == "changes results"
+    # a reduced-precision product: elements near zero miss any elementwise tolerance, the tensor does not
+    torch.manual_seed(0)
+    a, b = torch.randn(256, 2048), torch.randn(2048, 256)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        product = (a @ b).float()
+    exact = {"r": a @ b}
+    judged = compare(torch, exact, {"r": product}, "bfloat16")
+    assert judged["verdict"] == "within precision" and judged["max_rel_error"] < 2 ** -8, judged
+    beyond = compare(torch, exact, {"r": product}, "tf32")
+    assert beyond["verdict"] == "changes results" and "normwise relative error" in beyond["failures"][0]
+
+
+CONV = ROOT / "fixtures" / "workloads" / "conv_train.py"
+OPTIM = ROOT / "fixtures" / "workloads" / "optimizer_step.py"
+
+
+def test_channels_last_puts_the_steps_conv_net_in_nhwc(tmp_path):
+    """Issue 25: the conv workload's model and input are converted in the step's closure."""
+    t = trial(tmp_path, CONV, "channels-last", batch=2, size=16, width=4, blocks=[1, 1])
+    assert t.status == "ok", t.error
+    notes = json.loads((tmp_path / "channels-last" / "verify.json").read_text())["notes"]
+    assert "9 Conv2d and 1 4-D input tensor(s) put in torch.channels_last" in notes[0]
+    assert t.numerics["tensors"] > 40  # the loss, every parameter and batch-norm buffer
+
+
+def test_channels_last_needs_a_conv_module(tmp_path):
+    t = trial(tmp_path, OPTIM, "channels-last", blocks=2, width=32, batch=4)
+    assert t.status == "not applicable" and "Conv2d" in t.error and t.verdict == numerics.NEEDS_CODE
+
+
+@pytest.mark.parametrize("variant,impl", [("fused-optimizer", "fused"), ("foreach-optimizer", "foreach")])
+def test_optimizer_variants_switch_a_single_tensor_adamw(tmp_path, variant, impl):
+    t = trial(tmp_path, OPTIM, variant, blocks=4, width=64, batch=4)
+    assert t.status == "ok", t.error
+    assert t.numerics["verdict"] == "match", t.numerics  # the same update, in fewer kernels
+    notes = json.loads((tmp_path / variant / "verify.json").read_text())["notes"]
+    assert notes == [f"AdamW (single-tensor → {impl})"]
+
+
+def test_apply_optimizer_refuses_what_it_cannot_switch():
+    import torch
+
+    from diagnose.capture.rewrite import NotApplicable, apply_optimizer
+
+    model = torch.nn.Linear(4, 4)
+    lbfgs = torch.optim.LBFGS(model.parameters())
+    with pytest.raises(NotApplicable, match="no fused=True"):
+        apply_optimizer(torch, lambda: lbfgs.step(lambda: model(torch.ones(4)).sum()), "fused")
+    with pytest.raises(NotApplicable, match="no torch.optim optimizer"):
+        apply_optimizer(torch, lambda: model(torch.ones(4)), "fused")
+    sgd = torch.optim.SGD(model.parameters(), lr=0.1, foreach=False)
+    assert apply_optimizer(torch, lambda: sgd.step(), "foreach") == "SGD (single-tensor → foreach)"
+    assert sgd.param_groups[0]["foreach"] is True and sgd.param_groups[0]["fused"] is False
 
 
 def test_compile_keeps_fp32_results(tmp_path):

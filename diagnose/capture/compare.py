@@ -8,10 +8,16 @@ must match exactly.
 
 A fix that trades precision for speed (TF32 matmuls, bf16 autocast), or one that changes which
 reduced-precision kernels run (channels-last convolutions, which cuDNN computes in TF32 on both
-sides), names its `precision`: a floating tensor finer than that precision which misses its dtype's
-tolerance is then judged at the precision's tolerance (`PRECISION_TOLERANCES`). Within it, the
-verdict is "within precision" with the largest normwise relative error ‖fixed − baseline‖₂ ÷
-‖baseline‖₂ ("within bf16 rounding: max relative error 0.31 %"); beyond it, "changes results".
+sides), names its `precision`. A floating tensor finer than that precision which misses its dtype's
+tolerance is then judged at the precision: it is within it when it passes the precision's
+elementwise tolerance (`PRECISION_TOLERANCES`) or when its normwise relative error ‖fixed −
+baseline‖₂ ÷ ‖baseline‖₂ is at most `PRECISION_RELATIVE` (four units of roundoff). The normwise test
+is what a reduced-precision product needs: its rounding error scales with the magnitude of the terms
+summed, not of the result, so output elements near zero miss any elementwise relative tolerance
+while the tensor as a whole is within rounding (a 2048-deep bf16 product of random fp32 matrices:
+normwise error 0.29 %, 0.74 of bf16's unit roundoff, measured on a CPU; on the H200 the elementwise
+bf16 tolerance alone rejected it). Within, the verdict is "within precision" with the largest
+relative error ("within bf16 rounding: max relative error 0.29 %"); beyond, "changes results".
 """
 from __future__ import annotations
 
@@ -31,6 +37,9 @@ PRECISION_TOLERANCES = {
     "float16": TOLERANCES["float16"],
     "bfloat16": TOLERANCES["bfloat16"],
 }
+# precision -> the largest normwise relative error within its rounding: 4 units of roundoff
+# (bf16 keeps 8 significant bits, TF32 and fp16 11).
+PRECISION_RELATIVE = {"tf32": 4 * 2.0 ** -11, "float16": 4 * 2.0 ** -11, "bfloat16": 4 * 2.0 ** -8}
 LABELS = {"tf32": "TF32", "float16": "fp16", "bfloat16": "bf16"}
 FINER = {"float32", "float64"}  # dtypes that a reduced-precision fix computes below
 
@@ -68,18 +77,27 @@ def compare(torch, expected: dict, actual: dict, precision: str | None = None) -
             beyond.append(failures[-1])
             continue
         a = a.to(e.dtype)
-        failed = _failure(torch, name, a, e, dtype, *tolerance(dtype))
-        if failed:
-            failures.append(failed)
-            again = (_failure(torch, name, a, e, dtype, *loose) if loose and dtype in FINER else failed)
-            if again:
-                beyond.append(again)
+        tensor_rel = None
         if e.is_floating_point() and e.numel():
             delta = (a.double() - e.double()).nan_to_num(0.0)
             worst = max(worst or 0.0, float(delta.abs().max()))
             scale = float(e.double().nan_to_num(0.0).norm())
-            if scale > 0:
-                rel = max(rel or 0.0, float(delta.norm()) / scale)
+            tensor_rel = float(delta.norm()) / scale if scale > 0 else (0.0 if float(delta.norm()) == 0 else None)
+            if tensor_rel is not None:
+                rel = max(rel or 0.0, tensor_rel)
+        failed = _failure(torch, name, a, e, dtype, *tolerance(dtype))
+        if failed:
+            failures.append(failed)
+            if loose and dtype in FINER:
+                bound = PRECISION_RELATIVE[precision]
+                normwise_ok = tensor_rel is not None and tensor_rel <= bound
+                again = None if normwise_ok else _failure(torch, name, a, e, dtype, *loose)
+                if again:
+                    again += f"; normwise relative error {tensor_rel if tensor_rel is not None else float('nan'):.3g} > {bound:.3g}"
+            else:
+                again = failed
+            if again:
+                beyond.append(again)
     verdict = CHANGES if beyond else WITHIN if failures else MATCH
     result = {"verdict": verdict, "tensors": len(names), "max_abs_diff": worst, "max_rel_error": rel,
               "failures": (beyond or failures)[:5], "failed": len(beyond) if precision else len(failures),
@@ -87,6 +105,7 @@ def compare(torch, expected: dict, actual: dict, precision: str | None = None) -
     if precision:
         result["precision"] = precision
         result["precision_tolerance"] = list(loose) if loose else None
+        result["precision_relative"] = PRECISION_RELATIVE.get(precision)
         result["beyond_dtype"] = len(failures)
     if verdict == WITHIN:
         result["detail"] = (f"within {LABELS.get(precision, precision)} rounding: max relative error "
