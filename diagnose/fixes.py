@@ -82,10 +82,11 @@ CATALOGUE: dict[str, tuple[str, str]] = {
 }
 
 
-def fix(fix_id: str, code: str = "", how: str | None = None) -> Fix:
-    """A Fix from the catalogue, optionally with a case-specific code example or explanation."""
+def fix(fix_id: str, code: str = "", how: str | None = None, prerequisite: bool = False) -> Fix:
+    """A Fix from the catalogue, optionally with a case-specific code example or explanation;
+    `prerequisite`: the next fix of the finding needs this one first."""
     title, default_how = CATALOGUE[fix_id]
-    return Fix(id=fix_id, title=title, how=how or default_how, code=code)
+    return Fix(id=fix_id, title=title, how=how or default_how, code=code, prerequisite=prerequisite)
 
 
 def optimizer_code(name: str) -> str:
