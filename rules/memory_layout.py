@@ -59,7 +59,8 @@ class MemoryLayout(Rule):
         kernels = m.step_kernels[m.step_kernels["cat"] == "kernel"]
         names = kernels["name"].astype(str)
         layout = kernels[names.str.contains(LAYOUT_KERNEL)]
-        convert_us = float(layout["dur"].sum()) / n
+        # never more than the GPU's busy time: conversions overlapping other work save only their own span
+        convert_us = min(float(layout["dur"].sum()) / n, budget.busy_us)
         share = budget.share(convert_us)
         busy_share = convert_us / budget.busy_us if budget.busy_us > 0 else 0.0
         if share < t["min_share"]:
