@@ -257,6 +257,33 @@ def test_verify_entries_render_and_round_trip(tmp_path):
     assert "Measured with --verify" in report.get("html").render(d)
 
 
+def test_numerics_lines_name_the_precision_and_the_relative_error():
+    from diagnose.report.verify_view import numerics_text
+
+    within = {"verdict": "within precision", "tensors": 12, "precision": "bfloat16", "max_rel_error": 0.0029,
+              "detail": "within bf16 rounding: max relative error 0.29% (3 of 12 tensors beyond the baseline "
+                        "dtype's tolerance)"}
+    assert numerics_text(within).startswith("outputs within bf16 rounding: max relative error 0.29%")
+    beyond = {"verdict": "changes results", "tensors": 12, "failed": 2, "precision": "tf32",
+              "max_abs_diff": 0.14, "max_rel_error": 0.031}
+    assert numerics_text(beyond) == ("changes results (2 of 12 tensors beyond the TF32 tolerance, max |Δ| 0.14, "
+                                     "max relative error 3.10%)")
+    assert numerics.verdict("ok", 1.2, 1.4, within) == numerics.VERIFIED
+    assert numerics.verdict("ok", 1.2, 1.4, beyond) == numerics.CHANGES
+
+
+def test_prerequisite_fix_reads_in_the_verdict():
+    from diagnose.engine import verdict as verdict_of
+
+    f = Finding(rule="launch-overhead", severity="high", title="CPU launch overhead", evidence=[],
+                fixes=[fix("fused-optimizer", prerequisite=True), fix("cuda-graphs")], est_speedup=4.0)
+    d = Diagnosis(target="t", device={}, summary={}, findings=[f], skipped=[])
+    assert "est. 4× faster with fused-optimizer, then cuda-graphs" in verdict_of(d)
+    assert Diagnosis.from_dict(d.to_dict()).findings[0].fixes[0].prerequisite is True
+    f.fixes[0].prerequisite = False
+    assert "with fused-optimizer)" in verdict_of(d)
+
+
 def test_old_findings_json_without_verify_still_loads():
     d = Diagnosis.from_dict({"target": "t", "device": {}, "summary": {}, "skipped": [], "findings": [
         {"rule": "r", "severity": "low", "title": "t", "evidence": [], "fixes": []}]})
