@@ -48,8 +48,8 @@ def optimizer_steps(metrics) -> list[OptimizerStep]:
         return []
     n = len(steps.windows)
     ops = trace.ops
-    ranges = ops[(ops["cat"] == "user_annotation") & ops["name"].str.startswith(PREFIX)
-                 & (ops["ts"] >= steps.start) & (ops["ts"] < steps.end)]
+    ranges = ops[(ops["cat"] == "user_annotation") & ops["name"].astype(str).str.startswith(PREFIX)
+                 & (ops["ts"] >= steps.start) & (ops["ts"] < steps.end) & ops["dur"].notna()]
     if not len(ranges):
         return []
     kernels = metrics.step_kernels[metrics.step_kernels["cat"] == "kernel"]
