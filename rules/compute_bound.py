@@ -198,7 +198,9 @@ def _measure(ctx, t, ops: pd.DataFrame, step_us: float, n: int) -> "_Placed | Qu
         return Quiet(f"matmul/convolution kernels take {matrix_share:.0%} of the step < {t['min_share']:.0%}"
                      f"{_fp32_note(matrix, step_us, n)}")
     known = matrix[matrix["flops"].notna() & (matrix["flops"] > 0)]
-    if known["matrix_us"].sum() < MIN_SHAPE_COVER * matrix["matrix_us"].sum():
+    if not len(matrix):  # (only with min_share 0)
+        return Quiet("no matmul/convolution kernels in the measured steps")
+    if not len(known) or known["matrix_us"].sum() < MIN_SHAPE_COVER * matrix["matrix_us"].sum():
         return Skip(f"matmul/convolution kernels take {matrix_share:.0%} of the step but their ops' shapes "
                     f"were not recorded ({_no_shapes_reason(matrix)}), so their FLOPs and roofline position "
                     "are unknown")
