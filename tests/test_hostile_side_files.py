@@ -145,7 +145,7 @@ def test_a_side_file_replaced_by_a_fifo_is_never_waited_on(name, tmp_path, capsy
 
 
 def test_a_source_line_from_a_device_or_a_huge_file_is_left_out(tmp_path):
-    from rules.compile_breaks import SOURCE_MAX_BYTES, _source_line
+    from diagnose.rules.compile_breaks import SOURCE_MAX_BYTES, _source_line
 
     huge = tmp_path / "model.py"
     sparse(huge, SOURCE_MAX_BYTES + 1)
