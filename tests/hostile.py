@@ -31,6 +31,7 @@ FILES = {  # file: what it attacks
     "test_hostile_reads.py": "a trace that shrinks, grows or is rewritten while it is read",
     "test_hostile_side_files.py": "size ceilings on every file read beside a trace, pyproject nesting",
     "test_threshold_ranges.py": "thresholds that would divide by zero, refused at --set time",
+    "test_scale.py": "many tiny events: no per-kernel Python where an object column falls back to it",
     "test_hostile_names.py": "names that ping, link, inject HTML or forge lines, in every renderer",
 }
 WORKLOAD_FILES = {
