@@ -11,8 +11,12 @@ import difflib
 import tomllib
 from pathlib import Path
 
-from diagnose.errors import UsageError
+from diagnose.errors import InputError, UsageError
 from diagnose.findings import SEVERITIES
+from diagnose.trace import schemas
+
+PYPROJECT_MAX_BYTES = 4 << 20  # far more than any project's pyproject.toml
+MAX_NESTING = 4  # [tool.diagnose.thresholds.RULE] NAME = value is two; rule ids do not nest further
 
 
 TOOL_KEYS = ("fail-on", "thresholds")  # what [tool.diagnose] may hold
@@ -56,7 +60,7 @@ def load_config(set_args: list[str] | None = None, fail_on: str | None = None,
             if not isinstance(thresholds, dict):
                 raise UsageError(f"{pyproject}: [tool.diagnose] thresholds must be a table of "
                                  f"\"rule.name\" = number, got {type(thresholds).__name__}")
-            for key, value in _flatten(thresholds).items():
+            for key, value in _flatten(thresholds, where=pyproject).items():
                 overrides[key] = _number(key, value, str(pyproject))
     set_keys = set()
     for item in set_args or []:
@@ -105,8 +109,13 @@ def _find_pyproject(start: Path) -> Path | None:
 
 def _read_tool_table(path: Path) -> dict:
     try:
-        data = tomllib.loads(path.read_bytes().decode("utf-8"))
-    except (tomllib.TOMLDecodeError, OSError, UnicodeDecodeError) as exc:
+        raw = schemas.read_side_bytes(path, "a pyproject.toml", PYPROJECT_MAX_BYTES)
+        data = tomllib.loads(raw.decode("utf-8"))
+    except InputError as exc:
+        raise UsageError(str(exc)) from None
+    except RecursionError:
+        raise UsageError(f"{path}: cannot read [tool.diagnose] (nested too deeply)") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise UsageError(f"{path}: cannot read [tool.diagnose] ({exc})") from None
     tool = data.get("tool", {})
     if not isinstance(tool, dict):
@@ -118,12 +127,16 @@ def _read_tool_table(path: Path) -> dict:
     return table
 
 
-def _flatten(table: dict, prefix: str = "") -> dict:
+def _flatten(table: dict, prefix: str = "", where: Path | None = None, depth: int = 1) -> dict:
+    """Nested tables of thresholds as {"rule.name": value}; at most MAX_NESTING tables deep."""
+    if depth > MAX_NESTING:
+        raise UsageError(f"{where}: [tool.diagnose] thresholds nest more than {MAX_NESTING} tables deep "
+                         f"(at {prefix!r}); write \"rule.name\" = number")
     flat = {}
     for key, value in table.items():
         full = f"{prefix}.{key}" if prefix else key
         if isinstance(value, dict):
-            flat.update(_flatten(value, full))
+            flat.update(_flatten(value, full, where, depth + 1))
         else:
             flat[full] = value
     return flat

@@ -19,13 +19,17 @@ class Threshold:
 
     `kind` says which values make sense, and is checked before any rule runs: "fraction" (a share,
     0 to 1), "count" (a whole number, at least 1) or "number" (any finite number, at least 0). Left
-    empty it follows from the unit: "fraction", a count unit (tokens, rows, bytes...) or a number."""
+    empty it follows from the unit: "fraction", a count unit (tokens, rows, bytes...) or a number.
+    `minimum` narrows the range from below: every threshold a rule divides by declares one above 0,
+    so that no accepted value makes the quotient infinite (tests/test_threshold_ranges.py runs
+    every rule with every threshold at the edges of its range)."""
 
     name: str
     default: float
     unit: str
     doc: str
     kind: str = ""
+    minimum: float | None = None
 
     @property
     def value_kind(self) -> str:
@@ -47,6 +51,15 @@ class Threshold:
             return f"is a count of {self.unit}: it must be a whole number ≥ 1, got {fmt(value)}"
         if kind == "number" and value < 0:
             return f"must be ≥ 0, got {fmt(value)}"
+        if self.minimum is not None and value < self.minimum:
+            return f"must be ≥ {fmt(self.minimum)} (a rule divides by it), got {fmt(value)}"
         return None
+
+    @property
+    def lowest(self) -> float:
+        """The smallest value `problem` accepts."""
+        floor = 1 if self.value_kind == "count" else 0.0
+        return floor if self.minimum is None else max(floor, self.minimum)
+
 
 

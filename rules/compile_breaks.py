@@ -42,9 +42,14 @@ from __future__ import annotations
 from pathlib import Path
 
 from diagnose.engine import Quiet, Rule, Skip, Threshold
+from diagnose.errors import InputError
 from diagnose.findings import Evidence, Finding
 from diagnose.fixes import fix
 from diagnose.metrics.compiled import compiled_steps, load_compile_record
+from diagnose.trace import schemas
+
+SOURCE_MAX_BYTES = 16 << 20
+MAX_LINE_CHARS = 400
 
 MEASURED_PHASES = ("timing", "profile")
 MAX_SHOWN = 6
@@ -192,10 +197,12 @@ def _offenders(record, cs) -> list[dict]:
 
 
 def _source_line(file: str, line: int) -> str:
-    """The user's line as written, when the file is readable here."""
+    """The user's line as written, when the file is readable here (a regular file of at most
+    SOURCE_MAX_BYTES: the path comes from the capture, which may name /dev/zero or a FIFO)."""
     try:
-        return Path(file).read_text(errors="replace").splitlines()[line - 1].strip()
-    except (OSError, IndexError, ValueError):
+        raw = schemas.read_side_bytes(Path(file), "a source file", SOURCE_MAX_BYTES)
+        return raw.decode("utf-8", errors="replace").splitlines()[line - 1].strip()[:MAX_LINE_CHARS]
+    except (InputError, IndexError, ValueError, TypeError):
         return ""
 
 

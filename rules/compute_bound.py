@@ -213,14 +213,14 @@ def _measure(ctx, t, ops: pd.DataFrame, step_us: float, n: int) -> "_Placed | Qu
     small = Quiet(f"matmul/convolution kernels take {matrix_share:.0%} of the step < {t['min_share']:.0%}"
                   f"{_fp32_note(matrix, step_us, n)}")
     known = matrix[matrix["flops"].notna() & (matrix["flops"] > 0)]
-    if known["matrix_us"].sum() < MIN_SHAPE_COVER * matrix["matrix_us"].sum():
+    if not len(matrix):  # (only with min_share 0)
+        return Quiet("no matmul/convolution kernels in the measured steps")
+    if not len(known) or known["matrix_us"].sum() < MIN_SHAPE_COVER * matrix["matrix_us"].sum():
         if matrix_share < t["min_share"]:
             return small
         return Skip(f"matmul/convolution kernels take {matrix_share:.0%} of the step but their ops' shapes "
                     f"were not recorded ({_no_shapes_reason(matrix)}), so their FLOPs and roofline position "
                     "are unknown")
-    if not len(known):  # no matrix time at all
-        return small
     rows = pd.DataFrame([_place(r, spec, t) for r in known.itertuples()], index=known.index)
     cb = rows[rows["compute_bound"]]
     defects = cb[cb["issue"].isin(list(FIX_OF_ISSUE)) & (cb["saving_us"] > 0)]

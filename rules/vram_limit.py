@@ -68,7 +68,8 @@ class VramLimit(Rule):
         Threshold("max_peak_share", 0.90, "fraction", "fire when the reserved peak reaches this share of the limit"),
         Threshold("single_request_share", 0.25, "fraction",
                   "an OOM whose one request is at least this share of the limit is one huge tensor, not weights"),
-        Threshold("usable_share", 0.90, "fraction", "share of each GPU's memory counted usable when sizing GPUs"),
+        Threshold("usable_share", 0.90, "fraction", "share of each GPU's memory counted usable when sizing GPUs",
+                  minimum=0.01),
     )
 
     def check(self, ctx, t):

@@ -27,6 +27,8 @@ from diagnose.trace import load_target, source
 sys.path.insert(0, str(ROOT / "fixtures" / "golden"))
 import make_golden  # noqa: E402
 
+pytestmark = pytest.mark.hostile
+
 SMALL = CAPTURES / "matmul_bf16"  # a small real H200 capture folder
 DEEP = 5000  # nesting levels: past the decoder's recursion limit (~1,000)
 

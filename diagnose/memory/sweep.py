@@ -8,7 +8,6 @@ log y against log x over the points that ran (status "ok"); b is the growth expo
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import math
 from pathlib import Path
@@ -171,10 +170,7 @@ def load_sweep(folder) -> Sweep:
     path = folder / SWEEP_FILE
     if not path.is_file():
         raise InputError(f"{folder}: not a sweep folder (no {SWEEP_FILE} in it)")
-    try:
-        doc = json.loads(path.read_text())
-    except (OSError, ValueError) as exc:
-        raise InputError(f"{path}: unreadable sweep record ({exc})") from None
+    doc = schemas.read_json_object(path, "sweep record")  # bounded; InputError naming the file
     if not isinstance(doc, dict) or doc.get("schema") != SCHEMA or not isinstance(doc.get("points"), list):
         raise InputError(f"{path}: not a {SCHEMA} file")
     points = [SweepPoint(value=p.get("value"), status=p.get("status"), folder=confined(folder, p.get("folder")),

@@ -11,15 +11,14 @@ that fall inside it.
 from __future__ import annotations
 
 import dataclasses
-import gzip
 import json
 import os
-import zlib
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from diagnose.trace import schemas
 from diagnose.trace.model import Trace
 
 SAMPLES_FILE = "pysamples.json.gz"
@@ -116,9 +115,10 @@ def samples_path(trace: Trace) -> Path | None:
 
 def read_samples(path: Path, trace: Trace) -> PySamples:
     """Parse a samples file and align it to `trace`; ValueError with the reason when it cannot be."""
+    raw = schemas.read_side_bytes(path, "Python stack samples")  # InputError past the ceiling
     try:
-        data = json.loads(gzip.decompress(path.read_bytes()))
-    except (OSError, EOFError, zlib.error, ValueError) as exc:
+        data = json.loads(raw)
+    except (ValueError, RecursionError) as exc:
         raise ValueError(f"unreadable: {exc}") from None
     if not isinstance(data, dict) or data.get("schema") != SCHEMA:
         raise ValueError(f"not a {SCHEMA} file")

@@ -406,6 +406,9 @@ def op_instances(kern: pd.DataFrame, measured: pd.DataFrame | None = None) -> pd
     kern["matrix_dur"] = kern["dur"].where(kern["is_matrix"], 0.0)
     # the instance's main kernel: its longest matrix kernel, else its longest kernel
     kern["rank"] = kern["dur"] + np.where(kern["is_matrix"], 1e12, 0.0)
+    # numbers, not objects: a trace without launch geometry holds None in every row, and an object
+    # column's groupby max runs in Python, group by group (minutes for a million kernels)
+    kern["blocks"] = pd.to_numeric(kern["blocks"], errors="coerce")
     main = kern.sort_values("rank", kind="stable").groupby("instance", sort=False).tail(1).set_index("instance")
     first = kern.sort_values("ts", kind="stable").groupby("instance", sort=False).head(1).set_index("instance")
     grouped = kern.groupby("instance", sort=False)

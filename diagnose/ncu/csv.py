@@ -7,8 +7,9 @@ holds the units, numbers carry thousands separators ("1,383,296"), and missing v
 (`COLUMNS`), plus the problems the tool reported (no permission for the counters, kernels that
 could not be replayed, nothing profiled) as plain sentences.
 
-A file given to diagnose (`--ncu-csv`, a capture folder's ncu.csv) is read like a trace
-(trace/source.py: regular files only, gzip inflated under the same ceiling) and its table is
+A file given to diagnose (`--ncu-csv`, a capture folder's ncu.csv) is read like every file beside
+a trace (trace/schemas.read_side_bytes: a regular file, at most NCU_MAX_BYTES, gzip inflated under
+the same ceiling; a `.ncu-rep` at most NCU_REPORT_MAX_BYTES) and its table is
 checked against NUMERIC_COLUMNS: every measured value is missing (NaN, from `n/a`) or a finite
 number >= 0; anything else, or CSV the parser rejects (a field past the csv module's size
 limit), is an InputError naming the file, the kernel row and the column.
@@ -26,7 +27,10 @@ import numpy as np
 import pandas as pd
 
 from diagnose.errors import InputError
-from diagnose.trace import source
+from diagnose.trace import schemas
+
+NCU_MAX_BYTES = 256 << 20  # a raw-page CSV is ~10 kB per kernel: tens of thousands of kernels
+NCU_REPORT_MAX_BYTES = 4 << 30  # a .ncu-rep, read by NVIDIA's module: the cap on a trace
 
 # Raw metric names, in order of preference, for each column of an NcuTable.
 METRICS = {
@@ -101,11 +105,16 @@ class NcuTable:
 def read_ncu(path: str | Path) -> NcuTable:
     """Read a CSV (plain or .gz) or a `.ncu-rep` file; raises InputError when it cannot be read at all."""
     path = Path(path)
-    if not path.is_file():
+    if not path.exists():
         raise InputError(f"{path}: no such Nsight Compute file")
     if path.suffix == ".ncu-rep":
+        size = path.stat().st_size if path.is_file() else 0
+        if size > NCU_REPORT_MAX_BYTES:
+            raise InputError(f"{path}: {size:,} bytes is more than the {NCU_REPORT_MAX_BYTES:,}-byte limit on an "
+                             "Nsight Compute report")
         return read_report(path)
-    text = bytes(source.trace_bytes(path)).decode("utf-8", errors="replace")
+    raw = schemas.read_side_bytes(path, "an Nsight Compute CSV", NCU_MAX_BYTES)
+    text = raw.removeprefix(b"\xef\xbb\xbf").decode("utf-8", errors="replace")
     try:
         table = parse_text(text, source=str(path))
     except csv.Error as exc:

@@ -9,8 +9,9 @@ an InputError naming the file and the field (`$.device.sm_count`). Fields the an
 read are not checked. The documents are returned as the plain dicts the rest of diagnose reads.
 
 JSON nested deeper than the interpreter's recursion limit (about 1,000 levels) is an InputError
-too, not a RecursionError; so is a file larger than SIDE_FILE_MAX_BYTES or one that is not a
-regular file.
+too, not a RecursionError; so is a file larger than SIDE_FILE_MAX_BYTES (or gzip inflating past
+it) or one that is not a regular file. `read_side_bytes` is how every file beside a trace is
+read (meta.json, memory.json, compile.json, sweep.json, Python samples, Nsight Compute CSV).
 """
 from __future__ import annotations
 
@@ -165,20 +166,39 @@ class NotJson(InputError):
     """The file's bytes are not JSON at all (as opposed to JSON of the wrong shape)."""
 
 
-def read_json_object(path: Path, what: str) -> dict:
-    """The JSON object in `path` (a regular file of at most SIDE_FILE_MAX_BYTES); InputError
-    (NotJson for bytes that are not JSON) naming the file otherwise. `what` names the file's role."""
+def read_side_bytes(path: Path, what: str, limit: int | None = None) -> bytes:
+    """The bytes of a file beside a trace (inflated when gzip), at most `limit` of them. Opened
+    without blocking (a FIFO swapped in is refused, not waited on); InputError naming the file when
+    it is not a regular file, cannot be read, or is (or inflates to) more than `limit` bytes
+    (SIDE_FILE_MAX_BYTES by default)."""
+    limit = SIDE_FILE_MAX_BYTES if limit is None else limit
     try:
-        info = os.stat(path)
-        if not stat.S_ISREG(info.st_mode):
-            raise InputError(f"{path}: not a regular file")
-        if info.st_size > SIDE_FILE_MAX_BYTES:
-            raise InputError(f"{path}: {info.st_size:,} bytes is too large for {what}")
-        raw = Path(path).read_bytes()
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        with os.fdopen(fd, "rb") as f:
+            info = os.fstat(f.fileno())
+            if not stat.S_ISREG(info.st_mode):
+                raise InputError(f"{path}: {what} is not a regular file")
+            if info.st_size > limit:
+                raise InputError(_too_large(path, what, info.st_size, limit))
+            raw = f.read(limit + 1)
     except OSError as exc:
         raise InputError(f"{path}: cannot read {what} ({exc.strerror or exc})") from None
-    if raw[:2] == b"\x1f\x8b":  # gzipped (memory.json.gz), inflated under the same ceiling
-        raw = _gunzip(raw, path, what)
+    if len(raw) > limit:  # it grew after the check
+        raise InputError(_too_large(path, what, len(raw), limit))
+    if raw[:2] == b"\x1f\x8b":  # gzipped (memory.json.gz, pysamples.json.gz): inflated under the same ceiling
+        raw = _gunzip(raw, path, what, limit)
+    return raw
+
+
+def _too_large(path: Path, what: str, size: int, limit: int) -> str:
+    return f"{path}: {size:,} bytes is more than the {limit:,}-byte limit on {what}"
+
+
+def read_json_object(path: Path, what: str) -> dict:
+    """The JSON object in `path` (a regular file of at most SIDE_FILE_MAX_BYTES, inflated when gzip);
+    InputError (NotJson for bytes that are not JSON) naming the file otherwise. `what` names the
+    file's role."""
+    raw = read_side_bytes(path, what)
     try:
         doc = msgspec.json.decode(raw.removeprefix(b"\xef\xbb\xbf"))
     except RecursionError:
@@ -190,15 +210,15 @@ def read_json_object(path: Path, what: str) -> dict:
     return doc
 
 
-def _gunzip(raw: bytes, path: Path, what: str) -> bytes:
-    """The inflated bytes of a gzipped side file, at most SIDE_FILE_MAX_BYTES; InputError otherwise."""
+def _gunzip(raw: bytes, path: Path, what: str, limit: int) -> bytes:
+    """The inflated bytes of a gzipped side file, at most `limit`; InputError otherwise."""
     inflate = zlib.decompressobj(16 + zlib.MAX_WBITS)
     try:
-        out = inflate.decompress(raw, SIDE_FILE_MAX_BYTES + 1)
+        out = inflate.decompress(raw, limit + 1)
     except zlib.error as exc:
         raise InputError(f"{path}: {what} is not readable gzip ({exc})") from None
-    if len(out) > SIDE_FILE_MAX_BYTES or inflate.unconsumed_tail:
-        raise InputError(f"{path}: {what} inflates past {SIDE_FILE_MAX_BYTES:,} bytes")
+    if len(out) > limit or inflate.unconsumed_tail:
+        raise InputError(f"{path}: {what} inflates past {limit:,} bytes")
     if not inflate.eof:
         raise InputError(f"{path}: {what} is a truncated gzip file")
     return out

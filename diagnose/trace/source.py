@@ -7,10 +7,11 @@ input is the exception: the target `-`, or a path that is standard input itself 
 `/proc/self/fd/0`), or an already open pipe named `/dev/fd/N` (a shell's `<(zcat t.json.gz)`),
 is read from its file descriptor; a terminal or a device there is an InputError too.
 
-**How much.** A plain regular file is memory-mapped (no copy; pages the OS can drop); gzip (found
-by its magic number in the bytes already read, never by opening again, so pipes work) is
-inflated a block at a time into one buffer, stopping with an InputError as soon as the inflated
-size passes the ceiling:
+**How much.** A plain regular file is read into one buffer of its size (never memory-mapped: a
+mapped file that another process truncates kills the reader with SIGBUS); gzip (found by its
+magic number in the bytes already read, never by opening again, so pipes work) is inflated a
+block at a time into one buffer, stopping with an InputError as soon as the inflated size passes
+the ceiling:
 
     ceiling = min(MAX_TRACE_BYTES, max(INFLATE_FLOOR_BYTES, INFLATE_RATIO × compressed bytes))
 
@@ -23,11 +24,14 @@ pipe the compressed size is only known as it is read, so the ratio is checked ag
 been read so far. `max_bytes` (the command's `--max-trace-bytes`) replaces the whole rule with one
 number, for trusted traces above the cap.
 
+**While it is read.** A regular file's size and modification time are taken before and after it
+is read: a file that shrinks, grows or is rewritten meanwhile (a trace still being written, a
+capture being replaced) is an InputError, never a torn read analysed as if whole.
+
 A UTF-8 byte-order mark at the start is skipped.
 """
 from __future__ import annotations
 
-import mmap
 import os
 import re
 import stat
@@ -40,6 +44,7 @@ MAX_TRACE_BYTES = 4 << 30
 INFLATE_RATIO = 100
 INFLATE_FLOOR_BYTES = 64 << 20
 READ_BYTES = 1 << 20  # bytes read from a file or pipe at a time
+FILE_BLOCK_BYTES = 16 << 20  # bytes of a plain regular file read at a time, straight into its buffer
 INFLATE_STEP = 4 << 20  # inflated bytes produced per step, so the ceiling is checked often
 GZIP_MAGIC = b"\x1f\x8b"
 UTF8_BOM = b"\xef\xbb\xbf"
@@ -48,26 +53,68 @@ _FD_PATH = re.compile(r"^/(?:dev/fd|proc/self/fd)/(\d+)$")
 
 
 def trace_bytes(path: Path, max_bytes: int | None = None):
-    """The trace's bytes (gunzipped when gzip), as a buffer the JSON decoder reads: an mmap for a
-    plain regular file, else a bytearray or bytes. Raises InputError for anything that is not a
-    readable regular file or standard input, and for input past the ceiling (module docstring)."""
+    """The trace's bytes (gunzipped when gzip), as a buffer the JSON decoder reads (a bytearray or
+    bytes). Raises InputError for anything that is not a readable regular file or standard input,
+    for input past the ceiling, and for a file that changed while it was read (module docstring)."""
     fd = input_fd(path)
     if fd is not None:
         return _read_stream(fd, describe(path), max_bytes)
     _check_regular(path)
     try:
-        with open(path, "rb") as f:
-            size = os.fstat(f.fileno()).st_size
-            head = f.read(len(GZIP_MAGIC))
+        with open(path, "rb", buffering=0) as f:
+            before = os.fstat(f.fileno())
+            head = _read_block(f, len(GZIP_MAGIC))
             if head == GZIP_MAGIC:
-                return _inflate(f, head, describe(path), max_bytes, compressed_size=size)
-            _check_size(size, max_bytes, path)
-            if size == 0:
-                return b""
-            data = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+                data = _inflate(f, head, describe(path), max_bytes, compressed_size=before.st_size)
+            else:
+                _check_size(before.st_size, max_bytes, path)
+                data = _read_file(f, head, before.st_size, path)
+            _check_unchanged(before, os.fstat(f.fileno()), path)
     except OSError as exc:
         raise InputError(f"{path}: cannot read ({exc.strerror or exc})") from None
-    return data[len(UTF8_BOM):] if data[:len(UTF8_BOM)] == UTF8_BOM else data  # (a rare copy)
+    return _without_bom(data)
+
+
+def _read_block(f, n: int) -> bytes:
+    """Up to `n` bytes from the unbuffered file `f`."""
+    return f.read(n)
+
+
+def _read_into(f, view: memoryview) -> int:
+    """Read into `view` from the unbuffered file `f`; the bytes read (0 at the end of the file)."""
+    return f.readinto(view)
+
+
+def _read_file(f, head: bytes, size: int, path: Path) -> bytearray:
+    """The rest of a plain file of `size` bytes after `head`, read straight into one bytearray."""
+    data = bytearray(size)
+    view = memoryview(data)
+    try:
+        view[:len(head)] = head
+        done = len(head)
+        while done < size:
+            n = _read_into(f, view[done:done + FILE_BLOCK_BYTES])
+            if not n:
+                raise InputError(_changed(path, size, done, "shrank"))
+            done += n
+    finally:
+        view.release()
+    if _read_block(f, 1):
+        raise InputError(_changed(path, size, None, "grew"))
+    return data
+
+
+def _check_unchanged(before: os.stat_result, after: os.stat_result, path: Path) -> None:
+    if (after.st_size, after.st_mtime_ns) != (before.st_size, before.st_mtime_ns):
+        how = "shrank" if after.st_size < before.st_size else "grew" if after.st_size > before.st_size else \
+            "was rewritten"
+        raise InputError(_changed(path, before.st_size, after.st_size, how))
+
+
+def _changed(path: Path, size: int, now: int | None, how: str) -> str:
+    sizes = f"{size:,} bytes when opened" + (f", {now:,} after" if now is not None else "")
+    return (f"{path}: the file {how} while it was read ({sizes}): analyse it once whatever writes it "
+            "has finished")
 
 
 def input_fd(path: Path) -> int | None:
