@@ -398,7 +398,7 @@ def _run(args, target_text: str | None, script_args: list[str], config, err: Con
         width = _terminal_width() if tty else None
         _print(report.get(fmt_name).render(diagnosis, outputs=written, width=width, color=colour(tty)).rstrip("\n"))
     if args.open and "report" in written:
-        webbrowser.open(Path(written["report"]).resolve().as_uri())
+        _open_report(Path(written["report"]))
     if diagnosis.workload_failed:
         _print_workload_error(diagnosis.capture.get("error") or {})
         return EXIT_WORKLOAD_FAILED
@@ -476,6 +476,17 @@ def _public(folder: OutputFolder, written: dict[str, str]) -> dict[str, str]:
 def _inputs(args, target_path) -> list:
     """Every path the run reads: the output folder may not be, hold or lie inside any of them."""
     return [target_path, args.ncu_csv, getattr(args, "baseline", None)]
+
+
+def _open_report(path: Path) -> None:
+    """--open: the report in a browser; say so on stderr when no browser could be started."""
+    try:
+        opened = webbrowser.open(path.resolve().as_uri())
+    except webbrowser.Error:
+        opened = False
+    if not opened:
+        print(f"diagnose: --open: no browser found to open {path} (set BROWSER, or open the file yourself)",
+              file=sys.stderr)
 
 
 TRACEBACK_LINES = 12

@@ -131,3 +131,11 @@ def test_diff_rows_are_ordered_by_size_whatever_the_sign_and_shares_add_up():
     assert [row["id"] for row in rows] == ["launch", "host", "compute", "rest"]
     assert rows[-1]["change"] == "+14.0 µs"
     assert sum(int(row["share"].rstrip("%").replace("−", "-")) for row in rows) == 100
+
+
+def test_open_says_when_it_found_no_browser(tmp_path, monkeypatch, capsys):
+    import webbrowser
+
+    monkeypatch.setattr(webbrowser, "open", lambda url: False)
+    assert main([A, "--open", "-q", "-o", str(tmp_path / "o")]) == 0
+    assert "--open: no browser found" in _error(capsys)
