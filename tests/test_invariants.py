@@ -76,6 +76,16 @@ def test_the_invariants_catch_impossible_numbers():
     assert any("not marked as unmet" in v for v in violations(raw))
 
 
+def test_exposed_comm_recovers_at_most_the_communication():
+    acc = {"step_us": 1000.0, "buckets": [{"id": "compute", "share": 0.54, "us_per_step": 540, "in_sum": True},
+                                          {"id": "comm_exposed", "share": 0.46, "us_per_step": 460, "in_sum": True}]}
+    finding = Finding("exposed-comm", "high", "x", [], [], est_speedup=2.8, recoverable_us=643.0)
+    found = violations(Diagnosis("t", {}, {"step_time_us": 1000.0, "accounting": acc}, [finding], []))
+    assert any("more than the 460.0 µs" in v for v in found)
+    finding.recoverable_us, finding.est_speedup = 460.0, 1.85
+    assert violations(Diagnosis("t", {}, {"step_time_us": 1000.0, "accounting": acc}, [finding], [])) == []
+
+
 def test_enforce_drops_the_finding_and_says_why():
     good = Finding("launch-overhead", "high", "ok", [Evidence("idle", 90, ">=", 25, "%")], [],
                    est_speedup=1.5, recoverable_us=400.0)
