@@ -25,8 +25,9 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn
 
 from diagnose.errors import EXIT_FINDING, EXIT_OK, EXIT_WORKLOAD_FAILED, DiagnoseError, UsageError
 from diagnose.findings import SEVERITIES
+from diagnose.format import plain
 from diagnose.output import OutputFolder
-from diagnose.report.richtext import colour
+from diagnose.report.richtext import colour, safe
 from diagnose.version import __version__
 
 SUBCOMMANDS = ("run", "demo", "rules", "diff")
@@ -214,7 +215,7 @@ def main(argv: list[str] | None = None) -> int:
         args = _parse(command, argv)
         return _dispatch(command, args)
     except DiagnoseError as exc:
-        print(f"diagnose: error: {exc}", file=sys.stderr)
+        print(f"diagnose: error: {plain(exc)}", file=sys.stderr)  # one line, whatever it quotes
         return exc.exit_code
     except Terminated as exc:
         print("diagnose: terminated" if exc.signum == signal.SIGTERM else "diagnose: hung up", file=sys.stderr)
@@ -326,7 +327,7 @@ def _run_demo(args, config, err: Console) -> int:
     capture = bundled.demo_capture()
     if _output_format(args) == "text" and not args.quiet:
         print("No CUDA GPU here: analysing the bundled real NVIDIA H200 capture of the same "
-              f"workload ({capture}).", file=sys.stderr)
+              f"workload ({plain(capture)}).", file=sys.stderr)
     args.out = args.out or Path("diagnose-out") / "demo"
     return _run(args, str(capture), [], config, err)
 
@@ -396,7 +397,7 @@ def _run(args, target_text: str | None, script_args: list[str], config, err: Con
     if quiet_progress:
         for note in diagnosis.warnings:
             if note.startswith(("--ncu", "ncu.", "--verify")):
-                print(f"diagnose: {note}", file=sys.stderr)
+                print(f"diagnose: {plain(note)}", file=sys.stderr)
     if compared is not None:  # issue 14: with --baseline, stdout shows the diff
         from diagnose.diff_command import exit_code, show
 
@@ -608,6 +609,7 @@ class _progress:
             label = f"capturing sweep point {event.get('value')}"
         if event.get("phase") == "verify":  # issue 13
             label = f"verifying fixes: {event.get('variant')}"
+        label = safe(label)  # what the workload reports is untrusted: no control characters, no rich markup
         total = event.get("total") or None
         task = self.progress.tasks[0] if self.progress.tasks else None
         if task is None or task.description != label or task.total != total:

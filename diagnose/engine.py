@@ -82,7 +82,15 @@ def _missing_gpu(ctx: "Context") -> str | None:
     status = (ctx.trace.capture or {}).get("status")
     if status not in (None, "ok"):
         return f"the workload stopped ({status}) before the profiler recorded GPU activity: no timeline to judge"
+    launches = ctx.trace.unrecorded_launches
+    if launches:
+        return f"{lost_gpu_text(launches)}: no GPU timeline to judge"
     return "no GPU activity in the trace (a CPU-only run): nothing to judge on the GPU side"
+
+
+def lost_gpu_text(launches: int) -> str:
+    """What a trace with kernel launches and no GPU record is: not a CPU-only run."""
+    return f"GPU activity was not recorded ({launches:,} launches, 0 kernels)"
 
 
 def _missing_memory(ctx: "Context") -> str | None:
@@ -244,7 +252,7 @@ def verdict(d: Diagnosis) -> str:
     largest = buckets.get(accounting.get("largest_non_compute") or "")
     if d.findings:
         top = d.findings[0]
-        gain = f" (est. {fmt(top.est_speedup)}× faster with {top.fixes[0].id})" if top.est_speedup and top.fixes else ""
+        gain = f" (est. {fmt(top.est_speedup)}× faster with {top.fix_phrase()})" if top.est_speedup and top.fixes else ""
         extra, named = "", None
         if largest and largest["share"] >= LOSS_NAMED_SHARE and (top.recoverable_us or 0) < 0.5 * largest["us_per_step"]:
             extra, named = f" Meanwhile {_bucket_text(largest)}.", largest
@@ -254,6 +262,11 @@ def verdict(d: Diagnosis) -> str:
     if not d.summary.get("gpu_ops_per_step"):
         if any(w.startswith(NO_TORCH_WARNING) for w in d.warnings):
             return "The workload ran no PyTorch operation while it was profiled: there is nothing to diagnose."
+        launches = d.summary.get("unrecorded_launches")
+        if launches:
+            return (f"{lost_gpu_text(launches)}: the host launched kernels but the trace kept no GPU record "
+                    "(CUPTI's buffers were dropped or CUDA activity was not profiled), so nothing can be said "
+                    "about the GPU; record again with ProfilerActivity.CUDA and check the profiler's warnings.")
         return (f"No GPU activity in this trace (a CPU-only run): {len(d.skipped)} GPU rules skipped, "
                 f"{ran} ran.")
     if busy is None:

@@ -50,6 +50,7 @@ class Fix:
     title: str
     how: str
     code: str = ""
+    prerequisite: bool = False  # a change the next fix needs first; the finding's estimate is for both
 
 
 @dataclasses.dataclass
@@ -68,6 +69,15 @@ class Finding:
     why: str = ""
     verify: list | None = None  # --verify: one entry per fix, measured (diagnose/verify/model.py Verification.to_dict)
     ranks: list | None = None  # with several ranks: the ranks it holds on (None: a single trace)
+
+    def fix_phrase(self) -> str:
+        """The fix the estimate is for: "cuda-graphs", or "fused-optimizer, then cuda-graphs" when the
+        first fix is a prerequisite of the next ("" without fixes)."""
+        if not self.fixes:
+            return ""
+        if self.fixes[0].prerequisite and len(self.fixes) > 1:
+            return f"{self.fixes[0].id}, then {self.fixes[1].id}"
+        return self.fixes[0].id
 
 
 @dataclasses.dataclass

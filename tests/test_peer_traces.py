@@ -1,4 +1,4 @@
-"""Every trace recorded by others (fixtures/peer, copied from HTA's test data) is analysed without a crash, sensibly."""
+"""Every trace recorded by others (fixtures/peer: HTA's, kineto's and param's test data) is analysed without a crash, sensibly."""
 from __future__ import annotations
 
 import json
@@ -11,7 +11,8 @@ from diagnose.rules import ALL_RULES
 from conftest import PEER_TRACES
 
 TRACES = sorted(PEER_TRACES.glob("**/*.json.gz"))
-EXPECTED_DEVICE = {"amd_trace": "AMD", "ns_resolution_trace": "V100", "cpu_only": "no GPU"}
+EXPECTED_DEVICE = {"amd_trace": "AMD", "ns_resolution_trace": "V100", "cpu_only": "no GPU",
+                   "resnet50_num_workers_0": "V100", "resnet50_num_workers_4": "V100", "param": "RTX 2080 Ti"}
 
 
 @pytest.mark.parametrize("path", TRACES, ids=lambda p: p.parent.name)
@@ -30,3 +31,19 @@ def test_peer_trace(path, tmp_path, capsys):
     if path.parent.name == "cpu_only":
         assert not data["findings"]
         assert all("CPU-only" in s["reason"] for s in data["skipped"] if s["rule"] == "launch-overhead")
+
+
+def test_lost_gpu_records(tmp_path, capsys):
+    """SYNTHETIC (fixtures/synthetic/make_synthetic_lost_gpu.py): 60 kernel launches, no GPU record.
+    Not a CPU-only run and not a host-bound step: the GPU side of the trace was lost."""
+    from conftest import SYNTHETIC
+
+    code = main([str(SYNTHETIC / "synthetic_lost_gpu_records.json"), "--json", "-o", str(tmp_path)])
+    data = json.loads(capsys.readouterr().out)
+    assert code == 0
+    assert data["verdict"].startswith("GPU activity was not recorded (60 launches, 0 kernels)")
+    assert "CPU-only" not in data["verdict"]
+    assert not data["findings"]
+    assert data["summary"]["unrecorded_launches"] == 60
+    reasons = {s["rule"]: s["reason"] for s in data["skipped"]}
+    assert "0 kernels" in reasons["host-bound"] and "0 kernels" in reasons["launch-overhead"]

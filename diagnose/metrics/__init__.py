@@ -133,6 +133,8 @@ class Metrics:
         return {
             "steps_analysed": len(steps.windows),
             "steps_found_by": steps.how,
+            "cold_start_us": steps.cold_start_us,
+            "unrecorded_launches": self.trace.unrecorded_launches,
             "step_time_us": round(b.step_us, 3),
             "profiled_step_time_us": round(b.profiled_step_us, 3),
             "unprofiled_step_time_us": b.unprofiled_step_us,

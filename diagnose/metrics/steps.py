@@ -1,4 +1,13 @@
-"""Step windows: which stretch of the trace is steady state, and how it was found."""
+"""Step windows: which stretch of the trace is steady state, and how it was found.
+
+In order: diagnose's own step ranges; torch.profiler's `ProfilerStep#N`; else the iteration marks
+a training loop leaves without them (the ends of `Optimizer.step#…`, the starts of the DataLoader's
+`__next__` or of `Optimizer.zero_grad#…`); else a `record_function` range of the user's that
+repeats; else the repeating pattern of the top-level ops. A step between two marks runs from one
+mark to the next, so N marks give N − 1 whole steps. In a trace from elsewhere, a first step at
+least COLD_FACTOR × the median of the others is a cold start (lazy loading, autotuning, first-call
+allocations) and is left out; diagnose's own ranges start after its warm-up steps.
+"""
 from __future__ import annotations
 
 import dataclasses
@@ -12,6 +21,15 @@ from diagnose.trace.model import Trace
 
 OUR_STEP = re.compile(r"^diagnose/step (\d+)$")
 PROFILER_STEP = re.compile(r"^ProfilerStep#(\d+)$")
+# (pattern, which edge of the range marks an iteration, how the steps were found)
+ITERATION_MARKS = (
+    (re.compile(r"^Optimizer\.step#"), "end", "the ends of the optimizer's step (Optimizer.step#…)"),
+    (re.compile(r"^enumerate\(DataLoader\)#"), "start", "the starts of the DataLoader's __next__"),
+    (re.compile(r"^Optimizer\.zero_grad#"), "start", "the starts of Optimizer.zero_grad#…"),
+)
+MIN_MARKS = 3  # marks that make a step (two whole steps at least)
+COLD_FACTOR = 2.0
+MIN_PATTERN_COVER = 0.8  # a repeating op pattern must span this share of the top-level ops
 
 
 @dataclasses.dataclass
@@ -39,6 +57,7 @@ class Steps:
     windows: list[StepWindow]
     how: str
     annotated: bool
+    cold_start_us: float | None = None  # the first step, left out as a cold start
 
     @property
     def start(self) -> float:
@@ -56,7 +75,8 @@ class Steps:
 
 
 def find_steps(trace: Trace) -> Steps:
-    """Measured steps: diagnose's own step ranges, else ProfilerStep#N, else one whole window."""
+    """Measured steps: diagnose's own step ranges, else ProfilerStep#N, else iteration marks, else
+    a repeating user range or op pattern, else one whole window (module docstring)."""
     ops = trace.ops
     annotations = ops[ops["cat"] == "user_annotation"] if len(ops) else ops
     for pattern, how in ((OUR_STEP, "diagnose step ranges (warm-up steps excluded)"),
@@ -65,9 +85,105 @@ def find_steps(trace: Trace) -> Steps:
             break
         marked = annotations[annotations["name"].str.match(pattern)]
         if len(marked):
-            return Steps(_windows_from_ranges(trace, marked), how, annotated=True)
+            steps = Steps(_windows_from_ranges(trace, marked), how, annotated=True)
+            # diagnose ran the warm-up itself before its ranges; a step after it that is slow is not cold
+            return steps if pattern is OUR_STEP else _without_cold_start(steps)
+    found = _iteration_marks(annotations) or _repeated_range(annotations) or _op_pattern(trace)
+    if found is not None:
+        cuts, how = found
+        return _without_cold_start(Steps(_windows_from_ranges(trace, _between(cuts)), how, annotated=True))
     return Steps(_whole_window(trace), "no step ranges in the trace: the span of its GPU activity "
                  "is analysed as one window", annotated=False)
+
+
+def _between(cuts: np.ndarray) -> pd.DataFrame:
+    """Ranges from each cut to the next (N cuts, N − 1 ranges), named like steps."""
+    cuts = np.unique(cuts)
+    return pd.DataFrame({"name": [f"iteration {i + 1}" for i in range(len(cuts) - 1)],
+                         "ts": cuts[:-1], "end": cuts[1:]})
+
+
+def _outermost(frame: pd.DataFrame) -> pd.DataFrame:
+    """The ranges not inside an earlier one (a nested call of the same name would mark twice)."""
+    frame = frame.sort_values("ts", kind="stable")
+    ends = frame["end"].to_numpy(float)
+    reach = np.maximum.accumulate(np.concatenate(([-np.inf], ends[:-1])))
+    return frame[frame["ts"].to_numpy(float) >= reach]
+
+
+def _iteration_marks(annotations: pd.DataFrame) -> tuple[np.ndarray, str] | None:
+    """Cut points from the ranges a training loop opens once per iteration."""
+    if not len(annotations):
+        return None
+    names = annotations["name"].astype(str)
+    for pattern, edge, how in ITERATION_MARKS:
+        marks = _outermost(annotations[names.str.match(pattern)])
+        if len(marks) >= MIN_MARKS:
+            cuts = marks["end" if edge == "end" else "ts"].to_numpy(float)
+            return cuts, f"{how}: {len(marks)} marks, {len(marks) - 1} whole steps (no ProfilerStep ranges)"
+    return None
+
+
+def _repeated_range(annotations: pd.DataFrame) -> tuple[np.ndarray, str] | None:
+    """The starts of the user's own range that repeats most often at the top level, when there is one."""
+    if not len(annotations):
+        return None
+    top = _outermost(annotations)
+    counts = top["name"].value_counts()
+    counts = counts[counts >= MIN_MARKS]
+    if not len(counts) or len(counts) > 1 and counts.iloc[0] == counts.iloc[1]:
+        return None  # none repeats, or two repeat as often: which one is the step is not clear
+    name = counts.index[0]
+    cuts = top.loc[top["name"] == name, "ts"].to_numpy(float)
+    cuts = np.append(cuts, float(top.loc[top["name"] == name, "end"].max()))
+    return cuts, (f"the user's own range '{name}' (record_function), repeated {len(cuts) - 1} times "
+                  "(no ProfilerStep ranges)")
+
+
+def _op_pattern(trace: Trace) -> tuple[np.ndarray, str] | None:
+    """Cut points where the sequence of top-level CPU ops on the busiest thread starts over."""
+    cpu = trace.cpu_ops
+    if len(cpu) < 2 * MIN_MARKS:
+        return None
+    thread = cpu["tid"].astype(str)
+    top = _outermost(cpu[thread == thread.value_counts().index[0]])
+    names = top["name"].astype(str).tolist()
+    n = len(names)
+    positions: dict[str, list[int]] = {}
+    for i, name in enumerate(names):
+        positions.setdefault(name, []).append(i)
+    for name, at in positions.items():  # in order of first appearance: the pattern's head comes first
+        if len(at) < MIN_MARKS or at[-1] - at[0] < MIN_PATTERN_COVER * n:
+            continue
+        period = at[1] - at[0]
+        if any(b - a != period for a, b in zip(at, at[1:])):
+            continue
+        segment = names[at[0]:at[1]]
+        if all(names[a:b] == segment for a, b in zip(at[1:], at[2:])):
+            break
+    else:
+        return None
+    starts = top["ts"].to_numpy(float)
+    cuts = starts[at]
+    if names[at[-1]:at[-1] + period] == segment:  # the last repetition is whole: it ends with its last op
+        cuts = np.append(cuts, float(top["end"].iloc[at[-1] + period - 1]))
+    return cuts, (f"the repeating pattern of top-level ops ({period} ops from '{name}'), "
+                  f"{len(cuts) - 1} whole steps (no step ranges or iteration marks)")
+
+
+def _without_cold_start(steps: Steps) -> Steps:
+    """`steps` without its first window when that one is a cold start (COLD_FACTOR × the median)."""
+    windows = steps.windows
+    if len(windows) < 3:
+        return steps
+    first = windows[0].duration
+    if first < COLD_FACTOR * float(np.median([w.duration for w in windows[1:]])):
+        return steps
+    kept = windows[1:]
+    for i, w in enumerate(kept):
+        w.index = i
+    how = f"{steps.how}; the first step ({first:,.0f} µs, ≥ {COLD_FACTOR:g}× the median) left out as a cold start"
+    return Steps(kept, how, steps.annotated, cold_start_us=round(first, 3))
 
 
 def _windows_from_ranges(trace: Trace, marked: pd.DataFrame) -> list[StepWindow]:

@@ -58,6 +58,10 @@ CONV_OPS = {"aten::convolution", "aten::_convolution", "aten::cudnn_convolution"
             "aten::conv2d", "aten::conv3d", "aten::cudnn_convolution_transpose", "aten::miopen_convolution",
             "aten::conv_transpose1d", "aten::conv_transpose2d", "aten::conv_transpose3d",
             "aten::convolution_backward", "aten::_convolution_backward"}
+# PyTorch <= 1.12 ran the two gradients as separate ops: (self_size, grad_output, weight) and
+# (weight_size, grad_output, self); trace/legacy.py fills in the size list old kineto left empty
+CONV_GRAD_OPS = {"aten::cudnn_convolution_backward_input": "input", "aten::cudnn_convolution_backward_weight": "weight",
+                 "aten::miopen_convolution_backward_input": "input", "aten::miopen_convolution_backward_weight": "weight"}
 ATTENTION = re.compile(r"attention", re.IGNORECASE)
 REDUCE_OPS = {"aten::sum", "aten::mean", "aten::amax", "aten::amin", "aten::max", "aten::min",
               "aten::argmax", "aten::argmin", "aten::norm", "aten::linalg_vector_norm", "aten::var",
@@ -156,6 +160,8 @@ def op_work(op_name, input_dims, input_types, kernel_kind: str | None = None) ->
         return _gemm(op_name, args, present)
     if op_name in CONV_OPS:
         return _conv(op_name, args, present)
+    if op_name in CONV_GRAD_OPS:
+        return _conv_gradient(CONV_GRAD_OPS[op_name], args)
     if ATTENTION.search(op_name):
         return _attention(op_name, present)
     if not present:
@@ -293,6 +299,28 @@ def _conv(op_name: str, args: list[Tensor | None], present: list[Tensor]) -> Wor
         note = "output pixels taken as input pixels (stride and padding not recorded): an upper bound"
     return Work(kind="conv", flops=flops, bytes=float(moved), dtype=x.dtype, m=n * out_pixels, n=o,
                 k=c_per_group * taps, batch=1, channels=(c, o), inputs=[x, w], outputs=[out], note=note)
+
+
+def _conv_gradient(which: str, args: list[Tensor | None]) -> Work:
+    """One gradient pass of a convolution: the input's (size, grad_output, weight) or the weight's
+    (size, grad_output, input). FLOPs = 2·N·O·P·(C/g)·R·S with P the gradient's pixels (exact)."""
+    if len(args) < 3 or args[1] is None or args[2] is None or len(args[1].shape) < 3:
+        return Work(kind="conv", note="convolution gradient shapes not recorded")
+    grad_out = args[1]
+    if which == "input":
+        w, x = args[2], args[0]
+    else:
+        w, x = args[0], args[2]
+    if w is None or len(w.shape) < 3 or w.shape[1] == 0:
+        return Work(kind="conv", dtype=grad_out.dtype, note="the filter's shape was not recorded")
+    n, o, pixels = grad_out.shape[0], w.shape[0], math.prod(grad_out.shape[2:])
+    c_per_group, taps = w.shape[1], math.prod(w.shape[2:])
+    flops = 2.0 * n * o * pixels * c_per_group * taps
+    x_bytes = x.nbytes if x is not None else n * c_per_group * pixels * DTYPE_BYTES.get(grad_out.dtype, 4)
+    moved = grad_out.nbytes + w.nbytes + x_bytes
+    return Work(kind="conv", flops=flops, bytes=float(moved), dtype=grad_out.dtype, m=n * pixels, n=o,
+                k=c_per_group * taps, batch=1, channels=(c_per_group, o), inputs=[grad_out, w],
+                note=f"the {which} gradient, one pass")
 
 
 def _attention(op_name: str, present: list[Tensor]) -> Work:

@@ -13,13 +13,11 @@ beyond what every rank has are left out, with a warning.
 from __future__ import annotations
 
 import dataclasses
-import re
 import statistics
 
+from diagnose.collectives import is_collective_kernel, is_collective_op
 from diagnose.ranks.profile import RankProfile
 
-COMM_OP = re.compile(r"nccl|rccl|c10d|allreduce|all_reduce|allgather|all_gather|reduce_scatter|broadcast",
-                     re.IGNORECASE)
 
 
 @dataclasses.dataclass
@@ -150,7 +148,7 @@ class RankSet:
             return []
         rows = []
         for name in set(mine.op_us) | {n for p in others for n in p.op_us}:
-            if COMM_OP.search(name):
+            if is_collective_op(name) or is_collective_kernel(name):
                 continue
             theirs = statistics.median(p.op_us.get(name, 0.0) for p in others)
             extra = mine.op_us.get(name, 0.0) - theirs

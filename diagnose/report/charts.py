@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 
 from diagnose.format import fmt, short_name
-from diagnose.report.svg import FONT, WIDTH, esc, legend, nice_ticks, rect, svg, text, text_width, triangle_marker, x_axis
+from diagnose.report.svg import WIDTH, esc, legend, nice_ticks, rect, svg, text, text_width, triangle_marker, x_axis
 
 TIP_NAME_CHARS = 90
 MAX_SEPARATE_GAPS = 300  # above this, gaps closer than a pixel are drawn as one bar

@@ -167,7 +167,7 @@ def headline_tiles(d: Diagnosis) -> list[dict]:
         tiles.append({"label": "recoverable per step", "value": duration(top.recoverable_us),
                       "note": f"by fixing {top.rule}{share}", "tone": "bad"})
     if top and top.est_speedup:
-        fix = f" with {top.fixes[0].id}" if top.fixes else ""
+        fix = f" with {top.fix_phrase()}" if top.fixes else ""
         tiles.append({"label": "estimated speedup", "value": f"{fmt(top.est_speedup)}×",
                       "note": f"of the whole step{fix}", "tone": "good"})
     if not top and s.get("gpu_ops_per_step"):

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 
-from diagnose.report.svg import FONT, GRID, AXIS, WIDTH, cross, esc, legend, nice_ticks, svg, text
+from diagnose.report.svg import GRID, AXIS, WIDTH, cross, esc, legend, nice_ticks, svg, text
 from diagnose.report.svg import tick_label as _num
 
 ALLOCATED = "#3b6fd8"

@@ -21,6 +21,7 @@ from diagnose.report.verify_view import verify_lines
 
 SEVERITY_STYLE = {"high": "bold red", "medium": "bold yellow", "low": "cyan"}
 MAX_FINDINGS = 4
+OWN_STEP_RANGES = ("diagnose step ranges", "ProfilerStep#N ranges")  # how steps are normally found: not repeated
 
 
 def device_line(device: dict) -> str:
@@ -62,6 +63,9 @@ def print_summary(diagnosis: Diagnosis, console: Console, outputs: dict[str, str
             f"  step {fmt(s['step_time_us'])} µs ({basis}) · GPU busy {s.get('gpu_busy_fraction', 0):.0%} · "
             f"{fmt(s.get('gpu_ops_per_step', 0))} GPU ops/step · host wait {s.get('host_wait_share', 0):.0%} · "
             f"{plural(s.get('steps_analysed', 0), 'step')}")
+    found_by = s.get("steps_found_by") or ""
+    if s.get("cold_start_us") or not found_by.startswith(OWN_STEP_RANGES):
+        console.print(f"  steps: {safe(found_by)}")
     accounting = _accounting_line(s)
     if accounting:
         console.print(f"  where the step goes: {safe(accounting)}")

@@ -20,12 +20,13 @@ import msgspec
 import numpy as np
 import pandas as pd
 
+from diagnose.trace import allocator, legacy
 from diagnose.trace.kineto import EMPTY_ARGS, Event, decode_list
 from diagnose.trace.outliers import drop_time_outliers
 
-GPU_CATS = {"kernel", "gpu_memcpy", "gpu_memset"}
-RUNTIME_CATS = {"cuda_runtime", "cuda_driver", "hip_runtime", "hip_driver"}
-OP_CATS = {"cpu_op", "user_annotation"}
+GPU_CATS = {"kernel", "gpu_memcpy", "gpu_memset", *legacy.GPU_CATEGORIES}
+RUNTIME_CATS = {"cuda_runtime", "cuda_driver", "hip_runtime", "hip_driver", *legacy.RUNTIME_CATEGORIES}
+OP_CATS = {"cpu_op", "user_annotation", *legacy.OP_CATEGORIES}
 
 GPU_COLUMNS = ["name", "cat", "ts", "dur", "device", "stream", "correlation", "external_id",
                "grid", "block", "blocks", "threads_per_block", "registers", "shared_memory",
@@ -41,7 +42,7 @@ NO_CAT, GPU, RUNTIME, OPS, ANNOTATIONS, SYNCS, OTHER = range(7)
 FAMILY_OF = {None: NO_CAT, **{c: GPU for c in GPU_CATS}, **{c: RUNTIME for c in RUNTIME_CATS},
              **{c: OPS for c in OP_CATS}, "gpu_user_annotation": ANNOTATIONS, "cuda_sync": SYNCS}
 PHASE_OF = {"X": 1, "i": 2, "I": 2}
-GPU_KIND = {"kernel": "kernel", "gpu_memcpy": "memcpy", "gpu_memset": "memset"}
+GPU_KIND = {"kernel": "kernel", "gpu_memcpy": "memcpy", "gpu_memset": "memset", **legacy.GPU_CATEGORIES}
 FRAMES = {GPU: ("gpu", GPU_COLUMNS), RUNTIME: ("runtime", RUNTIME_COLUMNS), OPS: ("ops", OP_COLUMNS),
           ANNOTATIONS: ("gpu_annotations", ANNOTATION_COLUMNS), SYNCS: ("syncs", SYNC_COLUMNS)}
 ARRAY_COLUMNS = {"ts", "dur", "correlation", "external_id"}
@@ -198,7 +199,7 @@ class FrameBuilder:
         out["device"] += _device(events, args, "device", "pid")
         out["stream"] += _device(events, args, "stream", "tid")
         out["correlation"].append(id_array(_get("correlation", args)))
-        out["external_id"].append(id_array(_get("external_id", args)))
+        out["external_id"].append(id_array(_get("any_external_id", args)))
         grids = _codes(self._launch_dims, map(bytes, _get("grid", args)))
         blocks = _codes(self._launch_dims, map(bytes, _get("block", args)))
         out["grid"].append(grids)
@@ -215,7 +216,7 @@ class FrameBuilder:
         out["pid"] += _get("pid", events)
         out["tid"] += _get("tid", events)
         out["correlation"].append(id_array(_get("correlation", args)))
-        out["external_id"].append(id_array(_get("external_id", args)))
+        out["external_id"].append(id_array(_get("any_external_id", args)))
 
     def _ops(self, events: list[Event], out: dict) -> None:
         args = _args(events)
@@ -223,7 +224,7 @@ class FrameBuilder:
         out["cat"].append(self._cat)
         out["pid"] += _get("pid", events)
         out["tid"] += _get("tid", events)
-        out["external_id"].append(id_array(_get("external_id", args)))
+        out["external_id"].append(id_array(_get("any_external_id", args)))
         out["input_dims"].append(_codes(self._shapes, map(bytes, _get("input_dims", args))))
         out["input_types"].append(_codes(self._shapes, map(bytes, _get("input_types", args))))
 
@@ -295,7 +296,7 @@ class FrameBuilder:
             warnings.append(f"{self.bad} events with missing, non-finite or negative times were ignored")
         self.compact()
         frames = {key: _frame(self.columns.pop(key), columns) for key, columns in FRAMES.values()}
-        frames["memory"] = _frame(self.columns.pop("memory"), MEMORY_COLUMNS)
+        frames["memory"] = allocator.usable(_frame(self.columns.pop("memory"), MEMORY_COLUMNS), warnings)
         frames = drop_time_outliers(frames, warnings)
         starts = [f["ts"].min() for f in frames.values() if len(f)]
         t0 = float(min(starts)) if starts else 0.0

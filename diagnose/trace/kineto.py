@@ -62,6 +62,12 @@ class Args(msgspec.Struct, gc=False):
     device_type: Union[int, None] = msgspec.field(default=None, name="Device Type")
     addr: Union[int, None] = msgspec.field(default=None, name="Addr")
     wait_on_stream: Union[int, None] = msgspec.field(default=None, name="wait_on_stream")
+    legacy_external_id: Union[int, None] = msgspec.field(default=None, name="external id")  # PyTorch <= 1.12
+
+    @property
+    def any_external_id(self) -> int | None:
+        """`External id`, or the lower-case spelling old kineto gave GPU and runtime records."""
+        return self.external_id if self.external_id is not None else self.legacy_external_id
 
 
 class Event(msgspec.Struct, gc=False):

@@ -12,7 +12,7 @@ from pathlib import Path
 import msgspec
 
 from diagnose.errors import InputError
-from diagnose.trace import kineto, parallel, schemas, source
+from diagnose.trace import kineto, legacy, parallel, schemas, source
 from diagnose.trace.frames import build_frames
 from diagnose.trace.model import Trace
 
@@ -81,7 +81,7 @@ def load_trace_file(path: Path, allow_empty: bool = False, on_progress=None, max
         raise InputError(f"{path}: no PyTorch profiler events in it (no CPU ops, kernels or CUDA calls): "
                          "is it a trace from another tool?")
     return Trace(
-        source=str(path), gpu=frames["gpu"], runtime=frames["runtime"], ops=frames["ops"],
+        source=str(path), gpu=frames["gpu"], runtime=frames["runtime"], ops=legacy.relabel_operators(frames["ops"]),
         gpu_annotations=frames["gpu_annotations"], syncs=frames["syncs"], memory=frames["memory"],
         device_properties=decoded.deviceProperties or [], distributed=decoded.distributedInfo,
         warnings=warnings, t0_us=frames["t0"],

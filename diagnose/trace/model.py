@@ -3,8 +3,11 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import re
 
 import pandas as pd
+
+KERNEL_LAUNCH = re.compile(r"Launch(?:Kernel|CooperativeKernel)|cuLaunchKernel|hip\w*LaunchKernel|GraphLaunch")
 
 
 @dataclasses.dataclass
@@ -50,6 +53,14 @@ class Trace:
     def has_gpu_activity(self) -> bool:
         """True when the trace recorded any kernel, copy or memset."""
         return len(self.gpu) > 0
+
+    @property
+    def unrecorded_launches(self) -> int:
+        """Kernel launches the host made while the trace holds no GPU record at all (0 otherwise):
+        the GPU side of the trace was lost (CUPTI buffers dropped, or CUDA activity not recorded)."""
+        if self.has_gpu_activity or not len(self.runtime):
+            return 0
+        return int(self.runtime["name"].astype(str).str.contains(KERNEL_LAUNCH).sum())
 
     @property
     def main_device(self) -> int | None:

@@ -1,0 +1,126 @@
+"""Steps are found in traces without ProfilerStep ranges (iteration marks, the user's own ranges, a
+repeating op pattern), a cold first step is left out, and the summary and report say how."""
+from __future__ import annotations
+
+import gzip
+import json
+
+import pytest
+
+from diagnose.cli import main
+from diagnose.metrics.steps import find_steps
+from diagnose.trace import load_target
+
+from conftest import PEER_TRACES
+
+PARAM = PEER_TRACES / "param" / "linear_kineto.json.gz"
+
+
+def _trace(tmp_path, iterations: int, marks=(), step_range: str | None = None, first_us: float = 1000.0,
+           period_us: float = 1000.0):
+    """A SYNTHETIC trace of `iterations` loop iterations, each: the `marks` ranges (names), two ops
+    launching one kernel each; the first iteration lasts `first_us`, the others `period_us`."""
+    events, t, corr = [], 0.0, 1
+    for i in range(iterations):
+        length = first_us if i == 0 else period_us
+        if step_range:
+            events.append({"ph": "X", "cat": "user_annotation", "name": step_range, "pid": 1, "tid": 1,
+                           "ts": t, "dur": length * 0.9, "args": {}})
+        offset = 0.0
+        for name in marks:
+            events.append({"ph": "X", "cat": "user_annotation", "name": name, "pid": 1, "tid": 1,
+                           "ts": t + offset, "dur": 20, "args": {}})
+            offset += 30
+        for op in ("aten::mm", "aten::relu"):
+            at = t + offset + (length - 300 - offset) * (0 if op == "aten::mm" else 0.5)
+            events += [
+                {"ph": "X", "cat": "cpu_op", "name": op, "pid": 1, "tid": 1, "ts": at, "dur": 40,
+                 "args": {"External id": corr}},
+                {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": at + 5,
+                 "dur": 10, "args": {"correlation": corr, "External id": corr}},
+                {"ph": "X", "cat": "kernel", "name": f"kernel_{op[6:]}", "pid": 0, "tid": 7, "ts": at + 20,
+                 "dur": 100, "args": {"correlation": corr, "External id": corr, "device": 0, "stream": 7}},
+            ]
+            corr += 1
+        t += length
+    path = tmp_path / "synthetic_steps.json.gz"
+    with gzip.open(path, "wt") as f:
+        json.dump({"traceEvents": events}, f)
+    return load_target(path)
+
+
+def test_profiler_steps_come_first(tmp_path):
+    steps = find_steps(_trace(tmp_path, 4, marks=["Optimizer.step#SGD.step"], step_range="ProfilerStep#1"))
+    assert steps.how.startswith("ProfilerStep#N")
+
+
+@pytest.mark.parametrize("mark, edge", [("Optimizer.step#SGD.step", "optimizer's step"),
+                                        ("enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", "DataLoader"),
+                                        ("Optimizer.zero_grad#Adam.zero_grad", "zero_grad")])
+def test_iteration_marks(tmp_path, mark, edge):
+    steps = find_steps(_trace(tmp_path, 6, marks=[mark]))
+    assert edge in steps.how and "no ProfilerStep" in steps.how
+    assert len(steps.windows) == 5, "six marks make five whole steps"
+    assert all(w.duration == pytest.approx(1000.0, abs=150) for w in steps.windows[:-1])
+    assert sum(w.n_gpu_ops for w in steps.windows) >= 10
+
+
+def test_optimizer_step_before_dataloader(tmp_path):
+    steps = find_steps(_trace(tmp_path, 5, marks=["enumerate(DataLoader)#_X.__next__", "Optimizer.step#SGD.step"]))
+    assert "optimizer's step" in steps.how
+
+
+def test_user_range_that_repeats(tmp_path):
+    steps = find_steps(_trace(tmp_path, 5, marks=["train_step"]))
+    assert "'train_step'" in steps.how and len(steps.windows) == 5
+
+
+def test_two_ranges_repeating_alike_are_not_guessed(tmp_path):
+    steps = find_steps(_trace(tmp_path, 5, marks=["forward", "backward"]))
+    assert "user's own range" not in steps.how
+    assert "repeating pattern" in steps.how, "the op pattern still finds the iterations"
+
+
+def test_repeating_op_pattern(tmp_path):
+    steps = find_steps(_trace(tmp_path, 5))
+    assert "repeating pattern of top-level ops" in steps.how
+    assert len(steps.windows) == 5
+
+
+def test_no_pattern_is_one_window(tmp_path):
+    steps = find_steps(_trace(tmp_path, 2))
+    assert len(steps.windows) == 1 and "one window" in steps.how and steps.cold_start_us is None
+
+
+def test_cold_first_step_is_left_out(tmp_path):
+    steps = find_steps(_trace(tmp_path, 6, step_range="ProfilerStep#0", first_us=5000.0))
+    assert len(steps.windows) == 5 and steps.cold_start_us == pytest.approx(5000, rel=0.05)
+    assert "cold start" in steps.how
+    assert [w.index for w in steps.windows] == list(range(5))
+
+
+def test_a_slower_first_step_is_kept(tmp_path):
+    steps = find_steps(_trace(tmp_path, 6, step_range="ProfilerStep#0", first_us=1800.0))
+    assert len(steps.windows) == 6 and steps.cold_start_us is None
+
+
+def test_summary_and_report_say_how(tmp_path, capsys):
+    path = tmp_path / "synthetic_steps.json.gz"
+    _trace(tmp_path, 6, step_range="ProfilerStep#0", first_us=5000.0)
+    assert main([str(path), "-o", str(tmp_path / "out"), "--no-html"]) == 0
+    text = capsys.readouterr().out
+    assert "  steps: ProfilerStep#N ranges" in text and "cold start" in text
+    summary = json.loads((tmp_path / "out" / "findings.json").read_text())["summary"]
+    assert summary["steps_analysed"] == 5 and summary["cold_start_us"] > 4000
+
+
+def test_param_trace_steps_and_verdict(tmp_path, capsys):
+    """param's 40 iterations of a linear model (RTX 2080 Ti, no ProfilerStep ranges): the optimizer's
+    40 steps give 39 whole iterations, and the GPU waits on the host between small kernels."""
+    assert main([str(PARAM), "--json", "-o", str(tmp_path)]) == 0
+    data = json.loads(capsys.readouterr().out)
+    summary = data["summary"]
+    assert summary["steps_analysed"] == 39 and "optimizer's step" in summary["steps_found_by"]
+    assert 15_000 < summary["step_time_us"] < 40_000, "one iteration, not the whole trace"
+    first = data["findings"][0]
+    assert first["rule"] == "launch-overhead" and first["fixes"][0]["id"] == "cuda-graphs"
