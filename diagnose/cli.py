@@ -44,7 +44,7 @@ commands:
       -                   a trace read from standard input
       FOLDER              re-analyse a folder that diagnose wrote (a capture or a --sweep)
   diagnose demo           the built-in default: the bundled decode workload (its H200 capture without a GPU)
-  diagnose rules          the rules, their inputs and thresholds
+  diagnose rules [RULE]   the rules, their inputs and thresholds (--format json|md); one rule's docs
   diagnose diff A B       compare two runs (traces or folders): faster or slower, and why
 """
 
@@ -78,11 +78,15 @@ class _Parser(argparse.ArgumentParser):
 def build_parser(command: str = "run") -> argparse.ArgumentParser:
     """The parser of one subcommand (its --help fits a screen)."""
     usage = {"run": "diagnose [run] TARGET [options] [SCRIPT ARGS...]  |  diagnose run -m MODULE [options] [ARGS...]",
-             "demo": "diagnose demo [options]", "rules": "diagnose rules",
+             "demo": "diagnose demo [options]", "rules": "diagnose rules [RULE] [--format text|json|md]",
              "diff": "diagnose diff BEFORE AFTER [options]"}[command]
     p = _Parser(prog="diagnose", usage=usage, description=DESCRIPTION, epilog=EPILOG,
                 formatter_class=argparse.RawDescriptionHelpFormatter)
     if command == "rules":
+        from diagnose.rules_table import FORMATS
+
+        p.add_argument("rule", nargs="?", help="one rule, with its documentation")
+        p.add_argument("--format", choices=FORMATS, default="text", help="text (default), json or md")
         return p
     # --- issue 14: `diagnose diff` (diagnose/diff_command.py) ---
     if command == "diff":
@@ -275,9 +279,19 @@ def _before(argv: list[str], target: str) -> list[str]:
 
 def _dispatch(command: str, args) -> int:
     if command == "rules":
-        from diagnose.rules_table import PIPED_WIDTH, print_rules
+        from diagnose import rules_table
 
-        print_rules(_Stdout(highlight=False, width=None if sys.stdout.isatty() else PIPED_WIDTH))
+        rule = rules_table.find_rule(args.rule) if args.rule else None
+        if args.format == "json":
+            _print(rules_table.rules_json(rule))
+        elif args.format == "md":
+            _print(rules_table.rules_markdown(rule).rstrip("\n"))
+        else:
+            console = _Stdout(highlight=False, width=None if sys.stdout.isatty() else rules_table.PIPED_WIDTH)
+            if rule is None:
+                rules_table.print_rules(console)
+            else:
+                rules_table.print_rule(console, rule)
         return EXIT_OK
     # --- issue 14: `diagnose diff` ---
     if command == "diff":
@@ -399,7 +413,7 @@ def _run(args, target_text: str | None, script_args: list[str], config, err: Con
         width = _terminal_width() if tty else None
         _print(report.get(fmt_name).render(diagnosis, outputs=written, width=width, color=colour(tty)).rstrip("\n"))
     if args.open and "report" in written:
-        webbrowser.open(Path(written["report"]).resolve().as_uri())
+        _open_report(Path(written["report"]))
     if diagnosis.workload_failed:
         _print_workload_error(diagnosis.capture.get("error") or {})
         return EXIT_WORKLOAD_FAILED
@@ -477,6 +491,17 @@ def _public(folder: OutputFolder, written: dict[str, str]) -> dict[str, str]:
 def _inputs(args, target_path) -> list:
     """Every path the run reads: the output folder may not be, hold or lie inside any of them."""
     return [target_path, args.ncu_csv, getattr(args, "baseline", None)]
+
+
+def _open_report(path: Path) -> None:
+    """--open: the report in a browser; say so on stderr when no browser could be started."""
+    try:
+        opened = webbrowser.open(path.resolve().as_uri())
+    except webbrowser.Error:
+        opened = False
+    if not opened:
+        print(f"diagnose: --open: no browser found to open {path} (set BROWSER, or open the file yourself)",
+              file=sys.stderr)
 
 
 TRACEBACK_LINES = 12

@@ -7,7 +7,8 @@
   - no saving is negative: a finding recovers between 0 and the whole step, an offender's time
     after a fix is never above its time now, and no quiet rule's line says "would save −x %";
   - an estimate never exceeds what removing the recovered time can give (Amdahl over the step:
-    step / (step − recoverable_us)), and an estimate comes with the time it recovers;
+    step / (step − recoverable_us)), and an estimate comes with the time it recovers; exposed-comm
+    recovers at most the step's exposed communication;
   - accounting buckets lie in [0, 1] and the summed ones add up to 1 (also each rank's);
   - a rank's collective wait and time lie within that rank's profiled step.
 `enforce(diagnosis)` is what the assembling step runs: a finding that breaks one is dropped, with
@@ -24,6 +25,7 @@ SPEEDUP_ROUNDING = 0.006  # est_speedup is rounded to 2 decimals
 RECOVERED_ROUNDING = 0.05  # recoverable_us is rounded to 1 decimal by some rules
 SHARE_ROUNDING = 0.05  # percentages are rounded to 1 decimal
 SUM_TOLERANCE = 1e-9
+RECOVERED_FROM = {"exposed-comm": "comm_exposed"}  # the one accounting bucket a rule's saving comes out of
 DROPPED = "dropped the {rule} finding: it broke an invariant of diagnose ({why})"
 
 
@@ -66,8 +68,10 @@ def _all(d: dict) -> list[tuple[int | None, str]]:
     """(finding index or None, sentence) for every violation."""
     out: list[tuple[int | None, str]] = []
     step = (d.get("summary") or {}).get("step_time_us")
+    buckets = {b.get("id"): b for b in ((d.get("summary") or {}).get("accounting") or {}).get("buckets") or []}
     for i, f in enumerate(d.get("findings") or []):
         out += [(i, f"{f.get('rule')}: {why}") for why in _finding(f, step)]
+        out += [(i, f"{f.get('rule')}: {why}") for why in _within_bucket(f, buckets)]
     out += [(None, why) for why in _quiet(d.get("checked") or [])]
     out += [(None, why) for why in _accounting(d)]
     out += [(None, why) for why in _ranks(d)]
@@ -115,6 +119,20 @@ def _finding(f: dict, step) -> list[str]:
             out.append(f"estimate {est}× exceeds {bound:.3f}×, what removing its {rec} µs of the {step} µs step "
                        "can give")
     return out
+
+
+def _within_bucket(f: dict, buckets: dict) -> list[str]:
+    """A finding that removes one part of the step recovers at most that part: exposed-comm at most
+    the step's exposed communication (removing every collective gives step / (step − comm))."""
+    bucket = buckets.get(RECOVERED_FROM.get(f.get("rule")))
+    rec = f.get("recoverable_us")
+    if bucket is None or rec is None:
+        return []
+    most = _num(bucket.get("us_per_step"))
+    if _num(rec) > most + RECOVERED_ROUNDING:
+        return [f"recovers {rec} µs, more than the {most:.1f} µs of {bucket.get('label') or bucket.get('id')} "
+                "in the step"]
+    return []
 
 
 def _quiet(checked: list[dict]) -> list[str]:

@@ -174,7 +174,7 @@ def check_can_capture(python: str | None) -> None:
         check_python(python)
         return
     if importlib.util.find_spec("torch") is None:
-        raise UsageError("capturing a workload needs PyTorch in this Python (pip install 'diagnose[capture]' "
+        raise UsageError("capturing a workload needs PyTorch in this Python (pip install 'diagnose-gpu[capture]' "
                          "or torch), or --python PATH of one that has it; a trace file can be analysed without it")
 
 

@@ -131,3 +131,47 @@ def test_diff_rows_are_ordered_by_size_whatever_the_sign_and_shares_add_up():
     assert [row["id"] for row in rows] == ["launch", "host", "compute", "rest"]
     assert rows[-1]["change"] == "+14.0 µs"
     assert sum(int(row["share"].rstrip("%").replace("−", "-")) for row in rows) == 100
+
+
+def test_open_says_when_it_found_no_browser(tmp_path, monkeypatch, capsys):
+    import webbrowser
+
+    monkeypatch.setattr(webbrowser, "open", lambda url: False)
+    assert main([A, "--open", "-q", "-o", str(tmp_path / "o")]) == 0
+    assert "--open: no browser found" in _error(capsys)
+
+
+def test_rules_one_rule_and_formats(capsys):
+    import json
+
+    from diagnose.rules import ALL_RULES
+
+    assert main(["rules", "sync-stall"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("sync-stall: ") and "--set sync-stall.min_syncs_per_step" in out and "**Signal.**" in out
+    assert main(["rules", "--format", "json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert [r["id"] for r in data["rules"]] == [r.id for r in ALL_RULES] and data["timeline"]
+    assert main(["rules", "launch-overhead", "--format", "md"]) == 0
+    assert "| `min_recoverable_share` | 0.25 |" in capsys.readouterr().out
+    assert main(["rules", "--format", "md"]) == 0
+    assert capsys.readouterr().out.count("\n| `") == len(ALL_RULES)
+    assert main(["rules", "sync-stal"]) == 2
+    assert "did you mean 'sync-stall'?" in _error(capsys)
+
+
+def test_rules_table_never_breaks_a_name_at_80_columns():
+    import io
+
+    from rich.console import Console
+
+    from diagnose.metrics.timeline import PARAMETERS
+    from diagnose.rules import ALL_RULES
+    from diagnose.rules_table import print_rules
+
+    buffer = io.StringIO()
+    print_rules(Console(file=buffer, width=80, highlight=False))
+    text = buffer.getvalue()
+    assert max(len(line) for line in text.splitlines()) <= 80
+    names = [r.id for r in ALL_RULES] + [t.name for r in ALL_RULES for t in r.thresholds] + [t.name for t in PARAMETERS]
+    assert [n for n in names if n not in text] == []

@@ -76,6 +76,16 @@ def test_the_invariants_catch_impossible_numbers():
     assert any("not marked as unmet" in v for v in violations(raw))
 
 
+def test_exposed_comm_recovers_at_most_the_communication():
+    acc = {"step_us": 1000.0, "buckets": [{"id": "compute", "share": 0.54, "us_per_step": 540, "in_sum": True},
+                                          {"id": "comm_exposed", "share": 0.46, "us_per_step": 460, "in_sum": True}]}
+    finding = Finding("exposed-comm", "high", "x", [], [], est_speedup=2.8, recoverable_us=643.0)
+    found = violations(Diagnosis("t", {}, {"step_time_us": 1000.0, "accounting": acc}, [finding], []))
+    assert any("more than the 460.0 µs" in v for v in found)
+    finding.recoverable_us, finding.est_speedup = 460.0, 1.85
+    assert violations(Diagnosis("t", {}, {"step_time_us": 1000.0, "accounting": acc}, [finding], [])) == []
+
+
 def test_enforce_drops_the_finding_and_says_why():
     good = Finding("launch-overhead", "high", "ok", [Evidence("idle", 90, ">=", 25, "%")], [],
                    est_speedup=1.5, recoverable_us=400.0)
@@ -84,6 +94,32 @@ def test_enforce_drops_the_finding_and_says_why():
     assert enforce(d)
     assert [f.rule for f in d.findings] == ["launch-overhead"]
     assert any(w.startswith("dropped the exposed-comm finding") for w in d.warnings)
+
+
+def test_an_impossible_input_is_dropped_with_its_reason_not_shown(tmp_path):
+    """A trace whose FP32 GEMM runs at 3x the FP32 datasheet peak: the share cannot be shown."""
+    from diagnose import analyze
+
+    m = k = n = 8192
+    events = [{"ph": "X", "cat": "user_annotation", "name": f"diagnose/step {s}", "pid": 1, "tid": 1,
+               "ts": s * 6000.0, "dur": 5600.0, "args": {}} for s in range(2)]
+    for s in range(2):
+        t, corr = s * 6000.0 + 10, s + 1
+        events += [{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": t, "dur": 10,
+                    "args": {"External id": corr, "Input Dims": [[m, k], [k, n]], "Input type": ["float", "float"]}},
+                   {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": t + 2,
+                    "dur": 3, "args": {"correlation": corr, "External id": corr}},
+                   {"ph": "X", "cat": "kernel", "name": "void cutlass::Kernel2<cutlass_80_simt_sgemm_256x128_8x4_nn_align1>()",
+                    "pid": 0, "tid": 7, "ts": t + 10, "dur": 2 * m * k * n / (3 * FP32_FLOP_PER_US),
+                    "args": {"correlation": corr, "External id": corr, "device": 0, "stream": 7,
+                             "grid": [132, 1, 1], "block": [256, 1, 1]}}]
+    path = tmp_path / "impossible.json"
+    path.write_text(json.dumps({"traceName": "SYNTHETIC: FP32 GEMM above its datasheet peak",
+                                "deviceProperties": [{"id": 0, "name": "NVIDIA H200", "numSms": 132}],
+                                "traceEvents": events}))
+    d = analyze(path)
+    assert "compute-bound" not in [f.rule for f in d.findings] and violations(d) == []
+    assert any(w.startswith("dropped the compute-bound finding") and "above 100 %" in w for w in d.warnings)
 
 
 def test_an_unmet_comparison_is_marked_and_shown():
@@ -97,6 +133,8 @@ def test_an_unmet_comparison_is_marked_and_shown():
 # --- synthetic traces: well-formed kineto traces with random steps, GEMMs, elementwise chains,
 # syncs and collectives on an H200, so that the rules fire and price what they find ---
 GEMM_TYPES = [["c10::BFloat16", "c10::BFloat16"], ["float", "float"], ["c10::Half", "c10::Half"]]
+# the H200's datasheet rates (dense), per µs: no generated kernel runs faster than its hardware can
+FP32_FLOP_PER_US, BF16_FLOP_PER_US, HBM_BYTES_PER_US = 67e6, 989e6, 4.8e6
 ELEMENTWISE = ["aten::add", "aten::mul", "aten::silu", "aten::gelu", "aten::div"]
 
 
@@ -131,7 +169,7 @@ def synthetic_trace(draw) -> dict:
     sizes = draw(st.lists(st.sampled_from([64, 512, 1024, 4096, 8191, 8192]), min_size=3, max_size=3))
     kind = draw(st.integers(0, 2))
     host = draw(st.floats(1, 400))
-    speed = draw(st.floats(0.2, 3))
+    speed = draw(st.floats(0.05, 0.95))  # share of the H200's datasheet rate the kernels reach
     for step in range(n_steps):
         start = t
         for op in ops:
@@ -140,11 +178,12 @@ def synthetic_trace(draw) -> dict:
                 flops = 2 * m * k * n
                 launch("aten::mm", [[m, k], [k, n]], GEMM_TYPES[kind], "nvjet_sm90_tst_128x64_64x4_1x2_h_bz_coopA_NNT"
                        if kind != 1 else "void cutlass::Kernel2<cutlass_80_simt_sgemm_256x128_8x4_nn_align1>()",
-                       max(flops / (4e8 if kind == 1 else 6e8) * speed, 2), host)
+                       max(flops / ((FP32_FLOP_PER_US if kind == 1 else BF16_FLOP_PER_US) * speed), 2), host)
             elif op == "chain":
+                width = 4 if kind == 1 else 2
                 for name in ELEMENTWISE[:draw(st.integers(2, 5))]:
                     launch(name, [[m, n], [m, n]], GEMM_TYPES[kind], "void at::native::vectorized_elementwise_kernel<4>()",
-                           max(m * n * 6 / 3e6 * speed, 1.5), host)
+                           max(3 * m * n * width / (HBM_BYTES_PER_US * speed), 1.5), host)
             elif op == "comm":
                 launch("nccl:all_reduce", [[m * n]], ["float"], "ncclDevKernel_AllReduce_Sum_f32_RING_LL",
                        max(m * n * 4 / 2e5 * speed, 5), host, stream=20)
