@@ -117,6 +117,14 @@ def _missing_steps(ctx: "Context") -> str | None:
     return None if ctx.metrics.steps.windows else "no measured step could be found in the trace"
 
 
+def _missing_steady_state(ctx: "Context") -> str | None:
+    capture = ctx.metrics.graph_capture
+    if capture is None or not capture.dominates:
+        return None
+    return (f"graph capture, not a steady state: {capture.text()}; captured kernels run on replay, "
+            "so the host time here is set-up, not the workload's")
+
+
 def _missing_ranks(ctx: "Context") -> str | None:
     if ctx.ranks is not None and len(ctx.ranks) >= 2:
         return None
@@ -129,6 +137,7 @@ NEEDS: dict[str, Need] = {
     "steps": Need("at least one measured step", _missing_steps),
     "device-peaks": Need("the device's bandwidth and FLOP/s ceilings (a GPU diagnose knows)", _missing_device_peaks),
     "ranks": Need("the traces of at least two ranks of one job", _missing_ranks),
+    "steady-state": Need("steps that run the workload (not a CUDA/HIP graph being captured)", _missing_steady_state),
     "memory": Need("an allocator record (memory.json beside the trace, meta.json's memory block, or allocator "
                    "events from profile_memory=True)", _missing_memory),
 }
@@ -250,6 +259,10 @@ def verdict(d: Diagnosis) -> str:
     accounting = d.summary.get("accounting") or {}
     buckets = {b["id"]: b for b in accounting.get("buckets", []) if b.get("in_sum", True)}
     largest = buckets.get(accounting.get("largest_non_compute") or "")
+    capture = d.summary.get("graph_capture")
+    if capture and not d.findings:
+        return (f"Graph capture, not a steady state: {capture}. The kernels run when the graph is replayed; "
+                "profile steps after the capture (the replay) for a verdict on the workload.")
     if d.findings:
         top = d.findings[0]
         gain = f" (est. {fmt(top.est_speedup)}× faster with {top.fixes[0].id})" if top.est_speedup and top.fixes else ""
