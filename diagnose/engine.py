@@ -245,6 +245,7 @@ def _impact(finding: Finding) -> tuple:
 NO_TORCH_WARNING = "the workload ran no PyTorch operation"  # trace/load.py's warning for such a capture
 UNEXPLAINED_NAMED_SHARE = 0.10  # unexplained time at least this share of the step is named in the verdict
 LOSS_NAMED_SHARE = 0.25  # a non-compute bucket this large, not covered by the top finding, is named too
+COLD_SETUP_SHARE = 0.5  # host setup inside launching ops this large, nothing fired: the window is a cold start
 EXPLAIN_UNEXPLAINED = ("a capture in script or function mode (`diagnose model.py`) samples the Python stack, "
                        "or record the trace with torch.profiler(with_stack=True), to name the code")
 
@@ -287,6 +288,9 @@ def verdict(d: Diagnosis) -> str:
     compute = buckets.get("compute", {}).get("share", busy)
     if busy < 0.5:
         where = f" The largest part of the rest is {_bucket_text(largest)}." if largest else ""
+        if largest and largest["id"] == "host_in_ops" and largest["share"] >= COLD_SETUP_SHARE:
+            where += (" That is first-call setup (module loading, kernel and algorithm selection): the window is "
+                      "a cold start, not a steady state; profile steps after a warm-up.")
         return (f"No rule fired; the GPU computes only {_percent(compute)} of the step.{where}"
                 f"{_unexplained_note(buckets, largest)}")
     where = ""

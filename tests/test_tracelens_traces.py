@@ -96,3 +96,11 @@ def test_trace_stacks_label_the_innermost_user_frame(tmp_path):
     got = dict(zip(lines["where"], lines["us"]))
     assert got["lib/pre.py:5 resize"] == pytest.approx(400, abs=25)
     assert got["app.py:10 main"] == pytest.approx(300, abs=25), "torch's own frames and builtins are skipped"
+
+
+def test_cold_window_says_so(tmp_path, capsys):
+    """A normalisation-layer unit test recorded with no warm-up (MI300X): MIOpen and kernel loading
+    on the first calls hold 98 % of the window; it is a cold start, not a steady state."""
+    data = _run(LENS / "perf_model" / "normalization" / "normalization_layer_test.json.gz", tmp_path, capsys)
+    assert not data["findings"]
+    assert "cold start" in data["verdict"] and "warm-up" in data["verdict"]

@@ -44,8 +44,9 @@ class GraphCapture:
 
     def text(self) -> str:
         """'1 graph capture holds 428 of 428 kernel launches (100 %)'."""
-        graphs = f"{self.captures} graph capture{'s hold' if self.captures != 1 else ' holds'}"
-        return (f"{graphs} (cudaStreamBeginCapture … EndCapture) {self.captured_launches:,} of the "
+        graphs, verb = (f"{self.captures} graph capture", "holds") if self.captures == 1 else \
+            (f"{self.captures} graph captures", "hold")
+        return (f"{graphs} (cudaStreamBeginCapture … EndCapture) {verb} {self.captured_launches:,} of the "
                 f"{self.launches:,} kernel launches ({self.share:.0%})")
 
 
