@@ -124,6 +124,8 @@ def test_param_trace_steps_and_verdict(tmp_path, capsys):
     assert 15_000 < summary["step_time_us"] < 40_000, "one iteration, not the whole trace"
     first = data["findings"][0]
     assert first["rule"] == "launch-overhead" and first["fixes"][0]["id"] == "cuda-graphs"
+    # its GPU records' `External id` is their correlation id: kernels are linked to ops by nesting
+    assert first["offenders"][0]["op"].startswith("aten::")
 
 
 def test_identical_layers_of_one_forward_are_not_steps(tmp_path):
