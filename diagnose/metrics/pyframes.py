@@ -124,9 +124,9 @@ def trace_stacks(trace: Trace) -> PySamples | None:
     order = np.argsort(frames["ts"].to_numpy(float), kind="stable")  # a callee starts after its caller
     lo = np.searchsorted(t, frames["ts"].to_numpy(float)[order], side="left")
     hi = np.searchsorted(t, frames["end"].to_numpy(float)[order], side="left")
-    for i, a, b in zip(order.tolist(), lo.tolist(), hi.tolist()):
-        if b > a:
-            label[a:b] = i
+    wide = np.nonzero(hi > lo)[0]  # most calls are shorter than the grid and cover no point
+    for i, a, b in zip(order[wide].tolist(), lo[wide].tolist(), hi[wide].tolist()):
+        label[a:b] = i
     keep = label >= 0
     t, label = t[keep], label[keep]
     file = parts["file"].to_numpy(object)[label]
