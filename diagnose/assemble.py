@@ -3,13 +3,15 @@
 Everything a renderer shows is computed here, once, from the trace, its Metrics and the rules'
 results: the summary numbers, the verdict, and the typed `Details` sections (top kernels with
 their Nsight Compute columns, the median step's timeline, the per-step table, memory, roofline,
-the ncu join). Renderers (diagnose/report) only read the Diagnosis; nothing writes on the trace.
+the ncu join). Renderers (diagnose/report) only read the Diagnosis; nothing writes on the trace. Last, the
+Diagnosis is held to diagnose/invariants.py: a finding with an impossible number is dropped.
 """
 from __future__ import annotations
 
 from diagnose.config import Config
 from diagnose.engine import Context, run_rules, verdict
 from diagnose.findings import Details, Diagnosis
+from diagnose.invariants import enforce
 from diagnose.memory.details import memory_details
 from diagnose.metrics import views
 from diagnose.ncu.details import enrich_top_kernels, join_warnings, ncu_details
@@ -38,6 +40,7 @@ def diagnose_trace(trace: Trace, config: Config | None = None, rules: list | Non
     d.details = details(ctx, ncu, ncu_seconds)
     d.warnings = _unique([*notes, *join_warnings(ctx.metrics, ncu_label), *trace.warnings, *ctx.warnings,
                           *ctx.metrics.warnings])
+    enforce(d)  # a finding with an impossible number is dropped, the reason in warnings
     d.verdict = verdict(d)
     return d
 

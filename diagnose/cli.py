@@ -11,6 +11,7 @@ diagnose's own options go before it; `--` still separates them explicitly.
 from __future__ import annotations
 
 import argparse
+import difflib
 import math
 import os
 import signal
@@ -24,7 +25,9 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn
 
 from diagnose.errors import EXIT_FINDING, EXIT_OK, EXIT_WORKLOAD_FAILED, DiagnoseError, UsageError
 from diagnose.findings import SEVERITIES
+from diagnose.format import plain
 from diagnose.output import OutputFolder
+from diagnose.report.richtext import colour, safe
 from diagnose.version import __version__
 
 SUBCOMMANDS = ("run", "demo", "rules", "diff")
@@ -58,9 +61,17 @@ thresholds: --set RULE.NAME=VALUE, or in pyproject.toml under [tool.diagnose.thr
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse, with its errors as one line and exit code 2 through UsageError."""
+    """argparse, with its errors as one line and exit code 2 through UsageError; a misspelt option
+    gets the nearest one."""
 
     def error(self, message: str):
+        if message.startswith("unrecognized arguments:"):
+            unknown = [t.split("=", 1)[0] for t in message.split(":", 1)[1].split() if t.startswith("-")]
+            for token in unknown:
+                close = difflib.get_close_matches(token, [o for o in self._option_string_actions
+                                                          if o.startswith("--")], n=1, cutoff=0.6)
+                if close:
+                    raise UsageError(f"unknown option {token!r}; did you mean {close[0]!r}? (see `diagnose --help`)")
         raise UsageError(f"{message} (see `diagnose --help`)")
 
 
@@ -188,16 +199,19 @@ def main(argv: list[str] | None = None) -> int:
     command = argv[0] if argv and argv[0] in SUBCOMMANDS else "run"
     if argv and argv[0] in SUBCOMMANDS:
         argv = argv[1:]
+
     previous = {}
     if threading.current_thread() is threading.main_thread():
         previous = {sig: signal.signal(sig, _on_terminate) for sig in (signal.SIGTERM, signal.SIGHUP)}
         if command_line:  # the command itself, not a caller's process that imported main()
             adopt_orphans()
     try:
+        if command == "run" and argv:
+            _check_not_a_misspelt_command(argv)
         args = _parse(command, argv)
         return _dispatch(command, args)
     except DiagnoseError as exc:
-        print(f"diagnose: error: {exc}", file=sys.stderr)
+        print(f"diagnose: error: {plain(exc)}", file=sys.stderr)  # one line, whatever it quotes
         return exc.exit_code
     except Terminated as exc:
         print("diagnose: terminated" if exc.signum == signal.SIGTERM else "diagnose: hung up", file=sys.stderr)
@@ -233,8 +247,26 @@ def _parse(command: str, argv: list[str]) -> argparse.Namespace:
         return args
     # A trace, folder or function target: what follows it is diagnose's own options.
     again = build_parser(command).parse_args([*_before(argv, args.target), *rest, args.target])
+    extra = [t for t in [again.target, *again.script_args] if t != args.target and not t.startswith("-")]
+    if again.script_args:
+        if len(extra) == 1 and not extra[0].endswith(".py"):
+            raise UsageError(f"two targets ({args.target} and {extra[0]}): to compare two runs, use "
+                             f"`diagnose diff {args.target} {extra[0]}`")
+        raise UsageError(f"unexpected argument(s) after {args.target}: {' '.join(extra)} (see `diagnose --help`)")
     again.script_args = []
     return again
+
+
+def _check_not_a_misspelt_command(argv: list[str]) -> None:
+    """A usage error when the first word is no file or folder but close to a subcommand (`diagnose dif
+    A B`), rather than reading it as a target."""
+    word = argv[0]
+    if word.startswith("-") or "." in word or "/" in word or Path(word).exists():
+        return
+    close = difflib.get_close_matches(word, SUBCOMMANDS, n=1, cutoff=0.6)
+    if close:
+        rest = " ".join(argv[1:])
+        raise UsageError(f"unknown command {word!r}; did you mean `diagnose {close[0]}{' ' + rest if rest else ''}`?")
 
 
 def _before(argv: list[str], target: str) -> list[str]:
@@ -281,7 +313,7 @@ def _run_demo(args, config, err: Console) -> int:
     capture = bundled.demo_capture()
     if _output_format(args) == "text" and not args.quiet:
         print("No CUDA GPU here: analysing the bundled real NVIDIA H200 capture of the same "
-              f"workload ({capture}).", file=sys.stderr)
+              f"workload ({plain(capture)}).", file=sys.stderr)
     args.out = args.out or Path("diagnose-out") / "demo"
     return _run(args, str(capture), [], config, err)
 
@@ -351,7 +383,7 @@ def _run(args, target_text: str | None, script_args: list[str], config, err: Con
     if quiet_progress:
         for note in diagnosis.warnings:
             if note.startswith(("--ncu", "ncu.", "--verify")):
-                print(f"diagnose: {note}", file=sys.stderr)
+                print(f"diagnose: {plain(note)}", file=sys.stderr)
     if compared is not None:  # issue 14: with --baseline, stdout shows the diff
         from diagnose.diff_command import exit_code, show
 
@@ -365,10 +397,11 @@ def _run(args, target_text: str | None, script_args: list[str], config, err: Con
     else:
         tty = sys.stdout.isatty()
         width = _terminal_width() if tty else None
-        _print(report.get(fmt_name).render(diagnosis, outputs=written, width=width, color=tty).rstrip("\n"))
+        _print(report.get(fmt_name).render(diagnosis, outputs=written, width=width, color=colour(tty)).rstrip("\n"))
     if args.open and "report" in written:
         webbrowser.open(Path(written["report"]).resolve().as_uri())
     if diagnosis.workload_failed:
+        _print_workload_error(diagnosis.capture.get("error") or {})
         return EXIT_WORKLOAD_FAILED
     worst = diagnosis.worst_severity()
     if config.fail_on and worst and SEVERITIES.index(worst) <= SEVERITIES.index(config.fail_on):
@@ -446,6 +479,36 @@ def _inputs(args, target_path) -> list:
     return [target_path, args.ncu_csv, getattr(args, "baseline", None)]
 
 
+TRACEBACK_LINES = 12
+
+
+def _print_workload_error(error: dict) -> None:
+    """The failed workload's traceback, its last frames (file:line), on stderr: the terminal shows
+    where it failed, not only findings.json."""
+    tb = _user_frames((error.get("traceback") or "").rstrip().splitlines())
+    if not tb:
+        return
+    shown = tb[-TRACEBACK_LINES:]
+    head = "the workload's traceback" + (f" (last {len(shown)} of {len(tb)} lines)" if len(tb) > len(shown) else "")
+    print(f"diagnose: {head}:", file=sys.stderr)
+    for line in shown:
+        print(f"  {line}", file=sys.stderr)
+
+
+def _user_frames(lines: list[str]) -> list[str]:
+    """A traceback without the frames of diagnose's own capture code and of frozen modules (runpy)."""
+    here = str(Path(__file__).resolve().parent)
+    out, skipping = [], False
+    for line in lines:
+        if line.startswith("  File "):
+            skipping = here in line or '"<frozen ' in line
+        elif not line.startswith("    "):
+            skipping = False
+        if not skipping:
+            out.append(line)
+    return out
+
+
 def _terminal_width() -> int:
     try:
         return os.get_terminal_size(sys.stdout.fileno()).columns
@@ -521,6 +584,7 @@ class _progress:
             label = f"capturing sweep point {event.get('value')}"
         if event.get("phase") == "verify":  # issue 13
             label = f"verifying fixes: {event.get('variant')}"
+        label = safe(label)  # what the workload reports is untrusted: no control characters, no rich markup
         total = event.get("total") or None
         task = self.progress.tasks[0] if self.progress.tasks else None
         if task is None or task.description != label or task.total != total:

@@ -15,6 +15,9 @@ from diagnose.errors import UsageError
 from diagnose.findings import SEVERITIES
 
 
+TOOL_KEYS = ("fail-on", "thresholds")  # what [tool.diagnose] may hold
+
+
 @dataclasses.dataclass
 class Config:
     """Threshold overrides keyed "rule-id.name" (or "timeline.name"), and the CI fail level."""
@@ -44,34 +47,52 @@ def load_config(set_args: list[str] | None = None, fail_on: str | None = None,
         table = _read_tool_table(pyproject)
         if table:
             source = str(pyproject)
+            _check_keys(table, pyproject)
             file_fail_on = table.get("fail-on")
+            if file_fail_on is not None and file_fail_on not in SEVERITIES:
+                raise UsageError(f"{pyproject}: [tool.diagnose] fail-on must be one of {', '.join(SEVERITIES)}, "
+                                 f"got {file_fail_on!r}")
             thresholds = table.get("thresholds", {})
             if not isinstance(thresholds, dict):
                 raise UsageError(f"{pyproject}: [tool.diagnose] thresholds must be a table of "
                                  f"\"rule.name\" = number, got {type(thresholds).__name__}")
             for key, value in _flatten(thresholds).items():
                 overrides[key] = _number(key, value, str(pyproject))
+    set_keys = set()
     for item in set_args or []:
         if "=" not in item:
             raise UsageError(f"--set expects RULE.NAME=VALUE, got {item!r}")
         key, raw = item.split("=", 1)
         overrides[key.strip()] = _number(key.strip(), raw.strip(), "--set")
+        set_keys.add(key.strip())
     for key, value in overrides.items():
-        _check(key, value, known or {})
+        _check(key, value, known or {}, "--set" if key in set_keys else f"{pyproject}: [tool.diagnose.thresholds]")
     level = fail_on or file_fail_on
     if level is not None and level not in SEVERITIES:
         raise UsageError(f"--fail-on must be one of {', '.join(SEVERITIES)}, got {level!r}")
     return Config(overrides=overrides, fail_on=level, source=source)
 
 
-def _check(key: str, value: float, known: dict) -> None:
+def _check(key: str, value: float, known: dict, where: str = "--set") -> None:
+    prefix = "" if where == "--set" else f"{where}: "
     if key not in known:
         close = difflib.get_close_matches(key, list(known), n=1, cutoff=0.6)
         hint = f"did you mean {close[0]!r}?" if close else "`diagnose rules` lists them"
-        raise UsageError(f"unknown threshold {key!r}; {hint}")
+        raise UsageError(f"{prefix}unknown threshold {key!r}; {hint}")
     problem = known[key].problem(value)
     if problem:
-        raise UsageError(f"threshold {key} {problem}")
+        raise UsageError(f"{prefix}threshold {key} {problem}")
+
+
+def _check_keys(table: dict, pyproject: Path) -> None:
+    """A usage error naming the file and the nearest key for a key [tool.diagnose] does not have (a
+    misspelt `fail-on` would otherwise leave a CI gate that never trips)."""
+    for key in table:
+        if key in TOOL_KEYS:
+            continue
+        close = difflib.get_close_matches(str(key), TOOL_KEYS, n=1, cutoff=0.5)
+        hint = f"did you mean {close[0]!r}?" if close else f"it has {' and '.join(repr(k) for k in TOOL_KEYS)}"
+        raise UsageError(f"{pyproject}: unknown key {key!r} in [tool.diagnose]; {hint}")
 
 
 def _find_pyproject(start: Path) -> Path | None:

@@ -21,6 +21,7 @@ from diagnose.diff import DiffReport, diff_diagnoses
 from diagnose.errors import EXIT_FINDING, EXIT_OK, UsageError
 from diagnose.findings import Diagnosis
 from diagnose.output import OutputFolder
+from diagnose.report.richtext import colour
 from diagnose.safe_files import write_new
 
 USAGE = "diagnose diff BEFORE AFTER [--format text|json|md|html] [-o DIR] [--fail-on-regression PCT]"
@@ -152,7 +153,7 @@ def show(result: DiffReport, args, written: dict[str, str]) -> None:
         text = "\n".join(written.values())
     else:
         tty = sys.stdout.isatty()
-        text = renderer.render_diff(result, outputs=written, width=None, color=tty).rstrip("\n")
+        text = renderer.render_diff(result, outputs=written, width=None, color=colour(tty)).rstrip("\n")
     try:
         print(text, flush=True)
     except BrokenPipeError:  # the reader stopped early (`| head`): drop the rest

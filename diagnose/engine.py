@@ -266,7 +266,7 @@ def verdict(d: Diagnosis) -> str:
                 "profile steps after the capture (the replay) for a verdict on the workload.")
     if d.findings:
         top = d.findings[0]
-        gain = f" (est. {fmt(top.est_speedup)}× faster with {top.fixes[0].id})" if top.est_speedup and top.fixes else ""
+        gain = f" (est. {fmt(top.est_speedup)}× faster with {top.fix_phrase()})" if top.est_speedup and top.fixes else ""
         extra, named = "", None
         if largest and largest["share"] >= LOSS_NAMED_SHARE and (top.recoverable_us or 0) < 0.5 * largest["us_per_step"]:
             extra, named = f" Meanwhile {_bucket_text(largest)}.", largest

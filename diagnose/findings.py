@@ -4,6 +4,7 @@ from __future__ import annotations
 import dataclasses
 
 from diagnose.format import fmt
+from diagnose.invariants import holds
 
 SCHEMA = "diagnose.findings/1"
 SEVERITIES = ("high", "medium", "low")
@@ -11,20 +12,34 @@ SEVERITIES = ("high", "medium", "low")
 
 @dataclasses.dataclass
 class Evidence:
-    """One measured value compared with its threshold: "host wait 71 % > 20 %"."""
+    """One measured value compared with its threshold: "host wait 71 % > 20 %".
+
+    A comparison that does not hold (a rule that fires on either of two conditions shows both)
+    carries `holds = False`, set here from the numbers, and is shown as not met."""
 
     metric: str
     value: float
     op: str = ""
     threshold: float | None = None
     unit: str = ""
+    holds: bool | None = None  # False: the comparison is not met; None: met, or not a comparison
+
+    def __post_init__(self):
+        if self.holds is None and holds(self.value, self.op, self.threshold) is False:
+            self.holds = False
+
+    @property
+    def is_test(self) -> bool:
+        """True when the line compares its value with a threshold."""
+        return self.threshold is not None and bool(self.op)
 
     def text(self) -> str:
-        """The evidence as one readable condition."""
+        """The evidence as one readable condition ("(not met)" after one that does not hold)."""
         unit = f" {self.unit}" if self.unit else ""
-        if self.threshold is None or not self.op:
+        if not self.is_test:
             return f"{self.metric} {fmt(self.value)}{unit}"
-        return f"{self.metric} {fmt(self.value)}{unit} {self.op} {fmt(self.threshold)}{unit}"
+        unmet = " (not met)" if self.holds is False else ""
+        return f"{self.metric} {fmt(self.value)}{unit} {self.op} {fmt(self.threshold)}{unit}{unmet}"
 
 
 @dataclasses.dataclass
@@ -35,6 +50,7 @@ class Fix:
     title: str
     how: str
     code: str = ""
+    prerequisite: bool = False  # a change the next fix needs first; the finding's estimate is for both
 
 
 @dataclasses.dataclass
@@ -53,6 +69,15 @@ class Finding:
     why: str = ""
     verify: list | None = None  # --verify: one entry per fix, measured (diagnose/verify/model.py Verification.to_dict)
     ranks: list | None = None  # with several ranks: the ranks it holds on (None: a single trace)
+
+    def fix_phrase(self) -> str:
+        """The fix the estimate is for: "cuda-graphs", or "fused-optimizer, then cuda-graphs" when the
+        first fix is a prerequisite of the next ("" without fixes)."""
+        if not self.fixes:
+            return ""
+        if self.fixes[0].prerequisite and len(self.fixes) > 1:
+            return f"{self.fixes[0].id}, then {self.fixes[1].id}"
+        return self.fixes[0].id
 
 
 @dataclasses.dataclass
@@ -136,6 +161,9 @@ class Diagnosis:
         for finding in data["findings"]:  # additive: `ranks` only when several ranks were analysed
             if finding.get("ranks") is None:
                 finding.pop("ranks", None)
+            for e in finding["evidence"]:  # additive: `holds` only on a comparison that is not met
+                if e.get("holds") is None:
+                    e.pop("holds", None)
         return data
 
     @classmethod

@@ -65,6 +65,14 @@ CATALOGUE: dict[str, tuple[str, str]] = {
                   "torch.compile(model, fullgraph=True) raises at the first graph break, with its reason and "
                   "line, instead of silently splitting the step into graphs with eager code between them; "
                   "torch._dynamo.explain(model)(x) lists every break at once."),
+    "channels-last": ("Put convolutions in channels_last (NHWC)",
+                      "model.to(memory_format=torch.channels_last) and the input "
+                      "x.contiguous(memory_format=torch.channels_last): cuDNN then runs its NHWC convolution "
+                      "kernels directly, without converting layouts around every convolution."),
+    "fused-optimizer": ("Use a fused (or foreach) optimizer",
+                        "torch.optim.AdamW(params, fused=True) updates all parameters in a few fused kernels "
+                        "(foreach=True in a few multi-tensor kernels) instead of ~10 small kernels per parameter "
+                        "tensor; zero_grad(set_to_none=True) and clip_grad_norm_(..., foreach=True) likewise."),
     "balance-ranks": ("Balance the work across ranks",
                       "Give every rank the same work per step: equal-sized shards and batches (a "
                       "DistributedSampler with drop_last, length-bucketed batches for variable-length "
@@ -74,7 +82,19 @@ CATALOGUE: dict[str, tuple[str, str]] = {
 }
 
 
-def fix(fix_id: str, code: str = "", how: str | None = None) -> Fix:
-    """A Fix from the catalogue, optionally with a case-specific code example or explanation."""
+def fix(fix_id: str, code: str = "", how: str | None = None, prerequisite: bool = False) -> Fix:
+    """A Fix from the catalogue, optionally with a case-specific code example or explanation;
+    `prerequisite`: the next fix of the finding needs this one first."""
     title, default_how = CATALOGUE[fix_id]
-    return Fix(id=fix_id, title=title, how=how or default_how, code=code)
+    return Fix(id=fix_id, title=title, how=how or default_how, code=code, prerequisite=prerequisite)
+
+
+def optimizer_code(name: str) -> str:
+    """The fix as code, for the optimizer class found."""
+    cls = name if name in ("Adam", "AdamW", "SGD", "Adagrad") else "AdamW"
+    return (f"opt = torch.optim.{cls}(model.parameters(), lr=lr, fused=True)  # or foreach=True\n"
+            "...\n"
+            "opt.zero_grad(set_to_none=True)\n"
+            "loss.backward()\n"
+            "torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0, foreach=True)  # if you clip\n"
+            "opt.step()")

@@ -1,8 +1,12 @@
 """How numbers and names are written for people, the same in every sentence, table and chart.
 
 The verdict and the evidence sentences (model layer) and every renderer use these, so they live
-at the bottom of the layers. `plain` makes untrusted text (kernel and op names from a trace) safe
-for a terminal: control characters are shown escaped rather than executed.
+at the bottom of the layers. Untrusted text (kernel and op names from a trace, paths, messages
+that quote them) goes through `plain` for a terminal or a log line: control characters (ANSI
+escapes, newlines, bidirectional overrides) are shown escaped rather than executed, so a kernel
+named "x\nVerdict: HEALTHY" cannot start a line of its own. `markdown` makes it inert in
+Markdown posted where people read it (a pull-request comment, a CI job summary): no markup, no
+HTML, no @mention that pings anyone, no #123 reference, no link made of a bare URL.
 """
 from __future__ import annotations
 
@@ -13,7 +17,13 @@ from typing import Any
 # Kernel names are untrusted and can be megabytes long: look at this much of one, at most.
 MAX_NAME_CHARS = 2000
 _QUALIFIER = re.compile(r"(?:\(anonymous namespace\)|\b[A-Za-z_]\w*)::")
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]<>()#+!|~&])")  # & too: an entity (&#64;) would decode to markup
+# What GitHub links without markup: @user and @org/team mentions, #123 references, e-mail addresses
+# (user@host) and the extended autolinks (http://, https://, ftp://, www.). A zero-width space after
+# the @ or #, inside the scheme's "://" or after "www" breaks each pattern and prints nothing.
+ZWSP = "\u200b"
+_LINKED = re.compile(r"(?<=[@#])|(?i:(?<=https:)|(?<=http:)|(?<=ftp:))(?=//)|(?i:(?<=\bwww))(?=\.)")
 
 
 def fmt(value: Any) -> str:
@@ -92,5 +102,14 @@ def _drop_argument_list(signature: str) -> str:
 
 
 def plain(text) -> str:
-    """`text` safe to print on a terminal: control characters (ANSI escapes among them) shown as \\xNN."""
+    """`text` safe to print on a terminal or in one line of a log: control characters (ANSI escapes,
+    newlines, tabs, bidirectional overrides) shown as visible escapes (\\x1b, \\n, \\u202e)."""
     return _CONTROL.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), str(text))
+
+
+def markdown(text) -> str:
+    """Untrusted text made inert in GitHub-flavoured Markdown, also inside a table cell: one line,
+    control characters escaped, every markup character backslash-escaped (no emphasis, links,
+    HTML tags or entities), and mentions, references and bare URLs broken (module docstring)."""
+    escaped = _MD_SPECIAL.sub(r"\\\1", " ".join(plain(text).split()))
+    return _LINKED.sub(ZWSP, escaped)

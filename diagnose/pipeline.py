@@ -219,9 +219,10 @@ def verify_fixes(diagnosis: Diagnosis, trace: Trace, spec: CaptureSpec, meta: di
     tried = verify_diagnosis(diagnosis, spec, out, names, timeout_s=timeout_s, python=python,
                              compile_backend=compile_backend, on_progress=on_progress, skip=skip)
     if not any(v.applicable for v in tried):
+        from diagnose.verify.plan import APPLICABLE
+
         diagnosis.warnings.insert(0, "--verify: no finding names a fix that can be applied from outside the code "
-                                     "(cuda-graphs, torch-compile, bf16-tensor-cores, flash-attention, "
-                                     "expandable-segments): nothing was run")
+                                     f"({', '.join(APPLICABLE)}): nothing was run")
 # --- end issue 13 ---
 
 

@@ -198,7 +198,7 @@ class _Placed:
     cb: pd.DataFrame  # the compute-bound ones
     cb_share: float
     acting: pd.DataFrame  # compute-bound ops with an issue whose fix saves time
-    achieved: float  # TFLOP/s of the compute-bound ops
+    achieved: float  # TFLOP/s of the compute-bound ops of the main precision (main_rung)
     main_rung: str
     main_peak: float
     defect_saving: float = 0.0  # share of the step that fixing missing tensor cores / misalignment saves
@@ -228,11 +228,12 @@ def _measure(ctx, t, ops: pd.DataFrame, step_us: float, n: int) -> "_Placed | Qu
     if matrix_share < t["min_share"] and defect_saving < t["min_defect_saving"]:
         return small
     main_rung = cb.groupby("rung")["matrix_us"].sum().idxmax() if len(cb) else None
+    main = cb[cb["rung"] == main_rung]  # a share of a peak is of one precision's ops only
     return _Placed(
         metrics=m, spec=spec, step_us=step_us, n=n, matrix_share=matrix_share, rows=rows, cb=cb,
         cb_share=m.per_step(cb["matrix_us"].sum()) / step_us,
         acting=cb[cb["issue"].notna() & (cb["saving_us"] > 0)],
-        achieved=cb["flops"].sum() / cb["matrix_us"].sum() / 1e6 if len(cb) else 0.0,
+        achieved=main["flops"].sum() / main["matrix_us"].sum() / 1e6 if len(main) else 0.0,
         main_rung=main_rung, main_peak=(spec.peak(main_rung) or math.nan) if main_rung else math.nan,
         defect_saving=defect_saving)
 

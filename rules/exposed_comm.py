@@ -32,7 +32,8 @@ gradient accumulation, skip the all-reduce on all but the last micro-batch (`mod
 so there is one all-reduce per optimizer step instead of one per micro-batch.
 
 **Estimate.** Hiding the exposed part entirely: new step = step − exposed communication, never
-below the GPU compute time; speedup = step ÷ new step. It is an upper bound: overlapping needs
+below the GPU compute time, and never more saved than the exposed communication in the step's own
+accounting (so the estimate is at most step ÷ (step − communication)); speedup = step ÷ new step. It is an upper bound: overlapping needs
 compute to overlap with, and a straggling rank is not fixed by overlap.
 """
 from __future__ import annotations
@@ -87,7 +88,9 @@ class ExposedComm(Rule):
         hide = max(exposed - host_idle, 0.0)
         forwards, n_rounds = rounds
         skip = (n_rounds - 1) / n_rounds * comm_us if forwards >= 2 and n_rounds >= 2 else 0.0
-        saving = min(max(hide, skip), max(step - ctx.metrics.comm.compute_us, 0.0))
+        # removing every collective gives at most the step's exposed communication (on the step's own base)
+        removable = sum(b.us for b in accounting.buckets if b.id == "comm_exposed")
+        saving = min(max(hide, skip), max(step - ctx.metrics.comm.compute_us, 0.0), removable)
         if share < t["min_exposed_share"]:
             return Quiet(f"{on}exposed communication {share:.1%} of the step < {t['min_exposed_share']:.0%} "
                          f"({ctx.metrics.comm.comm_kernels_per_step:g} collectives per step, "
@@ -131,7 +134,7 @@ class ExposedComm(Rule):
             est_speedup=round(step / new_step, 2),
             recoverable_us=round(step - new_step, 1),
             basis=(f"new step = {step:,.0f} − {saving:,.0f} µs ({how}) = {new_step:,.0f} µs, never below the GPU "
-                   f"compute; an upper bound (a straggling rank is not fixed by overlap){note}; {budget.basis}"),
+                   f"compute nor more than the step's exposed communication ({removable:,.0f} µs); an upper bound (a straggling rank is not fixed by overlap){note}; {budget.basis}"),
             why=("A collective has to finish before anything that needs its result can run. DDP starts "
                  "all-reducing a gradient bucket as soon as backward has filled it, so most of the traffic "
                  "hides under the rest of backward; what is left exposed is usually the last bucket, "

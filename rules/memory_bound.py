@@ -136,7 +136,7 @@ class MemoryBound(Rule):
                    fix("triton-kernel", code=_triton_code(offenders[0].get("chain", "") if offenders else ""), how=(
                        "Hand-fuse the chain into one autotuned Triton kernel; keeping each row on chip "
                        "also removes the second read a looped reduction does: "
-                       f"est. {step_us / single_after:.2f}× for the step "
+                       f"est. {max(step_us / single_after, 1.0):.2f}× for the step "
                        f"({single_us:,.0f} µs of single-pass HBM traffic instead of {fused_us:,.0f} µs)."))],
             est_speedup=round(speedup, 2),
             recoverable_us=round(step_us - after, 2),
@@ -238,6 +238,10 @@ def _fusion(ctx, t, good: list[dict]) -> _Fusion:
 def _decide(f: _Fusion, t) -> Quiet | None:
     """Quiet when fusing the chains would save too small a share of the step."""
     good, n, saving, chain_us, fused_us = f.good, f.n, f.saving, f.chain_us, f.fused_us
+    if saving <= 0:
+        return Quiet(f"fusing {len(good) / n:.0f} bandwidth-bound chain(s) per step would save nothing: "
+                     f"{chain_us:,.0f} µs → {fused_us:,.0f} µs fused + {t['fused_call_us']:.0f} µs to enter "
+                     "compiled code is no shorter")
     if saving < t["min_saving_share"]:
         return Quiet(f"fusing {len(good) / n:.0f} bandwidth-bound chain(s) per step would save "
                      f"{max(saving, 0.0):.1%} of the step < {t['min_saving_share']:.1%} "
@@ -315,7 +319,9 @@ def _chains(ops: pd.DataFrame, min_ops: int, bw: float, sm_count: int, peak_tbps
             "measured": bool(measured[i]), "n_measured": int(n_measured[i]), "shapeless": shapeless,
             "intensity": float(flops[i]) / m if m else math.inf,
             "fused_bytes": fused_bytes, "single_bytes": single_bytes,
-            "fused_us": fused_bytes / bw / 1e6, "single_us": single_bytes / bw / 1e6,
+            # a fused chain is never priced above what it measured (its bytes may be overcounted)
+            "fused_us": min(fused_bytes / bw / 1e6, float(time_us[i])),
+            "single_us": min(single_bytes / bw / 1e6, float(time_us[i])),
             "full_wave": bool(sm_count and not np.isnan(blocks[i]) and blocks[i] >= sm_count),
             "names": " → ".join(o.replace("aten::", "") if isinstance(o, str) else "?" for o in op_names[a:b]),
             "shapes": next((x for x in shapes[a:b] if isinstance(x, str)), None),

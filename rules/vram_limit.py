@@ -44,7 +44,7 @@ from diagnose.findings import Evidence, Finding
 from diagnose.fixes import fix
 from diagnose.memory.breakdown import STATES_PER_PARAM
 from diagnose.memory.details import breakdown
-from diagnose.memory.units import gb, in_gb
+from diagnose.memory.units import gb, in_gb, in_size
 
 _REQUEST = re.compile(r"Tried to allocate ([\d.]+) (B|KiB|MiB|GiB|TiB)")
 _UNITS = {"B": 1, "KiB": 2 ** 10, "MiB": 2 ** 20, "GiB": 2 ** 30, "TiB": 2 ** 40}
@@ -148,7 +148,7 @@ def _sizing_from_parts(bd: dict, usable: float) -> dict:
     parts = bd["parts"]
     rest = parts[-1]["bytes"] if parts and parts[-1]["how"].startswith("the peak minus") else 0.0
     sharded = sum(p["bytes"] for p in parts) - rest
-    evidence = [Evidence(p["part"], in_gb(p["bytes"]), unit="GB") for p in parts]
+    evidence = [Evidence(p["part"], value, unit=unit) for p in parts for value, unit in [in_size(p["bytes"])]]
     room = usable - rest
     gpus = math.ceil(sharded / room) if room > 0 else None
     gpus_text = str(gpus) if gpus else "no number of"

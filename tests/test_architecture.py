@@ -11,12 +11,12 @@ from conftest import ROOT
 
 # Lowest first. A module belongs to the first layer with a prefix that matches its dotted name.
 LAYERS = [
-    ("base", ["diagnose.version", "diagnose.errors", "diagnose.safe_files", "diagnose.format", "diagnose.thresholds", "diagnose.devices"]),
+    ("base", ["diagnose.version", "diagnose.errors", "diagnose.safe_files", "diagnose.collectives", "diagnose.format", "diagnose.thresholds", "diagnose.devices"]),
     ("capture", ["diagnose.capture"]),
     ("trace", ["diagnose.trace", "diagnose.ranks.discover"]),
     ("analysis", ["diagnose.metrics", "diagnose.memory", "diagnose.ncu", "diagnose.ranks.profile",
                   "diagnose.ranks.model"]),
-    ("model", ["diagnose.findings", "diagnose.fixes", "diagnose.config"]),
+    ("model", ["diagnose.findings", "diagnose.invariants", "diagnose.fixes", "diagnose.config"]),
     ("engine", ["diagnose.engine"]),
     ("rules", ["diagnose.rules", "diagnose.rules_table", "diagnose.docs"]),
     ("assemble", ["diagnose.assemble"]),

@@ -20,7 +20,7 @@ def run(capsys, *argv):
 def assert_one_line_error(code, err, needle):
     assert code == 2
     assert "Traceback" not in err
-    lines = [l for l in err.splitlines() if l.strip()]
+    lines = [line for line in err.splitlines() if line.strip()]
     assert len(lines) == 1, lines
     assert needle in lines[0]
 

@@ -129,8 +129,10 @@ def test_launch_overhead_notes_skipped_cuda_graphs_and_keeps_its_finding(tmp_pat
 
 # -- a real CPU capture ------------------------------------------------------------------------------
 def _backend() -> str:
-    """inductor when a C++ compiler is here (it compiles CPU kernels with one), else aot_eager."""
-    return "inductor" if shutil.which("g++") or shutil.which("c++") else "aot_eager"
+    """aot_eager: graph breaks and recompiles are Dynamo's, made before any backend runs, so the
+    rule sees the same events; inductor's C++ compile of CPU kernels cost ~100 s a test on the
+    2-core CI machine. The bundled H200 captures (fixtures/captures/compile_*) are inductor's."""
+    return "aot_eager"
 
 
 def test_a_cpu_capture_with_a_graph_break_names_its_line_and_fires(tmp_path, capsys, monkeypatch):

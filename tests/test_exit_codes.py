@@ -65,7 +65,7 @@ def test_endings_in_each_capture_mode(tmp_path, capsys, monkeypatch, mode, endin
 
 
 @needs_torch
-@pytest.mark.parametrize("ending, expected", [("clean", 0), ("segfault", 3)])
+@pytest.mark.parametrize("ending, expected", [("clean", 0), ("raise", 3), ("exit0", 0), ("segfault", 3)])
 def test_endings_under_torchrun(tmp_path, capsys, monkeypatch, ending, expected):
     if shutil.which("torchrun") is None and __import__("importlib").util.find_spec("torch.distributed.run") is None:
         pytest.skip("no torchrun")

@@ -26,6 +26,24 @@ def test_memory_timeline_chart():
     assert "peak 2.39 GB allocated" in labels
 
 
+def test_the_chart_peak_names_the_run_peak_when_they_differ():
+    memory = {"peak_allocated_bytes": 3.65e9, "timeline": {"points": [[0, 1e9, 2e9], [5000, 3.34e9, 4e9]], "steps": []}}
+    assert "peak 3.34 GB allocated here (whole run: 3.65 GB)" in texts(memory_timeline_chart(memory))
+    memory["peak_allocated_bytes"] = 3.34e9
+    assert "peak 3.34 GB allocated" in texts(memory_timeline_chart(memory))
+
+
+def test_vram_limit_parts_below_a_gigabyte_read_in_megabytes():
+    d = diagnose_trace(load_capture("decode_eager"))
+    quiet = next(c.detail for c in d.checked if c.rule == "vram-limit")
+    assert "3.1 MB" in quiet and " 0 GB" not in quiet
+    from diagnose.report.html import memory_parts_table
+
+    table = memory_parts_table(d.details.memory["breakdown"])
+    cells = [cell["text"] for row in table["rows"] for cell in row]
+    assert "3.1 MB" in cells and not any(c in ("0 GB", "0.00 GB") for c in cells)
+
+
 def test_memory_timeline_shows_the_limit_near_it():
     memory = {"limit_bytes": 10e9, "timeline": {"points": [[0, 1e9, 2e9], [5000, 8e9, 9e9]], "steps": []}}
     assert "limit 10.00 GB" in texts(memory_timeline_chart(memory))

@@ -121,3 +121,29 @@ def test_no_kernels(tmp_path, monkeypatch):
     fake_ncu(tmp_path, monkeypatch, "exit 0")
     outcome = run.measure(spec(tmp_path), tmp_path, swiglu_kernels().iloc[0:0])
     assert "no CUDA kernel" in outcome.warnings[0]
+
+
+def test_a_flooding_workload_costs_a_cut_not_memory():
+    """ncu's output is kept to a bound: the head and the tail (where the CSV is), with the cut said."""
+    import io
+
+    from diagnose.ncu.run import _read
+
+    flood = "x" * 99 + "\n"
+    stream = io.StringIO("==PROF== start\n" + flood * 10_000 + '"ID","Kernel Name"\n"0","k"\n')
+    lines: list[str] = []
+    _read(stream, lines, limit=20_000)
+    text = "".join(lines)
+    assert len(text) < 21_000
+    assert text.startswith("==PROF== start") and text.endswith('"0","k"\n')
+    assert "lines of output cut here" in text
+
+
+def test_a_line_without_end_is_read_in_pieces():
+    import io
+
+    from diagnose.ncu.run import _read
+
+    lines: list[str] = []
+    _read(io.StringIO("y" * 5_000_000), lines, limit=1_000_000)
+    assert sum(map(len, lines)) < 1_100_000

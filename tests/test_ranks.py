@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
@@ -175,12 +174,12 @@ def test_peak_memory_does_not_grow_with_the_rank_count(tmp_path):
     import bench_ranks
 
     peaks = {}
-    for n in (2, 8):
+    for n in (2, 5):  # 5 ranks through 2 workers: a parent that kept every rank would hold 2.5x
         bench_ranks.make_rank_folder(tmp_path / f"r{n}", n)
         result = bench_ranks.measure(tmp_path / f"r{n}", workers=2)
         assert result["ranks"] == n and ["straggler", [1]] in result["findings"]
         peaks[n] = result["peak_mib"]
-    assert peaks[8] <= peaks[2] * 1.10 + 16, peaks
+    assert peaks[5] <= peaks[2] * 1.10 + 16, peaks
 
 
 # --- capture: --nproc-per-node through torch.distributed.run, CPU and gloo ---

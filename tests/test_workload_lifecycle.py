@@ -128,11 +128,11 @@ SPAWN_AND_LEAVE = ("import subprocess, sys, time; p = subprocess.Popen(['sleep',
 
 
 @pytest.mark.parametrize("lives_s, timeout_s", [(0, 60), (300, 1)], ids=["exits", "times-out"])
-def test_the_ncu_pass_leaves_no_child(lives_s, timeout_s):
+def test_the_ncu_pass_leaves_no_child(lives_s, timeout_s, tmp_path):
     """The ncu pass's process group (here a stand-in for ncu that starts a child) ends with it."""
     from diagnose.ncu import run
 
-    text, _, timed_out = run._run([sys.executable, "-c", SPAWN_AND_LEAVE, str(lives_s)], timeout_s, 0, None)
+    text, _, timed_out = run._run([sys.executable, "-c", SPAWN_AND_LEAVE, str(lives_s)], timeout_s, 0, None, tmp_path)
     assert timed_out == (lives_s > timeout_s)
     pid = int(text.split()[0])
     try:

@@ -245,6 +245,11 @@ def _finalise_meta(out: Path, spec: CaptureSpec, returncode: int, timed_out: boo
         meta["status"] = "crashed"
         meta["error"] = {"type": "Crash", "message": f"the workload process died ({how}) before "
                          "it could report", "traceback": _log_tail(out)}
+    error = meta.get("error") if isinstance(meta.get("error"), dict) else {}
+    if error.get("traceback") and meta.get("status") not in ("ok", "crashed"):
+        # the child caught the workload's exception: its traceback goes in workload.log too
+        with open(out / "workload.log", "ab") as log:
+            log.write(b"\n" + str(error["traceback"]).rstrip().encode("utf-8", "replace") + b"\n")
     spec_file = out / "spec.json"
     if spec_file.exists():
         spec_file.unlink()

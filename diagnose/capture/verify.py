@@ -30,11 +30,14 @@ hooks as the capture (diagnose/capture/steps.py); the baseline is the capture's 
 and the outputs are not compared (a script's tensors are out of reach: function mode compares them).
 Only SCRIPT_VARIANTS apply that way.
 
-Numerics: each tensor is compared in the baseline's dtype with torch.testing.assert_close and the
-tolerances of `TOLERANCES` for that dtype. fp32 allows the reordered reductions of a compiled
-kernel (relative error ~1e-6) but not 10-bit-mantissa matmuls (TF32, ~1e-3) nor bf16 (~4e-3): a
-fix that lowers the precision below the workload's own dtype "changes results" and is reported so.
+Numerics (diagnose/capture/compare.py): each tensor is compared in the baseline's dtype with
+torch.testing.assert_close; a fix that computes at a lower precision (`fix_precision`: TF32 for tf32
+and for channels-last convolutions under cuDNN's default TF32, bf16 for autocast) is judged at that
+precision's tolerance and reported with its relative error; beyond it, it "changes results".
 Integer and bool tensors (token ids) must match exactly.
+
+channels-last, fused-optimizer and foreach-optimizer change what the step's closure holds
+(diagnose/capture/rewrite.py): its conv modules and image tensors, its optimizers.
 
 Writes into the output folder: verify.json (what happened), and for a fix that ran, meta.json and
 trace.json.gz of the profiled fixed steps (a capture folder diagnose can load).
@@ -53,7 +56,9 @@ from pathlib import Path
 
 from diagnose.safe_files import write_new
 
+from diagnose.capture.compare import TOLERANCES, compare, tolerance  # noqa: F401 (re-exported)
 from diagnose.capture.child import CaptureSession, is_out_of_memory, load_function, memory_summary
+from diagnose.capture.rewrite import NotApplicable, apply_channels_last, apply_optimizer
 from diagnose.capture.spec import CaptureSpec
 from diagnose.capture.steps import EnoughSteps
 
@@ -68,24 +73,13 @@ WIDE_INTERVAL = 0.05  # half-width of the median's 95 % interval, as a share of 
 CHUNK = 20
 Z95 = 1.959964
 
-# dtype name -> (rtol, atol); anything not listed (integers, bool) must match exactly
-TOLERANCES = {
-    "float64": (1e-7, 1e-7),
-    "float32": (1e-4, 1e-5),
-    "float16": (1e-2, 1e-3),
-    "bfloat16": (5e-2, 1e-2),
-}
-
 VARIANTS = ("cuda-graph", "reduce-overhead", "compile", "max-autotune", "tf32", "autocast-bf16",
-            "sdpa-flash", "expandable-segments", "dataloader-workers")
+            "sdpa-flash", "expandable-segments", "dataloader-workers", "channels-last", "fused-optimizer",
+            "foreach-optimizer")
 LOADER_VARIANTS = ("dataloader-workers",)
 SCRIPT_VARIANTS = ("tf32", "autocast-bf16", "sdpa-flash", "expandable-segments")
 """What applies to a script or module run as a whole: a process setting or a context around the run."""
 LOADER_WORKERS = max(2, min(8, (os.cpu_count() or 2) // 2))
-
-
-class NotApplicable(Exception):
-    """The fix cannot be applied from outside this step: what it acts on is not there."""
 
 
 def median_interval(values: list[float]) -> tuple[float, float, float]:
@@ -205,6 +199,12 @@ class VerifySession(CaptureSession):
             return flash_step
         if v in LOADER_VARIANTS:
             return step
+        if v == "channels-last":
+            self.result["notes"].append(apply_channels_last(torch, step))
+            return step
+        if v in ("fused-optimizer", "foreach-optimizer"):
+            self.result["notes"].append(apply_optimizer(torch, step, v.split("-")[0]))
+            return step
         if v == "expandable-segments":
             conf = os.environ.get("PYTORCH_CUDA_ALLOC_CONF", "")
             if "expandable_segments:True" not in conf:
@@ -266,7 +266,8 @@ class VerifySession(CaptureSession):
         self.result["phase"] = "fixed"
         out = self.run_calls(fixed, COMPARE_AFTER)
         if reference is not None:
-            self.result["numerics"] = compare(torch, reference, snapshot(torch, base, out))
+            self.result["numerics"] = compare(torch, reference, snapshot(torch, base, out),
+                                              fix_precision(torch, self.variant))
         self.run_calls(fixed, self.spec.warmup)
         self.progress("verify-timing")
         times = self.time_steps(fixed)
@@ -328,6 +329,19 @@ class VerifySession(CaptureSession):
             self.write_meta()
             self.write_result()
         return 0
+
+
+def fix_precision(torch, variant: str) -> str | None:
+    """The reduced precision a variant computes in (None: the baseline's dtype): TF32 matmuls, bf16
+    autocast, and channels-last, whose convolutions cuDNN runs in TF32 on both sides when
+    torch.backends.cudnn.allow_tf32 is on (PyTorch's default) but with other kernels."""
+    if variant == "tf32":
+        return "tf32"
+    if variant == "autocast-bf16":
+        return "bfloat16"
+    if variant == "channels-last" and torch.cuda.is_available() and torch.backends.cudnn.allow_tf32:
+        return "tf32"
+    return None
 
 
 def cuda_graph_step(torch, step):
@@ -447,39 +461,6 @@ def _collect(torch, name: str, value, found: dict, depth: int) -> None:
     elif callable(value) and hasattr(value, "__code__"):
         for inner, item in _closure_items(value):
             _collect(torch, f"{name}.{inner}", item, found, depth + 1)
-
-
-def tolerance(dtype_name: str) -> tuple[float, float]:
-    """(rtol, atol) for a tensor of the baseline's dtype; (0, 0) for exact types."""
-    return TOLERANCES.get(dtype_name, (0.0, 0.0))
-
-
-def compare(torch, expected: dict, actual: dict) -> dict:
-    """The numerics verdict: "match", "changes results" or "not compared" (nothing to compare)."""
-    names = [n for n in expected if n in actual]
-    if not names:
-        return {"verdict": "not compared", "detail": "the step returns no tensor and its closure holds none",
-                "tensors": 0}
-    worst, failures = None, []
-    for name in names:
-        e, a = expected[name], actual[name]
-        dtype = str(e.dtype).removeprefix("torch.")
-        rtol, atol = tolerance(dtype)
-        if e.shape != a.shape:
-            failures.append(f"{name}: shape {tuple(a.shape)} instead of {tuple(e.shape)}")
-            continue
-        a = a.to(e.dtype)
-        try:
-            torch.testing.assert_close(a, e, rtol=rtol, atol=atol, equal_nan=True)
-        except AssertionError as exc:
-            lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
-            failures.append(f"{name} ({dtype}, rtol {rtol:g}, atol {atol:g}): " + "; ".join(lines[:3]))
-        if e.is_floating_point() and e.numel():
-            diff = float((a.double() - e.double()).abs().nan_to_num(0.0).max())
-            worst = diff if worst is None else max(worst, diff)
-    return {"verdict": "changes results" if failures else "match", "tensors": len(names),
-            "max_abs_diff": worst, "failures": failures[:5], "failed": len(failures),
-            "tolerances": {k: list(v) for k, v in TOLERANCES.items()}}
 
 
 def main() -> int:

@@ -155,7 +155,7 @@ def _items(bucket: str, before, after, row_b: dict, row_a: dict) -> list[ItemCha
 
 def _only(families: dict, cats: tuple, bucket: str) -> dict:
     def is_comm(key: str) -> bool:
-        return key.startswith("nccl ")
+        return key.startswith(matching.COMM_FAMILY)
     keep = {}
     for key, fam in families.items():
         if fam.get("cat") not in cats:

@@ -15,13 +15,11 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 
-FAMILIES = (
-    ("attention", re.compile(r"flash|fmha|sdpa|attention|attn", re.I)),
-    ("conv", re.compile(r"implicit_gemm|conv|dgrad|wgrad|fprop|winograd", re.I)),
-    ("gemm", re.compile(r"gemm|gemv|nvjet|xmma|cutlass|cublas|s884|s1688|h884|h1688|s16816|h16816|"
-                        r"^(ampere|turing|volta|sm\d+)_", re.I)),
-)
-_NCCL = re.compile(r"nccl\w*?(AllReduce|AllGather|ReduceScatter|Broadcast|SendRecv|Send|Recv|Reduce|AllToAll)", re.I)
+from diagnose.collectives import collective_kind, is_collective_kernel
+from diagnose.metrics.kernels import kernel_kind
+
+FAMILIES = ("attention", "conv", "gemm")  # kernel kinds (diagnose/metrics/kernels.py) that are one family each
+COMM_FAMILY = "nccl "  # the prefix of a collective's family: `nccl AllReduce` (RCCL and MSCCL alike)
 _TRAILING_INDEX = re.compile(r"_\d+$")
 
 
@@ -30,14 +28,13 @@ def kernel_family(name: str) -> str:
     text = str(name or "").strip()
     if text.startswith(("Memcpy", "Memset")):
         return text.split("(")[0].strip()
-    nccl = _NCCL.search(text)
-    if nccl:
-        return f"nccl {nccl.group(1)}"
+    if is_collective_kernel(text):
+        return f"{COMM_FAMILY}{collective_kind(text) or 'collective'}"
     if text.startswith("triton_"):
         return _TRAILING_INDEX.sub("", text)
-    for family, pattern in FAMILIES:
-        if pattern.search(text):
-            return family
+    kind = kernel_kind(text)
+    if kind in FAMILIES:
+        return kind
     return _bare(text)
 
 

@@ -12,12 +12,13 @@ wrong shape or types, or nested too deeply, is an InputError naming the file and
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 from pathlib import Path
 
 import pandas as pd
 
-from diagnose.trace import schemas
+from diagnose.trace import allocator, schemas
 
 MEMORY_FILES = ("memory.json.gz", "memory.json")  # what captures write now (gzipped), and before
 SCHEMA = "diagnose.memory/1"
@@ -121,7 +122,8 @@ class MemoryRecord:
 
 
 def _max(events: pd.DataFrame, column: str) -> float | None:
-    return float(events[column].max()) if len(events) else None
+    peak = events[column].max() if len(events) else None
+    return float(peak) if peak is not None and math.isfinite(peak) else None
 
 
 def load_memory(trace) -> MemoryRecord | None:
@@ -165,12 +167,14 @@ def _read_memory_json(source: str, capture: dict, warnings: list[str]) -> tuple[
 
 
 def cuda_events(memory: pd.DataFrame) -> pd.DataFrame:
-    """The allocator events of the busiest CUDA device, numeric, in time order."""
+    """The allocator events of the busiest CUDA device, numeric, in time order (the trace loader
+    has dropped those without usable numbers: trace/allocator.py)."""
     cols = ["ts", "bytes", "total_allocated", "total_reserved", "device_id"]
     if memory is None or not len(memory):
         return pd.DataFrame(columns=cols, dtype=float)
-    frame = memory[cols + ["device_type"]].apply(pd.to_numeric, errors="coerce")
-    frame = frame[(frame["device_type"] == CUDA_DEVICE_TYPE) & frame["total_allocated"].notna()]
+    frame = pd.DataFrame({c: allocator.numbers(memory[c]) for c in cols + ["device_type"]})
+    frame = frame[(frame["device_type"] == CUDA_DEVICE_TYPE) & frame["total_allocated"].notna()
+                  & frame["total_reserved"].notna() & frame["device_id"].notna()]
     if not len(frame):
         return pd.DataFrame(columns=cols, dtype=float)
     device = frame["device_id"].mode().iloc[0]

@@ -17,3 +17,10 @@ def gb(value: float | None, digits: int = 2) -> str:
 def in_gb(value: float | None, digits: int = 3) -> float | None:
     """Bytes as a rounded number of decimal GB, for evidence values."""
     return None if value is None else round(value / GB, digits)
+
+
+def in_size(value: float) -> tuple[float, str]:
+    """Bytes as (number, unit) for evidence: GB from 1 GB, MB below it, so a small part never reads 0 GB."""
+    if abs(value) >= GB:
+        return round(value / GB, 3), "GB"
+    return round(value / 1e6, 1), "MB"

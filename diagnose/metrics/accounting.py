@@ -100,8 +100,11 @@ class Accounting:
                     "by_name": [{"name": n, "us_per_step": round(float(u), 3)} for n, u in b.amounts]}
 
         largest = self.largest_loss()
+        rows = [row(b, True) for b in self.buckets]
+        for r, share in zip(rows, _shares([b.us for b in self.buckets])):
+            r["share"] = share
         return {"step_us": round(self.step_us, 3),
-                "buckets": [row(b, True) for b in self.buckets] + [row(b, False) for b in self.overlapped],
+                "buckets": rows + [row(b, False) for b in self.overlapped],
                 "largest_non_compute": largest.id if largest else None,
                 "basis": self.basis}
 
@@ -185,6 +188,21 @@ QUEUED_WAITS = ("kernel_wait", "other_wait")
 COMM_WAITS = ("comm_exposed",)
 
 
+def _shares(amounts: list[float], places: int = 4) -> list[float]:
+    """Each amount's share of their sum, rounded to `places` decimals so that the shares sum to 1
+    exactly (largest remainder: the units rounding leaves go to the largest remainders)."""
+    total = sum(amounts)
+    if total <= 0:
+        return [0.0 for _ in amounts]
+    unit = 10 ** places
+    exact = [a / total * unit for a in amounts]
+    floors = [int(x) for x in exact]
+    left = unit - sum(floors)
+    for i in sorted(range(len(exact)), key=lambda i: exact[i] - floors[i], reverse=True)[:left]:
+        floors[i] += 1
+    return [f / unit for f in floors]
+
+
 def _fit(values: dict, excess: float) -> dict:
     """Take `excess` µs off, so that the buckets sum to the step: first off the host side, in
     proportion, then off the queued waits.
@@ -192,9 +210,11 @@ def _fit(values: dict, excess: float) -> dict:
     Happens only on the unprofiled time base, when the GPU busy time and queued waits measured
     under the profiler already exceed the unprofiled step (the budget then has no host time left
     to give, and the profiler's own gaps between queued kernels are what was inflated); last, off
-    exposed communication, whose kernels spin while waiting for other ranks.
+    exposed communication, whose kernels spin while waiting for other ranks. If the GPU work measured
+    under the profiler alone exceeds the unprofiled step, the rest comes off every bucket in proportion
+    (the profiler slowed the GPU too), so that no bucket is more than the step.
     """
-    for group in (HOST_SIDE, QUEUED_WAITS, COMM_WAITS):
+    for group in (HOST_SIDE, QUEUED_WAITS, COMM_WAITS, tuple(values)):
         total = sum(values[k][0] for k in group)
         if total <= 0 or excess <= 0:
             continue

@@ -20,10 +20,9 @@ import re
 import numpy as np
 import pandas as pd
 
+from diagnose.collectives import is_collective_kernel
 from diagnose.metrics.host import intersect, length, merge_intervals
-from diagnose.metrics.timeline import name_matches
 
-COMM_KERNEL = re.compile(r"nccl|rccl|msccl", re.IGNORECASE)
 COPY_CATS = ("memcpy", "memset", "gpu_memcpy", "gpu_memset")
 
 
@@ -57,8 +56,9 @@ class Communication:
 
 
 def is_comm(names: pd.Series) -> np.ndarray:
-    """Whether each GPU op name is a collective-communication kernel."""
-    return name_matches(names, COMM_KERNEL)
+    """Whether each GPU op name is a collective-communication kernel (diagnose/collectives.py)."""
+    hits = {n for n in pd.unique(names) if is_collective_kernel(n)}
+    return names.isin(hits).to_numpy(bool) if hits else np.zeros(len(names), dtype=bool)
 
 
 def communication(ops: pd.DataFrame, start: float, end: float, n_steps: int) -> Communication:

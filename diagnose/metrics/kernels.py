@@ -28,11 +28,12 @@ import re
 
 import pandas as pd
 
+from diagnose.collectives import is_collective_kernel
+
 KINDS = ("gemm", "conv", "attention", "elementwise", "reduction", "memory", "comm", "other")
 MEMORY_KINDS = ("elementwise", "reduction", "memory")
 
 _I = re.IGNORECASE
-_COMM = re.compile(r"nccl|rccl|all_?reduce|all_?gather|reduce_?scatter|sendrecv", _I)
 _ATTENTION = re.compile(r"flash|fmha|sdpa|attention|attn_fwd|attn_bwd|cudnn::fusion::", _I)  # cuDNN's SDPA engine
 _CONV = re.compile(r"fprop|dgrad|wgrad|implicit_?gemm|conv(?!ert)|scudnn|winograd|fft2d|"
                    r"cudnn_(?:infer|train)_", _I)
@@ -65,8 +66,9 @@ def kernel_kind(name: str) -> str:
     """The kind of work a kernel does, from its name: one of KINDS."""
     if not isinstance(name, str):
         return "other"
+    if is_collective_kernel(name):
+        return "comm"
     checks = (
-        (_COMM, "comm"),
         (re.compile(r"^triton_(?:red|per)_"), "reduction"),
         (re.compile(r"^triton_poi_"), "elementwise"),
         (re.compile(r"index_elementwise|scatter_gather"), "memory"),

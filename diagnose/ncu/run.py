@@ -13,6 +13,7 @@ that cannot be replayed, the time limit) comes back as one sentence each; the di
 """
 from __future__ import annotations
 
+import collections
 import dataclasses
 import json
 import os
@@ -37,6 +38,8 @@ MAX_LAUNCHES = 120
 STEP_FILTER = "diagnose:step 0/"
 CSV_NAME = "ncu.csv"
 LOG_NAME = "ncu.log"
+OUTPUT_MAX = 64 * 2**20  # characters of ncu's output kept (its CSV for MAX_LAUNCHES kernels is far smaller)
+LINE_MAX = 2**20
 MISSING = ("--ncu: Nsight Compute (ncu) was not found on PATH (it comes with the CUDA toolkit, or set "
            "DIAGNOSE_NCU=/path/to/ncu); no kernel measurements, the rest of the diagnosis is unaffected")
 
@@ -125,7 +128,7 @@ def measure(spec, out: Path, kernels, *, timeout_s: float = 600.0, python: str |
     write_new(spec_path, rerun.to_json().encode())
     cmd = command(tool, selection, python or sys.executable, spec_path)
     started = time.monotonic()
-    text, code, timed_out = _run(cmd, timeout_s, selection.launches, on_progress)
+    text, code, timed_out = _run(cmd, timeout_s, selection.launches, on_progress, run_dir)
     seconds = time.monotonic() - started
     write_new(Path(out) / LOG_NAME, (" ".join(cmd) + "\n" + text).encode("utf-8"))
     status = _rerun_status(run_dir)
@@ -146,8 +149,12 @@ def measure(spec, out: Path, kernels, *, timeout_s: float = 600.0, python: str |
     return Outcome(None, warnings, seconds, selection)
 
 
-def _run(cmd: list[str], timeout_s: float, expected: int, on_progress) -> tuple[str, int, bool]:
+def _run(cmd: list[str], timeout_s: float, expected: int, on_progress, folder: Path) -> tuple[str, int, bool]:
     """Run ncu; relay the capture child's phases as `ncu-*` progress events; (output, exit status, timed out).
+
+    `folder` is where the rerun writes (inside the staging folder, which the guard removes if
+    diagnose dies). The output kept is bounded (OUTPUT_MAX): a workload that floods its stdout
+    under ncu costs a cut, not memory.
 
     With --csv, ncu prints nothing per kernel while it replays, so the phases of the child that
     it runs (building, warming up, the replayed step) are what progress can show.
@@ -172,7 +179,7 @@ def _run(cmd: list[str], timeout_s: float, expected: int, on_progress) -> tuple[
                threading.Thread(target=_relay_phases, args=(read_fd, relay, expected), daemon=True)]
     for thread in threads:
         thread.start()
-    with guarded(proc, Path.cwd()):
+    with guarded(proc, folder):
         try:
             timed_out = wait_or_kill(proc, timeout_s)
         finally:
@@ -182,9 +189,27 @@ def _run(cmd: list[str], timeout_s: float, expected: int, on_progress) -> tuple[
     return "".join(lines), proc.returncode, timed_out
 
 
-def _read(stream, lines: list[str]) -> None:
-    for line in stream:
-        lines.append(line)
+def _read(stream, lines: list[str], limit: int | None = None) -> None:
+    """Keep `stream`'s lines up to `limit` characters (OUTPUT_MAX); past it, read and drop.
+
+    ncu prints its CSV after the workload ends, so when the workload floods, the cut keeps the
+    first OUTPUT_MAX / 2 and then the last lines (a ring), which hold the table."""
+    limit = OUTPUT_MAX if limit is None else limit
+    head, size, dropped = 0, 0, 0
+    tail: collections.deque[str] = collections.deque()
+    for line in iter(lambda: stream.readline(LINE_MAX), ""):
+        if head + len(line) <= limit // 2 and not dropped:
+            lines.append(line)
+            head += len(line)
+            continue
+        tail.append(line)
+        size += len(line)
+        while size > limit // 2 and tail:
+            size -= len(tail.popleft())
+            dropped += 1
+    if dropped:
+        lines.append(f"==WARNING== diagnose: {dropped} lines of output cut here (more than {limit} characters)\n")
+    lines.extend(tail)
 
 
 def _relay_phases(fd: int, relay, expected: int) -> None:

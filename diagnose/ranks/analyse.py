@@ -21,6 +21,7 @@ from diagnose.config import Config
 from diagnose.engine import Context, run_rules, verdict
 from diagnose.errors import InputError
 from diagnose.findings import Diagnosis, Finding
+from diagnose.invariants import enforce
 from diagnose.ranks.discover import RankSource, rank_sources
 from diagnose.ranks.model import RankSet
 from diagnose.ranks.profile import RankProfile, distributed_rank, rank_profile
@@ -78,6 +79,7 @@ def analyse_ranks(folder: Path, config: Config | None = None, *, workers: int | 
     d.details.ranks = ranks.budgets()
     _failed_rank(d, chosen)
     d.warnings = list(dict.fromkeys([*warnings, *ranks.warnings, *d.warnings]))
+    enforce(d)  # the merged findings and the rank rows, held to diagnose/invariants.py
     d.verdict = verdict(d)
     return d
 

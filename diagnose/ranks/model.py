@@ -13,13 +13,11 @@ beyond what every rank has are left out, with a warning.
 from __future__ import annotations
 
 import dataclasses
-import re
 import statistics
 
+from diagnose.collectives import is_collective_kernel, is_collective_op
 from diagnose.ranks.profile import RankProfile
 
-COMM_OP = re.compile(r"nccl|rccl|c10d|allreduce|all_reduce|allgather|all_gather|reduce_scatter|broadcast",
-                     re.IGNORECASE)
 
 
 @dataclasses.dataclass
@@ -150,7 +148,7 @@ class RankSet:
             return []
         rows = []
         for name in set(mine.op_us) | {n for p in others for n in p.op_us}:
-            if COMM_OP.search(name):
+            if is_collective_op(name) or is_collective_kernel(name):
                 continue
             theirs = statistics.median(p.op_us.get(name, 0.0) for p in others)
             extra = mine.op_us.get(name, 0.0) - theirs
@@ -159,15 +157,30 @@ class RankSet:
                              "others_median_us": round(theirs, 1), "extra_us_per_step": round(extra, 1)})
         return sorted(rows, key=lambda r: -r["extra_us_per_step"])[:top]
 
+    def wait_share(self, profile: RankProfile) -> float | None:
+        """The rank's wait inside collectives as a share of its profiled step (the time base both are
+        measured on), at most 1; None without a profiled step."""
+        step = profile.profiled_step_us
+        if not step:
+            return None
+        return round(min(self.wait_us(profile.rank) / step, 1.0), 4)
+
     def summary(self) -> dict:
-        """findings.json's `summary.ranks`: the ranks side by side (per step, µs)."""
+        """findings.json's `summary.ranks`: the ranks side by side (per step, µs). `step_us` is the step
+        the estimates start from (`step_basis` says which: unprofiled when the capture timed it); GPU
+        work, collective time, wait and transfer are measured under the profiler, so they compare with
+        `profiled_step_us`, and `wait_share` is the wait's share of that profiled step."""
         return {
             "count": len(self.profiles), "reference": self.reference,
+            "step_basis": "step_us: unprofiled where the capture timed steps without the profiler, else profiled; "
+                          "compute, work, comm, wait and transfer: under the profiler (profiled_step_us)",
             "comm_split": "transfer = a collective's shortest duration over the ranks; wait = the rest",
             "work": "GPU compute per step, each kind of kernel priced alike on every rank at its duration "
                     "with no collective beside it",
             "per_rank": [{"rank": p.rank, "source": p.source, "rank_from": p.rank_how,
-                          "step_us": p.step_us, "unprofiled_step_us": p.unprofiled_step_us, "compute_us": p.compute_us,
+                          "step_us": p.step_us, "step_basis": _basis(p), "unprofiled_step_us": p.unprofiled_step_us,
+                          "profiled_step_us": p.profiled_step_us, "wait_share": self.wait_share(p),
+                          "compute_us": p.compute_us,
                           "work_us": round(self.work_of(p), 1), "kernels_per_step": p.kernels_per_step,
                           "forwards_per_step": p.forwards_per_step, "comm_rounds_per_step": p.comm_rounds_per_step, "comm_us": p.comm_us,
                           "exposed_comm_us": p.exposed_us, "wait_us": round(self.wait_us(p.rank), 1),
@@ -177,5 +190,11 @@ class RankSet:
 
     def budgets(self) -> list[dict]:
         """Details.ranks: each rank's step budget (the accounting buckets), for the side-by-side chart."""
-        return [{"rank": p.rank, "step_us": p.step_us, "wait_us": round(self.wait_us(p.rank), 1),
+        return [{"rank": p.rank, "step_us": p.step_us, "step_basis": _basis(p), "wait_us": round(self.wait_us(p.rank), 1),
+                 "profiled_step_us": p.profiled_step_us, "wait_share": self.wait_share(p),
                  "buckets": [b for b in p.buckets if b.get("in_sum", True)]} for p in self.profiles]
+
+
+def _basis(profile: RankProfile) -> str:
+    """Which step `step_us` is: "unprofiled" when the capture timed steps without the profiler."""
+    return "unprofiled" if profile.unprofiled_step_us else "profiled"

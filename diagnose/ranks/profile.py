@@ -58,6 +58,7 @@ class RankProfile:
     kernel_kinds: dict | None = None  # kind -> [kernels per step, undisturbed median µs or None, median µs]
     work_rest_us: float = 0.0  # GPU µs per step of the kinds beyond MAX_KINDS, at their own durations
     kernels_per_step: float | None = None  # GPU kernels launched per step (collectives included)
+    profiled_step_us: float | None = None  # the mean step under the profiler: the base of comm, wait and work
 
     def host_paced(self, field: str = "us_per_step") -> float:
         """The rank's step buckets in which its GPU waited for its host (launch and host buckets), as
@@ -113,7 +114,8 @@ def rank_profile(metrics: Metrics, rank: int, source: str, how: str = "order") -
                        kernel_kinds=kinds, work_rest_us=rest,
                        forwards_per_step=round(forwards / n_steps, 2) if windows else None,
                        comm_rounds_per_step=round(rounds / n_steps, 2) if windows else None,
-                       kernels_per_step=round(float(in_steps.sum()) / n_steps, 1) if windows else None)
+                       kernels_per_step=round(float(in_steps.sum()) / n_steps, 1) if windows else None,
+                       profiled_step_us=round(float(budget.profiled_step_us), 3) if windows else None)
 
 
 def _kernel_kinds(compute, comm, in_steps: np.ndarray, n_steps: int) -> tuple[dict, float]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 
 from diagnose.format import fmt, short_name
-from diagnose.report.svg import FONT, WIDTH, esc, legend, nice_ticks, rect, svg, text, text_width, triangle_marker, x_axis
+from diagnose.report.svg import WIDTH, esc, legend, nice_ticks, rect, svg, text, text_width, triangle_marker, x_axis
 
 TIP_NAME_CHARS = 90
 MAX_SEPARATE_GAPS = 300  # above this, gaps closer than a pixel are drawn as one bar
@@ -401,8 +401,9 @@ def rank_budget_chart(ranks: list | None) -> str:
             if w <= 0:
                 continue
             tip = f"rank {r['rank']}: {b['label']}: {fmt(b['us_per_step'])} µs per step"
-            if b["id"] == "comm_exposed" and r.get("wait_us"):
-                tip += f" ({fmt(r['wait_us'])} µs of the collectives waiting for the slowest rank)"
+            if b["id"] == "comm_exposed" and r.get("wait_share"):
+                tip += (f" (under the profiler, {fmt(100 * r['wait_share'])} % of the step was spent in collectives "
+                        "waiting for the slowest rank)")
             body.append(rect(x, y, w, bar, ACCOUNTING_COLOURS.get(b["id"], OTHER_OP_COLOUR), tip))
             x += w
     height = len(rows) * (bar + gap)

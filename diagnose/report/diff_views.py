@@ -21,16 +21,34 @@ def us(value: float | None) -> str:
 
 
 def bucket_rows(r: DiffReport, limit: int = MAX_BUCKET_ROWS) -> list[dict]:
-    """The buckets that moved, largest share of the change first: label, before, after, change, share."""
+    """The buckets that moved, largest change first whatever its sign: label, before, after, change and
+    share of the change; past `limit`, one row sums the rest, so the shares add up to the whole."""
     total = r.step_delta_us
-    rows = []
-    for b in r.buckets:
-        if abs(b.delta_us) < 0.05 and len(rows) >= 1:
-            continue
-        share = b.delta_us / total if total else None
-        rows.append({"id": b.id, "label": b.label, "before": us(b.before_us), "after": us(b.after_us),
-                     "change": signed_us(b.delta_us), "share": "—" if share is None else f"{share:.0%}"})
-    return rows[:limit]
+    moved = sorted((b for b in r.buckets if abs(b.delta_us) >= 0.05), key=lambda b: -abs(b.delta_us))
+    if not moved and r.buckets:
+        moved = [max(r.buckets, key=lambda b: abs(b.delta_us))]
+    shown, rest = (moved[:limit - 1], moved[limit - 1:]) if len(moved) > limit else (moved, [])
+    rows = [{"id": b.id, "label": b.label, "before": us(b.before_us), "after": us(b.after_us),
+             "change": signed_us(b.delta_us), "delta_us": b.delta_us} for b in shown]
+    if rest:
+        rows.append({"id": "rest", "label": f"the other {len(rest)} buckets",
+                     "before": us(sum(b.before_us for b in rest)), "after": us(sum(b.after_us for b in rest)),
+                     "change": signed_us(sum(b.delta_us for b in rest)), "delta_us": sum(b.delta_us for b in rest)})
+    for row, share in zip(rows, _percents([row.pop("delta_us") for row in rows], total)):
+        row["share"] = share
+    return rows
+
+
+def _percents(deltas: list[float], total: float) -> list[str]:
+    """Each delta as a whole percentage of `total`, rounded so that they add up to the rounded sum."""
+    if not total:
+        return ["—" for _ in deltas]
+    exact = [d / total * 100 for d in deltas]
+    whole = [round(x) for x in exact]
+    off = round(sum(exact)) - sum(whole)
+    for i in sorted(range(len(exact)), key=lambda i: -abs(exact[i] - whole[i]))[:abs(off)]:
+        whole[i] += 1 if off > 0 else -1
+    return [f"{w}%".replace("-", "−") for w in whole]
 
 
 def top_change_lines(r: DiffReport, n: int = 3) -> list[str]:

@@ -14,6 +14,7 @@ from markupsafe import Markup
 
 from diagnose.findings import Diagnosis, Finding
 from diagnose.format import column_label, duration, fmt, is_number, percent, short_name
+from diagnose.memory.units import gb
 from diagnose.report import Renderer, charts, memory_charts
 from diagnose.report.verify_view import verify_lines
 from diagnose.rules import ALL_RULES
@@ -82,7 +83,7 @@ def report_context(d: Diagnosis) -> dict:
 
 def memory_parts_table(breakdown: dict) -> dict:
     """The peak broken down by what holds it (or, failing that, by the code that allocated it)."""
-    parts = [{"part": p["part"], "GB": round(p["bytes"] / 1e9, 2), "how it was counted": p.get("how", "")}
+    parts = [{"part": p["part"], "size": gb(p["bytes"]), "how it was counted": p.get("how", "")}
              for p in breakdown.get("parts") or []]
     if not parts:
         parts = [{"allocated at": a["where"], "GB allocated over the run": round(a["bytes"] / 1e9, 2),
@@ -166,7 +167,7 @@ def headline_tiles(d: Diagnosis) -> list[dict]:
         tiles.append({"label": "recoverable per step", "value": duration(top.recoverable_us),
                       "note": f"by fixing {top.rule}{share}", "tone": "bad"})
     if top and top.est_speedup:
-        fix = f" with {top.fixes[0].id}" if top.fixes else ""
+        fix = f" with {top.fix_phrase()}" if top.fixes else ""
         tiles.append({"label": "estimated speedup", "value": f"{fmt(top.est_speedup)}×",
                       "note": f"of the whole step{fix}", "tone": "good"})
     if not top and s.get("gpu_ops_per_step"):
@@ -180,7 +181,7 @@ def finding_view(f: Finding, step_us: float | None) -> dict:
     share = f.recoverable_us / step_us if f.recoverable_us and step_us else None
     sheet = next((r.cheat_sheet for r in ALL_RULES if r.id == f.rule), None)
     return {"f": f, "anchor": f"finding-{f.rule}", "sheet": sheet,
-            "evidence": [{"text": e.text(), "is_test": e.threshold is not None and bool(e.op)} for e in f.evidence],
+            "evidence": [{"text": e.text(), "is_test": e.is_test, "unmet": e.holds is False} for e in f.evidence],
             "offenders": records_table(f.offenders),
             "recoverable": duration(f.recoverable_us) if f.recoverable_us else "",
             "recoverable_share": percent(share) if share is not None else "",

@@ -1,18 +1,13 @@
-"""Untrusted text made safe for Markdown (markdown.py and diff_markdown.py share it)."""
+"""Untrusted text made safe for Markdown (markdown.py and diff_markdown.py share it): `md` is
+format.markdown (escaping, mentions, references and bare URLs made inert), `link` a path as a link."""
 from __future__ import annotations
 
-import re
+from diagnose.format import markdown as md
 
-from diagnose.format import plain
-
-_SPECIAL = re.compile(r"([\\`*_{}\[\]<>()#+!|~])")
-
-
-def md(text) -> str:
-    """Untrusted text made inert in Markdown (and in a table cell): specials escaped, one line."""
-    return _SPECIAL.sub(r"\\\1", " ".join(plain(text).split()))
+__all__ = ["md", "link"]
 
 
 def link(path: str) -> str:
-    """A file path usable as a Markdown link target (spaces and parentheses encoded)."""
-    return path.replace(" ", "%20").replace(")", "%29").replace("(", "%28")
+    """A file path usable as a Markdown link target (spaces, parentheses and angle brackets encoded)."""
+    return (path.replace("%", "%25").replace(" ", "%20").replace(")", "%29").replace("(", "%28")
+            .replace("<", "%3C").replace(">", "%3E"))

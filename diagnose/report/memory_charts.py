@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 
-from diagnose.report.svg import FONT, GRID, AXIS, WIDTH, cross, esc, legend, nice_ticks, svg, text
+from diagnose.report.svg import GRID, AXIS, WIDTH, cross, esc, legend, nice_ticks, svg, text
 from diagnose.report.svg import tick_label as _num
 
 ALLOCATED = "#3b6fd8"
@@ -67,14 +67,23 @@ def memory_timeline_chart(memory: dict) -> str:
     peak = max(points, key=lambda p: p[1])
     px, py = sx(peak[0]), sy(peak[1])
     body.append(f'<circle cx="{px:.1f}" cy="{py:.1f}" r="4" fill="{ALLOCATED}"/>')
-    body.append(text(min(px + 6, x1 - 4), max(py - 8, y0 + 12), f"peak {peak[1] / 1e9:.2f} GB allocated",
-                      "end" if px > x1 - 180 else "start", "legend"))
+    body.append(text(min(px + 6, x1 - 4), max(py - 8, y0 + 12), _peak_label(peak[1], memory.get("peak_allocated_bytes")),
+                      "end" if px > x1 - 260 else "start", "legend"))
     if show_limit:
         ly = sy(limit)
         body.append(f'<line x1="{x0:.1f}" y1="{ly:.1f}" x2="{x1:.1f}" y2="{ly:.1f}" stroke="{LIMIT}" '
                     f'stroke-width="1.6" stroke-dasharray="6 4"/>')
         body.append(text(x1 - 4, ly - 6, f"limit {limit / 1e9:.2f} GB", "end", "legend"))
     return svg(WIDTH, height, title, body)
+
+
+def _peak_label(shown: float, run_peak: float | None) -> str:
+    """The chart's peak label; when the whole run (warm-up included) peaked higher than the profiled part
+    the chart shows, both, so that it never reads as a second figure for the same peak."""
+    label = f"peak {shown / 1e9:.2f} GB allocated"
+    if run_peak and round(run_peak / 1e9, 2) != round(shown / 1e9, 2):
+        return f"{label} here (whole run: {run_peak / 1e9:.2f} GB)"
+    return label
 
 
 def _finite(value) -> bool:

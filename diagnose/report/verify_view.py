@@ -36,10 +36,15 @@ def numerics_text(numerics: dict | None) -> str:
     verdict = numerics.get("verdict")
     if verdict == "match":
         return f"outputs match ({numerics.get('tensors', 0)} tensors)"
+    if verdict == "within precision":
+        return f"outputs {numerics.get('detail') or 'within the rounding of the fix precision'}"
     if verdict == "changes results":
-        worst = numerics.get("max_abs_diff")
+        worst, rel = numerics.get("max_abs_diff"), numerics.get("max_rel_error")
+        labels = {"tf32": "TF32", "bfloat16": "bf16", "float16": "fp16"}
+        at = f" {labels.get(numerics['precision'], numerics['precision'])}" if numerics.get("precision") else ""
         return (f"changes results ({numerics.get('failed', 0)} of {numerics.get('tensors', 0)} tensors beyond "
-                "tolerance" + (f", max |Δ| {fmt(worst)}" if worst is not None else "") + ")")
+                f"the{at} tolerance" + (f", max |Δ| {fmt(worst)}" if worst is not None else "")
+                + (f", max relative error {rel:.2%}" if rel is not None else "") + ")")
     return f"outputs not compared ({numerics.get('detail', '')})"
 
 

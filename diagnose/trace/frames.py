@@ -20,7 +20,7 @@ import msgspec
 import numpy as np
 import pandas as pd
 
-from diagnose.trace import legacy
+from diagnose.trace import allocator, legacy
 from diagnose.trace.kineto import EMPTY_ARGS, Event, decode_list
 from diagnose.trace.outliers import drop_time_outliers
 
@@ -303,7 +303,7 @@ class FrameBuilder:
             warnings.append(f"{self.bad} events with missing, non-finite or negative times were ignored")
         self.compact()
         frames = {key: _frame(self.columns.pop(key), columns) for key, columns in FRAMES.values()}
-        frames["memory"] = _frame(self.columns.pop("memory"), MEMORY_COLUMNS)
+        frames["memory"] = allocator.usable(_frame(self.columns.pop("memory"), MEMORY_COLUMNS), warnings)
         frames = drop_time_outliers(frames, warnings)
         starts = [f["ts"].min() for f in frames.values() if len(f)]
         t0 = float(min(starts)) if starts else 0.0

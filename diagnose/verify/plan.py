@@ -22,6 +22,9 @@ APPLICABLE: dict[str, list[tuple[str, str]]] = {
     "expandable-segments": [("expandable-segments", "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True")],
     "dataloader-workers": [("dataloader-workers", "the step's DataLoader rebuilt with worker processes, "
                                                   "persistent, and pinned memory")],
+    "channels-last": [("channels-last", "the step's conv modules and 4-D input tensors put in torch.channels_last")],
+    "fused-optimizer": [("fused-optimizer", "the step's optimizers switched to fused=True"),
+                        ("foreach-optimizer", "the step's optimizers switched to foreach=True")],
     "pinned-memory": [("dataloader-workers", "the step's DataLoader rebuilt with worker processes, "
                                              "persistent, and pinned memory")],
 }

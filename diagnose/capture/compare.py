@@ -1,0 +1,114 @@
+"""Are the fixed step's tensors the baseline's? Compared in the baseline's dtype, or at the precision
+the fix computes in.
+
+Each tensor is compared with torch.testing.assert_close and the tolerances of `TOLERANCES` for the
+baseline's dtype. fp32 allows the reordered reductions of a compiled kernel (relative error ~1e-6)
+but not 10-bit-mantissa matmuls (TF32, ~1e-3) nor bf16 (~4e-3). Integer and bool tensors (token ids)
+must match exactly.
+
+A fix that trades precision for speed (TF32 matmuls, bf16 autocast), or one that changes which
+reduced-precision kernels run (channels-last convolutions, which cuDNN computes in TF32 on both
+sides), names its `precision`. A floating tensor finer than that precision which misses its dtype's
+tolerance is then judged at the precision: it is within it when it passes the precision's
+elementwise tolerance (`PRECISION_TOLERANCES`) or when its normwise relative error ‖fixed −
+baseline‖₂ ÷ ‖baseline‖₂ is at most `PRECISION_RELATIVE` (four units of roundoff). The normwise test
+is what a reduced-precision product needs: its rounding error scales with the magnitude of the terms
+summed, not of the result, so output elements near zero miss any elementwise relative tolerance
+while the tensor as a whole is within rounding (a 2048-deep bf16 product of random fp32 matrices:
+normwise error 0.29 %, 0.74 of bf16's unit roundoff, measured on a CPU; on the H200 the elementwise
+bf16 tolerance alone rejected it). Within, the verdict is "within precision" with the largest
+relative error ("within bf16 rounding: max relative error 0.29 %"); beyond, "changes results".
+"""
+from __future__ import annotations
+
+# dtype name -> (rtol, atol); anything not listed (integers, bool) must match exactly
+TOLERANCES = {
+    "float64": (1e-7, 1e-7),
+    "float32": (1e-4, 1e-5),
+    "float16": (1e-2, 1e-3),
+    "bfloat16": (5e-2, 1e-2),
+}
+
+# precision a fix computes in -> (rtol, atol) for tensors of a finer dtype. bf16 and fp16 are their
+# dtype's own tolerances; TF32 (10-bit mantissa like fp16, unit roundoff 4.9e-4) is PyTorch's own
+# tolerance for TF32 convolution tests (5e-3) doubled for the few training updates compared.
+PRECISION_TOLERANCES = {
+    "tf32": (1e-2, 5e-3),
+    "float16": TOLERANCES["float16"],
+    "bfloat16": TOLERANCES["bfloat16"],
+}
+# precision -> the largest normwise relative error within its rounding: 4 units of roundoff
+# (bf16 keeps 8 significant bits, TF32 and fp16 11).
+PRECISION_RELATIVE = {"tf32": 4 * 2.0 ** -11, "float16": 4 * 2.0 ** -11, "bfloat16": 4 * 2.0 ** -8}
+LABELS = {"tf32": "TF32", "float16": "fp16", "bfloat16": "bf16"}
+FINER = {"float32", "float64"}  # dtypes that a reduced-precision fix computes below
+
+MATCH, WITHIN, CHANGES, NOT_COMPARED = "match", "within precision", "changes results", "not compared"
+
+
+def tolerance(dtype_name: str) -> tuple[float, float]:
+    """(rtol, atol) for a tensor of the baseline's dtype; (0, 0) for exact types."""
+    return TOLERANCES.get(dtype_name, (0.0, 0.0))
+
+
+def _failure(torch, name: str, a, e, dtype: str, rtol: float, atol: float) -> str | None:
+    try:
+        torch.testing.assert_close(a, e, rtol=rtol, atol=atol, equal_nan=True)
+    except AssertionError as exc:
+        lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+        return f"{name} ({dtype}, rtol {rtol:g}, atol {atol:g}): " + "; ".join(lines[:3])
+    return None
+
+
+def compare(torch, expected: dict, actual: dict, precision: str | None = None) -> dict:
+    """The numerics verdict: "match", "within precision" (only with a `precision`), "changes results"
+    or "not compared" (nothing to compare), with the largest absolute and relative differences."""
+    names = [n for n in expected if n in actual]
+    if not names:
+        return {"verdict": NOT_COMPARED, "detail": "the step returns no tensor and its closure holds none",
+                "tensors": 0}
+    loose = PRECISION_TOLERANCES.get(precision or "")
+    worst, rel, failures, beyond = None, None, [], []
+    for name in names:
+        e, a = expected[name], actual[name]
+        dtype = str(e.dtype).removeprefix("torch.")
+        if e.shape != a.shape:
+            failures.append(f"{name}: shape {tuple(a.shape)} instead of {tuple(e.shape)}")
+            beyond.append(failures[-1])
+            continue
+        a = a.to(e.dtype)
+        tensor_rel = None
+        if e.is_floating_point() and e.numel():
+            delta = (a.double() - e.double()).nan_to_num(0.0)
+            worst = max(worst or 0.0, float(delta.abs().max()))
+            scale = float(e.double().nan_to_num(0.0).norm())
+            tensor_rel = float(delta.norm()) / scale if scale > 0 else (0.0 if float(delta.norm()) == 0 else None)
+            if tensor_rel is not None:
+                rel = max(rel or 0.0, tensor_rel)
+        failed = _failure(torch, name, a, e, dtype, *tolerance(dtype))
+        if failed:
+            failures.append(failed)
+            if loose and dtype in FINER:
+                bound = PRECISION_RELATIVE[precision]
+                normwise_ok = tensor_rel is not None and tensor_rel <= bound
+                again = None if normwise_ok else _failure(torch, name, a, e, dtype, *loose)
+                if again:
+                    again += f"; normwise relative error {tensor_rel if tensor_rel is not None else float('nan'):.3g} > {bound:.3g}"
+            else:
+                again = failed
+            if again:
+                beyond.append(again)
+    verdict = CHANGES if beyond else WITHIN if failures else MATCH
+    result = {"verdict": verdict, "tensors": len(names), "max_abs_diff": worst, "max_rel_error": rel,
+              "failures": (beyond or failures)[:5], "failed": len(beyond) if precision else len(failures),
+              "tolerances": {k: list(v) for k, v in TOLERANCES.items()}}
+    if precision:
+        result["precision"] = precision
+        result["precision_tolerance"] = list(loose) if loose else None
+        result["precision_relative"] = PRECISION_RELATIVE.get(precision)
+        result["beyond_dtype"] = len(failures)
+    if verdict == WITHIN:
+        result["detail"] = (f"within {LABELS.get(precision, precision)} rounding: max relative error "
+                            f"{(rel or 0.0):.2%} ({len(failures)} of {len(names)} tensors beyond the "
+                            "baseline dtype's tolerance)")
+    return result

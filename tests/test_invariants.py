@@ -1,0 +1,188 @@
+"""Every Diagnosis satisfies diagnose/invariants.py: over every bundled capture, rank folder, peer
+trace and hypothesis-generated synthetic traces, no impossible number is shown and no finding had
+to be dropped for one.
+
+Each target is analysed once per session (a module-level cache). The largest rank folders and
+peer traces, and the 200-example synthetic run, are marked `slow`:
+`pytest -m "not slow" tests/test_invariants.py` is the quick pass (40 synthetic traces).
+"""
+from __future__ import annotations
+
+import functools
+import json
+import sys
+
+import pytest
+
+from conftest import ROOT, SYNTHETIC
+from diagnose.findings import Diagnosis, Evidence, Finding
+from diagnose.invariants import enforce, violations
+
+sys.path.insert(0, str(ROOT / "fixtures" / "golden"))
+import make_golden  # noqa: E402
+
+hypothesis = pytest.importorskip("hypothesis")
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+SLOW = {"ddp_accumulate", "ddp_no_sync", "fsdp_no_prefetch", "fsdp_prefetch", "ddp_straggler", "ddp_overlap",
+        "ddp_healthy", "ddp_exposed", "nccl_data.json.gz", "control.json.gz",
+        "rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz"}
+TARGETS = make_golden.targets() + sorted(p for p in SYNTHETIC.glob("ranks_*") if p.is_dir())
+
+
+@functools.lru_cache(maxsize=None)
+def diagnosis_of(path) -> Diagnosis:
+    """The Diagnosis of one bundled target (once per session)."""
+    from diagnose import analyze
+
+    return analyze(path)
+
+
+def _param(path):
+    marks = [pytest.mark.slow] if path.name in SLOW else []
+    return pytest.param(path, marks=marks, id=str(path.relative_to(ROOT / "fixtures")))
+
+
+def _check(d: Diagnosis) -> None:
+    assert violations(d) == []
+    assert not [w for w in d.warnings if "invariant of diagnose" in w]
+
+
+@pytest.mark.parametrize("path", [_param(p) for p in TARGETS])
+def test_every_bundled_trace_satisfies_the_invariants(path):
+    _check(diagnosis_of(path))
+
+
+def test_the_invariants_catch_impossible_numbers():
+    d = Diagnosis("t", {}, {"step_time_us": 1000.0, "accounting": {"step_us": 999.0, "buckets": [
+        {"id": "compute", "share": 0.6, "us_per_step": 600, "in_sum": True},
+        {"id": "launch", "share": 0.4014, "us_per_step": 400, "in_sum": True}]}}, [
+        Finding("compute-bound", "high", "x", [Evidence("share of the FP32 datasheet peak", 176.4, ">=", 50, "%")],
+                [], est_speedup=2.8, recoverable_us=460.0),
+        Finding("memory-bound", "low", "y", [Evidence("saving", 4.3, ">=", 10, "%")], [],
+                offenders=[{"chain": "a → b", "us_per_step": 452, "fused_us_per_step": 590}],
+                est_speedup=1.1, recoverable_us=-68.0)], [])
+    found = violations(d)
+    assert any("above 100 %" in v for v in found)
+    assert any("exceeds 1.852×" in v for v in found)
+    assert any("none of its evidence" in v for v in found)
+    assert any("priced at 590" in v for v in found)
+    assert any("negative saving" in v for v in found)
+    assert any("sum to 1.001400" in v for v in found)
+    assert any("999.0 µs in the accounting" in v for v in found)
+    raw = d.to_dict()
+    raw["findings"][1]["evidence"][0].pop("holds")
+    assert any("not marked as unmet" in v for v in violations(raw))
+
+
+def test_enforce_drops_the_finding_and_says_why():
+    good = Finding("launch-overhead", "high", "ok", [Evidence("idle", 90, ">=", 25, "%")], [],
+                   est_speedup=1.5, recoverable_us=400.0)
+    bad = Finding("exposed-comm", "high", "too much", [], [], est_speedup=2.8, recoverable_us=460.0)
+    d = Diagnosis("t", {}, {"step_time_us": 1000.0}, [good, bad], [])
+    assert enforce(d)
+    assert [f.rule for f in d.findings] == ["launch-overhead"]
+    assert any(w.startswith("dropped the exposed-comm finding") for w in d.warnings)
+
+
+def test_an_unmet_comparison_is_marked_and_shown():
+    e = Evidence("rank 1: GPU work above the other ranks' median", 4.3, ">=", 10, "%")
+    assert e.holds is False and e.text().endswith("(not met)")
+    assert Evidence("idle", 30, ">=", 25, "%").holds is None
+    assert "holds" not in Diagnosis("t", {}, {}, [Finding("r", "low", "t", [Evidence("a", 1, ">", 0)], [])],
+                                    []).to_dict()["findings"][0]["evidence"][0]
+
+
+# --- synthetic traces: well-formed kineto traces with random steps, GEMMs, elementwise chains,
+# syncs and collectives on an H200, so that the rules fire and price what they find ---
+GEMM_TYPES = [["c10::BFloat16", "c10::BFloat16"], ["float", "float"], ["c10::Half", "c10::Half"]]
+ELEMENTWISE = ["aten::add", "aten::mul", "aten::silu", "aten::gelu", "aten::div"]
+
+
+@st.composite
+def synthetic_trace(draw) -> dict:
+    """A SYNTHETIC H200 trace: 2-4 diagnose steps of GEMMs, elementwise chains, syncs and collectives."""
+    events, t, corr = [], 0.0, 0
+
+    def launch(op: str, dims, types, kernel: str, dur: float, host: float, stream: int = 7, sync=False):
+        nonlocal t, corr
+        corr += 1
+        events.append({"ph": "X", "cat": "cpu_op", "name": op, "pid": 1, "tid": 1, "ts": t, "dur": host + 4,
+                       "args": {"External id": corr, "Input Dims": dims, "Input type": types}})
+        events.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1,
+                       "ts": t + host, "dur": 3, "args": {"correlation": corr, "External id": corr}})
+        gpu_ts = max(t + host + 5, gpu_free[stream])
+        events.append({"ph": "X", "cat": "kernel", "name": kernel, "pid": 0, "tid": stream, "ts": gpu_ts, "dur": dur,
+                       "args": {"correlation": corr, "External id": corr, "device": 0, "stream": stream,
+                                "grid": [132, 1, 1], "block": [256, 1, 1]}})
+        gpu_free[stream] = gpu_ts + dur
+        t += host + 5
+        if sync:
+            corr += 1
+            wait = max(gpu_free.values()) - t
+            events.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaStreamSynchronize", "pid": 1, "tid": 1,
+                           "ts": t, "dur": max(wait, 1), "args": {"correlation": corr}})
+            t += max(wait, 1) + 1
+
+    gpu_free = {7: 0.0, 20: 0.0}
+    n_steps = draw(st.integers(2, 4))
+    ops = draw(st.lists(st.sampled_from(["gemm", "chain", "comm", "sync", "tiny"]), min_size=1, max_size=8))
+    sizes = draw(st.lists(st.sampled_from([64, 512, 1024, 4096, 8191, 8192]), min_size=3, max_size=3))
+    kind = draw(st.integers(0, 2))
+    host = draw(st.floats(1, 400))
+    speed = draw(st.floats(0.2, 3))
+    for step in range(n_steps):
+        start = t
+        for op in ops:
+            m, k, n = sizes
+            if op == "gemm":
+                flops = 2 * m * k * n
+                launch("aten::mm", [[m, k], [k, n]], GEMM_TYPES[kind], "nvjet_sm90_tst_128x64_64x4_1x2_h_bz_coopA_NNT"
+                       if kind != 1 else "void cutlass::Kernel2<cutlass_80_simt_sgemm_256x128_8x4_nn_align1>()",
+                       max(flops / (4e8 if kind == 1 else 6e8) * speed, 2), host)
+            elif op == "chain":
+                for name in ELEMENTWISE[:draw(st.integers(2, 5))]:
+                    launch(name, [[m, n], [m, n]], GEMM_TYPES[kind], "void at::native::vectorized_elementwise_kernel<4>()",
+                           max(m * n * 6 / 3e6 * speed, 1.5), host)
+            elif op == "comm":
+                launch("nccl:all_reduce", [[m * n]], ["float"], "ncclDevKernel_AllReduce_Sum_f32_RING_LL",
+                       max(m * n * 4 / 2e5 * speed, 5), host, stream=20)
+            elif op == "sync":
+                launch("aten::item", [[]], ["float"], "Memcpy DtoH (Device -> Pageable)", 2, host, sync=True)
+            else:
+                for _ in range(draw(st.integers(1, 20))):
+                    launch("aten::add", [[8], [8]], ["float", "float"], "void at::native::elementwise_kernel<128, 2>()",
+                           2, host)
+        t = max(t, *gpu_free.values()) + draw(st.floats(0, 200))
+        events.append({"ph": "X", "cat": "user_annotation", "name": f"diagnose/step {step}", "pid": 1, "tid": 1,
+                       "ts": start, "dur": t - start, "args": {}})
+        t += 1
+    return {"schemaVersion": 1, "traceName": "SYNTHETIC: invariants property test",
+            "deviceProperties": [{"id": 0, "name": "NVIDIA H200", "numSms": 132, "totalGlobalMem": 150109880320,
+                                  "computeMajor": 9, "computeMinor": 0}],
+            "traceEvents": sorted(events, key=lambda e: e["ts"])}
+
+
+def _check_synthetic(trace: dict, tmp_path_factory) -> None:
+    from diagnose import analyze
+
+    path = tmp_path_factory.mktemp("syn") / "trace.json"
+    path.write_text(json.dumps(trace))
+    _check(analyze(path))
+
+
+HEALTH = [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.function_scoped_fixture]
+
+
+@settings(max_examples=40, deadline=None, derandomize=True, suppress_health_check=HEALTH)
+@given(trace=synthetic_trace())
+def test_synthetic_traces_satisfy_the_invariants(trace, tmp_path_factory):
+    _check_synthetic(trace, tmp_path_factory)
+
+
+@pytest.mark.slow
+@settings(max_examples=200, deadline=None, suppress_health_check=HEALTH)
+@given(trace=synthetic_trace())
+def test_many_synthetic_traces_satisfy_the_invariants(trace, tmp_path_factory):
+    _check_synthetic(trace, tmp_path_factory)
