@@ -117,6 +117,14 @@ def _missing_steps(ctx: "Context") -> str | None:
     return None if ctx.metrics.steps.windows else "no measured step could be found in the trace"
 
 
+def _missing_steady_state(ctx: "Context") -> str | None:
+    capture = ctx.metrics.graph_capture
+    if capture is None or not capture.dominates:
+        return None
+    return (f"graph capture, not a steady state: {capture.text()}; captured kernels run on replay, "
+            "so the host time here is set-up, not the workload's")
+
+
 def _missing_ranks(ctx: "Context") -> str | None:
     if ctx.ranks is not None and len(ctx.ranks) >= 2:
         return None
@@ -129,6 +137,7 @@ NEEDS: dict[str, Need] = {
     "steps": Need("at least one measured step", _missing_steps),
     "device-peaks": Need("the device's bandwidth and FLOP/s ceilings (a GPU diagnose knows)", _missing_device_peaks),
     "ranks": Need("the traces of at least two ranks of one job", _missing_ranks),
+    "steady-state": Need("steps that run the workload (not a CUDA/HIP graph being captured)", _missing_steady_state),
     "memory": Need("an allocator record (memory.json beside the trace, meta.json's memory block, or allocator "
                    "events from profile_memory=True)", _missing_memory),
 }
@@ -236,6 +245,7 @@ def _impact(finding: Finding) -> tuple:
 NO_TORCH_WARNING = "the workload ran no PyTorch operation"  # trace/load.py's warning for such a capture
 UNEXPLAINED_NAMED_SHARE = 0.10  # unexplained time at least this share of the step is named in the verdict
 LOSS_NAMED_SHARE = 0.25  # a non-compute bucket this large, not covered by the top finding, is named too
+COLD_SETUP_SHARE = 0.5  # host setup inside launching ops this large, nothing fired: the window is a cold start
 EXPLAIN_UNEXPLAINED = ("a capture in script or function mode (`diagnose model.py`) samples the Python stack, "
                        "or record the trace with torch.profiler(with_stack=True), to name the code")
 
@@ -250,6 +260,10 @@ def verdict(d: Diagnosis) -> str:
     accounting = d.summary.get("accounting") or {}
     buckets = {b["id"]: b for b in accounting.get("buckets", []) if b.get("in_sum", True)}
     largest = buckets.get(accounting.get("largest_non_compute") or "")
+    capture = d.summary.get("graph_capture")
+    if capture and not d.findings:
+        return (f"Graph capture, not a steady state: {capture}. The kernels run when the graph is replayed; "
+                "profile steps after the capture (the replay) for a verdict on the workload.")
     if d.findings:
         top = d.findings[0]
         gain = f" (est. {fmt(top.est_speedup)}× faster with {top.fix_phrase()})" if top.est_speedup and top.fixes else ""
@@ -274,6 +288,9 @@ def verdict(d: Diagnosis) -> str:
     compute = buckets.get("compute", {}).get("share", busy)
     if busy < 0.5:
         where = f" The largest part of the rest is {_bucket_text(largest)}." if largest else ""
+        if largest and largest["id"] == "host_in_ops" and largest["share"] >= COLD_SETUP_SHARE:
+            where += (" That is first-call setup (module loading, kernel and algorithm selection): the window is "
+                      "a cold start, not a steady state; profile steps after a warm-up.")
         return (f"No rule fired; the GPU computes only {_percent(compute)} of the step.{where}"
                 f"{_unexplained_note(buckets, largest)}")
     where = ""

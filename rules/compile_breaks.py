@@ -68,7 +68,7 @@ class CompileBreaks(Rule):
         "fix": "remove the break at the named line, mark the changing dimension dynamic, fullgraph=True",
         "impact": "one graph per step: no eager code or graph entries between graphs, no per-step recompiles",
     }
-    needs = ("steps",)
+    needs = ("steps", "steady-state")
     thresholds = (
         Threshold("min_share", 0.10, "fraction",
                   "fire when time between graphs plus compile time per step is at least this share of the step"),

@@ -65,7 +65,7 @@ class DynamicShapes(Rule):
                "shape buckets",
         "impact": "the setup is paid once per shape or bucket instead of every step",
     }
-    needs = ("gpu", "launch-links", "steps")
+    needs = ("gpu", "launch-links", "steps", "steady-state")
     thresholds = (
         Threshold("min_share", 0.10, "fraction", "fire when one op holds at least this share of the step"),
         Threshold("min_host_ratio", 10.0, "ratio", "the op's host µs must be at least this multiple of its kernels'"),

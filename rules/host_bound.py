@@ -15,7 +15,10 @@ named plus the unnamed part; the rule fires when it is at least `min_host_share`
 millisecond while the profiled steps run (diagnose/capture/sampler.py); each silent stretch is
 shared among the samples inside it, each labelled with its innermost frame in the user's own
 code (not torch, the standard library or diagnose), so the offenders are the user's
-`file:line function`. A trace from elsewhere has no samples: when the ops name at least
+`file:line function`. A trace recorded with `with_stack=True` names them the same way from its
+`python_function` events (the innermost frame that is not torch's own or a builtin: for the
+TimeSformer pipeline of TraceLens's H100 traces, transformers' image `normalize`). A trace from
+elsewhere without them has no samples: when the ops name at least
 `min_host_share` of the step the finding stands as before; when it needs the unnamed time to
 reach the threshold it fires one severity lower, says that the trace cannot name the code, and
 gives the command that would (`diagnose train.py -- ARGS`). When host work stays below the
@@ -73,7 +76,7 @@ class HostBound(Rule):
         "fix": "DataLoader workers, pinned memory with non-blocking copies",
         "impact": "the step shrinks to the GPU's own time once input preparation overlaps it",
     }
-    needs = ("gpu", "launch-links", "steps")
+    needs = ("gpu", "launch-links", "steps", "steady-state")
     thresholds = (
         Threshold("min_host_share", 0.20, "fraction", "fire when host work is at least this share of the step"),
         Threshold("high_share", 0.50, "fraction", "host-work share at which severity is high"),
@@ -107,8 +110,13 @@ class HostBound(Rule):
             offenders = [{"code": row.where, "us_per_step": round(row.us * per_step, 1),
                           "share_of_step": round(budget.share(row.us * per_step), 4)}
                          for row in lines.head(MAX_OFFENDERS).itertuples()]
-            sampled = lines.loc[lines["where"] != NO_SAMPLE, "samples"].sum()
-            evidence.append(Evidence("Python stack samples inside the host work", int(sampled)))
+            if samples.from_trace:
+                named = lines.loc[lines["where"] != NO_SAMPLE, "us"].sum() * per_step
+                evidence.append(Evidence("of it named by the trace's python_function events (with_stack)",
+                                         round(budget.share(named) * 100, 1), unit="%"))
+            else:
+                sampled = lines.loc[lines["where"] != NO_SAMPLE, "samples"].sum()
+                evidence.append(Evidence("Python stack samples inside the host work", int(sampled)))
         else:
             unnamed = budget.share(split.unnamed_us * per_step)
             evidence.append(Evidence("of it in no recorded op (Python the trace cannot name)",

@@ -83,7 +83,7 @@ class LaunchOverhead(Rule):
         "fix": "CUDA Graphs (torch.cuda.CUDAGraph, torch.compile(mode=\"reduce-overhead\"))",
         "impact": "removes CPU dispatch as the bottleneck in low-batch decode",
     }
-    needs = ("gpu", "launch-links", "steps")
+    needs = ("gpu", "launch-links", "steps", "steady-state")
     thresholds = (
         Threshold("min_recoverable_share", 0.25, "fraction",
                   "fire when launch-bound idle time is at least this share of the step"),

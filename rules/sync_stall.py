@@ -46,7 +46,7 @@ class SyncStall(Rule):
         "fix": "keep values on the device; read them once per N steps",
         "impact": "removes the idle gap after every sync and lets the host run ahead",
     }
-    needs = ("gpu", "launch-links", "steps")
+    needs = ("gpu", "launch-links", "steps", "steady-state")
     thresholds = (
         Threshold("min_syncs_per_step", 1.0, "count", "fire only with at least this many syncs per step"),
         Threshold("min_idle_share", 0.05, "fraction", "fire when after-sync GPU idle is at least this share"),

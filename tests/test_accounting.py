@@ -34,7 +34,8 @@ def test_buckets_sum_to_the_step_and_unexplained_is_small_or_named(path):
         assert d.verdict.startswith("The workload"), "a failed workload's verdict says so, not a step split"
         return
     if not d.summary.get("gpu_ops_per_step"):
-        assert d.verdict.startswith("No GPU activity"), "a CPU-only trace has no GPU step to split"
+        assert d.verdict.startswith(("No GPU activity", "GPU activity was not recorded")), \
+            "a trace without GPU records (CPU-only, or lost) has no GPU step to split"
         return
     acct = d.summary["accounting"]
     summed = [b for b in acct["buckets"] if b["in_sum"]]

@@ -124,3 +124,18 @@ def test_param_trace_steps_and_verdict(tmp_path, capsys):
     assert 15_000 < summary["step_time_us"] < 40_000, "one iteration, not the whole trace"
     first = data["findings"][0]
     assert first["rule"] == "launch-overhead" and first["fixes"][0]["id"] == "cuda-graphs"
+    # its GPU records' `External id` is their correlation id: kernels are linked to ops by nesting
+    assert first["offenders"][0]["op"].startswith("aten::")
+
+
+def test_identical_layers_of_one_forward_are_not_steps(tmp_path):
+    """SYNTHETIC: embedding, six identical layers, head: one forward, not six steps."""
+    events, t = [], 0.0
+    for name in ["aten::embedding"] + ["aten::rms_norm", "aten::mm", "aten::silu"] * 6 + ["aten::mm_head"]:
+        events.append({"ph": "X", "cat": "cpu_op", "name": name, "pid": 1, "tid": 1, "ts": t, "dur": 10,
+                       "args": {}})
+        t += 20
+    path = tmp_path / "synthetic_layers.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    steps = find_steps(load_target(path))
+    assert len(steps.windows) == 1 and "one window" in steps.how

@@ -9,6 +9,7 @@ from diagnose import devices
 from diagnose.metrics import work
 from diagnose.metrics.accounting import Accounting, step_accounting
 from diagnose.metrics.comm import Communication, communication, rounds_per_step
+from diagnose.metrics.graph_capture import GraphCapture, graph_capture
 from diagnose.metrics.host import SilentSplit, silent_split
 from diagnose.metrics.pyframes import PySamples, python_samples
 from diagnose.metrics.launches import join_launches
@@ -37,6 +38,11 @@ class Metrics:
     def steps(self) -> Steps:
         """The measured step windows."""
         return find_steps(self.trace)
+
+    @functools.cached_property
+    def graph_capture(self) -> GraphCapture | None:
+        """The CUDA/HIP graph captures inside the measured steps (None when there are none)."""
+        return graph_capture(self.trace, self.steps)
 
     @functools.cached_property
     def timeline(self) -> Timeline:
@@ -135,6 +141,8 @@ class Metrics:
             "steps_found_by": steps.how,
             "cold_start_us": steps.cold_start_us,
             "unrecorded_launches": self.trace.unrecorded_launches,
+            "graph_capture": (self.graph_capture.text() if self.graph_capture is not None
+                              and self.graph_capture.dominates else None),
             "step_time_us": round(b.step_us, 3),
             "profiled_step_time_us": round(b.profiled_step_us, 3),
             "unprofiled_step_time_us": b.unprofiled_step_us,

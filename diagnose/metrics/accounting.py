@@ -11,7 +11,7 @@ GPU's busy time plus its idle gaps (timeline.py). Both are split further:
 | `launch` | GPU idle while the host issued CUDA calls at least every `timeline.host_silence_us` (dispatch) | host-paced gaps |
 | `host_in_ops` | silent host stretches inside a CPU op that does launch kernels, or a torch.compile range: setup that is not dispatch (cuDNN / cuBLAS plan building, autotuning, compiling, cudaMalloc, first-call initialisation) | silent gaps ∩ launching ops |
 | `host_work` | silent host stretches inside recorded CPU ops or DataLoader ranges that launch nothing (data loading, preprocessing) | silent gaps ∩ other ops |
-| `host_python` | silent host stretches no recorded op covers, named by the user's Python lines (capture modes sample the stack) | silent gaps ∩ stack samples |
+| `host_python` | silent host stretches no recorded op covers, named by the user's Python lines (capture modes sample the stack; a trace recorded with_stack=True has it as python_function events) | silent gaps ∩ stack samples |
 | `sync_wait` | host-side idle that opened while the host sat in a synchronising call | after-sync gaps |
 | `kernel_wait` | the next kernel was queued; gap ≤ `timeline.kernel_wait_max_us` | kernel gaps |
 | `other_wait` | the next op was queued; longer gaps: waits on events, other streams, copies | other gaps |
@@ -45,7 +45,7 @@ LABELS = {
     "launch": "launch / dispatch (host-paced idle)",
     "host_in_ops": "host setup inside kernel-launching ops",
     "host_work": "host work outside CUDA calls",
-    "host_python": "host work in the user's Python (sampled)",
+    "host_python": "host work in the user's Python (its stack sampled or traced)",
     "sync_wait": "waits after host-device syncs",
     "kernel_wait": "gaps between queued kernels",
     "other_wait": "waits on other streams / events",

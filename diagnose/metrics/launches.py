@@ -1,6 +1,8 @@
 """Kernel launches: each GPU op joined to the host call that launched it and the op that asked.
 
-Kernel ↔ launch call on `correlation`; launch call ↔ CPU op on `External id`. The launch delay
+Kernel ↔ launch call on `correlation`; launch call ↔ CPU op on `External id`. Some kinetos (the
+one param's et_replay traces came from) write each GPU record's correlation id as its `External
+id`: then the launch call's op is the innermost CPU op around it on its thread. The launch delay
 is the time from the end of the launch call to the kernel's start (queueing on the GPU).
 
 Both joins are lookups of unique keys, done with a sorted search on plain int64 arrays: a general
@@ -35,6 +37,8 @@ def join_launches(trace: Trace) -> pd.DataFrame:
     # The innermost op owns the launch: with nested ops sharing an id, keep the latest-starting one.
     cpu_ops = cpu_ops.sort_values("ts").drop_duplicates("external_id", keep="last")
     ext = out["external_id"].fillna(out["launch_external_id"])
+    if _ids_are_correlations(out):
+        ext = pd.Series(_enclosing_op_ids(trace, out["launch_ts"], out["launch_tid"]), index=out.index)
     out["op_external_id"] = ext.astype("Int64")
     found = lookup(out["op_external_id"], cpu_ops["external_id"].astype("Int64"))
     out["op_name"] = _taken(cpu_ops["name"], found, out.index)
@@ -60,3 +64,47 @@ def _taken(column: pd.Series, positions: np.ndarray, index: pd.Index) -> pd.Seri
     """column[positions] as a new column, missing where the position is -1 (with the dtype a left
     merge gives a column with missing matches)."""
     return pd.Series(take(column.array, positions, allow_fill=True), index=index)
+
+
+MIN_LINKS = 10  # GPU records with both ids before their equality says the ids are not op links
+
+
+def _ids_are_correlations(out: pd.DataFrame) -> bool:
+    """True when every GPU record's `External id` is its own correlation id (no link to an op)."""
+    both = out["external_id"].notna() & out["correlation"].notna()
+    if both.sum() < MIN_LINKS:
+        return False
+    return bool((out.loc[both, "external_id"] == out.loc[both, "correlation"]).all())
+
+
+def _enclosing_op_ids(trace: Trace, at: pd.Series, tids: pd.Series) -> np.ndarray:
+    """For each launch call (time, thread), the `External id` of the innermost CPU op around it
+    on the same thread (NaN where none is)."""
+    out = np.full(len(at), np.nan)
+    ops = trace.cpu_ops.dropna(subset=["external_id"])
+    times = at.to_numpy(float)
+    threads = tids.astype(str).to_numpy()
+    for tid, group in ops.groupby(ops["tid"].astype(str), sort=False):
+        group = group.sort_values("ts", kind="stable")
+        starts, ends = group["ts"].to_numpy(float), group["end"].to_numpy(float)
+        ids = group["external_id"].to_numpy(dtype=float, na_value=np.nan)
+        parent = _parents(starts, ends)
+        mine = np.nonzero(threads == tid)[0]
+        for row, i in zip(mine, np.searchsorted(starts, times[mine], side="right") - 1):
+            while i >= 0 and ends[i] < times[row]:
+                i = parent[i]
+            if i >= 0:
+                out[row] = ids[i]
+    return out
+
+
+def _parents(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """The index of each range's innermost enclosing range (-1 at the top), ranges sorted by start."""
+    parent = np.full(len(starts), -1)
+    stack: list[int] = []
+    for i, (s, e) in enumerate(zip(starts.tolist(), ends.tolist())):
+        while stack and ends[stack[-1]] < s:
+            stack.pop()
+        parent[i] = stack[-1] if stack else -1
+        stack.append(i)
+    return parent

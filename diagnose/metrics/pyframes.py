@@ -7,12 +7,19 @@ each sample is labelled with its innermost frame in the user's own code (frames 
 interpreter's library, site-packages or diagnose itself are skipped; the folders are the ones
 recorded on the capture machine), and each stretch's time is shared equally among the samples
 that fall inside it.
+
+A trace recorded with `with_stack=True` carries `python_function` events instead: the Python
+call stack as nested ranges. `trace_stacks` turns them into the same samples, a point every
+TRACE_GRID_US (coarser on long traces) labelled with the innermost frame covering it that is
+not torch's own or a builtin, so trace mode names host time by file:line the way capture mode
+does.
 """
 from __future__ import annotations
 
 import dataclasses
 import json
 import os
+import re
 from pathlib import Path
 
 import numpy as np
@@ -48,6 +55,7 @@ class PySamples:
     interval_s: float
     cost: dict
     path: str
+    from_trace: bool = False  # made from the trace's python_function events, not sampled
 
     def attribute(self, stretches: np.ndarray) -> pd.DataFrame:
         """Share each stretch's µs among the user lines sampled inside it, summed per line.
@@ -90,13 +98,51 @@ class PySamples:
         return out
 
 
+TRACE_GRID_US = 20.0
+TRACE_MAX_POINTS = 500_000
+PY_EVENT = re.compile(r"^(?P<file>.+?)\((?P<line>\d+)\): (?P<function>.+)$")
+NOT_USER = ("torch/", "<built-in", "<frozen", "nn.Module:", "threading.py", "contextlib.py")
+
+
+def trace_stacks(trace: Trace) -> PySamples | None:
+    """Samples made from the trace's python_function events (with_stack=True); None without them."""
+    py = trace.python
+    if not len(py):
+        return None
+    names = py["name"].astype(str)
+    parts = names.str.extract(PY_EVENT)
+    user = parts["file"].notna() & ~parts["file"].fillna("").str.startswith(NOT_USER)
+    frames = py[user.to_numpy()]
+    if not len(frames):
+        return None
+    parts = parts[user]
+    start, stop = float(frames["ts"].min()), float(frames["end"].max())
+    step = max(TRACE_GRID_US, (stop - start) / TRACE_MAX_POINTS)
+    t = np.arange(start, stop, step)
+    label = np.full(len(t), -1)
+    order = np.argsort(frames["ts"].to_numpy(float), kind="stable")  # a callee starts after its caller
+    lo = np.searchsorted(t, frames["ts"].to_numpy(float)[order], side="left")
+    hi = np.searchsorted(t, frames["end"].to_numpy(float)[order], side="left")
+    wide = np.nonzero(hi > lo)[0]  # most calls are shorter than the grid and cover no point
+    for i, a, b in zip(order[wide].tolist(), lo[wide].tolist(), hi[wide].tolist()):
+        label[a:b] = i
+    keep = label >= 0
+    t, label = t[keep], label[keep]
+    file = parts["file"].to_numpy(object)[label]
+    line = parts["line"].astype(int).to_numpy()[label]
+    function = parts["function"].to_numpy(object)[label]
+    where = np.array([f"{f}:{n} {fn}" for f, n, fn in zip(file, line, function)], dtype=object)
+    return PySamples(t=t, where=where, file=file, line=line, function=function, interval_s=step / 1e6,
+                     cost={}, path="the trace's python_function events (with_stack=True)", from_trace=True)
+
+
 def python_samples(trace: Trace) -> tuple[PySamples | None, str | None]:
     """The capture's stack samples aligned to `trace`, or None when it has none (a trace file from
     elsewhere, or a capture recorded before the sampler existed); and, when a samples file exists
     but cannot be used, a warning saying why. Metrics.python_samples reads it once per trace."""
     path = samples_path(trace)
     if path is None:
-        return None, None
+        return trace_stacks(trace), None
     try:
         return read_samples(path, trace), None
     except ValueError as exc:

@@ -3,7 +3,9 @@
 In order: diagnose's own step ranges; torch.profiler's `ProfilerStep#N`; else the iteration marks
 a training loop leaves without them (the ends of `Optimizer.step#…`, the starts of the DataLoader's
 `__next__` or of `Optimizer.zero_grad#…`); else a `record_function` range of the user's that
-repeats; else the repeating pattern of the top-level ops. A step between two marks runs from one
+repeats; else the repeating pattern of the top-level ops (whole iterations only: what precedes the
+first repetition and follows the last must be made of the same ops, which one forward's layers,
+between an embedding and a head, are not). A step between two marks runs from one
 mark to the next, so N marks give N − 1 whole steps. In a trace from elsewhere, a first step at
 least COLD_FACTOR × the median of the others is a cold start (lazy loading, autotuning, first-call
 allocations) and is left out; diagnose's own ranges start after its warm-up steps.
@@ -159,7 +161,13 @@ def _op_pattern(trace: Trace) -> tuple[np.ndarray, str] | None:
         if any(b - a != period for a, b in zip(at, at[1:])):
             continue
         segment = names[at[0]:at[1]]
-        if all(names[a:b] == segment for a, b in zip(at[1:], at[2:])):
+        if not all(names[a:b] == segment for a, b in zip(at[1:], at[2:])):
+            continue
+        # what comes before the first repetition and after the last must be parts of one (a loop
+        # profiled from mid-iteration): one forward's identical layers have the embedding before
+        # them and the head after, which are not, so they are not taken for steps
+        known = set(segment)
+        if known.issuperset(names[:at[0]]) and known.issuperset(names[at[-1] + period:]):
             break
     else:
         return None

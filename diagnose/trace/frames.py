@@ -35,16 +35,19 @@ RUNTIME_COLUMNS = ["name", "ts", "dur", "pid", "tid", "correlation", "external_i
 OP_COLUMNS = ["name", "cat", "ts", "dur", "pid", "tid", "external_id", "input_dims", "input_types"]
 ANNOTATION_COLUMNS = ["name", "ts", "dur", "device", "stream"]
 SYNC_COLUMNS = ["name", "ts", "dur", "device", "stream", "correlation", "wait_on_stream"]
+PYTHON_COLUMNS = ["name", "ts", "dur", "tid"]  # with_stack=True: python_function events
 MEMORY_COLUMNS = ["ts", "bytes", "total_allocated", "total_reserved", "device_id", "device_type",
                   "addr", "tid"]
 
-NO_CAT, GPU, RUNTIME, OPS, ANNOTATIONS, SYNCS, OTHER = range(7)
+NO_CAT, GPU, RUNTIME, OPS, ANNOTATIONS, SYNCS, PYTHON, OTHER = range(8)
 FAMILY_OF = {None: NO_CAT, **{c: GPU for c in GPU_CATS}, **{c: RUNTIME for c in RUNTIME_CATS},
-             **{c: OPS for c in OP_CATS}, "gpu_user_annotation": ANNOTATIONS, "cuda_sync": SYNCS}
+             **{c: OPS for c in OP_CATS}, "gpu_user_annotation": ANNOTATIONS, "cuda_sync": SYNCS,
+             "python_function": PYTHON}
 PHASE_OF = {"X": 1, "i": 2, "I": 2}
 GPU_KIND = {"kernel": "kernel", "gpu_memcpy": "memcpy", "gpu_memset": "memset", **legacy.GPU_CATEGORIES}
 FRAMES = {GPU: ("gpu", GPU_COLUMNS), RUNTIME: ("runtime", RUNTIME_COLUMNS), OPS: ("ops", OP_COLUMNS),
-          ANNOTATIONS: ("gpu_annotations", ANNOTATION_COLUMNS), SYNCS: ("syncs", SYNC_COLUMNS)}
+          ANNOTATIONS: ("gpu_annotations", ANNOTATION_COLUMNS), SYNCS: ("syncs", SYNC_COLUMNS),
+          PYTHON: ("python", PYTHON_COLUMNS)}
 ARRAY_COLUMNS = {"ts", "dur", "correlation", "external_id"}
 INT64_MAX = 2 ** 63 - 1
 
@@ -240,6 +243,10 @@ class FrameBuilder:
         out["correlation"].append(id_array(_get("correlation", args)))
         out["wait_on_stream"] += _get("wait_on_stream", args)
 
+    def _python(self, events: list[Event], out: dict) -> None:
+        out["name"].append(self._name_codes(events))
+        out["tid"] += _get("tid", events)
+
     def _memory(self, ev: Event, ts: float) -> None:
         if ev.name != "[memory]" or ev.args is None:
             return
@@ -274,7 +281,7 @@ class FrameBuilder:
         names, categories = self._names.values, self._categories.values
         launch_text = [info[1] for info in self._launch_dims.values]
         return {("gpu", "name"): names, ("runtime", "name"): names, ("ops", "name"): names,
-                ("gpu_annotations", "name"): names, ("syncs", "name"): names,
+                ("gpu_annotations", "name"): names, ("syncs", "name"): names, ("python", "name"): names,
                 ("gpu", "cat"): [GPU_KIND.get(c) for c in categories], ("ops", "cat"): categories,
                 ("gpu", "grid"): launch_text, ("gpu", "block"): launch_text,
                 ("ops", "input_dims"): self._shapes.values, ("ops", "input_types"): self._shapes.values}

@@ -84,7 +84,7 @@ def load_trace_file(path: Path, allow_empty: bool = False, on_progress=None, max
         source=str(path), gpu=frames["gpu"], runtime=frames["runtime"], ops=legacy.relabel_operators(frames["ops"]),
         gpu_annotations=frames["gpu_annotations"], syncs=frames["syncs"], memory=frames["memory"],
         device_properties=decoded.deviceProperties or [], distributed=decoded.distributedInfo,
-        warnings=warnings, t0_us=frames["t0"],
+        warnings=warnings, t0_us=frames["t0"], python=frames["python"],
     )
 
 

@@ -21,6 +21,7 @@ class Trace:
       gpu_annotations  user annotations as the GPU timeline shows them
       syncs            CUPTI synchronisation records (kineto `cuda_sync`)
       memory           allocator events (profile_memory=True)
+      python           Python function events (with_stack=True)
 
     A Trace is read-only once loaded: metrics, Nsight Compute measurements and what the rules
     learn live beside it (diagnose.metrics.Metrics, engine.Context), never on it.
@@ -38,6 +39,7 @@ class Trace:
     capture: dict | None = None
     warnings: list = dataclasses.field(default_factory=list)
     t0_us: float = 0.0
+    python: pd.DataFrame = dataclasses.field(default_factory=lambda: pd.DataFrame(columns=["name", "ts", "dur", "tid", "end"]))
 
     @functools.cached_property
     def cpu_ops(self) -> pd.DataFrame:

@@ -1,0 +1,79 @@
+"""Is the analysed window a CUDA/HIP graph being captured rather than a steady state?
+
+While a stream is captured (`cudaStreamBeginCapture` … `cudaStreamEndCapture`, `hip…` alike),
+kernel launch calls only record nodes into the graph: the kernels run later, when the graph is
+replayed. A trace recorded then (vLLM and SGLang capture at start-up) shows the host launching
+hundreds of kernels and the GPU doing almost nothing, which reads like launch overhead; it is
+set-up, not the workload's steady state. The window is called a capture when at least
+CAPTURED_SHARE of its kernel launches fall inside capture spans.
+"""
+from __future__ import annotations
+
+import dataclasses
+import re
+
+import numpy as np
+
+from diagnose.metrics.steps import Steps
+from diagnose.trace.model import KERNEL_LAUNCH, Trace
+
+BEGIN = re.compile(r"^(?:cuda|hip)StreamBeginCapture")
+END = re.compile(r"^(?:cuda|hip)StreamEndCapture")
+INSTANTIATE = re.compile(r"^(?:cuda|hip)GraphInstantiate")
+CAPTURED_SHARE = 0.5
+
+
+@dataclasses.dataclass
+class GraphCapture:
+    """The capture spans of the analysed window and the launches inside them."""
+
+    captures: int
+    captured_launches: int
+    launches: int
+    instantiations: int
+
+    @property
+    def share(self) -> float:
+        """Share of the window's kernel launches that were captured, not run."""
+        return self.captured_launches / self.launches if self.launches else 0.0
+
+    @property
+    def dominates(self) -> bool:
+        """True when the window is mostly a graph capture (not a steady state)."""
+        return self.share >= CAPTURED_SHARE
+
+    def text(self) -> str:
+        """'1 graph capture holds 428 of 428 kernel launches (100 %)'."""
+        graphs, verb = (f"{self.captures} graph capture", "holds") if self.captures == 1 else \
+            (f"{self.captures} graph captures", "hold")
+        return (f"{graphs} (cudaStreamBeginCapture … EndCapture) {verb} {self.captured_launches:,} of the "
+                f"{self.launches:,} kernel launches ({self.share:.0%})")
+
+
+def graph_capture(trace: Trace, steps: Steps) -> GraphCapture | None:
+    """The capture spans inside the analysed steps; None when the trace captured no graph there."""
+    runtime = trace.runtime
+    if not len(runtime) or not steps.windows:
+        return None
+    names = runtime["name"].astype(str)
+    begins = runtime[names.str.match(BEGIN)]
+    if not len(begins):
+        return None
+    ends = runtime[names.str.match(END)].sort_values("ts")
+    start, stop = steps.windows[0].cpu_start, max(w.cpu_end for w in steps.windows)
+    inside = runtime[(runtime["ts"] >= start) & (runtime["ts"] <= stop)]
+    launch_ts = inside.loc[inside["name"].astype(str).str.contains(KERNEL_LAUNCH), "ts"].to_numpy(float)
+    end_ts = ends["end"].to_numpy(float)
+    captured, spans = np.zeros(len(launch_ts), dtype=bool), 0
+    for b in begins["ts"].to_numpy(float):
+        later = end_ts[end_ts > b]
+        e = later[0] if len(later) else stop
+        if e < start or b > stop:
+            continue
+        spans += 1
+        captured |= (launch_ts >= b) & (launch_ts <= e)
+    if not spans:
+        return None
+    inst = int((inside["name"].astype(str).str.match(INSTANTIATE)).sum())
+    return GraphCapture(captures=spans, captured_launches=int(captured.sum()), launches=len(launch_ts),
+                        instantiations=inst)
