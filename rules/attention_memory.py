@@ -47,9 +47,8 @@ import math
 from diagnose.engine import Quiet, Rule, Skip, Threshold
 from diagnose.findings import Evidence, Finding
 from diagnose.fixes import fix
-from diagnose.memory.details import breakdown, step_windows
-from diagnose.memory.patterns import SCORE_MATMULS, ScoreMatrix, attention_calls, has_shapes, score_matrices, shapes
-from diagnose.memory.timeline import levels_in_steps
+from diagnose.memory.details import breakdown, step_levels
+from diagnose.memory.patterns import SCORE_MATMULS, ScoreMatrix, has_shapes, score_matrices, shapes
 from diagnose.memory.units import gb, in_gb
 
 
@@ -89,8 +88,8 @@ class AttentionMemory(Rule):
                             "attention shapes are unknown")
             return Skip("no op shapes in the trace (record_shapes=False): attention score shapes are unknown")
         min_tokens = int(t["min_tokens"])
-        scores = score_matrices(ops, min_tokens)
-        calls = attention_calls(ops)
+        calls = ctx.metrics.attention_calls
+        scores = score_matrices(ops, min_tokens, calls)
         masked = [c for c in calls if c.mask is not None and min(c.mask.dims[-2:]) >= min_tokens]
         if not scores and not masked and sweep is None:
             return Quiet(_quiet_detail(calls, ctx.sweep, min_tokens))
@@ -172,10 +171,9 @@ def _quiet_detail(calls, sweep, min_tokens: int) -> str:
 
 def _memory_saved(ctx, s: ScoreMatrix) -> tuple[list[Evidence], str]:
     """Evidence and basis for the memory a fused kernel would save."""
-    record = ctx.memory
     d, dv = _head_dims(ctx.trace.ops, s)
     fused = s.batch_heads * s.tq * (dv * 2 + 4)
-    levels = levels_in_steps(record.events, step_windows(ctx)) if record is not None else None
+    levels = step_levels(ctx)
     if levels and levels["peak"] > levels["floor"]:
         transient = levels["peak"] - levels["floor"]
         saved = max(transient - fused, 0.0)

@@ -56,9 +56,8 @@ import pandas as pd
 from diagnose.engine import Quiet, Rule, Skip, Threshold
 from diagnose.findings import Evidence, Finding
 from diagnose.fixes import fix
-from diagnose.memory.details import breakdown, step_windows
-from diagnose.memory.patterns import attention_calls, kv_appends, step_index
-from diagnose.memory.timeline import levels_in_steps
+from diagnose.memory.details import breakdown, step_levels, step_windows
+from diagnose.memory.patterns import kv_appends, step_index
 from diagnose.memory.units import gb, in_gb
 
 GB = 1e9
@@ -100,7 +99,7 @@ class KVFragmentation(Rule):
         steps = step_index(ops, windows) if len(ops) else []
         appends = [a for a in kv_appends(ops, steps, t["max_append"], t["min_cache_tokens"]) if a.step >= 0] \
             if len(ops) else []
-        decode = _last_step_decode(ops, windows)
+        decode = _last_step_decode(ctx.metrics.attention_calls, windows)
         concat = _concat(appends, t)
         weights = _weights(ctx)
         prealloc = _preallocated(ctx, t, decode, weights, windows)
@@ -139,9 +138,10 @@ class KVFragmentation(Rule):
         )
 
 
-def _last_step_decode(ops: pd.DataFrame, windows: list) -> list:
-    """The decode-shaped attention calls of the last measured step (the whole trace without steps)."""
-    calls = [c for c in attention_calls(ops) if c.decode] if len(ops) else []
+def _last_step_decode(calls: list, windows: list) -> list:
+    """The decode-shaped attention calls (of all `calls`, the trace's) of the last measured step
+    (the whole trace without steps)."""
+    calls = [c for c in calls if c.decode]
     if not calls or not windows:
         return calls
     steps = step_index(pd.DataFrame({"ts": [c.ts for c in calls]}), windows)
@@ -201,7 +201,7 @@ def _usage(ctx, decode: list, weights: float, windows: list) -> tuple[float, flo
     record = ctx.memory
     if not decode or record is None:
         return None
-    levels = levels_in_steps(record.events, windows)
+    levels = step_levels(ctx)
     if not levels:
         return None
     read = float(sum(c.k.nbytes + c.v.nbytes for c in decode))

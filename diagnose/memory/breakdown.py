@@ -11,6 +11,7 @@ and temporaries.
 from __future__ import annotations
 
 import re
+from typing import Callable
 
 import numpy as np
 import pandas as pd
@@ -34,6 +35,15 @@ def one_step(ops: pd.DataFrame, windows: list | None) -> pd.DataFrame:
         return ops
     last = max(w.index for w in windows)
     return ops[steps == last]
+
+
+def _in_last_step(calls: list, windows: list | None) -> list:
+    """The calls whose op one_step keeps: those that start in the last measured step."""
+    if not windows or not calls:
+        return calls
+    last = max(w.index for w in windows)
+    steps = step_index(pd.DataFrame({"ts": [c.ts for c in calls]}), windows)
+    return [c for c, s in zip(calls, steps) if s == last]
 
 
 def training_parts(ops: pd.DataFrame, step_ops: pd.DataFrame) -> dict | None:
@@ -64,8 +74,9 @@ def training_parts(ops: pd.DataFrame, step_ops: pd.DataFrame) -> dict | None:
             "param_values": numel, "note": note}
 
 
-def inference_parts(step_ops: pd.DataFrame) -> dict | None:
-    """Weights of the outermost linear layers and embeddings, and the KV cache read by decode attention."""
+def inference_parts(step_ops: pd.DataFrame, calls: list | None = None) -> dict | None:
+    """Weights of the outermost linear layers and embeddings, and the KV cache read by decode
+    attention (`calls`: the attention calls of the step, found in `step_ops` when not given)."""
     if not len(step_ops):
         return None
     weights = 0.0
@@ -78,7 +89,8 @@ def inference_parts(step_ops: pd.DataFrame) -> dict | None:
             if len(args) > pos and args[pos] is not None and len(args[pos].dims) == 2:
                 weights += args[pos].nbytes
                 count += 1
-    kv = sum(c.k.nbytes + c.v.nbytes for c in attention_calls(step_ops) if c.decode)
+    calls = attention_calls(step_ops) if calls is None else calls
+    kv = sum(c.k.nbytes + c.v.nbytes for c in calls if c.decode)
     parts = []
     if weights:
         parts.append({"part": "weights", "bytes": weights, "how": f"{count} linear/embedding weights used in one step"})
@@ -123,11 +135,19 @@ def _group(items: list[tuple[str, float]]) -> list[dict]:
             for w, r in grouped.head(TOP).iterrows()]
 
 
-def peak_breakdown(ops: pd.DataFrame, windows: list | None, peak: float | None, snapshot: dict | None) -> dict:
+def peak_breakdown(ops: pd.DataFrame, windows: list | None, peak: float | None, snapshot: dict | None,
+                   attention: Callable[[], list] | None = None) -> dict:
     """The peak split into the parts the ops reveal, the rest as activations and temporaries, plus
-    the snapshot's largest live blocks and allocating frames by user code."""
+    the snapshot's largest live blocks and allocating frames by user code. `attention` gives the
+    attention calls of all of `ops` (Metrics.attention_calls), read only for an inference
+    breakdown; without it they are found in the last step's ops."""
     step_ops = one_step(ops, windows)
-    known = (training_parts(ops, step_ops) or inference_parts(step_ops)) if len(ops) else None
+    known = None
+    if len(ops):
+        known = training_parts(ops, step_ops)
+        if known is None:
+            calls = None if attention is None else _in_last_step(attention(), windows)
+            known = inference_parts(step_ops, calls)
     out = {"peak_bytes": peak, "kind": "unknown", "optimizer": None, "parts": [], "note": "",
            "top_live": top_live(snapshot), "top_allocating": top_allocating(snapshot)}
     if known:

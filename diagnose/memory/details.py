@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from diagnose.memory.breakdown import peak_breakdown
-from diagnose.memory.timeline import memory_timeline
+from diagnose.memory.timeline import levels_in_steps, memory_timeline
 
 SNAPSHOT_KEYS = ("reserved_bytes", "allocated_bytes", "segments", "free_in_segments_bytes",
                  "largest_free_block_bytes", "fragmentation", "live_blocks")
@@ -17,11 +17,23 @@ def step_windows(ctx) -> list:
 
 
 def breakdown(ctx) -> dict | None:
-    """What holds the peak (diagnose/memory/breakdown.py) for a rules Context; None without a record."""
+    """What holds the peak (diagnose/memory/breakdown.py) for a rules Context; None without a record.
+    Built once per trace and shared: read it, never change it."""
     record = ctx.memory
     if record is None:
         return None
-    return peak_breakdown(ctx.trace.ops, step_windows(ctx), record.peak_allocated, record.snapshot)
+    m = ctx.metrics
+    return m.shared("memory breakdown", lambda: peak_breakdown(
+        ctx.trace.ops, step_windows(ctx), record.peak_allocated, record.snapshot, lambda: m.attention_calls))
+
+
+def step_levels(ctx) -> dict | None:
+    """The allocated floor and peak over the measured steps (diagnose/memory/timeline.py) for a
+    rules Context, built once per trace; None without a record or allocator events."""
+    record = ctx.memory
+    if record is None:
+        return None
+    return ctx.metrics.shared("memory levels in steps", lambda: levels_in_steps(record.events, step_windows(ctx)))
 
 
 def memory_details(ctx) -> dict:

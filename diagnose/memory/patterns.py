@@ -58,17 +58,31 @@ def _dims(value) -> tuple[int, ...] | None:
     return None
 
 
-def shapes(input_dims, input_types) -> list[Shape | None]:
-    """The op's tensor arguments position by position (None for scalars, lists and empty dims)."""
+# (id(dims), id(types)) -> (dims, types, their shapes). The decoder keeps one list per distinct
+# value (trace/frames.py), so a trace has few; holding the lists keeps their ids from being reused.
+_PARSED: dict[tuple[int, int], tuple] = {}
+_PARSED_MAX = 1 << 16
+
+
+def shapes(input_dims, input_types) -> tuple[Shape | None, ...]:
+    """The op's tensor arguments position by position (None for scalars, lists and empty dims),
+    parsed once per distinct shape list; shared, so a tuple."""
     if not isinstance(input_dims, list):
-        return []
+        return ()
+    key = (id(input_dims), id(input_types))
+    hit = _PARSED.get(key)
+    if hit is not None and hit[0] is input_dims and hit[1] is input_types:
+        return hit[2]
     types = input_types if isinstance(input_types, list) else []
     out = []
     for i, dims in enumerate(input_dims):
         d = _dims(dims)
         dtype = types[i] if i < len(types) and isinstance(types[i], str) else ""
         out.append(Shape(d, dtype) if d is not None else None)
-    return out
+    if len(_PARSED) >= _PARSED_MAX:
+        _PARSED.clear()
+    parsed = _PARSED[key] = (input_dims, input_types, tuple(out))
+    return parsed[2]
 
 
 def distinct_calls(ops: pd.DataFrame):
@@ -131,9 +145,10 @@ class ScoreMatrix:
         return float(math.prod(self.dims) * DTYPE_BYTES.get(self.dtype, 2))
 
 
-def score_matrices(ops: pd.DataFrame, min_tokens: int) -> list[ScoreMatrix]:
+def score_matrices(ops: pd.DataFrame, min_tokens: int, calls: list | None = None) -> list[ScoreMatrix]:
     """Distinct score matrices with Tq and Tk ≥ min_tokens: a softmax over [..., Tq, Tk] whose
-    shape a batched matmul in the trace produces (q @ kᵀ), with the dense mask added to it if any."""
+    shape a batched matmul in the trace produces (q @ kᵀ), with the dense mask added to it if any.
+    `calls`: attention_calls(ops), when the caller has them already."""
     if not len(ops):
         return []
     soft = ops[ops["name"].isin(SOFTMAX_OPS)]
@@ -141,7 +156,8 @@ def score_matrices(ops: pd.DataFrame, min_tokens: int) -> list[ScoreMatrix]:
         return []
     found: dict[tuple, ScoreMatrix] = {}
     products = _matmul_outputs(ops)
-    math_calls = {(c.q.dims[-2], c.k.dims[-2]) for c in attention_calls(ops) if c.backend == "math"}
+    calls = attention_calls(ops) if calls is None else calls
+    math_calls = {(c.q.dims[-2], c.k.dims[-2]) for c in calls if c.backend == "math"}
     for _, dims_raw, types in distinct_calls(soft):
         args = shapes(dims_raw, types)
         x = args[0] if args else None

@@ -52,10 +52,7 @@ def levels_in_steps(events: pd.DataFrame, windows: list | None) -> dict | None:
         return None
     inside = events
     if windows:
-        ts = events["ts"]
-        mask = np.zeros(len(events), dtype=bool)
-        for w in windows:
-            mask |= ((ts >= w.cpu_start) & (ts <= w.cpu_end)).to_numpy()
+        mask = _in_any(events["ts"].to_numpy(float), windows)
         if mask.any():
             inside = events[mask]
     before = events[events["ts"] < inside["ts"].iloc[0]]
@@ -63,3 +60,13 @@ def levels_in_steps(events: pd.DataFrame, windows: list | None) -> dict | None:
     return {"floor": float(min(inside["total_allocated"].min(), entering)),
             "peak": float(inside["total_allocated"].max()),
             "reserved_peak": float(inside["total_reserved"].max())}
+
+
+def _in_any(ts: np.ndarray, windows: list) -> np.ndarray:
+    """For each time, whether some window's CPU range [cpu_start, cpu_end] (ends included) holds it:
+    the windows that start by then reach furthest to at least it."""
+    starts = np.array([w.cpu_start for w in windows], dtype=float)
+    order = np.argsort(starts, kind="stable")
+    reach = np.maximum.accumulate(np.array([w.cpu_end for w in windows], dtype=float)[order])
+    last = np.searchsorted(starts[order], ts, side="right") - 1
+    return (last >= 0) & (reach[np.maximum(last, 0)] >= ts)

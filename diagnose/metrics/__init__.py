@@ -2,15 +2,16 @@
 from __future__ import annotations
 
 import functools
+from typing import Any, Callable
 
 import pandas as pd
 
 from diagnose import devices
 from diagnose.metrics import work
-from diagnose.metrics.accounting import Accounting, step_accounting
+from diagnose.metrics.accounting import Accounting, silent_outside_syncs, step_accounting
 from diagnose.metrics.comm import Communication, communication, rounds_per_step
 from diagnose.metrics.graph_capture import GraphCapture, graph_capture
-from diagnose.metrics.host import SilentSplit, silent_split
+from diagnose.metrics.host import SilentSplit, merge_intervals, silent_split
 from diagnose.metrics.pyframes import PySamples, python_samples
 from diagnose.metrics.launches import join_launches
 from diagnose.metrics.step_time import StepBudget, step_budget
@@ -33,6 +34,8 @@ class Metrics:
         self.timeline_params = timeline_params or {}
         self.ncu_table = ncu_table if ncu_table is not None and len(ncu_table.kernels) else None
         self.warnings: list[str] = []  # what computing the metrics found wrong with their inputs
+        self._silent_splits: dict[bytes, SilentSplit] = {}
+        self._shared: dict[str, Any] = {}
 
     @functools.cached_property
     def steps(self) -> Steps:
@@ -78,12 +81,39 @@ class Metrics:
     def silent(self) -> SilentSplit:
         """Where the silent host stretches went: setup inside launching ops, work ops name, or nothing
         recorded (metrics/host.py)."""
-        return silent_split(self.trace, self.timeline.silent)
+        return self.split_silent(self.timeline.silent)
+
+    def split_silent(self, silent: pd.DataFrame) -> SilentSplit:
+        """silent_split of these silent stretches, built once per distinct union of them: the
+        stretches outside syncs are all of them when no gap opened in a sync."""
+        stretches = merge_intervals(silent["start"].to_numpy(float), silent["end"].to_numpy(float))
+        key = stretches.tobytes()
+        if key not in self._silent_splits:
+            frame = pd.DataFrame({"start": stretches[:, 0], "end": stretches[:, 1]})
+            self._silent_splits[key] = silent_split(self.trace, frame)
+        return self._silent_splits[key]
 
     @functools.cached_property
     def accounting(self) -> Accounting:
         """The analysed step split into named buckets that sum to the step (metrics/accounting.py)."""
-        return step_accounting(self.timeline, self.budget, self.comm, self.trace, self.python_samples)
+        split = self.split_silent(silent_outside_syncs(self.timeline))
+        return step_accounting(self.timeline, self.budget, self.comm, self.trace, self.python_samples, split)
+
+    @functools.cached_property
+    def attention_calls(self) -> list:
+        """Every scaled_dot_product_attention call of the trace, with its shapes and backend
+        (diagnose/memory/patterns.py); the memory rules and the peak breakdown share them."""
+        from diagnose.memory.patterns import attention_calls
+
+        return attention_calls(self.trace.ops)
+
+    def shared(self, key: str, build: Callable[[], Any]) -> Any:
+        """The view named `key`, made by `build()` on first use and the same object after: for views
+        that also read what Metrics does not hold (the allocator record the rules' Context reads).
+        Views are shared: whoever reads one must not change it."""
+        if key not in self._shared:
+            self._shared[key] = build()
+        return self._shared[key]
 
     @functools.cached_property
     def launches(self) -> pd.DataFrame:

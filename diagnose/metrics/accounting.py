@@ -110,9 +110,10 @@ class Accounting:
 
 
 def step_accounting(timeline: Timeline, budget: StepBudget, comm: Communication, trace: Trace,
-                    samples: PySamples | None = None) -> Accounting:
+                    samples: PySamples | None = None, split: SilentSplit | None = None) -> Accounting:
     """Split the measured steps into the buckets above (µs per step); with the capture's Python stack
-    samples, the silent host time no recorded op covers is named by the user's lines (`host_python`)."""
+    samples, the silent host time no recorded op covers is named by the user's lines (`host_python`).
+    `split` is silent_split of silent_outside_syncs(timeline), when the caller has it already."""
     n = max(budget.n_steps, 1)
     step = budget.step_us
     gaps = timeline.gaps
@@ -122,7 +123,7 @@ def step_accounting(timeline: Timeline, budget: StepBudget, comm: Communication,
     synced = host["after_sync"].astype(bool)
     launch = float(host.loc[~synced, "paced_us"].sum()) * per_step
     sync_wait = float(host.loc[synced, "dur"].sum()) * per_step
-    split = silent_split(trace, _silent_outside_syncs(timeline))
+    split = split if split is not None else silent_split(trace, silent_outside_syncs(timeline))
     python_us, python_names, unattributed = _python_split(split, samples)
     values = {
         "compute": (comm.compute_us, f"{_kernels_per_step(timeline, n):.0f} GPU ops per step"),
@@ -224,7 +225,7 @@ def _fit(values: dict, excess: float) -> dict:
     return values
 
 
-def _silent_outside_syncs(timeline: Timeline) -> np.ndarray:
+def silent_outside_syncs(timeline: Timeline) -> pd.DataFrame:
     """The silent host stretches of host gaps that did not open in a sync, merged (start, end)."""
     silent, gaps = timeline.silent, timeline.gaps
     if not len(silent) or not len(gaps):

@@ -30,8 +30,9 @@ def merge_intervals(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
     s, e = starts[order], ends[order]
     running = np.maximum.accumulate(e)
     new = np.concatenate(([True], s[1:] > running[:-1]))
-    groups = np.cumsum(new) - 1
-    return np.column_stack((s[new], pd.Series(running).groupby(groups).max().to_numpy()))
+    # the running maximum never falls, so each group's end is its value at the group's last interval
+    last = np.append(np.flatnonzero(new)[1:] - 1, len(s) - 1)
+    return np.column_stack((s[new], running[last]))
 
 
 def _pairs(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -227,24 +228,68 @@ def self_held(ops: pd.DataFrame, covered: np.ndarray) -> np.ndarray:
     """For each op (row order kept), the µs of `covered` inside it but outside its child ops on
     the same thread (children: the ops of `ops` nested in it)."""
     out = np.zeros(len(ops))
+    if not len(ops) or not len(covered):
+        return out
     for _, group in ops.groupby("tid", sort=False):
         group = group.sort_values(["ts", "end"], ascending=[True, False], kind="stable")
         rows = ops.index.get_indexer(group.index)
         ts, end = group["ts"].to_numpy(float), group["end"].to_numpy(float)
-        children: list[list[int]] = [[] for _ in range(len(group))]
-        stack: list[int] = []
-        for i in range(len(group)):
-            while stack and ts[i] >= end[stack[-1]]:
-                stack.pop()
-            if stack:
-                children[stack[-1]].append(i)
-            stack.append(i)
-        for i in range(len(group)):
-            own = np.array([[ts[i], end[i]]])
-            if children[i]:
-                kids = np.array(children[i])
-                own = subtract(own, merge_intervals(ts[kids], end[kids]))
-            out[rows[i]] = overlap_us(covered, own)
+        out[rows] = _own_overlaps(ts, end, _parents(ts.tolist(), end.tolist()), covered)
+    return out
+
+
+def _parents(ts: list, end: list) -> np.ndarray:
+    """For ops sorted by start (longest first among equal starts), the index of the op each is
+    nested in (-1 for none): the innermost op still open when it starts."""
+    parent = [-1] * len(ts)
+    stack: list[int] = []
+    for i, t in enumerate(ts):
+        while stack and t >= end[stack[-1]]:
+            stack.pop()
+        if stack:
+            parent[i] = stack[-1]
+        stack.append(i)
+    return np.array(parent, dtype=int)
+
+
+def _own_overlaps(ts: np.ndarray, end: np.ndarray, parent: np.ndarray, covered: np.ndarray) -> np.ndarray:
+    """Per op, the µs of `covered` inside [ts, end] and outside its children, in column operations.
+
+    An op's own time is the gaps between its children (which never overlap: a sibling starts
+    only once the one before it has ended) clipped to the op: [ts, first child's start], [each
+    child's end, the next one's start], [last child's end, end]. Each op's overlaps with
+    `covered` are summed left to right, as overlap_us sums them."""
+    n = len(ts)
+    kids = np.flatnonzero(parent >= 0)
+    kids = kids[np.argsort(parent[kids], kind="stable")]  # by parent, then by start
+    n_kids = np.bincount(parent[kids], minlength=n)
+    base = np.arange(n) + np.concatenate(([0], np.cumsum(n_kids)[:-1]))  # first piece of each op
+    rank = np.arange(len(kids)) - (base[parent[kids]] - parent[kids])  # a child's place among its siblings
+    lo, hi = np.empty(n + len(kids)), np.empty(n + len(kids))
+    lo[base], hi[base + n_kids] = ts, end
+    slot = base[parent[kids]] + rank
+    hi[slot], lo[slot + 1] = ts[kids], end[kids]
+    owner = np.repeat(np.arange(n), n_kids + 1)
+    lo, hi = np.maximum(lo, ts[owner]), np.minimum(hi, end[owner])
+    keep = hi > lo
+    pieces, owner = np.column_stack((lo[keep], hi[keep])), owner[keep]
+    ip, ic = _pairs(pieces, covered)
+    parts = np.minimum(pieces[ip, 1], covered[ic, 1]) - np.maximum(pieces[ip, 0], covered[ic, 0])
+    return _sums_in_order(parts, owner[ip], n)
+
+
+def _sums_in_order(values: np.ndarray, owner: np.ndarray, n: int) -> np.ndarray:
+    """Per owner (0..n-1, `owner` grouped), the sum of its values added left to right."""
+    out = np.zeros(n)
+    if not len(values):
+        return out
+    starts = np.flatnonzero(np.concatenate(([True], owner[1:] != owner[:-1])))
+    counts = np.diff(np.append(starts, len(values)))
+    total = values[starts].copy()
+    for k in range(1, int(counts.max())):
+        live = counts > k
+        total[live] += values[starts[live] + k]
+    out[owner[starts]] = total
     return out
 
 

@@ -42,13 +42,29 @@ def work_inventory(metrics, limit: int = INVENTORY_ROWS) -> list[dict]:
         return []
     frame = pd.DataFrame({"name": ops["name"], "cat": ops["cat"], "dur": ops["dur"],
                           "op": ops["op_name"].fillna(""),
-                          "input_dims": ops["input_dims"].map(lambda v: str(v) if isinstance(v, list) else "")})
+                          "input_dims": _texts(ops["input_dims"])})
     grouped = frame.groupby(["name", "op", "input_dims"], sort=False).agg(
         kind=("cat", "first"), calls=("dur", "size"), total_us=("dur", "sum"))
     grouped = grouped.sort_values("total_us", ascending=False).head(limit)
     return [{"name": name, "op": op or None, "input_dims": dims or None, "cat": row.kind,
              "calls_per_step": round(row.calls / n, 3), "us_per_step": round(row.total_us / n, 3)}
             for (name, op, dims), row in grouped.iterrows()]
+
+
+def _texts(dims: pd.Series) -> list[str]:
+    """str() of each shape list ("" for none), once per list: the decoder shares one list per
+    distinct value (trace/frames.py), and `dims` keeps them alive while the ids are used."""
+    memo: dict[int, str] = {}
+    out = []
+    for v in dims.to_numpy(object):
+        if not isinstance(v, list):
+            out.append("")
+            continue
+        text = memo.get(id(v))
+        if text is None:
+            text = memo[id(v)] = str(v)
+        out.append(text)
+    return out
 
 
 def _first_text(series: pd.Series):

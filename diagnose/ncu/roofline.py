@@ -39,7 +39,7 @@ def roofline(metrics, limit: int = MAX_POINTS) -> dict:
         return {}
     n = max(len(metrics.steps.windows), 1)
     total_us = float(ops["kernel_us"].sum()) or 1.0
-    frame = frame.assign(rung=[_rung(r) for r in frame.itertuples()],
+    frame = frame.assign(rung=_rungs(frame),
                          key=frame["op_name"].astype(str) + "|" + frame["shapes"].astype(str) + "|" + frame["kernel"])
     points = []
     for _, g in frame.groupby("key", sort=False):
@@ -63,14 +63,27 @@ def roofline(metrics, limit: int = MAX_POINTS) -> dict:
             "measured_points": sum(p["measured"] for p in points)}
 
 
-def _rung(row) -> str:
+def _rungs(frame: pd.DataFrame) -> list[str]:
+    """Each row's _rung, worked out once per distinct (kind, dtype, tensor-core use)."""
+    memo: dict = {}
+    out = []
+    for kind, dtype, tensor_core in zip(frame["kind"].to_numpy(object), frame["dtype"].to_numpy(object),
+                                        frame["tensor_core"]):
+        key = (kind, dtype if isinstance(dtype, str) else None, tensor_core is True, tensor_core is False)
+        if key not in memo:
+            memo[key] = _rung(kind, dtype, tensor_core)
+        out.append(memo[key])
+    return out
+
+
+def _rung(kind, dtype, tensor_core) -> str:
     """The ceiling an op is held to: its matrix precision on tensor cores, else FP32 on CUDA cores."""
-    if row.kind not in MATRIX_KINDS:
+    if kind not in MATRIX_KINDS:
         return "fp32"
-    rung = rung_of(row.dtype) or "fp32"
-    if rung == "fp32" and row.tensor_core is True:
+    rung = rung_of(dtype) or "fp32"
+    if rung == "fp32" and tensor_core is True:
         return "tf32"
-    if rung in ("bf16", "fp16", "fp8", "int8") and row.tensor_core is False:
+    if rung in ("bf16", "fp16", "fp8", "int8") and tensor_core is False:
         return "fp32"
     return rung
 
