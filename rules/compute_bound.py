@@ -248,10 +248,19 @@ def _decide(p: _Placed, t) -> Quiet | None:
         return Quiet(f"matrix math is {p.matrix_share:.0%} of the step but only {p.cb_share:.0%} is compute-bound "
                      f"< {t['min_share']:.0%} (median intensity {rows['intensity'].median():.1f} FLOP/B "
                      f"against a ridge of {rows['ridge'].median():.0f}: memory-bound products, e.g. GEMV-"
-                     "shaped decode, are the decode-latency rule's)")
+                     f"shaped decode, are the decode-latency rule's){_impossible_note(rows)}")
     if not len(p.acting):
         return Quiet(_quiet_detail(p.cb, p.spec, p.achieved, p.main_rung, p.main_peak, p.cb_share))
     return None
+
+
+def _impossible_note(rows: pd.DataFrame) -> str:
+    """Ops that ran above the peak of their precision cannot be placed: say so, and that they were left off."""
+    bad = rows[rows["impossible"]]
+    if not len(bad):
+        return ""
+    return (f"; {len(bad)} op(s) (e.g. {bad['op_name'].iloc[0]}) ran faster than the peak of the units they ran "
+            "on, so their FLOPs or their times are wrong, and were left off the roofline")
 
 
 def _no_shapes_reason(matrix: pd.DataFrame) -> str:
@@ -287,6 +296,9 @@ def _place(row, spec, t) -> dict:
     # is latency-bound), not that the product stopped being compute-shaped.
     compute_bound = max(intensity, shaped) >= t["min_ridge_share"] * ridge or row.bound == "compute-bound"
     peak = spec.peak(rung_run) or math.nan
+    impossible = achieved > peak  # faster than the units it ran on can go: its FLOPs or its time are wrong
+    if impossible:
+        compute_bound = False
     issue, target = None, None
     esize = DTYPE_BYTES.get(row.dtype, 4)
     align = max(1, int(t["align_bytes"] // esize))
@@ -310,6 +322,7 @@ def _place(row, spec, t) -> dict:
             "flops": row.flops, "bytes": row.bytes, "dtype": row.dtype, "rung": rung_run, "achieved": achieved,
             "peak": peak, "intensity": intensity, "ridge": ridge, "compute_bound": compute_bound,
             "issue": issue, "target": target, "after_us": after, "saving_us": saving, "bad_dims": bad_dims,
+            "impossible": impossible,
             "m": row.m, "n": row.n, "k": row.k, "kind": row.kind, "measured": measured,
             "sm_pct": row.sm_pct, "tensor_pct": row.tensor_pct, "dram_pct": row.dram_pct, "bound": row.bound}
 

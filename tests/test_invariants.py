@@ -3,7 +3,7 @@ trace and hypothesis-generated synthetic traces, no impossible number is shown a
 to be dropped for one.
 
 Each target is analysed once per session (a module-level cache). The largest rank folders and
-peer traces, and the 200-example synthetic run, are marked `slow`:
+peer traces, and the 80-example synthetic run, are marked `slow`:
 `pytest -m "not slow" tests/test_invariants.py` is the quick pass (40 synthetic traces).
 """
 from __future__ import annotations
@@ -97,7 +97,8 @@ def test_enforce_drops_the_finding_and_says_why():
 
 
 def test_an_impossible_input_is_dropped_with_its_reason_not_shown(tmp_path):
-    """A trace whose FP32 GEMM runs at 3x the FP32 datasheet peak: the share cannot be shown."""
+    """A trace whose FP32 (simt) GEMM runs at 3x the FP32 datasheet peak: the op cannot be placed, and the
+    rule says so instead of showing a share above 100 %."""
     from diagnose import analyze
 
     m = k = n = 8192
@@ -119,7 +120,8 @@ def test_an_impossible_input_is_dropped_with_its_reason_not_shown(tmp_path):
                                 "traceEvents": events}))
     d = analyze(path)
     assert "compute-bound" not in [f.rule for f in d.findings] and violations(d) == []
-    assert any(w.startswith("dropped the compute-bound finding") and "above 100 %" in w for w in d.warnings)
+    quiet = next(c.detail for c in d.checked if c.rule == "compute-bound")
+    assert "ran faster than the peak of the units they ran on" in quiet  # left off the roofline, and said
 
 
 def test_an_unmet_comparison_is_marked_and_shown():
@@ -221,7 +223,7 @@ def test_synthetic_traces_satisfy_the_invariants(trace, tmp_path_factory):
 
 
 @pytest.mark.slow
-@settings(max_examples=200, deadline=None, suppress_health_check=HEALTH)
+@settings(max_examples=80, deadline=None, derandomize=True, suppress_health_check=HEALTH)
 @given(trace=synthetic_trace())
 def test_many_synthetic_traces_satisfy_the_invariants(trace, tmp_path_factory):
     _check_synthetic(trace, tmp_path_factory)
