@@ -27,7 +27,8 @@ from hypothesis import strategies as st  # noqa: E402
 
 SLOW = {"ddp_accumulate", "ddp_no_sync", "fsdp_no_prefetch", "fsdp_prefetch", "ddp_straggler", "ddp_overlap",
         "ddp_healthy", "ddp_exposed", "nccl_data.json.gz", "control.json.gz",
-        "rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz"}
+        "rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz", "linear_kineto.json.gz",
+        "worker0.1623212756351.pt.trace.json.gz", "ddp_heavy_healthy"}  # ddp_heavy_straggler stays quick
 TARGETS = make_golden.targets() + sorted(p for p in SYNTHETIC.glob("ranks_*") if p.is_dir())
 
 
