@@ -46,7 +46,7 @@ def profile(target: str, out=None, warmup: int = 3, steps: int = 5, timed_steps:
     if parsed.kind != "function":
         raise UsageError("profile() takes a 'file.py:NAME' target; use analyze() for traces")
     folder = Path(out) if out else pipeline.default_out(parsed)
-    if nproc_per_node:  # issue 12
+    if nproc_per_node:
         from diagnose.capture.distributed import Launch
 
         return Report.of(pipeline.capture_distributed_and_analyse(

@@ -88,7 +88,7 @@ def build_parser(command: str = "run") -> argparse.ArgumentParser:
         p.add_argument("rule", nargs="?", help="one rule, with its documentation")
         p.add_argument("--format", choices=FORMATS, default="text", help="text (default), json or md")
         return p
-    # --- issue 14: `diagnose diff` (diagnose/diff_command.py) ---
+    # --- `diagnose diff` (diagnose/diff_command.py) ---
     if command == "diff":
         from diagnose.diff_command import DESCRIPTION as DIFF_DESCRIPTION
         from diagnose.diff_command import EPILOG as DIFF_EPILOG
@@ -98,7 +98,6 @@ def build_parser(command: str = "run") -> argparse.ArgumentParser:
         p.usage, p.description, p.epilog = DIFF_USAGE, DIFF_DESCRIPTION, DIFF_EPILOG
         add_diff_options(p)
         return p
-    # --- end issue 14 ---
     if command == "run":
         p.add_argument("target", nargs="?", help=argparse.SUPPRESS)
         p.add_argument("script_args", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
@@ -123,28 +122,26 @@ def build_parser(command: str = "run") -> argparse.ArgumentParser:
                    help="limit of the Nsight Compute pass (default 600)")
     p.add_argument("--sweep", metavar="NAME=V1,V2,...",
                    help="one capture per value of a parameter")
-    if command == "run":  # issue 13
+    if command == "run":
         p.add_argument("--verify", action="store_true",
                        help="then apply each fix it can, time it, check outputs")
         p.add_argument("--verify-skip", default="", metavar="V,...", help="fix variants not to try")
     p.add_argument("--max-trace-bytes", type=_count(1), metavar="N",
                    help="refuse traces that inflate past N bytes")
-    # --- issue 14: `--baseline FOLDER` (diagnose/diff_command.py) ---
+    # --- `--baseline FOLDER` (diagnose/diff_command.py) ---
     if command == "run":
         from diagnose.diff_command import add_gate_option
 
         p.add_argument("--baseline", type=Path, metavar="FOLDER",
                        help="then diff against FOLDER; gate: --fail-on-regression PCT")
         add_gate_option(p, shown=False)
-    # --- end issue 14 ---
-    # --- issue 12: several ranks through torchrun (diagnose/capture/distributed.py) ---
+    # --- several ranks through torchrun (diagnose/capture/distributed.py) ---
     if command == "run":
         p.add_argument("--nproc-per-node", type=_count(1), metavar="N",
                        help="capture N ranks through torchrun")
         p.add_argument("--nnodes", metavar="N|MIN:MAX", help="passed to torchrun (multi-node)")
         p.add_argument("--rdzv-endpoint", metavar="HOST:PORT", help="passed to torchrun (c10d rendezvous)")
         p.add_argument("--node-rank", type=_count(0), metavar="K", help=argparse.SUPPRESS)
-    # --- end issue 12 ---
     p.add_argument("--no-html", action="store_true", help="skip report.html")
     p.add_argument("--open", action="store_true", help="open report.html in a browser when done")
     p.add_argument("-q", "--quiet", action="store_true", help="no summary, only the output paths")
@@ -293,13 +290,12 @@ def _dispatch(command: str, args) -> int:
             else:
                 rules_table.print_rule(console, rule)
         return EXIT_OK
-    # --- issue 14: `diagnose diff` ---
+    # --- `diagnose diff` ---
     if command == "diff":
         from diagnose.diff_command import run_diff
 
         args.fail_on = None
         return run_diff(args, _config(args))
-    # --- end issue 14 ---
     config = _config(args)
     err = Console(stderr=True, highlight=False)
     if command == "demo":
@@ -344,9 +340,9 @@ def _run(args, target_text: str | None, script_args: list[str], config, err: Con
     out = args.out or pipeline.default_out(target)
     fmt_name = _output_format(args)
     quiet_progress = args.quiet or fmt_name != "text"
-    _check_baseline(args)  # issue 14
+    _check_baseline(args)
     if hasattr(args, "nproc_per_node"):
-        _check_distributed(args)  # issue 12
+        _check_distributed(args)
     if target.kind == "trace":
         for flag, given in (("--sweep", args.sweep), ("--param", args.param),
                             ("--verify", getattr(args, "verify", False)),
@@ -362,14 +358,14 @@ def _run(args, target_text: str | None, script_args: list[str], config, err: Con
                 diagnosis.warnings.insert(0, "--ncu: the target is a trace, not a workload: nothing to run under "
                                              "Nsight Compute (attach its results with --ncu-csv FILE)")
             written = _public(folder, pipeline.write_outputs(diagnosis, folder.path, html=not args.no_html))
-            compared = _baseline(args, diagnosis, config, folder, written)  # issue 14
+            compared = _baseline(args, diagnosis, config, folder, written)
     else:
         try:
             params = parse_params(args.param)
         except ValueError as exc:
             raise UsageError(str(exc)) from None
         pipeline.check_can_capture(args.python)
-        if getattr(args, "verify", False) and args.sweep:  # issue 13
+        if getattr(args, "verify", False) and args.sweep:
             raise UsageError("--verify and --sweep cannot be combined: verify one point (--param NAME=VALUE)")
         if getattr(args, "verify_skip", "") and not getattr(args, "verify", False):
             raise UsageError("--verify-skip needs --verify")
@@ -377,7 +373,7 @@ def _run(args, target_text: str | None, script_args: list[str], config, err: Con
         folder = OutputFolder(out, inputs=_inputs(args, None if args.module else target.path))
         folder.keep_on_error = True  # what the workload recorded is kept, whatever happens after
         with folder, _progress(err, quiet=quiet_progress) as on_progress:
-            if getattr(args, "nproc_per_node", None):  # issue 12
+            if getattr(args, "nproc_per_node", None):
                 diagnosis = _run_distributed(args, target, folder, config, params, script_args, on_progress)
             elif args.sweep:
                 diagnosis = pipeline.sweep_and_analyse(
@@ -393,12 +389,12 @@ def _run(args, target_text: str | None, script_args: list[str], config, err: Con
                     verify_skip=_variants(getattr(args, "verify_skip", "")))
             diagnosis = pipeline.relocate(diagnosis, folder.path, folder.final)
             written = _public(folder, pipeline.write_outputs(diagnosis, folder.path, html=not args.no_html))
-            compared = _baseline(args, diagnosis, config, folder, written)  # issue 14
+            compared = _baseline(args, diagnosis, config, folder, written)
     if quiet_progress:
         for note in diagnosis.warnings:
             if note.startswith(("--ncu", "ncu.", "--verify")):
                 print(f"diagnose: {plain(note)}", file=sys.stderr)
-    if compared is not None:  # issue 14: with --baseline, stdout shows the diff
+    if compared is not None:  # with --baseline, stdout shows the diff
         from diagnose.diff_command import exit_code, show
 
         show(compared, args, written)
@@ -423,7 +419,7 @@ def _run(args, target_text: str | None, script_args: list[str], config, err: Con
     return EXIT_OK
 
 
-# --- issue 12: `--nproc-per-node N [--nnodes ... --rdzv-endpoint ...]` ---
+# --- `--nproc-per-node N [--nnodes ... --rdzv-endpoint ...]` ---
 def _run_distributed(args, target, folder: OutputFolder, config, params: dict, script_args: list[str], on_progress):
     """Capture every rank through torchrun, then the cross-rank diagnosis."""
     from diagnose import pipeline
@@ -457,10 +453,9 @@ def _check_distributed(args) -> None:
                         ("--node-rank", args.node_rank)):
         if given is not None and not args.nproc_per_node:
             raise UsageError(f"{flag} is passed to torchrun: it needs --nproc-per-node N")
-# --- end issue 12 ---
 
 
-# --- issue 14: `--baseline FOLDER` (diagnose/diff_command.py) ---
+# --- `--baseline FOLDER` (diagnose/diff_command.py) ---
 def _check_baseline(args) -> None:
     if getattr(args, "baseline", None) is not None:
         from diagnose.diff_command import check_baseline
@@ -480,7 +475,6 @@ def _baseline(args, diagnosis, config, folder: OutputFolder, written: dict[str, 
                                           fail_on_regression=args.fail_on_regression)
     written.update(_public(folder, files))
     return result
-# --- end issue 14 ---
 
 
 def _public(folder: OutputFolder, written: dict[str, str]) -> dict[str, str]:
@@ -586,7 +580,7 @@ class _progress:
               "ncu-warmup": "Nsight Compute: warming up", "ncu-replay": "Nsight Compute: replaying one step's "
               "hot kernels (~0.5 s each)", "ncu-finish": "Nsight Compute: collecting the results",
               "decode": "reading the trace", "rules": "running the rules",
-              "ranks": "ranks: capturing or analysing each rank"}  # issue 12
+              "ranks": "ranks: capturing or analysing each rank"}
 
     def __init__(self, console: Console, quiet: bool, first: str = "starting the workload"):
         self.console, self.quiet, self.first = console, quiet, first
@@ -607,7 +601,7 @@ class _progress:
         label = self.LABELS.get(event.get("phase"), event.get("phase", ""))
         if event.get("phase") == "sweep":
             label = f"capturing sweep point {event.get('value')}"
-        if event.get("phase") == "verify":  # issue 13
+        if event.get("phase") == "verify":
             label = f"verifying fixes: {event.get('variant')}"
         label = safe(label)  # what the workload reports is untrusted: no control characters, no rich markup
         total = event.get("total") or None

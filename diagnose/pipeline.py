@@ -122,14 +122,13 @@ def analyse(path: Path, config: Config, ncu_csv: Path | None = None, on_progress
     `on_progress` (optional) receives {"phase": ...} events: "decode" (with done and total), "rules"."""
     if is_sweep_folder(path):
         return analyse_sweep(path, config)
-    # --- issue 12: a folder of rank traces (rank-K/ capture folders or several kineto files) ---
+    # --- a folder of rank traces (rank-K/ capture folders or several kineto files) ---
     from diagnose.ranks.discover import is_rank_folder
 
     if is_rank_folder(Path(path)):
         from diagnose.ranks.analyse import analyse_ranks
 
         return analyse_ranks(Path(path), config, on_progress=on_progress, max_bytes=max_bytes)
-    # --- end issue 12 ---
     report_progress = on_progress or (lambda event: None)
     trace = load_target(path, on_progress, **({"max_bytes": max_bytes} if max_bytes else {}))
     report_progress({"phase": "rules"})
@@ -199,13 +198,13 @@ def capture_and_analyse(target: Target, out: Path, config: Config, *, params: di
         table, notes, seconds = _ncu_pass(spec, out, trace, meta, ncu_timeout_s, python, on_progress)
         label = "--ncu"
     diagnosis = diagnose_trace(trace, config, ncu=table, notes=notes, ncu_label=label, ncu_seconds=seconds)
-    if verify:  # issue 13
+    if verify:
         verify_fixes(diagnosis, trace, spec, meta, out, timeout_s=timeout_s, python=python,
                      on_progress=on_progress, compile_backend=compile_backend, skip=verify_skip)
     return diagnosis
 
 
-# --- issue 13: `--verify` (diagnose/verify) ---
+# --- `--verify` (diagnose/verify) ---
 def verify_fixes(diagnosis: Diagnosis, trace: Trace, spec: CaptureSpec, meta: dict, out: Path, *, timeout_s: float,
                  python: str | None, on_progress=None, compile_backend: str = "", skip: frozenset = frozenset()) -> None:
     """`--verify`: apply each finding's auto-applicable fix, measure it, set the findings' `verify` entries
@@ -223,7 +222,6 @@ def verify_fixes(diagnosis: Diagnosis, trace: Trace, spec: CaptureSpec, meta: di
 
         diagnosis.warnings.insert(0, "--verify: no finding names a fix that can be applied from outside the code "
                                      f"({', '.join(APPLICABLE)}): nothing was run")
-# --- end issue 13 ---
 
 
 def _ncu_pass(spec: CaptureSpec, out: Path, trace: Trace, meta: dict, timeout_s: float, python: str | None,
@@ -297,7 +295,7 @@ def sweep_and_analyse(target: Target, out: Path, config: Config, sweep: str, *, 
     return analyse_sweep(out, config)
 
 
-# --- issue 12: `--nproc-per-node N`, one capture per rank through torchrun ---
+# --- `--nproc-per-node N`, one capture per rank through torchrun ---
 def capture_distributed_and_analyse(target: Target, out: Path, config: Config, *, launch, params: dict,
                                     argv: list[str], warmup: int, steps: int, timed_steps: int,
                                     timeout_s: float, python: str | None, on_progress) -> Diagnosis:
@@ -334,4 +332,3 @@ def capture_distributed_and_analyse(target: Target, out: Path, config: Config, *
 
     d.verdict = verdict(d)
     return d
-# --- end issue 12 ---

@@ -145,7 +145,7 @@ class ExposedComm(Rule):
             ranks=ranks,
         )
 
-    # --- issue 12: across ranks, exposed transfer apart from synchronisation wait ---
+    # --- across ranks, exposed transfer apart from synchronisation wait ---
     def _across_ranks(self, ctx, t):
         """The rule on one rank of several: judge the exposed transfer (the wait for the slowest rank is
         the straggler rule's), on the reference rank and on every rank for `ranks`."""
@@ -176,7 +176,6 @@ class ExposedComm(Rule):
         rounds = (profile.forwards_per_step or 0) >= 2 and (profile.comm_rounds_per_step or 0) >= 2
         return exposed / profile.step_us >= t["min_exposed_share"] and (
             (exposed - host_idle) / profile.step_us >= t["min_saving_share"] or rounds)
-    # --- end issue 12 ---
 
 
 def _overlap_code() -> str:

@@ -147,3 +147,13 @@ def test_the_readme_layout_matches_the_tree():
     for name in named:
         candidates = [ROOT / name, *(ROOT / folder / name for folder in ("diagnose", "fixtures", "tests"))]
         assert any(c.exists() for c in candidates), f"the README's layout names {name}, which does not exist"
+
+
+def test_no_source_names_an_issue_number():
+    """Code says what it does, not which ticket asked for it: no `issue N` in diagnose/ or rules/."""
+    import re
+
+    pattern = re.compile(r"\bissue ?#?\d+", re.IGNORECASE)
+    found = [f"{p.relative_to(ROOT)}:{i}" for folder in ("diagnose", "rules") for p in sorted((ROOT / folder).rglob("*"))
+             if p.suffix in (".py", ".j2") for i, line in enumerate(p.read_text().splitlines(), 1) if pattern.search(line)]
+    assert not found, found

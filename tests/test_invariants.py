@@ -3,7 +3,7 @@ trace and hypothesis-generated synthetic traces, no impossible number is shown a
 to be dropped for one.
 
 Each target is analysed once per session (a module-level cache). The largest rank folders and
-peer traces, and the 80-example synthetic run, are marked `slow`:
+peer traces, and the 160-example synthetic run (200 synthetic traces with the quick 40), are marked `slow`:
 `pytest -m "not slow" tests/test_invariants.py` is the quick pass (40 synthetic traces).
 """
 from __future__ import annotations
@@ -224,7 +224,7 @@ def test_synthetic_traces_satisfy_the_invariants(trace, tmp_path_factory):
 
 
 @pytest.mark.slow
-@settings(max_examples=80, deadline=None, derandomize=True, suppress_health_check=HEALTH)
+@settings(max_examples=160, deadline=None, derandomize=True, suppress_health_check=HEALTH)
 @given(trace=synthetic_trace())
 def test_many_synthetic_traces_satisfy_the_invariants(trace, tmp_path_factory):
     _check_synthetic(trace, tmp_path_factory)

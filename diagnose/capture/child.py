@@ -411,7 +411,7 @@ def memory_summary(torch) -> dict | None:
 def main() -> int:
     """Entry point of the child process."""
     spec = CaptureSpec.from_json(Path(sys.argv[1]).read_text())
-    # issue 12: under torchrun (--nproc-per-node) each rank writes its own rank-K/ capture folder
+    # under torchrun (--nproc-per-node) each rank writes its own rank-K/ capture folder
     if os.environ.get("DIAGNOSE_RANK_FOLDERS") and os.environ.get("RANK", "").isdigit():
         spec.out_dir = str(Path(spec.out_dir) / f"rank-{int(os.environ['RANK'])}")
         Path(spec.out_dir).mkdir(parents=True, exist_ok=True)

@@ -383,7 +383,7 @@ def _roofline_key(points: list[dict], x: float, y: float) -> list[str]:
     return out
 
 
-# --- issue 12: the ranks side by side ---
+# --- the ranks side by side ---
 def rank_budget_chart(ranks: list | None) -> str:
     """Each rank's step budget as one stacked bar per rank, on a common µs scale (Details.ranks)."""
     rows = [r for r in ranks or [] if r.get("buckets")]
@@ -409,4 +409,3 @@ def rank_budget_chart(ranks: list | None) -> str:
     height = len(rows) * (bar + gap)
     return (f'<svg class="rank-budget" viewBox="0 0 {WIDTH} {height}" role="img" '
             f'aria-label="Each rank\'s step budget">' + "".join(body) + "</svg>")
-# --- end issue 12 ---

@@ -66,7 +66,7 @@ def report_context(d: Diagnosis) -> dict:
             "roofline": Markup(charts.roofline_chart(details.roofline or {})),
             "memory": Markup(memory_charts.memory_timeline_chart(details.memory or {})),
             "sweep": Markup(memory_charts.sweep_chart((details.memory or {}).get("sweep") or {})),
-            "ranks": Markup(charts.rank_budget_chart(details.ranks)),  # issue 12
+            "ranks": Markup(charts.rank_budget_chart(details.ranks)),
         },
         "roofline": roofline_view(details.roofline or {}),
         "ncu": ncu_view(details.ncu or {}),
@@ -185,7 +185,7 @@ def finding_view(f: Finding, step_us: float | None) -> dict:
             "offenders": records_table(f.offenders),
             "recoverable": duration(f.recoverable_us) if f.recoverable_us else "",
             "recoverable_share": percent(share) if share is not None else "",
-            "verify": verify_lines(f)}  # issue 13: --verify
+            "verify": verify_lines(f)}  # --verify
 
 
 def records_table(records: list[dict], labels: dict[str, str] | None = None,

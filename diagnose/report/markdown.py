@@ -35,7 +35,7 @@ def render_markdown(d: Diagnosis, *, outputs: dict[str, str] | None = None, **_)
             lines += [f"- {md(e.text())}" for e in f.evidence[:4]]
             if f.fixes:
                 lines.append(f"- **fix** `{f.fixes[0].id}`: {md(f.fixes[0].title)}")
-            lines += [f"- **verify** {md(line)}" for line in verify_lines(f)]  # issue 13
+            lines += [f"- **verify** {md(line)}" for line in verify_lines(f)]
             if f.offenders:
                 first = f.offenders[0]
                 label = first.get("op") or first.get("kernel") or first.get("name") or next(iter(first.values()))

@@ -80,7 +80,7 @@ def print_summary(diagnosis: Diagnosis, console: Console, outputs: dict[str, str
         if f.fixes:
             fixes = f.fix_phrase() if f.fixes[0].prerequisite else ", ".join(x.id for x in f.fixes)
             console.print(f"    fix: [green]{safe(fixes)}[/] ({safe(f.fixes[0].title)})")
-        for line in verify_lines(f):  # issue 13: --verify
+        for line in verify_lines(f):  # --verify
             console.print(f"    verify: {safe(line)}")
         if f.offenders:
             first = f.offenders[0]
