@@ -317,6 +317,8 @@ def _swap_into_place(staging: Path, final: Path, own: list[str]) -> Path | None:
             if exc.errno not in (errno.ENOTEMPTY, errno.EEXIST):
                 raise
         if os.path.islink(final) or not replaceable(final):
+            if not os.path.lexists(final):
+                continue  # another run moved it aside meanwhile: the rename may win now
             raise UsageError(f"--out {final}: now holds files diagnose did not write; the output is not put "
                              "in its place")
         carried = _carry_unlisted(final, staging)

@@ -44,7 +44,7 @@ _REDUCTION = re.compile(r"layer_?norm|rms_?norm|softmax|batch_?norm|bn_fw|bn_bw|
                         r"RowwiseMoments|GammaBeta|norm_kernel|welford|argmax|argmin|cumsum|"
                         r"scan_kernel|DeviceReduce|DeviceScan|nll_loss|cross_entropy|_pool|pool_", _I)
 _MEMORY = re.compile(r"CatArrayBatchedCopy|indexSelect|index_select|gather|scatter|embedding|"
-                     r"index_copy|index_put|nchwToNhwc|nhwcToNchw|convertTensor_kernel|transpose|permute|copy_kernel|"
+                     r"index_copy|index_put|nchwToNhwc|nhwcToNchw|convertTensor_kernel|AddPaddingKernel|transpose|permute|copy_kernel|"
                      r"multi_tensor_apply|DeviceRadixSort|DeviceSegmented|sort|memcpy|"
                      # embedding backward (segment sums of the gradient rows) and cub's unique/compact
                      r"compute_grad_weight|partials_per_segment|partial_segment|DeviceUniqueByKey|"
