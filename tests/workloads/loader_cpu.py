@@ -1,6 +1,7 @@
-"""Test workload for --verify's DataLoader fix on a CPU: each sample costs `sample_ms` of work in
-the process that loads it, so worker processes make the step faster, and the result depends only on
-which samples arrive (the same seeded order on both sides).
+"""Test workload for --verify's DataLoader fix on a CPU: each sample costs `sample_ms` of waiting in
+the process that loads it (as reading it from disk or the network would), so worker processes make
+the step faster however busy the machine's cores are (the suite runs a test per core), and the
+result depends only on which samples arrive (the same seeded order on both sides).
 
 make_step(inline=True) makes its batches in the step itself: no DataLoader to rebuild.
 """
@@ -11,7 +12,7 @@ from torch.utils.data import DataLoader, Dataset
 
 
 class SlowSquares(Dataset):
-    """Sample i is a small tensor made from i, after `sample_ms` of busy work."""
+    """Sample i is a small tensor made from i, after `sample_ms` of waiting."""
 
     def __init__(self, size: int = 4096, sample_ms: float = 2.0):
         self.size, self.sample_ms = size, sample_ms
@@ -20,9 +21,7 @@ class SlowSquares(Dataset):
         return self.size
 
     def __getitem__(self, index):
-        end = time.perf_counter() + self.sample_ms / 1000
-        while time.perf_counter() < end:
-            pass
+        time.sleep(self.sample_ms / 1000)
         return torch.full((4,), float(index)) ** 0.5
 
 
