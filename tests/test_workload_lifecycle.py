@@ -99,18 +99,24 @@ def test_a_child_that_ignores_sigterm_gets_sigkill(tmp_path, capsys, pids_file, 
     assert time.monotonic() - started < 60
 
 
+def diagnose_until_started(workload: list[str], tmp_path, pids_file) -> subprocess.Popen:
+    """`python -m diagnose WORKLOAD` into tmp_path/cap, returned once the workload wrote `pids_file`
+    (or ended, or 120 s passed)."""
+    proc = subprocess.Popen([sys.executable, "-m", "diagnose", *workload, "-o", str(tmp_path / "cap"), "-q", *FAST],
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while not pids_file.exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return proc
+
+
 @needs_torch
 @pytest.mark.parametrize("sig, code, said", [(signal.SIGINT, 130, "diagnose: interrupted"),
                                              (signal.SIGTERM, 143, "diagnose: terminated")], ids=["ctrl-c", "sigterm"])
 def test_no_child_outlives_ctrl_c_or_sigterm(tmp_path, pids_file, sig, code, said):
     """SIGINT or SIGTERM to a `python -m diagnose` process while its workload hangs with children running."""
-    proc = subprocess.Popen([sys.executable, "-m", "diagnose", *spawner(pids_file, "hang"), "-o",
-                             str(tmp_path / "cap"), "-q", *FAST], cwd=ROOT, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    proc = diagnose_until_started(spawner(pids_file, "hang"), tmp_path, pids_file)
     try:
-        deadline = time.monotonic() + 120
-        while not pids_file.exists() and proc.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.1)
         assert pids_file.exists(), f"the workload never started its children: {proc.communicate(timeout=30)}"
         proc.send_signal(sig)
         _, err = proc.communicate(timeout=60)
@@ -298,13 +304,8 @@ def test_processes_that_left_the_group_are_ended_with_the_run(tmp_path, pids_fil
 def test_nothing_outlives_diagnose_killed_outright(tmp_path, pids_file, sig):
     """SIGKILL (nothing can unwind) or SIGHUP to diagnose while its workload hangs: the workload, the
     processes that left its group and the staging folder are all gone within seconds."""
-    proc = subprocess.Popen([sys.executable, "-m", "diagnose", *escaper(pids_file, "hang"), "-o",
-                             str(tmp_path / "cap"), "-q", *FAST], cwd=ROOT, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    proc = diagnose_until_started(escaper(pids_file, "hang"), tmp_path, pids_file)
     try:
-        deadline = time.monotonic() + 120
-        while not pids_file.exists() and proc.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.1)
         assert pids_file.exists(), f"the workload never started: {proc.communicate(timeout=30)}"
         time.sleep(0.5)  # the watchdog polls the tree every 0.1 s
         children = [int(line.split()[0]) for line in subprocess.run(

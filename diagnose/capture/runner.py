@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from diagnose.capture.guard import guarded
+from diagnose.capture.guard import guarded, process_table
 from diagnose.capture.spec import CaptureSpec, read_meta
 from diagnose.errors import UsageError
 from diagnose.safe_files import write_new
@@ -203,25 +203,10 @@ def group_alive(pgid: int) -> bool:
 
 def _group_members_from_proc(pgid: int) -> list[int] | None:
     """Pids of the live processes of group `pgid` read from /proc; None where there is no /proc."""
-    try:
-        names = os.listdir("/proc")
-    except OSError:
+    table = process_table()
+    if table is None:
         return None
-    if "self" not in names:
-        return None
-    members = []
-    for name in names:
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/stat", "rb") as stat:
-                fields = stat.read().rsplit(b")", 1)[1].split()
-        except (OSError, IndexError):
-            continue  # gone meanwhile
-        # after "pid (comm)": state, ppid, pgrp, ...
-        if len(fields) > 2 and fields[2] == str(pgid).encode() and fields[0] not in (b"Z", b"X"):
-            members.append(int(name))
-    return members
+    return [pid for pid, (_, group, _) in table.items() if group == pgid]
 
 
 def _finalise_meta(out: Path, spec: CaptureSpec, returncode: int, timed_out: bool,
