@@ -24,6 +24,7 @@ from diagnose.capture.sampler import StackSampler
 from diagnose.capture.spec import CAPTURE_SCHEMA, CaptureSpec
 from diagnose.capture.steps import EnoughSteps, StepTracker
 from diagnose.safe_files import fresh_path, write_new
+from diagnose.trace.timing import timing_summary
 
 TRACE_FILE = "trace.json.gz"
 
@@ -197,17 +198,7 @@ class CaptureSession:
 
     def record_timing(self, per_step_s: list[float], source: str) -> None:
         """Store step times measured without the profiler."""
-        if not per_step_s:
-            self.meta["timing"] = {"source": source, "unprofiled_step_us": []}
-            return
-        us = sorted(t * 1e6 for t in per_step_s)
-        self.meta["timing"] = {
-            "source": source,
-            "unprofiled_step_us": [round(t * 1e6, 3) for t in per_step_s],
-            "median_us": round(us[len(us) // 2], 3),
-            "min_us": round(us[0], 3),
-            "mean_us": round(sum(us) / len(us), 3),
-        }
+        self.meta["timing"] = timing_summary(source, [t * 1e6 for t in per_step_s])
 
     # -- modes -------------------------------------------------------------------------------
     def run_function(self) -> None:

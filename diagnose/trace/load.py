@@ -12,7 +12,7 @@ from pathlib import Path
 import msgspec
 
 from diagnose.errors import InputError
-from diagnose.trace import kineto, legacy, parallel, schemas, source
+from diagnose.trace import kineto, legacy, parallel, schemas, source, timing
 from diagnose.trace.frames import build_frames
 from diagnose.trace.model import Trace
 
@@ -44,6 +44,8 @@ def load_capture_folder(folder: Path, on_progress=None, max_bytes: int | None = 
     if not meta_path.exists() and trace_path is None:
         raise InputError(f"{folder}: not a capture folder (no meta.json or trace.json.gz in it)")
     meta = schemas.read_meta(meta_path) if meta_path.exists() else {}
+    if meta.get("timing"):
+        meta["timing"] = timing.normalised(meta["timing"])
     if trace_path is None:
         trace = empty_trace(str(folder))
     else:

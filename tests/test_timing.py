@@ -1,0 +1,40 @@
+"""The unprofiled step time: one summary (the true median) that the report and `diagnose diff` share."""
+from __future__ import annotations
+
+import json
+import statistics
+
+import pytest
+
+from diagnose.assemble import diagnose_trace
+from diagnose.diff.stats import step_change, step_samples
+from diagnose.trace.timing import normalised, timing_summary
+
+from conftest import CAPTURES, load_capture
+
+
+def test_the_median_of_an_even_count_is_the_mean_of_the_middle_two():
+    summary = timing_summary("4 steps", [4.0, 1.0, 3.0, 2.0])
+    assert summary["median_us"] == 2.5
+    assert summary["min_us"] == 1.0 and summary["mean_us"] == 2.5
+    assert summary["unprofiled_step_us"] == [4.0, 1.0, 3.0, 2.0]  # the order they ran in
+
+
+def test_a_stored_upper_median_is_rederived_from_the_steps():
+    old = {"source": "s", "unprofiled_step_us": [1.0, 2.0, 3.0, 4.0], "median_us": 3.0, "min_us": 1.0,
+           "mean_us": 2.5}
+    assert normalised(old)["median_us"] == 2.5
+    assert normalised({"source": "s", "unprofiled_step_us": []}) == {"source": "s", "unprofiled_step_us": []}
+
+
+@pytest.mark.parametrize("name", ["decode_eager", "matmul_bf16", "python_batch_inline"])
+def test_report_and_diff_quote_the_same_step_time(name):
+    meta = json.loads((CAPTURES / name / "meta.json").read_text())
+    steps = meta["timing"]["unprofiled_step_us"]
+    trace = load_capture(name)
+    d = diagnose_trace(trace)
+    shown = d.summary["unprofiled_step_time_us"]
+    unprofiled, _ = step_samples(trace.capture, [])
+    change = step_change(unprofiled, unprofiled, "unprofiled")
+    assert shown == pytest.approx(statistics.median(steps), abs=1e-3)
+    assert shown == pytest.approx(change.before_us, abs=1e-3)
