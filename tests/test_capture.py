@@ -105,3 +105,20 @@ def test_sweep_writes_one_capture_per_value(tmp_path, capsys):
 def test_sweep_needs_a_function_target(tmp_path, capsys):
     code = main(["--sweep", "seq=1,2", "-o", str(tmp_path), str(W / "train_script.py")])
     assert code == 2 and "function target" in capsys.readouterr().err
+
+
+def test_script_mode_says_on_the_terminal_that_it_stopped_the_script(tmp_path, capsys):
+    out = tmp_path / "cap"
+    code = main(["-o", str(out), *FAST, str(W / "train_script.py"), "--", "50"])
+    shown = capsys.readouterr().out
+    meta = json.loads((out / "meta.json").read_text())
+    assert code == 0 and meta["steps"]["stopped_early"] is True
+    assert "the script was stopped after 1 warm-up step and 2 profiled steps" in " ".join(shown.split())
+
+
+def test_a_script_that_ends_by_itself_is_not_said_to_be_stopped(tmp_path, capsys):
+    out = tmp_path / "cap"
+    code = main(["-o", str(out), *FAST, str(W / "train_script.py"), "--", "3"])
+    shown = capsys.readouterr().out
+    assert code == 0
+    assert "was stopped" not in shown
