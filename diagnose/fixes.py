@@ -1,7 +1,17 @@
 """The catalogue of fixes, by stable id: rules name them, the report shows their code examples."""
 from __future__ import annotations
 
+import textwrap
+
 from diagnose.findings import Fix
+
+CODE_COLUMNS = 100  # the widest line of a fix's code: the report shows it whole at 1400 px
+
+
+def comment(text: str) -> str:
+    """`text` as Python comment lines of at most CODE_COLUMNS characters, each ending in a newline
+    (names from a trace make some comments arbitrarily long)."""
+    return "".join(f"# {line}\n" for line in textwrap.wrap(text, CODE_COLUMNS - 2, break_on_hyphens=False))
 
 CATALOGUE: dict[str, tuple[str, str]] = {
     "cuda-graphs": ("Replay the step from a CUDA graph",

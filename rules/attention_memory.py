@@ -286,7 +286,8 @@ def _flash_code() -> str:
         "import torch.nn.functional as F\n"
         "from torch.nn.attention import SDPBackend, sdpa_kernel\n\n"
         "# instead of softmax(q @ k.transpose(-2, -1) / sqrt(d) + mask) @ v:\n"
-        "with sdpa_kernel([SDPBackend.FLASH_ATTENTION, SDPBackend.CUDNN_ATTENTION]):  # no silent math fallback\n"
+        "# only the fused kernels: no silent fallback to the math path\n"
+        "with sdpa_kernel([SDPBackend.FLASH_ATTENTION, SDPBackend.CUDNN_ATTENTION]):\n"
         "    out = F.scaled_dot_product_attention(q, k, v, is_causal=True)  # no [T, T] mask tensor either"
     )
 
@@ -297,5 +298,6 @@ def _flex_code() -> str:
         "def sliding_causal(b, h, q_idx, kv_idx):  # any mask rule, evaluated per tile\n"
         "    return (q_idx >= kv_idx) & (q_idx - kv_idx < 4096)\n\n"
         "block_mask = create_block_mask(sliding_causal, B=None, H=None, Q_LEN=T, KV_LEN=T)\n"
-        "out = torch.compile(flex_attention)(q, k, v, block_mask=block_mask)  # fully masked tiles are skipped"
+        "# fully masked tiles are skipped\n"
+        "out = torch.compile(flex_attention)(q, k, v, block_mask=block_mask)"
     )

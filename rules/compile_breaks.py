@@ -44,7 +44,8 @@ from pathlib import Path
 from diagnose.engine import Quiet, Rule, Skip, Threshold
 from diagnose.errors import InputError
 from diagnose.findings import Evidence, Finding
-from diagnose.fixes import fix
+from diagnose.fixes import CODE_COLUMNS, comment, fix
+from diagnose.format import short_name
 from diagnose.metrics.compiled import compiled_steps, load_compile_record
 from diagnose.trace import schemas
 
@@ -211,11 +212,12 @@ def _break_code(events) -> str:
     if events is not None and len(events.dropna(subset=["file"])):
         first = events.dropna(subset=["file"]).iloc[0]
         text = _source_line(first["file"], int(first["line"]))
-        head = f"# {first['file']}:{int(first['line'])} breaks the graph ({first['reason']}):\n"
-        head += f"#     {text}\n" if text else ""
+        head = comment(f"{first['file']}:{int(first['line'])} breaks the graph ({first['reason']}):")
+        head += f"#     {short_name(text, CODE_COLUMNS - 6)}\n" if text else ""
     return (head +
-            "# keep the check on the device instead of reading it back to Python:\n"
-            "h = torch.where(h.abs().amax() > LIMIT, h.clamp(-LIMIT, LIMIT), h)   # not: if h.max().item() > LIMIT\n"
+            "# keep the check on the device instead of reading it back to Python\n"
+            "# (not: if h.max().item() > LIMIT):\n"
+            "h = torch.where(h.abs().amax() > LIMIT, h.clamp(-LIMIT, LIMIT), h)\n"
             "# or let dynamo trace scalar reads (.item()) into the graph:\n"
             "torch._dynamo.config.capture_scalar_outputs = True\n"
             "# and log outside the compiled function (print/logging break the graph)")
@@ -226,7 +228,7 @@ def _dynamic_code(record) -> str:
     head = ""
     if ev is not None and len(ev):
         first = ev.iloc[0]
-        head = f"# dynamo recompiled {first['function'] or 'a frame'} because: {first['reason']}\n"
+        head = comment(f"dynamo recompiled {first['function'] or 'a frame'} because: {first['reason']}")
     return (head +
             "torch._dynamo.mark_dynamic(x, 1)        # the dimension that changes: one graph for every size\n"
             "model = torch.compile(model)            # or torch.compile(model, dynamic=True)")

@@ -55,7 +55,7 @@ import shlex
 
 from diagnose.engine import Quiet, Rule, Threshold
 from diagnose.findings import Evidence, Finding
-from diagnose.fixes import fix
+from diagnose.fixes import comment, fix
 from diagnose.metrics.compiled import compiled_steps
 from diagnose.metrics.pyframes import NO_SAMPLE
 
@@ -209,7 +209,7 @@ def _pageable_copies(ops, n: int) -> dict:
 def _loader_code(code: str | None = None) -> str:
     moved = ""
     if code:
-        moved = (f"# build the batch where {code.split(' ')[0]} builds it today, but in the Dataset:\n"
+        moved = (comment(f"build the batch where {code.split(' ')[0]} builds it today, but in the Dataset:") +
                  "class Batches(torch.utils.data.IterableDataset):\n"
                  "    def __iter__(self):\n"
                  "        while True:\n"

@@ -68,7 +68,7 @@ import pandas as pd
 
 from diagnose.engine import NO_STEP_WORK, Quiet, Rule, Skip, Threshold
 from diagnose.findings import Evidence, Finding
-from diagnose.fixes import fix
+from diagnose.fixes import comment, fix
 from diagnose.metrics.kernels import MEMORY_KINDS
 from diagnose.metrics.work import best_bytes
 
@@ -422,8 +422,8 @@ def _compile_code() -> str:
 def _triton_code(chain: str) -> str:
     """A row-wise fused Triton kernel skeleton for the top chain (its ops named in the comment)."""
     return (
-        f"# one kernel for the chain {chain or '(see offenders)'}: each row is read once,\n"
-        "# every intermediate stays in registers, the result is written once\n"
+        comment(f"one kernel for the chain {chain or '(see offenders)'}: each row is read once, every "
+                "intermediate stays in registers, the result is written once") +
         "@triton.jit\n"
         "def fused_row(x_ptr, out_ptr, n_cols, BLOCK: tl.constexpr):\n"
         "    row = tl.program_id(0)\n"

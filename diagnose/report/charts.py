@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 
 from diagnose.format import fmt, short_name
-from diagnose.report.svg import WIDTH, esc, legend, nice_ticks, rect, svg, text, text_width, triangle_marker, x_axis
+from diagnose.report.svg import WIDTH, Labels, esc, legend, nice_ticks, rect, svg, text, text_width, triangle_marker, x_axis
 
 TIP_NAME_CHARS = 90
 MAX_SEPARATE_GAPS = 300  # above this, gaps closer than a pixel are drawn as one bar
@@ -247,10 +247,15 @@ def roofline_chart(roof: dict) -> str:
 
     title = f"Roofline of the hot ops on the {ceilings.get('device', 'GPU')}"
     body = [text(0, 16, title, cls="chart-title")] + _roofline_legend(points, 0, 40)
-    body += _log_axes(plot, (x_lo, x_hi), (y_lo, y_hi), sx, sy)
+    labels = Labels()
+    body += _log_axes(plot, (x_lo, x_hi), (y_lo, y_hi), sx, sy, labels)
+    texts = len(labels.boxes)
+    labels.boxes += [(sx(p["intensity"]) - 7, sy(p["tflops"]) - 7, sx(p["intensity"]) + 7, sy(p["tflops"]) + 7)
+                     for p in points]  # ceiling labels go where no point would hide them
     for dashed, bw, key in ((False, hbm, "peak_tflops"), (True, reach, "achievable_tflops")):
-        body += _ceilings(compute, bw, key, dashed, (x_lo, x_hi), (y_lo, y_hi), sx, sy)
-    body += _points(points, sx, sy)
+        body += _ceilings(compute, bw, key, dashed, (x_lo, x_hi), (y_lo, y_hi), sx, sy, labels)
+    del labels.boxes[texts:texts + len(points)]  # a point's number may touch another point, not a label
+    body += _points(points, sx, sy, labels)
     body += _roofline_key(points, WIDTH - key_w + 4, plot[1])
     return svg(WIDTH, height, title, body)
 
@@ -282,7 +287,7 @@ def _log_label(value: float) -> str:
     return f"{value:,.0f}" if value >= 1 else f"{value:g}"
 
 
-def _log_axes(plot, xs, ys, sx, sy) -> list[str]:
+def _log_axes(plot, xs, ys, sx, sy, labels: Labels) -> list[str]:
     """Decade grid lines, tick labels and axis titles of a log-log chart."""
     x0, y0, x1, y1 = plot
     out = [f'<rect x="{x0:.1f}" y="{y0:.1f}" width="{x1 - x0:.1f}" height="{y1 - y0:.1f}" fill="none" '
@@ -290,19 +295,23 @@ def _log_axes(plot, xs, ys, sx, sy) -> list[str]:
     for k in range(round(math.log10(xs[0])), round(math.log10(xs[1])) + 1):
         x = sx(10.0 ** k)
         out.append(f'<line x1="{x:.1f}" y1="{y0:.1f}" x2="{x:.1f}" y2="{y1:.1f}" stroke="#e2e8f0"/>')
-        out.append(text(x, y1 + 17, _log_label(10.0 ** k), "middle", "tick"))
+        if labels.place([(x, y1 + 20, "middle")], _log_label(10.0 ** k)):
+            out.append(text(x, y1 + 20, _log_label(10.0 ** k), "middle", "tick"))
     for k in range(round(math.log10(ys[0])), round(math.log10(ys[1])) + 1):
         y = sy(10.0 ** k)
         out.append(f'<line x1="{x0:.1f}" y1="{y:.1f}" x2="{x1:.1f}" y2="{y:.1f}" stroke="#e2e8f0"/>')
-        out.append(text(x0 - 8, y + 4, _log_label(10.0 ** k), "end", "tick"))
-    out.append(text((x0 + x1) / 2, y1 + 40, "arithmetic intensity (FLOP/byte, log scale)", "middle", "axis-label"))
+        if labels.place([(x0 - 8, y + 4, "end")], _log_label(10.0 ** k)):
+            out.append(text(x0 - 8, y + 4, _log_label(10.0 ** k), "end", "tick"))
+    out.append(text((x0 + x1) / 2, y1 + 42, "arithmetic intensity (FLOP/byte, log scale)", "middle", "axis-label"))
+    labels.add((x0 + x1) / 2, y1 + 42, "arithmetic intensity (FLOP/byte, log scale)", "middle")
     out.append(f'<text x="{x0 - 58:.1f}" y="{(y0 + y1) / 2:.1f}" text-anchor="middle" class="axis-label" '
                f'transform="rotate(-90 {x0 - 58:.1f} {(y0 + y1) / 2:.1f})">achieved TFLOP/s (log scale)</text>')
     return out
 
 
-def _ceilings(compute: list[dict], bw: float, key: str, dashed: bool, xs, ys, sx, sy) -> list[str]:
-    """The roof min(peak, intensity × bandwidth) of each compute ceiling, labelled at its right end."""
+def _ceilings(compute: list[dict], bw: float, key: str, dashed: bool, xs, ys, sx, sy, labels: Labels) -> list[str]:
+    """The roof min(peak, intensity × bandwidth) of each compute ceiling, labelled at its right end
+    (above a datasheet line, below an achievable one, further off where another label is)."""
     if not bw or not compute:
         return []
     dash = ' stroke-dasharray="6 4"' if dashed else ""
@@ -316,11 +325,12 @@ def _ceilings(compute: list[dict], bw: float, key: str, dashed: bool, xs, ys, sx
         out.append(f'<line x1="{sx(x_start):.1f}" y1="{sy(x_start * bw):.1f}" x2="{sx(x_knee):.1f}" '
                    f'y2="{sy(x_knee * bw):.1f}" stroke="{CEILING_COLOUR}" stroke-width="1.6"{dash}>'
                    f'<title>{esc(tip)}</title></line>')
-        if not dashed:
-            angle = -math.degrees(math.atan2(sy(x_start * bw) - sy(x_knee * bw), sx(x_knee) - sx(x_start)))
-            lx, ly = sx(x_start) + 14, sy(x_start * bw) - 8
-            out.append(f'<text x="{lx:.1f}" y="{ly:.1f}" class="legend" transform="rotate({angle:.1f} {lx:.1f} '
-                       f'{ly:.1f})">{esc(f"HBM {fmt(bw)} TB/s")}</text>')
+        if not dashed:  # upright, beside the slope where it overlaps no other label
+            label = f"HBM {fmt(bw)} TB/s"
+            along = [x_start * (x_knee / x_start) ** f for f in (0.15, 0.3, 0.45, 0.6, 0.75)]
+            spot = labels.place([(sx(x) - 6, sy(x * bw) - 6, "end") for x in along], label)
+            if spot:
+                out.append(text(spot[0], spot[1], label, "end", "legend"))
     for c in compute:
         peak = c.get(key)
         if not peak or not ys[0] < peak < ys[1]:
@@ -330,12 +340,19 @@ def _ceilings(compute: list[dict], bw: float, key: str, dashed: bool, xs, ys, sx
         tip = f"{c['label']}, {kind}: {fmt(peak)} TFLOP/s"
         out.append(f'<line x1="{sx(x_from):.1f}" y1="{sy(peak):.1f}" x2="{sx(xs[1]):.1f}" y2="{sy(peak):.1f}" '
                    f'stroke="{CEILING_COLOUR}" stroke-width="1.6"{dash}><title>{esc(tip)}</title></line>')
-        out.append(text(sx(xs[1]) - 6, sy(peak) + (14 if dashed else -6), label, "end", "legend"))
+        near, far = (14, 28) if dashed else (-6, -20)
+        spots = [(sx(xs[1]) - 6 - dx, sy(peak) + dy, "end") for dys in ((near, -near + 8), (far, -far + 8))
+                 for dx in (0, 170, 340) for dy in dys]
+        spot = labels.place([p for p in spots if p[0] - text_width(label) > sx(xs[0])], label)
+        if spot:
+            out.append(text(spot[0], spot[1], label, "end", "legend"))
     return out
 
 
-def _points(points: list[dict], sx, sy) -> list[str]:
-    """One numbered circle per op: filled when Nsight Compute measured its bytes, hollow when estimated."""
+def _points(points: list[dict], sx, sy, labels: Labels) -> list[str]:
+    """One numbered circle per op: filled when Nsight Compute measured its bytes, hollow when estimated.
+    A number goes beside its circle where it overlaps no other label (the tooltip and key still name
+    a point whose number found no room)."""
     out = []
     for i, p in enumerate(points, 1):
         x, y = sx(p["intensity"]), sy(p["tflops"])
@@ -343,7 +360,10 @@ def _points(points: list[dict], sx, sy) -> list[str]:
         fill = colour if p.get("measured") else "#ffffff"
         out.append(f'<g><title>{esc(_point_tip(i, p))}</title><circle cx="{x:.1f}" cy="{y:.1f}" r="6" '
                    f'fill="{fill}" stroke="{colour}" stroke-width="2"/>')
-        out.append(text(x + 8, y - 6, str(i), cls="bar-label"))
+        spot = labels.place([(x + 8, y - 6, "start"), (x - 8, y - 6, "end"), (x + 8, y + 15, "start"),
+                             (x - 8, y + 15, "end"), (x + 10, y + 4, "start"), (x - 10, y + 4, "end")], str(i))
+        if spot:
+            out.append(text(spot[0], spot[1], str(i), spot[2], "bar-label"))
         out.append("</g>")
     return out
 

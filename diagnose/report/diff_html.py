@@ -1,4 +1,4 @@
-"""diff.html: the diff view, one self-contained page (inline CSS, nothing fetched).
+"""diff.html: the diff view, one self-contained page in the report's own style (report.css inlined, nothing fetched).
 
 The verdict with the step change and its interval, a before/after bar per step-accounting bucket,
 the matched kernels, ops and host ranges that moved inside each bucket, ops whose input shapes
@@ -17,6 +17,7 @@ from diagnose.report import diff_views as views
 from diagnose.version import __version__
 
 BAR_PX = 320
+SEVERITY = {"good": "none", "bad": "high", "same": "unknown"}  # the report's verdict colours: green, red, grey
 TEMPLATES = Path(__file__).parent / "templates"
 
 
@@ -44,7 +45,7 @@ def diff_context(r: DiffReport) -> dict:
                                    "change": views.signed_us(i.delta_us), "detail": i.detail} for i in b.items]})
     findings = [{"rule": c.rule, "status": c.status, "before": _side(c.before), "after": _side(c.after)}
                 for c in r.findings]
-    return {"r": r, "version": __version__, "verdict_class": views.VERDICT_CLASS[r.step.verdict],
+    return {"r": r, "version": __version__, "severity": SEVERITY[views.VERDICT_CLASS[r.step.verdict]],
             "step_line": views.step_line(r), "gate": views.gate_line(r), "buckets": buckets,
             "top": views.top_change_lines(r), "findings": findings, "shapes": r.shape_changes}
 

@@ -13,6 +13,8 @@ from diagnose.format import fmt
 
 WIDTH = 1040
 FONT = 12
+SMALLEST_FONT = 11.5  # the report's CSS for bar labels; every other chart text is larger
+LEGIBLE_PX = 10.0  # no chart text is drawn smaller on screen: narrow pages scroll the chart instead
 AXIS = "#94a3b8"
 GRID = "#e2e8f0"
 
@@ -24,8 +26,10 @@ def esc(value) -> str:
 
 def svg(width: float, height: float, label: str, body: list[str]) -> str:
     """One chart: an <svg> of the given size with an accessible label."""
+    narrowest = math.ceil(width * LEGIBLE_PX / SMALLEST_FONT)  # scaled down no further than legible
     return (f'<svg class="chart" viewBox="0 0 {width:.0f} {height:.0f}" width="{width:.0f}" '
-            f'height="{height:.0f}" role="img" aria-label="{esc(label)}" font-size="{FONT}">'
+            f'height="{height:.0f}" style="min-width: {narrowest}px" role="img" aria-label="{esc(label)}" '
+            f'font-size="{FONT}">'
             + "".join(body) + "</svg>")
 
 
@@ -56,6 +60,40 @@ def cross(x: float, y: float, colour: str, size: float = 5.0) -> str:
 def triangle_marker(x: float, y: float, colour: str) -> str:
     """A small downward triangle (marks gaps that opened during a synchronising call)."""
     return f'<path d="M{x - 5:.1f},{y:.1f} L{x + 5:.1f},{y:.1f} L{x:.1f},{y + 8:.1f} Z" fill="{colour}"/>'
+
+
+class Labels:
+    """The text already drawn on a chart, as boxes, so that a new label goes where it overlaps none
+    of them or is left out (its tooltip and the chart's key still name it)."""
+
+    def __init__(self):
+        self.boxes: list[tuple[float, float, float, float]] = []
+
+    @staticmethod
+    def box(x: float, y: float, content: str, anchor: str = "start", size: float = FONT) -> tuple:
+        """(left, top, right, bottom) of `content` with its baseline at y; widths over-estimated."""
+        w = len(content) * size * 0.62
+        left = {"start": x, "middle": x - w / 2, "end": x - w}[anchor]
+        return (left, y - 0.85 * size, left + w, y + 0.25 * size)
+
+    def free(self, box: tuple) -> bool:
+        """True when `box` overlaps no label drawn so far."""
+        left, top, right, bottom = box
+        return all(right <= b[0] or left >= b[2] or bottom <= b[1] or top >= b[3] for b in self.boxes)
+
+    def add(self, x: float, y: float, content: str, anchor: str = "start", size: float = FONT) -> None:
+        """Record a label drawn at (x, y)."""
+        self.boxes.append(self.box(x, y, content, anchor, size))
+
+    def place(self, candidates: list[tuple[float, float, str]], content: str, size: float = FONT):
+        """The first (x, y, anchor) of `candidates` where `content` overlaps nothing (and record it
+        there), else None."""
+        for x, y, anchor in candidates:
+            box = self.box(x, y, content, anchor, size)
+            if self.free(box):
+                self.boxes.append(box)
+                return x, y, anchor
+        return None
 
 
 def text_width(content: str) -> float:
