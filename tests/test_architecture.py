@@ -11,7 +11,7 @@ from conftest import ROOT
 
 # Lowest first. A module belongs to the first layer with a prefix that matches its dotted name.
 LAYERS = [
-    ("base", ["diagnose.version", "diagnose.errors", "diagnose.safe_files", "diagnose.collectives", "diagnose.format", "diagnose.thresholds", "diagnose.devices"]),
+    ("base", ["diagnose.version", "diagnose.errors", "diagnose.safe_files", "diagnose.collectives", "diagnose.format", "diagnose.thresholds", "diagnose.devices", "diagnose.step_timing"]),
     ("capture", ["diagnose.capture"]),
     ("trace", ["diagnose.trace", "diagnose.ranks.discover"]),
     ("analysis", ["diagnose.metrics", "diagnose.memory", "diagnose.ncu", "diagnose.ranks.profile",

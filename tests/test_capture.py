@@ -122,3 +122,14 @@ def test_a_script_that_ends_by_itself_is_not_said_to_be_stopped(tmp_path, capsys
     shown = capsys.readouterr().out
     assert code == 0
     assert "was stopped" not in shown
+
+
+def test_a_failing_workloads_traceback_reaches_stderr_and_workload_log(tmp_path, capsys):
+    out = tmp_path / "cap"
+    code = main(["-o", str(out), *FAST, f"{W / 'raises.py'}:make_step"])
+    err = capsys.readouterr().err
+    assert code == 3
+    where = f'File "{W / "raises.py"}", line 12, in step'
+    assert where in err and "ValueError: bad batch at step 3" in err
+    log = (out / "workload.log").read_text()
+    assert "Traceback (most recent call last)" in log and where in log

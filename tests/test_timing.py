@@ -8,7 +8,7 @@ import pytest
 
 from diagnose.assemble import diagnose_trace
 from diagnose.diff.stats import step_change, step_samples
-from diagnose.trace.timing import normalised, timing_summary
+from diagnose.step_timing import normalised, timing_summary
 
 from conftest import CAPTURES, load_capture
 

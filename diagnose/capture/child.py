@@ -24,7 +24,7 @@ from diagnose.capture.sampler import StackSampler
 from diagnose.capture.spec import CAPTURE_SCHEMA, CaptureSpec
 from diagnose.capture.steps import EnoughSteps, StepTracker
 from diagnose.safe_files import fresh_path, write_new
-from diagnose.trace.timing import timing_summary
+from diagnose.step_timing import timing_summary
 
 TRACE_FILE = "trace.json.gz"
 

@@ -12,7 +12,8 @@ from pathlib import Path
 import msgspec
 
 from diagnose.errors import InputError
-from diagnose.trace import kineto, legacy, parallel, schemas, source, timing
+from diagnose import step_timing
+from diagnose.trace import kineto, legacy, parallel, schemas, source
 from diagnose.trace.frames import build_frames
 from diagnose.trace.model import Trace
 
@@ -45,7 +46,7 @@ def load_capture_folder(folder: Path, on_progress=None, max_bytes: int | None = 
         raise InputError(f"{folder}: not a capture folder (no meta.json or trace.json.gz in it)")
     meta = schemas.read_meta(meta_path) if meta_path.exists() else {}
     if meta.get("timing"):
-        meta["timing"] = timing.normalised(meta["timing"])
+        meta["timing"] = step_timing.normalised(meta["timing"])
     if trace_path is None:
         trace = empty_trace(str(folder))
     else:
