@@ -6,21 +6,19 @@ and `render(format)` for any registered renderer. It lives above the renderers, 
 """
 from __future__ import annotations
 
-import dataclasses
 import html
 
 from diagnose import report
 from diagnose.findings import Diagnosis
 
 
-@dataclasses.dataclass(repr=False)
 class Report(Diagnosis):
     """A Diagnosis that renders itself."""
 
     @classmethod
     def of(cls, diagnosis: Diagnosis) -> "Report":
         """The same diagnosis, as a Report (no copy of its data)."""
-        return cls(**{f.name: getattr(diagnosis, f.name) for f in dataclasses.fields(Diagnosis)})
+        return cls(**{name: getattr(diagnosis, name) for name in Diagnosis.__struct_fields__})
 
     def render(self, format: str = "text", **options) -> str:
         """The diagnosis as `format` ("text", "json", "html", "md": see `diagnose --help`)."""

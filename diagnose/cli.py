@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import json
 import math
 import os
 import signal
@@ -24,13 +25,13 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn
 
 from diagnose.errors import EXIT_FINDING, EXIT_OK, EXIT_WORKLOAD_FAILED, DiagnoseError, UsageError
-from diagnose.findings import SEVERITIES
+from diagnose.findings import SCHEMA, SEVERITIES
 from diagnose.format import plain
 from diagnose.output import OutputFolder
 from diagnose.report.richtext import colour, safe
 from diagnose.version import __version__
 
-SUBCOMMANDS = ("run", "demo", "rules", "diff")
+SUBCOMMANDS = ("run", "demo", "rules", "diff", "schema")
 
 DESCRIPTION = """\
 Find what limits a PyTorch GPU workload and which fix to apply.
@@ -46,6 +47,7 @@ commands:
   diagnose demo           the built-in default: the bundled decode workload (its H200 capture without a GPU)
   diagnose rules [RULE]   the rules, their inputs and thresholds (--format json|md); one rule's docs
   diagnose diff A B       compare two runs (traces or folders): faster or slower, and why
+  diagnose schema [FILE]  the JSON Schema of findings.json; with files, check them against it
 """
 
 EPILOG = """\
@@ -79,7 +81,7 @@ def build_parser(command: str = "run") -> argparse.ArgumentParser:
     """The parser of one subcommand (its --help fits a screen)."""
     usage = {"run": "diagnose [run] TARGET [options] [SCRIPT ARGS...]  |  diagnose run -m MODULE [options] [ARGS...]",
              "demo": "diagnose demo [options]", "rules": "diagnose rules [RULE] [--format text|json|md]",
-             "diff": "diagnose diff BEFORE AFTER [options]"}[command]
+             "diff": "diagnose diff BEFORE AFTER [options]", "schema": "diagnose schema [FINDINGS.json ...]"}[command]
     p = _Parser(prog="diagnose", usage=usage, description=DESCRIPTION, epilog=EPILOG,
                 formatter_class=argparse.RawDescriptionHelpFormatter)
     if command == "rules":
@@ -87,6 +89,11 @@ def build_parser(command: str = "run") -> argparse.ArgumentParser:
 
         p.add_argument("rule", nargs="?", help="one rule, with its documentation")
         p.add_argument("--format", choices=FORMATS, default="text", help="text (default), json or md")
+        return p
+    if command == "schema":
+        p.description = ("Print the JSON Schema of findings.json (diagnose.findings/1); with files, check each "
+                         "against it instead (exit 0 when all fit, 2 naming the first field that does not).")
+        p.add_argument("files", nargs="*", type=Path, metavar="FINDINGS.json", help="findings.json files to check")
         return p
     # --- `diagnose diff` (diagnose/diff_command.py) ---
     if command == "diff":
@@ -133,7 +140,7 @@ def build_parser(command: str = "run") -> argparse.ArgumentParser:
         from diagnose.diff_command import add_gate_option
 
         p.add_argument("--baseline", type=Path, metavar="FOLDER",
-                       help="then diff against FOLDER; gate: --fail-on-regression PCT")
+                       help="then diff against it (--fail-on-regression PCT)")
         add_gate_option(p, shown=False)
     # --- several ranks through torchrun (diagnose/capture/distributed.py) ---
     if command == "run":
@@ -270,6 +277,19 @@ def _check_not_a_misspelt_command(argv: list[str]) -> None:
         raise UsageError(f"unknown command {word!r}; did you mean `diagnose {close[0]}{' ' + rest if rest else ''}`?")
 
 
+def _schema(files: list[Path]) -> int:
+    """`diagnose schema`: the JSON Schema of findings.json, or each file checked against the model."""
+    from diagnose.findings import check_findings_file, findings_schema
+
+    if not files:
+        _print(json.dumps(findings_schema(), indent=2))
+        return EXIT_OK
+    for path in files:
+        check_findings_file(path)  # InputError (exit 2) naming the file and the field
+        print(f"{path}: fits {SCHEMA}")
+    return EXIT_OK
+
+
 def _before(argv: list[str], target: str) -> list[str]:
     return argv[:argv.index(target)] if target in argv else argv
 
@@ -290,6 +310,8 @@ def _dispatch(command: str, args) -> int:
             else:
                 rules_table.print_rule(console, rule)
         return EXIT_OK
+    if command == "schema":
+        return _schema(args.files)
     # --- `diagnose diff` ---
     if command == "diff":
         from diagnose.diff_command import run_diff

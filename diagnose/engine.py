@@ -14,7 +14,7 @@ import sys
 from typing import Callable, ClassVar
 
 from diagnose.config import Config
-from diagnose.findings import Checked, Diagnosis, Finding, Skipped
+from diagnose.findings import CheatSheet, Checked, Diagnosis, Finding, Skipped
 from diagnose.format import fmt
 from diagnose.memory.record import load_memory
 from diagnose.metrics import Metrics
@@ -212,6 +212,8 @@ def run_rules(ctx: Context, rules) -> RuleResults:
         elif isinstance(result, Quiet):
             checked.append(Checked(rule.id, result.detail))
         else:
+            if result.sheet is None:
+                result.sheet = CheatSheet(**rule.cheat_sheet)
             findings.append(_plain_numbers(result))
     findings.sort(key=_impact, reverse=True)
     return RuleResults(findings, checked, skipped)

@@ -1,24 +1,32 @@
-"""The Diagnosis: findings with evidence, rules skipped with reasons; versioned JSON in and out."""
+"""The Diagnosis: findings with evidence, rules skipped with reasons; versioned JSON in and out.
+
+Every class here is a msgspec Struct: findings.json is their encoding (`Diagnosis.to_dict`), a
+findings.json is read back typed and checked (`Diagnosis.from_dict`), and `diagnose schema` prints
+the JSON Schema of `diagnose.findings/1` made from them (`findings_schema`). Changes stay additive:
+a field added later has a default, so an older findings.json still reads.
+"""
 from __future__ import annotations
 
-import dataclasses
+from typing import Literal
+
+import msgspec
 
 from diagnose.format import fmt
 from diagnose.invariants import holds
 
 SCHEMA = "diagnose.findings/1"
 SEVERITIES = ("high", "medium", "low")
+Severity = Literal["high", "medium", "low"]
 
 
-@dataclasses.dataclass
-class Evidence:
+class Evidence(msgspec.Struct):
     """One measured value compared with its threshold: "host wait 71 % > 20 %".
 
     A comparison that does not hold (a rule that fires on either of two conditions shows both)
     carries `holds = False`, set here from the numbers, and is shown as not met."""
 
     metric: str
-    value: float
+    value: float | str  # a measurement, or what was found where a name says more (a file:line, a command)
     op: str = ""
     threshold: float | None = None
     unit: str = ""
@@ -42,8 +50,7 @@ class Evidence:
         return f"{self.metric} {fmt(self.value)}{unit} {self.op} {fmt(self.threshold)}{unit}{unmet}"
 
 
-@dataclasses.dataclass
-class Fix:
+class Fix(msgspec.Struct):
     """A recommended fix, by stable id (diagnose/fixes.py lists them), with a code example for the case."""
 
     id: str
@@ -53,22 +60,32 @@ class Fix:
     prerequisite: bool = False  # a change the next fix needs first; the finding's estimate is for both
 
 
-@dataclasses.dataclass
-class Finding:
+class CheatSheet(msgspec.Struct):
+    """The cheat-sheet row a rule encodes, as the finding carries it (an old findings.json renders
+    the same after the rules change)."""
+
+    bottleneck: str = ""
+    signal: str = ""
+    fix: str = ""
+    impact: str = ""
+
+
+class Finding(msgspec.Struct):
     """A bottleneck a rule found, with everything needed to believe and act on it."""
 
     rule: str
-    severity: str
+    severity: Severity
     title: str
     evidence: list[Evidence]
     fixes: list[Fix]
-    offenders: list[dict] = dataclasses.field(default_factory=list)
+    offenders: list[dict] = msgspec.field(default_factory=list)
     est_speedup: float | None = None
     basis: str = ""
     recoverable_us: float | None = None
     why: str = ""
     verify: list | None = None  # --verify: one entry per fix, measured (diagnose/verify/model.py Verification.to_dict)
     ranks: list | None = None  # with several ranks: the ranks it holds on (None: a single trace)
+    sheet: CheatSheet | None = None  # the rule's cheat-sheet row, filled in when the Diagnosis is assembled
 
     def fix_phrase(self) -> str:
         """The fix the estimate is for: "cuda-graphs", or "fused-optimizer, then cuda-graphs" when the
@@ -80,24 +97,21 @@ class Finding:
         return self.fixes[0].id
 
 
-@dataclasses.dataclass
-class Skipped:
+class Skipped(msgspec.Struct):
     """A rule that could not run on this input, and why."""
 
     rule: str
     reason: str
 
 
-@dataclasses.dataclass
-class Checked:
+class Checked(msgspec.Struct):
     """A rule that ran and did not fire, with the deciding numbers."""
 
     rule: str
     detail: str
 
 
-@dataclasses.dataclass
-class Details:
+class Details(msgspec.Struct, omit_defaults=True):
     """The report's supporting data, one named section each; a section the run has nothing for is None.
 
     Each section is plain data (lists and dicts of numbers and strings), built once by
@@ -122,19 +136,7 @@ class Details:
     inventory: list | None = None
     ranks: list | None = None
 
-    def to_dict(self) -> dict:
-        """The sections that hold something, as findings.json's `details`."""
-        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if getattr(self, f.name) is not None}
-
-    @classmethod
-    def from_dict(cls, data: dict | None) -> "Details":
-        """Rebuild from findings.json's `details` (unknown sections are ignored)."""
-        names = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in (data or {}).items() if k in names})
-
-
-@dataclasses.dataclass(repr=False)
-class Diagnosis:
+class Diagnosis(msgspec.Struct):
     """Everything a report shows; `to_dict` is the findings.json schema."""
 
     target: str
@@ -142,11 +144,11 @@ class Diagnosis:
     summary: dict
     findings: list[Finding]
     skipped: list[Skipped]
-    checked: list[Checked] = dataclasses.field(default_factory=list)
-    capture: dict = dataclasses.field(default_factory=dict)
-    warnings: list[str] = dataclasses.field(default_factory=list)
+    checked: list[Checked] = msgspec.field(default_factory=list)
+    capture: dict = msgspec.field(default_factory=dict)
+    warnings: list[str] = msgspec.field(default_factory=list)
     verdict: str = ""
-    details: Details = dataclasses.field(default_factory=Details)
+    details: Details = msgspec.field(default_factory=Details)
     schema: str = SCHEMA
 
     def __repr__(self) -> str:
@@ -156,27 +158,21 @@ class Diagnosis:
 
     def to_dict(self) -> dict:
         """Plain data for JSON (the stable, versioned schema)."""
-        data = dataclasses.asdict(self)
-        data["details"] = self.details.to_dict()
-        for finding in data["findings"]:  # additive: `ranks` only when several ranks were analysed
-            if finding.get("ranks") is None:
-                finding.pop("ranks", None)
-            for e in finding["evidence"]:  # additive: `holds` only on a comparison that is not met
+        data = msgspec.to_builtins(self, enc_hook=_plain)
+        for finding in data["findings"]:  # additive fields appear only when they hold something
+            for key in ("ranks", "sheet"):
+                if finding.get(key) is None:
+                    finding.pop(key, None)
+            for e in finding["evidence"]:  # `holds` only on a comparison that is not met
                 if e.get("holds") is None:
                     e.pop("holds", None)
         return data
 
     @classmethod
     def from_dict(cls, data: dict) -> "Diagnosis":
-        """Rebuild a Diagnosis from its JSON form."""
-        findings = [Finding(**{**f, "evidence": [Evidence(**e) for e in f["evidence"]],
-                               "fixes": [Fix(**x) for x in f["fixes"]]}) for f in data["findings"]]
-        return cls(target=data["target"], device=data["device"], summary=data["summary"],
-                   findings=findings, skipped=[Skipped(**s) for s in data["skipped"]],
-                   checked=[Checked(**c) for c in data.get("checked", [])],
-                   capture=data.get("capture", {}), warnings=data.get("warnings", []),
-                   verdict=data.get("verdict", ""), details=Details.from_dict(data.get("details")),
-                   schema=data.get("schema", SCHEMA))
+        """Rebuild a Diagnosis from its JSON form, checked against the model (msgspec.ValidationError
+        names the field that does not fit)."""
+        return msgspec.convert(data, cls)
 
     def worst_severity(self) -> str | None:
         """The most serious severity among the findings."""
@@ -210,3 +206,34 @@ class Diagnosis:
     def workload_failed(self) -> bool:
         """True when the captured workload raised, ran out of memory, timed out or crashed."""
         return self.capture.get("status") not in (None, "ok")
+
+
+def _plain(value):
+    """numpy scalars and arrays (in details and offenders) as plain numbers and lists."""
+    if hasattr(value, "tolist"):
+        return value.tolist()
+    raise NotImplementedError(f"cannot encode {type(value).__name__} in findings.json")
+
+
+def check_findings_file(path) -> Diagnosis:
+    """A findings.json read and checked against the model; InputError naming the file and the
+    field that does not fit (or the schema it claims, when that is not this one)."""
+    from pathlib import Path
+
+    from diagnose.errors import InputError
+    from diagnose.trace.schemas import read_json_object
+
+    path = Path(path)
+    data = read_json_object(path, "findings")
+    if data.get("schema") != SCHEMA:
+        raise InputError(f"{path}: schema {data.get('schema')!r}, not {SCHEMA!r} (is it a findings.json?)")
+    try:
+        return Diagnosis.from_dict(data)
+    except msgspec.ValidationError as exc:
+        raise InputError(f"{path}: does not fit {SCHEMA}: {exc}") from None
+
+
+def findings_schema() -> dict:
+    """The JSON Schema of findings.json (`diagnose.findings/1`), from the model itself."""
+    schema = msgspec.json.schema(Diagnosis)
+    return {"$schema": "https://json-schema.org/draft/2020-12/schema", "title": SCHEMA, **schema}

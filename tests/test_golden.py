@@ -23,6 +23,24 @@ def test_every_target_has_a_golden_entry():
     assert sorted(str(p.relative_to(ROOT)) for p in TARGETS) == sorted(GOLDEN)
 
 
+@pytest.fixture(scope="module")
+def schema_validator():
+    """A validator of the JSON Schema that `diagnose schema` prints (jsonschema: an independent reader)."""
+    jsonschema = pytest.importorskip("jsonschema")
+    from diagnose.findings import findings_schema
+
+    schema = findings_schema()
+    jsonschema.Draft202012Validator.check_schema(schema)
+    return jsonschema.Draft202012Validator(schema)
+
+
 @pytest.mark.parametrize("path", TARGETS, ids=lambda p: str(p.relative_to(ROOT / "fixtures")))
-def test_conclusions_unchanged(path):
-    assert make_golden.conclusions(path) == GOLDEN[str(path.relative_to(ROOT))]
+def test_conclusions_unchanged_and_findings_json_fits_its_schema(path, schema_validator):
+    from diagnose.findings import Diagnosis
+
+    text = make_golden.findings_json(path)
+    data = json.loads(text)
+    errors = [f"{'/'.join(map(str, e.absolute_path))}: {e.message}" for e in schema_validator.iter_errors(data)]
+    assert errors == []
+    assert Diagnosis.from_dict(data).to_dict() == data  # read back typed, written again: the same document
+    assert make_golden.conclusions(path, data) == GOLDEN[str(path.relative_to(ROOT))]

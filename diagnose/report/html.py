@@ -17,7 +17,6 @@ from diagnose.format import column_label, duration, fmt, is_number, percent, sho
 from diagnose.memory.units import gb
 from diagnose.report import Renderer, charts, memory_charts
 from diagnose.report.verify_view import verify_lines
-from diagnose.rules import ALL_RULES
 from diagnose.version import __version__
 
 TEMPLATES = Path(__file__).parent / "templates"
@@ -179,7 +178,7 @@ def headline_tiles(d: Diagnosis) -> list[dict]:
 def finding_view(f: Finding, step_us: float | None) -> dict:
     """One finding ready to show: evidence as text, offenders as a table, the recoverable share."""
     share = f.recoverable_us / step_us if f.recoverable_us and step_us else None
-    sheet = next((r.cheat_sheet for r in ALL_RULES if r.id == f.rule), None)
+    sheet = f.sheet
     return {"f": f, "anchor": f"finding-{f.rule}", "sheet": sheet,
             "evidence": [{"text": e.text(), "is_test": e.is_test, "unmet": e.holds is False} for e in f.evidence],
             "offenders": records_table(f.offenders),
