@@ -88,13 +88,17 @@ class Finding(msgspec.Struct):
     sheet: CheatSheet | None = None  # the rule's cheat-sheet row, filled in when the Diagnosis is assembled
 
     def fix_phrase(self) -> str:
-        """The fix the estimate is for: "cuda-graphs", or "fused-optimizer, then cuda-graphs" when the
-        first fix is a prerequisite of the next ("" without fixes)."""
+        """The fix the estimate is for: "cuda-graphs", or "fused-optimizer, then cuda-graphs" when
+        the first fixes are prerequisites of the next ("remove-sync and fused-optimizer, then
+        cuda-graphs"); "" without fixes."""
         if not self.fixes:
             return ""
-        if self.fixes[0].prerequisite and len(self.fixes) > 1:
-            return f"{self.fixes[0].id}, then {self.fixes[1].id}"
-        return self.fixes[0].id
+        first = [x.id for x in self.fixes[:-1] if x.prerequisite]
+        lead = len(first) if all(x.prerequisite for x in self.fixes[:len(first)]) else 0
+        if not lead:
+            return self.fixes[0].id
+        before = first[0] if lead == 1 else ", ".join(first[:lead - 1]) + f" and {first[lead - 1]}"
+        return f"{before}, then {self.fixes[lead].id}"
 
 
 class Skipped(msgspec.Struct):

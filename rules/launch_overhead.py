@@ -53,6 +53,14 @@ first). The estimate stays that of the graphed step, the two changes together ("
 with fused-optimizer, then cuda-graphs"); the optimizer-step rule estimates the fused optimizer
 alone.
 
+**Host syncs first.** A CUDA graph cannot hold a host-device synchronisation (`.item()`,
+`.tolist()`, `.cpu()`, `nonzero`, a blocking copy): capture fails on it, or the graph must be cut
+around it. When the measured steps make at least `max_graph_syncs_per_step` such calls before
+their last kernel launch (a sync after the last launch, such as one `loss.item()` at the end,
+stays outside the graph), the first fix is `remove-sync` and the estimate is for both changes
+("remove-sync, then cuda-graphs": the recoverable time then includes the idle after the syncs);
+the sync-stall rule prices the syncs alone.
+
 **Estimate.** graphed step ≈ step − recoverable + kernels × `graph_gap_us` + `graph_launch_us`,
 never below the GPU busy time; speedup = step ÷ graphed step. `graph_gap_us` (0.1 µs between
 kernels) and `graph_launch_us` (10 µs per replay) come from the decode_graphed H200 capture, a
@@ -61,6 +69,7 @@ kernel time).
 """
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
 from diagnose.engine import Quiet, Rule, Threshold
@@ -68,6 +77,7 @@ from diagnose.findings import Evidence, Finding
 from diagnose.fixes import fix, optimizer_code
 from diagnose.metrics.comm import is_comm
 from diagnose.metrics.compiled import cudagraph_skips
+from diagnose.metrics.host import sync_calls
 from diagnose.metrics.optimizer import SINGLE, optimizer_steps
 
 
@@ -94,6 +104,9 @@ class LaunchOverhead(Rule):
         Threshold("optimizer_launch_share", 0.5, "fraction",
                   "share of the step's kernels launched by a single-tensor optimizer from which fused-optimizer "
                   "is the first fix"),
+        Threshold("max_graph_syncs_per_step", 1.0, "per step",
+                  "host syncs inside a step (before its last kernel launch) from which remove-sync comes before "
+                  "cuda-graphs"),
         Threshold("max_dispatch_us", 150.0, "µs",
                   "host time per kernel launched beyond which, with kernels that are not small, the host is "
                   "doing more than dispatch (quiet)"),
@@ -125,6 +138,10 @@ class LaunchOverhead(Rule):
                          f"{median_us:.1f} µs >= {t['small_kernel_us']:g} µs) and the host spends "
                          f"{host_per_launch:,.0f} µs per kernel launched >= {t['max_dispatch_us']:g} µs: the host is "
                          f"doing more than dispatch (see the step accounting){note}")
+        syncs_per_step, sync_op = _syncs_before_last_launch(ctx.trace, m)
+        syncs_first = syncs_per_step >= t["max_graph_syncs_per_step"]
+        if syncs_first:  # removing the syncs also recovers the idle that follows them
+            recoverable += budget.host_after_sync_us
         graphed = budget.step_us - recoverable + per_step * t["graph_gap_us"] + t["graph_launch_us"]
         graphed = max(graphed, budget.busy_us, 1e-9)
         speedup = budget.step_us / graphed
@@ -151,6 +168,13 @@ class LaunchOverhead(Rule):
             fixes.insert(0, fix("fused-optimizer", code=optimizer_code(optimizer.name), prerequisite=True))
             basis_note = (f"; first fused-optimizer: {optimizer.name} (foreach=False) launches "
                           f"{optimizer.launch_share:.0%} of the kernels and a CUDA graph cannot capture its step")
+        if syncs_first:
+            evidence.append(Evidence("host syncs per step before its last kernel launch (a graph cannot hold one)",
+                                     round(syncs_per_step, 1), ">=", t["max_graph_syncs_per_step"]))
+            fixes.insert(0, fix("remove-sync", code=_sync_code(sync_op), prerequisite=True))
+            basis_note += (f"; first remove-sync: {syncs_per_step:.1f} host syncs per step (most made by "
+                           f"{sync_op}) sit between kernel launches, where a CUDA graph cannot hold them; the "
+                           f"recoverable time includes the {budget.host_after_sync_us:,.0f} µs idle after them")
         return Finding(
             rule=self.id,
             severity="high" if share >= t["high_share"] else "medium" if share >= 0.3 else "low",
@@ -175,6 +199,35 @@ def _single_tensor_optimizer(m, min_share: float):
     """The single-tensor optimizer that launches at least `min_share` of the step's kernels, or None."""
     single = [o for o in optimizer_steps(m) if o.impl == SINGLE and o.launch_share >= min_share]
     return single[0] if single else None
+
+
+def _syncs_before_last_launch(trace, m) -> tuple[float, str]:
+    """(host syncs per step made before the step's last kernel launch, the op that makes most of them)."""
+    windows = m.steps.windows
+    syncs = sync_calls(trace, windows)
+    if not len(syncs) or not windows:
+        return 0.0, ""
+    launches = np.sort(m.step_kernels["launch_ts"].dropna().to_numpy(float))
+    starts = np.array([w.cpu_start for w in windows])
+    ends = np.array([w.cpu_end for w in windows])
+    last = np.searchsorted(launches, ends, side="left") - 1  # the last launch before each step's end
+    last_ts = np.where((last >= 0) & (launches[np.maximum(last, 0)] >= starts), launches[np.maximum(last, 0)],
+                       -np.inf) if len(launches) else np.full(len(windows), -np.inf)
+    ts = syncs["ts"].to_numpy(float)
+    step = np.searchsorted(starts, ts, side="right") - 1
+    inside = (step >= 0) & (ts < last_ts[np.maximum(step, 0)])
+    held = syncs[inside]
+    if not len(held):
+        return 0.0, ""
+    return len(held) / len(windows), str(held["op_name"].mode().iat[0])
+
+
+def _sync_code(op: str) -> str:
+    return (f"# {op} reads a GPU value on the host inside the step: keep it on the device\n"
+            "stats = torch.stack([h.norm() for h in activations])  # no .item() in the step\n"
+            "if step % 100 == 0:\n"
+            "    print(stats.tolist())                             # one read, outside the graphed step\n"
+            "torch.cuda.set_sync_debug_mode(\"warn\")  # names every hidden sync while you fix them")
 
 
 def _offenders(m, host_gaps: pd.DataFrame, n: int, scale: float) -> list[dict]:

@@ -1,0 +1,51 @@
+"""Fixes that can apply: a CUDA graph cannot hold a host sync, so launch-overhead names remove-sync first
+when the step syncs between its kernel launches, and prices both changes together."""
+from __future__ import annotations
+
+from diagnose.assemble import diagnose_trace
+from diagnose.config import Config
+from diagnose.findings import Finding
+from diagnose.fixes import fix
+from diagnose.rules import ALL_RULES
+
+from conftest import load_capture
+
+LAUNCH = next(r for r in ALL_RULES if r.id == "launch-overhead")
+SYNC = next(r for r in ALL_RULES if r.id == "sync-stall")
+
+
+def _launch(name: str, **overrides) -> Finding | None:
+    d = diagnose_trace(load_capture(name), Config(overrides=overrides), rules=[LAUNCH, SYNC])
+    return next((f for f in d.findings if f.rule == "launch-overhead"), None), d
+
+
+def test_syncs_between_launches_put_remove_sync_before_cuda_graphs():
+    f, d = _launch("sync_item")
+    assert [x.id for x in f.fixes] == ["remove-sync", "cuda-graphs"] and f.fixes[0].prerequisite
+    assert f.fix_phrase() == "remove-sync, then cuda-graphs"
+    line = next(e for e in f.evidence if e.metric.startswith("host syncs per step"))
+    sync = next(x for x in d.findings if x.rule == "sync-stall")
+    per_step = next(e.value for e in sync.evidence if e.metric == "syncs per step")
+    assert line.value == per_step - 1  # the end-of-step loss.item() stays outside the graph
+    assert "remove-sync, then cuda-graphs" in d.verdict
+    assert f.recoverable_us > sync.recoverable_us  # both changes: the graphed gaps and the idle after syncs
+
+
+def test_the_estimate_for_both_changes_includes_the_idle_after_the_syncs():
+    both, _ = _launch("sync_item")
+    graphs_only, _ = _launch("sync_item", **{"launch-overhead.max_graph_syncs_per_step": 1000})
+    assert [x.id for x in graphs_only.fixes] == ["cuda-graphs"]
+    assert both.est_speedup > graphs_only.est_speedup
+
+
+def test_a_step_without_syncs_goes_straight_to_cuda_graphs():
+    f, _ = _launch("sync_free")
+    assert [x.id for x in f.fixes] == ["cuda-graphs"]
+    assert not any(e.metric.startswith("host syncs per step") for e in f.evidence)
+
+
+def test_two_prerequisites_read_in_order():
+    f = Finding("launch-overhead", "high", "t", [], [fix("remove-sync", prerequisite=True),
+                                                     fix("fused-optimizer", prerequisite=True), fix("cuda-graphs")])
+    assert f.fix_phrase() == "remove-sync and fused-optimizer, then cuda-graphs"
+    assert Finding("r", "low", "t", [], [fix("cuda-graphs"), fix("torch-compile")]).fix_phrase() == "cuda-graphs"
