@@ -16,6 +16,7 @@ Analysis only: no torch, no GPU.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import math
 import statistics
@@ -122,8 +123,14 @@ def agrees(row: dict) -> bool:
     return math.isclose(row["code"], row["expected"], rel_tol=1e-9, abs_tol=1e-9)
 
 
+@functools.cache
+def _diagnosis(name: str):
+    """The Diagnosis of one capture with default thresholds (each capture is analysed once)."""
+    return analyse(CAPTURES / name, Config())
+
+
 def _estimate(name: str, rule: str, fix_id: str | None = None) -> float | None:
-    d = analyse(CAPTURES / name, Config())
+    d = _diagnosis(name)
     for f in d.findings:
         if f.rule == rule and (fix_id is None or fix_id in [x.id for x in f.fixes]):
             return f.est_speedup
@@ -135,7 +142,7 @@ def _prerequisites(name: str, rule: str) -> set[str]:
     for both changes, so a measurement of the first alone is not set against it)."""
     if not (CAPTURES / name).is_dir():
         return set()
-    d = analyse(CAPTURES / name, Config())
+    d = _diagnosis(name)
     return {x.id for f in d.findings if f.rule == rule for x in f.fixes if x.prerequisite}
 
 
