@@ -186,6 +186,12 @@ class Context:
         return NEEDS[need].missing(self)
 
 
+def severity_ladder(value: float, t: dict) -> str:
+    """"high" from the rule's `high_share` threshold, "medium" from its `medium_share`, else "low":
+    the cut-offs are declared thresholds, so `--set` moves them and the docs list them."""
+    return "high" if value >= t["high_share"] else "medium" if value >= t["medium_share"] else "low"
+
+
 def known_thresholds(rules) -> dict[str, Threshold]:
     """Every overridable key ("rule-id.name" and "timeline.name") of `rules` with its Threshold."""
     keys = {f"timeline.{th.name}": th for th in TIMELINE_PARAMETERS}

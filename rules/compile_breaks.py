@@ -41,7 +41,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from diagnose.engine import Quiet, Rule, Skip, Threshold
+from diagnose.engine import Quiet, Rule, Skip, Threshold, severity_ladder
 from diagnose.errors import InputError
 from diagnose.findings import Evidence, Finding
 from diagnose.fixes import CODE_COLUMNS, comment, fix
@@ -74,6 +74,7 @@ class CompileBreaks(Rule):
         Threshold("min_share", 0.10, "fraction",
                   "fire when time between graphs plus compile time per step is at least this share of the step"),
         Threshold("high_share", 0.50, "fraction", "share at which severity is high"),
+        Threshold("medium_share", 0.25, "fraction", "share at which severity is medium (below: low)"),
     )
 
     def check(self, ctx, t):
@@ -123,7 +124,7 @@ class CompileBreaks(Rule):
         fixes.append(fix("fullgraph", code=_fullgraph_code()))
         return Finding(
             rule=self.id,
-            severity="high" if share >= t["high_share"] else "medium" if share >= 0.25 else "low",
+            severity=severity_ladder(share, t),
             title=self.title,
             evidence=evidence,
             offenders=_offenders(record, cs),

@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import math
 
-from diagnose.engine import Quiet, Rule, Threshold
+from diagnose.engine import Quiet, Rule, Threshold, severity_ladder
 from diagnose.findings import Evidence, Finding
 from diagnose.fixes import fix
 from diagnose.metrics.compiled import logged_recompiles
@@ -72,6 +72,7 @@ class DynamicShapes(Rule):
         Threshold("min_step_fraction", 0.5, "fraction", "the op must hold the host in at least this share of steps"),
         Threshold("min_held_us", 200.0, "µs", "ignore op calls holding less silent host time than this"),
         Threshold("high_share", 0.50, "fraction", "held share at which severity is high"),
+        Threshold("medium_share", 0.25, "fraction", "held share at which severity is medium (below: low)"),
     )
 
     def check(self, ctx, t):
@@ -125,7 +126,7 @@ class DynamicShapes(Rule):
         compiled = bool(calls["compile"].any())
         return Finding(
             rule=self.id,
-            severity="high" if share >= t["high_share"] else "medium" if share >= 0.25 else "low",
+            severity=severity_ladder(share, t),
             title=self.title,
             evidence=evidence,
             offenders=[{"op": r.name, "step": int(r.step), "host_us": round(r.host_us, 1),

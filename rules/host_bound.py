@@ -53,7 +53,7 @@ from __future__ import annotations
 
 import shlex
 
-from diagnose.engine import Quiet, Rule, Threshold
+from diagnose.engine import Quiet, Rule, Threshold, severity_ladder
 from diagnose.findings import Evidence, Finding
 from diagnose.fixes import comment, fix
 from diagnose.metrics.compiled import compiled_steps
@@ -80,6 +80,7 @@ class HostBound(Rule):
     thresholds = (
         Threshold("min_host_share", 0.20, "fraction", "fire when host work is at least this share of the step"),
         Threshold("high_share", 0.50, "fraction", "host-work share at which severity is high"),
+        Threshold("medium_share", 0.30, "fraction", "host-work share at which severity is medium (below: low)"),
     )
 
     def check(self, ctx, t):
@@ -97,7 +98,7 @@ class HostBound(Rule):
                          + _where_silent_went(split, budget, per_step))
         samples = m.python_samples
         pageable = _pageable_copies(m.step_kernels, n)
-        severity = "high" if share >= t["high_share"] else "medium" if share >= 0.3 else "low"
+        severity = severity_ladder(share, t)
         evidence = [
             Evidence("host work while the GPU idles", round(share * 100, 1), ">=", t["min_host_share"] * 100, "%"),
             Evidence("host work per step", round(work, 1), unit="µs"),

@@ -72,7 +72,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from diagnose.engine import Quiet, Rule, Threshold
+from diagnose.engine import Quiet, Rule, Threshold, severity_ladder
 from diagnose.findings import Evidence, Finding
 from diagnose.fixes import fix, optimizer_code
 from diagnose.metrics.comm import is_comm
@@ -101,6 +101,7 @@ class LaunchOverhead(Rule):
         Threshold("graph_gap_us", 0.1, "µs", "idle between kernels that a CUDA graph still pays"),
         Threshold("graph_launch_us", 10.0, "µs", "host cost of one graph replay per step"),
         Threshold("high_share", 0.50, "fraction", "recoverable share at which severity is high"),
+        Threshold("medium_share", 0.30, "fraction", "recoverable share at which severity is medium (below: low)"),
         Threshold("optimizer_launch_share", 0.5, "fraction",
                   "share of the step's kernels launched by a single-tensor optimizer from which fused-optimizer "
                   "is the first fix"),
@@ -177,7 +178,7 @@ class LaunchOverhead(Rule):
                            f"recoverable time includes the {budget.host_after_sync_us:,.0f} µs idle after them")
         return Finding(
             rule=self.id,
-            severity="high" if share >= t["high_share"] else "medium" if share >= 0.3 else "low",
+            severity=severity_ladder(share, t),
             title=self.title,
             evidence=evidence,
             offenders=_offenders(m, host, n, budget.host_scale),

@@ -66,7 +66,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from diagnose.engine import NO_STEP_WORK, Quiet, Rule, Skip, Threshold
+from diagnose.engine import NO_STEP_WORK, Quiet, Rule, Skip, Threshold, severity_ladder
 from diagnose.findings import Evidence, Finding
 from diagnose.fixes import comment, fix
 from diagnose.metrics.kernels import MEMORY_KINDS
@@ -128,7 +128,7 @@ class MemoryBound(Rule):
         offenders = _offenders(good, n)
         return Finding(
             rule=self.id,
-            severity="high" if saving >= t["high_share"] else "medium" if saving >= t["medium_share"] else "low",
+            severity=severity_ladder(saving, t),
             title=self.title,
             evidence=evidence,
             offenders=offenders,
