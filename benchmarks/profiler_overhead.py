@@ -28,7 +28,7 @@ from diagnose.metrics import Metrics  # noqa: E402
 from diagnose.trace import load_target  # noqa: E402
 
 CAPTURES = ROOT / "fixtures" / "captures"
-FEATURES = ("cpu_ops", "driver_launches", "other_runtime")
+FEATURES = ("cpu_ops", "driver_launches", "other_runtime", "compiled_regions")
 WITHIN = 0.25  # the bar: the estimated unprofiled step within 25 % of the measured one
 
 
@@ -58,7 +58,9 @@ def measure(folder: Path) -> dict | None:
             "host_idle": budget.host_paced_us + budget.host_silent_us,
             "cpu_ops": per_step(trace.cpu_ops),
             "driver_launches": per_step(trace.runtime, names.str.startswith("cuLaunch").to_numpy()),
-            "other_runtime": per_step(trace.runtime, (~names.str.contains("Launch")).to_numpy())}
+            "other_runtime": per_step(trace.runtime, (~names.str.contains("Launch")).to_numpy()),
+            "compiled_regions": per_step(trace.ops, trace.ops["name"].astype(str).str.startswith(
+                "Torch-Compiled Region").to_numpy())}
 
 
 def fit(rows: list[dict]) -> np.ndarray:
