@@ -18,13 +18,13 @@ from pandas.api.extensions import take
 from diagnose.trace.model import Trace
 
 GPU_COLUMNS = ["name", "cat", "ts", "dur", "end", "device", "stream", "correlation", "external_id",
-               "grid", "block", "blocks", "registers", "occupancy", "bytes"]
+               "grid", "block", "blocks"]
 
 
 def join_launches(trace: Trace) -> pd.DataFrame:
     """One row per GPU op with `launch_name`, `launch_ts`, `launch_dur`, `launch_delay`, `op_name`, shapes."""
     gpu = trace.gpu
-    out = gpu[GPU_COLUMNS].copy()
+    out = gpu[GPU_COLUMNS]  # copy-on-write: the new columns go on `out`, the gpu frame is shared, not copied
     runtime = trace.runtime[["correlation", "name", "ts", "dur", "external_id", "tid"]]
     runtime = runtime.dropna(subset=["correlation"]).drop_duplicates("correlation")
     found = lookup(out["correlation"], runtime["correlation"])

@@ -38,6 +38,7 @@ PARAMETERS = (
 )
 DEFAULTS = {th.name: th.default for th in PARAMETERS}
 
+GAP_KINDS = np.array(["host", "kernel", "other"], dtype=object)
 GAP_COLUMNS = ["start", "end", "dur", "step", "kind", "next_name", "next_cat", "next_correlation", "launch_name",
                "graph", "paced_us", "silent_us", "after_sync", "sync_name"]
 
@@ -133,7 +134,8 @@ def _classify(trace: Trace, ops: pd.DataFrame, gaps: pd.DataFrame, p: dict) -> p
     gaps["graph"] = name_matches(launch_name, GRAPH_LAUNCH)
     host = (~has_next) | (known & (launch_ts >= gaps["start"])).to_numpy()
     kernel = ~host & (gaps["dur"] <= p["kernel_wait_max_us"]).to_numpy()
-    gaps["kind"] = np.where(host, "host", np.where(kernel, "kernel", "other"))
+    # one shared string per class: an array of fixed-width strings would become a string object per gap
+    gaps["kind"] = GAP_KINDS[np.where(host, 0, np.where(kernel, 1, 2))]
     gaps["paced_us"], gaps["silent_us"], silent = _pacing(runtime, gaps, host, p["host_silence_us"])
     gaps["after_sync"], gaps["sync_name"] = _after_sync(runtime, gaps, host)
     return gaps, silent

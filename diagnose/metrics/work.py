@@ -372,7 +372,7 @@ def step_kernels(launches: pd.DataFrame, windows: list, device: int | None, anno
     """
     if device is None or not windows or not len(launches):
         return launches.iloc[0:0].assign(step=pd.Series(dtype=int))
-    kern = launches[(launches["device"] == device) & (launches["cat"] == "kernel")].copy()
+    kern = launches[(launches["device"] == device) & (launches["cat"] == "kernel")]  # copy-on-write: shared
     kern["step"] = _assign_steps(kern, windows, annotated) if len(kern) else []
     return kern[kern["step"] >= 0]
 
@@ -409,8 +409,11 @@ def op_instances(kern: pd.DataFrame, measured: pd.DataFrame | None = None) -> pd
     # numbers, not objects: a trace without launch geometry holds None in every row, and an object
     # column's groupby max runs in Python, group by group (minutes for a million kernels)
     kern["blocks"] = pd.to_numeric(kern["blocks"], errors="coerce")
-    main = kern.sort_values("rank", kind="stable").groupby("instance", sort=False).tail(1).set_index("instance")
-    first = kern.sort_values("ts", kind="stable").groupby("instance", sort=False).head(1).set_index("instance")
+    # only the columns taken from them: a sort or a groupby's head/tail copies every column it holds
+    main = kern[["rank", "instance", "name", "kind", "fused"]].sort_values("rank", kind="stable")
+    main = main.groupby("instance", sort=False).tail(1).set_index("instance")
+    first = kern[["ts", "instance", "step", "stream", "op_name", "input_dims", "input_types"]]
+    first = first.sort_values("ts", kind="stable").groupby("instance", sort=False).head(1).set_index("instance")
     grouped = kern.groupby("instance", sort=False)
     agg = grouped.agg(ts=("ts", "min"), end=("end", "max"), kernel_us=("dur", "sum"),
                       matrix_us=("matrix_dur", "sum"), n_kernels=("dur", "size"), blocks=("blocks", "max"))

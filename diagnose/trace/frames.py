@@ -29,8 +29,7 @@ RUNTIME_CATS = {"cuda_runtime", "cuda_driver", "hip_runtime", "hip_driver", *leg
 OP_CATS = {"cpu_op", "user_annotation", *legacy.OP_CATEGORIES}
 
 GPU_COLUMNS = ["name", "cat", "ts", "dur", "device", "stream", "correlation", "external_id",
-               "grid", "block", "blocks", "threads_per_block", "registers", "shared_memory",
-               "blocks_per_sm", "warps_per_sm", "occupancy", "bytes"]
+               "grid", "block", "blocks"]
 RUNTIME_COLUMNS = ["name", "ts", "dur", "pid", "tid", "correlation", "external_id"]
 OP_COLUMNS = ["name", "cat", "ts", "dur", "pid", "tid", "external_id", "input_dims", "input_types"]
 ANNOTATION_COLUMNS = ["name", "ts", "dur", "device", "stream"]
@@ -209,9 +208,6 @@ class FrameBuilder:
         out["block"].append(blocks)
         info = self._launch_dims.values
         out["blocks"] += [info[c][2] for c in grids.tolist()]
-        out["threads_per_block"] += [info[c][2] for c in blocks.tolist()]
-        for col in ("registers", "shared_memory", "blocks_per_sm", "warps_per_sm", "occupancy", "bytes"):
-            out[col] += _get(col, args)
 
     def _runtime(self, events: list[Event], out: dict) -> None:
         args = _args(events)
