@@ -422,10 +422,15 @@ def op_instances(kern: pd.DataFrame, measured: pd.DataFrame | None = None) -> pd
     agg["tc_no"] = (tc == False).fillna(False).groupby(kern["instance"]).any()  # noqa: E712
     agg = agg.join(main[["name", "kind", "fused"]]).join(
         first[["step", "stream", "op_name", "input_dims", "input_types"]])
-    frame = pd.DataFrame(_instance_columns(agg), columns=INSTANCE_COLUMNS, index=agg.index)
+    if not agg["ts"].is_monotonic_increasing:  # in time order before the columns are made: no copy of them after
+        agg = agg.take(np.argsort(agg["ts"].to_numpy(float), kind="stable"))
+    # the columns as they are (no consolidation into blocks, which copies): those with one value
+    # in every row are views of that value, so read them, never write them in place (_fill_measured
+    # replaces the ones it fills)
+    frame = pd.DataFrame(_instance_columns(agg), columns=INSTANCE_COLUMNS, index=agg.index, copy=False)
     if measured is not None and len(measured):
         _fill_measured(frame, kern.join(measured[[c for c in measured.columns if c not in kern.columns]]))
-    return frame.sort_values("ts", kind="stable").reset_index(drop=True)
+    return frame.reset_index(drop=True)
 
 
 def _fill_measured(frame: pd.DataFrame, kern: pd.DataFrame) -> None:
@@ -433,6 +438,8 @@ def _fill_measured(frame: pd.DataFrame, kern: pd.DataFrame) -> None:
     m = kern[kern["measured_us"].notna()]
     if not len(m):
         return
+    for column in (*MEASURED_PCT, "dram_bytes", "measured_us", "bound"):
+        frame[column] = frame[column].to_numpy().copy()  # writable: a constant column is a view of one value
     by = m["instance"]
     weight = m["measured_us"]
     covered = m.groupby(by)["dur"].sum()
@@ -493,7 +500,7 @@ def _instance_columns(agg: pd.DataFrame) -> dict[str, pd.Series | np.ndarray]:
     matrix_us = agg["matrix_us"].to_numpy(float)
     tc_yes, tc_no = agg["tc_yes"].to_numpy(bool), agg["tc_no"].to_numpy(bool)
     foreach = np.fromiter(((o or "").startswith("aten::_foreach") for o in op_names), bool, n)
-    nan = np.full(n, math.nan)
+    nan = _constant(math.nan, n)
     columns = {
         "step": agg["step"].to_numpy(np.int64), "stream": agg["stream"],
         "ts": agg["ts"].to_numpy(float), "end": agg["end"].to_numpy(float), "kernel_us": kernel_us,
@@ -505,8 +512,8 @@ def _instance_columns(agg: pd.DataFrame) -> dict[str, pd.Series | np.ndarray]:
         "fused": agg["fused"].fillna(False).to_numpy(bool) | foreach,
         "blocks": agg["blocks"].to_numpy(float, na_value=math.nan),
         "op_name": _inferred(op_names, np.arange(n), agg.index),
-        "sm_pct": nan, "dram_pct": nan.copy(), "dram_bytes": nan.copy(), "mem_pct": nan.copy(),
-        "tensor_pct": nan.copy(), "measured_us": nan.copy(), "bound": np.full(n, None, dtype=object),
+        "sm_pct": nan, "dram_pct": nan, "dram_bytes": nan, "mem_pct": nan,
+        "tensor_pct": nan, "measured_us": nan, "bound": _constant(None, n),
     }
     for name in ("kind", "shapes", "dtype", "flops", "bytes", "m", "n", "k", "batch", "source", "work"):
         columns[name] = _inferred([fields[name] for fields in static], codes.codes, agg.index)
@@ -543,13 +550,23 @@ def _distinct_codes(op_names: list, dims: np.ndarray, types: np.ndarray, kinds: 
     return _Codes(keys, codes)
 
 
+def _constant(value, n: int) -> np.ndarray:
+    """A read-only column of `n` times `value` that holds it once (a view with a zero stride)."""
+    return np.broadcast_to(np.array([value], dtype=float if isinstance(value, float) else object), n)
+
+
 def _inferred(values: list, codes: np.ndarray, index: pd.Index, sparse: bool = False) -> pd.Series:
     """values[codes] as a column of the dtype pandas infers for `values` (the same as for the
-    whole column, which holds the same kinds of value); `sparse` when some values may be unused."""
+    whole column, which holds the same kinds of value); `sparse` when some values may be unused.
+    A column of numbers or objects that holds one value in every row is that value's view (_constant)."""
     if sparse:
         used, codes = np.unique(codes, return_inverse=True)
         values = [values[i] for i in used]
-    return pd.Series(values, dtype=object if not values else None).take(codes).set_axis(index)
+    column = pd.Series(values, dtype=object if not values else None)
+    if len(codes) and isinstance(column.dtype, np.dtype) and (codes == codes[0]).all():
+        value = column.to_numpy()[codes[:1]]
+        return pd.Series(np.broadcast_to(value, len(codes)), index=index, copy=False)
+    return column.take(codes).set_axis(index)
 
 
 def _static_fields(op_name: str | None, dims, types, kernel_kind: str) -> dict:

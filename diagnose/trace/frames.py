@@ -150,6 +150,7 @@ class FrameBuilder:
         self._families = np.empty(0, dtype=np.int8)
         self._cat = None  # the category codes of the rows being bucketed
         self._compacted = False
+        self._later: list[FrameBuilder] = []  # builders whose rows `finish` appends (merge(later=True))
 
     def add(self, chunk: list[Event]) -> None:
         """Bucket one chunk of events."""
@@ -282,19 +283,30 @@ class FrameBuilder:
                 ("gpu", "grid"): launch_text, ("gpu", "block"): launch_text,
                 ("ops", "input_dims"): self._shapes.values, ("ops", "input_types"): self._shapes.values}
 
-    def merge(self, *others: "FrameBuilder") -> None:
-        """Append other builders' rows (events that came after this builder's, in that order)."""
+    def merge(self, *others: "FrameBuilder", later: bool = False) -> None:
+        """Append other builders' rows (events that came after this builder's, in that order).
+
+        Each column of the others is let go as soon as it is joined (the others end up empty), so
+        the rows are held twice for one column at a time, not for all of them. `later`: keep the
+        others as they are and join them when `finish` runs, after the caller has freed what the
+        rows were decoded from (the file's bytes)."""
+        if later:
+            self._later += others
+            return
         self.compact()
         for other in others:
             other.compact()
         for key, columns in self.columns.items():
             for col in columns:
-                columns[col] = _join([columns[col]] + [other.columns[key][col] for other in others])
+                columns[col] = _join([columns[col]] + [other.columns[key].pop(col) for other in others])
         self.bad += sum(other.bad for other in others)
 
     def finish(self, warnings: list[str]) -> dict:
         """The frames, times in µs relative to the earliest kept event (under "t0"); events with
         times far outside the trace's range are dropped with a warning (trace/outliers.py)."""
+        if self._later:
+            others, self._later = self._later, []
+            self.merge(*others)
         if self.bad:
             warnings.append(f"{self.bad} events with missing, non-finite or negative times were ignored")
         self.compact()

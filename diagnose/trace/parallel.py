@@ -110,7 +110,7 @@ def _parallel(decoded: Decoded, processes: int, report) -> FrameBuilder:
         raise _Failed()
     builders = [FrameBuilder.compacted(columns, bad) for _, columns, bad, _, _, _ in done]
     builder = builders[0]
-    builder.merge(*builders[1:])
+    builder.merge(*builders[1:], later=True)  # joined in `finish`, once the caller has let the file go
     for _, _, _, kept, dropped, warnings in done:
         decoded.absorb(kept, dropped, warnings)
     return builder
