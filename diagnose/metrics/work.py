@@ -409,11 +409,11 @@ def op_instances(kern: pd.DataFrame, measured: pd.DataFrame | None = None) -> pd
     # numbers, not objects: a trace without launch geometry holds None in every row, and an object
     # column's groupby max runs in Python, group by group (minutes for a million kernels)
     kern["blocks"] = pd.to_numeric(kern["blocks"], errors="coerce")
-    # only the columns taken from them: a sort or a groupby's head/tail copies every column it holds
-    main = kern[["rank", "instance", "name", "kind", "fused"]].sort_values("rank", kind="stable")
-    main = main.groupby("instance", sort=False).tail(1).set_index("instance")
-    first = kern[["ts", "instance", "step", "stream", "op_name", "input_dims", "input_types"]]
-    first = first.sort_values("ts", kind="stable").groupby("instance", sort=False).head(1).set_index("instance")
+    # each instance's main kernel (last by rank) and first kernel (first by start), as row positions:
+    # only the columns taken from those rows are copied, once
+    main = _rows(kern, _last_of_each(key, kern["rank"].to_numpy(float)), ["name", "kind", "fused"])
+    first = _rows(kern, _first_of_each(key, kern["ts"].to_numpy(float)),
+                  ["step", "stream", "op_name", "input_dims", "input_types"])
     grouped = kern.groupby("instance", sort=False)
     agg = grouped.agg(ts=("ts", "min"), end=("end", "max"), kernel_us=("dur", "sum"),
                       matrix_us=("matrix_dur", "sum"), n_kernels=("dur", "size"), blocks=("blocks", "max"))
@@ -422,6 +422,7 @@ def op_instances(kern: pd.DataFrame, measured: pd.DataFrame | None = None) -> pd
     agg["tc_no"] = (tc == False).fillna(False).groupby(kern["instance"]).any()  # noqa: E712
     agg = agg.join(main[["name", "kind", "fused"]]).join(
         first[["step", "stream", "op_name", "input_dims", "input_types"]])
+    del main, first, grouped, tc  # their rows are in agg now: let them go before the columns are made
     if not agg["ts"].is_monotonic_increasing:  # in time order before the columns are made: no copy of them after
         agg = agg.take(np.argsort(agg["ts"].to_numpy(float), kind="stable"))
     # the columns as they are (no consolidation into blocks, which copies): those with one value
@@ -431,6 +432,25 @@ def op_instances(kern: pd.DataFrame, measured: pd.DataFrame | None = None) -> pd
     if measured is not None and len(measured):
         _fill_measured(frame, kern.join(measured[[c for c in measured.columns if c not in kern.columns]]))
     return frame.reset_index(drop=True)
+
+
+def _last_of_each(key: np.ndarray, by: np.ndarray) -> np.ndarray:
+    """The row of each distinct key that comes last in a stable sort by `by` (groupby tail(1) of that sort)."""
+    order = np.argsort(by, kind="stable")
+    return order[~pd.Series(key[order]).duplicated(keep="last").to_numpy()]
+
+
+def _first_of_each(key: np.ndarray, by: np.ndarray) -> np.ndarray:
+    """The row of each distinct key that comes first in a stable sort by `by` (groupby head(1) of that sort)."""
+    order = np.argsort(by, kind="stable")
+    return order[~pd.Series(key[order]).duplicated(keep="first").to_numpy()]
+
+
+def _rows(kern: pd.DataFrame, rows: np.ndarray, columns: list[str]) -> pd.DataFrame:
+    """`columns` of the kernels at positions `rows`, indexed by their instance."""
+    out = kern[columns].take(rows)
+    out.index = pd.Index(kern["instance"].to_numpy()[rows], name="instance")
+    return out
 
 
 def _fill_measured(frame: pd.DataFrame, kern: pd.DataFrame) -> None:

@@ -341,8 +341,11 @@ def _int64(column: pd.Series) -> pd.Series:
     return values.astype("Int64")
 
 
+NONE_VIEWS = {"grid", "block", "blocks"}  # launch geometry: nothing writes it after loading
+
+
 def _frame(data: dict, columns: list[str]) -> pd.DataFrame:
-    body = {c: _values(data.pop(c)) for c in columns}
+    body = {c: _values(data.pop(c), c in NONE_VIEWS) for c in columns}
     if not len(body["ts"]):
         return pd.DataFrame([], columns=columns)  # object columns, as pandas makes from no rows
     return pd.DataFrame(body, columns=columns, copy=False)  # fresh arrays: no copy, no consolidation
@@ -375,8 +378,14 @@ def _compact(col: str, values: list, table: list | None = None) -> Column:
     return Column(_array(values, types), types)
 
 
-def _values(column: Column):
-    """The values of a column, coded or not."""
+NONE = frozenset({type(None)})
+
+
+def _values(column: Column, none_view: bool = False):
+    """The values of a column, coded or not; with `none_view`, a column of None alone (a trace
+    without launch geometry) is one None seen in every row, read-only (np.broadcast_to)."""
+    if none_view and column.types == NONE and len(column.values):
+        return np.broadcast_to(np.array([None], dtype=object), len(column.values))
     return _decoded([column]).values if column.table is not None else column.values
 
 
