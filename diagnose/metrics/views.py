@@ -16,7 +16,8 @@ def top_kernels(metrics, limit: int = 15) -> list[dict]:
     grouped = ops.groupby("name", sort=False).agg(
         kind=("cat", "first"), calls=("dur", "size"), total_us=("dur", "sum"), median_us=("dur", "median"))
     grouped = grouped.sort_values("total_us", ascending=False).head(limit)
-    top = ops[ops["name"].isin(grouped.index)]  # the launching op and shapes of the top kernels only
+    # the launching op and shapes of the top kernels only (the three columns, not a copy of every column)
+    top = ops[["name", "op_name", "input_dims"]][ops["name"].isin(grouped.index)]
     by_name = dict(list(top.groupby("name", sort=False)[["op_name", "input_dims"]]))
     rows = []
     for name, row in grouped.iterrows():
