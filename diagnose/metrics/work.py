@@ -409,6 +409,24 @@ def op_instances(kern: pd.DataFrame, measured: pd.DataFrame | None = None) -> pd
     # numbers, not objects: a trace without launch geometry holds None in every row, and an object
     # column's groupby max runs in Python, group by group (minutes for a million kernels)
     kern["blocks"] = pd.to_numeric(kern["blocks"], errors="coerce")
+    agg = _aggregates(kern, key)
+    if not agg["ts"].is_monotonic_increasing:  # in time order before the columns are made: no copy of them after
+        agg = agg.take(np.argsort(agg["ts"].to_numpy(float), kind="stable"))
+    # the columns as they are (no consolidation into blocks, which copies): those with one value
+    # in every row are views of that value, so read them, never write them in place (_fill_measured
+    # replaces the ones it fills)
+    frame = pd.DataFrame(_instance_columns(agg), columns=INSTANCE_COLUMNS, index=agg.index, copy=False)
+    if measured is not None and len(measured):
+        _fill_measured(frame, kern.join(measured[[c for c in measured.columns if c not in kern.columns]]))
+    return frame.reset_index(drop=True)
+
+
+def _aggregates(kern: pd.DataFrame, key: np.ndarray) -> pd.DataFrame:
+    """Per instance (rows of `kern` sharing a `key`, in order of first appearance): the time span,
+    kernel and matrix time, kernel count, largest grid, tensor-core use, and the columns of its
+    main kernel (its longest matrix kernel, else its longest) and of its first kernel."""
+    if pd.Index(key).is_unique:
+        return _own_aggregates(kern, key)
     # each instance's main kernel (last by rank) and first kernel (first by start), as row positions:
     # only the columns taken from those rows are copied, once
     main = _rows(kern, _last_of_each(key, kern["rank"].to_numpy(float)), ["name", "kind", "fused"])
@@ -420,18 +438,28 @@ def op_instances(kern: pd.DataFrame, measured: pd.DataFrame | None = None) -> pd
     tc = kern["tensor_core"]
     agg["tc_yes"] = (tc == True).fillna(False).groupby(kern["instance"]).any()  # noqa: E712
     agg["tc_no"] = (tc == False).fillna(False).groupby(kern["instance"]).any()  # noqa: E712
-    agg = agg.join(main[["name", "kind", "fused"]]).join(
+    return agg.join(main[["name", "kind", "fused"]]).join(
         first[["step", "stream", "op_name", "input_dims", "input_types"]])
-    del main, first, grouped, tc  # their rows are in agg now: let them go before the columns are made
-    if not agg["ts"].is_monotonic_increasing:  # in time order before the columns are made: no copy of them after
-        agg = agg.take(np.argsort(agg["ts"].to_numpy(float), kind="stable"))
-    # the columns as they are (no consolidation into blocks, which copies): those with one value
-    # in every row are views of that value, so read them, never write them in place (_fill_measured
-    # replaces the ones it fills)
-    frame = pd.DataFrame(_instance_columns(agg), columns=INSTANCE_COLUMNS, index=agg.index, copy=False)
-    if measured is not None and len(measured):
-        _fill_measured(frame, kern.join(measured[[c for c in measured.columns if c not in kern.columns]]))
-    return frame.reset_index(drop=True)
+
+
+def _own_aggregates(kern: pd.DataFrame, key: np.ndarray) -> pd.DataFrame:
+    """_aggregates when every kernel is an instance of its own (no kernel has an op link): each
+    aggregate is the kernel's own value, so the columns are the kernels' (shared, not copied). A
+    sum starts from zero, so a -0.0 duration sums to 0.0: that one case is added to 0.0."""
+    n = len(kern)
+    columns = ["ts", "end", "dur", "matrix_dur", "blocks", "name", "kind", "fused",
+               "step", "stream", "op_name", "input_dims", "input_types"]
+    agg = kern[columns].rename(columns={"dur": "kernel_us", "matrix_dur": "matrix_us"})
+    agg.index = pd.Index(key, name="instance")
+    for column in ("kernel_us", "matrix_us"):
+        values = agg[column].to_numpy(float)
+        if np.signbit(values).any():
+            agg[column] = values + 0.0
+    agg["n_kernels"] = pd.Series(np.broadcast_to(np.int64(1), n), index=agg.index, copy=False)  # a view of one 1
+    tc = kern["tensor_core"]
+    agg["tc_yes"] = (tc == True).fillna(False).to_numpy(bool)  # noqa: E712
+    agg["tc_no"] = (tc == False).fillna(False).to_numpy(bool)  # noqa: E712
+    return agg
 
 
 def _last_of_each(key: np.ndarray, by: np.ndarray) -> np.ndarray:
@@ -530,8 +558,9 @@ def _instance_columns(agg: pd.DataFrame) -> dict[str, pd.Series | np.ndarray]:
         "tensor_core": _inferred([True, False, pd.NA], np.where(tc_yes, 0, np.where(tc_no, 1, 2)), agg.index,
                                  sparse=True),
         "fused": agg["fused"].fillna(False).to_numpy(bool) | foreach,
-        "blocks": agg["blocks"].to_numpy(float, na_value=math.nan),
-        "op_name": _inferred(op_names, np.arange(n), agg.index),
+        "blocks": _same_or(agg["blocks"].to_numpy(float, na_value=math.nan)),
+        "op_name": (_inferred(op_names, np.arange(n), agg.index) if any(o is not None for o in op_names)
+                    else _inferred([None], np.zeros(n, dtype=np.int64), agg.index)),
         "sm_pct": nan, "dram_pct": nan, "dram_bytes": nan, "mem_pct": nan,
         "tensor_pct": nan, "measured_us": nan, "bound": _constant(None, n),
     }
@@ -568,6 +597,11 @@ def _distinct_codes(op_names: list, dims: np.ndarray, types: np.ndarray, kinds: 
             by_identity[fast] = code
         codes[i] = code
     return _Codes(keys, codes)
+
+
+def _same_or(values: np.ndarray) -> np.ndarray:
+    """`values`, or a view of its one value when every row is NaN (a trace without launch geometry)."""
+    return _constant(math.nan, len(values)) if len(values) and np.isnan(values).all() else values
 
 
 def _constant(value, n: int) -> np.ndarray:
