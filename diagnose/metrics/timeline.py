@@ -113,15 +113,16 @@ def _classify(trace: Trace, ops: pd.DataFrame, gaps: pd.DataFrame, p: dict) -> p
     gaps["dur"] = gaps["end"] - gaps["start"]
     nxt = gaps["next"].to_numpy()
     has_next = nxt >= 0
-    next_rows = ops.iloc[nxt[has_next]]
+    next_rows = ops[["name", "cat", "correlation"]].iloc[nxt[has_next]]  # the columns read, not all of them
     gaps["next_name"] = None
     gaps["next_cat"] = None
     gaps.loc[has_next, "next_name"] = next_rows["name"].to_numpy()
     gaps.loc[has_next, "next_cat"] = next_rows["cat"].to_numpy()
-    launches = runtime.dropna(subset=["correlation"]).drop_duplicates("correlation")
+    launches = runtime[["correlation", "ts", "name"]].dropna(subset=["correlation"]).drop_duplicates("correlation")
     launches = launches.set_index("correlation")
     corr = pd.Series(pd.NA, index=gaps.index, dtype="Int64")
     corr[has_next] = next_rows["correlation"].to_numpy()
+    del next_rows
     known = corr.notna() & corr.isin(launches.index)
     launch_ts = pd.Series(np.nan, index=gaps.index)
     launch_name = pd.Series(None, index=gaps.index, dtype=object)
