@@ -23,6 +23,7 @@ import re
 import numpy as np
 import pandas as pd
 
+from diagnose.metrics.launches import lookup
 from diagnose.metrics.steps import Steps
 from diagnose.thresholds import Threshold
 from diagnose.trace.model import Trace
@@ -119,17 +120,18 @@ def _classify(trace: Trace, ops: pd.DataFrame, gaps: pd.DataFrame, p: dict) -> p
     gaps.loc[has_next, "next_name"] = next_rows["name"].to_numpy()
     gaps.loc[has_next, "next_cat"] = next_rows["cat"].to_numpy()
     launches = runtime[["correlation", "ts", "name"]].dropna(subset=["correlation"]).drop_duplicates("correlation")
-    launches = launches.set_index("correlation")
     corr = pd.Series(pd.NA, index=gaps.index, dtype="Int64")
     corr[has_next] = next_rows["correlation"].to_numpy()
     del next_rows
-    known = corr.notna() & corr.isin(launches.index)
+    # the launch call of each gap's next op, by a sorted search of the unique ids (no hash tables)
+    found = lookup(corr, launches["correlation"])
+    known = pd.Series(found >= 0, index=gaps.index)
     launch_ts = pd.Series(np.nan, index=gaps.index)
     launch_name = pd.Series(None, index=gaps.index, dtype=object)
     if known.any():
-        matched = launches.loc[corr[known].astype("int64")]
-        launch_ts[known] = matched["ts"].to_numpy()
-        launch_name[known] = matched["name"].to_numpy()
+        rows = found[known.to_numpy()]
+        launch_ts[known] = launches["ts"].to_numpy()[rows]
+        launch_name[known] = launches["name"].to_numpy()[rows]
     gaps["launch_name"] = launch_name
     gaps["next_correlation"] = corr
     gaps["graph"] = name_matches(launch_name, GRAPH_LAUNCH)

@@ -401,15 +401,14 @@ def op_instances(kern: pd.DataFrame, measured: pd.DataFrame | None = None) -> pd
     has_op = kern["op_name"].notna() & kern["op_external_id"].notna()
     key = np.where(has_op, kern["op_external_id"].astype("Float64").fillna(-1).to_numpy(float),
                    -1.0 - np.arange(len(kern)))
-    kern["instance"] = key
+    kern["instance"] = pd.Series(key, index=kern.index, copy=False)
     kern["is_matrix"] = kern["kind"].isin(("gemm", "conv", "attention"))
     kern["matrix_dur"] = kern["dur"].where(kern["is_matrix"], 0.0)
-    # the instance's main kernel: its longest matrix kernel, else its longest kernel
-    kern["rank"] = kern["dur"] + np.where(kern["is_matrix"], 1e12, 0.0)
     # numbers, not objects: a trace without launch geometry holds None in every row, and an object
     # column's groupby max runs in Python, group by group (minutes for a million kernels)
     kern["blocks"] = pd.to_numeric(kern["blocks"], errors="coerce")
-    agg = _aggregates(kern, key)
+    # without op links every kernel is an instance of its own (its key is -1 - its row)
+    agg = _aggregates(kern, key) if has_op.any() else _own_aggregates(kern, key)
     if not agg["ts"].is_monotonic_increasing:  # in time order before the columns are made: no copy of them after
         agg = agg.take(np.argsort(agg["ts"].to_numpy(float), kind="stable"))
     # the columns as they are (no consolidation into blocks, which copies): those with one value
@@ -425,11 +424,11 @@ def _aggregates(kern: pd.DataFrame, key: np.ndarray) -> pd.DataFrame:
     """Per instance (rows of `kern` sharing a `key`, in order of first appearance): the time span,
     kernel and matrix time, kernel count, largest grid, tensor-core use, and the columns of its
     main kernel (its longest matrix kernel, else its longest) and of its first kernel."""
-    if pd.Index(key).is_unique:
-        return _own_aggregates(kern, key)
     # each instance's main kernel (last by rank) and first kernel (first by start), as row positions:
     # only the columns taken from those rows are copied, once
-    main = _rows(kern, _last_of_each(key, kern["rank"].to_numpy(float)), ["name", "kind", "fused"])
+    rank = kern["dur"].to_numpy(float) + np.where(kern["is_matrix"].to_numpy(bool), 1e12, 0.0)
+    main = _rows(kern, _last_of_each(key, rank), ["name", "kind", "fused"])
+    del rank
     first = _rows(kern, _first_of_each(key, kern["ts"].to_numpy(float)),
                   ["step", "stream", "op_name", "input_dims", "input_types"])
     grouped = kern.groupby("instance", sort=False)
