@@ -70,7 +70,7 @@ def test_memory_beyond_the_interpreter_stays_near_twice_the_file(tmp_path):
     command's peak resident set above that of the same command on a 2,000-event trace (the
     interpreter, its imports and the report's fixed cost: ~92 MB) is at most 2.5x the file. Measured
     1.95-2.11x on 2026-12-02; the code before held 5.4x. At ten million events the same trace
-    shape peaks at 1.8x the file, interpreter included (docs/performance.md)."""
+    shape peaks at 1.77x the file, interpreter included (docs/performance.md)."""
     small, large = tmp_path / "small.json", tmp_path / "large.json"
     make_tiny_trace.write(small, 2_000)
     size = make_tiny_trace.write(large, 200_000)["bytes"]
