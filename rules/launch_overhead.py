@@ -236,7 +236,9 @@ def _offenders(m, host_gaps: pd.DataFrame, n: int, scale: float) -> list[dict]:
     if not len(host_gaps):
         return []
     launches = m.step_kernels[["correlation", "op_name", "name", "dur"]]
-    joined = host_gaps.merge(launches, left_on="next_correlation", right_on="correlation", how="left")
+    # only the gap columns used: the join copies every column it is given, once per gap
+    joined = host_gaps[["next_correlation", "dur"]].merge(launches, left_on="next_correlation",
+                                                          right_on="correlation", how="left")
     joined["op_name"] = joined["op_name"].fillna("(no CPU op recorded)")
     grouped = joined.groupby("op_name").agg(launches=("dur_x", "size"), waited_us=("dur_x", "sum"),
                                             kernel_us=("dur_y", "median"))

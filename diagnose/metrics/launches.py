@@ -18,13 +18,13 @@ from pandas.api.extensions import take
 from diagnose.trace.model import Trace
 
 GPU_COLUMNS = ["name", "cat", "ts", "dur", "end", "device", "stream", "correlation", "external_id",
-               "grid", "block", "blocks", "registers", "occupancy", "bytes"]
+               "grid", "block", "blocks"]
 
 
 def join_launches(trace: Trace) -> pd.DataFrame:
     """One row per GPU op with `launch_name`, `launch_ts`, `launch_dur`, `launch_delay`, `op_name`, shapes."""
     gpu = trace.gpu
-    out = gpu[GPU_COLUMNS].copy()
+    out = gpu[GPU_COLUMNS]  # copy-on-write: the new columns go on `out`, the gpu frame is shared, not copied
     runtime = trace.runtime[["correlation", "name", "ts", "dur", "external_id", "tid"]]
     runtime = runtime.dropna(subset=["correlation"]).drop_duplicates("correlation")
     found = lookup(out["correlation"], runtime["correlation"])
@@ -62,7 +62,11 @@ def lookup(keys: pd.Series, table: pd.Series) -> np.ndarray:
 
 def _taken(column: pd.Series, positions: np.ndarray, index: pd.Index) -> pd.Series:
     """column[positions] as a new column, missing where the position is -1 (with the dtype a left
-    merge gives a column with missing matches)."""
+    merge gives a column with missing matches). A column of objects none of whose rows is found (no
+    op links: the shapes of a trace without CPU ops) is one missing value seen in every row, read-only."""
+    if column.dtype == object and len(positions) and (positions < 0).all():
+        missing = take(column.to_numpy(), positions[:1], allow_fill=True)
+        return pd.Series(np.broadcast_to(missing, len(positions)), index=index, copy=False)
     return pd.Series(take(column.array, positions, allow_fill=True), index=index)
 
 

@@ -23,6 +23,7 @@ import re
 import numpy as np
 import pandas as pd
 
+from diagnose.metrics.launches import lookup
 from diagnose.metrics.steps import Steps
 from diagnose.thresholds import Threshold
 from diagnose.trace.model import Trace
@@ -38,6 +39,7 @@ PARAMETERS = (
 )
 DEFAULTS = {th.name: th.default for th in PARAMETERS}
 
+GAP_KINDS = np.array(["host", "kernel", "other"], dtype=object)
 GAP_COLUMNS = ["start", "end", "dur", "step", "kind", "next_name", "next_cat", "next_correlation", "launch_name",
                "graph", "paced_us", "silent_us", "after_sync", "sync_name"]
 
@@ -112,28 +114,31 @@ def _classify(trace: Trace, ops: pd.DataFrame, gaps: pd.DataFrame, p: dict) -> p
     gaps["dur"] = gaps["end"] - gaps["start"]
     nxt = gaps["next"].to_numpy()
     has_next = nxt >= 0
-    next_rows = ops.iloc[nxt[has_next]]
+    next_rows = ops[["name", "cat", "correlation"]].iloc[nxt[has_next]]  # the columns read, not all of them
     gaps["next_name"] = None
     gaps["next_cat"] = None
     gaps.loc[has_next, "next_name"] = next_rows["name"].to_numpy()
     gaps.loc[has_next, "next_cat"] = next_rows["cat"].to_numpy()
-    launches = runtime.dropna(subset=["correlation"]).drop_duplicates("correlation")
-    launches = launches.set_index("correlation")
+    launches = runtime[["correlation", "ts", "name"]].dropna(subset=["correlation"]).drop_duplicates("correlation")
     corr = pd.Series(pd.NA, index=gaps.index, dtype="Int64")
     corr[has_next] = next_rows["correlation"].to_numpy()
-    known = corr.notna() & corr.isin(launches.index)
+    del next_rows
+    # the launch call of each gap's next op, by a sorted search of the unique ids (no hash tables)
+    found = lookup(corr, launches["correlation"])
+    known = pd.Series(found >= 0, index=gaps.index)
     launch_ts = pd.Series(np.nan, index=gaps.index)
     launch_name = pd.Series(None, index=gaps.index, dtype=object)
     if known.any():
-        matched = launches.loc[corr[known].astype("int64")]
-        launch_ts[known] = matched["ts"].to_numpy()
-        launch_name[known] = matched["name"].to_numpy()
+        rows = found[known.to_numpy()]
+        launch_ts[known] = launches["ts"].to_numpy()[rows]
+        launch_name[known] = launches["name"].to_numpy()[rows]
     gaps["launch_name"] = launch_name
     gaps["next_correlation"] = corr
     gaps["graph"] = name_matches(launch_name, GRAPH_LAUNCH)
     host = (~has_next) | (known & (launch_ts >= gaps["start"])).to_numpy()
     kernel = ~host & (gaps["dur"] <= p["kernel_wait_max_us"]).to_numpy()
-    gaps["kind"] = np.where(host, "host", np.where(kernel, "kernel", "other"))
+    # one shared string per class: an array of fixed-width strings would become a string object per gap
+    gaps["kind"] = GAP_KINDS[np.where(host, 0, np.where(kernel, 1, 2))]
     gaps["paced_us"], gaps["silent_us"], silent = _pacing(runtime, gaps, host, p["host_silence_us"])
     gaps["after_sync"], gaps["sync_name"] = _after_sync(runtime, gaps, host)
     return gaps, silent

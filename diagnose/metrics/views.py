@@ -1,6 +1,7 @@
 """Plain-data views of the metrics for the reports: top kernels, one step's timeline, per-step table."""
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
 MAX_TIMELINE_ITEMS = 3000
@@ -16,7 +17,8 @@ def top_kernels(metrics, limit: int = 15) -> list[dict]:
     grouped = ops.groupby("name", sort=False).agg(
         kind=("cat", "first"), calls=("dur", "size"), total_us=("dur", "sum"), median_us=("dur", "median"))
     grouped = grouped.sort_values("total_us", ascending=False).head(limit)
-    top = ops[ops["name"].isin(grouped.index)]  # the launching op and shapes of the top kernels only
+    # the launching op and shapes of the top kernels only (the three columns, not a copy of every column)
+    top = ops[["name", "op_name", "input_dims"]][ops["name"].isin(grouped.index)]
     by_name = dict(list(top.groupby("name", sort=False)[["op_name", "input_dims"]]))
     rows = []
     for name, row in grouped.iterrows():
@@ -40,15 +42,29 @@ def work_inventory(metrics, limit: int = INVENTORY_ROWS) -> list[dict]:
     n = max(metrics.budget.n_steps, 1)
     if not len(ops):
         return []
-    frame = pd.DataFrame({"name": ops["name"], "cat": ops["cat"], "dur": ops["dur"],
-                          "op": ops["op_name"].fillna(""),
-                          "input_dims": _texts(ops["input_dims"])})
-    grouped = frame.groupby(["name", "op", "input_dims"], sort=False).agg(
-        kind=("cat", "first"), calls=("dur", "size"), total_us=("dur", "sum"))
+    keys = [ops["name"].to_numpy(object), ops["op_name"].fillna("").to_numpy(object),
+            np.array(_texts(ops["input_dims"]), dtype=object)]
+    group = _group_codes(keys)
+    frame = pd.DataFrame({"group": group, "cat": ops["cat"].to_numpy(), "dur": ops["dur"].to_numpy(float)})
+    grouped = frame.groupby("group", sort=False).agg(kind=("cat", "first"), calls=("dur", "size"),
+                                                     total_us=("dur", "sum"))
+    first = np.flatnonzero(~pd.Series(group).duplicated().to_numpy())  # each group's first row, in group order
+    for column, values in zip(("name", "op", "input_dims"), keys):
+        grouped[column] = values[first]
     grouped = grouped.sort_values("total_us", ascending=False).head(limit)
-    return [{"name": name, "op": op or None, "input_dims": dims or None, "cat": row.kind,
+    return [{"name": row.name, "op": row.op or None, "input_dims": row.input_dims or None, "cat": row.kind,
              "calls_per_step": round(row.calls / n, 3), "us_per_step": round(row.total_us / n, 3)}
-            for (name, op, dims), row in grouped.iterrows()]
+            for row in grouped.itertuples(index=False)]
+
+
+def _group_codes(keys: list[np.ndarray]) -> np.ndarray:
+    """One integer per distinct tuple of the keys' values, numbered in order of first appearance
+    (the groups of a groupby on the keys with sort=False, in that order), without the keys' tuples."""
+    group = pd.factorize(keys[0])[0]
+    for values in keys[1:]:
+        codes = pd.factorize(values)[0]
+        group = pd.factorize(group * (int(codes.max()) + 1) + codes)[0]
+    return group
 
 
 def _texts(dims: pd.Series) -> list[str]:

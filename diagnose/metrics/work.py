@@ -372,7 +372,7 @@ def step_kernels(launches: pd.DataFrame, windows: list, device: int | None, anno
     """
     if device is None or not windows or not len(launches):
         return launches.iloc[0:0].assign(step=pd.Series(dtype=int))
-    kern = launches[(launches["device"] == device) & (launches["cat"] == "kernel")].copy()
+    kern = launches[(launches["device"] == device) & (launches["cat"] == "kernel")]  # copy-on-write: shared
     kern["step"] = _assign_steps(kern, windows, annotated) if len(kern) else []
     return kern[kern["step"] >= 0]
 
@@ -401,28 +401,83 @@ def op_instances(kern: pd.DataFrame, measured: pd.DataFrame | None = None) -> pd
     has_op = kern["op_name"].notna() & kern["op_external_id"].notna()
     key = np.where(has_op, kern["op_external_id"].astype("Float64").fillna(-1).to_numpy(float),
                    -1.0 - np.arange(len(kern)))
-    kern["instance"] = key
+    kern["instance"] = pd.Series(key, index=kern.index, copy=False)
     kern["is_matrix"] = kern["kind"].isin(("gemm", "conv", "attention"))
     kern["matrix_dur"] = kern["dur"].where(kern["is_matrix"], 0.0)
-    # the instance's main kernel: its longest matrix kernel, else its longest kernel
-    kern["rank"] = kern["dur"] + np.where(kern["is_matrix"], 1e12, 0.0)
     # numbers, not objects: a trace without launch geometry holds None in every row, and an object
     # column's groupby max runs in Python, group by group (minutes for a million kernels)
     kern["blocks"] = pd.to_numeric(kern["blocks"], errors="coerce")
-    main = kern.sort_values("rank", kind="stable").groupby("instance", sort=False).tail(1).set_index("instance")
-    first = kern.sort_values("ts", kind="stable").groupby("instance", sort=False).head(1).set_index("instance")
+    # without op links every kernel is an instance of its own (its key is -1 - its row)
+    agg = _aggregates(kern, key) if has_op.any() else _own_aggregates(kern, key)
+    if not agg["ts"].is_monotonic_increasing:  # in time order before the columns are made: no copy of them after
+        agg = agg.take(np.argsort(agg["ts"].to_numpy(float), kind="stable"))
+    # the columns as they are (no consolidation into blocks, which copies): those with one value
+    # in every row are views of that value, so read them, never write them in place (_fill_measured
+    # replaces the ones it fills)
+    frame = pd.DataFrame(_instance_columns(agg), columns=INSTANCE_COLUMNS, index=agg.index, copy=False)
+    if measured is not None and len(measured):
+        _fill_measured(frame, kern.join(measured[[c for c in measured.columns if c not in kern.columns]]))
+    return frame.reset_index(drop=True)
+
+
+def _aggregates(kern: pd.DataFrame, key: np.ndarray) -> pd.DataFrame:
+    """Per instance (rows of `kern` sharing a `key`, in order of first appearance): the time span,
+    kernel and matrix time, kernel count, largest grid, tensor-core use, and the columns of its
+    main kernel (its longest matrix kernel, else its longest) and of its first kernel."""
+    # each instance's main kernel (last by rank) and first kernel (first by start), as row positions:
+    # only the columns taken from those rows are copied, once
+    rank = kern["dur"].to_numpy(float) + np.where(kern["is_matrix"].to_numpy(bool), 1e12, 0.0)
+    main = _rows(kern, _last_of_each(key, rank), ["name", "kind", "fused"])
+    del rank
+    first = _rows(kern, _first_of_each(key, kern["ts"].to_numpy(float)),
+                  ["step", "stream", "op_name", "input_dims", "input_types"])
     grouped = kern.groupby("instance", sort=False)
     agg = grouped.agg(ts=("ts", "min"), end=("end", "max"), kernel_us=("dur", "sum"),
                       matrix_us=("matrix_dur", "sum"), n_kernels=("dur", "size"), blocks=("blocks", "max"))
     tc = kern["tensor_core"]
     agg["tc_yes"] = (tc == True).fillna(False).groupby(kern["instance"]).any()  # noqa: E712
     agg["tc_no"] = (tc == False).fillna(False).groupby(kern["instance"]).any()  # noqa: E712
-    agg = agg.join(main[["name", "kind", "fused"]]).join(
+    return agg.join(main[["name", "kind", "fused"]]).join(
         first[["step", "stream", "op_name", "input_dims", "input_types"]])
-    frame = pd.DataFrame(_instance_columns(agg), columns=INSTANCE_COLUMNS, index=agg.index)
-    if measured is not None and len(measured):
-        _fill_measured(frame, kern.join(measured[[c for c in measured.columns if c not in kern.columns]]))
-    return frame.sort_values("ts", kind="stable").reset_index(drop=True)
+
+
+def _own_aggregates(kern: pd.DataFrame, key: np.ndarray) -> pd.DataFrame:
+    """_aggregates when every kernel is an instance of its own (no kernel has an op link): each
+    aggregate is the kernel's own value, so the columns are the kernels' (shared, not copied). A
+    sum starts from zero, so a -0.0 duration sums to 0.0: that one case is added to 0.0."""
+    n = len(kern)
+    columns = ["ts", "end", "dur", "matrix_dur", "blocks", "name", "kind", "fused",
+               "step", "stream", "op_name", "input_dims", "input_types"]
+    agg = kern[columns].rename(columns={"dur": "kernel_us", "matrix_dur": "matrix_us"})
+    agg.index = pd.Index(key, name="instance")
+    for column in ("kernel_us", "matrix_us"):
+        values = agg[column].to_numpy(float)
+        if np.signbit(values).any():
+            agg[column] = values + 0.0
+    agg["n_kernels"] = pd.Series(np.broadcast_to(np.int64(1), n), index=agg.index, copy=False)  # a view of one 1
+    tc = kern["tensor_core"]
+    agg["tc_yes"] = (tc == True).fillna(False).to_numpy(bool)  # noqa: E712
+    agg["tc_no"] = (tc == False).fillna(False).to_numpy(bool)  # noqa: E712
+    return agg
+
+
+def _last_of_each(key: np.ndarray, by: np.ndarray) -> np.ndarray:
+    """The row of each distinct key that comes last in a stable sort by `by` (groupby tail(1) of that sort)."""
+    order = np.argsort(by, kind="stable")
+    return order[~pd.Series(key[order]).duplicated(keep="last").to_numpy()]
+
+
+def _first_of_each(key: np.ndarray, by: np.ndarray) -> np.ndarray:
+    """The row of each distinct key that comes first in a stable sort by `by` (groupby head(1) of that sort)."""
+    order = np.argsort(by, kind="stable")
+    return order[~pd.Series(key[order]).duplicated(keep="first").to_numpy()]
+
+
+def _rows(kern: pd.DataFrame, rows: np.ndarray, columns: list[str]) -> pd.DataFrame:
+    """`columns` of the kernels at positions `rows`, indexed by their instance."""
+    out = kern[columns].take(rows)
+    out.index = pd.Index(kern["instance"].to_numpy()[rows], name="instance")
+    return out
 
 
 def _fill_measured(frame: pd.DataFrame, kern: pd.DataFrame) -> None:
@@ -430,6 +485,8 @@ def _fill_measured(frame: pd.DataFrame, kern: pd.DataFrame) -> None:
     m = kern[kern["measured_us"].notna()]
     if not len(m):
         return
+    for column in (*MEASURED_PCT, "dram_bytes", "measured_us", "bound"):
+        frame[column] = frame[column].to_numpy().copy()  # writable: a constant column is a view of one value
     by = m["instance"]
     weight = m["measured_us"]
     covered = m.groupby(by)["dur"].sum()
@@ -490,7 +547,7 @@ def _instance_columns(agg: pd.DataFrame) -> dict[str, pd.Series | np.ndarray]:
     matrix_us = agg["matrix_us"].to_numpy(float)
     tc_yes, tc_no = agg["tc_yes"].to_numpy(bool), agg["tc_no"].to_numpy(bool)
     foreach = np.fromiter(((o or "").startswith("aten::_foreach") for o in op_names), bool, n)
-    nan = np.full(n, math.nan)
+    nan = _constant(math.nan, n)
     columns = {
         "step": agg["step"].to_numpy(np.int64), "stream": agg["stream"],
         "ts": agg["ts"].to_numpy(float), "end": agg["end"].to_numpy(float), "kernel_us": kernel_us,
@@ -500,10 +557,11 @@ def _instance_columns(agg: pd.DataFrame) -> dict[str, pd.Series | np.ndarray]:
         "tensor_core": _inferred([True, False, pd.NA], np.where(tc_yes, 0, np.where(tc_no, 1, 2)), agg.index,
                                  sparse=True),
         "fused": agg["fused"].fillna(False).to_numpy(bool) | foreach,
-        "blocks": agg["blocks"].to_numpy(float, na_value=math.nan),
-        "op_name": _inferred(op_names, np.arange(n), agg.index),
-        "sm_pct": nan, "dram_pct": nan.copy(), "dram_bytes": nan.copy(), "mem_pct": nan.copy(),
-        "tensor_pct": nan.copy(), "measured_us": nan.copy(), "bound": np.full(n, None, dtype=object),
+        "blocks": _same_or(agg["blocks"].to_numpy(float, na_value=math.nan)),
+        "op_name": (_inferred(op_names, np.arange(n), agg.index) if any(o is not None for o in op_names)
+                    else _inferred([None], np.zeros(n, dtype=np.int64), agg.index)),
+        "sm_pct": nan, "dram_pct": nan, "dram_bytes": nan, "mem_pct": nan,
+        "tensor_pct": nan, "measured_us": nan, "bound": _constant(None, n),
     }
     for name in ("kind", "shapes", "dtype", "flops", "bytes", "m", "n", "k", "batch", "source", "work"):
         columns[name] = _inferred([fields[name] for fields in static], codes.codes, agg.index)
@@ -540,13 +598,28 @@ def _distinct_codes(op_names: list, dims: np.ndarray, types: np.ndarray, kinds: 
     return _Codes(keys, codes)
 
 
+def _same_or(values: np.ndarray) -> np.ndarray:
+    """`values`, or a view of its one value when every row is NaN (a trace without launch geometry)."""
+    return _constant(math.nan, len(values)) if len(values) and np.isnan(values).all() else values
+
+
+def _constant(value, n: int) -> np.ndarray:
+    """A read-only column of `n` times `value` that holds it once (a view with a zero stride)."""
+    return np.broadcast_to(np.array([value], dtype=float if isinstance(value, float) else object), n)
+
+
 def _inferred(values: list, codes: np.ndarray, index: pd.Index, sparse: bool = False) -> pd.Series:
     """values[codes] as a column of the dtype pandas infers for `values` (the same as for the
-    whole column, which holds the same kinds of value); `sparse` when some values may be unused."""
+    whole column, which holds the same kinds of value); `sparse` when some values may be unused.
+    A column of numbers or objects that holds one value in every row is that value's view (_constant)."""
     if sparse:
         used, codes = np.unique(codes, return_inverse=True)
         values = [values[i] for i in used]
-    return pd.Series(values, dtype=object if not values else None).take(codes).set_axis(index)
+    column = pd.Series(values, dtype=object if not values else None)
+    if len(codes) and isinstance(column.dtype, np.dtype) and (codes == codes[0]).all():
+        value = column.to_numpy()[codes[:1]]
+        return pd.Series(np.broadcast_to(value, len(codes)), index=index, copy=False)
+    return column.take(codes).set_axis(index)
 
 
 def _static_fields(op_name: str | None, dims, types, kernel_kind: str) -> dict:

@@ -29,8 +29,7 @@ RUNTIME_CATS = {"cuda_runtime", "cuda_driver", "hip_runtime", "hip_driver", *leg
 OP_CATS = {"cpu_op", "user_annotation", *legacy.OP_CATEGORIES}
 
 GPU_COLUMNS = ["name", "cat", "ts", "dur", "device", "stream", "correlation", "external_id",
-               "grid", "block", "blocks", "threads_per_block", "registers", "shared_memory",
-               "blocks_per_sm", "warps_per_sm", "occupancy", "bytes"]
+               "grid", "block", "blocks"]
 RUNTIME_COLUMNS = ["name", "ts", "dur", "pid", "tid", "correlation", "external_id"]
 OP_COLUMNS = ["name", "cat", "ts", "dur", "pid", "tid", "external_id", "input_dims", "input_types"]
 ANNOTATION_COLUMNS = ["name", "ts", "dur", "device", "stream"]
@@ -151,6 +150,7 @@ class FrameBuilder:
         self._families = np.empty(0, dtype=np.int8)
         self._cat = None  # the category codes of the rows being bucketed
         self._compacted = False
+        self._later: list[FrameBuilder] = []  # builders whose rows `finish` appends (merge(later=True))
 
     def add(self, chunk: list[Event]) -> None:
         """Bucket one chunk of events."""
@@ -209,9 +209,6 @@ class FrameBuilder:
         out["block"].append(blocks)
         info = self._launch_dims.values
         out["blocks"] += [info[c][2] for c in grids.tolist()]
-        out["threads_per_block"] += [info[c][2] for c in blocks.tolist()]
-        for col in ("registers", "shared_memory", "blocks_per_sm", "warps_per_sm", "occupancy", "bytes"):
-            out[col] += _get(col, args)
 
     def _runtime(self, events: list[Event], out: dict) -> None:
         args = _args(events)
@@ -286,19 +283,30 @@ class FrameBuilder:
                 ("gpu", "grid"): launch_text, ("gpu", "block"): launch_text,
                 ("ops", "input_dims"): self._shapes.values, ("ops", "input_types"): self._shapes.values}
 
-    def merge(self, *others: "FrameBuilder") -> None:
-        """Append other builders' rows (events that came after this builder's, in that order)."""
+    def merge(self, *others: "FrameBuilder", later: bool = False) -> None:
+        """Append other builders' rows (events that came after this builder's, in that order).
+
+        Each column of the others is let go as soon as it is joined (the others end up empty), so
+        the rows are held twice for one column at a time, not for all of them. `later`: keep the
+        others as they are and join them when `finish` runs, after the caller has freed what the
+        rows were decoded from (the file's bytes)."""
+        if later:
+            self._later += others
+            return
         self.compact()
         for other in others:
             other.compact()
         for key, columns in self.columns.items():
             for col in columns:
-                columns[col] = _join([columns[col]] + [other.columns[key][col] for other in others])
+                columns[col] = _join([columns[col]] + [other.columns[key].pop(col) for other in others])
         self.bad += sum(other.bad for other in others)
 
     def finish(self, warnings: list[str]) -> dict:
         """The frames, times in µs relative to the earliest kept event (under "t0"); events with
         times far outside the trace's range are dropped with a warning (trace/outliers.py)."""
+        if self._later:
+            others, self._later = self._later, []
+            self.merge(*others)
         if self.bad:
             warnings.append(f"{self.bad} events with missing, non-finite or negative times were ignored")
         self.compact()
@@ -333,8 +341,11 @@ def _int64(column: pd.Series) -> pd.Series:
     return values.astype("Int64")
 
 
+NONE_VIEWS = {"grid", "block", "blocks"}  # launch geometry: nothing writes it after loading
+
+
 def _frame(data: dict, columns: list[str]) -> pd.DataFrame:
-    body = {c: _values(data.pop(c)) for c in columns}
+    body = {c: _values(data.pop(c), c in NONE_VIEWS) for c in columns}
     if not len(body["ts"]):
         return pd.DataFrame([], columns=columns)  # object columns, as pandas makes from no rows
     return pd.DataFrame(body, columns=columns, copy=False)  # fresh arrays: no copy, no consolidation
@@ -367,8 +378,14 @@ def _compact(col: str, values: list, table: list | None = None) -> Column:
     return Column(_array(values, types), types)
 
 
-def _values(column: Column):
-    """The values of a column, coded or not."""
+NONE = frozenset({type(None)})
+
+
+def _values(column: Column, none_view: bool = False):
+    """The values of a column, coded or not; with `none_view`, a column of None alone (a trace
+    without launch geometry) is one None seen in every row, read-only (np.broadcast_to)."""
+    if none_view and column.types == NONE and len(column.values):
+        return np.broadcast_to(np.array([None], dtype=object), len(column.values))
     return _decoded([column]).values if column.table is not None else column.values
 
 

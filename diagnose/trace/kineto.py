@@ -47,14 +47,8 @@ class Args(msgspec.Struct, gc=False):
     stream: Union[int, str, None] = None
     grid: msgspec.Raw = NULL
     block: msgspec.Raw = NULL
-    registers: Union[int, None] = msgspec.field(default=None, name="registers per thread")
-    shared_memory: Union[int, None] = msgspec.field(default=None, name="shared memory")
-    blocks_per_sm: Union[float, None] = msgspec.field(default=None, name="blocks per SM")
-    warps_per_sm: Union[float, None] = msgspec.field(default=None, name="warps per SM")
-    occupancy: Union[float, None] = msgspec.field(default=None, name="est. achieved occupancy %")
     input_dims: msgspec.Raw = msgspec.field(default=NULL, name="Input Dims")
     input_types: msgspec.Raw = msgspec.field(default=NULL, name="Input type")
-    bytes: Union[int, None] = None
     mem_bytes: Union[int, None] = msgspec.field(default=None, name="Bytes")
     total_allocated: Union[int, None] = msgspec.field(default=None, name="Total Allocated")
     total_reserved: Union[int, None] = msgspec.field(default=None, name="Total Reserved")

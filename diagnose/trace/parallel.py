@@ -110,7 +110,7 @@ def _parallel(decoded: Decoded, processes: int, report) -> FrameBuilder:
         raise _Failed()
     builders = [FrameBuilder.compacted(columns, bad) for _, columns, bad, _, _, _ in done]
     builder = builders[0]
-    builder.merge(*builders[1:])
+    builder.merge(*builders[1:], later=True)  # joined in `finish`, once the caller has let the file go
     for _, _, _, kept, dropped, warnings in done:
         decoded.absorb(kept, dropped, warnings)
     return builder
@@ -150,7 +150,7 @@ def _fork(decoded: Decoded, blocks: list[tuple[int, int]], tickets: int) -> tupl
         os.close(read)
         done = _decode_blocks(decoded, blocks, tickets)
         with os.fdopen(write, "wb") as out:
-            pickle.dump(done, out, protocol=pickle.HIGHEST_PROTOCOL)
+            _send(done, out)
         code = 0
     except BaseException:  # noqa: BLE001 - a child must never return into the caller's code
         pass
@@ -158,12 +158,41 @@ def _fork(decoded: Decoded, blocks: list[tuple[int, int]], tickets: int) -> tupl
         os._exit(code)
 
 
+def _send(done: list[tuple], out) -> None:
+    """Write a child's blocks to its pipe one at a time, each let go once written, so that its
+    columns are not held in the child and in the parent at once: first the code tables of the
+    coded columns (shared by many blocks) and the block count, then each block with its tables
+    named by their place in that list."""
+    tables: dict[int, tuple[int, list]] = {}
+    for block in done:
+        for columns in block[1].values():
+            for column in columns.values():
+                if column.table is not None and id(column.table) not in tables:
+                    tables[id(column.table)] = (len(tables), column.table)
+    pickle.dump([table for _, table in tables.values()], out, protocol=pickle.HIGHEST_PROTOCOL)
+    pickle.dump(len(done), out, protocol=pickle.HIGHEST_PROTOCOL)
+    while done:
+        i, columns, *rest = done.pop(0)
+        columns = {key: {col: c if c.table is None else c._replace(table=tables[id(c.table)][0])
+                         for col, c in cols.items()} for key, cols in columns.items()}
+        pickle.dump((i, columns, *rest), out, protocol=pickle.HIGHEST_PROTOCOL)
+        del columns, rest
+
+
 def _receive(fd: int):
-    """The child's pickled blocks, or None when it failed before sending them all."""
+    """The child's blocks (as _send wrote them, with their code tables back in place), or None
+    when it failed before sending them all."""
     try:
         with os.fdopen(fd, "rb") as pipe:
-            return pickle.load(pipe)
-    except (EOFError, pickle.UnpicklingError, OSError, ValueError):
+            tables = pickle.load(pipe)
+            out = []
+            for _ in range(pickle.load(pipe)):
+                i, columns, *rest = pickle.load(pipe)
+                columns = {key: {col: c if c.table is None else c._replace(table=tables[c.table])
+                                 for col, c in cols.items()} for key, cols in columns.items()}
+                out.append((i, columns, *rest))
+            return out
+    except (EOFError, pickle.UnpicklingError, OSError, ValueError, IndexError, TypeError, AttributeError):
         return None
 
 
