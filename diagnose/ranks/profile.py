@@ -235,20 +235,24 @@ def _host_ranges(metrics: Metrics, stretches: np.ndarray, n_steps: int) -> dict:
             out[str(row.where)] = out.get(str(row.where), 0.0) + float(row.us)
         rest = float(lines.loc[lines["where"] == NO_SAMPLE, "us"].sum())
     else:
-        rest = _python_functions(metrics.trace, unnamed, out)
+        rest = length(unnamed)
+    if rest > 0 and samples is None:
+        ops = metrics.trace.ops
+        marks = ops[(ops["cat"] == "user_annotation") & ~ops["name"].astype(str).str.startswith(STEP_MARKERS)]
+        unnamed, rest = _name_by(marks, unnamed, out)
+        unnamed, rest = _name_by(metrics.trace.python, unnamed, out)
     if rest > 0:
         out["(host, nothing recorded)"] = rest
     top = sorted(out.items(), key=lambda kv: -kv[1])[:ARRIVAL_NAMES]
     return {k: round(v / max(n_steps, 1), 3) for k, v in top if v > 0}
 
 
-def _python_functions(trace, unnamed: np.ndarray, out: dict) -> float:
-    """Name `unnamed` stretches by the innermost python_function event over each (with_stack=True
-    traces); returns the µs none covers."""
-    python = trace.python
+def _name_by(python: pd.DataFrame, unnamed: np.ndarray, out: dict) -> tuple[np.ndarray, float]:
+    """Name `unnamed` stretches by the innermost of these ranges over each (user annotations, or the
+    python_function events of with_stack=True traces); returns the stretches none covers and their µs."""
     total = length(unnamed)
     if not len(python) or not total:
-        return total
+        return unnamed, total
     starts, ends = python["ts"].to_numpy(float), (python["ts"] + python["dur"]).to_numpy(float)
     at = np.searchsorted(unnamed[:, 1], starts, side="right")
     touching = (at < len(unnamed)) & (unnamed[np.minimum(at, len(unnamed) - 1), 0] < ends)
@@ -265,7 +269,7 @@ def _python_functions(trace, unnamed: np.ndarray, out: dict) -> float:
             out[str(row.name)] = out.get(str(row.name), 0.0) + got
             covered += got
             left = subtract(left, hit)
-    return max(total - covered, 0.0)
+    return left, max(total - covered, 0.0)
 
 
 def _kernel_kinds(compute, comm, in_steps: np.ndarray, n_steps: int) -> tuple[dict, float]:
