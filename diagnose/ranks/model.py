@@ -30,6 +30,7 @@ import statistics
 import numpy as np
 
 from diagnose.collectives import is_collective_kernel, is_collective_op
+from diagnose.metrics.accounting import with_rank_wait
 from diagnose.ranks.profile import RankProfile
 
 
@@ -215,7 +216,8 @@ class RankSet:
         """Details.ranks: each rank's step budget (the accounting buckets), for the side-by-side chart."""
         return [{"rank": p.rank, "step_us": p.step_us, "step_basis": _basis(p), "wait_us": round(self.wait_us(p.rank), 1),
                  "profiled_step_us": p.profiled_step_us, "wait_share": self.wait_share(p),
-                 "buckets": [b for b in p.buckets if b.get("in_sum", True)]} for p in self.profiles]
+                 "buckets": [b for b in with_rank_wait(p.buckets, self.wait_us(p.rank)) if b.get("in_sum", True)]}
+                for p in self.profiles]
 
 
 def _basis(profile: RankProfile) -> str:
