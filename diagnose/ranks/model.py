@@ -293,7 +293,7 @@ class Arrivals:
         aligned[:, :, :3] -= offsets[None, :, None]
         spread = float(np.percentile(np.abs(aligned[:, :, 2] - np.median(aligned[:, :, 2], axis=1, keepdims=True)),
                                      90))
-        start, host, end = aligned[:, :, 1], aligned[:, :, 0], aligned[:, :, 2]
+        start, host = aligned[:, :, 1], aligned[:, :, 0]
         duration = np.maximum(data[:, :, 2] - data[:, :, 1], 0.0)
         last = start.max(axis=1, keepdims=True)
         wait = np.minimum(last - start, duration)
