@@ -19,8 +19,9 @@ of the ends left after that offset says how good the alignment is. Per collectiv
 arrival is its kernel's start (GPU arrival) and its launch on the host (host arrival), the last
 arrival is the latest over the ranks; a rank's *wait* is last arrival − own arrival (never more
 than its kernel's duration), its *transfer* the rest of the kernel's duration. With arrivals the
-wait/transfer split comes from them; without (profiles from an older diagnose, or keys that do
-not match), from the durations as above.
+wait/transfer split comes from them; without (profiles from an older diagnose, keys that do not
+match, or ends that still disagree by more than MAX_END_SPREAD_US after alignment), from the
+durations as above, with a warning.
 """
 from __future__ import annotations
 
@@ -226,6 +227,9 @@ def _basis(profile: RankProfile) -> str:
 
 
 TIE_US = 5.0  # arrivals closer than this (or twice the ends' spread after alignment) have no last
+# Past this p90 spread of end times after alignment, the ends do not pin the clocks (the 2×H200 DDP and
+# FSDP captures of 2026-11-30 agree within 13 µs)
+MAX_END_SPREAD_US = 100.0
 
 
 @dataclasses.dataclass
@@ -293,6 +297,11 @@ class Arrivals:
         aligned[:, :, :3] -= offsets[None, :, None]
         spread = float(np.percentile(np.abs(aligned[:, :, 2] - np.median(aligned[:, :, 2], axis=1, keepdims=True)),
                                      90))
+        if spread > MAX_END_SPREAD_US:
+            warnings.append(f"the collectives' kernel end times disagree by {spread:,.0f} µs (p90) after aligning "
+                            "the ranks' clocks by them: arrivals are not compared, and the wait split comes from "
+                            "durations alone")
+            return None
         start, host = aligned[:, :, 1], aligned[:, :, 0]
         duration = np.maximum(data[:, :, 2] - data[:, :, 1], 0.0)
         last = start.max(axis=1, keepdims=True)
