@@ -1,6 +1,6 @@
 """straggler: one rank arrives late at the collectives each step, so every other rank waits for it.
 
-**Signal: arrivals.** With the traces of every rank (`diagnose DIR`), every collective is matched
+**Signal.** Arrivals first. With the traces of every rank (`diagnose DIR`), every collective is matched
 across ranks by its process group, sequence number, kind and size, and the ranks' clocks are
 aligned by the collectives' end times (diagnose/ranks/model.py, `Arrivals`). Each rank's arrival is
 its kernel's start (and its launch on the host); the last to arrive makes the others wait. The
@@ -12,7 +12,8 @@ beside it, diagnose/ranks/profile.py), or extra host time (its *silent* host tim
 collectives, no CUDA call for 200 µs or longer, above the other ranks' at the same collectives by
 `min_host_share` of the profiled step), named by the host ranges and Python lines in it. The rule
 fires on arrivals when the late rank was last in at least `min_late_steps` of the steps and what
-its cause explains of its lateness costs at least `min_cost_share` of the step.
+its cause explains of its lateness costs at least `min_cost_share` of the step. When arrivals do
+not decide, by work (below).
 
 **Why not the arrivals alone.** Under the profiler each rank's host issues its CUDA calls several
 times slower than without it, and by different amounts: which rank arrives last then follows the
@@ -25,15 +26,19 @@ under the profiler too: on every 2×H200 DDP and FSDP capture of 2026-11-30 the 
 silent host time before its late collectives was at most 12 % of the profiled step (ddp_overlap),
 so `min_host_share` is 15 %.
 
-**Signal: work (when arrivals do not decide).** Each rank's own work is also measured two ways the
+**By work (when arrivals do not decide).** Each rank's own work is also measured two ways the
 profiler does not distort: its GPU work and the number of kernels it launches (host work: each
 launch is host time in the framework). When arrivals do not explain a straggler, the rule fires
 when the rank with the most work exceeds the other ranks' median by at least `min_work_skew` in
 GPU work or `min_launch_skew` in launches, and what the extra work costs is at least
-`min_cost_share` of the step. Identical ranks launch identical numbers of kernels (equal on every
+`min_cost_share` of the step.
+
+**Threshold.** Identical ranks launch identical numbers of kernels (equal on every
 2×H200 DDP and FSDP control of 2026-11-30), so 5 % more launches is real work; their GPU work
-agreed to within 10.1 % (FSDP without prefetch), so GPU work needs 10 %. Severity is high at 25 % of
-the step, medium at 10 %. The finding says which basis it used.
+agreed to within 10.1 % (FSDP without prefetch), so GPU work needs 10 %. A late rank must be last
+in two thirds of the steps (`min_late_steps`): a straggler is late every step. A 5 % cost: less is
+not worth balancing. Severity is high at 25 % of the step, medium at 10 %. The finding says which
+basis it used.
 
 **Fix.** `balance-ranks`, with the cause: a late host in the input pipeline (DataLoader ranges,
 `__next__`, collate) → more DataLoader workers and prefetch on that rank; logging or checkpointing
