@@ -160,3 +160,30 @@ def test_findings_json_carries_the_arrivals(eight_ranks, tmp_path):
     rows = {r["rank"]: r for r in arrivals["per_rank"]}
     assert rows[5]["last_share"] == 1.0 and rows[5]["late_steps"] == 1.0
     assert rows[5]["lateness_us"] == pytest.approx(DELAY_US, rel=0.02)
+
+
+def _arrival_profile(rank, rows, clock=0.0):
+    """A profile with one step of arrivals: rows of (key, host, start, end) on this rank's clock."""
+    from diagnose.ranks.profile import RankProfile
+
+    return RankProfile(rank=rank, source=f"r{rank}", step_us=10_000.0, compute_us=5000.0, comm_us=0.0,
+                       exposed_us=0.0, steps_compute_us=[5000.0], steps_collectives=[[]], op_us={}, buckets=[],
+                       profiled_step_us=10_000.0,
+                       steps_arrivals=[[[k, h + clock, s + clock, e + clock, 0.0, 0.0] for k, h, s, e in rows]])
+
+
+def test_collectives_are_matched_by_key_not_by_time():
+    """Rank 1 runs an extra collective of its own between the two shared ones, and its clock is 50 ms
+    ahead: matching by key pairs the shared ones, the extra one is left out with a warning."""
+    from diagnose.ranks.model import RankSet
+
+    a = [("pg0|0|AllReduce|[4]", 0.0, 100.0, 600.0), ("pg0|1|AllReduce|[8]", 900.0, 1000.0, 1300.0)]
+    b = [("pg0|0|AllReduce|[4]", 350.0, 400.0, 600.0), ("pg1|0|Broadcast|[2]", 500.0, 650.0, 700.0),
+         ("pg0|1|AllReduce|[8]", 950.0, 1000.0, 1300.0)]
+    ranks = RankSet([_arrival_profile(0, a), _arrival_profile(1, b, clock=50_000.0)])
+    arr = ranks.arrival
+    assert arr.matched == 2 and arr.offsets_us[1] == pytest.approx(50_000.0)
+    assert any("some ranks only" in w for w in ranks.warnings)
+    assert arr.wait_us == {0: 300.0, 1: 0.0} and arr.last_share == {0: 0.0, 1: 1.0}
+    assert arr.transfer_us[0] == pytest.approx(200.0 + 300.0) and arr.latest() == 1
+    assert ranks.wait_us(0) == 300.0  # the model's wait split is the arrivals'

@@ -20,7 +20,8 @@ not how crowded its GPU was. The launch count per step
 is the other measure of work: identical ranks launch identical numbers of kernels.
 
 *Arrivals* (`steps_arrivals`): per step, every collective with the key that matches it across ranks
-(its process group, its sequence number in that group within the step, its kind and message size:
+(its process group, its sequence number in that group: the trace's own `seq` where the trace layer
+provides it, else its place among the group's collectives in the step; its kind and message size:
 `collective_key`) and three times on the rank's own clock (trace time + the trace's t0, µs): its
 host arrival (the start of the CPU op that launched it, `record_param_comms` when the trace has it),
 its kernel's start (its GPU arrival) and end. Beside each, what the host did before it: the
@@ -158,6 +159,7 @@ def _arrivals(metrics: Metrics, comm: pd.DataFrame, comm_launch: np.ndarray) -> 
         if "input_dims" in issuing:
             dims = comm["external_id"].map(issuing["input_dims"])
     groups, group_from = _groups(comm)
+    recorded = next((comm[c].to_numpy(object) for c in ("seq", "Seq") if c in comm), None)
     silence = float(metrics.timeline_params.get("host_silence_us", TIMELINE_DEFAULTS["host_silence_us"]))
     quiet = _silent_host(trace, silence)
     t0 = float(trace.t0_us or 0.0)
@@ -171,6 +173,8 @@ def _arrivals(metrics: Metrics, comm: pd.DataFrame, comm_launch: np.ndarray) -> 
             group = groups[i]
             seq = seen.get(group, 0)
             seen[group] = seq + 1
+            if recorded is not None and not pd.isna(recorded[i]):
+                seq = int(recorded[i])  # the process group's own sequence number, where the trace has it
             name = str(comm["name"].iat[i])
             lead = np.array([[previous, max(float(host[i]), previous)]])
             silent = intersect(lead, quiet) if len(quiet) else np.zeros((0, 2))
