@@ -144,7 +144,7 @@ class Straggler(Rule):
             evidence.append(Evidence(f"rank {p.rank}: GPU work / kernels / wait in collectives per step",
                                      round(ranks.work_of(p), 1), unit=f"µs work, {p.kernels_per_step or 0:,.0f} kernels, "
                                      f"{ranks.wait_us(p.rank):,.0f} µs wait"))
-        note = self._arrival_note(ranks, slow)
+        note = "" if ranks.arrival else self._arrival_note(ranks, slow)  # else check() adds the arrivals
         offenders = [{"offender": f"rank {slow.rank}", "rank": slow.rank, "work_us_per_step": round(ranks.work_of(slow), 1),
                       "others_median_work_us": round(work_median, 1), "skew_pct": round(work_skew * 100, 1),
                       "extra_kernels_per_step": round(extra_kernels, 1)}]
