@@ -225,6 +225,8 @@ class Straggler(Rule):
             evidence.append(Evidence(f"rank {late}: extra silent host time before its late collectives (share of "
                                      "the profiled step)", round(host_extra / profiled * 100, 1), ">=",
                                      t["min_host_share"] * 100, "%"))
+        evidence.append(Evidence("clocks aligned by the collectives' kernel end times: ends agree within (p90)",
+                                 arr.end_spread_us, unit=f"µs over {arr.matched} matched collectives"))
         for r in arr.ranks:
             evidence.append(Evidence(f"rank {r}: wait in collectives / last arrivals / lateness per step",
                                      round(arr.wait_us[r], 1), unit=f"µs wait, last at {arr.last_share[r]:.0%}, "
