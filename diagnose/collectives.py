@@ -64,3 +64,13 @@ def collective_kind(name) -> str | None:
         if pattern.search(name):
             return kind
     return None
+
+
+def collective_key(group, seq: int, name, sizes) -> str:
+    """What identifies one collective instance across ranks: its process group, its sequence number in
+    that group, its kind (`collective_kind`, else the kernel's name without its arguments) and its
+    message sizes (the launching op's input dims). Every rank issues the same collectives of a group
+    in the same order with the same sizes, whatever its clock says."""
+    kind = collective_kind(name) or str(name).split("(")[0]
+    sizes = "" if sizes is None else str(sizes).replace(", []", "")
+    return f"{group}|{seq}|{kind}|{sizes}"

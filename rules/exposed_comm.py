@@ -31,17 +31,23 @@ ranks it holds.
 gradient accumulation, skip the all-reduce on all but the last micro-batch (`model.no_sync()`),
 so there is one all-reduce per optimizer step instead of one per micro-batch.
 
-**Estimate.** Hiding the exposed part entirely: new step = step − exposed communication, never
-below the GPU compute time, and never more saved than the exposed communication in the step's own
-accounting (so the estimate is at most step ÷ (step − communication)); speedup = step ÷ new step. It is an upper bound: overlapping needs
-compute to overlap with, and a straggling rank is not fixed by overlap.
+**Estimate.** Hiding the exposed part: new step = step − exposed communication (less the GPU's idle
+for the host, which already hides it), never below the GPU compute time, and never more saved than
+the exposed communication in the step's own accounting (so the estimate is at most step ÷ (step −
+communication)). Overlap hides communication under compute, so it can hide at most
+min(communication, compute) per step, less what it hides already: a rank whose communication
+exceeds its compute (15.6 ms against 9.6 ms a step) gains at most its compute from overlap, not its
+communication. The basis states that bound and the estimate never exceeds it; speedup = step ÷ new
+step. Across ranks the exposed time is the exposed transfer (`exposed_comm_split`, the one function
+the step breakdown also uses: it shows the rest as `comm_wait`). It is an upper bound: overlapping
+needs compute to overlap with, and a straggling rank is not fixed by overlap.
 """
 from __future__ import annotations
 
 from diagnose.engine import Quiet, Rule, Threshold
 from diagnose.findings import Evidence, Finding
 from diagnose.fixes import fix
-from diagnose.metrics.accounting import HOST_PACED
+from diagnose.metrics.accounting import HOST_PACED, exposed_comm_split
 
 
 class ExposedComm(Rule):
@@ -77,7 +83,7 @@ class ExposedComm(Rule):
         return self._judge(ctx, t, comm.comm_exposed_us, comm.comm_us, m.accounting, m.comm_rounds, [])
 
     def _judge(self, ctx, t, exposed: float, comm_us: float, accounting, rounds, extra: list, ranks=None,
-               rank: int | None = None, note: str = ""):
+               rank: int | None = None, note: str = "", wait_us: float = 0.0):
         """The finding (or Quiet) for `exposed` µs per step of exposed transfer and `comm_us` of collective
         transfer in all, on a step split as `accounting` (with `rounds` = (forwards, rounds) per step)."""
         budget = ctx.metrics.budget
@@ -85,12 +91,16 @@ class ExposedComm(Rule):
         share = exposed / step
         on = f"rank {rank}: " if rank is not None else ""
         host_idle = sum(b.us for b in accounting.buckets if b.id in HOST_PACED)
-        hide = max(exposed - host_idle, 0.0)
+        compute = ctx.metrics.comm.compute_us
+        # overlap hides at most min(communication, compute) per step, less what it hides already
+        hide_bound = max(min(comm_us, compute) - ctx.metrics.comm.comm_overlapped_us, 0.0)
+        hide = min(max(exposed - host_idle, 0.0), hide_bound)
         forwards, n_rounds = rounds
         skip = (n_rounds - 1) / n_rounds * comm_us if forwards >= 2 and n_rounds >= 2 else 0.0
-        # removing every collective gives at most the step's exposed communication (on the step's own base)
-        removable = sum(b.us for b in accounting.buckets if b.id == "comm_exposed")
-        saving = min(max(hide, skip), max(step - ctx.metrics.comm.compute_us, 0.0), removable)
+        # removing every collective gives at most the step's exposed transfer (on the step's own base), the
+        # same exposed time as the step breakdown's (exposed_comm_split)
+        removable = exposed_comm_split(sum(b.us for b in accounting.buckets if b.id == "comm_exposed"), wait_us)[0]
+        saving = min(max(hide, skip), max(step - compute, 0.0), removable)
         if share < t["min_exposed_share"]:
             return Quiet(f"{on}exposed communication {share:.1%} of the step < {t['min_exposed_share']:.0%} "
                          f"({ctx.metrics.comm.comm_kernels_per_step:g} collectives per step, "
@@ -110,6 +120,8 @@ class ExposedComm(Rule):
             Evidence("collective time overlapped with compute", round(ctx.metrics.comm.overlap_fraction * 100, 1),
                      unit="%"),
             Evidence("collectives per step", round(ctx.metrics.comm.comm_kernels_per_step, 1)),
+            Evidence("most that overlap can still hide per step: min(communication, compute) less what it "
+                     "hides already", round(hide_bound, 1), unit="µs"),
             *extra,
         ]
         if forwards >= 2:
@@ -134,7 +146,10 @@ class ExposedComm(Rule):
             est_speedup=round(step / new_step, 2),
             recoverable_us=round(step - new_step, 1),
             basis=(f"new step = {step:,.0f} − {saving:,.0f} µs ({how}) = {new_step:,.0f} µs, never below the GPU "
-                   f"compute nor more than the step's exposed communication ({removable:,.0f} µs); an upper bound (a straggling rank is not fixed by overlap){note}; {budget.basis}"),
+                   f"compute nor more than the step's exposed communication ({removable:,.0f} µs); hiding it is "
+                   f"bounded by min(communication {comm_us:,.0f}, compute {compute:,.0f}) − "
+                   f"{ctx.metrics.comm.comm_overlapped_us:,.0f} µs already hidden = {hide_bound:,.0f} µs; an upper "
+                   f"bound (a straggling rank is not fixed by overlap){note}; {budget.basis}"),
             why=("A collective has to finish before anything that needs its result can run. DDP starts "
                  "all-reducing a gradient bucket as soon as backward has filled it, so most of the traffic "
                  "hides under the rest of backward; what is left exposed is usually the last bucket, "
@@ -152,7 +167,7 @@ class ExposedComm(Rule):
         ranks, m = ctx.ranks, ctx.metrics
         rank = ranks.reference
         wait = ranks.wait_us(rank)
-        exposed = max(m.comm.comm_exposed_us - min(wait, m.comm.comm_exposed_us), 0.0)
+        exposed = exposed_comm_split(m.comm.comm_exposed_us, wait)[0]
         transfer = ranks.transfer_us(rank)
         holds = [p.rank for p in ranks.profiles if self._holds(p, ranks, t)]
         extra = [Evidence(f"rank {rank}: synchronisation wait / transfer inside collectives per step",
@@ -160,7 +175,7 @@ class ExposedComm(Rule):
         note = (f"; across {len(ranks)} ranks only the exposed transfer counts ({exposed:,.0f} µs on rank {rank}), "
                 f"the wait for the slowest rank is the straggler rule's")
         result = self._judge(ctx, t, exposed, transfer, m.accounting, m.comm_rounds, extra, ranks=holds, rank=rank,
-                             note=note)
+                             note=note, wait_us=wait)
         if isinstance(result, Quiet) and holds:
             result.detail += f"; it would hold on rank(s) {', '.join(map(str, holds))} judged alone"
         return result
@@ -171,7 +186,7 @@ class ExposedComm(Rule):
         its GPU's idle for the host, or it runs several rounds of collectives per step."""
         if profile.step_us <= 0:
             return False
-        exposed = profile.exposed_us - min(ranks.wait_us(profile.rank), profile.exposed_us)
+        exposed = exposed_comm_split(profile.exposed_us, ranks.wait_us(profile.rank))[0]
         host_idle = profile.host_paced()
         rounds = (profile.forwards_per_step or 0) >= 2 and (profile.comm_rounds_per_step or 0) >= 2
         return exposed / profile.step_us >= t["min_exposed_share"] and (

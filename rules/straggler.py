@@ -1,42 +1,65 @@
-"""straggler: one rank has more work each step than the others, so every rank runs at its pace.
+"""straggler: one rank arrives late at the collectives each step, so every other rank waits for it.
 
-**Signal.** With the traces of every rank (`diagnose DIR`), each rank's own work per step is
-measured two ways that the profiler does not distort (diagnose/ranks/profile.py): its *GPU work*
-(every compute kernel it ran, each kind of kernel priced alike on every rank at its duration with
-no collective beside it, so a rank whose GPU is crowded by spinning collectives does not look
-slower than it is) and the number of *kernels it launches* (host work: each launch is host time
-in the framework). The rule fires when the rank with the most work exceeds the other ranks'
-median by at least `min_work_skew` in GPU work or `min_launch_skew` in launches, and what the extra
-work costs is at least `min_cost_share` of the step. Offenders are that rank and the ops whose GPU time on it exceeds the
-other ranks' median the most.
+**Signal.** Arrivals first. With the traces of every rank (`diagnose DIR`), every collective is matched
+across ranks by its process group, sequence number, kind and size, and the ranks' clocks are
+aligned by the collectives' end times (diagnose/ranks/model.py, `Arrivals`). Each rank's arrival is
+its kernel's start (and its launch on the host); the last to arrive makes the others wait. The
+*late rank* is the one whose late arrivals cost the others the most (its lateness per step: how much
+later than the next-latest rank it arrived, summed over the collectives it was last at). What
+precedes its late arrivals is its *cause*: extra GPU work (its GPU work above the others' median by
+`min_work_skew`: each kind of kernel priced alike on every rank at its duration with no collective
+beside it, diagnose/ranks/profile.py), or extra host time (its *silent* host time before those
+collectives, no CUDA call for 200 µs or longer, above the other ranks' at the same collectives by
+`min_host_share` of the profiled step), named by the host ranges and Python lines in it. The rule
+fires on arrivals when the late rank was last in at least `min_late_steps` of the steps and what
+its cause explains of its lateness costs at least `min_cost_share` of the step. When arrivals do
+not decide, by work (below).
 
-**Why not the waits.** A collective cannot finish before the last rank joins it, so the others
-wait inside it for a straggler; the wait split of diagnose/ranks/model.py measures that. But under
-the profiler each rank's host launches far slower than without it, and which rank arrives last
-then follows the hosts' pace, not the work: on the 2×H200 DDP captures (2026-11-30) the healthy
-control had rank 0 waiting 25 ms a step for rank 1, and in the straggler capture the rank with the
-extra work was the one that waited. The waits are shown as evidence, never required.
+**Why not the arrivals alone.** Under the profiler each rank's host issues its CUDA calls several
+times slower than without it, and by different amounts: which rank arrives last then follows the
+hosts' pace. On our 2×H200 DDP captures (2026-11-30) the healthy control has rank 1 last at every
+collective and rank 0 waiting 25 ms of a 36 ms profiled step (18 ms unprofiled), and in the
+host-paced straggler capture the rank with the extra work is not the last to arrive. A late arrival
+that neither extra GPU work nor extra silent host time explains (the same calls issued slower) is
+reported in the quiet line, not as a straggler. Silent host time differs between identical ranks
+under the profiler too: on every 2×H200 DDP and FSDP capture of 2026-11-30 the late rank's extra
+silent host time before its late collectives was at most 12 % of the profiled step (ddp_overlap),
+so `min_host_share` is 15 %.
 
-**Threshold.** Identical ranks launch identical numbers of kernels (equal on every 2×H200 DDP and
-FSDP control of 2026-11-30), so 5 % more launches is real work. Their GPU work agreed to within
-10.1 % (the residue of interference that the pricing does not remove: FSDP without prefetch),
-so GPU work needs 10 % and the cost threshold keeps that control quiet (3 % of its step). A 5 % cost: less is not worth balancing. Severity is high at 25 % of the step, medium at 10 %.
+**By work (when arrivals do not decide).** Each rank's own work is also measured two ways the
+profiler does not distort: its GPU work and the number of kernels it launches (host work: each
+launch is host time in the framework). When arrivals do not explain a straggler, the rule fires
+when the rank with the most work exceeds the other ranks' median by at least `min_work_skew` in
+GPU work or `min_launch_skew` in launches, and what the extra work costs is at least
+`min_cost_share` of the step.
 
-**Fix.** `balance-ranks`: equal work per rank per step (equal shards, length-bucketed batches,
-no rank-0-only work inside the step). Overlapping communication does not help: the wait is for a
+**Threshold.** Identical ranks launch identical numbers of kernels (equal on every
+2×H200 DDP and FSDP control of 2026-11-30), so 5 % more launches is real work; their GPU work
+agreed to within 10.1 % (FSDP without prefetch), so GPU work needs 10 %. A late rank must be last
+in two thirds of the steps (`min_late_steps`): a straggler is late every step. A 5 % cost: less is
+not worth balancing. Severity is high at 25 % of the step, medium at 10 %. The finding says which
+basis it used.
+
+**Fix.** `balance-ranks`, with the cause: a late host in the input pipeline (DataLoader ranges,
+`__next__`, collate) → more DataLoader workers and prefetch on that rank; logging or checkpointing
+→ move it off the step or make it asynchronous; extra GPU work → equal shards and
+length-bucketed batches (uneven data). Overlapping communication does not help: the wait is for a
 rank, not for the network.
 
-**Estimate.** The extra work costs the larger of its GPU time and, where the host paces the step
-(on some rank the GPU waits for the host at least `host_paced_share` of the step: the launch and host
-buckets of the step accounting; a rank that waits for the others shows its idle inside collectives
-instead), its extra launches at the step's pace (step ÷ kernels launched per step); with the ranks balanced the others no longer wait for it:
-new step = step − that cost. Measured on 2×H200 captures: the GPU-bound pair (ddp_heavy_*: rank 1
-does 8 extra 8192³ matmuls) estimated 1.18×, removing the extra work measured 1.20× (87.96 → 73.58
-ms, unprofiled); the host-paced pair (ddp_straggler: 24 small extra matmuls) estimated 1.09× and
-measured 1.43× (26.5 → 18.5 ms), because the extra launches slowed its host beyond their count.
+**Estimate.** On arrivals: the cost is what the cause explains of the late rank's lateness (its
+extra GPU work and its extra silent host time, never more than the lateness); on work: the larger
+of the extra GPU time and, where the host paces the step (on some rank the GPU waits for the host
+at least `host_paced_share` of the step), its extra launches at the step's pace. New step = step −
+cost, the step being the unprofiled one when the capture timed steps without the profiler (meta.json
+timing per rank), else the profiled one; the finding says which. Measured on 2×H200 captures: the
+GPU-bound pair (ddp_heavy_*: rank 1 does 8 extra 8192³ matmuls) estimated 1.18×, removing the extra
+work measured 1.20× (87.96 → 73.58 ms, unprofiled); the host-paced pair (ddp_straggler: 24 small
+extra matmuls) estimated 1.09× and measured 1.43× (26.5 → 18.5 ms), because the extra launches
+slowed its host beyond their count.
 """
 from __future__ import annotations
 
+import re
 import statistics
 
 from diagnose.engine import Quiet, Rule, Threshold
@@ -65,9 +88,25 @@ class Straggler(Rule):
         Threshold("high_cost_share", 0.25, "fraction", "cost share at which severity is high"),
         Threshold("host_paced_share", 0.20, "fraction",
                   "extra launches cost time when the GPU waits for the host at least this share of the step"),
+        Threshold("min_host_share", 0.15, "fraction",
+                  "a late rank's extra silent host time counts as its cause from this share of the profiled step"),
+        Threshold("min_late_steps", 0.67, "fraction",
+                  "on arrivals, the late rank must be last in at least this share of the steps"),
     )
 
     def check(self, ctx, t):
+        """Judge by arrivals where they explain a late rank, else by each rank's work."""
+        on_arrivals = self._by_arrivals(ctx, t)
+        if isinstance(on_arrivals, Finding):
+            return on_arrivals
+        by_work = self._by_work(ctx, t)
+        if on_arrivals is not None and isinstance(by_work, Quiet):
+            by_work.detail = f"{on_arrivals}; {by_work.detail}"
+        elif on_arrivals is not None:
+            by_work.basis += f"; {on_arrivals}"
+        return by_work
+
+    def _by_work(self, ctx, t):
         """Compare each rank's work with the others' and price the difference."""
         ranks = ctx.ranks
         slow = ranks.slowest()
@@ -105,7 +144,7 @@ class Straggler(Rule):
             evidence.append(Evidence(f"rank {p.rank}: GPU work / kernels / wait in collectives per step",
                                      round(ranks.work_of(p), 1), unit=f"µs work, {p.kernels_per_step or 0:,.0f} kernels, "
                                      f"{ranks.wait_us(p.rank):,.0f} µs wait"))
-        note = self._arrival_note(ranks, slow)
+        note = "" if ranks.arrival else self._arrival_note(ranks, slow)  # else check() adds the arrivals
         offenders = [{"offender": f"rank {slow.rank}", "rank": slow.rank, "work_us_per_step": round(ranks.work_of(slow), 1),
                       "others_median_work_us": round(work_median, 1), "skew_pct": round(work_skew * 100, 1),
                       "extra_kernels_per_step": round(extra_kernels, 1)}]
@@ -119,7 +158,8 @@ class Straggler(Rule):
             fixes=[fix("balance-ranks")],
             est_speedup=round(step / new_step, 2),
             recoverable_us=round(step - new_step, 1),
-            basis=(f"new step = {step:,.0f} µs (median over ranks) − {cost:,.0f} µs, the larger of rank {slow.rank}'s "
+            basis=(f"basis: work; new step = {step:,.0f} µs (median over ranks, {_step_basis(ranks)}) − "
+                   f"{cost:,.0f} µs, the larger of rank {slow.rank}'s "
                    f"extra GPU work ({extra_work:,.0f} µs) and its {extra_kernels:,.0f} extra launches at "
                    f"{pace:,.1f} µs each = {new_step:,.0f} µs{note}"),
             why=("Data-parallel ranks meet at every collective: an all-reduce cannot finish on any rank before "
@@ -128,6 +168,96 @@ class Straggler(Rule):
                  "rank idles inside the collective until it arrives, so the whole job runs at the slowest "
                  "rank's pace."),
             ranks=[slow.rank],
+        )
+
+    def _by_arrivals(self, ctx, t):
+        """The finding on arrivals; else a sentence saying why arrivals do not decide (None without them)."""
+        ranks = ctx.ranks
+        arr = ranks.arrival
+        if arr is None:
+            return None
+        late = arr.latest()
+        lateness = arr.lateness_us[late]
+        if lateness <= 0:
+            return f"arrivals: no rank arrived last beyond the clocks' alignment error ({arr.matched} collectives)"
+        p = ranks.profile(late)
+        step = statistics.median(x.step_us for x in ranks.profiles) or 1e-9
+        profiled = statistics.median(x.profiled_step_us or x.step_us for x in ranks.profiles) or 1e-9
+        work_median = ranks.median_work_us(exclude=late)
+        gpu_extra = max(ranks.work_of(p) - work_median, 0.0)
+        gpu_skew = gpu_extra / work_median if work_median > 0 else 0.0
+        host_extra = max(arr.late_silent_us[late] - arr.others_silent_us[late], 0.0)
+        gpu_counts = gpu_skew >= t["min_work_skew"]
+        host_counts = host_extra / profiled >= t["min_host_share"]
+        explained = (gpu_extra if gpu_counts else 0.0) + (host_extra if host_counts else 0.0)
+        cost = min(explained, lateness, step)
+        share = cost / step
+        others = [r for r in arr.ranks if r != late]
+        waits = ", ".join(f"rank {r} {arr.wait_us[r]:,.0f} µs" for r in arr.ranks)
+        said = (f"arrivals: rank {late} arrived last at {arr.last_share[late]:.0%} of the collectives, "
+                f"{lateness:,.0f} µs per step after the next-latest rank (wait per step: {waits}); "
+                f"its extra GPU work {gpu_extra:,.0f} µs ({gpu_skew:+.1%}), its extra silent host time before "
+                f"them {host_extra:,.0f} µs ({host_extra / profiled:.1%} of the profiled step)")
+        if not gpu_counts and not host_counts:
+            return (said + ": neither explains it (under the profiler the ranks' hosts issue the same calls at "
+                    "different paces, and arrivals follow them)")
+        if arr.late_steps.get(late, 0.0) < t["min_late_steps"] or share < t["min_cost_share"]:
+            return said + f": last in {arr.late_steps.get(late, 0.0):.0%} of the steps, costing {share:.1%} of the step"
+        causes = []
+        if gpu_counts:
+            causes.append(f"GPU work ({gpu_extra:,.0f} µs per step above the other ranks' median)")
+        names = _host_causes(ranks, late) if host_counts else []
+        if host_counts:
+            named = ", ".join(f"{n} {u:,.0f} µs" for n, u in names[:3]) or "nothing recorded names it"
+            causes.append(f"host time outside CUDA calls before its collectives ({host_extra:,.0f} µs per step "
+                          f"above the other ranks': {named})")
+        kind = _cause_kind([n for n, _ in names]) if host_counts and not gpu_counts else "gpu"
+        evidence = [
+            Evidence(f"rank {late}: steps in which it arrived last", round(arr.late_steps.get(late, 0.0) * 100, 1),
+                     ">=", t["min_late_steps"] * 100, "%"),
+            Evidence(f"rank {late}: cost of its late arrivals per step (what its cause explains)",
+                     round(share * 100, 1), ">=", t["min_cost_share"] * 100, "%"),
+        ]
+        if gpu_counts:
+            evidence.append(Evidence(f"rank {late}: GPU work above the other ranks' median", round(gpu_skew * 100, 1),
+                                     ">=", t["min_work_skew"] * 100, "%"))
+        if host_counts:
+            evidence.append(Evidence(f"rank {late}: extra silent host time before its late collectives (share of "
+                                     "the profiled step)", round(host_extra / profiled * 100, 1), ">=",
+                                     t["min_host_share"] * 100, "%"))
+        evidence.append(Evidence("clocks aligned by the collectives' kernel end times: ends agree within (p90)",
+                                 arr.end_spread_us, unit=f"µs over {arr.matched} matched collectives"))
+        for r in arr.ranks:
+            evidence.append(Evidence(f"rank {r}: wait in collectives / last arrivals / lateness per step",
+                                     round(arr.wait_us[r], 1), unit=f"µs wait, last at {arr.last_share[r]:.0%}, "
+                                     f"{arr.lateness_us[r]:,.0f} µs late, GPU work {ranks.work_of(ranks.profile(r)):,.0f} µs"))
+        offenders = [{"offender": f"rank {late}", "rank": late, "lateness_us_per_step": round(lateness, 1),
+                      "last_share": arr.last_share[late], "cause": kind,
+                      "wait_us_per_step": {str(r): arr.wait_us[r] for r in arr.ranks},
+                      "extra_gpu_work_us": round(gpu_extra, 1), "extra_host_us": round(host_extra, 1)}]
+        offenders += [{"host_range": n, "rank": late, "extra_us_per_step": round(u, 1)} for n, u in names[:5]]
+        if gpu_counts:
+            offenders += [{**row, "rank": late} for row in ranks.slow_ops(late)]
+        new_step = max(step - cost, 1e-9)
+        return Finding(
+            rule=self.id,
+            severity="high" if share >= t["high_cost_share"] else "medium" if share >= 0.10 else "low",
+            title=f"Straggler: rank {late} arrives last at the collectives and the other ranks wait for it",
+            evidence=evidence,
+            offenders=offenders,
+            fixes=[fix("balance-ranks", how=FIX_HOW[kind].format(rank=late))],
+            est_speedup=round(step / new_step, 2),
+            recoverable_us=round(step - new_step, 1),
+            basis=(f"basis: arrivals ({arr.basis}); cause: {'; '.join(causes)}; new step = {step:,.0f} µs "
+                   f"(median over ranks, {_step_basis(ranks)}) − {cost:,.0f} µs (what the cause explains of rank "
+                   f"{late}'s {lateness:,.0f} µs lateness per step) = {new_step:,.0f} µs; ranks "
+                   f"{', '.join(map(str, others))} wait for it"),
+            why=("Data-parallel ranks meet at every collective: an all-reduce cannot finish on any rank before "
+                 "the last one has joined it. When one rank arrives late (more GPU work from a larger shard or "
+                 "longer sequences, or a host busy loading data, logging or checkpointing), every other rank "
+                 "idles inside the collective until it arrives, so the whole job runs at the slowest "
+                 "rank's pace."),
+            ranks=[late],
         )
 
     @staticmethod
@@ -142,3 +272,51 @@ class Straggler(Rule):
         return (f"; in the trace rank {last} arrived last at {arrivals[last]:.0%} of the collectives: under the "
                 f"profiler the ranks' hosts set the pace, so the waits follow the hosts, while the work measured "
                 f"here does not depend on them")
+
+
+INPUT_PIPELINE = re.compile(r"DataLoader|__next__|collate|dataset|fetch|prefetch|_next_data|load_batch|read",
+                            re.IGNORECASE)
+LOGGING = re.compile(r"log|print|checkpoint|save|wandb|tensorboard|summary|flush|write|metric", re.IGNORECASE)
+FIX_HOW = {
+    "input": ("Rank {rank} waits for its input pipeline before its collectives: give its DataLoader more "
+              "workers (num_workers), pin_memory=True and prefetch_factor, or move preprocessing into the "
+              "workers, so that its batches are ready when its step starts; the other ranks wait for it."),
+    "logging": ("Rank {rank} logs or checkpoints inside the step: move it off the step (every N steps, "
+                "after the optimizer step) or make it asynchronous (a background thread, torch.distributed."
+                "checkpoint's async_save), or spread it over the ranks; the other ranks wait for it."),
+    "host": ("Rank {rank}'s host spends time outside CUDA calls before its collectives that the other ranks "
+             "do not: find it in the host ranges named here and move it out of the step or off that rank."),
+    "gpu": ("Rank {rank} has more GPU work each step: give every rank the same work (equal shards, "
+            "a DistributedSampler with drop_last, batches bucketed by length for variable-length data, "
+            "no rank-only work inside the step); every collective waits for the slowest rank."),
+}
+
+
+def _host_causes(ranks, late: int) -> list[tuple[str, float]]:
+    """The host ranges and lines that fill rank `late`'s silent lead-ins more than the other ranks'
+    median, largest first (µs per step)."""
+    mine = ranks.profile(late).host_ranges_us or {}
+    others = [p.host_ranges_us or {} for p in ranks.profiles if p.rank != late]
+    rows = []
+    for name, us in mine.items():
+        extra = us - statistics.median(o.get(name, 0.0) for o in others) if others else us
+        if extra > 0:
+            rows.append((name, extra))
+    return sorted(rows, key=lambda x: -x[1])
+
+
+def _cause_kind(names: list[str]) -> str:
+    """input | logging | host: what the host ranges before a late arrival say the host was doing."""
+    for name in names[:3]:
+        if INPUT_PIPELINE.search(name):
+            return "input"
+        if LOGGING.search(name):
+            return "logging"
+    return "host"
+
+
+def _step_basis(ranks) -> str:
+    """Which step the estimate starts from: the capture's unprofiled timing, else the profiled step."""
+    if all(p.unprofiled_step_us for p in ranks.profiles):
+        return "unprofiled: the capture's own timing per rank"
+    return "profiled: the capture has no unprofiled timing"

@@ -20,6 +20,11 @@ GPU's busy time plus its idle gaps (timeline.py). Both are split further:
 Overlapped communication (collectives running while compute also runs) is reported beside the
 buckets and is *not* part of the sum: that time is already `compute`.
 
+Across ranks (`diagnose DIR`), a collective's exposed time on one rank is partly *waiting* for the
+last rank to arrive (diagnose/ranks/model.py): `with_rank_wait` splits `comm_exposed` into the
+exposed transfer (`comm_exposed`) and `comm_wait`, with `exposed_comm_split`, the one function the
+exposed-comm rule also uses, so that the step breakdown and the rule show the same exposed time.
+
 Host-side buckets are measured on the profiled trace and rescaled to the unprofiled step exactly as
 the budget rescales them (`StepBudget.host_scale`); GPU-side buckets keep their measured length.
 """
@@ -41,6 +46,7 @@ STEP_MARKERS = ("diagnose/", "ProfilerStep#")
 LABELS = {
     "compute": "GPU compute",
     "comm_exposed": "GPU communication, exposed",
+    "comm_wait": "GPU waiting in collectives for other ranks",
     "copy": "GPU memcpy / memset",
     "launch": "launch / dispatch (host-paced idle)",
     "host_in_ops": "host setup inside kernel-launching ops",
@@ -107,6 +113,42 @@ class Accounting:
                 "buckets": rows + [row(b, False) for b in self.overlapped],
                 "largest_non_compute": largest.id if largest else None,
                 "basis": self.basis}
+
+
+def exposed_comm_split(comm_exposed_us: float, wait_us: float) -> tuple[float, float]:
+    """(exposed transfer, exposed wait) µs per step of a rank's exposed communication, given its wait for
+    the other ranks inside collectives: the wait counts as exposed first (a collective's kernel waits as
+    soon as it starts, before any compute could hide it), the rest is transfer."""
+    exposed = max(float(comm_exposed_us or 0.0), 0.0)
+    wait = min(max(float(wait_us or 0.0), 0.0), exposed)
+    return exposed - wait, wait
+
+
+def with_rank_wait(buckets: list[dict], wait_us: float) -> list[dict]:
+    """Accounting buckets (Accounting.to_dict rows) with `comm_exposed` split by `exposed_comm_split`
+    into the exposed transfer and `comm_wait`; the summed shares are made again so that they add to 1."""
+    out = []
+    for b in buckets:
+        if b.get("id") != "comm_exposed" or not b.get("in_sum", True) or wait_us <= 0:
+            out.append(dict(b))
+            continue
+        transfer, wait = exposed_comm_split(b.get("us_per_step") or 0.0, wait_us)
+        out.append({**b, "us_per_step": round(transfer, 3),
+                    "detail": (b.get("detail") or "") + ("; " if b.get("detail") else "")
+                    + f"{wait:,.0f} µs per step of it is waiting for other ranks (comm_wait)"})
+        out.append({"id": "comm_wait", "label": LABELS["comm_wait"], "us_per_step": round(wait, 3), "share": 0.0,
+                    "detail": "the collectives' kernels waiting for the last rank to arrive (ranks compared)",
+                    "names": [], "in_sum": True, "by_name": []})
+    summed = [b for b in out if b.get("in_sum", True)]
+    for b, share in zip(summed, _shares([float(b.get("us_per_step") or 0.0) for b in summed])):
+        b["share"] = share
+    return out
+
+
+def largest_non_compute(buckets: list[dict]) -> str | None:
+    """The id of the largest summed bucket other than GPU compute (Accounting.largest_loss on dict rows)."""
+    losses = [b for b in buckets if b.get("in_sum", True) and b.get("id") != "compute" and (b.get("us_per_step") or 0) > 0]
+    return max(losses, key=lambda b: b["us_per_step"])["id"] if losses else None
 
 
 def step_accounting(timeline: Timeline, budget: StepBudget, comm: Communication, trace: Trace,

@@ -22,6 +22,7 @@ from diagnose.engine import Context, run_rules, verdict
 from diagnose.errors import InputError
 from diagnose.findings import Diagnosis, Finding
 from diagnose.invariants import enforce
+from diagnose.metrics.accounting import largest_non_compute, with_rank_wait
 from diagnose.ranks.discover import RankSource, rank_sources
 from diagnose.ranks.model import RankSet
 from diagnose.ranks.profile import RankProfile, distributed_rank, rank_profile
@@ -76,6 +77,10 @@ def analyse_ranks(folder: Path, config: Config | None = None, *, workers: int | 
     _merge_findings(d, chosen)
     d.target = str(folder)
     d.summary["ranks"] = ranks.summary()
+    accounting = d.summary.get("accounting")
+    if accounting and accounting.get("buckets"):  # the same exposed time as exposed-comm's (with_rank_wait)
+        accounting["buckets"] = with_rank_wait(accounting["buckets"], ranks.wait_us(ranks.reference))
+        accounting["largest_non_compute"] = largest_non_compute(accounting["buckets"])
     d.details.ranks = ranks.budgets()
     _failed_rank(d, chosen)
     d.warnings = list(dict.fromkeys([*warnings, *ranks.warnings, *d.warnings]))

@@ -9,15 +9,30 @@ needs no clock alignment between ranks (each duration comes from one rank's own 
 assumes the transfer itself takes as long on every rank, as it does for the symmetric
 collectives (all-reduce, all-gather, reduce-scatter) of data parallelism. Steps and collectives
 beyond what every rank has are left out, with a warning.
+
+**Arrivals.** Where the profiles carry arrivals (profile.py), collectives are matched across ranks
+by key, not by time: per step, the same process group, sequence number in that group, kind and
+message size. The ranks' clocks differ, so each rank's clock is aligned to the reference rank's by
+one offset: the median, over the matched collectives, of the difference of their kernels' END times
+(a blocking collective finishes on every rank together, whenever each rank joined it); the spread
+of the ends left after that offset says how good the alignment is. Per collective, each rank's
+arrival is its kernel's start (GPU arrival) and its launch on the host (host arrival), the last
+arrival is the latest over the ranks; a rank's *wait* is last arrival − own arrival (never more
+than its kernel's duration), its *transfer* the rest of the kernel's duration. With arrivals the
+wait/transfer split comes from them; without (profiles from an older diagnose, keys that do not
+match, or ends that still disagree by more than MAX_END_SPREAD_US after alignment), from the
+durations as above, with a warning.
 """
 from __future__ import annotations
 
 import dataclasses
 import statistics
 
-from diagnose.collectives import is_collective_kernel, is_collective_op
-from diagnose.ranks.profile import RankProfile
+import numpy as np
 
+from diagnose.collectives import is_collective_kernel, is_collective_op
+from diagnose.metrics.accounting import with_rank_wait
+from diagnose.ranks.profile import RankProfile
 
 
 @dataclasses.dataclass
@@ -36,7 +51,8 @@ class RankSet:
         self.profiles = sorted(profiles, key=lambda p: p.rank)
         self.reference = reference if reference is not None else (self.profiles[0].rank if self.profiles else 0)
         self.warnings: list[str] = []
-        self.comm = self._split_comm()
+        self.arrival = Arrivals.build(self.profiles, self.reference, self.warnings)
+        self.comm = self.arrival.comm(len(self.profiles)) if self.arrival else self._split_comm()
         self.work = self._price_work()
 
     def __len__(self) -> int:
@@ -123,6 +139,13 @@ class RankSet:
         return max(self.profiles, key=lambda p: (self.work_of(p), -p.rank)) if self.profiles else None
 
     def arrivals(self) -> dict[int, float]:
+        """Per rank, the share of matched collectives at which it arrived last (by arrival times where the
+        profiles have them, else as the rank that waited least)."""
+        if self.arrival:
+            return dict(self.arrival.last_share)
+        return self._least_waits()
+
+    def _least_waits(self) -> dict[int, float]:
         """Per rank, the share of matched collectives at which it waited least (it arrived last and the
         others waited for it). Sums to 1 over the ranks; empty without collectives."""
         counts = {p.rank: 0 for p in self.profiles}
@@ -174,7 +197,9 @@ class RankSet:
             "count": len(self.profiles), "reference": self.reference,
             "step_basis": "step_us: unprofiled where the capture timed steps without the profiler, else profiled; "
                           "compute, work, comm, wait and transfer: under the profiler (profiled_step_us)",
-            "comm_split": "transfer = a collective's shortest duration over the ranks; wait = the rest",
+            "comm_split": (self.arrival.basis if self.arrival else
+                           "transfer = a collective's shortest duration over the ranks; wait = the rest"),
+            "arrivals": self.arrival.summary() if self.arrival else None,
             "work": "GPU compute per step, each kind of kernel priced alike on every rank at its duration "
                     "with no collective beside it",
             "per_rank": [{"rank": p.rank, "source": p.source, "rank_from": p.rank_how,
@@ -192,9 +217,153 @@ class RankSet:
         """Details.ranks: each rank's step budget (the accounting buckets), for the side-by-side chart."""
         return [{"rank": p.rank, "step_us": p.step_us, "step_basis": _basis(p), "wait_us": round(self.wait_us(p.rank), 1),
                  "profiled_step_us": p.profiled_step_us, "wait_share": self.wait_share(p),
-                 "buckets": [b for b in p.buckets if b.get("in_sum", True)]} for p in self.profiles]
+                 "buckets": [b for b in with_rank_wait(p.buckets, self.wait_us(p.rank)) if b.get("in_sum", True)]}
+                for p in self.profiles]
 
 
 def _basis(profile: RankProfile) -> str:
     """Which step `step_us` is: "unprofiled" when the capture timed steps without the profiler."""
     return "unprofiled" if profile.unprofiled_step_us else "profiled"
+
+
+TIE_US = 5.0  # arrivals closer than this (or twice the ends' spread after alignment) have no last
+# Past this p90 spread of end times after alignment, the ends do not pin the clocks (the 2×H200 DDP and
+# FSDP captures of 2026-11-30 agree within 13 µs)
+MAX_END_SPREAD_US = 100.0
+
+
+@dataclasses.dataclass
+class Arrivals:
+    """Collectives matched across ranks by key, on aligned clocks (module docstring). Per rank (µs per
+    step unless a share): wait, transfer, lateness (how much later than the next-latest rank it arrived,
+    summed over the collectives it was last at), and the share of collectives it was last at; on the GPU
+    (kernel starts) and on the host (launches)."""
+
+    ranks: list
+    n_steps: int
+    matched: int
+    offsets_us: dict
+    end_spread_us: float
+    wait_us: dict
+    transfer_us: dict
+    last_share: dict
+    lateness_us: dict
+    host_last_share: dict
+    host_lateness_us: dict
+    lead_us: dict
+    silent_us: dict
+    late_silent_us: dict  # per rank, silent host lead-in µs per step before the collectives it was last at
+    others_silent_us: dict  # per rank, the other ranks' median silent lead-in µs per step at those collectives
+    dropped: int = 0
+    group_from: str = "none"
+    late_steps: dict = dataclasses.field(default_factory=dict)  # per rank, share of steps it was last in at least once
+
+    @property
+    def basis(self) -> str:
+        """How the collectives were matched and the clocks aligned, in words."""
+        group = {"pg_name": "process group name", "stream": "collective stream (the trace records no process "
+                 "group per kernel)", "none": "one process group"}.get(self.group_from, self.group_from)
+        return (f"{self.matched} collectives matched across ranks by {group}, sequence number in the group and "
+                f"step, kind and message size; clocks aligned per rank by the median difference of the "
+                f"collectives' kernel end times (ends agree within {self.end_spread_us:,.0f} µs, p90, after "
+                f"alignment); wait = last arrival − own (kernel starts), transfer = the rest of the kernel")
+
+    @classmethod
+    def build(cls, profiles: list, reference: int, warnings: list) -> "Arrivals | None":
+        """The arrivals of these ranks, or None when some rank has none or no collective matches."""
+        if len(profiles) < 2 or any(not p.steps_arrivals for p in profiles):
+            return None
+        n_steps = min(len(p.steps_arrivals) for p in profiles)
+        rows = []  # (step, [per rank: host, start, end, lead, silent])
+        dropped = 0
+        for s in range(n_steps):
+            by_key = [{r[0]: r for r in p.steps_arrivals[s]} for p in profiles]
+            keys = [r[0] for r in profiles[0].steps_arrivals[s]]
+            common = [k for k in keys if all(k in m for m in by_key)]
+            dropped += max(len(m) for m in by_key) - len(common)
+            rows += [(s, [m[k][1:6] for m in by_key]) for k in common]
+        if not rows:
+            warnings.append("no collective matched across the ranks by process group, sequence number, kind and "
+                            "size: the wait split comes from durations alone")
+            return None
+        if dropped:
+            warnings.append(f"{dropped} collective(s) ran on some ranks only (or with other sizes): the "
+                            f"{len(rows)} every rank ran are compared")
+        data = np.array([r[1] for r in rows], dtype=float)  # (instances, ranks, 5)
+        ref = next((i for i, p in enumerate(profiles) if p.rank == reference), 0)
+        ends = data[:, :, 2]
+        offsets = np.median(ends - ends[:, [ref]], axis=0)
+        aligned = data.copy()
+        aligned[:, :, :3] -= offsets[None, :, None]
+        spread = float(np.percentile(np.abs(aligned[:, :, 2] - np.median(aligned[:, :, 2], axis=1, keepdims=True)),
+                                     90))
+        if spread > MAX_END_SPREAD_US:
+            warnings.append(f"the collectives' kernel end times disagree by {spread:,.0f} µs (p90) after aligning "
+                            "the ranks' clocks by them: arrivals are not compared, and the wait split comes from "
+                            "durations alone")
+            return None
+        start, host = aligned[:, :, 1], aligned[:, :, 0]
+        duration = np.maximum(data[:, :, 2] - data[:, :, 1], 0.0)
+        last = start.max(axis=1, keepdims=True)
+        wait = np.minimum(last - start, duration)
+        transfer = duration - wait
+        n = max(n_steps, 1)
+        k = len(profiles)
+
+        tie = max(2 * spread, TIE_US)
+        steps_of = np.array([r[0] for r in rows])
+
+        def lateness(times):
+            order = np.argsort(times, axis=1, kind="stable")
+            who = order[:, -1]
+            gap = times[np.arange(len(times)), who] - times[np.arange(len(times)), order[:, -2]]
+            who = np.where(gap > tie, who, -1)  # within the alignment's error nobody is last
+            decided = max(int((who >= 0).sum()), 1)
+            share = np.bincount(who[who >= 0], minlength=k) / decided
+            late = np.bincount(who[who >= 0], weights=gap[who >= 0], minlength=k) / n
+            return who, share, late
+
+        who, share, late = lateness(start)
+        _, host_share, host_late = lateness(host)
+        silent = data[:, :, 4]
+        late_silent, others_silent, step_share = {}, {}, {}
+        for i, p in enumerate(profiles):
+            mine = who == i
+            step_share[p.rank] = round(len(set(steps_of[mine].tolist())) / n, 3)
+            late_silent[p.rank] = float(silent[mine, i].sum()) / n
+            rest = np.delete(silent[mine], i, axis=1)
+            others_silent[p.rank] = float(np.median(rest, axis=1).sum()) / n if mine.any() else 0.0
+        ranks = [p.rank for p in profiles]
+
+        def per(values):
+            return {r: round(float(v), 3) for r, v in zip(ranks, values)}
+
+        groups = {p.group_from for p in profiles}
+        return cls(ranks=ranks, n_steps=n_steps, matched=len(rows), end_spread_us=round(spread, 1),
+                   offsets_us=per(offsets), wait_us=per(wait.sum(axis=0) / n),
+                   transfer_us=per(transfer.sum(axis=0) / n), last_share=per(share), lateness_us=per(late),
+                   host_last_share=per(host_share), host_lateness_us=per(host_late),
+                   lead_us=per(data[:, :, 3].sum(axis=0) / n), silent_us=per(silent.sum(axis=0) / n),
+                   late_silent_us={r: round(v, 3) for r, v in late_silent.items()},
+                   others_silent_us={r: round(v, 3) for r, v in others_silent.items()}, dropped=dropped,
+                   late_steps=step_share,
+                   group_from=groups.pop() if len(groups) == 1 else "mixed")
+
+    def comm(self, _count: int) -> dict:
+        """The per-rank wait/transfer split (RankComm) these arrivals give."""
+        return {r: RankComm(r, self.wait_us[r], self.transfer_us[r]) for r in self.ranks}
+
+    def latest(self) -> int:
+        """The rank whose late arrivals cost the others the most (lateness per step), ties by how often."""
+        return max(self.ranks, key=lambda r: (self.lateness_us[r], self.last_share[r], -r))
+
+    def summary(self) -> dict:
+        """findings.json's `summary.ranks.arrivals`."""
+        return {"basis": self.basis, "matched": self.matched, "steps": self.n_steps, "dropped": self.dropped,
+                "clock_offset_us": self.offsets_us, "end_spread_us": self.end_spread_us,
+                "per_rank": [{"rank": r, "last_share": self.last_share[r], "lateness_us": self.lateness_us[r],
+                              "late_steps": self.late_steps.get(r),
+                              "host_last_share": self.host_last_share[r],
+                              "host_lateness_us": self.host_lateness_us[r], "wait_us": self.wait_us[r],
+                              "transfer_us": self.transfer_us[r], "lead_in_us": self.lead_us[r],
+                              "silent_lead_in_us": self.silent_us[r]} for r in self.ranks]}
