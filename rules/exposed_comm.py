@@ -44,7 +44,7 @@ needs compute to overlap with, and a straggling rank is not fixed by overlap.
 """
 from __future__ import annotations
 
-from diagnose.engine import Quiet, Rule, Threshold
+from diagnose.engine import Quiet, Rule, Threshold, severity_ladder
 from diagnose.findings import Evidence, Finding
 from diagnose.fixes import fix
 from diagnose.metrics.accounting import HOST_PACED, exposed_comm_split
@@ -70,6 +70,7 @@ class ExposedComm(Rule):
         Threshold("min_saving_share", 0.05, "fraction",
                   "and hiding or skipping it gains at least this share of the step"),
         Threshold("high_share", 0.30, "fraction", "exposed share at which severity is high"),
+        Threshold("medium_share", 0.15, "fraction", "exposed share at which severity is medium (below: low)"),
     )
 
     def check(self, ctx, t):
@@ -135,7 +136,7 @@ class ExposedComm(Rule):
                f"{exposed:,.0f} µs exposed − {host_idle:,.0f} µs the GPU already waits for the host")
         return Finding(
             rule=self.id,
-            severity="high" if share >= t["high_share"] else "medium" if share >= 0.15 else "low",
+            severity=severity_ladder(share, t),
             title=self.title,
             evidence=evidence,
             offenders=[{"collective": row.name.split("(")[0], "calls_per_step": round(row.calls_per_step, 1),

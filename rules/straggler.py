@@ -86,6 +86,7 @@ class Straggler(Rule):
                   "or its kernel launches per step exceed the others' median by this"),
         Threshold("min_cost_share", 0.05, "fraction", "and the extra work costs at least this share of the step"),
         Threshold("high_cost_share", 0.25, "fraction", "cost share at which severity is high"),
+        Threshold("medium_cost_share", 0.10, "fraction", "cost share at which severity is medium (below: low)"),
         Threshold("host_paced_share", 0.20, "fraction",
                   "extra launches cost time when the GPU waits for the host at least this share of the step"),
         Threshold("min_host_share", 0.15, "fraction",
@@ -151,7 +152,7 @@ class Straggler(Rule):
         offenders += [{**row, "rank": slow.rank} for row in ranks.slow_ops(slow.rank)]
         return Finding(
             rule=self.id,
-            severity="high" if share >= t["high_cost_share"] else "medium" if share >= 0.10 else "low",
+            severity="high" if share >= t["high_cost_share"] else "medium" if share >= t["medium_cost_share"] else "low",
             title=f"Straggler: rank {slow.rank} has more work each step and the other ranks wait for it",
             evidence=evidence,
             offenders=offenders,
@@ -241,7 +242,7 @@ class Straggler(Rule):
         new_step = max(step - cost, 1e-9)
         return Finding(
             rule=self.id,
-            severity="high" if share >= t["high_cost_share"] else "medium" if share >= 0.10 else "low",
+            severity="high" if share >= t["high_cost_share"] else "medium" if share >= t["medium_cost_share"] else "low",
             title=f"Straggler: rank {late} arrives last at the collectives and the other ranks wait for it",
             evidence=evidence,
             offenders=offenders,

@@ -37,7 +37,7 @@ def _legend(x: float, y: float, entries: list[tuple[str, str]], marker: str | No
 
 
 ACCOUNTING_COLOURS = {  # step-accounting bucket id -> colour; the buckets add up to the step
-    "compute": "#3b6fd8", "comm_exposed": "#d42a2a", "copy": "#0f9f8f", "launch": "#f08a24",
+    "compute": "#3b6fd8", "comm_exposed": "#d42a2a", "comm_wait": "#f4a3a3", "copy": "#0f9f8f", "launch": "#f08a24",
     "host_in_ops": "#c2410c", "host_work": "#f5c26b", "sync_wait": "#e11d48", "kernel_wait": "#b59ae6",
     "other_wait": "#a3acb9", "unexplained": "#cbd5e1",
 }
@@ -421,7 +421,8 @@ def rank_budget_chart(ranks: list | None) -> str:
             if w <= 0:
                 continue
             tip = f"rank {r['rank']}: {b['label']}: {fmt(b['us_per_step'])} µs per step"
-            if b["id"] == "comm_exposed" and r.get("wait_share"):
+            split = any(c["id"] == "comm_wait" for c in r["buckets"])  # the wait has its own bucket
+            if b["id"] == "comm_exposed" and r.get("wait_share") and not split:
                 tip += (f" (under the profiler, {fmt(100 * r['wait_share'])} % of the step was spent in collectives "
                         "waiting for the slowest rank)")
             body.append(rect(x, y, w, bar, ACCOUNTING_COLOURS.get(b["id"], OTHER_OP_COLOUR), tip))
