@@ -56,8 +56,8 @@ from diagnose.devices import DeviceSpec
 from diagnose.engine import NO_STEP_WORK, Quiet, Rule, Skip, Threshold
 from diagnose.findings import Evidence, Finding
 from diagnose.fixes import fix
-from diagnose.metrics.work import DTYPE_BYTES, GEMM_OPS
 from diagnose.metrics.step_time import StepBudget
+from diagnose.metrics.work import DTYPE_BYTES, GEMM_OPS
 
 WEIGHT_OPS = GEMM_OPS - {"aten::bmm", "aten::baddbmm", "aten::addbmm"}
 W4_BITS = 4.125

@@ -71,8 +71,8 @@ from diagnose.engine import NO_STEP_WORK, Quiet, Rule, Skip, Threshold, severity
 from diagnose.findings import Evidence, Finding
 from diagnose.fixes import comment, fix
 from diagnose.metrics.kernels import MEMORY_KINDS
-from diagnose.metrics.work import best_bytes
 from diagnose.metrics.step_time import StepBudget
+from diagnose.metrics.work import best_bytes
 
 
 class MemoryBound(Rule):
