@@ -263,7 +263,7 @@ def verdict(d: Diagnosis) -> str:
     if d.workload_failed:
         err = d.capture.get("error") or {}
         what = {"oom": "ran out of memory", "timeout": "timed out", "crashed": "crashed"}.get(
-            d.capture.get("status"), "failed")
+            d.capture.get("status") or "", "failed")
         return f"The workload {what}: {err.get('type', '')}: {err.get('message', '')}".strip().rstrip(":")
     accounting = d.summary.get("accounting") or {}
     buckets = {b["id"]: b for b in accounting.get("buckets", []) if b.get("in_sum", True)}
