@@ -56,9 +56,9 @@ def step_budget_parts(summary: dict) -> list[dict]:
                  "us": float(b["us_per_step"]), "share": float(b["share"]), "detail": b.get("detail") or ""}
                 for b in buckets if b.get("in_sum", True) and b.get("us_per_step", 0) > 0]
     values: dict[str, float] = {"busy": summary.get("gpu_busy_us_per_step") or 0.0, **(summary.get("idle_us_per_step") or {})}
-    parts: list[dict[str, Any]] = [{"label": label, "colour": colour, "us": float(values.get(key) or 0.0),
-                                    "detail": ""}
-             for key, label, colour in BUDGET_PARTS]
+    parts: list[dict[str, Any]] = [
+        {"label": label, "colour": colour, "us": float(values.get(key) or 0.0), "detail": ""}
+        for key, label, colour in BUDGET_PARTS]
     return [{**part, "share": part["us"] / step} for part in parts if part["us"] > 0]
 
 
