@@ -14,7 +14,7 @@ import sys
 from typing import Callable, ClassVar
 
 from diagnose.config import Config
-from diagnose.findings import CheatSheet, Checked, Diagnosis, Finding, Skipped
+from diagnose.findings import CheatSheet, Checked, Diagnosis, Finding, Severity, Skipped
 from diagnose.format import fmt
 from diagnose.memory.record import load_memory
 from diagnose.metrics import Metrics
@@ -186,7 +186,7 @@ class Context:
         return NEEDS[need].missing(self)
 
 
-def severity_ladder(value: float, t: dict) -> str:
+def severity_ladder(value: float, t: dict) -> Severity:
     """"high" from the rule's `high_share` threshold, "medium" from its `medium_share`, else "low":
     the cut-offs are declared thresholds, so `--set` moves them and the docs list them."""
     return "high" if value >= t["high_share"] else "medium" if value >= t["medium_share"] else "low"
@@ -263,7 +263,7 @@ def verdict(d: Diagnosis) -> str:
     if d.workload_failed:
         err = d.capture.get("error") or {}
         what = {"oom": "ran out of memory", "timeout": "timed out", "crashed": "crashed"}.get(
-            d.capture.get("status"), "failed")
+            d.capture.get("status") or "", "failed")
         return f"The workload {what}: {err.get('type', '')}: {err.get('message', '')}".strip().rstrip(":")
     accounting = d.summary.get("accounting") or {}
     buckets = {b["id"]: b for b in accounting.get("buckets", []) if b.get("in_sum", True)}

@@ -124,7 +124,7 @@ def _finding(f: dict, step) -> list[str]:
 def _within_bucket(f: dict, buckets: dict) -> list[str]:
     """A finding that removes one part of the step recovers at most that part: exposed-comm at most
     the step's exposed communication (removing every collective gives step / (step − comm))."""
-    bucket = buckets.get(RECOVERED_FROM.get(f.get("rule")))
+    bucket = buckets.get(RECOVERED_FROM.get(f.get("rule") or ""))
     rec = f.get("recoverable_us")
     if bucket is None or rec is None:
         return []

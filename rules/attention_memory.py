@@ -45,7 +45,7 @@ from __future__ import annotations
 import math
 
 from diagnose.engine import Quiet, Rule, Skip, Threshold
-from diagnose.findings import Evidence, Finding
+from diagnose.findings import Evidence, Finding, Severity
 from diagnose.fixes import fix
 from diagnose.memory.details import breakdown, step_levels
 from diagnose.memory.patterns import SCORE_MATMULS, ScoreMatrix, has_shapes, score_matrices, shapes
@@ -98,7 +98,7 @@ class AttentionMemory(Rule):
     def _finding(self, ctx, t, scores: list[ScoreMatrix], masked: list, sweep) -> Finding:
         evidence, basis = [], []
         est_speedup = recoverable = None
-        severity = "low"
+        severity: Severity = "low"
         offenders = [{"score_matrix": list(s.dims), "dtype": s.dtype, "one_copy_bytes": s.nbytes, "how": s.how,
                       "dense_mask": list(s.mask.dims) if s.mask else None} for s in scores]
         if scores:

@@ -82,9 +82,11 @@ import math
 
 import pandas as pd
 
+from diagnose.devices import DeviceSpec
 from diagnose.engine import NO_STEP_WORK, Quiet, Rule, Skip, Threshold
-from diagnose.findings import Evidence, Finding
+from diagnose.findings import Evidence, Finding, Fix, Severity
 from diagnose.fixes import fix
+from diagnose.metrics import Metrics
 from diagnose.metrics.work import DTYPE_BYTES, rung_of
 from diagnose.ncu.classify import LATENCY_PCT
 
@@ -143,7 +145,8 @@ class ComputeBound(Rule):
         speedup = step_us / after
         issues = list(acting.groupby("issue")["saving_us"].sum().sort_values(ascending=False).index)
         defect = any(i in FIX_OF_ISSUE for i in issues)
-        severity = ("high" if speedup >= t["high_speedup"] else "medium") if defect else "low"
+        severity: Severity = ("high" if speedup >= t["high_speedup"] else "medium") if defect else "low"
+        assert p.main_rung is not None  # the acting ops are compute-bound, so one precision leads
         rung_name = RUNG_NAMES.get(p.main_rung, p.main_rung)
         dominant = p.cb_share >= t["min_share"]
         gate = (Evidence("compute-bound matrix math per step", round(p.cb_share * 100, 1), ">=", t["min_share"] * 100, "%")
@@ -189,8 +192,8 @@ class ComputeBound(Rule):
 class _Placed:
     """The matrix ops of the measured steps placed on the roofline (what `_measure` found)."""
 
-    metrics: object
-    spec: object
+    metrics: Metrics
+    spec: DeviceSpec
     step_us: float
     n: int
     matrix_share: float
@@ -199,7 +202,7 @@ class _Placed:
     cb_share: float
     acting: pd.DataFrame  # compute-bound ops with an issue whose fix saves time
     achieved: float  # TFLOP/s of the compute-bound ops of the main precision (main_rung)
-    main_rung: str
+    main_rung: str | None  # None when no op is compute-bound
     main_peak: float
     defect_saving: float = 0.0  # share of the step that fixing missing tensor cores / misalignment saves
 
@@ -393,7 +396,7 @@ def _title(issue: str, part: pd.DataFrame) -> str:
             f"{part['target'].iloc[0].upper()} is the next step")
 
 
-def _fix_for(issue: str, part: pd.DataFrame, spec, n: int) -> object:
+def _fix_for(issue: str, part: pd.DataFrame, spec: DeviceSpec, n: int) -> Fix:
     saving = part["saving_us"].sum()
     if issue == "tensor-cores-unused":
         half = spec.half_rung() or "bf16"
@@ -409,7 +412,7 @@ def _fix_for(issue: str, part: pd.DataFrame, spec, n: int) -> object:
         kernel = part["kernel"].iloc[0][:60]
         dtypes = {rung_of(d) for d in part["dtype"]}
         if dtypes <= {"bf16", "fp16"}:  # already 16-bit: autocast would change nothing
-            how = (f"These {what} already have {'/'.join(sorted(dtypes))} data but run on CUDA-core kernels "
+            how = (f"These {what} already have {'/'.join(sorted(r for r in dtypes if r))} data but run on CUDA-core kernels "
                    f"({kernel}…): cuBLAS/cuDNN found no tensor-core kernel for their layout or sizes. Make the "
                    "channel and feature dimensions multiples of 8, and use channels_last for convolutions.")
             return fix("bf16-tensor-cores", how=how, code=_layout_code())

@@ -52,9 +52,11 @@ import re
 
 import pandas as pd
 
+from diagnose.devices import DeviceSpec
 from diagnose.engine import NO_STEP_WORK, Quiet, Rule, Skip, Threshold
 from diagnose.findings import Evidence, Finding
 from diagnose.fixes import fix
+from diagnose.metrics.step_time import StepBudget
 from diagnose.metrics.work import DTYPE_BYTES, GEMM_OPS
 
 WEIGHT_OPS = GEMM_OPS - {"aten::bmm", "aten::baddbmm", "aten::addbmm"}
@@ -160,8 +162,8 @@ class DecodeLatency(Rule):
 class _Streaming:
     """The weight-streaming matmuls of the measured steps (what `_measure` found)."""
 
-    spec: object
-    budget: object
+    spec: DeviceSpec
+    budget: StepBudget
     step_us: float
     n: int
     gemv: pd.DataFrame  # op instances, with `weight_bytes`

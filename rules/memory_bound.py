@@ -66,10 +66,12 @@ import math
 import numpy as np
 import pandas as pd
 
+from diagnose.devices import DeviceSpec
 from diagnose.engine import NO_STEP_WORK, Quiet, Rule, Skip, Threshold, severity_ladder
 from diagnose.findings import Evidence, Finding
 from diagnose.fixes import comment, fix
 from diagnose.metrics.kernels import MEMORY_KINDS
+from diagnose.metrics.step_time import StepBudget
 from diagnose.metrics.work import best_bytes
 
 
@@ -190,8 +192,8 @@ def _measure(ctx, t) -> "list[dict] | Quiet | Skip":
 class _Fusion:
     """What fusing the qualifying chains would save (what `_fusion` worked out)."""
 
-    spec: object
-    budget: object
+    spec: DeviceSpec
+    budget: StepBudget
     good: list
     n: int
     step_us: float

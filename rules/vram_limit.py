@@ -173,7 +173,7 @@ def _sizing_from_snapshot(record, requested: float, traceback: str, usable: floa
     evidence = [Evidence("needed (allocated + failed request), at least", in_gb(low), unit="GB")]
     basis = (f"parts unknown: the workload died before the profiler recorded ops; the OOM snapshot holds "
              f"{gb(allocated)} in {snap.get('live_blocks', '?')} live blocks, the failed request {gb(requested)}")
-    if high:
+    if high and states:
         evidence.append(Evidence(f"needed with the full optimizer state ({optimizer}.py), at most, + activations",
                                  in_gb(high), unit="GB"))
         basis += (f"; the optimizer was creating its state ({states} tensor{'s' if states > 1 else ''} per "

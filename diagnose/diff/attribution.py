@@ -85,7 +85,7 @@ def bucket_changes(before, after) -> list[BucketChange]:
     rows_a = _buckets(after.summary)
     out = []
     for key, b, a in matching.match(rows_b, rows_a):
-        row = a or b
+        row = a or b or {}  # match gives every key a side
         change = BucketChange(key, row.get("label", key), (b or {}).get("us_per_step", 0.0) or 0.0,
                               (a or {}).get("us_per_step", 0.0) or 0.0)
         change.items = _items(key, before, after, b or {}, a or {})

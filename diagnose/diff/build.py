@@ -33,7 +33,7 @@ def diff_diagnoses(before: Diagnosis, after: Diagnosis, *, fail_on_regression: f
     return report
 
 
-def _samples(before: Diagnosis, after: Diagnosis):
+def _samples(before: Diagnosis, after: Diagnosis) -> tuple[tuple[list[float], list[float]], str, list[str]]:
     """Both sides' per-step times on one basis: unprofiled where both have them, else profiled."""
     unprof_b, prof_b = step_samples(before.capture, before.details.steps)
     unprof_a, prof_a = step_samples(after.capture, after.details.steps)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
+from typing import Mapping, TypeVar
 
 from diagnose.collectives import collective_kind, is_collective_kernel
 from diagnose.metrics.kernels import kernel_kind
@@ -80,7 +81,11 @@ def op_table(inventory: list[dict] | None) -> dict[tuple[str, str], dict]:
     return out
 
 
-def match(before: dict, after: dict) -> list[tuple[object, dict | None, dict | None]]:
+K = TypeVar("K")
+V = TypeVar("V")
+
+
+def match(before: Mapping[K, V], after: Mapping[K, V]) -> list[tuple[K, V | None, V | None]]:
     """(key, before's entry or None, after's entry or None) for every key of either side."""
     keys = list(dict.fromkeys([*before, *after]))
     return [(k, before.get(k), after.get(k)) for k in keys]
@@ -88,7 +93,8 @@ def match(before: dict, after: dict) -> list[tuple[object, dict | None, dict | N
 
 def shape_changes(before: dict, after: dict, limit: int = 10) -> list[dict]:
     """Ops whose name is on both sides but whose input shapes on one side are not on the other."""
-    by_name_b, by_name_a = defaultdict(dict), defaultdict(dict)
+    by_name_b: defaultdict[str, dict] = defaultdict(dict)
+    by_name_a: defaultdict[str, dict] = defaultdict(dict)
     for (name, dims), v in before.items():
         by_name_b[name][dims] = v
     for (name, dims), v in after.items():

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from diagnose.diff.attribution import BucketChange
+from diagnose.diff.attribution import BucketChange, ItemChange
 from diagnose.diff.changes import FindingChange
 from diagnose.diff.stats import StepChange
 
@@ -81,9 +81,9 @@ class DiffReport:
         first = self.buckets[0]
         return first if first.delta_us * total > 0 else None
 
-    def top_changes(self, n: int = 3) -> list[tuple[BucketChange, object]]:
+    def top_changes(self, n: int = 3) -> list[tuple[BucketChange, ItemChange | None]]:
         """The `n` largest attributed changes: (bucket, its largest matched item or None)."""
-        out = []
+        out: list[tuple[BucketChange, ItemChange | None]] = []
         for bucket in self.buckets:
             if len(out) >= n or abs(bucket.delta_us) < 0.0005:
                 break

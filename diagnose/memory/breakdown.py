@@ -11,7 +11,7 @@ and temporaries.
 from __future__ import annotations
 
 import re
-from typing import Callable
+from typing import Any, Callable
 
 import numpy as np
 import pandas as pd
@@ -86,8 +86,9 @@ def inference_parts(step_ops: pd.DataFrame, calls: list | None = None) -> dict |
         pos = 1 if name == "aten::linear" else 0
         for d, t in zip(rows["input_dims"], rows["input_types"]):
             args = shapes(d, t)
-            if len(args) > pos and args[pos] is not None and len(args[pos].dims) == 2:
-                weights += args[pos].nbytes
+            weight = args[pos] if len(args) > pos else None
+            if weight is not None and len(weight.dims) == 2:
+                weights += weight.nbytes
                 count += 1
     calls = attention_calls(step_ops) if calls is None else calls
     kv = sum(c.k.nbytes + c.v.nbytes for c in calls if c.decode)
@@ -148,8 +149,8 @@ def peak_breakdown(ops: pd.DataFrame, windows: list | None, peak: float | None, 
         if known is None:
             calls = None if attention is None else _in_last_step(attention(), windows)
             known = inference_parts(step_ops, calls)
-    out = {"peak_bytes": peak, "kind": "unknown", "optimizer": None, "parts": [], "note": "",
-           "top_live": top_live(snapshot), "top_allocating": top_allocating(snapshot)}
+    out: dict[str, Any] = {"peak_bytes": peak, "kind": "unknown", "optimizer": None, "parts": [], "note": "",
+                           "top_live": top_live(snapshot), "top_allocating": top_allocating(snapshot)}
     if known:
         out.update(known)
         counted = sum(p["bytes"] for p in out["parts"])

@@ -228,8 +228,8 @@ def attention_calls(ops: pd.DataFrame) -> list[AttentionCall]:
     calls = []
     for r in rows.itertuples(index=False):
         args = shapes(r.input_dims, r.input_types)
-        qkv = args[:3]
-        if len(qkv) < 3 or any(a is None or len(a.dims) < 2 for a in qkv):
+        qkv = [a for a in args[:3] if a is not None and len(a.dims) >= 2]
+        if len(qkv) < 3:
             continue
         mask = args[3] if len(args) > 3 and args[3] is not None and len(args[3].dims) >= 2 else None
         name = r.name

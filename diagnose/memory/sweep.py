@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import math
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -73,8 +74,9 @@ class Fit:
         return (y / self.coefficient) ** (1.0 / self.exponent)
 
 
-def fit_power(xs: list[float], ys: list[float]) -> Fit | None:
-    """Least-squares fit of log y = log a + b·log x; None with fewer than two usable points."""
+def fit_power(xs: Sequence[float | None], ys: Sequence[float | None]) -> Fit | None:
+    """Least-squares fit of log y = log a + b·log x (pairs with a None or a non-positive side left out);
+    None with fewer than two usable points."""
     pairs = sorted((x, y) for x, y in zip(xs, ys) if x and y and x > 0 and y > 0)
     if len({x for x, _ in pairs}) < 2:
         return None
@@ -114,8 +116,8 @@ class Sweep:
     def wall(self) -> SweepPoint | None:
         """The smallest value that ran out of memory (points in sweep order when values are not numbers)."""
         ooms = self.oom_points
-        numeric = [p for p in ooms if p.x is not None]
-        return min(numeric, key=lambda p: p.x) if numeric else (ooms[0] if ooms else None)
+        numeric = [(x, p) for p in ooms if (x := p.x) is not None]
+        return min(numeric, key=lambda xp: xp[0])[1] if numeric else (ooms[0] if ooms else None)
 
     def predicted_wall(self) -> float | None:
         """Where the peak-memory fit reaches the device's memory."""
@@ -211,7 +213,7 @@ def _device_total(folder: Path, points: list[SweepPoint]) -> float | None:
             if not p.folder or not path.is_file():
                 continue
             try:
-                value = schemas.read_json_object(path, name)
+                value: object = schemas.read_json_object(path, name)
                 for k in key:
                     value = value.get(k) if isinstance(value, dict) else None
             except (OSError, ValueError, InputError):

@@ -1,6 +1,8 @@
 """Byte quantities as people read them: decimal gigabytes (10.96 GB), GiB where a limit was set in GiB."""
 from __future__ import annotations
 
+from typing import overload
+
 GB = 1e9
 GIB = 1024 ** 3
 
@@ -12,6 +14,14 @@ def gb(value: float | None, digits: int = 2) -> str:
     if abs(value) < 1e9:
         return f"{value / 1e6:,.{max(digits - 1, 0)}f} MB"
     return f"{value / GB:,.{digits}f} GB"
+
+
+@overload
+def in_gb(value: float, digits: int = 3) -> float: ...
+@overload
+def in_gb(value: None, digits: int = 3) -> None: ...
+@overload
+def in_gb(value: float | None, digits: int = 3) -> float | None: ...
 
 
 def in_gb(value: float | None, digits: int = 3) -> float | None:

@@ -70,7 +70,7 @@ def shape_changes(before: list[tuple[str, str]], after: list[tuple[str, str]], l
     for name, dims in before:
         seen.setdefault(name, []).append(dims)
     count: dict[str, int] = {}
-    changes = []
+    changes: list[tuple[str, str, str]] = []
     for name, dims in after:
         k = count.get(name, 0)
         count[name] = k + 1

@@ -152,7 +152,7 @@ def _pacing(runtime: pd.DataFrame, gaps: pd.DataFrame, host: np.ndarray, silence
     calls = np.sort(runtime["ts"].to_numpy(float))
     paced = np.zeros(len(gaps))
     silent = np.zeros(len(gaps))
-    stretches = []
+    stretches: list[tuple[float, float]] = []
     starts, ends = gaps["start"].to_numpy(float), gaps["end"].to_numpy(float)
     lo = np.searchsorted(calls, starts, side="right")
     hi = np.searchsorted(calls, ends, side="left")

@@ -234,9 +234,9 @@ def _gemm(op_name: str, args: list[Tensor | None], present: list[Tensor]) -> Wor
         operands, extra = args[0:2], [args[2]] if len(args) > 2 and args[2] is not None else []
     else:
         operands, extra = args[0:2], []
-    if len(operands) < 2 or operands[0] is None or operands[1] is None:
+    a, b = operands if len(operands) == 2 else (None, None)
+    if a is None or b is None:
         return Work(kind="gemm", note="matmul operands not recorded")
-    a, b = operands
     dims = _gemm_dims(base, a.shape, b.shape)
     if dims is None:
         return Work(kind="gemm", dtype=a.dtype, note=f"unrecognised matmul shapes {a.shape} x {b.shape}")
@@ -275,6 +275,7 @@ def _conv(op_name: str, args: list[Tensor | None], present: list[Tensor]) -> Wor
     backward = "backward" in op_name
     if len(present) < 2:
         return Work(kind="conv", note="convolution shapes not recorded")
+    grad_out: Tensor | None
     if backward:
         if len(present) < 3:
             return Work(kind="conv", note="convolution shapes not recorded")
@@ -291,7 +292,7 @@ def _conv(op_name: str, args: list[Tensor | None], present: list[Tensor]) -> Wor
     taps = math.prod(w.shape[2:])
     fwd = 2.0 * n * o * out_pixels * c_per_group * taps
     out = Tensor((n, o, *(grad_out.shape[2:] if grad_out else x.shape[2:])), x.dtype)
-    if backward:
+    if grad_out is not None:  # backward
         flops, moved = 2 * fwd, grad_out.nbytes + 2 * x.nbytes + 2 * w.nbytes
         note = "input and weight gradients"
     else:
@@ -307,6 +308,8 @@ def _conv_gradient(which: str, args: list[Tensor | None]) -> Work:
     if len(args) < 3 or args[1] is None or args[2] is None or len(args[1].shape) < 3:
         return Work(kind="conv", note="convolution gradient shapes not recorded")
     grad_out = args[1]
+    w: Tensor | None
+    x: Tensor | None
     if which == "input":
         w, x = args[2], args[0]
     else:
@@ -643,7 +646,7 @@ def _shapes_text(work: Work | None) -> str | None:
         return None
     dims = ", ".join("×".join(str(d) for d in t.shape) or "scalar" for t in work.inputs)
     short = {"c10::BFloat16": "bf16", "c10::Half": "fp16", "float": "fp32", "double": "fp64"}
-    return f"[{dims}] {short.get(work.dtype, work.dtype or '')}".strip()
+    return f"[{dims}] {short.get(work.dtype or '', work.dtype or '')}".strip()
 
 
 def best_bytes(frame: pd.DataFrame) -> pd.Series:

@@ -22,6 +22,7 @@ import math
 import re
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -194,7 +195,7 @@ def read_report(path: Path) -> NcuTable:
             "extras/python); export a CSV instead: ncu --import FILE.ncu-rep --csv --page raw > ncu.csv"])
     try:
         report = module.load_report(str(path))
-        records = []
+        records: list[dict] = []
         for r in range(report.num_ranges()):
             rng = report.range_by_idx(r)
             for a in range(rng.num_actions()):
@@ -282,9 +283,9 @@ def _frame(records: list[dict], units: dict) -> pd.DataFrame:
     range_key = next((k for k in records[0] if "Push/Pop_Range" in k or "Start/Stop_Range" in k), None)
     rows = []
     for i, rec in enumerate(records):
-        row = {"id": _number(rec.get("ID")), "kernel": str(rec.get("Kernel Name", "")).strip(),
-               "range": str(rec.get(range_key, "")).strip() if range_key else "",
-               "stream": _number(rec.get("Stream"))}
+        row: dict[str, Any] = {"id": _number(rec.get("ID")), "kernel": str(rec.get("Kernel Name", "")).strip(),
+                               "range": str(rec.get(range_key, "")).strip() if range_key else "",
+                               "stream": _number(rec.get("Stream"))}
         for column, names in METRICS.items():
             row[column] = _metric(rec, units, names)
         if math.isnan(row["blocks"]):

@@ -119,7 +119,8 @@ def join(table: NcuTable, kernels: pd.DataFrame, sm_count: float | None = None) 
     steps = [g for _, g in kernels.groupby("step", sort=True)]
     first = _launch_order(steps[0])
     classes = classify_table(rows, sm_count, launches_in_step=len(first))
-    parts, report = [], None
+    parts: list[pd.DataFrame] = []
+    report: JoinResult | None = None
     for step in steps:
         ordered = _launch_order(step)
         pairs = align(rows, ordered)
@@ -128,6 +129,7 @@ def join(table: NcuTable, kernels: pd.DataFrame, sm_count: float | None = None) 
         if pairs:
             parts.append(_measured_rows(rows, classes, ordered, pairs))
     measured = pd.concat(parts) if parts else empty
+    assert report is not None  # steps holds at least one step, which made the report
     report.measured = measured
     report.steps = len(parts)
     return report

@@ -6,6 +6,7 @@ Every string that comes from the trace (kernel and op names) is untrusted and go
 from __future__ import annotations
 
 import math
+from typing import Any
 
 from diagnose.format import fmt, short_name
 from diagnose.report.svg import WIDTH, Labels, esc, legend, nice_ticks, rect, svg, text, text_width, triangle_marker, x_axis
@@ -54,9 +55,10 @@ def step_budget_parts(summary: dict) -> list[dict]:
         return [{"label": b["label"], "colour": ACCOUNTING_COLOURS.get(b["id"], OTHER_OP_COLOUR),
                  "us": float(b["us_per_step"]), "share": float(b["share"]), "detail": b.get("detail") or ""}
                 for b in buckets if b.get("in_sum", True) and b.get("us_per_step", 0) > 0]
-    values = {"busy": summary.get("gpu_busy_us_per_step") or 0.0, **(summary.get("idle_us_per_step") or {})}
-    parts = [{"label": label, "colour": colour, "us": float(values.get(key) or 0.0), "detail": ""}
-             for key, label, colour in BUDGET_PARTS]
+    values: dict[str, float] = {"busy": summary.get("gpu_busy_us_per_step") or 0.0, **(summary.get("idle_us_per_step") or {})}
+    parts: list[dict[str, Any]] = [
+        {"label": label, "colour": colour, "us": float(values.get(key) or 0.0), "detail": ""}
+        for key, label, colour in BUDGET_PARTS]
     return [{**part, "share": part["us"] / step} for part in parts if part["us"] > 0]
 
 
@@ -195,7 +197,7 @@ def top_kernels_chart(kernels: list[dict], label_chars: int = 44) -> str:
         body.append(f"<g><title>{esc(tip)}</title>")
         body.append(text(left - 8, y + row_h / 2 + 4, short_name(full, label_chars), "end", "bar-label"))
         body.append(rect(left, y + 3, k["us_per_step"] * scale, row_h - 6,
-                          OP_COLOURS.get(k.get("cat"), OTHER_OP_COLOUR), extra=' rx="2"'))
+                          OP_COLOURS.get(k.get("cat") or "", OTHER_OP_COLOUR), extra=' rx="2"'))
         body.append(text(left + k["us_per_step"] * scale + 6, y + row_h / 2 + 4,
                           f"{fmt(k['us_per_step'])} µs", cls="value"))
         body.append("</g>")

@@ -1,6 +1,8 @@
 """Display-ready pieces of a DiffReport, shared by the diff views of every renderer."""
 from __future__ import annotations
 
+from typing import Any
+
 from diagnose.diff import DiffReport
 from diagnose.format import short_name
 
@@ -28,7 +30,7 @@ def bucket_rows(r: DiffReport, limit: int = MAX_BUCKET_ROWS) -> list[dict]:
     if not moved and r.buckets:
         moved = [max(r.buckets, key=lambda b: abs(b.delta_us))]
     shown, rest = (moved[:limit - 1], moved[limit - 1:]) if len(moved) > limit else (moved, [])
-    rows = [{"id": b.id, "label": b.label, "before": us(b.before_us), "after": us(b.after_us),
+    rows: list[dict[str, Any]] = [{"id": b.id, "label": b.label, "before": us(b.before_us), "after": us(b.after_us),
              "change": signed_us(b.delta_us), "delta_us": b.delta_us} for b in shown]
     if rest:
         rows.append({"id": "rest", "label": f"the other {len(rest)} buckets",

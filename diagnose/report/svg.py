@@ -66,7 +66,7 @@ class Labels:
     """The text already drawn on a chart, as boxes, so that a new label goes where it overlaps none
     of them or is left out (its tooltip and the chart's key still name it)."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.boxes: list[tuple[float, float, float, float]] = []
 
     @staticmethod
