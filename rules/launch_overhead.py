@@ -55,9 +55,10 @@ alone.
 
 **Host syncs first.** A CUDA graph cannot hold a host-device synchronisation (`.item()`,
 `.tolist()`, `.cpu()`, `nonzero`, a blocking copy): capture fails on it, or the graph must be cut
-around it. When the measured steps make at least `max_graph_syncs_per_step` such calls before
-their last kernel launch (a sync after the last launch, such as one `loss.item()` at the end,
-stays outside the graph), the first fix is `remove-sync` and the estimate is for both changes
+around it. When the measured steps make at least `max_graph_syncs_per_step` such calls between
+their first and last kernel launch (a sync before the first launch or after the last, such as a
+harness's `torch.cuda.synchronize()` or one `loss.item()` at the end, stays outside the graph),
+the first fix is `remove-sync` and the estimate is for both changes
 ("remove-sync, then cuda-graphs": the recoverable time then includes the idle after the syncs);
 the sync-stall rule prices the syncs alone.
 
@@ -106,7 +107,7 @@ class LaunchOverhead(Rule):
                   "share of the step's kernels launched by a single-tensor optimizer from which fused-optimizer "
                   "is the first fix"),
         Threshold("max_graph_syncs_per_step", 1.0, "per step",
-                  "host syncs inside a step (before its last kernel launch) from which remove-sync comes before "
+                  "host syncs inside a step (between its first and last kernel launch) from which remove-sync comes before "
                   "cuda-graphs"),
         Threshold("max_dispatch_us", 150.0, "µs",
                   "host time per kernel launched beyond which, with kernels that are not small, the host is "
@@ -170,7 +171,7 @@ class LaunchOverhead(Rule):
             basis_note = (f"; first fused-optimizer: {optimizer.name} (foreach=False) launches "
                           f"{optimizer.launch_share:.0%} of the kernels and a CUDA graph cannot capture its step")
         if syncs_first:
-            evidence.append(Evidence("host syncs per step before its last kernel launch (a graph cannot hold one)",
+            evidence.append(Evidence("host syncs per step between kernel launches (a graph cannot hold one)",
                                      round(syncs_per_step, 1), ">=", t["max_graph_syncs_per_step"]))
             fixes.insert(0, fix("remove-sync", code=_sync_code(sync_op), prerequisite=True))
             basis_note += (f"; first remove-sync: {syncs_per_step:.1f} host syncs per step (most made by "
@@ -203,7 +204,8 @@ def _single_tensor_optimizer(m, min_share: float):
 
 
 def _syncs_before_last_launch(trace, m) -> tuple[float, str]:
-    """(host syncs per step made before the step's last kernel launch, the op that makes most of them)."""
+    """(host syncs per step made between the step's first and last kernel launch, the op that makes most
+    of them)."""
     windows = m.steps.windows
     syncs = sync_calls(trace, windows)
     if not len(syncs) or not windows:
@@ -211,12 +213,16 @@ def _syncs_before_last_launch(trace, m) -> tuple[float, str]:
     launches = np.sort(m.step_kernels["launch_ts"].dropna().to_numpy(float))
     starts = np.array([w.cpu_start for w in windows])
     ends = np.array([w.cpu_end for w in windows])
+    if not len(launches):
+        return 0.0, ""
     last = np.searchsorted(launches, ends, side="left") - 1  # the last launch before each step's end
-    last_ts = np.where((last >= 0) & (launches[np.maximum(last, 0)] >= starts), launches[np.maximum(last, 0)],
-                       -np.inf) if len(launches) else np.full(len(windows), -np.inf)
+    first = np.searchsorted(launches, starts, side="left")  # the first launch from each step's start
+    held_last = (last >= 0) & (launches[np.maximum(last, 0)] >= starts)
+    last_ts = np.where(held_last, launches[np.maximum(last, 0)], -np.inf)
+    first_ts = np.where(held_last, launches[np.minimum(first, len(launches) - 1)], np.inf)
     ts = syncs["ts"].to_numpy(float)
-    step = np.searchsorted(starts, ts, side="right") - 1
-    inside = (step >= 0) & (ts < last_ts[np.maximum(step, 0)])
+    step = np.maximum(np.searchsorted(starts, ts, side="right") - 1, 0)
+    inside = (ts > first_ts[step]) & (ts < last_ts[step])  # between two launches of its step
     held = syncs[inside]
     if not len(held):
         return 0.0, ""
