@@ -99,11 +99,29 @@ def test_a_child_that_ignores_sigterm_gets_sigkill(tmp_path, capsys, pids_file, 
     assert time.monotonic() - started < 60
 
 
+def _default_signals() -> None:
+    """In the child before exec: SIGINT and SIGTERM at their defaults, as a terminal gives them (a test
+    runner's worker may ignore SIGINT, and an ignored SIGINT is inherited: Python then never raises
+    KeyboardInterrupt)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+def _signal_masks(pid: int) -> str:
+    """The SigIgn and SigCgt lines of /proc/PID/status, for a message when the process did not end."""
+    try:
+        lines = Path(f"/proc/{pid}/status").read_text().splitlines()
+    except OSError:
+        return "(gone)"
+    return " ".join(line for line in lines if line.startswith(("SigIgn", "SigCgt", "State")))
+
+
 def diagnose_until_started(workload: list[str], tmp_path, pids_file) -> subprocess.Popen:
     """`python -m diagnose WORKLOAD` into tmp_path/cap, returned once the workload wrote `pids_file`
     (or ended, or 120 s passed)."""
     proc = subprocess.Popen([sys.executable, "-m", "diagnose", *workload, "-o", str(tmp_path / "cap"), "-q", *FAST],
-                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=_default_signals)
     deadline = time.monotonic() + 120
     while not pids_file.exists() and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.1)
@@ -119,7 +137,11 @@ def test_no_child_outlives_ctrl_c_or_sigterm(tmp_path, pids_file, sig, code, sai
     try:
         assert pids_file.exists(), f"the workload never started its children: {proc.communicate(timeout=30)}"
         proc.send_signal(sig)
-        _, err = proc.communicate(timeout=120)  # 60 s once ran out in a full suite on 2 busy cores
+        try:
+            _, err = proc.communicate(timeout=120)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"diagnose did not end within 120 s of {sig.name}: {_signal_masks(proc.pid)}; this worker's "
+                        f"SIGINT handler: {signal.getsignal(signal.SIGINT)}")
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -311,7 +333,11 @@ def test_nothing_outlives_diagnose_killed_outright(tmp_path, pids_file, sig):
         children = [int(line.split()[0]) for line in subprocess.run(
             ["ps", "-o", "pid=", "--ppid", str(proc.pid)], capture_output=True, text=True).stdout.split()]
         proc.send_signal(sig)
-        _, err = proc.communicate(timeout=120)  # 60 s once ran out in a full suite on 2 busy cores
+        try:
+            _, err = proc.communicate(timeout=120)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"diagnose did not end within 120 s of {sig.name}: {_signal_masks(proc.pid)}; this worker's "
+                        f"SIGINT handler: {signal.getsignal(signal.SIGINT)}")
     finally:
         if proc.poll() is None:
             proc.kill()
