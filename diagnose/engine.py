@@ -186,10 +186,10 @@ class Context:
         return NEEDS[need].missing(self)
 
 
-def severity_ladder(value: float, t: dict) -> Severity:
-    """"high" from the rule's `high_share` threshold, "medium" from its `medium_share`, else "low":
-    the cut-offs are declared thresholds, so `--set` moves them and the docs list them."""
-    return "high" if value >= t["high_share"] else "medium" if value >= t["medium_share"] else "low"
+def severity_ladder(value: float, t: dict, high: str = "high_share", medium: str = "medium_share") -> Severity:
+    """"high" from the rule's `high` threshold, "medium" from its `medium` one, else "low": the
+    cut-offs are declared thresholds, so `--set` moves them and the docs list them."""
+    return "high" if value >= t[high] else "medium" if value >= t[medium] else "low"
 
 
 def known_thresholds(rules) -> dict[str, Threshold]:

@@ -140,7 +140,7 @@ class LaunchOverhead(Rule):
                          f"{median_us:.1f} µs >= {t['small_kernel_us']:g} µs) and the host spends "
                          f"{host_per_launch:,.0f} µs per kernel launched >= {t['max_dispatch_us']:g} µs: the host is "
                          f"doing more than dispatch (see the step accounting){note}")
-        syncs_per_step, sync_op = _syncs_before_last_launch(ctx.trace, m)
+        syncs_per_step, sync_op = _syncs_between_launches(ctx.trace, m)
         syncs_first = syncs_per_step >= t["max_graph_syncs_per_step"]
         if syncs_first:  # removing the syncs also recovers the idle that follows them
             recoverable += budget.host_after_sync_us
@@ -203,7 +203,7 @@ def _single_tensor_optimizer(m, min_share: float):
     return single[0] if single else None
 
 
-def _syncs_before_last_launch(trace, m) -> tuple[float, str]:
+def _syncs_between_launches(trace, m) -> tuple[float, str]:
     """(host syncs per step made between the step's first and last kernel launch, the op that makes most
     of them)."""
     windows = m.steps.windows

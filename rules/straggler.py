@@ -62,7 +62,7 @@ from __future__ import annotations
 import re
 import statistics
 
-from diagnose.engine import Quiet, Rule, Threshold
+from diagnose.engine import Quiet, Rule, Threshold, severity_ladder
 from diagnose.findings import Evidence, Finding
 from diagnose.fixes import fix
 
@@ -152,7 +152,7 @@ class Straggler(Rule):
         offenders += [{**row, "rank": slow.rank} for row in ranks.slow_ops(slow.rank)]
         return Finding(
             rule=self.id,
-            severity="high" if share >= t["high_cost_share"] else "medium" if share >= t["medium_cost_share"] else "low",
+            severity=severity_ladder(share, t, "high_cost_share", "medium_cost_share"),
             title=f"Straggler: rank {slow.rank} has more work each step and the other ranks wait for it",
             evidence=evidence,
             offenders=offenders,
@@ -242,7 +242,7 @@ class Straggler(Rule):
         new_step = max(step - cost, 1e-9)
         return Finding(
             rule=self.id,
-            severity="high" if share >= t["high_cost_share"] else "medium" if share >= t["medium_cost_share"] else "low",
+            severity=severity_ladder(share, t, "high_cost_share", "medium_cost_share"),
             title=f"Straggler: rank {late} arrives last at the collectives and the other ranks wait for it",
             evidence=evidence,
             offenders=offenders,
