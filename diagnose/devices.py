@@ -39,6 +39,7 @@ class DeviceSpec:
     achievable_tflops: dict    # rung -> TFLOP/s a good kernel reaches
     source: str                # where the achievable figures come from
     tensor_core_rungs: tuple = ()
+    measured: tuple = ()       # which achievable figures were measured on this GPU ("hbm", "bf16", ...)
 
     def peak(self, rung: str | None) -> float | None:
         """Datasheet TFLOP/s for a precision rung (fp16 shares bf16's where not listed), or None."""

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Callable
 
 from diagnose.capture.guard import guarded, process_table
+from diagnose import measured_peaks
 from diagnose.capture.spec import CaptureSpec, read_meta
 from diagnose.errors import UsageError
 from diagnose.safe_files import write_new
@@ -96,7 +97,25 @@ def run_capture(spec: CaptureSpec, timeout_s: float = 900.0, python: str | None 
             finally:
                 end_group(proc)  # the workload's own children, whatever ended the run
         relay.join(timeout=5)
-    return _finalise_meta(out, spec, proc.returncode, timed_out, timeout_s)
+    meta = _finalise_meta(out, spec, proc.returncode, timed_out, timeout_s)
+    return _add_gpu_probe(out, meta, python)
+
+
+def _add_gpu_probe(out: Path, meta: dict, python: str | None) -> dict:
+    """Put the GPU's measured peaks (`diagnose probe`, cached per device) into a GPU capture's meta.json.
+
+    Measured in a process of its own once the workload is done, so it never shares the workload's memory
+    or timing; DIAGNOSE_GPU_PROBE=0 leaves it out. A probe that fails is a warning, not a failed capture."""
+    device = meta.get("device") if isinstance(meta.get("device"), dict) else {}
+    if meta.get("status") != "ok" or not device.get("compute_capability") or os.environ.get("DIAGNOSE_GPU_PROBE") == "0":
+        return meta
+    record, why = measured_peaks.run_probe(python)
+    if record is not None:
+        meta["gpu_probe"] = record
+    else:
+        meta.setdefault("warnings", []).append(f"the GPU probe did not run ({why}): the roofline uses datasheet figures")
+    write_new(out / "meta.json", json.dumps(meta, indent=2, default=str).encode())
+    return meta
 
 
 def _package_root() -> str:

@@ -6,7 +6,7 @@ from typing import Any, Callable
 
 import pandas as pd
 
-from diagnose import devices
+from diagnose import devices, measured_peaks
 from diagnose.metrics import work
 from diagnose.metrics.accounting import Accounting, silent_outside_syncs, step_accounting
 from diagnose.metrics.comm import Communication, communication, rounds_per_step
@@ -132,8 +132,11 @@ class Metrics:
 
     @functools.cached_property
     def device_spec(self) -> devices.DeviceSpec | None:
-        """Peak and achievable ceilings of the trace's GPU (None when the GPU is not in diagnose/devices.py)."""
-        return devices.lookup(self.trace.device)
+        """Peak and achievable ceilings of the trace's GPU: the datasheet's (diagnose/devices.py), with the
+        achievable figures a capture's `diagnose probe` measured on the GPU itself; None when neither exists."""
+        device = self.trace.device
+        return measured_peaks.with_measured(devices.lookup(device), (self.trace.capture or {}).get("gpu_probe"),
+                                            device)
 
     @functools.cached_property
     def kernels_in_steps(self) -> pd.DataFrame:

@@ -107,6 +107,7 @@ class CaptureMeta(msgspec.Struct):
     device: Union[CaptureDevice, None] = None
     memory: Union[CaptureMemory, None] = None
     warnings: Union[list[str], None] = None
+    gpu_probe: Union[dict, None] = None  # diagnose/measured_peaks.py checks its fields
 
 
 class OomRecord(msgspec.Struct):
