@@ -31,7 +31,7 @@ from diagnose.output import OutputFolder
 from diagnose.report.richtext import colour, safe
 from diagnose.version import __version__
 
-SUBCOMMANDS = ("run", "demo", "rules", "diff", "schema")
+SUBCOMMANDS = ("run", "demo", "rules", "diff", "schema", "probe")
 
 DESCRIPTION = """\
 Find what limits a PyTorch GPU workload and which fix to apply.
@@ -81,7 +81,8 @@ def build_parser(command: str = "run") -> argparse.ArgumentParser:
     """The parser of one subcommand (its --help fits a screen)."""
     usage = {"run": "diagnose [run] TARGET [options] [SCRIPT ARGS...]  |  diagnose run -m MODULE [options] [ARGS...]",
              "demo": "diagnose demo [options]", "rules": "diagnose rules [RULE] [--format text|json|md]",
-             "diff": "diagnose diff BEFORE AFTER [options]", "schema": "diagnose schema [FINDINGS.json ...]"}[command]
+             "diff": "diagnose diff BEFORE AFTER [options]", "schema": "diagnose schema [FINDINGS.json ...]",
+             "probe": "diagnose probe [--refresh] [--format text|json] [--python PYTHON]"}[command]
     p = _Parser(prog="diagnose", usage=usage, description=DESCRIPTION, epilog=EPILOG,
                 formatter_class=argparse.RawDescriptionHelpFormatter)
     if command == "rules":
@@ -94,6 +95,14 @@ def build_parser(command: str = "run") -> argparse.ArgumentParser:
         p.description = ("Print the JSON Schema of findings.json (diagnose.findings/1); with files, check each "
                          "against it instead (exit 0 when all fit, 2 naming the first field that does not).")
         p.add_argument("files", nargs="*", type=Path, metavar="FINDINGS.json", help="findings.json files to check")
+        return p
+    if command == "probe":
+        p.description = ("Measure this machine's GPU (Triton copy/triad bandwidth, matmul TFLOP/s per precision) "
+                         "and print it beside the datasheet; cached per device, and carried by every capture made "
+                         "here (exit 0; 2 when no GPU is visible or the probe fails).")
+        p.add_argument("--refresh", action="store_true", help="measure again even when a cached record exists")
+        p.add_argument("--format", choices=("text", "json"), default="text", help="text (default) or json")
+        p.add_argument("--python", default=None, help="the Python (with torch) that runs the probe")
         return p
     # --- `diagnose diff` (diagnose/diff_command.py) ---
     if command == "diff":
@@ -312,6 +321,10 @@ def _dispatch(command: str, args) -> int:
         return EXIT_OK
     if command == "schema":
         return _schema(args.files)
+    if command == "probe":
+        from diagnose import probe_command
+
+        return probe_command.run(args.refresh, args.format == "json", args.python)
     # --- `diagnose diff` ---
     if command == "diff":
         from diagnose.diff_command import run_diff

@@ -37,7 +37,7 @@ def run(refresh: bool = False, as_json: bool = False, python: str | None = None,
     No GPU, no torch or a failed probe is an InputError (exit 2) with one line saying why."""
     record, why = measured_peaks.run_probe(python, refresh=refresh)
     if record is None:
-        raise InputError(f"diagnose probe: {why}")
+        raise InputError(f"the GPU probe did not run: {why}")
     console = console or Console(highlight=False)
     if as_json:
         console.print_json(json.dumps(record))

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from diagnose.capture.compile_log import CompileLog
 from diagnose.capture.memory import MEMORY_FILE, MemoryRecorder
+from diagnose.capture.model_census import census
 from diagnose.capture.sampler import StackSampler
 from diagnose.capture.spec import CAPTURE_SCHEMA, CaptureSpec
 from diagnose.capture.steps import EnoughSteps, StepTracker
@@ -295,6 +296,7 @@ class CaptureSession:
             self.finish_memory()
             self.finish_compile_log()
             self.meta["memory"] = memory_summary(torch)
+            self.meta["workload"] = census(torch)
             self.write_meta()
         return status
 

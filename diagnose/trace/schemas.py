@@ -107,6 +107,7 @@ class CaptureMeta(msgspec.Struct):
     device: Union[CaptureDevice, None] = None
     memory: Union[CaptureMemory, None] = None
     warnings: Union[list[str], None] = None
+    workload: Union[dict, None] = None  # libraries and models (diagnose/capture/model_census.py)
     gpu_probe: Union[dict, None] = None  # diagnose/measured_peaks.py checks its fields
 
 

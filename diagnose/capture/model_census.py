@@ -1,0 +1,64 @@
+"""What the workload was built from, read in the capture child once its steps are done: the models it
+holds (their classes, parameter and buffer bytes on the GPU) and the ML libraries it loaded, with versions.
+
+The analysis reads them from meta.json: the weights' bytes let decode-latency judge a CUDA-graph-replayed
+decode (whose trace carries no shapes) from the step time alone, and the libraries let a fix be written in
+the API the step runs under (transformers Trainer, Lightning, ...). Pure reading: nothing the workload
+holds is changed.
+"""
+from __future__ import annotations
+
+import gc
+import sys
+
+LIBRARIES = ("transformers", "lightning", "pytorch_lightning", "accelerate", "timm", "torchvision", "diffusers",
+             "peft", "deepspeed", "vllm")
+MAX_MODELS = 8
+
+
+def libraries() -> dict[str, str]:
+    """{library: version} for each of LIBRARIES the workload imported."""
+    found = {}
+    for name in LIBRARIES:
+        module = sys.modules.get(name)
+        if module is not None:
+            found[name] = str(getattr(module, "__version__", "") or "")
+    return found
+
+
+def models(torch) -> dict:
+    """The outermost nn.Modules alive in the process and the bytes of the CUDA parameters and buffers
+    they hold (each tensor counted once, however many modules share it)."""
+    modules = [o for o in gc.get_objects() if isinstance(o, torch.nn.Module)]
+    children = {id(child) for m in modules for child in m.children()}
+    roots = [m for m in modules if id(m) not in children]
+    seen: set[int] = set()
+    out = {"parameter_bytes": 0, "buffer_bytes": 0, "parameters": 0, "dtypes": {}, "models": []}
+    for root in roots:
+        own = 0
+        for kind, tensors in (("parameter", root.parameters()), ("buffer", root.buffers())):
+            for tensor in tensors:
+                if not tensor.is_cuda or id(tensor) in seen:
+                    continue
+                seen.add(id(tensor))
+                size = tensor.numel() * tensor.element_size()
+                out[f"{kind}_bytes"] += size
+                own += size
+                if kind == "parameter":
+                    out["parameters"] += 1
+                    dtype = str(tensor.dtype).removeprefix("torch.")
+                    out["dtypes"][dtype] = out["dtypes"].get(dtype, 0) + size
+        if own:
+            out["models"].append({"class": type(root).__name__, "module": type(root).__module__, "bytes": own})
+    out["models"] = sorted(out["models"], key=lambda m: -m["bytes"])[:MAX_MODELS]
+    return out
+
+
+def census(torch) -> dict:
+    """The meta.json `workload` record: libraries and models (a failure to read them is recorded, not raised)."""
+    record: dict = {"libraries": libraries()}
+    try:
+        record.update(models(torch))
+    except Exception as exc:  # an exotic object in gc must not fail the capture
+        record["error"] = f"{type(exc).__name__}: {exc}"
+    return record
