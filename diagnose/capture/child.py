@@ -237,6 +237,11 @@ class CaptureSession:
             self.meta["steps"]["profiled"] = i + 1
         self.sync()
         self.stop_profiler()
+        self.take_census()  # while the step (and the models it holds) is alive
+
+    def take_census(self) -> None:
+        """Record the workload's libraries and models (diagnose/capture/model_census.py) in meta.json."""
+        self.meta["workload"] = census(self.torch)
 
     def run_script(self) -> None:
         """Script (or module) mode: run it as __main__ with step boundaries found by hooks."""
@@ -296,7 +301,8 @@ class CaptureSession:
             self.finish_memory()
             self.finish_compile_log()
             self.meta["memory"] = memory_summary(torch)
-            self.meta["workload"] = census(torch)
+            if "workload" not in self.meta:  # a script that ended by itself: its models may be gone
+                self.take_census()
             self.write_meta()
         return status
 

@@ -27,18 +27,20 @@ def libraries() -> dict[str, str]:
 
 
 def models(torch) -> dict:
-    """The outermost nn.Modules alive in the process and the bytes of the CUDA parameters and buffers
-    they hold (each tensor counted once, however many modules share it)."""
+    """The outermost nn.Modules alive in the process and the bytes of the parameters and buffers they
+    hold on the GPU (on the CPU when no GPU is visible), each tensor counted once however many modules
+    share it."""
+    on_gpu = torch.cuda.is_available()
     modules = [o for o in gc.get_objects() if isinstance(o, torch.nn.Module)]
     children = {id(child) for m in modules for child in m.children()}
     roots = [m for m in modules if id(m) not in children]
     seen: set[int] = set()
-    out = {"parameter_bytes": 0, "buffer_bytes": 0, "parameters": 0, "dtypes": {}, "models": []}
+    out = {"device": "cuda" if on_gpu else "cpu", "parameter_bytes": 0, "buffer_bytes": 0, "parameters": 0, "dtypes": {}, "models": []}
     for root in roots:
         own = 0
         for kind, tensors in (("parameter", root.parameters()), ("buffer", root.buffers())):
             for tensor in tensors:
-                if not tensor.is_cuda or id(tensor) in seen:
+                if tensor.is_cuda != on_gpu or id(tensor) in seen:
                     continue
                 seen.add(id(tensor))
                 size = tensor.numel() * tensor.element_size()

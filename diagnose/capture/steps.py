@@ -89,6 +89,7 @@ class StepTracker:
             if len(self.timing_marks) > spec.timed_steps:
                 self.record_timing()
                 self.session.meta["steps"]["stopped_early"] = True
+                self.session.take_census()  # the script's models are alive only until EnoughSteps unwinds it
                 raise EnoughSteps()
 
     def open_annotation(self, label: str) -> None:
