@@ -58,6 +58,7 @@ class Fix(msgspec.Struct):
     how: str
     code: str = ""
     prerequisite: bool = False  # a change the next fix needs first; the finding's estimate is for both
+    api: str = ""  # the framework whose API the code is written in ("transformers.Trainer"); "" for plain PyTorch
 
 
 class CheatSheet(msgspec.Struct):

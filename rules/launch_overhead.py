@@ -79,7 +79,12 @@ from diagnose.fixes import fix, optimizer_code
 from diagnose.metrics.comm import is_comm
 from diagnose.metrics.compiled import cudagraph_skips
 from diagnose.metrics.host import sync_calls
+from diagnose.memory.details import step_windows
+from diagnose.memory.patterns import kv_appends, step_index
 from diagnose.metrics.optimizer import SINGLE, optimizer_steps
+
+KV_MAX_APPEND = 16  # positions a decode step appends (speculative decoding adds a few)
+KV_MIN_CACHE = 16   # positions a cache holds before it counts as one
 
 
 class LaunchOverhead(Rule):
@@ -109,6 +114,9 @@ class LaunchOverhead(Rule):
         Threshold("max_graph_syncs_per_step", 1.0, "per step",
                   "host syncs inside a step (between its first and last kernel launch) from which remove-sync comes before "
                   "cuda-graphs"),
+        Threshold("min_kv_appends_per_step", 1.0, "per step",
+                  "KV-cache appends by torch.cat per step (a cache of at least 16 positions grown by at most 16) "
+                  "from which static-shapes (a preallocated cache) comes before cuda-graphs"),
         Threshold("max_dispatch_us", 150.0, "µs",
                   "host time per kernel launched beyond which, with kernels that are not small, the host is "
                   "doing more than dispatch (quiet)"),
@@ -177,6 +185,13 @@ class LaunchOverhead(Rule):
             basis_note += (f"; first remove-sync: {syncs_per_step:.1f} host syncs per step (most made by "
                            f"{sync_op}) sit between kernel launches, where a CUDA graph cannot hold them; the "
                            f"recoverable time includes the {budget.host_after_sync_us:,.0f} µs idle after them")
+        kv_per_step = _kv_appends_per_step(ctx, n)
+        if kv_per_step >= t["min_kv_appends_per_step"]:
+            evidence.append(Evidence("KV-cache appends by torch.cat per step (a graph replays fixed shapes)",
+                                     round(kv_per_step, 1), ">=", t["min_kv_appends_per_step"]))
+            fixes.insert(0, fix("static-shapes", code=_static_kv_code(), prerequisite=True))
+            basis_note += (f"; first static-shapes: {kv_per_step:.0f} torch.cat appends per step grow the KV cache, "
+                           "so every step has new shapes and no graph can replay it: preallocate the cache")
         return Finding(
             rule=self.id,
             severity=severity_ladder(share, t),
@@ -253,6 +268,23 @@ def _offenders(m, host_gaps: pd.DataFrame, n: int, scale: float) -> list[dict]:
              "idle_before_us_per_step": round(row.waited_us / n * scale, 1),
              "median_kernel_us": round(float(row.kernel_us), 2) if pd.notna(row.kernel_us) else None}
             for op, row in grouped.iterrows()]
+
+
+def _kv_appends_per_step(ctx, steps: int) -> float:
+    """torch.cat calls per measured step that append a few positions to a cache (diagnose/memory/patterns.py)."""
+    ops = ctx.trace.ops
+    if not len(ops) or "input_dims" not in ops:
+        return 0.0
+    windows = step_windows(ctx)
+    appends = kv_appends(ops, step_index(ops, windows), KV_MAX_APPEND, KV_MIN_CACHE)
+    return sum(1 for a in appends if a.step >= 0) / max(steps, 1)
+
+
+def _static_kv_code() -> str:
+    return ("# preallocate the cache once at its full length and write each new position in place\n"
+            "k_cache = torch.zeros(batch, heads, max_len, head_dim, device=\"cuda\", dtype=dtype)\n"
+            "k_cache.index_copy_(2, pos, k_new)          # instead of torch.cat([k_cache, k_new], dim=2)\n"
+            "out = F.scaled_dot_product_attention(q, k_cache, v_cache, attn_mask=valid_positions)")
 
 
 def _graph_code() -> str:

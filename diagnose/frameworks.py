@@ -1,0 +1,217 @@
+"""Which framework the step runs under, and each fix written in that framework's own API.
+
+A step driven by `transformers.Trainer`, `generate()`, Lightning or accelerate is changed through that
+framework's arguments, not by editing a training loop the user never wrote. The framework is
+recognised from what the capture saw (a library frame such as `transformers/trainer.py
+training_step` in the Python stack samples, or in the trace's `python_function` events when it was
+recorded with_stack=True), else from the classes of the models the capture child found
+(`transformers.models…`, `timm.models…`, `torchvision.models…`). A library that was merely imported
+is not evidence: transformers imports torchvision.
+
+`in_framework_api` rewrites a finding's fixes: a fix with a variant for the recognised framework gets
+that code, headed by a comment naming the framework and the evidence; other fixes keep their plain
+PyTorch code.
+"""
+from __future__ import annotations
+
+import dataclasses
+import gzip
+import json
+import re
+from pathlib import Path
+
+from diagnose.findings import Finding
+from diagnose.fixes import comment
+
+IMPORT_TIME = "<module>"
+
+
+@dataclasses.dataclass(frozen=True)
+class Framework:
+    """A framework the step runs under: `key` (e.g. "transformers.Trainer") and what showed it."""
+
+    key: str
+    evidence: str
+
+
+LIGHTNING_RUN = frozenset({"fit", "_fit_impl", "_run", "_run_stage", "run", "advance", "training_step",
+                           "optimizer_step", "backward", "on_run_start"})
+# key, file path fragment, the functions that show the step runs under it (None: any function at run time)
+SIGNATURES: tuple[tuple[str, str, frozenset | None], ...] = (
+    ("transformers.Trainer", "transformers/trainer.py",
+     frozenset({"train", "_inner_training_loop", "training_step", "compute_loss"})),
+    ("transformers.generate", "transformers/generation/utils.py",
+     frozenset({"generate", "_sample", "_beam_search", "_assisted_decoding", "_prefill"})),
+    ("lightning", "lightning/pytorch/", LIGHTNING_RUN),
+    ("lightning", "pytorch_lightning/", LIGHTNING_RUN),
+    ("accelerate", "accelerate/accelerator.py", frozenset({"backward", "accumulate", "autocast", "clip_grad_norm_"})),
+    ("timm", "timm/models/", None),
+    ("torchvision", "torchvision/models/", None),
+)
+MODEL_MODULES = (("transformers.", "transformers"), ("timm.", "timm"), ("torchvision.models", "torchvision"))
+_PY_EVENT = re.compile(r"^(?P<file>.+?)\((?P<line>\d+)\): (?P<function>.+)$")
+
+
+def _match(file: str, function: str) -> str | None:
+    path = file.replace("\\", "/")
+    if function == IMPORT_TIME:
+        return None
+    for key, fragment, functions in SIGNATURES:
+        if fragment in path and (functions is None or function in functions):
+            return key
+    return None
+
+
+def from_frames(frames, where: str) -> list[Framework]:
+    """Frameworks shown by (file, function) pairs, in SIGNATURES order, each with its first frame."""
+    found: dict[str, str] = {}
+    for file, function in frames:
+        key = _match(str(file), str(function))
+        if key and key not in found:
+            short = str(file).replace("\\", "/")
+            cut = short.rfind("site-packages/")
+            found[key] = f"{where}: {short[cut + 14:] if cut >= 0 else short} {function}"
+    order = [k for k, _, _ in SIGNATURES]
+    return [Framework(k, found[k]) for k in sorted(found, key=order.index)]
+
+
+def _sample_frames(trace) -> list[tuple[str, str]]:
+    files = (trace.capture or {}).get("files") or {}
+    folder = Path(str(trace.source or ""))
+    path = folder / (files.get("pysamples") or "pysamples.json.gz") if folder.is_dir() else None
+    if path is None or not path.is_file():
+        return []
+    try:
+        with gzip.open(path, "rt") as stream:
+            data = json.load(stream)
+        return [(str(f[0]), str(f[2])) for f in data.get("frames") or [] if isinstance(f, list) and len(f) >= 3]
+    except (OSError, ValueError, EOFError):
+        return []  # the samples' own reader reports an unusable file
+
+
+def _event_frames(trace) -> list[tuple[str, str]]:
+    python = getattr(trace, "python", None)
+    if python is None or not len(python):
+        return []
+    out = []
+    for name in python["name"].drop_duplicates():
+        hit = _PY_EVENT.match(str(name))
+        if hit:
+            out.append((hit["file"], hit["function"]))
+    return out
+
+
+def _model_frameworks(trace) -> list[Framework]:
+    workload = (trace.capture or {}).get("workload") or {}
+    out = []
+    for model in workload.get("models") or []:
+        module = str(model.get("module") or "")
+        for prefix, key in MODEL_MODULES:
+            if module.startswith(prefix) and key not in [f.key for f in out]:
+                out.append(Framework(key, f"the model {model.get('class')} is {module}"))
+    return out
+
+
+def detect_frameworks(trace) -> list[Framework]:
+    """The frameworks the step runs under, most specific first (a Trainer before the model it trains)."""
+    found = from_frames(_sample_frames(trace), "Python stack samples")
+    found += [f for f in from_frames(_event_frames(trace), "python_function events")
+              if f.key not in {g.key for g in found}]
+    found += [f for f in _model_frameworks(trace) if f.key not in {g.key for g in found}]
+    return found
+
+
+def family(key: str) -> str:
+    """The library a framework key belongs to ("transformers.Trainer" → "transformers")."""
+    return key.split(".")[0]
+
+
+# fix id -> framework key (or library) -> code in that API
+API_CODE: dict[str, dict[str, str]] = {
+    "bf16-tensor-cores": {
+        "transformers.Trainer": ("args = TrainingArguments(..., bf16=True)  # bf16 autocast\n"
+                                 "# tf32=True as well lets what stays fp32 use TF32 tensor cores"),
+        "lightning": 'trainer = L.Trainer(..., precision="bf16-mixed")',
+        "accelerate": 'accelerator = Accelerator(mixed_precision="bf16")',
+    },
+    "tf32": {
+        "transformers.Trainer": "args = TrainingArguments(..., tf32=True)",
+        "lightning": 'torch.set_float32_matmul_precision("high")  # before trainer.fit(...)',
+    },
+    "dataloader-workers": {
+        "transformers.Trainer": ("args = TrainingArguments(..., dataloader_num_workers=8, dataloader_pin_memory=True,\n"
+                                 "                         dataloader_persistent_workers=True)"),
+        "lightning": ("def train_dataloader(self):  # in the LightningModule or LightningDataModule\n"
+                      "    return DataLoader(dataset, batch_size=..., num_workers=8, pin_memory=True,\n"
+                      "                      persistent_workers=True)"),
+    },
+    "pinned-memory": {
+        "transformers.Trainer": "args = TrainingArguments(..., dataloader_pin_memory=True, dataloader_num_workers=8)",
+        "lightning": "DataLoader(dataset, ..., pin_memory=True, num_workers=8)  # returned by train_dataloader()",
+    },
+    "torch-compile": {
+        "transformers.Trainer": "args = TrainingArguments(..., torch_compile=True)",
+        "lightning": "model = torch.compile(MyLightningModule())\ntrainer.fit(model, datamodule)",
+        "transformers.generate": ('model.generation_config.cache_implementation = "static"  # compiled decoding\n'
+                                  "out = model.generate(**inputs, max_new_tokens=...)"),
+    },
+    "fused-optimizer": {
+        "transformers.Trainer": 'args = TrainingArguments(..., optim="adamw_torch_fused")',
+        "lightning": ("def configure_optimizers(self):\n"
+                      "    return torch.optim.AdamW(self.parameters(), lr=..., fused=True)"),
+    },
+    "flash-attention": {
+        "transformers": ('model = AutoModelForCausalLM.from_pretrained(name, attn_implementation="sdpa")\n'
+                         '# or attn_implementation="flash_attention_2" with the flash-attn package'),
+    },
+    "cuda-graphs": {
+        "transformers.generate": ('out = model.generate(**inputs, max_new_tokens=..., cache_implementation="static")\n'
+                                  "# a static cache has fixed shapes, so transformers compiles the decoding forward\n"
+                                  '# (torch.compile mode="reduce-overhead": CUDA graphs); GenerationConfig.compile_config\n'
+                                  "# tunes it"),
+        "lightning": ('model = torch.compile(MyLightningModule(), mode="reduce-overhead")  # CUDA graphs\n'
+                      "trainer.fit(model, datamodule)"),
+    },
+    "static-shapes": {
+        "transformers.generate": ('out = model.generate(**inputs, max_new_tokens=..., cache_implementation="static")\n'
+                                  "# StaticCache preallocates max_length positions: no torch.cat per token"),
+    },
+    "remove-sync": {
+        "transformers.generate": ("# these syncs are generate()'s own per-token checks (stopping criteria, EOS):\n"
+                                  "# they stay between graphed forwards. Compile the forward instead:\n"
+                                  'out = model.generate(**inputs, max_new_tokens=..., cache_implementation="static")'),
+    },
+    "channels-last": {
+        "timm": ("model = model.to(memory_format=torch.channels_last)\n"
+                 "images = images.to(memory_format=torch.channels_last)  # each batch"),
+        "torchvision": ("model = model.to(memory_format=torch.channels_last)\n"
+                        "images = images.to(memory_format=torch.channels_last)  # each batch"),
+        "lightning": ("def on_fit_start(self):\n    self.to(memory_format=torch.channels_last)\n"
+                      "def training_step(self, batch, i):\n"
+                      "    images = batch[0].to(memory_format=torch.channels_last)"),
+    },
+}
+
+
+def api_code(fix_id: str, frameworks: list[Framework]) -> tuple[str, Framework] | None:
+    """The code of `fix_id` in the API of the first framework that has it (by key, then by library)."""
+    variants = API_CODE.get(fix_id) or {}
+    for framework in frameworks:
+        for key in (framework.key, family(framework.key)):
+            if key in variants:
+                return variants[key], framework
+    return None
+
+
+def in_framework_api(finding: Finding, frameworks: list[Framework]) -> Finding:
+    """`finding` with each fix that has a variant for the recognised framework written in its API."""
+    if not frameworks:
+        return finding
+    for item in finding.fixes:
+        found = api_code(item.id, frameworks)
+        if found is None:
+            continue
+        code, framework = found
+        item.code = f"{comment(f'{framework.key} ({framework.evidence})')}{code}"
+        item.api = framework.key
+    return finding
