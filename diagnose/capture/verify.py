@@ -8,10 +8,11 @@ In that process, for `variant`:
 
 1. *baseline* (unless `baseline` is false: a process-level fix such as expandable segments, whose
    baseline is the diagnosis's own capture): seed, build the step from NAME(**params), call it
-   `COMPARE_AFTER` times and keep a snapshot of its outputs (the return value of the last call and
+   `compare_after(variant)` times (once for a fix that keeps the calls as they are, five for a CUDA
+   graph, which warms, captures and replays) and keep a snapshot of its outputs (the return value of the last call and
    every tensor the step's closure holds: module parameters and buffers, caches, the token it
    writes), warm up, time it.
-2. *fixed*: seed, build a fresh step the same way, wrap it (`wrap`), call it `COMPARE_AFTER` times,
+2. *fixed*: seed, build a fresh step the same way, wrap it (`wrap`), call it as many times,
    snapshot and compare with the baseline (`compare`), warm up, time it, profile `steps` steps.
 
 Timing is the baseline's (child.py): synchronised after each step, at least `MIN_TIMED_STEPS`
@@ -65,6 +66,16 @@ from diagnose.capture.steps import EnoughSteps
 VERIFY_SCHEMA = "diagnose.verify/1"
 SEED = 0
 COMPARE_AFTER = 5  # calls before the outputs are compared: a CUDA graph has warmed, captured and replayed by then
+# Variants that change no call's structure are compared after one call: one update from the same state,
+# as a precision-trading fix is judged (loss, logits, parameters after an update). Over several training
+# steps two runs that round differently drift apart by the training's own dynamics, not the fix's error.
+COMPARE_AFTER_ONE = frozenset({"tf32", "autocast-bf16", "channels-last", "fused-optimizer", "foreach-optimizer",
+                               "sdpa-flash"})
+
+
+def compare_after(variant: str) -> int:
+    """Calls of the step before its outputs are compared, for `variant`."""
+    return 1 if variant in COMPARE_AFTER_ONE else COMPARE_AFTER
 GRAPH_WARMUP_CALLS = 3  # eager calls on a side stream before a CUDA graph is captured
 MIN_TIMED_STEPS = 20
 MAX_TIMED_STEPS = 200
@@ -253,7 +264,7 @@ class VerifySession(CaptureSession):
             self.progress("verify-baseline")
             step = self.build()
             self.prepare(step, fixed=False)
-            reference = snapshot(torch, step, self.run_calls(step, COMPARE_AFTER))
+            reference = snapshot(torch, step, self.run_calls(step, compare_after(self.variant)))
             self.run_calls(step, self.spec.warmup)
             self.result["baseline_us"] = [round(t * 1e6, 3) for t in self.time_steps(step)]
             del step
@@ -264,7 +275,7 @@ class VerifySession(CaptureSession):
         self.prepare(base, fixed=True)
         fixed = self.wrap(base)
         self.result["phase"] = "fixed"
-        out = self.run_calls(fixed, COMPARE_AFTER)
+        out = self.run_calls(fixed, compare_after(self.variant))
         if reference is not None:
             self.result["numerics"] = compare(torch, reference, snapshot(torch, base, out),
                                               fix_precision(torch, self.variant))
