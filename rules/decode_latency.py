@@ -217,28 +217,35 @@ def _measure(ctx, t, ops: pd.DataFrame, step_us: float, n: int) -> "_Streaming |
                       "weight bytes estimated from shapes, kernel time measured")
 
 
-def _census_weights(ctx) -> tuple[float, int, str] | None:
-    """(parameter bytes on the GPU, bits per weight, dtype) of the models the capture child found alive
-    during the steps (meta.json `workload`); None for a trace from elsewhere, a CPU run or integer weights."""
+def _census_weights(ctx) -> tuple[float, int, str, str] | None:
+    """(bytes, bits per weight, dtype, what they are) of the weights the capture child found alive during the
+    steps (meta.json `workload`): the models' parameters, else every live GPU tensor; None for a trace from
+    elsewhere, a CPU run or integer weights."""
     census = (ctx.trace.capture or {}).get("workload") or {}
-    total = census.get("parameter_bytes")
-    dtypes = census.get("dtypes") or {}
-    if census.get("device") != "cuda" or not isinstance(total, (int, float)) or total <= 0 or not dtypes:
+    if census.get("device") != "cuda":
         return None
-    dtype = max(dtypes, key=lambda d: dtypes[d])
-    if dtype not in DTYPE_BYTES or not dtype.startswith(("float", "bfloat")):
-        return None
-    return float(total), 8 * DTYPE_BYTES[dtype], dtype
+    for total_key, dtypes_key, what in (("parameter_bytes", "dtypes", "parameters the capture's models hold"),
+                                        ("tensor_bytes", "tensor_dtypes",
+                                         "GPU tensors alive during the steps (no nn.Module holds parameters: "
+                                         "weights and caches together, an upper bound on the weights)")):
+        total, dtypes = census.get(total_key), census.get(dtypes_key) or {}
+        if isinstance(total, (int, float)) and total > 0 and dtypes:
+            dtype = max(dtypes, key=lambda d: dtypes[d])
+            if dtype not in DTYPE_BYTES or not dtype.startswith(("float", "bfloat")):
+                return None  # integer weights: already quantized, or not weights
+            return float(total), 8 * DTYPE_BYTES[dtype], dtype, what
+    return None
 
 
-def _from_census(ctx, m, step_us, n, unshaped: pd.DataFrame, weight_bytes: float, bits: int, dtype: str):
+def _from_census(ctx, m, step_us, n, unshaped: pd.DataFrame, weight_bytes: float, bits: int, dtype: str,
+                 what: str):
     """Matmuls recorded without shapes (a CUDA-graph replay) weighed against the bytes of the parameters the
     capture's models hold: when the step reads them all, those matmuls stream the weights."""
     kernel_us = m.per_step(unshaped["kernel_us"].sum())
     spec = m.device_spec
     tbps = weight_bytes / max(kernel_us, 1e-9) / 1e6
     if tbps > spec.hbm_tbps:
-        return Quiet(f"the models hold {weight_bytes / 1e9:.2f} GB of {dtype} parameters but the step's matmul kernels "
+        return Quiet(f"the {what} come to {weight_bytes / 1e9:.2f} GB of {dtype}, but the step's matmul kernels "
                      f"run {kernel_us:,.0f} µs: reading them all would take {tbps:.1f} TB/s, above the "
                      f"{spec.hbm_tbps:g} TB/s peak, so the step does not read every weight (not a decode of this model)")
     gemv = unshaped.copy()
@@ -246,8 +253,9 @@ def _from_census(ctx, m, step_us, n, unshaped: pd.DataFrame, weight_bytes: float
     census = (ctx.trace.capture or {}).get("workload") or {}
     models = ", ".join(str(x.get("class")) for x in (census.get("models") or [])[:3])
     return _streaming(m, step_us, n, gemv, None, bits,
-                      f"weight bytes = the {weight_bytes / 1e9:.3f} GB of {dtype} parameters the capture's models "
-                      f"({models}) hold on the GPU, each read once per step (meta.json workload); kernel time measured",
+                      f"weight bytes = the {weight_bytes / 1e9:.3f} GB of {dtype} {what}"
+                      f"{' (' + models + ')' if models and what.startswith('param') else ''}, each read once per "
+                      "step (meta.json workload); kernel time measured",
                       f"matmul kernels recorded without shapes (CUDA-graph replay: {len(gemv) / n:.0f} per step), "
                       "weighed against the model's parameter bytes")
 

@@ -56,11 +56,36 @@ def models(torch) -> dict:
     return out
 
 
+def live_tensors(torch) -> dict:
+    """Bytes of the distinct storages of every tensor alive on the GPU (the CPU when none is visible), and
+    the allocator's current total: what a step that holds its weights outside any nn.Module (raw tensors, a
+    CUDA graph's captured inputs) keeps resident."""
+    on_gpu = torch.cuda.is_available()
+    storages: dict[int, tuple[int, str]] = {}
+    for obj in gc.get_objects():
+        if not isinstance(obj, torch.Tensor) or obj.is_cuda != on_gpu or obj.is_meta:
+            continue
+        try:
+            storage = obj.untyped_storage()
+            storages[storage.data_ptr()] = (storage.nbytes(), str(obj.dtype).removeprefix("torch."))
+        except (RuntimeError, NotImplementedError):  # a tensor without storage (sparse, nested)
+            continue
+    dtypes: dict[str, int] = {}
+    for size, dtype in storages.values():
+        dtypes[dtype] = dtypes.get(dtype, 0) + size
+    out = {"tensor_bytes": sum(size for size, _ in storages.values()), "tensors": len(storages),
+           "tensor_dtypes": dtypes}
+    if on_gpu:
+        out["allocated_bytes"] = torch.cuda.memory_allocated()
+    return out
+
+
 def census(torch) -> dict:
     """The meta.json `workload` record: libraries and models (a failure to read them is recorded, not raised)."""
     record: dict = {"libraries": libraries()}
     try:
         record.update(models(torch))
+        record.update(live_tensors(torch))
     except Exception as exc:  # an exotic object in gc must not fail the capture
         record["error"] = f"{type(exc).__name__}: {exc}"
     return record
