@@ -61,6 +61,8 @@ from diagnose.metrics.work import DTYPE_BYTES, GEMM_OPS
 
 WEIGHT_OPS = GEMM_OPS - {"aten::bmm", "aten::baddbmm", "aten::addbmm"}
 W4_BITS = 4.125
+# torch dtype names (as the capture's census writes them) of floating weights -> bits
+TORCH_FLOAT_BITS = {"float64": 64, "float32": 32, "float16": 16, "bfloat16": 16, "float8_e4m3fn": 8, "float8_e5m2": 8}
 
 
 class DecodeLatency(Rule):
@@ -81,6 +83,9 @@ class DecodeLatency(Rule):
                   "fire when GEMV-shaped weight matmuls take at least this share of the step"),
         Threshold("max_rows", 16, "rows", "a matmul with at most this many rows against its weight is GEMV-shaped"),
         Threshold("high_share", 0.60, "fraction", "weight-streaming share at which severity is high"),
+        Threshold("min_census_bandwidth_share", 0.5, "fraction",
+                  "without shapes (a graph replay), fire only when the capture's weight bytes ÷ the step time reach "
+                  "this share of the achievable bandwidth: the step is then paced by reading the weights"),
         Threshold("draft_tokens", 4, "tokens", "draft tokens per verification pass in the speculative estimate"),
         Threshold("acceptance", 0.7, "fraction", "draft-token acceptance rate assumed in the speculative estimate"),
     )
@@ -116,7 +121,7 @@ class DecodeLatency(Rule):
               if s.tokens else [Evidence(s.recognised_by, "measured")]),
             Evidence("weight bytes read per step", round(weights_gb, 3), unit="GB"),
             Evidence(f"weight bytes ÷ step time ({s.weight_bytes / step_us / 1e6:.2f} TB/s), share of the achievable "
-                     f"{bw:g} TB/s", round(s.weight_bytes / step_us / 1e6 / bw * 100, 1), unit="%"),
+                     f"{bw:.2f} TB/s", round(s.weight_bytes / step_us / 1e6 / bw * 100, 1), unit="%"),
             Evidence(f"bandwidth of the GEMV kernels (share of {ref_name})", round(tbps / ref * 100, 1), unit="%"),
         ]
         if s.tokens:
@@ -177,6 +182,7 @@ class _Streaming:
     bits: int  # bits per weight now
     bytes_basis: str
     recognised_by: str = ""
+    from_census: bool = False  # weight bytes from the capture's census, not from shapes or Nsight Compute
 
 
 def _measure(ctx, t, ops: pd.DataFrame, step_us: float, n: int) -> "_Streaming | Quiet | Skip":
@@ -231,9 +237,9 @@ def _census_weights(ctx) -> tuple[float, int, str, str] | None:
         total, dtypes = census.get(total_key), census.get(dtypes_key) or {}
         if isinstance(total, (int, float)) and total > 0 and dtypes:
             dtype = max(dtypes, key=lambda d: dtypes[d])
-            if dtype not in DTYPE_BYTES or not dtype.startswith(("float", "bfloat")):
+            if dtype not in TORCH_FLOAT_BITS:
                 return None  # integer weights: already quantized, or not weights
-            return float(total), 8 * DTYPE_BYTES[dtype], dtype, what
+            return float(total), TORCH_FLOAT_BITS[dtype], dtype, what
     return None
 
 
@@ -252,23 +258,30 @@ def _from_census(ctx, m, step_us, n, unshaped: pd.DataFrame, weight_bytes: float
     gemv["weight_bytes"] = weight_bytes * n / len(gemv)  # per step: the parameters, read once
     census = (ctx.trace.capture or {}).get("workload") or {}
     models = ", ".join(str(x.get("class")) for x in (census.get("models") or [])[:3])
-    return _streaming(m, step_us, n, gemv, None, bits,
+    return _streaming(m, step_us, n, gemv, None, bits, from_census=True, bytes_basis=
                       f"weight bytes = the {weight_bytes / 1e9:.3f} GB of {dtype} {what}"
                       f"{' (' + models + ')' if models and what.startswith('param') else ''}, each read once per "
                       "step (meta.json workload); kernel time measured",
-                      f"matmul kernels recorded without shapes (CUDA-graph replay: {len(gemv) / n:.0f} per step), "
-                      "weighed against the model's parameter bytes")
+                      recognised_by=f"matmul kernels recorded without shapes (CUDA-graph replay: {len(gemv) / n:.0f} "
+                                    "per step), weighed against the capture's weight bytes")
 
 
-def _streaming(m, step_us, n, gemv, tokens, bits, bytes_basis, recognised_by="") -> _Streaming:
+def _streaming(m, step_us, n, gemv, tokens, bits, bytes_basis, recognised_by="", from_census=False) -> _Streaming:
     gemv_us = m.per_step(gemv["kernel_us"].sum())
     return _Streaming(spec=m.device_spec, budget=m.budget, step_us=step_us, n=n, gemv=gemv, gemv_us=gemv_us,
                       share=gemv_us / step_us, weight_bytes=m.per_step(gemv["weight_bytes"].sum()), tokens=tokens,
-                      bits=bits, bytes_basis=bytes_basis, recognised_by=recognised_by)
+                      bits=bits, bytes_basis=bytes_basis, recognised_by=recognised_by,
+                      from_census=from_census)
 
 
 def _decide(s: _Streaming, t) -> Quiet | None:
     """Quiet when the weight streaming takes too small a share of the step to be what limits it."""
+    bw_share = s.weight_bytes / s.step_us / 1e6 / s.spec.achievable_tbps
+    if s.from_census and s.share >= t["min_weight_share"] and bw_share < t["min_census_bandwidth_share"]:
+        return Quiet(f"matmuls replayed without shapes take {s.share:.0%} of the step, but the "
+                     f"{s.weight_bytes / 1e6:,.0f} MB the capture's weights come to ÷ the {s.step_us:,.0f} µs step is "
+                     f"{bw_share:.0%} of the achievable {s.spec.achievable_tbps:.2f} TB/s < "
+                     f"{t['min_census_bandwidth_share']:.0%}: the step is not paced by reading its weights")
     if s.share >= t["min_weight_share"]:
         return None
     floor_us = s.weight_bytes / s.spec.achievable_tbps / 1e6
