@@ -134,10 +134,6 @@ API_CODE: dict[str, dict[str, str]] = {
         "lightning": 'trainer = L.Trainer(..., precision="bf16-mixed")',
         "accelerate": 'accelerator = Accelerator(mixed_precision="bf16")',
     },
-    "tf32": {
-        "transformers.Trainer": "args = TrainingArguments(..., tf32=True)",
-        "lightning": 'torch.set_float32_matmul_precision("high")  # before trainer.fit(...)',
-    },
     "dataloader-workers": {
         "transformers.Trainer": ("args = TrainingArguments(..., dataloader_num_workers=8, dataloader_pin_memory=True,\n"
                                  "                         dataloader_persistent_workers=True)"),
