@@ -32,6 +32,7 @@ from diagnose.metrics import Metrics  # noqa: E402
 from diagnose.pipeline import analyse  # noqa: E402
 from diagnose.rules import ALL_RULES  # noqa: E402
 from diagnose.trace.load import load_target  # noqa: E402
+from rules.memory_layout import layout_parts  # noqa: E402
 
 CAPTURES = ROOT / "fixtures" / "captures"
 RESULTS = ROOT / "fixtures" / "verify" / "RESULTS.json"
@@ -39,7 +40,7 @@ DOC = ROOT / "docs" / "measured-fixes.md"
 BEGIN, END = "<!-- calibrate.py: begin -->", "<!-- calibrate.py: end -->"
 
 CALIBRATION = ("decode_graphed", "swiglu_compiled", "matmul_fp32", "matmul_tf32", "matmul_bf16", "matmul_fp8",
-               "attention_sdpa_8k")
+               "attention_sdpa_8k", "conv_nchw", "conv_channels_last")
 
 # held out, fixed by a code change: (capture with the finding, rule, fix, capture with the fix applied)
 PAIRS = [
@@ -56,9 +57,13 @@ PAIRS = [
     ("ddp_accumulate", "exposed-comm", "grad-accumulation", "ddp_no_sync"),
     ("ddp_straggler", "straggler", "balance-ranks", "ddp_healthy"),
     ("ddp_heavy_straggler", "straggler", "balance-ranks", "ddp_heavy_healthy"),
-    ("conv_nchw", "memory-layout", "channels-last", "conv_channels_last"),
     ("opt_single", "optimizer-step", "fused-optimizer", "opt_fused"),
     ("opt_single", "optimizer-step", "fused-optimizer", "opt_foreach"),
+    # real library code (script mode)
+    ("hf_trainer_fp32", "compute-bound", "bf16-tensor-cores", "hf_trainer_bf16"),
+    ("lightning_fp32", "compute-bound", "bf16-tensor-cores", "lightning_bf16"),
+    ("tv_resnet50_nchw", "memory-layout", "channels-last", "tv_resnet50_channels_last"),
+    ("hf_generate_dynamic", "launch-overhead", "cuda-graphs", "hf_generate_static"),
 ]
 
 
@@ -68,6 +73,11 @@ def _metrics(name: str) -> Metrics:
 
 def _unprofiled(name: str) -> float:
     return float(json.loads((CAPTURES / "INDEX.json").read_text())[name]["median_step_us"])
+
+
+def _layout_parts(name: str) -> tuple[float, float]:
+    m = _metrics(name)
+    return layout_parts(m.step_kernels[m.step_kernels["cat"] == "kernel"], len(m.steps.windows))
 
 
 def _gemm_tflops(name: str) -> float:
@@ -103,6 +113,10 @@ def derive() -> list[dict]:
          _threshold("attention-memory", "flash_efficiency"),
          "causal attention FLOPs (unmasked half) per unprofiled step ÷ achievable bf16, attention_sdpa_8k"),
     ]
+    for key, index, what in (("nhwc_batch_norm_ratio", 0, "batch-norm"), ("nhwc_conv_ratio", 1, "convolution")):
+        ratio = _layout_parts("conv_channels_last")[index] / _layout_parts("conv_nchw")[index]
+        rows.append((f"memory-layout.{key}", ratio, "to 0.01", round(ratio, 2), _threshold("memory-layout", key),
+                     f"NHWC ÷ NCHW {what} kernel time per step, conv_channels_last ÷ conv_nchw"))
     for rung, name in (("fp32", "matmul_fp32"), ("tf32", "matmul_tf32"), ("bf16", "matmul_bf16"), ("fp8", "matmul_fp8")):
         value = _gemm_tflops(name)
         rows.append((f"devices.H200 achievable {rung} TFLOP/s", value, "within 5 %", value,
