@@ -16,7 +16,7 @@ from typing import Callable, ClassVar
 from diagnose.config import Config
 from diagnose.findings import CheatSheet, Checked, Diagnosis, Finding, Severity, Skipped
 from diagnose.format import fmt
-from diagnose.frameworks import in_framework_api
+from diagnose.frameworks import detect_frameworks, in_framework_api
 from diagnose.memory.record import load_memory
 from diagnose.metrics import Metrics
 from diagnose.metrics.timeline import PARAMETERS as TIMELINE_PARAMETERS
@@ -221,7 +221,8 @@ def run_rules(ctx: Context, rules) -> RuleResults:
         else:
             if result.sheet is None:
                 result.sheet = CheatSheet(**rule.cheat_sheet)
-            findings.append(_plain_numbers(in_framework_api(result, ctx.metrics.frameworks)))
+            frameworks = ctx.metrics.shared("frameworks", lambda: detect_frameworks(ctx.trace))
+            findings.append(_plain_numbers(in_framework_api(result, frameworks)))
     findings.sort(key=_impact, reverse=True)
     return RuleResults(findings, checked, skipped)
 

@@ -11,12 +11,12 @@ from conftest import ROOT
 
 # Lowest first. A module belongs to the first layer with a prefix that matches its dotted name.
 LAYERS = [
-    ("base", ["diagnose.version", "diagnose.errors", "diagnose.safe_files", "diagnose.collectives", "diagnose.format", "diagnose.thresholds", "diagnose.devices", "diagnose.step_timing"]),
+    ("base", ["diagnose.version", "diagnose.errors", "diagnose.safe_files", "diagnose.collectives", "diagnose.format", "diagnose.thresholds", "diagnose.devices", "diagnose.step_timing", "diagnose.measured_peaks"]),
     ("capture", ["diagnose.capture"]),
     ("trace", ["diagnose.trace", "diagnose.ranks.discover"]),
     ("analysis", ["diagnose.metrics", "diagnose.memory", "diagnose.ncu", "diagnose.ranks.profile",
                   "diagnose.ranks.model"]),
-    ("model", ["diagnose.findings", "diagnose.invariants", "diagnose.fixes", "diagnose.config"]),
+    ("model", ["diagnose.findings", "diagnose.invariants", "diagnose.fixes", "diagnose.config", "diagnose.frameworks"]),
     ("engine", ["diagnose.engine"]),
     ("rules", ["diagnose.rules", "diagnose.rules_table", "diagnose.docs"]),
     ("assemble", ["diagnose.assemble"]),
@@ -24,7 +24,7 @@ LAYERS = [
     ("diff", ["diagnose.diff"]),
     ("verify", ["diagnose.verify"]),
     ("renderers", ["diagnose.report"]),
-    ("front", ["diagnose.output", "diagnose.pipeline", "diagnose.diff_command", "diagnose.bundled", "diagnose.api", "diagnose.cli",
+    ("front", ["diagnose.output", "diagnose.pipeline", "diagnose.diff_command", "diagnose.bundled", "diagnose.api", "diagnose.cli", "diagnose.probe_command",
                "diagnose.__main__", "diagnose.fixtures", "diagnose"]),
 ]
 

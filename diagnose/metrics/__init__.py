@@ -7,7 +7,6 @@ from typing import Any, Callable
 import pandas as pd
 
 from diagnose import devices, measured_peaks
-from diagnose.frameworks import Framework, detect_frameworks
 from diagnose.metrics import work
 from diagnose.metrics.accounting import Accounting, silent_outside_syncs, step_accounting
 from diagnose.metrics.comm import Communication, communication, rounds_per_step
@@ -130,11 +129,6 @@ class Metrics:
         if tl.device is None:
             return launches.iloc[0:0]
         return launches[(launches["device"] == tl.device) & (launches["end"] > lo) & (launches["ts"] < hi)]
-
-    @functools.cached_property
-    def frameworks(self) -> list[Framework]:
-        """The frameworks the step runs under (transformers Trainer or generate, Lightning, ...), most specific first."""
-        return detect_frameworks(self.trace)
 
     @functools.cached_property
     def device_spec(self) -> devices.DeviceSpec | None:
