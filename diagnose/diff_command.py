@@ -98,7 +98,7 @@ def write_diff(result: DiffReport, out: Path) -> dict[str, str]:
 
 def show(result: DiffReport, args, written: dict[str, str]) -> None:
     """Print the diff in the chosen format (the paths only, with -q and text)."""
-    fmt_name = "json" if getattr(args, "json", False) else (args.format or "text")
+    fmt_name = "json" if args.json else (args.format or "text")
     renderer = report.diff_renderers().get(fmt_name)
     if renderer is None:
         raise UsageError(f"--format {fmt_name} has no diff view (known: {', '.join(report.diff_renderers())})")

@@ -33,31 +33,55 @@ NCU_FILES = ("ncu.csv", "ncu.csv.gz", "ncu.ncu-rep")
 
 def analyse(target: Target | Path, config: Config, ncu_csv: Path | None = None, on_progress=None,
             max_bytes: int | None = None) -> Diagnosis:
-    """Analysis mode, no torch: a recorded target (a trace file, capture folder with its ncu.csv if
-    any, rank folder or sweep folder; a path is resolved by diagnose/target.py), by the analysis of
-    its kind.
+    """Analysis mode, no torch: a recorded target (a path is resolved by diagnose/target.py), by the
+    analysis of its kind: a trace file, a capture folder (with its ncu.csv, if any), a rank folder
+    or a sweep folder. `ncu_csv` attaches Nsight Compute results to a trace or capture.
 
     `on_progress` (optional) receives {"phase": ...} events: "decode" (with done and total), "rules"."""
     target = as_target(target)
-    if target.runs:
+    analysis = ANALYSES.get(target.kind)
+    if analysis is None:
         raise UsageError(f"{target.text}: a workload to run, not a recording to analyse")
-    if target.kind == "sweep":
-        return analyse_sweep(target.path, config)
-    if target.kind == "ranks":
-        from diagnose.ranks.analyse import analyse_ranks
+    return analysis(target.path, config, ncu_csv, on_progress, max_bytes)
 
-        return analyse_ranks(target.path, config, on_progress=on_progress, max_bytes=max_bytes)
-    report_progress = on_progress or (lambda event: None)
-    limit = {"max_bytes": max_bytes} if max_bytes else {}
-    if target.kind == "capture":
-        trace = load_capture_folder(target.path, on_progress, **limit)
-    else:
-        trace = load_target(target.path, on_progress, **limit)
-    report_progress({"phase": "rules"})
-    found = ncu_csv or capture_ncu_file(target.path)
+
+def _analyse_trace(path: Path, config: Config, ncu_csv: Path | None, on_progress, max_bytes: int | None) -> Diagnosis:
+    """A kineto trace file or standard input (or a path that is not there: the loader says so)."""
+    trace = load_target(path, on_progress, **({"max_bytes": max_bytes} if max_bytes else {}))
+    return _with_ncu(trace, config, ncu_csv, None, on_progress)
+
+
+def _analyse_capture(path: Path, config: Config, ncu_csv: Path | None, on_progress,
+                     max_bytes: int | None) -> Diagnosis:
+    """A capture folder: meta.json, trace.json.gz, and the Nsight Compute file it holds, if any."""
+    trace = load_capture_folder(path, on_progress, **({"max_bytes": max_bytes} if max_bytes else {}))
+    return _with_ncu(trace, config, ncu_csv, capture_ncu_file(path), on_progress)
+
+
+def _analyse_ranks(path: Path, config: Config, ncu_csv: Path | None, on_progress, max_bytes: int | None) -> Diagnosis:
+    """A folder of rank traces, compared across ranks (diagnose/ranks)."""
+    from diagnose.ranks.analyse import analyse_ranks
+
+    return analyse_ranks(path, config, on_progress=on_progress, max_bytes=max_bytes)
+
+
+def _analyse_sweep_folder(path: Path, config: Config, ncu_csv: Path | None, on_progress,
+                          max_bytes: int | None) -> Diagnosis:
+    """A sweep folder (see analyse_sweep)."""
+    return analyse_sweep(path, config)
+
+
+def _with_ncu(trace: Trace, config: Config, ncu_csv: Path | None, found: Path | None, on_progress) -> Diagnosis:
+    """The rules run on a loaded trace, with the Nsight Compute results of --ncu-csv, else those `found`."""
+    (on_progress or (lambda event: None))({"phase": "rules"})
+    found = ncu_csv or found
     label = "--ncu-csv" if ncu_csv else (found.name if found else "")
     table, notes = read_ncu_file(found, label)
     return diagnose_trace(trace, config, ncu=table, notes=notes, ncu_label=label)
+
+
+ANALYSES = {"trace": _analyse_trace, "capture": _analyse_capture, "ranks": _analyse_ranks,
+            "sweep": _analyse_sweep_folder}
 
 
 def analyse_sweep(folder: Path, config: Config | None = None, rules=None) -> Diagnosis:

@@ -42,7 +42,7 @@ class Parser(argparse.ArgumentParser):
     """argparse, with its errors as one line and exit code 2 through UsageError; a misspelt option
     gets the nearest one."""
 
-    def error(self, message: str):  # type: ignore[override]
+    def error(self, message: str):
         """Raise the parse error as a UsageError (one line, exit 2), naming the nearest option to a misspelt one."""
         if message.startswith("unrecognized arguments:"):
             unknown = [t.split("=", 1)[0] for t in message.split(":", 1)[1].split() if t.startswith("-")]

@@ -3,7 +3,7 @@ with rich (nothing when quiet or when stderr is no terminal)."""
 from __future__ import annotations
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TaskID, TextColumn
 
 from diagnose.report.richtext import safe
 
@@ -40,8 +40,8 @@ class ProgressLine:
 
     def __init__(self, console: Console, quiet: bool, first: str = "starting the workload"):
         self.console, self.quiet, self.first = console, quiet, first
-        self.progress = None
-        self.task = None
+        self.progress: Progress | None = None
+        self.task: TaskID | None = None
 
     def __enter__(self):
         if self.quiet or not self.console.is_terminal:
@@ -54,20 +54,26 @@ class ProgressLine:
 
     def update(self, event: dict) -> None:
         """Show one phase report."""
-        label = self.LABELS.get(event.get("phase"), event.get("phase", ""))
+        progress = self.progress
+        if progress is None:
+            return
+        phase = str(event.get("phase", ""))
+        label = self.LABELS.get(phase, phase)
         if event.get("phase") == "sweep":
             label = f"capturing sweep point {event.get('value')}"
         if event.get("phase") == "verify":
             label = f"verifying fixes: {event.get('variant')}"
         label = safe(label)  # what the workload reports is untrusted: no control characters, no rich markup
         total = event.get("total") or None
-        task = self.progress.tasks[0] if self.progress.tasks else None
+        task = progress.tasks[0] if progress.tasks else None
+        task_id = self.task
         if task is None or task.description != label or task.total != total:
             # a new phase: a fresh line (rich keeps the old total when told None)
-            self.progress.remove_task(self.task)
-            self.task = self.progress.add_task(label, total=total)
-        if total:
-            self.progress.update(self.task, completed=event.get("done", 0) + 1)
+            if task_id is not None:
+                progress.remove_task(task_id)
+            task_id = self.task = progress.add_task(label, total=total)
+        if total and task_id is not None:
+            progress.update(task_id, completed=event.get("done", 0) + 1)
 
     def __exit__(self, *exc):
         if self.progress is not None:

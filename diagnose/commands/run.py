@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import sys
 import webbrowser
 from pathlib import Path
 
 from rich.console import Console
 
+from diagnose.capture.spec import CaptureOptions
 from diagnose.commands import common
 from diagnose.errors import EXIT_FINDING, EXIT_OK, EXIT_WORKLOAD_FAILED, UsageError
 from diagnose.findings import SEVERITIES, Diagnosis
@@ -80,9 +82,9 @@ class RunOptions:
         """What stdout shows: --json, else --format, else text."""
         return "json" if self.json else (self.format or "text")
 
-    def capture_options(self):
-        """How the workload is run (CaptureOptions), parsed once; UsageError for a bad --param."""
-        from diagnose.capture.spec import CaptureOptions, parse_params
+    def capture_options(self) -> CaptureOptions:
+        """How the workload is run; UsageError for a bad --param."""
+        from diagnose.capture.spec import parse_params
 
         try:
             params = parse_params(self.param)
@@ -177,11 +179,15 @@ class Run:
 
         self.options, self.config, self.err = options, config, err
         module = options.module is not None
-        self.target = resolve_target(options.module if module else options.target or "", module=module)
+        self.target = resolve_target((options.module or "") if module else (options.target or ""), module=module)
         self.out = options.out or pipeline.default_out(self.target)
         self.quiet_progress = options.quiet or options.output_format != "text"
-        self.capture_options = None
         self.skip: frozenset = frozenset()
+
+    @functools.cached_property
+    def capture_options(self) -> CaptureOptions:
+        """How the workload is run, parsed once from the options (UsageError for a bad --param)."""
+        return self.options.capture_options()
 
     def execute(self) -> int:
         """Check, diagnose, write, show; the exit code."""
@@ -221,7 +227,7 @@ class Run:
             return
         from diagnose import pipeline
 
-        self.capture_options = o.capture_options()
+        _ = self.capture_options  # a bad --param is refused before anything runs
         pipeline.check_can_capture(o.python)
         if o.verify and o.sweep:
             raise UsageError("--verify and --sweep cannot be combined: verify one point (--param NAME=VALUE)")
@@ -290,6 +296,7 @@ class Run:
         o = self.options
         if o.sweep or o.ncu or o.ncu_csv:
             raise UsageError("--nproc-per-node cannot be combined with --sweep, --ncu or --ncu-csv")
+        assert o.nproc_per_node is not None  # the step is taken only with --nproc-per-node
         launch = Launch(o.nproc_per_node, o.nnodes, o.rdzv_endpoint, o.node_rank)
         check_launch(launch)
         diagnosis = pipeline.capture_distributed_and_analyse(self.target, folder.path, self.config,
