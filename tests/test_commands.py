@@ -8,53 +8,53 @@ import pytest
 from diagnose import commands
 from diagnose.cli import main
 
-PROBE = '''
+CENSUS = '''
 from diagnose.commands import common
 
 
-class ProbeCommand(common.Command):
+class CensusCommand(common.Command):
     """A subcommand that only this test has."""
 
-    name = "probe"
-    order = 60
-    usage = "diagnose probe [--deep]"
-    summary = "  diagnose probe          what this machine can capture\\n"
+    name = "census"
+    order = 70
+    usage = "diagnose census [--deep]"
+    summary = "  diagnose census         the models a workload holds\\n"
 
     def add_arguments(self, p):
         p.add_argument("--deep", action="store_true")
 
     def run(self, args):
-        print("probed deep" if args.deep else "probed")
+        print("counted deep" if args.deep else "counted")
         return 0
 
 
-COMMAND = ProbeCommand
+COMMAND = CensusCommand
 '''
 
 
 def test_the_registry_holds_every_subcommand_in_help_order():
-    assert commands.names() == ("run", "demo", "rules", "diff", "schema")
+    assert commands.names() == ("run", "demo", "rules", "diff", "schema", "probe")
     assert all(c.overview == commands.commands()["run"].overview for c in commands.commands().values())
 
 
 @pytest.fixture
-def probe_module(tmp_path, monkeypatch):
-    """diagnose/commands as it would be with one more module in it, probe.py."""
-    (tmp_path / "probe.py").write_text(PROBE)
+def census_module(tmp_path, monkeypatch):
+    """diagnose/commands as it would be with one more module in it, census.py."""
+    (tmp_path / "census.py").write_text(CENSUS)
     monkeypatch.setattr(commands, "__path__", [*commands.__path__, str(tmp_path)])
     commands.commands.cache_clear()
     yield
     commands.commands.cache_clear()
-    sys.modules.pop("diagnose.commands.probe", None)
+    sys.modules.pop("diagnose.commands.census", None)
 
 
-def test_a_new_subcommand_is_one_module(probe_module, capsys):
-    assert main(["probe", "--deep"]) == 0
-    assert capsys.readouterr().out == "probed deep\n"
-    assert main(["prob"]) == 2
-    assert "did you mean `diagnose probe`?" in capsys.readouterr().err
-    assert main(["probe", "--deeep"]) == 2
+def test_a_new_subcommand_is_one_module(census_module, capsys):
+    assert main(["census", "--deep"]) == 0
+    assert capsys.readouterr().out == "counted deep\n"
+    assert main(["censsu"]) == 2
+    assert "did you mean `diagnose census`?" in capsys.readouterr().err
+    assert main(["census", "--deeep"]) == 2
     assert "did you mean '--deep'?" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         main(["--help"])
-    assert "  diagnose probe          what this machine can capture\n" in capsys.readouterr().out
+    assert "  diagnose census         the models a workload holds\n" in capsys.readouterr().out

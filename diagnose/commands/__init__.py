@@ -5,28 +5,29 @@
     rules.py   diagnose rules [RULE]
     diff.py    diagnose diff BEFORE AFTER
     schema.py  diagnose schema [FILE ...]
+    probe.py   diagnose probe              this machine's GPU measured beside its datasheet
     common.py  the Command base class, the parser, shared option groups and types, stdout
     progress.py  the progress line on stderr
 
 A subcommand is a module of this package that binds `COMMAND` to a `common.Command` subclass;
-the registry below finds every such module, so adding one (`diagnose probe`, say) is adding one
-module, diagnose/commands/probe.py:
+the registry below finds every such module, so adding one (`diagnose census`, say) is adding one
+module, diagnose/commands/census.py:
 
     from diagnose.commands import common
 
-    class ProbeCommand(common.Command):
-        name = "probe"
-        order = 60                 # its place in `diagnose --help`, after schema's 50
-        usage = "diagnose probe [options]"
-        summary = "  diagnose probe          what this machine can capture\\n"
+    class CensusCommand(common.Command):
+        name = "census"
+        order = 70                 # its place in `diagnose --help`, after probe's 60
+        usage = "diagnose census [options]"
+        summary = "  diagnose census         the models a workload holds\\n"   # "" lists it nowhere
 
         def add_arguments(self, p): ...
         def run(self, args) -> int: ...   # the exit code; raise DiagnoseError for an error
 
-    COMMAND = ProbeCommand
+    COMMAND = CensusCommand
 
-`diagnose probe ...` then reaches it, `diagnose --help` lists its summary, `diagnose prob` is
-answered with "did you mean `diagnose probe`?", and errors, signals and exit codes are handled
+`diagnose census ...` then reaches it, `diagnose --help` lists its summary, `diagnose censsu` is
+answered with "did you mean `diagnose census`?", and errors, signals and exit codes are handled
 by the entry point (diagnose/cli.py) as for every other command. Keep the module's top-level
 imports light (the standard library, `common`): every command line imports every command.
 """
