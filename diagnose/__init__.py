@@ -40,22 +40,21 @@ def profile(target: str, out=None, warmup: int = 3, steps: int = 5, timed_steps:
 
     from diagnose import pipeline
     from diagnose.api import Report
+    from diagnose.capture.spec import CaptureOptions
     from diagnose.errors import UsageError
+    from diagnose.target import resolve_target
 
-    parsed = pipeline.parse_target(target)
+    parsed = resolve_target(target)
     if parsed.kind != "function":
         raise UsageError("profile() takes a 'file.py:NAME' target; use analyze() for traces")
     folder = Path(out) if out else pipeline.default_out(parsed)
+    options = CaptureOptions(params=params, warmup=warmup, steps=steps, timed_steps=timed_steps, timeout_s=timeout_s)
     if nproc_per_node:
         from diagnose.capture.distributed import Launch
 
-        return Report.of(pipeline.capture_distributed_and_analyse(
-            parsed, folder, _config(overrides), launch=Launch(nproc_per_node), params=params, argv=[],
-            warmup=warmup, steps=steps, timed_steps=timed_steps, timeout_s=timeout_s, python=None,
-            on_progress=None))
-    return Report.of(pipeline.capture_and_analyse(parsed, folder, _config(overrides), params=params, argv=[],
-                                                  warmup=warmup, steps=steps, timed_steps=timed_steps,
-                                                  timeout_s=timeout_s, python=None, on_progress=None))
+        return Report.of(pipeline.capture_distributed_and_analyse(parsed, folder, _config(overrides), options,
+                                                                  Launch(nproc_per_node)))
+    return Report.of(pipeline.capture_and_analyse(parsed, folder, _config(overrides), options))
 
 
 def _config(overrides: dict | None):

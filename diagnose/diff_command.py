@@ -1,4 +1,5 @@
-"""`diagnose diff BEFORE AFTER` and `diagnose ... --baseline FOLDER`: the front end of diagnose/diff.
+"""`diagnose diff BEFORE AFTER` and `diagnose ... --baseline FOLDER`: the front end of diagnose/diff
+(the subcommand's arguments are diagnose/commands/diff.py's).
 
 Each side (a trace, a capture folder or a sweep folder) is analysed once by pipeline.analyse; the
 two Diagnoses make a DiffReport (diagnose/diff), which the renderer chosen by `--format` prints;
@@ -8,9 +9,7 @@ PCT % and the interval of the change excludes zero.
 """
 from __future__ import annotations
 
-import argparse
 import concurrent.futures
-import math
 import multiprocessing
 import os
 import sys
@@ -23,64 +22,18 @@ from diagnose.findings import Diagnosis
 from diagnose.output import OutputFolder
 from diagnose.report.richtext import colour
 from diagnose.safe_files import write_new
-
-USAGE = "diagnose diff BEFORE AFTER [--format text|json|md|html] [-o DIR] [--fail-on-regression PCT]"
-DESCRIPTION = """\
-Compare two runs: did AFTER get slower or faster than BEFORE, by how much (with a 95 % interval
-from the per-step times), and why (the change split over the step-accounting buckets, then over
-kernels matched by family and ops matched by name and input shapes). Each side is a trace, a
-capture folder or a sweep folder.
-"""
-
-EPILOG = """\
-exit codes:
-  0  diff written
-  1  --fail-on-regression PCT: AFTER is slower by more than PCT % and the interval excludes 0
-  2  bad usage or unreadable input (one line on stderr)
-"""
-
-
-def add_diff_options(p: argparse.ArgumentParser) -> None:
-    """The diff subcommand's arguments and options."""
-    p.add_argument("before", metavar="BEFORE", help="trace, capture folder or sweep folder")
-    p.add_argument("after", metavar="AFTER", help="trace, capture folder or sweep folder")
-    p.add_argument("-o", "--out", type=Path, help="write diff.json and diff.html into this folder")
-    p.add_argument("--format", choices=list(report.diff_renderers()), help="what to print on stdout (default: text)")
-    p.add_argument("--json", action="store_true", help="the same as --format json")
-    add_gate_option(p)
-    p.add_argument("--set", action="append", default=[], metavar="RULE.NAME=VALUE", help="override a threshold")
-    p.add_argument("--max-trace-bytes", type=int, metavar="N", help="refuse traces that inflate past N bytes")
-    p.add_argument("-q", "--quiet", action="store_true", help="no summary, only the output paths")
-
-
-def add_gate_option(p: argparse.ArgumentParser, shown: bool = True) -> None:
-    """`--fail-on-regression PCT` (diff, and run with --baseline; `shown` False keeps it out of --help)."""
-    p.add_argument("--fail-on-regression", type=percent, metavar="PCT",
-                   help="exit 1 when slower than BEFORE by > PCT %% (interval excluding 0)" if shown
-                   else argparse.SUPPRESS)
-
-
-def percent(text: str) -> float:
-    """A percentage ≥ 0 (argparse type)."""
-    try:
-        value = float(text.rstrip("%"))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a percentage, got {text!r}") from None
-    if not math.isfinite(value) or value < 0:
-        raise argparse.ArgumentTypeError(f"must be a percentage ≥ 0, got {text!r}")
-    return value
-
+from diagnose.target import Target, as_target, resolve_target
 
 def run_diff(args, config) -> int:
     """The `diff` subcommand: analyse both sides once, compare, print, write, gate."""
-    targets = []
-    for text in (args.before, args.after):
-        target = pipeline.parse_target(text)
-        if target.kind != "trace":
+    texts = (args.before, args.after)
+    targets = [resolve_target(text) for text in texts]
+    for text, target in zip(texts, targets):
+        if target.runs:
             raise UsageError(f"{text}: diff compares traces or folders diagnose wrote; capture a workload first "
                              "(or use `diagnose model.py:NAME --baseline FOLDER`)")
-        targets.append(target.path)
-    folder = OutputFolder(args.out, inputs=targets) if args.out is not None else None  # checked before the work
+    # the output folder is checked before the work
+    folder = OutputFolder(args.out, inputs=[t.path for t in targets]) if args.out is not None else None
     sides = analyse_both(targets, config, args.max_trace_bytes)
     result = diff_diagnoses(*sides, fail_on_regression=args.fail_on_regression, paths=(args.before, args.after))
     written = {}
@@ -94,7 +47,7 @@ def run_diff(args, config) -> int:
 CONCURRENT_MIN_BYTES = 32 << 20  # as the loader's own parallel decoding (diagnose/trace/parallel.py)
 
 
-def analyse_both(paths: list[Path], config, max_bytes: int | None = None) -> list[Diagnosis]:
+def analyse_both(paths: list[Target | Path], config, max_bytes: int | None = None) -> list[Diagnosis]:
     """Analyse BEFORE and AFTER, each once. Large sides are analysed at the same time, BEFORE in a
     forked process: one analysis leaves a core idle while its rules run, so two together take less
     than twice one (small sides, where a fork costs more than it saves, go one after the other)."""
@@ -107,9 +60,9 @@ def analyse_both(paths: list[Path], config, max_bytes: int | None = None) -> lis
         return [before.result(), after]
 
 
-def _size(path: Path) -> int:
+def _size(target: Target | Path) -> int:
     """Bytes of a trace file, or of the largest trace file in a folder."""
-    path = Path(path)
+    path = as_target(target).path
     if path.is_file():
         return path.stat().st_size
     return max((p.stat().st_size for p in path.rglob("trace.json*") if p.is_file()), default=0)
@@ -145,7 +98,7 @@ def write_diff(result: DiffReport, out: Path) -> dict[str, str]:
 
 def show(result: DiffReport, args, written: dict[str, str]) -> None:
     """Print the diff in the chosen format (the paths only, with -q and text)."""
-    fmt_name = "json" if getattr(args, "json", False) else (args.format or "text")
+    fmt_name = "json" if args.json else (args.format or "text")
     renderer = report.diff_renderers().get(fmt_name)
     if renderer is None:
         raise UsageError(f"--format {fmt_name} has no diff view (known: {', '.join(report.diff_renderers())})")

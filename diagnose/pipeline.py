@@ -8,134 +8,80 @@ can be re-analysed anywhere. Nsight Compute measurements come from the `--ncu` p
 """
 from __future__ import annotations
 
-import ast
 import dataclasses
 import importlib.util
 import json
-import re
 from pathlib import Path
 
 from diagnose import report
 from diagnose.assemble import diagnose_trace
 from diagnose.capture.runner import check_python
-from diagnose.capture.spec import CaptureSpec
+from diagnose.capture.spec import CaptureOptions, CaptureSpec
 from diagnose.config import Config
 from diagnose.errors import InputError, UsageError
 from diagnose.findings import Diagnosis
-from diagnose.memory.sweep import is_sweep_folder, load_sweep
+from diagnose.memory.sweep import load_sweep
 from diagnose.metrics import Metrics
 from diagnose.ncu import read_ncu
 from diagnose.trace.load import load_capture_folder, load_target
 from diagnose.trace.model import Trace
 from diagnose.safe_files import write_new
+from diagnose.target import Target, as_target
 
 NCU_FILES = ("ncu.csv", "ncu.csv.gz", "ncu.ncu-rep")
-FUNCTION_TARGET = re.compile(r"^(?P<path>.+\.py):(?P<name>[A-Za-z_][A-Za-z0-9_]*)$")
-FOREIGN_FILES = {
-    ".nsys-rep": "an Nsight Systems report, not a kineto trace: record the workload with torch.profiler "
-                 "(or run `diagnose model.py`), or export a kineto trace with prof.export_chrome_trace(...)",
-    ".qdrep": "an Nsight Systems report, not a kineto trace: record the workload with torch.profiler "
-              "(or run `diagnose model.py`), or export a kineto trace with prof.export_chrome_trace(...)",
-    ".sqlite": "an Nsight Systems export, not a kineto trace: record the workload with torch.profiler instead",
-    ".ncu-rep": "an Nsight Compute report: attach it to a trace with `--ncu-csv FILE`",
-    ".pt": "a PyTorch checkpoint, not a trace",
-}
 
 
-@dataclasses.dataclass
-class Target:
-    """What the user pointed diagnose at."""
-
-    kind: str  # "script" | "module" | "function" | "trace"
-    path: Path
-    function: str | None = None
-
-
-def parse_target(text: str, module: bool = False) -> Target:
-    """Tell a script, a `file.py:NAME` function, a module (`-m`) and a trace or folder apart;
-    a function target must name a top-level definition of its file (checked without running it)."""
-    if module:
-        if not re.fullmatch(r"[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*", text):
-            raise UsageError(f"-m {text!r}: not a module name")
-        return Target("module", Path(text))
-    match = FUNCTION_TARGET.match(text)
-    if match:
-        path = Path(match["path"])
-        if not path.is_file():
-            raise UsageError(f"{path}: no such file")
-        _check_defines(path, match["name"])
-        return Target("function", path, match["name"])
-    path = Path(text)
-    if text.endswith(".py"):
-        if not path.is_file():
-            raise UsageError(f"{path}: no such file")
-        return Target("script", path)
-    foreign = next((why for suffix, why in FOREIGN_FILES.items() if text.lower().endswith(suffix)), None)
-    if foreign:
-        raise InputError(f"{path}: {foreign}")
-    return Target("trace", path)
-
-
-def _check_defines(path: Path, name: str) -> None:
-    """A usage error unless `path` defines `name` at its top level (def, class, assignment or import,
-    also inside top-level if/try/with blocks); checked by reading the file, without running it."""
-    try:
-        tree = ast.parse(path.read_bytes(), filename=str(path))
-    except (SyntaxError, ValueError, OSError):
-        return  # the capture reports the workload's own error, with its traceback
-    names = _top_level_names(tree.body)
-    if names is None or name in names:
-        return
-    defined = sorted(n for n in names if not n.startswith("_"))[:8]
-    raise UsageError(f"{path} defines no {name!r} at its top level"
-                     + (f" (it defines {', '.join(defined)})" if defined else ""))
-
-
-def _top_level_names(body: list) -> set[str] | None:
-    """Names a module body binds; None when it cannot be told without running it (`import *`)."""
-    names: set[str] = set()
-    for node in body:
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            names.add(node.name)
-        elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
-            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            names.update(n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name))
-        elif isinstance(node, (ast.Import, ast.ImportFrom)):
-            if any(a.name == "*" for a in node.names):
-                return None
-            names.update((a.asname or a.name).split(".")[0] for a in node.names)
-        elif isinstance(node, (ast.If, ast.Try, ast.With, ast.For, ast.While)):
-            blocks = [node.body, getattr(node, "orelse", []), getattr(node, "finalbody", []),
-                      *[h.body for h in getattr(node, "handlers", [])]]
-            for block in blocks:
-                inner = _top_level_names(block)
-                if inner is None:
-                    return None
-                names |= inner
-    return names
-
-
-def analyse(path: Path, config: Config, ncu_csv: Path | None = None, on_progress=None,
+def analyse(target: Target | Path, config: Config, ncu_csv: Path | None = None, on_progress=None,
             max_bytes: int | None = None) -> Diagnosis:
-    """Analysis mode: a trace file, capture folder (with its ncu.csv, if any) or sweep folder; no torch.
+    """Analysis mode, no torch: a recorded target (a path is resolved by diagnose/target.py), by the
+    analysis of its kind: a trace file, a capture folder (with its ncu.csv, if any), a rank folder
+    or a sweep folder. `ncu_csv` attaches Nsight Compute results to a trace or capture.
 
     `on_progress` (optional) receives {"phase": ...} events: "decode" (with done and total), "rules"."""
-    if is_sweep_folder(path):
-        return analyse_sweep(path, config)
-    # --- a folder of rank traces (rank-K/ capture folders or several kineto files) ---
-    from diagnose.ranks.discover import is_rank_folder
+    target = as_target(target)
+    analysis = ANALYSES.get(target.kind)
+    if analysis is None:
+        raise UsageError(f"{target.text}: a workload to run, not a recording to analyse")
+    return analysis(target.path, config, ncu_csv, on_progress, max_bytes)
 
-    if is_rank_folder(Path(path)):
-        from diagnose.ranks.analyse import analyse_ranks
 
-        return analyse_ranks(Path(path), config, on_progress=on_progress, max_bytes=max_bytes)
-    report_progress = on_progress or (lambda event: None)
+def _analyse_trace(path: Path, config: Config, ncu_csv: Path | None, on_progress, max_bytes: int | None) -> Diagnosis:
+    """A kineto trace file or standard input (or a path that is not there: the loader says so)."""
     trace = load_target(path, on_progress, **({"max_bytes": max_bytes} if max_bytes else {}))
-    report_progress({"phase": "rules"})
-    found = ncu_csv or capture_ncu_file(Path(path))
+    return _with_ncu(trace, config, ncu_csv, None, on_progress)
+
+
+def _analyse_capture(path: Path, config: Config, ncu_csv: Path | None, on_progress,
+                     max_bytes: int | None) -> Diagnosis:
+    """A capture folder: meta.json, trace.json.gz, and the Nsight Compute file it holds, if any."""
+    trace = load_capture_folder(path, on_progress, **({"max_bytes": max_bytes} if max_bytes else {}))
+    return _with_ncu(trace, config, ncu_csv, capture_ncu_file(path), on_progress)
+
+
+def _analyse_ranks(path: Path, config: Config, ncu_csv: Path | None, on_progress, max_bytes: int | None) -> Diagnosis:
+    """A folder of rank traces, compared across ranks (diagnose/ranks)."""
+    from diagnose.ranks.analyse import analyse_ranks
+
+    return analyse_ranks(path, config, on_progress=on_progress, max_bytes=max_bytes)
+
+
+def _analyse_sweep_folder(path: Path, config: Config, ncu_csv: Path | None, on_progress,
+                          max_bytes: int | None) -> Diagnosis:
+    """A sweep folder (see analyse_sweep)."""
+    return analyse_sweep(path, config)
+
+
+def _with_ncu(trace: Trace, config: Config, ncu_csv: Path | None, found: Path | None, on_progress) -> Diagnosis:
+    """The rules run on a loaded trace, with the Nsight Compute results of --ncu-csv, else those `found`."""
+    (on_progress or (lambda event: None))({"phase": "rules"})
+    found = ncu_csv or found
     label = "--ncu-csv" if ncu_csv else (found.name if found else "")
     table, notes = read_ncu_file(found, label)
     return diagnose_trace(trace, config, ncu=table, notes=notes, ncu_label=label)
+
+
+ANALYSES = {"trace": _analyse_trace, "capture": _analyse_capture, "ranks": _analyse_ranks,
+            "sweep": _analyse_sweep_folder}
 
 
 def analyse_sweep(folder: Path, config: Config | None = None, rules=None) -> Diagnosis:
@@ -177,34 +123,46 @@ def check_can_capture(python: str | None) -> None:
                          "or torch), or --python PATH of one that has it; a trace file can be analysed without it")
 
 
-def capture_and_analyse(target: Target, out: Path, config: Config, *, params: dict, argv: list[str],
-                        warmup: int, steps: int, timed_steps: int, timeout_s: float,
-                        python: str | None, on_progress, ncu: bool = False, ncu_csv: Path | None = None,
-                        ncu_timeout_s: float = 600.0, verify: bool = False, compile_backend: str = "",
-                        verify_skip: frozenset = frozenset()) -> Diagnosis:
+@dataclasses.dataclass
+class Captured:
+    """One capture and its diagnosis: what a later step (`--verify`) needs of it."""
+
+    spec: CaptureSpec
+    meta: dict
+    trace: Trace
+    diagnosis: Diagnosis
+
+
+def capture_spec(target: Target, options: CaptureOptions, out: Path) -> CaptureSpec:
+    """The capture request of a runnable target: the one place a CaptureSpec is made from options."""
+    return options.spec(str(target.path), target.kind, target.function, str(out))
+
+
+def capture(target: Target, out: Path, config: Config, options: CaptureOptions, *, on_progress=None,
+            ncu: bool = False, ncu_csv: Path | None = None, ncu_timeout_s: float = 600.0) -> Captured:
     """Capture mode: run the workload in a child process (then under ncu with `ncu`), analyse the folder."""
-    check_can_capture(python)
-    spec = CaptureSpec(path=str(target.path), function=target.function, mode=target.kind,
-                       out_dir=str(out), params=params, argv=argv, warmup=warmup, steps=steps,
-                       timed_steps=timed_steps)
+    check_can_capture(options.python)
+    spec = capture_spec(target, options, out)
     from diagnose.capture.runner import run_capture
 
-    meta = run_capture(spec, timeout_s=timeout_s, python=python, on_progress=on_progress)
+    meta = run_capture(spec, timeout_s=options.timeout_s, python=options.python, on_progress=on_progress)
     trace = load_capture_folder(out)
     table, notes, label, seconds = None, [], "--ncu-csv", None
     if ncu_csv is not None:
         table, notes = read_ncu_file(ncu_csv)
     elif ncu:
-        table, notes, seconds = _ncu_pass(spec, out, trace, meta, ncu_timeout_s, python, on_progress)
+        table, notes, seconds = _ncu_pass(spec, out, trace, meta, ncu_timeout_s, options.python, on_progress)
         label = "--ncu"
     diagnosis = diagnose_trace(trace, config, ncu=table, notes=notes, ncu_label=label, ncu_seconds=seconds)
-    if verify:
-        verify_fixes(diagnosis, trace, spec, meta, out, timeout_s=timeout_s, python=python,
-                     on_progress=on_progress, compile_backend=compile_backend, skip=verify_skip)
-    return diagnosis
+    return Captured(spec, meta, trace, diagnosis)
 
 
-# --- `--verify` (diagnose/verify) ---
+def capture_and_analyse(target: Target, out: Path, config: Config, options: CaptureOptions,
+                        on_progress=None) -> Diagnosis:
+    """Capture a runnable target into `out` and return its Diagnosis (diagnose.profile)."""
+    return capture(target, out, config, options, on_progress=on_progress).diagnosis
+
+
 def verify_fixes(diagnosis: Diagnosis, trace: Trace, spec: CaptureSpec, meta: dict, out: Path, *, timeout_s: float,
                  python: str | None, on_progress=None, compile_backend: str = "", skip: frozenset = frozenset()) -> None:
     """`--verify`: apply each finding's auto-applicable fix, measure it, set the findings' `verify` entries
@@ -276,39 +234,35 @@ def relocate(diagnosis: Diagnosis, old: Path, new: Path) -> Diagnosis:
     return Diagnosis.from_dict(json.loads(text.replace(quoted_old, quoted_new)))
 
 
-def sweep_and_analyse(target: Target, out: Path, config: Config, sweep: str, *, params: dict, warmup: int,
-                      steps: int, timed_steps: int, timeout_s: float, python: str | None,
-                      on_progress) -> Diagnosis:
+def sweep_and_analyse(target: Target, out: Path, config: Config, sweep: str, options: CaptureOptions,
+                      on_progress=None) -> Diagnosis:
     """`--sweep NAME=V1,V2,...`: one capture per value into `out`, then the sweep's diagnosis."""
     from diagnose.capture.sweep import parse_sweep, run_sweep
 
     if target.kind != "function":
         raise UsageError("--sweep needs a function target (model.py:NAME): the value is passed as NAME(**params)")
-    check_can_capture(python)
+    check_can_capture(options.python)
     try:
         name, values = parse_sweep(sweep)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
-    spec = CaptureSpec(path=str(target.path), function=target.function, mode="function", out_dir="",
-                       params=params, warmup=warmup, steps=steps, timed_steps=timed_steps)
-    run_sweep(spec, name, values, out, timeout_s=timeout_s, python=python, on_progress=on_progress)
+    run_sweep(capture_spec(target, options, out), name, values, out, timeout_s=options.timeout_s,
+              python=options.python, on_progress=on_progress)
     return analyse_sweep(out, config)
 
 
-# --- `--nproc-per-node N`, one capture per rank through torchrun ---
-def capture_distributed_and_analyse(target: Target, out: Path, config: Config, *, launch, params: dict,
-                                    argv: list[str], warmup: int, steps: int, timed_steps: int,
-                                    timeout_s: float, python: str | None, on_progress) -> Diagnosis:
+def capture_distributed_and_analyse(target: Target, out: Path, config: Config, options: CaptureOptions, launch,
+                                    on_progress=None) -> Diagnosis:
     """Capture every rank through torchrun (diagnose/capture/distributed.py), then analyse the rank
     folders together (diagnose/ranks); a failed rank makes the Diagnosis's capture that rank's."""
     from diagnose.capture.distributed import run_distributed
     from diagnose.ranks.analyse import analyse_ranks
     from diagnose.ranks.discover import rank_sources
 
-    check_can_capture(python)
-    spec = CaptureSpec(path=str(target.path), function=target.function, mode=target.kind, out_dir=str(out),
-                       params=params, argv=argv, warmup=warmup, steps=steps, timed_steps=timed_steps)
-    meta = run_distributed(spec, launch, timeout_s=timeout_s, python=python, on_progress=on_progress)
+    check_can_capture(options.python)
+    spec = capture_spec(target, options, out)
+    meta = run_distributed(spec, launch, timeout_s=options.timeout_s, python=options.python,
+                           on_progress=on_progress)
     traced = [s for s in rank_sources(out) if (s.path / "trace.json.gz").exists()]
     if meta["status"] == "ok" and len(traced) >= 2:
         d = analyse_ranks(out, config, on_progress=on_progress)

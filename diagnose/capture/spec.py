@@ -44,6 +44,26 @@ class CaptureSpec:
         return cls(**json.loads(text))
 
 
+@dataclasses.dataclass(frozen=True)
+class CaptureOptions:
+    """How a workload is run, whatever the target: parsed once from the command line (or from
+    diagnose.profile's arguments); `spec` makes the CaptureSpec of one target from it."""
+
+    params: dict = dataclasses.field(default_factory=dict)
+    argv: list = dataclasses.field(default_factory=list)
+    warmup: int = 3
+    steps: int = 5
+    timed_steps: int = 20
+    timeout_s: float = 900.0
+    python: str | None = None
+
+    def spec(self, path: str, mode: str, function: str | None, out_dir: str) -> CaptureSpec:
+        """The capture request for the workload at `path` (`mode` as CaptureSpec's), written into `out_dir`."""
+        return CaptureSpec(path=path, mode=mode, out_dir=out_dir, function=function, params=dict(self.params),
+                           argv=list(self.argv), warmup=self.warmup, steps=self.steps,
+                           timed_steps=self.timed_steps)
+
+
 def parse_params(pairs: list[str]) -> dict:
     """Parse `key=value` strings; values that read as int, float or bool become those types."""
     params = {}

@@ -1,0 +1,44 @@
+"""`diagnose rules [RULE]`: the rules, their inputs and thresholds; one rule's documentation."""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from diagnose.commands import common
+from diagnose.errors import EXIT_OK
+
+
+class RulesCommand(common.Command):
+    """`diagnose rules [RULE] [--format text|json|md]`."""
+
+    name = "rules"
+    order = 30
+    usage = "diagnose rules [RULE] [--format text|json|md]"
+    summary = "  diagnose rules [RULE]   the rules, their inputs and thresholds (--format json|md); one rule's docs\n"
+
+    def add_arguments(self, p: argparse.ArgumentParser) -> None:
+        """RULE, and --format."""
+        from diagnose.rules_table import FORMATS
+
+        p.add_argument("rule", nargs="?", help="one rule, with its documentation")
+        p.add_argument("--format", choices=FORMATS, default="text", help="text (default), json or md")
+
+    def run(self, args: argparse.Namespace) -> int:
+        """Print the rules table, or one rule's documentation, in the chosen format."""
+        from diagnose import rules_table
+
+        rule = rules_table.find_rule(args.rule) if args.rule else None
+        if args.format == "json":
+            common.print_out(rules_table.rules_json(rule))
+        elif args.format == "md":
+            common.print_out(rules_table.rules_markdown(rule).rstrip("\n"))
+        else:
+            console = common.Stdout(highlight=False, width=None if sys.stdout.isatty() else rules_table.PIPED_WIDTH)
+            if rule is None:
+                rules_table.print_rules(console)
+            else:
+                rules_table.print_rule(console, rule)
+        return EXIT_OK
+
+
+COMMAND = RulesCommand
