@@ -177,7 +177,7 @@ class ComputeBound(Rule):
             est_speedup=round(speedup, 2),
             recoverable_us=round(saving, 2),
             basis=(f"{_measured_basis(cb)}; per op, time after = "
-                   f"max(FLOPs ÷ achievable TFLOP/s of the target precision, bytes ÷ {spec.achievable_tbps:g} TB/s); "
+                   f"max(FLOPs ÷ achievable TFLOP/s of the target precision, bytes ÷ {spec.achievable_tbps:.3g} TB/s); "
                    f"step {step_us:,.0f} − {saving:,.0f} µs saved = {after:,.0f} µs; {_time_base(p.metrics.budget)}; "
                    f"{spec.name}: {spec.source}"),
             why=("Matrix multiplications do many FLOPs per byte, so once they are large their speed is set by "

@@ -128,7 +128,7 @@ class DecodeLatency(Rule):
             ceiling = s.tokens * bw * 1e12 / s.weight_bytes if s.weight_bytes else math.inf
             evidence += [
                 Evidence("tokens/s now (rows per step ÷ step time)", round(s.tokens / step_us * 1e6, 1)),
-                Evidence(f"tokens/s ceiling at full bandwidth ({bw:g} TB/s, {s.bits}-bit weights)", round(ceiling, 1)),
+                Evidence(f"tokens/s ceiling at full bandwidth ({bw:.3g} TB/s, {s.bits}-bit weights)", round(ceiling, 1)),
                 Evidence("tokens/s ceiling with 4-bit weights", round(ceiling * s.bits / W4_BITS, 1)),
             ]
         rows = f"k × {s.tokens:.0f} rows" if s.tokens else "k rows per sequence"

@@ -41,7 +41,10 @@ low below `medium_share` (a saving of 25 %, 1.33×), medium from it, high from `
 **Fix.** `torch-compile`: `torch.compile` (Inductor) fuses the chain into one or two Triton
 kernels that read the inputs and write the outputs once; `triton-kernel`: a hand-written Triton
 kernel can also keep a whole row on chip so that a reduction followed by a broadcast (RMSNorm,
-softmax) reads its inputs only once.
+softmax) reads its inputs only once. `bf16-tensor-cores` (bf16 autocast) comes third when at least
+`min_fp32_chain_share` of the chains' time is in fp32 ops and the step's matmuls are not already in
+bf16/fp16 (then its fp32 ops are what autocast keeps in fp32): the same kernels move half the bytes,
+est. step ÷ (step − fp32 chain time ÷ 2), given in its text (conv_nchw: 1.17×).
 
 **Estimate.** fused chain time = single-pass bytes ÷ achievable HBM bandwidth, where single-pass
 bytes = the chain's external inputs (inputs no earlier kernel of the chain produced, matched by
@@ -74,6 +77,9 @@ from diagnose.metrics.kernels import MEMORY_KINDS
 from diagnose.metrics.step_time import StepBudget
 from diagnose.metrics.work import best_bytes
 
+FP32_TYPES = ("float",)  # the trace's name of an fp32 op input (metrics/work.py reads the first input's)
+HALF_TYPES = ("c10::BFloat16", "c10::Half")
+
 
 class MemoryBound(Rule):
     """Unfused pointwise/reduction chains at HBM bandwidth → torch.compile / Triton fusion."""
@@ -97,6 +103,8 @@ class MemoryBound(Rule):
                   "a chain counts when its FLOP/byte is below this share of the FP32 ridge point"),
         Threshold("min_chain_ops", 2, "kernels", "fewest unfused kernels in a chain"),
         Threshold("fused_call_us", 70.0, "µs", "host cost per step of entering compiled (fused) code"),
+        Threshold("min_fp32_chain_share", 0.5, "fraction",
+                  "share of the chains' time in fp32 ops from which bf16 (half the bytes) is named as a fix"),
         Threshold("medium_share", 0.25, "fraction", "saving share at which severity is medium (low below)"),
         Threshold("high_share", 0.5, "fraction", "saving share at which severity is high"),
     )
@@ -117,7 +125,7 @@ class MemoryBound(Rule):
         kernels, max_intensity = f.kernels, f.max_intensity
         evidence = [
             Evidence(f"{'measured DRAM' if measured else 'HBM'} bandwidth of the chains, share of the achievable "
-                     f"{bw:g} TB/s ({tbps:.2f} TB/s{_measured_pct(tbps, spec) if measured else ''})",
+                     f"{bw:.3g} TB/s ({tbps:.2f} TB/s{_measured_pct(tbps, spec) if measured else ''})",
                      round(tbps / bw * 100, 1), ">=", t["min_bw_share"] * 100, "%"),
             Evidence("arithmetic intensity", round(intensity, 3), "<=", round(max_intensity, 2), "FLOP/B"),
             Evidence("estimated saving from fusion", round(saving * 100, 1), ">=", t["min_saving_share"] * 100, "%"),
@@ -139,12 +147,13 @@ class MemoryBound(Rule):
                        "Hand-fuse the chain into one autotuned Triton kernel; keeping each row on chip "
                        "also removes the second read a looped reduction does: "
                        f"est. {max(step_us / single_after, 1.0):.2f}× for the step "
-                       f"({single_us:,.0f} µs of single-pass HBM traffic instead of {fused_us:,.0f} µs)."))],
+                       f"({single_us:,.0f} µs of single-pass HBM traffic instead of {fused_us:,.0f} µs).")),
+                   *([] if f.half_matmuls else _bf16_fix(good, n, step_us, t))],
             est_speedup=round(speedup, 2),
             recoverable_us=round(step_us - after, 2),
             basis=(f"{_bytes_basis(good)}; fused step ≈ {step_us:,.0f} − "
                    f"{chain_us:,.0f} µs in the chains + {fused_bytes / n / 1e6:,.0f} MB single-pass ÷ "
-                   f"{bw:g} TB/s achievable = {fused_us:,.0f} µs + {t['fused_call_us']:.0f} µs to enter "
+                   f"{bw:.3g} TB/s achievable = {fused_us:,.0f} µs + {t['fused_call_us']:.0f} µs to enter "
                    f"compiled code = {after:,.0f} µs per step; {_time_base(budget)}; "
                    f"{spec.name}: {spec.source}"),
             why=("Each eager elementwise or reduction kernel reads its inputs from HBM and writes its result "
@@ -210,6 +219,7 @@ class _Fusion:
     measured: bool
     intensity: float
     kernels: float
+    half_matmuls: bool = False  # the step's matmuls already run in bf16/fp16: its fp32 ops are autocast's choice
 
 
 def _fusion(ctx, t, good: list[dict]) -> _Fusion:
@@ -231,10 +241,33 @@ def _fusion(ctx, t, good: list[dict]) -> _Fusion:
     measured = all(c["measured"] for c in good)
     intensity = sum(c["flops"] for c in good) / max(moved, 1.0)
     kernels = sum(c["ops"] for c in good) / n
-    return _Fusion(spec=spec, budget=m.budget, good=good, n=n, step_us=step_us, bw=bw,
+    work = ctx.step_work()
+    ops = work[0] if work is not None else None
+    half = bool(ops is not None and ops[(ops["kind"] == "gemm")]["dtype"].isin(HALF_TYPES).any())
+    return _Fusion(half_matmuls=half, spec=spec, budget=m.budget, good=good, n=n, step_us=step_us, bw=bw,
                    max_intensity=t["max_intensity_share"] * (spec.ridge("fp32") or 0.0), chain_us=chain_us,
                    fused_us=fused_us, single_us=single_us, after=after, saving=saving, moved=moved,
                    fused_bytes=fused_bytes, tbps=tbps, measured=measured, intensity=intensity, kernels=kernels)
+
+
+def _bf16_fix(good: list[dict], n: int, step_us: float, t) -> list:
+    """bf16 for chains that run in fp32: the same kernels move half the bytes (none when they do not)."""
+    fp32_us = sum(c["fp32_us"] for c in good) / n
+    chain_us = sum(c["time_us"] for c in good) / n
+    if chain_us <= 0 or fp32_us < t["min_fp32_chain_share"] * chain_us:
+        return []
+    after = max(step_us - fp32_us / 2, 1e-9)
+    return [fix("bf16-tensor-cores", code=_bf16_chain_code(), how=(
+        f"{fp32_us / chain_us:.0%} of the chains' time is fp32 elementwise and normalisation work: in bf16 the "
+        f"same kernels move half the bytes, est. {step_us / after:.2f}× for the step without fusing "
+        f"({fp32_us:,.0f} µs → {fp32_us / 2:,.0f} µs per step); with fusion the two gains multiply."))]
+
+
+def _bf16_chain_code() -> str:
+    return ("# bf16 activations: normalisation and elementwise kernels read and write half the bytes\n"
+            "with torch.autocast(\"cuda\", dtype=torch.bfloat16):\n"
+            "    loss = criterion(model(x), y)\n"
+            "# (autocast keeps softmax, norms' statistics and the loss in fp32 where it matters)")
 
 
 def _decide(f: _Fusion, t) -> Quiet | None:
@@ -265,7 +298,7 @@ def _chains(ops: pd.DataFrame, min_ops: int, bw: float, sm_count: int, peak_tbps
     single-pass bytes of a sequence of works are worked out once per distinct sequence.
     """
     needed = ["step", "stream", "ts", "kind", "fused", "kernel_us", "flops", "dram_pct", "dram_bytes", "blocks",
-              "work", "op_name", "shapes"]
+              "work", "op_name", "shapes", "dtype"]
     frame = ops[needed].assign(bytes=best_bytes(ops)).sort_values(["step", "stream", "ts"], kind="stable")
     member = (frame["kind"].isin(MEMORY_KINDS) & ~frame["fused"].astype(bool)).to_numpy()
     step, stream = frame["step"].to_numpy(), frame["stream"].to_numpy()
@@ -294,6 +327,7 @@ def _chains(ops: pd.DataFrame, min_ops: int, bw: float, sm_count: int, peak_tbps
     with np.errstate(divide="ignore", invalid="ignore"):
         tbps = np.where(measured, dram_time / time_us / 100 * peak_tbps,
                         np.where(time_us != 0, moved / time_us / 1e6, 0.0))
+    fp32_us = np.add.reduceat(np.where(frame["dtype"].isin(FP32_TYPES).to_numpy(), kernel_us, 0.0), starts)
     works, op_names = frame["work"].to_numpy(object), frame["op_name"].to_numpy(object)
     shapes, steps = frame["shapes"].to_numpy(object), frame["step"].to_numpy()
     single: dict = {}
@@ -316,7 +350,8 @@ def _chains(ops: pd.DataFrame, min_ops: int, bw: float, sm_count: int, peak_tbps
             fused_bytes, single_bytes = single[key]
         m = float(moved[i])
         chains.append({
-            "ops": b - a, "time_us": float(time_us[i]), "known": bool(known[i]), "bytes": m,
+            "ops": b - a, "time_us": float(time_us[i]), "fp32_us": float(fp32_us[i]), "known": bool(known[i]),
+            "bytes": m,
             "flops": float(flops[i]), "tbps": float(tbps[i]), "bw_share": float(tbps[i]) / bw,
             "measured": bool(measured[i]), "n_measured": int(n_measured[i]), "shapeless": shapeless,
             "intensity": float(flops[i]) / m if m else math.inf,
