@@ -56,7 +56,6 @@ import shlex
 from diagnose.engine import Quiet, Rule, Threshold, severity_ladder
 from diagnose.findings import Evidence, Finding
 from diagnose.fixes import comment, fix
-from diagnose.metrics.compiled import compiled_steps
 from diagnose.metrics.pyframes import NO_SAMPLE
 
 LOWER = {"high": "medium", "medium": "low", "low": "low"}
@@ -136,7 +135,7 @@ class HostBound(Rule):
         if pageable["count"] and not loader and top_code is None:
             fixes.reverse()
         compiled_note = ""
-        if not loader and compiled_steps(ctx.trace, m.steps.windows).compiled:
+        if not loader and m.compiled.compiled:
             fixes.insert(0, fix("cuda-graphs", code=_whole_step_graph_code()))
             compiled_note = ("; the step runs torch.compile'd code and reads from no DataLoader, so its host work is "
                              "the compiled call's own Python, which one CUDA graph of the whole step skips")
