@@ -120,6 +120,15 @@ def _get(field: str, items) -> list:
     return list(map(attrgetter(field), items))
 
 
+def _external_ids(args: list) -> list:
+    """Each event's `External id`, or the lower-case spelling old kineto gave GPU and runtime records
+    (Args.any_external_id, read a column at a time)."""
+    ids = _get("external_id", args)
+    if None not in ids:
+        return ids
+    return [i if i is not None else old for i, old in zip(ids, _get("legacy_external_id", args))]
+
+
 def _args(events: list[Event]) -> list:
     args = _get("args", events)
     return [a if a is not None else EMPTY_ARGS for a in args] if None in args else args
@@ -203,7 +212,7 @@ class FrameBuilder:
         out["device"].append(_piece(_device(events, args, "device", "pid")))
         out["stream"].append(_piece(_device(events, args, "stream", "tid")))
         out["correlation"].append(id_array(_get("correlation", args)))
-        out["external_id"].append(id_array(_get("any_external_id", args)))
+        out["external_id"].append(id_array(_external_ids(args)))
         grids = _codes(self._launch_dims, map(bytes, _get("grid", args)))
         blocks = _codes(self._launch_dims, map(bytes, _get("block", args)))
         out["grid"].append(grids)
@@ -217,7 +226,7 @@ class FrameBuilder:
         out["pid"].append(_piece(_get("pid", events)))
         out["tid"].append(_piece(_get("tid", events)))
         out["correlation"].append(id_array(_get("correlation", args)))
-        out["external_id"].append(id_array(_get("any_external_id", args)))
+        out["external_id"].append(id_array(_external_ids(args)))
 
     def _ops(self, events: list[Event], out: dict) -> None:
         args = _args(events)
@@ -225,7 +234,7 @@ class FrameBuilder:
         out["cat"].append(self._cat)
         out["pid"].append(_piece(_get("pid", events)))
         out["tid"].append(_piece(_get("tid", events)))
-        out["external_id"].append(id_array(_get("any_external_id", args)))
+        out["external_id"].append(id_array(_external_ids(args)))
         out["input_dims"].append(_codes(self._shapes, map(bytes, _get("input_dims", args))))
         out["input_types"].append(_codes(self._shapes, map(bytes, _get("input_types", args))))
 
