@@ -1,6 +1,7 @@
 """Where diagnose's time goes on one trace: decode, metrics, rules and report, as ratios to the floor.
 
     .venv/bin/python benchmarks/bench_phases.py /tmp/big/trace.json --runs 3 [--before /tmp/old-src]
+        [--hta /tmp/hta-venv/bin/python] [--memory]
 
 Each run is a child process of the project's interpreter (--python), one after another and
 interleaved: the floor (bench_vs_hta.py's FLOOR_CHILD: read the file and one typed
@@ -17,7 +18,14 @@ machine minutes apart. Phases, timed inside the child (imports and interpreter s
 - report: the rest of `diagnose_trace` (summary, details, verdict) and the JSON and HTML reports.
 
 The headline ratios are each phase ÷ the floor's read + decode of the same run pair, and
-analysis (metrics + rules + report) ÷ the floor. Results go to --json as well as stdout.
+analysis (metrics + rules + report) ÷ the floor; beside them the whole child processes' wall
+times, diagnose ÷ floor pair by pair. With --hta (the python of a venv holding
+HolisticTraceAnalysis), HTA loads the same trace and breaks down its idle time once per trace,
+after the first round (bench_vs_hta.py's HTA_CHILD): HTA ÷ diagnose, each diagnose run of the
+trace against that HTA run. With --memory, one more run of the whole command
+(`python -m diagnose TRACE -o OUT -q`), not timed, samples the proportional set size of it and
+its decoding child (benchmarks/peak_memory.py): peak ÷ the file's size. Every child records the
+load average before it started. Results go to --json as well as stdout.
 """
 from __future__ import annotations
 
@@ -31,7 +39,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_vs_hta import FLOOR_CHILD, machine  # noqa: E402
+import peak_memory  # noqa: E402
+from bench_vs_hta import FLOOR_CHILD, HTA_CHILD, _alone, machine  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -76,6 +85,7 @@ print("RESULT " + json.dumps({"import_s": t1 - t0, "decode_s": t2 - t1, "metrics
 
 def child(cmd: list[str], env: dict | None = None) -> dict:
     """Run one child and return its RESULT line, with its wall time and maximum resident set."""
+    load = os.getloadavg()[0]
     t = time.perf_counter()
     # run from / so that `python -c` finds diagnose where PYTHONPATH or the installed package says,
     # not in the working directory
@@ -86,7 +96,7 @@ def child(cmd: list[str], env: dict | None = None) -> dict:
         raise SystemExit(f"bench_phases: {cmd[:3]} failed:\n{done.stderr[-2000:]}")
     line = next(x for x in done.stdout.splitlines() if x.startswith("RESULT "))
     rss = next(x for x in done.stderr.splitlines() if x.startswith("MAXRSS "))
-    return {**json.loads(line[7:]), "wall_s": wall, "maxrss_mb": int(rss.split()[1]) / 1e3}
+    return {**json.loads(line[7:]), "wall_s": wall, "maxrss_mb": int(rss.split()[1]) / 1e3, "load_before": load}
 
 
 def phases(python: str, trace: str, tree: Path | None) -> dict:
@@ -108,6 +118,24 @@ def summarise(runs: list[dict], floors: list[dict]) -> dict:
     return out
 
 
+def _spread(values: list[float]) -> dict:
+    return {"median": statistics.median(values), "min": min(values), "max": max(values)}
+
+
+def whole(row: dict) -> dict:
+    """Whole-process ratios: diagnose ÷ floor wall time pair by pair, HTA ÷ diagnose, peak memory ÷ file."""
+    out: dict = {}
+    for side in ("after", "before"):
+        if row[side]:
+            out[side + "_over_floor_wall"] = _spread([r["wall_s"] / f["wall_s"] for r, f in zip(row[side], row["floor"])])
+    if row.get("hta"):
+        out["hta_over_diagnose_wall"] = _spread([row["hta"]["wall_s"] / r["wall_s"] for r in row["after"]])
+        out["hta_maxrss_over_file"] = row["hta"]["maxrss_mb"] / row["file_mb"]
+    if row.get("memory"):
+        out["diagnose_peak_pss_over_file"] = row["memory"]["peak_pss_sum"] / 1e6 / row["file_mb"]
+    return out
+
+
 def _line(row: dict) -> str:
     """One trace's medians: each phase in seconds and ÷ the floor."""
     out = [f"{row['trace']} ({row['file_mb']:.0f} MB): floor {row['floor_summary']['read_decode_s']['median']:.2f} s"]
@@ -117,6 +145,8 @@ def _line(row: dict) -> str:
             out.append(f"  {side}: " + ", ".join(
                 f"{k[:-2]} {s[k]['median']:.2f} s ({s[k]['over_floor']['median']:.2f}x)"
                 for k in ("decode_s", "metrics_s", "rules_s", "report_s", "analysis_s", "total_s")))
+    out += [f"  {k}: {v['median']:.2f} ({v['min']:.2f}-{v['max']:.2f})" if isinstance(v, dict) else f"  {k}: {v:.2f}"
+            for k, v in row["whole"].items()]
     return "\n".join(out)
 
 
@@ -128,6 +158,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--python", default=str(ROOT / ".venv" / "bin" / "python"))
     p.add_argument("--before", type=Path, help="another diagnose source tree to time the same way")
     p.add_argument("--json", type=Path, help="write the results here too")
+    p.add_argument("--hta", help="python of a venv with HolisticTraceAnalysis: one HTA run per trace")
+    p.add_argument("--memory", action="store_true", help="one more whole-command run sampling peak PSS")
+    p.add_argument("--work", type=Path, default=Path("/tmp/bench-phases"), help="scratch folder (HTA's trace "
+                   "folder, the reports of the memory run)")
     args = p.parse_args(argv)
     results = {"machine": machine(), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
                "load_average": {"start": os.getloadavg()}, "traces": []}
@@ -135,11 +169,18 @@ def main(argv: list[str] | None = None) -> int:
         file = Path(trace)
         data = file if file.is_file() else next(file.glob("trace.json*"))
         row = {"trace": trace, "file_mb": data.stat().st_size / 1e6, "floor": [], "after": [], "before": []}
-        for _ in range(args.runs):
+        for i in range(args.runs):
             row["floor"].append(child([args.python, "-c", FLOOR_CHILD, str(data)]))
             row["after"].append(phases(args.python, trace, None))
             if args.before:
                 row["before"].append(phases(args.python, trace, args.before))
+            if i == 0 and args.hta:
+                row["hta"] = child([args.hta, "-c", HTA_CHILD, str(_alone(data, args.work))])
+        if args.memory:
+            load = os.getloadavg()[0]
+            row["memory"] = {**peak_memory.measure([args.python, "-m", "diagnose", trace, "-o",
+                                                    str(args.work / "memory-run"), "-q"]), "load_before": load}
+            row["memory"].pop("timeline")
         for side in ("after", "before"):
             for r in row[side]:
                 r["analysis_s"] = r["metrics_s"] + r["rules_s"] + r["report_s"]
@@ -149,6 +190,7 @@ def main(argv: list[str] | None = None) -> int:
         floor = [f["read_s"] + f["decode_s"] for f in row["floor"]]
         row["floor_summary"] = {"read_decode_s": {"median": statistics.median(floor), "min": min(floor),
                                                   "max": max(floor)}}
+        row["whole"] = whole(row)
         results["traces"].append(row)
         print(_line(row), flush=True)
     results["load_average"]["end"] = os.getloadavg()

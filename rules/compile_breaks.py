@@ -46,7 +46,7 @@ from diagnose.errors import InputError
 from diagnose.findings import Evidence, Finding
 from diagnose.fixes import CODE_COLUMNS, comment, fix
 from diagnose.format import short_name
-from diagnose.metrics.compiled import compiled_steps, load_compile_record
+from diagnose.metrics.compiled import load_compile_record
 from diagnose.trace import schemas
 
 SOURCE_MAX_BYTES = 16 << 20
@@ -80,8 +80,8 @@ class CompileBreaks(Rule):
     def check(self, ctx, t):
         """Measure the time between compiled graphs and the recompile time, and judge their share."""
         m = ctx.metrics
-        budget, windows = m.budget, m.steps.windows
-        cs = compiled_steps(ctx.trace, windows)
+        budget = m.budget
+        cs = m.compiled
         record = load_compile_record(ctx.trace, ctx.warnings)
         if not cs.compiled:
             return Skip("no torch.compile region in the trace (no `Torch-Compiled Region` range, CompiledFxGraph "

@@ -80,6 +80,7 @@ from __future__ import annotations
 import dataclasses
 import math
 
+import numpy as np
 import pandas as pd
 
 from diagnose.devices import DeviceSpec
@@ -224,7 +225,7 @@ def _measure(ctx, t, ops: pd.DataFrame, step_us: float, n: int) -> "_Placed | Qu
         return Skip(f"matmul/convolution kernels take {matrix_share:.0%} of the step but their ops' shapes "
                     f"were not recorded ({_no_shapes_reason(matrix)}), so their FLOPs and roofline position "
                     "are unknown")
-    rows = pd.DataFrame([_place(r, spec, t) for r in known.itertuples()], index=known.index)
+    rows = _place_all(known, spec, t)
     cb = rows[rows["compute_bound"]]
     defects = cb[cb["issue"].isin(list(FIX_OF_ISSUE)) & (cb["saving_us"] > 0)]
     defect_saving = m.per_step(defects["saving_us"].sum()) / step_us
@@ -274,60 +275,108 @@ def _no_shapes_reason(matrix: pd.DataFrame) -> str:
     return "profile with record_shapes=True"
 
 
-def _place(row, spec, t) -> dict:
-    """Roofline position, precision as run, issue and estimated time after the fix of one op."""
-    rung = rung_of(row.dtype)
-    tc = row.tensor_core
-    tc = None if tc is pd.NA or (isinstance(tc, float) and math.isnan(tc)) else bool(tc)
-    if tc is None and not pd.isna(row.tensor_pct):
-        tc = row.tensor_pct >= MEASURED_TENSOR_PCT
-    achieved = row.flops / row.matrix_us / 1e6 if row.matrix_us > 0 else 0.0
-    if rung == "fp32":
-        if tc is None:
-            tc = achieved > (spec.peak("fp32") or math.inf)
-        rung_run = "tf32" if tc and spec.peak("tf32") else "fp32"
-    elif rung in ("bf16", "fp16", "fp8", "int8"):
-        rung_run = rung if tc is not False else "fp32"
-    else:
-        rung_run = rung or "fp32"
-    measured = isinstance(row.bound, str)
-    moved = row.dram_bytes if measured and row.dram_bytes > 0 else row.bytes
-    intensity = row.flops / moved if moved and moved > 0 else math.inf
-    shaped = row.flops / row.bytes if row.bytes and row.bytes > 0 else math.inf
-    ridge = spec.ridge(rung_run) or spec.ridge("fp32") or math.inf
-    # A measured class only adds: speed of light says what limits this kernel (a misaligned fallback
-    # is latency-bound), not that the product stopped being compute-shaped.
-    compute_bound = max(intensity, shaped) >= t["min_ridge_share"] * ridge or row.bound == "compute-bound"
-    peak = spec.peak(rung_run) or math.nan
-    impossible = achieved > peak  # faster than the units it ran on can go: its FLOPs or its time are wrong
-    if impossible:
-        compute_bound = False
-    issue, target = None, None
-    esize = DTYPE_BYTES.get(row.dtype, 4)
-    align = max(1, int(t["align_bytes"] // esize))
-    bad_dims = _misaligned(row, align)
-    if compute_bound:
-        if rung_run == "fp32" and tc:  # fp32 on matrix cores without TF32 (AMD MFMA): 16-bit is the next rung
-            issue, target = "next-rung", spec.half_rung()
-        elif tc is False or rung_run == "fp32":
-            issue, target = "tensor-cores-unused", spec.half_rung()
-        elif bad_dims:
-            issue, target = "misaligned", rung_run
-        elif achieved >= t["near_peak_share"] * peak and spec.next_rung(rung_run):
-            issue, target = "next-rung", spec.next_rung(rung_run)
-    after = math.nan
-    if target:
-        tflops = spec.achievable(target)
-        new_bytes = row.bytes * RUNG_BYTES.get(target, esize) / esize if issue != "misaligned" else row.bytes
-        after = max(row.flops / tflops / 1e6, new_bytes / spec.achievable_tbps / 1e6) if tflops else math.nan
-    saving = max(0.0, row.matrix_us - after) if not math.isnan(after) else 0.0
-    return {"op_name": row.op_name, "shapes": row.shapes, "kernel": row.kernel, "matrix_us": row.matrix_us,
-            "flops": row.flops, "bytes": row.bytes, "dtype": row.dtype, "rung": rung_run, "achieved": achieved,
-            "peak": peak, "intensity": intensity, "ridge": ridge, "compute_bound": compute_bound,
-            "issue": issue, "target": target, "after_us": after, "saving_us": saving, "bad_dims": bad_dims,
-            "impossible": impossible,
-            "m": row.m, "n": row.n, "k": row.k, "kind": row.kind, "measured": measured,
-            "sm_pct": row.sm_pct, "tensor_pct": row.tensor_pct, "dram_pct": row.dram_pct, "bound": row.bound}
+def _per_distinct(values: pd.Series, f) -> np.ndarray:
+    """f of each row's value, called once per distinct value (missing values as NaN), as an object array."""
+    codes, distinct = pd.factorize(values, use_na_sentinel=True)
+    out = np.empty(len(distinct) + 1, dtype=object)
+    out[:-1] = [f(v) for v in distinct]
+    out[-1] = f(math.nan)  # code -1: a missing value, which the row read as NaN
+    return out[codes]
+
+
+def _tensor_cores(flag, pct) -> int:
+    """Tensor-core use as recorded, else as measured: 1 yes, 0 no, -1 unknown."""
+    tc = None if flag is pd.NA or (isinstance(flag, float) and math.isnan(flag)) else bool(flag)
+    if tc is None and not pd.isna(pct):
+        tc = pct >= MEASURED_TENSOR_PCT
+    return -1 if tc is None else int(tc)
+
+
+def _place_all(known: pd.DataFrame, spec, t) -> pd.DataFrame:
+    """Roofline position, precision as run, issue and estimated time after the fix of every op, one row
+    each (the index of `known`), in column operations: precision, ceilings and alignment are worked out
+    once per distinct dtype, rung or shape, the rest over whole columns."""
+    flops = known["flops"].to_numpy(float)
+    us = known["matrix_us"].to_numpy(float)
+    nbytes = known["bytes"].to_numpy(float)
+    dram = pd.to_numeric(known["dram_bytes"], errors="coerce").to_numpy(float)
+    bound = known["bound"].tolist()
+    with np.errstate(divide="ignore", invalid="ignore"):
+        achieved = np.where(us > 0, flops / us / 1e6, 0.0)
+    rung = _per_distinct(known["dtype"], rung_of)
+    esize = _per_distinct(known["dtype"], lambda d: DTYPE_BYTES.get(d, 4))
+    tc = np.fromiter(map(_tensor_cores, known["tensor_core"].tolist(), known["tensor_pct"].tolist()), np.int8,
+                     len(known))
+    fp32 = rung == "fp32"
+    tc = np.where(fp32 & (tc == -1), achieved > (spec.peak("fp32") or math.inf), tc).astype(np.int8)
+    half = np.isin(rung, ["bf16", "fp16", "fp8", "int8"])
+    run = np.where(rung == None, "fp32", rung).astype(object)  # noqa: E711 - elementwise
+    run[fp32] = "tf32" if spec.peak("tf32") else "fp32"
+    run[fp32 & (tc != 1)] = "fp32"
+    run[half & (tc == 0)] = "fp32"
+    distinct_runs = set(run.tolist())
+    ridge_of = {r: spec.ridge(r) or spec.ridge("fp32") or math.inf for r in distinct_runs}
+    peak_of = {r: spec.peak(r) or math.nan for r in distinct_runs}
+    ridge = np.array([ridge_of[r] for r in run.tolist()], dtype=float)
+    peak = np.array([peak_of[r] for r in run.tolist()], dtype=float)
+    measured = np.array([isinstance(b, str) for b in bound], dtype=bool)
+    moved = np.where(measured & (dram > 0), dram, nbytes)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        intensity = np.where(moved > 0, flops / moved, math.inf)
+        shaped = np.where(nbytes > 0, flops / nbytes, math.inf)
+    said_compute = np.array([b == "compute-bound" for b in bound], dtype=bool)
+    compute_bound = (np.where(shaped > intensity, shaped, intensity) >= t["min_ridge_share"] * ridge) | said_compute
+    impossible = achieved > peak
+    compute_bound &= ~impossible
+    align = [max(1, int(t["align_bytes"] // e)) for e in esize.tolist()]
+    memo: dict = {}
+    bad_dims = [memo[key] if key in memo else memo.setdefault(key, _bad_dims(*key))
+                for key in zip(known["kind"].tolist(), known["k"].tolist(), known["n"].tolist(), align)]
+    issue = np.full(len(known), None, dtype=object)
+    target = np.full(len(known), None, dtype=object)
+    open_ = compute_bound.copy()
+    pick = open_ & (run == "fp32") & (tc == 1)  # fp32 on matrix cores without TF32 (AMD MFMA)
+    issue[pick], target[pick], open_ = "next-rung", spec.half_rung(), open_ & ~pick
+    pick = open_ & ((tc == 0) | (run == "fp32"))
+    issue[pick], target[pick], open_ = "tensor-cores-unused", spec.half_rung(), open_ & ~pick
+    pick = open_ & np.array([b is not None for b in bad_dims], dtype=bool)
+    issue[pick], target[pick], open_ = "misaligned", run[pick], open_ & ~pick
+    next_of = {r: spec.next_rung(r) for r in distinct_runs}
+    nxt = np.array([next_of[r] for r in run.tolist()], dtype=object)
+    pick = open_ & (achieved >= t["near_peak_share"] * peak) & (nxt != None)  # noqa: E711 - elementwise
+    issue[pick], target[pick] = "next-rung", nxt[pick]
+    after = np.full(len(known), math.nan)
+    for goal in {g for g in target.tolist() if g}:
+        tflops = spec.achievable(goal)
+        if not tflops:
+            continue
+        rows = target == goal
+        e, b = esize[rows].astype(float), nbytes[rows]
+        factor = RUNG_BYTES[goal] if goal in RUNG_BYTES else e
+        new_bytes = np.where(issue[rows] != "misaligned", b * factor / e, b)
+        compute_us = flops[rows] / tflops / 1e6
+        memory_us = new_bytes / spec.achievable_tbps / 1e6
+        after[rows] = np.where(memory_us > compute_us, memory_us, compute_us)
+    left = us - after
+    saving = np.where(np.isnan(after) | ~(left > 0.0), 0.0, left)
+    columns = {
+        "op_name": known["op_name"].tolist(), "shapes": known["shapes"].tolist(), "kernel": known["kernel"].tolist(),
+        "matrix_us": known["matrix_us"].tolist(), "flops": known["flops"].tolist(), "bytes": known["bytes"].tolist(),
+        "dtype": known["dtype"].tolist(), "rung": run.tolist(), "achieved": achieved.tolist(), "peak": peak.tolist(),
+        "intensity": intensity.tolist(), "ridge": ridge.tolist(), "compute_bound": compute_bound.tolist(),
+        "issue": issue.tolist(), "target": target.tolist(), "after_us": after.tolist(), "saving_us": saving.tolist(),
+        "bad_dims": bad_dims, "impossible": impossible.tolist(),
+        "m": known["m"].tolist(), "n": known["n"].tolist(), "k": known["k"].tolist(), "kind": known["kind"].tolist(),
+        "measured": measured.tolist(), "sm_pct": known["sm_pct"].tolist(), "tensor_pct": known["tensor_pct"].tolist(),
+        "dram_pct": known["dram_pct"].tolist(), "bound": bound}
+    return pd.DataFrame(columns, index=known.index)
+
+
+def _bad_dims(kind, k, n, align: int) -> str | None:
+    """'K = 8191' etc. when a leading dimension is not a multiple of `align` elements."""
+    names = (("K", k), ("N", n)) if kind == "gemm" else (("output channels", n),)
+    bad = [f"{name} = {int(v)}" for name, v in names if v is not None and not pd.isna(v) and int(v) % align]
+    return ", ".join(bad) or None
 
 
 def _measured_evidence(cb: pd.DataFrame) -> list[Evidence]:
@@ -366,13 +415,6 @@ def _measured_basis(cb: pd.DataFrame) -> str:
     return (f"FLOPs estimated from shapes, kernel time measured; SM throughput, tensor-pipe activity and DRAM "
             f"bytes measured by Nsight Compute for {which} compute-bound ops (their class from its "
             f"speed-of-light numbers){also}")
-
-
-def _misaligned(row, align: int) -> str | None:
-    """'K = 8191' etc. when a leading dimension is not a multiple of `align` elements."""
-    names = (("K", row.k), ("N", row.n)) if row.kind == "gemm" else (("output channels", row.n),)
-    bad = [f"{name} = {int(v)}" for name, v in names if v is not None and not pd.isna(v) and int(v) % align]
-    return ", ".join(bad) or None
 
 
 def _issue_label(issue: str, part: pd.DataFrame) -> str:

@@ -50,6 +50,7 @@ import dataclasses
 import math
 import re
 
+import numpy as np
 import pandas as pd
 
 from diagnose.devices import DeviceSpec
@@ -217,7 +218,7 @@ def _measure(ctx, t, ops: pd.DataFrame, step_us: float, n: int) -> "_Streaming |
         return Quiet(f"no GEMV-shaped weight matmul: the smallest has {rows.min():.0f} rows > "
                      f"{t['max_rows']:.0f} (compute-shaped, e.g. prefill or training)")
     gemv["rows"] = gemv["m"].astype(float)
-    gemv["weight_bytes"] = [_weight_bytes(r) for r in gemv.itertuples()]
+    gemv["weight_bytes"] = _weight_bytes(gemv)
     return _streaming(m, step_us, n, gemv, float(gemv["rows"].mode().iloc[0]),
                       8 * DTYPE_BYTES.get(gemv["dtype"].mode().iloc[0], 2),
                       "weight bytes estimated from shapes, kernel time measured")
@@ -316,10 +317,13 @@ def _bits_from_names(gemv: pd.DataFrame) -> int:
     return 16
 
 
-def _weight_bytes(row) -> float:
-    """Bytes of the weight, the second operand of x @ W (as nn.Linear, mm and addmm are used): K × N."""
-    esize = 1 if row.op_name in ("aten::_int_mm", "aten::_scaled_mm") else DTYPE_BYTES.get(row.dtype, 2)
-    return float(row.k) * float(row.n) * esize
+def _weight_bytes(gemv: pd.DataFrame) -> np.ndarray:
+    """Bytes of each op's weight, the second operand of x @ W (as nn.Linear, mm and addmm are used): K × N,
+    the element size worked out once per distinct dtype."""
+    dtypes = pd.unique(gemv["dtype"])
+    size = gemv["dtype"].map(dict(zip(dtypes, (DTYPE_BYTES.get(d, 2) for d in dtypes)))).to_numpy(float)
+    esize = np.where(gemv["op_name"].isin(["aten::_int_mm", "aten::_scaled_mm"]).to_numpy(bool), 1.0, size)
+    return gemv["k"].to_numpy(float) * gemv["n"].to_numpy(float) * esize
 
 
 def _offenders(gemv: pd.DataFrame, n: int) -> list[dict]:

@@ -56,8 +56,8 @@ import shlex
 from diagnose.engine import Quiet, Rule, Threshold, severity_ladder
 from diagnose.findings import Evidence, Finding
 from diagnose.fixes import comment, fix
-from diagnose.metrics.compiled import compiled_steps
 from diagnose.metrics.pyframes import NO_SAMPLE
+from diagnose.trace.names import name_has
 
 LOWER = {"high": "medium", "medium": "low", "low": "low"}
 MAX_OFFENDERS = 8
@@ -130,13 +130,13 @@ class HostBound(Rule):
         if pageable["count"]:
             evidence.append(Evidence("pageable host-to-device copies per step", pageable["count"]))
             evidence.append(Evidence("time in pageable copies per step", round(pageable["us"], 1), unit="µs"))
-        loader = split.fillers["name"].str.contains("DataLoader").any() if len(split.fillers) else False
+        loader = name_has(split.fillers["name"], "DataLoader").any() if len(split.fillers) else False
         top_code = offenders[0].get("code") if offenders and "code" in offenders[0] else None
         fixes = [fix("dataloader-workers", code=_loader_code(top_code)), fix("pinned-memory", code=_pinned_code())]
         if pageable["count"] and not loader and top_code is None:
             fixes.reverse()
         compiled_note = ""
-        if not loader and compiled_steps(ctx.trace, m.steps.windows).compiled:
+        if not loader and m.compiled.compiled:
             fixes.insert(0, fix("cuda-graphs", code=_whole_step_graph_code()))
             compiled_note = ("; the step runs torch.compile'd code and reads from no DataLoader, so its host work is "
                              "the compiled call's own Python, which one CUDA graph of the whole step skips")
@@ -203,7 +203,7 @@ def _where_silent_went(split, budget, per_step: float) -> str:
 
 
 def _pageable_copies(ops, n: int) -> dict:
-    copies = ops[(ops["cat"] == "memcpy") & ops["name"].str.contains("Pageable")]
+    copies = ops[(ops["cat"] == "memcpy") & name_has(ops["name"], "Pageable")]
     return {"count": round(len(copies) / n, 1), "us": float(copies["dur"].sum()) / n}
 
 

@@ -79,10 +79,9 @@ from diagnose.findings import Evidence, Finding
 from diagnose.fixes import fix, optimizer_code
 from diagnose.metrics.comm import is_comm
 from diagnose.metrics.compiled import cudagraph_skips
-from diagnose.metrics.host import sync_calls
 from diagnose.memory.details import step_windows
 from diagnose.memory.patterns import kv_appends, step_index
-from diagnose.metrics.optimizer import SINGLE, optimizer_steps
+from diagnose.metrics.optimizer import SINGLE
 
 KV_MAX_APPEND = 16  # positions a decode step appends (speculative decoding adds a few)
 KV_MIN_CACHE = 16   # positions a cache holds before it counts as one
@@ -215,7 +214,7 @@ class LaunchOverhead(Rule):
 
 def _single_tensor_optimizer(m, min_share: float):
     """The single-tensor optimizer that launches at least `min_share` of the step's kernels, or None."""
-    single = [o for o in optimizer_steps(m) if o.impl == SINGLE and o.launch_share >= min_share]
+    single = [o for o in m.optimizer_steps if o.impl == SINGLE and o.launch_share >= min_share]
     return single[0] if single else None
 
 
@@ -223,7 +222,7 @@ def _syncs_between_launches(trace, m) -> tuple[float, str]:
     """(host syncs per step made between the step's first and last kernel launch, the op that makes most
     of them)."""
     windows = m.steps.windows
-    syncs = sync_calls(trace, windows)
+    syncs = m.sync_calls
     if not len(syncs) or not windows:
         return 0.0, ""
     launches = np.sort(m.step_kernels["launch_ts"].dropna().to_numpy(float))

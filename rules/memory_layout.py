@@ -34,6 +34,7 @@ import re
 from diagnose.engine import Quiet, Rule, Threshold
 from diagnose.findings import Evidence, Finding
 from diagnose.fixes import fix
+from diagnose.trace.names import name_search
 
 LAYOUT_KERNEL = re.compile(r"nchwToNhwc|nhwcToNchw|nchw2nhwc|nhwc2nchw", re.IGNORECASE)
 CONV_OP = re.compile(r"conv", re.IGNORECASE)
@@ -66,8 +67,7 @@ class MemoryLayout(Rule):
         m = ctx.metrics
         budget, n = m.budget, max(len(m.steps.windows), 1)
         kernels = m.step_kernels[m.step_kernels["cat"] == "kernel"]
-        names = kernels["name"].astype(str)
-        layout = kernels[names.str.contains(LAYOUT_KERNEL)]
+        layout = kernels[name_search(kernels["name"], LAYOUT_KERNEL)]
         # never more than the GPU's busy time: conversions overlapping other work save only their own span
         convert_us = min(float(layout["dur"].sum()) / n, budget.busy_us)
         share = budget.share(convert_us)
@@ -75,7 +75,7 @@ class MemoryLayout(Rule):
         if share < t["min_share"]:
             return Quiet(f"layout conversion kernels {share:.1%} of the step < {t['min_share']:.0%} "
                          f"({len(layout) / n:.0f} per step)")
-        conv_ops = kernels["op_name"].astype(str).str.contains(CONV_OP)
+        conv_ops = name_search(kernels["op_name"].astype(str), CONV_OP)
         norm_us, conv_us = layout_parts(kernels, n)
         saved = convert_us + norm_us * (1 - t["nhwc_batch_norm_ratio"]) + conv_us * (1 - t["nhwc_conv_ratio"])
         saved = min(saved, budget.busy_us)  # never more than the GPU's busy time

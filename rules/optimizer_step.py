@@ -35,7 +35,7 @@ from __future__ import annotations
 from diagnose.engine import Quiet, Rule, Threshold
 from diagnose.findings import Evidence, Finding
 from diagnose.fixes import fix, optimizer_code
-from diagnose.metrics.optimizer import SINGLE, optimizer_steps
+from diagnose.metrics.optimizer import SINGLE
 
 FUSED_TRAFFIC = {"Adam": 7 / 20, "AdamW": 7 / 20, "SGD": 5 / 8}
 DEFAULT_TRAFFIC = 0.5  # other optimizers: half the passes
@@ -63,7 +63,7 @@ class OptimizerStep(Rule):
 
     def check(self, ctx, t):
         """Find the optimizer's steps and weigh a single-tensor one against the step."""
-        found = optimizer_steps(ctx.metrics)
+        found = ctx.metrics.optimizer_steps
         if not found:
             return Quiet("no Optimizer.step range inside the measured steps")
         single = [o for o in found if o.impl == SINGLE]

@@ -31,7 +31,6 @@ from __future__ import annotations
 from diagnose.engine import Quiet, Rule, Threshold
 from diagnose.findings import Evidence, Finding
 from diagnose.fixes import fix
-from diagnose.metrics.host import sync_calls
 
 
 class SyncStall(Rule):
@@ -57,9 +56,9 @@ class SyncStall(Rule):
     def check(self, ctx, t):
         """Count syncs per step and the GPU idle time that follows them."""
         m = ctx.metrics
-        budget, steps = m.budget, m.steps
+        budget = m.budget
         n = budget.n_steps
-        syncs = sync_calls(ctx.trace, steps.windows)
+        syncs = m.sync_calls
         per_step = len(syncs) / n
         idle = budget.host_after_sync_us
         share = budget.share(idle)

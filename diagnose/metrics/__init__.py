@@ -10,10 +10,12 @@ from diagnose import devices, measured_peaks
 from diagnose.metrics import work
 from diagnose.metrics.accounting import Accounting, silent_outside_syncs, step_accounting
 from diagnose.metrics.comm import Communication, communication, rounds_per_step
+from diagnose.metrics.compiled import CompiledSteps, compiled_steps
 from diagnose.metrics.graph_capture import GraphCapture, graph_capture
-from diagnose.metrics.host import SilentSplit, merge_intervals, silent_split
+from diagnose.metrics.host import SilentSplit, merge_intervals, silent_split, sync_calls
 from diagnose.metrics.pyframes import PySamples, python_samples
 from diagnose.metrics.launches import join_launches
+from diagnose.metrics.optimizer import optimizer_steps
 from diagnose.metrics.step_time import StepBudget, step_budget
 from diagnose.metrics.steps import Steps, find_steps
 from diagnose.metrics.timeline import DEFAULTS as TIMELINE_DEFAULTS
@@ -114,6 +116,22 @@ class Metrics:
         if key not in self._shared:
             self._shared[key] = build()
         return self._shared[key]
+
+    @functools.cached_property
+    def compiled(self) -> CompiledSteps:
+        """Graphs entered, graph calls and host time between them in each measured step (metrics/compiled.py)."""
+        return compiled_steps(self.trace, self.steps.windows)
+
+    @functools.cached_property
+    def sync_calls(self) -> pd.DataFrame:
+        """Synchronising runtime calls made inside the steps' CPU ranges, each with the op that made it
+        (metrics/host.py)."""
+        return sync_calls(self.trace, self.steps.windows)
+
+    @functools.cached_property
+    def optimizer_steps(self) -> list:
+        """Every optimizer class stepped inside the measured steps, most launches first (metrics/optimizer.py)."""
+        return optimizer_steps(self)
 
     @functools.cached_property
     def launches(self) -> pd.DataFrame:

@@ -22,6 +22,7 @@ import pandas as pd
 
 from diagnose.collectives import is_collective_kernel
 from diagnose.metrics.host import intersect, length, merge_intervals
+from diagnose.trace.names import name_match
 
 COPY_CATS = ("memcpy", "memset", "gpu_memcpy", "gpu_memset")
 
@@ -132,7 +133,7 @@ def comm_rounds(trace, windows, comm_launch: np.ndarray) -> tuple[int, int]:
     ops = trace.ops
     if not len(ops) or not windows:
         return 0, 0
-    marks = ops[(ops["cat"] == "user_annotation") & ops["name"].astype(str).str.match(FORWARD)]
+    marks = ops[(ops["cat"] == "user_annotation") & name_match(ops["name"], FORWARD)]
     starts = np.sort(marks["ts"].to_numpy(float))
     forwards = rounds = 0
     for w in windows:

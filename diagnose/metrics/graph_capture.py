@@ -16,6 +16,7 @@ import numpy as np
 
 from diagnose.metrics.steps import Steps
 from diagnose.trace.model import KERNEL_LAUNCH, Trace
+from diagnose.trace.names import name_match, name_search
 
 BEGIN = re.compile(r"^(?:cuda|hip)StreamBeginCapture")
 END = re.compile(r"^(?:cuda|hip)StreamEndCapture")
@@ -55,14 +56,14 @@ def graph_capture(trace: Trace, steps: Steps) -> GraphCapture | None:
     runtime = trace.runtime
     if not len(runtime) or not steps.windows:
         return None
-    names = runtime["name"].astype(str)
-    begins = runtime[names.str.match(BEGIN)]
+    names = runtime["name"]
+    begins = runtime[name_match(names, BEGIN)]
     if not len(begins):
         return None
-    ends = runtime[names.str.match(END)].sort_values("ts")
+    ends = runtime[name_match(names, END)].sort_values("ts")
     start, stop = steps.windows[0].cpu_start, max(w.cpu_end for w in steps.windows)
     inside = runtime[(runtime["ts"] >= start) & (runtime["ts"] <= stop)]
-    launch_ts = inside.loc[inside["name"].astype(str).str.contains(KERNEL_LAUNCH), "ts"].to_numpy(float)
+    launch_ts = inside.loc[name_search(inside["name"], KERNEL_LAUNCH), "ts"].to_numpy(float)
     end_ts = ends["end"].to_numpy(float)
     captured, spans = np.zeros(len(launch_ts), dtype=bool), 0
     for b in begins["ts"].to_numpy(float):
@@ -74,6 +75,6 @@ def graph_capture(trace: Trace, steps: Steps) -> GraphCapture | None:
         captured |= (launch_ts >= b) & (launch_ts <= e)
     if not spans:
         return None
-    inst = int((inside["name"].astype(str).str.match(INSTANTIATE)).sum())
+    inst = int(name_match(inside["name"], INSTANTIATE).sum())
     return GraphCapture(captures=spans, captured_launches=int(captured.sum()), launches=len(launch_ts),
                         instantiations=inst)

@@ -15,6 +15,7 @@ import pandas as pd
 
 from diagnose.metrics.timeline import SYNC_CALL, name_matches
 from diagnose.trace.model import Trace
+from diagnose.trace.names import name_has, name_search
 
 STEP_MARKERS = ("diagnose/", "ProfilerStep#")
 # torch.compile's own ranges (dynamo tracing, AOT autograd, inductor codegen): compiling is setup
@@ -117,7 +118,7 @@ def host_work(trace: Trace, silent: pd.DataFrame) -> tuple[float, pd.DataFrame]:
     cpu = ops[ops["cat"] == "cpu_op"].reset_index(drop=True)
     launching = _launching_mask(trace, cpu)
     annotations = ops[ops["cat"] == "user_annotation"]
-    loader = annotations[annotations["name"].str.contains("DataLoader", regex=False)]
+    loader = annotations[name_has(annotations["name"], "DataLoader")]
     candidates = pd.concat([cpu[~launching], loader], ignore_index=True)
     covered = intersect(stretches, _spans(candidates))
     dispatch = _spans(cpu[launching])
@@ -193,7 +194,7 @@ def silent_split(trace: Trace, silent: pd.DataFrame) -> SilentSplit:
     setup = intersect(stretches, _spans(cpu[is_setup]))
     host = subtract(stretches, _spans(cpu[is_setup]))
     annotations = ops[ops["cat"] == "user_annotation"]
-    loader = annotations[annotations["name"].str.contains("DataLoader", regex=False)]
+    loader = annotations[name_has(annotations["name"], "DataLoader")]
     candidates = pd.concat([cpu[~is_setup], loader], ignore_index=True)
     named = intersect(host, _spans(candidates))
     runtime = trace.runtime
@@ -296,7 +297,7 @@ def _sums_in_order(values: np.ndarray, owner: np.ndarray, n: int) -> np.ndarray:
 def setup_mask(trace: Trace, cpu: pd.DataFrame) -> np.ndarray:
     """For each CPU op, whether it is setup-capable: it launches GPU work, or it is one of
     torch.compile's compiling ranges."""
-    return _launching_mask(trace, cpu) | cpu["name"].str.contains(COMPILE_OP).to_numpy(bool)
+    return _launching_mask(trace, cpu) | name_search(cpu["name"], COMPILE_OP)
 
 
 def sync_calls(trace: Trace, windows) -> pd.DataFrame:

@@ -12,6 +12,8 @@ import dataclasses
 
 import numpy as np
 
+from diagnose.trace.names import name_starts
+
 PREFIX = "Optimizer.step#"
 SINGLE, FOREACH, FUSED = "single-tensor", "foreach", "fused"
 
@@ -48,7 +50,7 @@ def optimizer_steps(metrics) -> list[OptimizerStep]:
         return []
     n = len(steps.windows)
     ops = trace.ops
-    ranges = ops[(ops["cat"] == "user_annotation") & ops["name"].astype(str).str.startswith(PREFIX)
+    ranges = ops[(ops["cat"] == "user_annotation") & name_starts(ops["name"], PREFIX)
                  & (ops["ts"] >= steps.start) & (ops["ts"] < steps.end) & ops["dur"].notna()]
     if not len(ranges):
         return []
@@ -64,9 +66,9 @@ def optimizer_steps(metrics) -> list[OptimizerStep]:
             picked |= ((kernels["launch_ts"] >= lo) & (kernels["launch_ts"] < hi)
                        & (kernels["launch_tid"] == row.tid)).to_numpy()
             inner |= ((cpu["ts"] >= lo) & (cpu["ts"] < hi) & (cpu["tid"] == row.tid)).to_numpy()
-        names = cpu.loc[inner, "name"].astype(str)
-        impl = (FUSED if names.str.startswith("aten::_fused_").any()
-                else FOREACH if names.str.startswith("aten::_foreach_").any() else SINGLE)
+        names = cpu.loc[inner, "name"]
+        impl = (FUSED if name_starts(names, "aten::_fused_").any()
+                else FOREACH if name_starts(names, "aten::_foreach_").any() else SINGLE)
         mine = kernels[picked]
         found.append(OptimizerStep(
             name=str(name)[len(PREFIX):].split(".")[0], impl=impl, calls=len(group) / n,

@@ -16,6 +16,7 @@ import pandas as pd
 
 from diagnose.metrics.host import COMPILE_OP, _spans, _touching, merge_intervals, overlap_us, self_held, setup_mask
 from diagnose.trace.model import Trace
+from diagnose.trace.names import name_match, name_search
 
 HELD_COLUMNS = ["step", "name", "ts", "host_us", "held_us", "kernel_us", "shapes", "compile"]
 COMPILED_REGION = re.compile(r"^Torch-Compiled Region: (\d+)/(\d+)$")
@@ -29,7 +30,7 @@ def held_ops(trace: Trace, windows, silent: pd.DataFrame, min_held_us: float) ->
     cpu = trace.cpu_ops
     cpu = cpu[_touching(cpu["ts"].to_numpy(float), cpu["end"].to_numpy(float), stretches)].reset_index(drop=True)
     cpu = cpu[setup_mask(trace, cpu)].reset_index(drop=True)
-    compiling = cpu["name"].str.contains(COMPILE_OP).to_numpy(bool)
+    compiling = name_search(cpu["name"], COMPILE_OP)
     outer = _outermost(cpu[compiling])
     launching = cpu[~compiling]
     launching = launching[~_inside(launching, outer)]
@@ -86,7 +87,7 @@ def compiled_versions(trace: Trace, windows) -> list[list[str]]:
     """Per step, the `Torch-Compiled Region: frame/version` ranges it ran: a new version number
     for the same frame is a recompile."""
     ops = trace.ops
-    marked = ops[ops["name"].str.match(COMPILED_REGION)] if len(ops) else ops
+    marked = ops[name_match(ops["name"], COMPILED_REGION)] if len(ops) else ops
     step = _step_of(marked["ts"].to_numpy(float), windows)
     out: list[list[str]] = [[] for _ in windows]
     for name, s in zip(marked["name"], step):

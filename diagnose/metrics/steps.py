@@ -20,6 +20,7 @@ import pandas as pd
 
 from diagnose.metrics.launches import lookup
 from diagnose.trace.model import Trace
+from diagnose.trace.names import name_match
 
 OUR_STEP = re.compile(r"^diagnose/step (\d+)$")
 PROFILER_STEP = re.compile(r"^ProfilerStep#(\d+)$")
@@ -85,7 +86,7 @@ def find_steps(trace: Trace) -> Steps:
                          (PROFILER_STEP, "ProfilerStep#N ranges recorded by torch.profiler")):
         if not len(annotations):
             break
-        marked = annotations[annotations["name"].str.match(pattern)]
+        marked = annotations[name_match(annotations["name"], pattern)]
         if len(marked):
             steps = Steps(_windows_from_ranges(trace, marked), how, annotated=True)
             # diagnose ran the warm-up itself before its ranges; a step after it that is slow is not cold
@@ -117,9 +118,9 @@ def _iteration_marks(annotations: pd.DataFrame) -> tuple[np.ndarray, str] | None
     """Cut points from the ranges a training loop opens once per iteration."""
     if not len(annotations):
         return None
-    names = annotations["name"].astype(str)
+    names = annotations["name"]
     for pattern, edge, how in ITERATION_MARKS:
-        marks = _outermost(annotations[names.str.match(pattern)])
+        marks = _outermost(annotations[name_match(names, pattern)])
         if len(marks) >= MIN_MARKS:
             cuts = marks["end" if edge == "end" else "ts"].to_numpy(float)
             return cuts, f"{how}: {len(marks)} marks, {len(marks) - 1} whole steps (no ProfilerStep ranges)"

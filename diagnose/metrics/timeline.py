@@ -27,6 +27,7 @@ from diagnose.metrics.launches import lookup
 from diagnose.metrics.steps import Steps
 from diagnose.thresholds import Threshold
 from diagnose.trace.model import Trace
+from diagnose.trace.names import name_search
 
 SYNC_CALL = re.compile(r"Synchronize|^(?:cuda|hip)Memcpy(?:2D)?$|^cuMemcpy(?:DtoH|HtoD)(?:_v2)?$")
 GRAPH_LAUNCH = re.compile(r"GraphLaunch")
@@ -236,5 +237,4 @@ def _per_step(steps: Steps, ops: pd.DataFrame, gaps: pd.DataFrame) -> pd.DataFra
 
 def name_matches(names: pd.Series, pattern: re.Pattern) -> np.ndarray:
     """`pattern.search` over a column of names, run once per distinct name (non-strings never match)."""
-    hits = {n for n in pd.unique(names) if isinstance(n, str) and pattern.search(n)}
-    return names.isin(hits).to_numpy(bool) if hits else np.zeros(len(names), dtype=bool)
+    return name_search(names, pattern)

@@ -101,12 +101,29 @@ def _run_workers(sources, config, workers: int, max_bytes, report) -> list[dict]
         return out
     context = multiprocessing.get_context("fork" if hasattr(os, "fork") else "spawn")
     out: list = [None] * total
-    with concurrent.futures.ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+    pool = concurrent.futures.ProcessPoolExecutor(max_workers=workers, mp_context=context)
+    try:
         futures = {pool.submit(analyse_rank, s, config, max_bytes): i for i, s in enumerate(sources)}
         for done, future in enumerate(concurrent.futures.as_completed(futures)):
             out[futures[future]] = future.result()  # an InputError is re-raised here, as one line
             report({"phase": "ranks", "done": done + 1, "total": total})
+    except BaseException:
+        _stop_workers(pool)
+        raise
+    pool.shutdown(wait=True)
     return out
+
+
+def _stop_workers(pool: concurrent.futures.ProcessPoolExecutor) -> None:
+    """End the pool at once (Ctrl-C, SIGTERM, a rank that failed): leaving its `with` block would wait
+    for every rank still queued. The workers are killed: they only read traces, and a worker that a
+    signal interrupts takes the next rank from the queue rather than stopping."""
+    workers = list((getattr(pool, "_processes", None) or {}).values())
+    pool.shutdown(wait=False, cancel_futures=True)
+    for worker in workers:
+        worker.kill()
+    for worker in workers:
+        worker.join(5)
 
 
 def _one_per_rank(results: list[dict]) -> tuple[list[dict], list[str]]:

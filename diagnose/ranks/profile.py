@@ -44,6 +44,7 @@ from diagnose.metrics.comm import comm_rounds, in_windows, is_comm, launch_times
 from diagnose.metrics.host import intersect, length, merge_intervals, subtract
 from diagnose.metrics.pyframes import NO_SAMPLE
 from diagnose.metrics.timeline import DEFAULTS as TIMELINE_DEFAULTS
+from diagnose.trace.names import name_starts
 
 TOP_OPS = 40
 MAX_KINDS = 600  # kernel kinds kept per rank for the cross-rank work measure; the rest count as they ran
@@ -242,7 +243,7 @@ def _host_ranges(metrics: Metrics, stretches: np.ndarray, n_steps: int) -> dict:
         rest = length(unnamed)
     if rest > 0 and samples is None:
         ops = metrics.trace.ops
-        marks = ops[(ops["cat"] == "user_annotation") & ~ops["name"].astype(str).str.startswith(STEP_MARKERS)]
+        marks = ops[(ops["cat"] == "user_annotation") & ~name_starts(ops["name"], STEP_MARKERS)]
         unnamed, rest = _name_by(marks, unnamed, out)
         unnamed, rest = _name_by(metrics.trace.python, unnamed, out)
     if rest > 0:

@@ -120,6 +120,15 @@ def _get(field: str, items) -> list:
     return list(map(attrgetter(field), items))
 
 
+def _external_ids(args: list) -> list:
+    """Each event's `External id`, or the lower-case spelling old kineto gave GPU and runtime records
+    (Args.any_external_id, read a column at a time)."""
+    ids = _get("external_id", args)
+    if None not in ids:
+        return ids
+    return [i if i is not None else old for i, old in zip(ids, _get("legacy_external_id", args))]
+
+
 def _args(events: list[Event]) -> list:
     args = _get("args", events)
     return [a if a is not None else EMPTY_ARGS for a in args] if None in args else args
@@ -163,8 +172,9 @@ class FrameBuilder:
         ts = np.array(_get("ts", chunk), dtype=float)
         finite = np.isfinite(ts)
         self.bad += int((~finite & (family >= GPU) & (family <= OPS)).sum())
-        for i in np.nonzero(finite & (phase == 2))[0].tolist():
-            self._memory(chunk[i], float(ts[i]))
+        instants = np.nonzero(finite & (phase == 2))[0]
+        if len(instants):
+            self._memory(chunk, instants, ts)
         spans = np.nonzero(finite & (phase == 1) & (family != NO_CAT))[0]
         dur = np.array(_get("dur", map(chunk.__getitem__, spans.tolist())), dtype=float)
         with np.errstate(over="ignore"):  # an end beyond the largest float is not a time either
@@ -199,59 +209,67 @@ class FrameBuilder:
         args = _args(events)
         out["name"].append(self._name_codes(events))
         out["cat"].append(self._cat)
-        out["device"] += _device(events, args, "device", "pid")
-        out["stream"] += _device(events, args, "stream", "tid")
+        out["device"].append(_piece(_device(events, args, "device", "pid")))
+        out["stream"].append(_piece(_device(events, args, "stream", "tid")))
         out["correlation"].append(id_array(_get("correlation", args)))
-        out["external_id"].append(id_array(_get("any_external_id", args)))
+        out["external_id"].append(id_array(_external_ids(args)))
         grids = _codes(self._launch_dims, map(bytes, _get("grid", args)))
         blocks = _codes(self._launch_dims, map(bytes, _get("block", args)))
         out["grid"].append(grids)
         out["block"].append(blocks)
         info = self._launch_dims.values
-        out["blocks"] += [info[c][2] for c in grids.tolist()]
+        out["blocks"].append(_piece([info[c][2] for c in grids.tolist()]))
 
     def _runtime(self, events: list[Event], out: dict) -> None:
         args = _args(events)
         out["name"].append(self._name_codes(events))
-        out["pid"] += _get("pid", events)
-        out["tid"] += _get("tid", events)
+        out["pid"].append(_piece(_get("pid", events)))
+        out["tid"].append(_piece(_get("tid", events)))
         out["correlation"].append(id_array(_get("correlation", args)))
-        out["external_id"].append(id_array(_get("any_external_id", args)))
+        out["external_id"].append(id_array(_external_ids(args)))
 
     def _ops(self, events: list[Event], out: dict) -> None:
         args = _args(events)
         out["name"].append(self._name_codes(events))
         out["cat"].append(self._cat)
-        out["pid"] += _get("pid", events)
-        out["tid"] += _get("tid", events)
-        out["external_id"].append(id_array(_get("any_external_id", args)))
+        out["pid"].append(_piece(_get("pid", events)))
+        out["tid"].append(_piece(_get("tid", events)))
+        out["external_id"].append(id_array(_external_ids(args)))
         out["input_dims"].append(_codes(self._shapes, map(bytes, _get("input_dims", args))))
         out["input_types"].append(_codes(self._shapes, map(bytes, _get("input_types", args))))
 
     def _gpu_annotations(self, events: list[Event], out: dict) -> None:
         args = _args(events)
         out["name"].append(self._name_codes(events))
-        out["device"] += _device(events, args, "device", "pid")
-        out["stream"] += _device(events, args, "stream", "tid")
+        out["device"].append(_piece(_device(events, args, "device", "pid")))
+        out["stream"].append(_piece(_device(events, args, "stream", "tid")))
 
     def _syncs(self, events: list[Event], out: dict) -> None:
         self._gpu_annotations(events, out)
         args = _args(events)
         out["correlation"].append(id_array(_get("correlation", args)))
-        out["wait_on_stream"] += _get("wait_on_stream", args)
+        out["wait_on_stream"].append(_piece(_get("wait_on_stream", args)))
 
     def _python(self, events: list[Event], out: dict) -> None:
         out["name"].append(self._name_codes(events))
-        out["tid"] += _get("tid", events)
+        out["tid"].append(_piece(_get("tid", events)))
 
-    def _memory(self, ev: Event, ts: float) -> None:
-        if ev.name != "[memory]" or ev.args is None:
+    def _memory(self, chunk: list[Event], instants: np.ndarray, ts: np.ndarray) -> None:
+        """The allocator's `[memory]` instant events among the chunk's instants, column by column."""
+        events = list(map(chunk.__getitem__, instants.tolist()))
+        keep = [i for i, (name, a) in enumerate(zip(_get("name", events), _get("args", events)))
+                if name == "[memory]" and a is not None]
+        if not keep:
             return
-        a, out = ev.args, self.columns["memory"]
-        for col, value in zip(MEMORY_COLUMNS, (ts, a.mem_bytes, a.total_allocated, a.total_reserved,
-                                               a.device_id, a.device_type, a.addr,
-                                               ev.tid if isinstance(ev.tid, int) else None)):
-            out[col].append(value)
+        if len(keep) < len(events):
+            events, instants = [events[i] for i in keep], instants[keep]
+        args, out = _get("args", events), self.columns["memory"]
+        out["ts"].append(ts[instants])
+        for col, field in (("bytes", "mem_bytes"), ("total_allocated", "total_allocated"),
+                           ("total_reserved", "total_reserved"), ("device_id", "device_id"),
+                           ("device_type", "device_type"), ("addr", "addr")):
+            out[col].append(_piece(_get(field, args)))
+        out["tid"].append(_piece([t if isinstance(t, int) else None for t in _get("tid", events)]))
 
     @classmethod
     def compacted(cls, columns: dict, bad: int) -> "FrameBuilder":
@@ -374,11 +392,21 @@ def _compact(col: str, values: list, table: list | None = None) -> Column:
         return Column(codes, frozenset(type(table[i]) for i in np.unique(codes).tolist()), table)
     if col in ARRAY_COLUMNS and values and isinstance(values[0], np.ndarray):
         return Column(np.concatenate(values), None)
+    if values and isinstance(values[0], Column):  # one piece per chunk (`_piece`)
+        return _join(values)
     types = frozenset(map(type, values))
     return Column(_array(values, types), types)
 
 
 NONE = frozenset({type(None)})
+
+
+def _piece(values: list) -> Column:
+    """One chunk's values of a column as a Column, made while the chunk's objects are fresh in the
+    cache (read back one by one at the end, the pointers of a whole column of Python values scatter
+    over the heap); `_join` appends the pieces as one list of all their values would have been made."""
+    types = frozenset(map(type, values))
+    return Column(_array(values, types), types)
 
 
 def _values(column: Column, none_view: bool = False):

@@ -7,6 +7,8 @@ import re
 
 import pandas as pd
 
+from diagnose.trace.names import name_search
+
 KERNEL_LAUNCH = re.compile(r"Launch(?:Kernel|CooperativeKernel)|cuLaunchKernel|hip\w*LaunchKernel|GraphLaunch")
 
 
@@ -62,7 +64,7 @@ class Trace:
         the GPU side of the trace was lost (CUPTI buffers dropped, or CUDA activity not recorded)."""
         if self.has_gpu_activity or not len(self.runtime):
             return 0
-        return int(self.runtime["name"].astype(str).str.contains(KERNEL_LAUNCH).sum())
+        return int(name_search(self.runtime["name"], KERNEL_LAUNCH).sum())
 
     @property
     def main_device(self) -> int | None:
