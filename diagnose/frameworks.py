@@ -103,7 +103,7 @@ def _event_frames(trace) -> list[tuple[str, str]]:
 
 def _model_frameworks(trace) -> list[Framework]:
     workload = (trace.capture or {}).get("workload") or {}
-    out = []
+    out: list[Framework] = []
     for model in workload.get("models") or []:
         module = str(model.get("module") or "")
         for prefix, key in MODEL_MODULES:
