@@ -115,3 +115,26 @@ def test_probe_on_a_gpu_is_within_10_percent_of_plain_pytorch(tmp_path):
     assert abs(record["tflops"]["bf16"] / bf16_tflops - 1) <= 0.10
     again, _ = measured_peaks.run_probe(cache_folder=tmp_path)
     assert again["cached"] is True and again["hbm_tbps"] == record["hbm_tbps"]
+
+
+def _fake_python(tmp_path, stdout: str, status: int = 0):
+    """An executable that stands in for a Python with a GPU: prints `stdout`, exits `status`."""
+    path = tmp_path / "fake-python"
+    path.write_text(f"#!/bin/sh\ncat <<'JSON'\n{stdout}\nJSON\necho 'no GPU here' >&2\nexit {status}\n")
+    path.chmod(0o755)
+    return str(path)
+
+
+def test_a_gpu_capture_carries_the_probe_record_and_a_failed_probe_is_a_warning(tmp_path):
+    from diagnose.capture.runner import _add_gpu_probe
+
+    meta = {"status": "ok", "device": {"name": "NVIDIA H200", "compute_capability": "9.0"}}
+    (tmp_path / "a").mkdir()
+    out = _add_gpu_probe(tmp_path / "a", dict(meta), _fake_python(tmp_path, json.dumps(RECORD)))
+    assert out["gpu_probe"]["hbm_tbps"] == 4.4
+    assert json.loads((tmp_path / "a" / "meta.json").read_text())["gpu_probe"] == RECORD
+    (tmp_path / "b").mkdir()
+    failed = _add_gpu_probe(tmp_path / "b", dict(meta), _fake_python(tmp_path, "", status=2))
+    assert "gpu_probe" not in failed and any("no GPU here" in w for w in failed["warnings"])
+    cpu = _add_gpu_probe(tmp_path / "b", {"status": "ok", "device": {"name": "CPU only"}}, "/nonexistent")
+    assert "gpu_probe" not in cpu and "warnings" not in cpu  # no GPU: nothing to probe, nothing said
