@@ -80,6 +80,10 @@ def print_summary(diagnosis: Diagnosis, console: Console, outputs: dict[str, str
         if f.fixes:
             fixes = f.fix_phrase() if f.fixes[0].prerequisite else ", ".join(x.id for x in f.fixes)
             console.print(f"    fix: [green]{safe(fixes)}[/] ({safe(f.fixes[0].title)})")
+            api = next((x for x in f.fixes if x.api), None)
+            if api is not None:  # written in the framework's API: its first line of code says what to change
+                line = next((ln for ln in api.code.splitlines() if ln.strip() and not ln.startswith("#")), "")
+                console.print(f"    in {safe(api.api)}: [green]{safe(line.strip())}[/]")
         for line in verify_lines(f):  # --verify
             console.print(f"    verify: {safe(line)}")
         if f.offenders:
