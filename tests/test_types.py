@@ -21,7 +21,7 @@ import pytest
 from conftest import ROOT
 
 PACKAGES = ["diagnose.metrics", "diagnose.memory", "diagnose.ncu", "diagnose.diff", "diagnose.report",
-            "diagnose.rules", "diagnose.ranks"]
+            "diagnose.rules", "diagnose.ranks", "diagnose.trace"]
 MODULES = ["diagnose.findings", "diagnose.engine", "diagnose.invariants", "diagnose.fixes", "diagnose.format",
            "diagnose.thresholds", "diagnose.config", "diagnose.errors", "diagnose.collectives",
            "diagnose.devices", "diagnose.step_timing"]
