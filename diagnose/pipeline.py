@@ -215,7 +215,7 @@ def write_outputs(diagnosis: Diagnosis, out: Path, html: bool = True) -> dict[st
     out.mkdir(parents=True, exist_ok=True)
     written = {}
     for renderer in report.file_renderers():
-        if renderer.name == "html" and not html:
+        if not renderer.filename or (renderer.name == "html" and not html):  # (file renderers have a filename)
             continue
         path = out / renderer.filename
         write_new(path, renderer.render(diagnosis).encode("utf-8"))

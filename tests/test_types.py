@@ -21,10 +21,10 @@ import pytest
 from conftest import ROOT
 
 PACKAGES = ["diagnose.metrics", "diagnose.memory", "diagnose.ncu", "diagnose.diff", "diagnose.report",
-            "diagnose.rules"]
+            "diagnose.rules", "diagnose.ranks", "diagnose.trace", "diagnose.commands"]
 MODULES = ["diagnose.findings", "diagnose.engine", "diagnose.invariants", "diagnose.fixes", "diagnose.format",
            "diagnose.thresholds", "diagnose.config", "diagnose.errors", "diagnose.collectives",
-           "diagnose.devices", "diagnose.step_timing"]
+           "diagnose.devices", "diagnose.step_timing", "diagnose.cli", "diagnose.pipeline", "diagnose.target"]
 
 
 def installed_tree(dest):

@@ -94,13 +94,13 @@ def _run_workers(sources, config, workers: int, max_bytes, report) -> list[dict]
     total = len(sources)
     report({"phase": "ranks", "done": 0, "total": total})
     if workers <= 1:
-        out = []
+        out: list = []
         for i, source in enumerate(sources):
             out.append(analyse_rank(source, config, max_bytes))
             report({"phase": "ranks", "done": i + 1, "total": total})
         return out
     context = multiprocessing.get_context("fork" if hasattr(os, "fork") else "spawn")
-    out: list = [None] * total
+    out = [None] * total
     pool = concurrent.futures.ProcessPoolExecutor(max_workers=workers, mp_context=context)
     try:
         futures = {pool.submit(analyse_rank, s, config, max_bytes): i for i, s in enumerate(sources)}
@@ -159,9 +159,9 @@ def _merge_findings(d: Diagnosis, chosen: list[dict]) -> None:
         if rule in present:
             continue
         first = next(r for r in chosen if r["profile"]["rank"] == ranks[0])
-        finding: Finding = first["findings"][rule]
-        finding.ranks = ranks
-        d.findings.append(finding)
+        theirs: Finding = first["findings"][rule]
+        theirs.ranks = ranks
+        d.findings.append(theirs)
         d.checked = [c for c in d.checked if c.rule != rule]
     d.findings.sort(key=lambda f: (f.est_speedup or 1.0, {"high": 2, "medium": 1, "low": 0}[f.severity]),
                     reverse=True)

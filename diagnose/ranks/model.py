@@ -119,15 +119,15 @@ class RankSet:
         """Per rank, GPU work per step: each kind of kernel it ran at its own median duration with no
         collective beside it; a kind that only ran beside collectives on this rank at the median over
         the other ranks' undisturbed medians, else the smallest median of any rank."""
-        with_kinds = [p for p in self.profiles if p.kernel_kinds]
+        with_kinds = [(p, p.kernel_kinds) for p in self.profiles if p.kernel_kinds]
         fallback: dict[str, float] = {}
-        for kind in {k for p in with_kinds for k in p.kernel_kinds}:
-            rows = [p.kernel_kinds[kind] for p in with_kinds if kind in p.kernel_kinds]
+        for kind in {k for _, kinds in with_kinds for k in kinds}:
+            rows = [kinds[kind] for _, kinds in with_kinds if kind in kinds]
             alone = [r[1] for r in rows if r[1] is not None]
             fallback[kind] = statistics.median(alone) if alone else min(r[2] for r in rows)
         return {p.rank: round(sum(row[0] * (row[1] if row[1] is not None else fallback[kind])
-                                  for kind, row in p.kernel_kinds.items()) + p.work_rest_us, 3)
-                for p in with_kinds}
+                                  for kind, row in kinds.items()) + p.work_rest_us, 3)
+                for p, kinds in with_kinds}
 
     def median_kernels(self, exclude: int | None = None) -> float:
         """The median number of kernels launched per step over the ranks (leaving out `exclude`)."""

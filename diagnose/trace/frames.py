@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from itertools import repeat
 from operator import attrgetter
-from typing import Iterable, NamedTuple
+from typing import Any, Callable, Iterable, NamedTuple
 
 import msgspec
 import numpy as np
@@ -39,9 +39,9 @@ MEMORY_COLUMNS = ["ts", "bytes", "total_allocated", "total_reserved", "device_id
                   "addr", "tid"]
 
 NO_CAT, GPU, RUNTIME, OPS, ANNOTATIONS, SYNCS, PYTHON, OTHER = range(8)
-FAMILY_OF = {None: NO_CAT, **{c: GPU for c in GPU_CATS}, **{c: RUNTIME for c in RUNTIME_CATS},
-             **{c: OPS for c in OP_CATS}, "gpu_user_annotation": ANNOTATIONS, "cuda_sync": SYNCS,
-             "python_function": PYTHON}
+FAMILY_OF: dict[str | None, int] = {
+    None: NO_CAT, **{c: GPU for c in GPU_CATS}, **{c: RUNTIME for c in RUNTIME_CATS}, **{c: OPS for c in OP_CATS},
+    "gpu_user_annotation": ANNOTATIONS, "cuda_sync": SYNCS, "python_function": PYTHON}
 PHASE_OF = {"X": 1, "i": 2, "I": 2}
 GPU_KIND = {"kernel": "kernel", "gpu_memcpy": "memcpy", "gpu_memset": "memset", **legacy.GPU_CATEGORIES}
 FRAMES = {GPU: ("gpu", GPU_COLUMNS), RUNTIME: ("runtime", RUNTIME_COLUMNS), OPS: ("ops", OP_COLUMNS),
@@ -52,17 +52,17 @@ INT64_MAX = 2 ** 63 - 1
 
 
 class _Codes(dict):
-    """Small integer codes for keys, given out in order of first appearance; `values[code]` is the
+    """Small integer codes for keys, given out in order of first appearance; `by_code[code]` is the
     key itself, or what `decode` makes of it."""
 
-    def __init__(self, decode=None):
+    def __init__(self, decode: Callable[[Any], Any] | None = None) -> None:
         super().__init__()
-        self.values: list = []
+        self.by_code: list = []
         self._decode = decode
 
     def __missing__(self, key) -> int:
-        code = self[key] = len(self.values)
-        self.values.append(self._decode(key) if self._decode else key)
+        code = self[key] = len(self.by_code)
+        self.by_code.append(self._decode(key) if self._decode else key)
         return code
 
 
@@ -148,7 +148,8 @@ class FrameBuilder:
     def __init__(self, like: "FrameBuilder | None" = None):
         """An empty builder; `like`, another builder of the same process, lends its code tables (so
         a process keeps one table of distinct names, categories and shape lists for all its blocks)."""
-        self.columns = {key: {c: [] for c in cols} for key, cols in FRAMES.values()}
+        # per frame and column: a list of one piece per chunk, one Column after `compact`
+        self.columns: dict[str, dict[str, Any]] = {key: {c: [] for c in cols} for key, cols in FRAMES.values()}
         self.columns["memory"] = {c: [] for c in MEMORY_COLUMNS}
         self.bad = 0
         # codes for the distinct values of the coded columns (names, categories, raw JSON lists)
@@ -195,8 +196,8 @@ class FrameBuilder:
 
     def _family_of(self, cat: np.ndarray) -> np.ndarray:
         """The event family of each category code."""
-        if len(self._families) != len(self._categories.values):
-            self._families = np.array([FAMILY_OF.get(c, OTHER) for c in self._categories.values], dtype=np.int8)
+        if len(self._families) != len(self._categories.by_code):
+            self._families = np.array([FAMILY_OF.get(c, OTHER) for c in self._categories.by_code], dtype=np.int8)
         return self._families[cat]
 
     def _name_codes(self, events: list[Event]) -> np.ndarray:
@@ -217,7 +218,7 @@ class FrameBuilder:
         blocks = _codes(self._launch_dims, map(bytes, _get("block", args)))
         out["grid"].append(grids)
         out["block"].append(blocks)
-        info = self._launch_dims.values
+        info = self._launch_dims.by_code
         out["blocks"].append(_piece([info[c][2] for c in grids.tolist()]))
 
     def _runtime(self, events: list[Event], out: dict) -> None:
@@ -293,13 +294,13 @@ class FrameBuilder:
 
     def _tables(self) -> dict:
         """The values the codes of each coded column stand for."""
-        names, categories = self._names.values, self._categories.values
-        launch_text = [info[1] for info in self._launch_dims.values]
+        names, categories = self._names.by_code, self._categories.by_code
+        launch_text = [info[1] for info in self._launch_dims.by_code]
         return {("gpu", "name"): names, ("runtime", "name"): names, ("ops", "name"): names,
                 ("gpu_annotations", "name"): names, ("syncs", "name"): names, ("python", "name"): names,
                 ("gpu", "cat"): [GPU_KIND.get(c) for c in categories], ("ops", "cat"): categories,
                 ("gpu", "grid"): launch_text, ("gpu", "block"): launch_text,
-                ("ops", "input_dims"): self._shapes.values, ("ops", "input_types"): self._shapes.values}
+                ("ops", "input_dims"): self._shapes.by_code, ("ops", "input_types"): self._shapes.by_code}
 
     def merge(self, *others: "FrameBuilder", later: bool = False) -> None:
         """Append other builders' rows (events that came after this builder's, in that order).
@@ -419,8 +420,11 @@ def _values(column: Column, none_view: bool = False):
 
 def _decoded(parts: list[Column]) -> Column:
     """Coded columns (from one process or several) as one column of the values themselves."""
-    tables, codes, size = {}, [], 0
+    tables: dict[int, tuple[int, list]] = {}
+    codes: list[np.ndarray] = []
+    size = 0
     for part in parts:
+        assert part.table is not None and isinstance(part.values, np.ndarray), "a coded column"
         if id(part.table) not in tables:
             tables[id(part.table)] = (size, part.table)
             size += len(part.table)
@@ -428,7 +432,7 @@ def _decoded(parts: list[Column]) -> Column:
         codes.append(part.values.astype(np.int64) + offset)
     values = [v for _, table in tables.values() for v in table]
     lookup = np.fromiter(values, dtype=object, count=len(values))
-    types = frozenset().union(*(p.types for p in parts))
+    types = frozenset().union(*(p.types or frozenset() for p in parts))
     taken = lookup[np.concatenate(codes)] if codes else np.empty(0, dtype=object)
     if bool in types or _NUMERIC.get(types) or not len(taken):
         return Column(_array(taken.tolist(), types), types)

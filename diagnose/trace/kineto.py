@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import copy
 import re
-from typing import Any, Iterator, Union
+from typing import Any, Iterator, Literal, Union, overload
 
 import msgspec
 
@@ -80,7 +80,7 @@ class Event(msgspec.Struct, gc=False):
 class Head(msgspec.Struct, gc=False):
     """The top level of a kineto trace file, its events left undecoded."""
 
-    traceEvents: msgspec.Raw = None
+    traceEvents: msgspec.Raw = NULL  # absent reads as null: neither is a list (msgspec has no Raw | None)
     deviceProperties: Union[list, None] = None
     distributedInfo: Union[dict, None] = None
     schemaVersion: Union[int, str, None] = None
@@ -106,7 +106,7 @@ class Decoded:
     `chunks(first, stop)` let several processes decode parts of the same events (trace/parallel.py).
     """
 
-    def __init__(self, head: Head, events: bytes | list | None, warnings: list[str]):
+    def __init__(self, head: Head, events: bytes | memoryview | list | None, warnings: list[str]):
         self.deviceProperties = head.deviceProperties
         self.distributedInfo = head.distributedInfo
         self.warnings = warnings
@@ -135,7 +135,7 @@ class Decoded:
             yield self._coerce_all(events)
             return
         pieces = self.pieces()[first:stop]
-        if not pieces:
+        if not pieces or events is None:  # (no pieces without events)
             return
         view = memoryview(events)
         for start, end in pieces:
@@ -169,7 +169,14 @@ class Decoded:
                 self.warnings.append(warning)
                 self._lenient_warned |= lenient
 
+    @overload
+    def _decode_chunk(self, data: bytes, final: Literal[True]) -> list[Event]: ...
+
+    @overload
+    def _decode_chunk(self, data: bytes, final: bool = False) -> list[Event] | None: ...
+
     def _decode_chunk(self, data: bytes, final: bool = False) -> list[Event] | None:
+        """The events of one JSON array; None when it does not decode and not `final` (else raises)."""
         try:
             events = _EVENTS.decode(data)
         except msgspec.ValidationError as exc:
@@ -209,8 +216,8 @@ def decode(raw: bytes, locate: bool = True) -> Decoded:
     """
     found = _locate(raw) if locate else None
     if found is not None:
-        head, events = found
-        decoded = Decoded(head, events, [])
+        head, array = found
+        decoded = Decoded(head, array, [])
         decoded.located = True
         return decoded
     warnings: list[str] = []
@@ -228,8 +235,6 @@ def decode(raw: bytes, locate: bool = True) -> Decoded:
         except msgspec.ValidationError as exc:
             return _lenient(raw, exc, warnings)
     events = head.traceEvents
-    if events is None:
-        raise NotATrace("no traceEvents list")
     if bytes(memoryview(events)[:1]) != b"[":
         raise NotATrace("no traceEvents list")
     return Decoded(head, events, warnings)
@@ -256,12 +261,12 @@ def _locate(raw) -> tuple[Head, memoryview] | None:
             head = _HEAD.decode(b"".join((view[:start], b"[]", view[end + 1:])))
         except msgspec.DecodeError:
             continue
-        if head.traceEvents is not None and bytes(head.traceEvents) == b"[]":
+        if bytes(head.traceEvents) == b"[]":
             return head, view[start:end + 1]
     return None
 
 
-def _split(events: msgspec.Raw) -> Iterator[tuple[int, int]]:
+def _split(events: bytes | memoryview) -> Iterator[tuple[int, int]]:
     """(start, end) byte ranges of the array's content, cut between two top-level elements.
 
     A cut inside a nested value or a string leaves unbalanced brackets or an open string in a
@@ -360,7 +365,7 @@ def _lenient(raw, exc: Exception, warnings: list[str]) -> Decoded:
 def _coerce_event(item: Any) -> Event | None:
     if not isinstance(item, dict):
         return None
-    fields = {}
+    fields: dict[str, Any] = {}
     for key in ("ph", "cat", "name"):
         value = item.get(key)
         fields[key] = value if isinstance(value, str) else (None if value is None else str(value))
@@ -376,7 +381,7 @@ def _coerce_event(item: Any) -> Event | None:
 def _coerce_args(args: Any) -> Args | None:
     if not isinstance(args, dict):
         return None
-    kept = {}
+    kept: dict[str, Any] = {}
     for field in msgspec.structs.fields(Args):
         if field.encode_name not in args:
             continue

@@ -68,24 +68,24 @@ def load_capture_folder(folder: Path, on_progress=None, max_bytes: int | None = 
 def load_trace_file(path: Path, allow_empty: bool = False, on_progress=None, max_bytes: int | None = None) -> Trace:
     """Read one kineto trace file (or standard input); raises InputError for anything that is not one."""
     read = _read_events(path, on_progress, max_bytes)
-    path = source.describe(path)
+    name = source.describe(path)
     if read is None:
         if allow_empty:
-            return empty_trace(str(path))
-        raise InputError(f"{path}: the file is empty")
+            return empty_trace(name)
+        raise InputError(f"{name}: the file is empty")
     decoded, frames = read
     warnings = decoded.warnings
     if not decoded.kept:
         if allow_empty:
-            return empty_trace(str(path))
-        raise InputError(f"{path}: the trace holds no events")
+            return empty_trace(name)
+        raise InputError(f"{name}: the trace holds no events")
     if not (len(frames["gpu"]) or len(frames["ops"]) or len(frames["runtime"])):
         if allow_empty:
-            return empty_trace(str(path))
-        raise InputError(f"{path}: no PyTorch profiler events in it (no CPU ops, kernels or CUDA calls): "
+            return empty_trace(name)
+        raise InputError(f"{name}: no PyTorch profiler events in it (no CPU ops, kernels or CUDA calls): "
                          "is it a trace from another tool?")
     return Trace(
-        source=str(path), gpu=frames["gpu"], runtime=frames["runtime"], ops=legacy.relabel_operators(frames["ops"]),
+        source=name, gpu=frames["gpu"], runtime=frames["runtime"], ops=legacy.relabel_operators(frames["ops"]),
         gpu_annotations=frames["gpu_annotations"], syncs=frames["syncs"], memory=frames["memory"],
         device_properties=decoded.deviceProperties or [], distributed=decoded.distributedInfo,
         warnings=warnings, t0_us=frames["t0"], python=frames["python"],
@@ -98,8 +98,9 @@ def _read_events(path: Path, on_progress=None, max_bytes: int | None = None) -> 
     The file's bytes live only inside this call, so they are freed before the analysis starts.
     """
     raw = source.trace_bytes(path, max_bytes)
-    path = source.describe(path)
-    if not len(raw) or _BLANK.match(raw).end() == len(raw):
+    name = source.describe(path)
+    blank = _BLANK.match(raw)  # always matches (maybe nothing)
+    if not len(raw) or (blank is not None and blank.end() == len(raw)):
         return None
     try:
         decoded = kineto.decode(raw)
@@ -113,11 +114,11 @@ def _read_events(path: Path, on_progress=None, max_bytes: int | None = None) -> 
         del raw
         decoded.finish()
     except msgspec.DecodeError as exc:
-        raise InputError(f"{path}: not a JSON trace ({exc})") from None
+        raise InputError(f"{name}: not a JSON trace ({exc})") from None
     except kineto.NotATrace as exc:
-        raise InputError(f"{path}: not a PyTorch profiler (kineto) trace: {exc}") from None
+        raise InputError(f"{name}: not a PyTorch profiler (kineto) trace: {exc}") from None
     except RecursionError:
-        raise InputError(f"{path}: JSON nested too deeply (more than ~1,000 levels) to be a trace") from None
+        raise InputError(f"{name}: JSON nested too deeply (more than ~1,000 levels) to be a trace") from None
     return decoded, builder.finish(decoded.warnings)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import re
+from typing import Any
 
 import pandas as pd
 
@@ -76,7 +77,7 @@ class Trace:
     @property
     def device(self) -> dict:
         """What the trace ran on: from the capture's own record, else the trace's deviceProperties."""
-        info = {"name": None, "sm_count": None, "memory_bytes": None, "compute_capability": None,
+        info: dict[str, Any] = {"name": None, "sm_count": None, "memory_bytes": None, "compute_capability": None,
                 "torch": None, "cuda": None, "source": "unknown"}
         props = self._device_properties()
         if props:

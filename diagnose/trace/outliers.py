@@ -37,7 +37,9 @@ def drop_time_outliers(frames: dict[str, pd.DataFrame], warnings: list[str]) -> 
     q25, q75 = np.percentile(every, [25, 75])
     fence = OUTLIER_IQR_FACTOR * (q75 - q25) + OUTLIER_SLACK_US
     low, high = q25 - fence, q75 + fence
-    kept, named, count = {}, [], 0
+    kept: dict[str, pd.DataFrame] = {}
+    named: list[tuple] = []
+    count = 0
     for key, frame in frames.items():
         if not len(frame):
             kept[key] = frame

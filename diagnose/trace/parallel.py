@@ -120,7 +120,7 @@ def _decode_blocks(decoded: Decoded, blocks: list[tuple[int, int]], tickets: int
     """Decode the blocks whose tickets this process draws, until none is left; for each,
     (block number, compacted columns, bad events, kept, dropped, warnings). Tickets are drawn in
     order, so the number drawn tells how far all processes together have got (`report`)."""
-    out = []
+    out: list[tuple] = []
     caches = None
     while True:
         ticket = os.read(tickets, TICKET)

@@ -124,7 +124,7 @@ def input_fd(path: Path) -> int | None:
         return 0
     match = _FD_PATH.match(text)
     if text == "/dev/stdin" or match:
-        fd = 0 if text == "/dev/stdin" else int(match.group(1))
+        fd = int(match.group(1)) if match else 0
         try:
             if stat.S_ISFIFO(os.fstat(fd).st_mode) and os.path.samestat(os.fstat(fd), os.stat(path)):
                 return fd
