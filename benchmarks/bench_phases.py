@@ -27,6 +27,7 @@ trace against that HTA run. With --memory, one more run of the whole command
 its decoding child (benchmarks/peak_memory.py): peak ÷ the file's size. Every child records the
 load average before it started. Results go to --json as well as stdout.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -89,8 +90,7 @@ def child(cmd: list[str], env: dict | None = None) -> dict:
     t = time.perf_counter()
     # run from / so that `python -c` finds diagnose where PYTHONPATH or the installed package says,
     # not in the working directory
-    done = subprocess.run(["/usr/bin/time", "-f", "MAXRSS %M", *cmd], capture_output=True, text=True, env=env,
-                          cwd="/")
+    done = subprocess.run(["/usr/bin/time", "-f", "MAXRSS %M", *cmd], capture_output=True, text=True, env=env, cwd="/")
     wall = time.perf_counter() - t
     if done.returncode:
         raise SystemExit(f"bench_phases: {cmd[:3]} failed:\n{done.stderr[-2000:]}")
@@ -127,7 +127,9 @@ def whole(row: dict) -> dict:
     out: dict = {}
     for side in ("after", "before"):
         if row[side]:
-            out[side + "_over_floor_wall"] = _spread([r["wall_s"] / f["wall_s"] for r, f in zip(row[side], row["floor"])])
+            out[side + "_over_floor_wall"] = _spread(
+                [r["wall_s"] / f["wall_s"] for r, f in zip(row[side], row["floor"])]
+            )
     if row.get("hta"):
         out["hta_over_diagnose_wall"] = _spread([row["hta"]["wall_s"] / r["wall_s"] for r in row["after"]])
         out["hta_maxrss_over_file"] = row["hta"]["maxrss_mb"] / row["file_mb"]
@@ -142,11 +144,17 @@ def _line(row: dict) -> str:
     for side in ("after", "before"):
         if side + "_summary" in row:
             s = row[side + "_summary"]
-            out.append(f"  {side}: " + ", ".join(
-                f"{k[:-2]} {s[k]['median']:.2f} s ({s[k]['over_floor']['median']:.2f}x)"
-                for k in ("decode_s", "metrics_s", "rules_s", "report_s", "analysis_s", "total_s")))
-    out += [f"  {k}: {v['median']:.2f} ({v['min']:.2f}-{v['max']:.2f})" if isinstance(v, dict) else f"  {k}: {v:.2f}"
-            for k, v in row["whole"].items()]
+            out.append(
+                f"  {side}: "
+                + ", ".join(
+                    f"{k[:-2]} {s[k]['median']:.2f} s ({s[k]['over_floor']['median']:.2f}x)"
+                    for k in ("decode_s", "metrics_s", "rules_s", "report_s", "analysis_s", "total_s")
+                )
+            )
+    out += [
+        f"  {k}: {v['median']:.2f} ({v['min']:.2f}-{v['max']:.2f})" if isinstance(v, dict) else f"  {k}: {v:.2f}"
+        for k, v in row["whole"].items()
+    ]
     return "\n".join(out)
 
 
@@ -160,11 +168,19 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--json", type=Path, help="write the results here too")
     p.add_argument("--hta", help="python of a venv with HolisticTraceAnalysis: one HTA run per trace")
     p.add_argument("--memory", action="store_true", help="one more whole-command run sampling peak PSS")
-    p.add_argument("--work", type=Path, default=Path("/tmp/bench-phases"), help="scratch folder (HTA's trace "
-                   "folder, the reports of the memory run)")
+    p.add_argument(
+        "--work",
+        type=Path,
+        default=Path("/tmp/bench-phases"),
+        help="scratch folder (HTA's trace folder, the reports of the memory run)",
+    )
     args = p.parse_args(argv)
-    results = {"machine": machine(), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-               "load_average": {"start": os.getloadavg()}, "traces": []}
+    results = {
+        "machine": machine(),
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "load_average": {"start": os.getloadavg()},
+        "traces": [],
+    }
     for trace in args.traces:
         file = Path(trace)
         data = file if file.is_file() else next(file.glob("trace.json*"))
@@ -178,8 +194,12 @@ def main(argv: list[str] | None = None) -> int:
                 row["hta"] = child([args.hta, "-c", HTA_CHILD, str(_alone(data, args.work))])
         if args.memory:
             load = os.getloadavg()[0]
-            row["memory"] = {**peak_memory.measure([args.python, "-m", "diagnose", trace, "-o",
-                                                    str(args.work / "memory-run"), "-q"]), "load_before": load}
+            row["memory"] = {
+                **peak_memory.measure(
+                    [args.python, "-m", "diagnose", trace, "-o", str(args.work / "memory-run"), "-q"]
+                ),
+                "load_before": load,
+            }
             row["memory"].pop("timeline")
         for side in ("after", "before"):
             for r in row[side]:
@@ -188,8 +208,9 @@ def main(argv: list[str] | None = None) -> int:
             if row[side]:
                 row[side + "_summary"] = summarise(row[side], row["floor"])
         floor = [f["read_s"] + f["decode_s"] for f in row["floor"]]
-        row["floor_summary"] = {"read_decode_s": {"median": statistics.median(floor), "min": min(floor),
-                                                  "max": max(floor)}}
+        row["floor_summary"] = {
+            "read_decode_s": {"median": statistics.median(floor), "min": min(floor), "max": max(floor)}
+        }
         row["whole"] = whole(row)
         results["traces"].append(row)
         print(_line(row), flush=True)

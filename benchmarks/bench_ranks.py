@@ -15,6 +15,7 @@ their sum). With `--compare M` a folder of M ranks is measured too, for the grow
 
 Never write the folders inside the repository: they belong in /tmp.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -56,8 +57,11 @@ def make_rank_folder(out: Path, ranks: int, tiles: int = 1, source: Path = SOURC
         doc = json.loads(tiled.read_bytes())
     head = {k: v for k, v in doc.items() if k != "traceEvents"}
     events = json.dumps(doc["traceEvents"], separators=(",", ":"))
-    slow = json.dumps(make_synthetic_ranks.slowed_copy(doc, slow_rank)["traceEvents"], separators=(",", ":")) \
-        if slow_rank is not None else None
+    slow = (
+        json.dumps(make_synthetic_ranks.slowed_copy(doc, slow_rank)["traceEvents"], separators=(",", ":"))
+        if slow_rank is not None
+        else None
+    )
     total = 0
     for r in range(ranks):
         info = {**(head.get("distributedInfo") or {}), "rank": r, "world_size": ranks}
@@ -67,14 +71,20 @@ def make_rank_folder(out: Path, ranks: int, tiles: int = 1, source: Path = SOURC
         with gzip.open(path, "wb", compresslevel=1) as f:
             f.write(f'{text},"traceEvents":{body}}}'.encode())
         total += path.stat().st_size
-    return {"ranks": ranks, "tiles": tiles, "events_per_rank": len(doc["traceEvents"]),
-            "json_bytes_per_rank": len(events), "gz_bytes_total": total}
+    return {
+        "ranks": ranks,
+        "tiles": tiles,
+        "events_per_rank": len(doc["traceEvents"]),
+        "json_bytes_per_rank": len(events),
+        "gz_bytes_total": total,
+    }
 
 
 def measure(folder: Path, workers: int) -> dict:
     """Analyse `folder` in a fresh subprocess; its wall time and peak memory."""
-    run = subprocess.run([sys.executable, "-c", MEASURE, str(folder), str(workers)], capture_output=True, text=True,
-                         cwd=ROOT)
+    run = subprocess.run(
+        [sys.executable, "-c", MEASURE, str(folder), str(workers)], capture_output=True, text=True, cwd=ROOT
+    )
     if run.returncode:
         raise SystemExit(run.stderr[-2000:])
     return json.loads(run.stdout.strip().splitlines()[-1])

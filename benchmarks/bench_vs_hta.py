@@ -32,6 +32,7 @@ Traces are made by benchmarks/make_large_trace.py under --work (never inside the
 --json (default benchmarks/results.json), with paths relative to the repository (or to --work,
 written `<work>/...`) and never absolute, and with --chart to a PNG.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -87,7 +88,9 @@ from diagnose.trace.kineto import Event  # the same typed records diagnose decod
 class Trace(msgspec.Struct, gc=False):
     traceEvents: list[Event] = []
 """
-FLOOR_CHILD = FLOOR_STRUCTS + r"""
+FLOOR_CHILD = (
+    FLOOR_STRUCTS
+    + r"""
 t0 = time.perf_counter()
 with open(sys.argv[1], "rb") as f:
     data = f.read()
@@ -97,6 +100,7 @@ t2 = time.perf_counter()
 print("RESULT " + msgspec.json.encode({"read_s": t1 - t0, "decode_s": t2 - t1,
                                        "events": len(trace.traceEvents)}).decode())
 """
+)
 
 
 def diagnose_side(path: str) -> dict:
@@ -123,14 +127,23 @@ def diagnose_side(path: str) -> dict:
     out = {"streams": {}}
     for stream, frame in ops.groupby("stream"):
         tl, span = timeline(frame)
-        out["streams"][str(int(stream))] = {"span_us": span, "kernel_us": float(frame["dur"].sum()),
-                                            "idle_us": tl.idle_us, **tl.idle_by_kind()}
+        out["streams"][str(int(stream))] = {
+            "span_us": span,
+            "kernel_us": float(frame["dur"].sum()),
+            "idle_us": tl.idle_us,
+            **tl.idle_by_kind(),
+        }
     tl, span = timeline(ops)
     out["device"] = {"span_us": span, "idle_us": tl.idle_us}
     steps = find_steps(trace)
     tl = build_timeline(trace, steps)
-    out["steps"] = {"how": steps.how, "n": len(steps.windows), "window_us": tl.window_us, "idle_us": tl.idle_us,
-                    **tl.idle_by_kind()}
+    out["steps"] = {
+        "how": steps.how,
+        "n": len(steps.windows),
+        "window_us": tl.window_us,
+        "idle_us": tl.idle_us,
+        **tl.idle_by_kind(),
+    }
     return out
 
 
@@ -175,9 +188,14 @@ def run_measured(cmd: list[str], env: dict | None = None, sample: bool = True) -
         time.sleep(0.02)
     wall = time.perf_counter() - start
     out, err = proc.communicate()
-    return {"wall_s": wall, "code": proc.returncode, "peak_pss_mb": peak_pss / 1e6,
-            "peak_rss_sum_mb": peak_rss_sum / 1e6, "stdout": out.decode(errors="replace"),
-            "stderr": err.decode(errors="replace")[-2000:]}
+    return {
+        "wall_s": wall,
+        "code": proc.returncode,
+        "peak_pss_mb": peak_pss / 1e6,
+        "peak_rss_sum_mb": peak_rss_sum / 1e6,
+        "stdout": out.decode(errors="replace"),
+        "stderr": err.decode(errors="replace")[-2000:],
+    }
 
 
 def measure(cmd: list[str], env: dict | None = None, sample: bool = False) -> dict:
@@ -188,10 +206,16 @@ def measure(cmd: list[str], env: dict | None = None, sample: bool = False) -> di
     for line in res["stderr"].splitlines():
         key, _, value = line.strip().rpartition(": ")
         fields[key] = value
-    return {"wall_s": res["wall_s"], "peak_pss_mb": res["peak_pss_mb"], "peak_rss_sum_mb": res["peak_rss_sum_mb"],
-            "maxrss_mb": int(fields.get("Maximum resident set size (kbytes)", 0)) * 1024 / 1e6,
-            "user_s": float(fields.get("User time (seconds)", 0)), "sys_s": float(fields.get("System time (seconds)", 0)),
-            "code": res["code"], "stdout": res["stdout"]}
+    return {
+        "wall_s": res["wall_s"],
+        "peak_pss_mb": res["peak_pss_mb"],
+        "peak_rss_sum_mb": res["peak_rss_sum_mb"],
+        "maxrss_mb": int(fields.get("Maximum resident set size (kbytes)", 0)) * 1024 / 1e6,
+        "user_s": float(fields.get("User time (seconds)", 0)),
+        "sys_s": float(fields.get("System time (seconds)", 0)),
+        "code": res["code"],
+        "stdout": res["stdout"],
+    }
 
 
 def make_trace(size_mb: int, work: Path, source: Path, diagnose_python: str) -> Path:
@@ -200,8 +224,19 @@ def make_trace(size_mb: int, work: Path, source: Path, diagnose_python: str) -> 
     path = folder / "trace.json"
     meta = work / f"{size_mb}mb.made"  # outside the folder: HTA would read any .json in it
     if not path.exists() or not meta.exists():
-        made = subprocess.run([diagnose_python, str(ROOT / "benchmarks" / "make_large_trace.py"), str(source),
-                               str(path), "--size-mb", str(size_mb)], check=True, capture_output=True, text=True)
+        made = subprocess.run(
+            [
+                diagnose_python,
+                str(ROOT / "benchmarks" / "make_large_trace.py"),
+                str(source),
+                str(path),
+                "--size-mb",
+                str(size_mb),
+            ],
+            check=True,
+            capture_output=True,
+            text=True,
+        )
         meta.write_text(made.stdout)
     warm(path)
     return path
@@ -235,22 +270,36 @@ def bench_size(path: Path, args) -> dict:
         order.append("diagnose")
         res = measure(floor_cmd)
         result = _result(res["stdout"])
-        floors.append({**{k: res[k] for k in KEYS}, "read_s": result.get("read_s"),
-                       "decode_s": result.get("decode_s"), "events": result.get("events")})
+        floors.append(
+            {
+                **{k: res[k] for k in KEYS},
+                "read_s": result.get("read_s"),
+                "decode_s": result.get("decode_s"),
+                "events": result.get("events"),
+            }
+        )
         order.append("floor")
         if i == 0 and do_hta:
             for _ in range(args.hta_runs):  # one process: its maximum resident set is its peak memory
                 res = measure([sys.executable, "-c", HTA_CHILD, str(path.parent)])
                 result = _result(res["stdout"])
-                hta_runs.append({**{k: res[k] for k in KEYS}, "load_s": result.get("load_s"),
-                                 "idle_s": result.get("idle_s")})
+                hta_runs.append(
+                    {**{k: res[k] for k in KEYS}, "load_s": result.get("load_s"), "idle_s": result.get("idle_s")}
+                )
                 order.append("hta")
     sampled = measure(cmd, sample=True)  # memory of the whole process tree, in a run not timed
-    row = {"file_mb": size / 1e6, "events": _events(path), "order": order + ["diagnose (sampled, not timed)"],
-           "diagnose": {**{k: [r[k] for r in runs] for k in KEYS},
-                        "peak_pss_mb": [sampled["peak_pss_mb"]], "peak_rss_sum_mb": [sampled["peak_rss_sum_mb"]],
-                        "sampled_wall_s": [sampled["wall_s"]]},
-           "floor": {k: [r[k] for r in floors] for k in floors[0]}}
+    row = {
+        "file_mb": size / 1e6,
+        "events": _events(path),
+        "order": order + ["diagnose (sampled, not timed)"],
+        "diagnose": {
+            **{k: [r[k] for r in runs] for k in KEYS},
+            "peak_pss_mb": [sampled["peak_pss_mb"]],
+            "peak_rss_sum_mb": [sampled["peak_rss_sum_mb"]],
+            "sampled_wall_s": [sampled["wall_s"]],
+        },
+        "floor": {k: [r[k] for r in floors] for k in floors[0]},
+    }
     if hta_runs:
         row["hta"] = {k: [r[k] for r in hta_runs] for k in hta_runs[0]}
     row["ratios"] = ratios(row)
@@ -266,30 +315,46 @@ def ratios(row: dict) -> dict:
     floor run right after it), HTA ÷ diagnose for every HTA run against every diagnose run of the
     size, and peak memory ÷ file size."""
     d, f = row["diagnose"]["wall_s"], row["floor"]["wall_s"]
-    out = {"diagnose_over_floor": _spread([a / b for a, b in zip(d, f)]),
-           "diagnose_pss_over_file": row["diagnose"]["peak_pss_mb"][0] / row["file_mb"],
-           "diagnose_maxrss_over_file": statistics.median(row["diagnose"]["maxrss_mb"]) / row["file_mb"],
-           "floor_maxrss_over_file": statistics.median(row["floor"]["maxrss_mb"]) / row["file_mb"]}
+    out = {
+        "diagnose_over_floor": _spread([a / b for a, b in zip(d, f)]),
+        "diagnose_pss_over_file": row["diagnose"]["peak_pss_mb"][0] / row["file_mb"],
+        "diagnose_maxrss_over_file": statistics.median(row["diagnose"]["maxrss_mb"]) / row["file_mb"],
+        "floor_maxrss_over_file": statistics.median(row["floor"]["maxrss_mb"]) / row["file_mb"],
+    }
     if "hta" in row:
         out["hta_over_diagnose"] = _spread([h / a for h in row["hta"]["wall_s"] for a in d])
         out["hta_over_floor"] = _spread([h / b for h in row["hta"]["wall_s"] for b in f])
         out["hta_maxrss_over_file"] = statistics.median(row["hta"]["maxrss_mb"]) / row["file_mb"]
-        out["hta_over_diagnose_memory"] = (statistics.median(row["hta"]["maxrss_mb"])
-                                           / row["diagnose"]["peak_pss_mb"][0])
+        out["hta_over_diagnose_memory"] = statistics.median(row["hta"]["maxrss_mb"]) / row["diagnose"]["peak_pss_mb"][0]
     return out
 
 
 def agreement(path: Path, args) -> dict:
     """Both tools' per-stream and device numbers on one trace, and their differences as % of span."""
-    ours = json.loads(subprocess.run([args.diagnose_python, __file__, "--diagnose-side", str(path)],
-                                     capture_output=True, text=True, check=True).stdout)
+    ours = json.loads(
+        subprocess.run(
+            [args.diagnose_python, __file__, "--diagnose-side", str(path)], capture_output=True, text=True, check=True
+        ).stdout
+    )
     folder = path.parent if path.parent.name.endswith("mb") else _alone(path, args.work)
-    theirs = _result(subprocess.run([sys.executable, "-c", HTA_CHILD, str(folder), "streams"],
-                                    capture_output=True, text=True).stdout)
-    exact = _result(subprocess.run([sys.executable, "-c", HTA_CHILD, str(folder), "streams"], capture_output=True,
-                                   text=True, env={**os.environ, "HTA_DISABLE_NS_ROUNDING": "1"}).stdout)
-    return {"trace": portable(path, args.work), "diagnose_steps": ours["steps"], "hta_error": None if theirs else "no HTA result",
-            "hta_default": _compare(ours, theirs), "hta_no_ns_rounding": _compare(ours, exact)}
+    theirs = _result(
+        subprocess.run([sys.executable, "-c", HTA_CHILD, str(folder), "streams"], capture_output=True, text=True).stdout
+    )
+    exact = _result(
+        subprocess.run(
+            [sys.executable, "-c", HTA_CHILD, str(folder), "streams"],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "HTA_DISABLE_NS_ROUNDING": "1"},
+        ).stdout
+    )
+    return {
+        "trace": portable(path, args.work),
+        "diagnose_steps": ours["steps"],
+        "hta_error": None if theirs else "no HTA result",
+        "hta_default": _compare(ours, theirs),
+        "hta_no_ns_rounding": _compare(ours, exact),
+    }
 
 
 def _compare(ours: dict, theirs: dict) -> dict:
@@ -301,23 +366,38 @@ def _compare(ours: dict, theirs: dict) -> dict:
             continue
         span = max(d["span_us"], h["span_us"], 1e-9)
         hta_idle = h.get("host_wait", 0) + h.get("kernel_wait", 0) + h.get("other", 0)
-        rows.append({"stream": stream, "span_us": d["span_us"], "hta_span_us": h["span_us"],
-                     "kernel_us": d["kernel_us"], "hta_kernel_us": h["kernel_us"],
-                     "idle_us": d["idle_us"], "hta_idle_us": hta_idle,
-                     "host_us": d["host"], "hta_host_us": h.get("host_wait", 0),
-                     "kernel_wait_us": d["kernel"], "hta_kernel_wait_us": h.get("kernel_wait", 0),
-                     "other_us": d["other"], "hta_other_us": h.get("other", 0),
-                     "kernel_diff_pct": 100 * abs(d["kernel_us"] - h["kernel_us"]) / span,
-                     "idle_diff_pct": 100 * abs(d["idle_us"] - hta_idle) / span,
-                     "host_diff_pct": 100 * abs(d["host"] - h.get("host_wait", 0)) / span,
-                     "kernel_wait_diff_pct": 100 * abs(d["kernel"] - h.get("kernel_wait", 0)) / span,
-                     "other_diff_pct": 100 * abs(d["other"] - h.get("other", 0)) / span})
+        rows.append(
+            {
+                "stream": stream,
+                "span_us": d["span_us"],
+                "hta_span_us": h["span_us"],
+                "kernel_us": d["kernel_us"],
+                "hta_kernel_us": h["kernel_us"],
+                "idle_us": d["idle_us"],
+                "hta_idle_us": hta_idle,
+                "host_us": d["host"],
+                "hta_host_us": h.get("host_wait", 0),
+                "kernel_wait_us": d["kernel"],
+                "hta_kernel_wait_us": h.get("kernel_wait", 0),
+                "other_us": d["other"],
+                "hta_other_us": h.get("other", 0),
+                "kernel_diff_pct": 100 * abs(d["kernel_us"] - h["kernel_us"]) / span,
+                "idle_diff_pct": 100 * abs(d["idle_us"] - hta_idle) / span,
+                "host_diff_pct": 100 * abs(d["host"] - h.get("host_wait", 0)) / span,
+                "kernel_wait_diff_pct": 100 * abs(d["kernel"] - h.get("kernel_wait", 0)) / span,
+                "other_diff_pct": 100 * abs(d["other"] - h.get("other", 0)) / span,
+            }
+        )
     device = None
     if "device" in theirs:
         span = max(ours["device"]["span_us"], theirs["device"]["span_us"], 1e-9)
-        device = {"span_us": ours["device"]["span_us"], "hta_span_us": theirs["device"]["span_us"],
-                  "idle_us": ours["device"]["idle_us"], "hta_idle_us": theirs["device"]["idle_us"],
-                  "idle_diff_pct": 100 * abs(ours["device"]["idle_us"] - theirs["device"]["idle_us"]) / span}
+        device = {
+            "span_us": ours["device"]["span_us"],
+            "hta_span_us": theirs["device"]["span_us"],
+            "idle_us": ours["device"]["idle_us"],
+            "hta_idle_us": theirs["device"]["idle_us"],
+            "idle_diff_pct": 100 * abs(ours["device"]["idle_us"] - theirs["device"]["idle_us"]) / span,
+        }
     return {"streams": rows, "device": device}
 
 
@@ -344,7 +424,7 @@ def portable(path: Path, work: Path | None = None) -> str:
 def _result(stdout: str) -> dict:
     for line in stdout.splitlines():
         if line.startswith("RESULT "):
-            return json.loads(line[len("RESULT "):])
+            return json.loads(line[len("RESULT ") :])
     return {}
 
 
@@ -363,25 +443,51 @@ def chart(results: dict, png: Path) -> None:
     rows = results["sizes"]
     fig, (ax_t, ax_m) = plt.subplots(1, 2, figsize=(10, 4))
     x = [r["file_mb"] for r in rows]
-    ax_t.plot(x, [statistics.median(r["diagnose"]["wall_s"]) for r in rows], "o-", label="diagnose (all rules + report)")
+    ax_t.plot(
+        x, [statistics.median(r["diagnose"]["wall_s"]) for r in rows], "o-", label="diagnose (all rules + report)"
+    )
     hta = [r for r in rows if "hta" in r]
     if hta:
-        ax_t.plot([r["file_mb"] for r in hta], [statistics.median(r["hta"]["wall_s"]) for r in hta], "s-",
-                  label="HTA (load + idle breakdown)")
+        ax_t.plot(
+            [r["file_mb"] for r in hta],
+            [statistics.median(r["hta"]["wall_s"]) for r in hta],
+            "s-",
+            label="HTA (load + idle breakdown)",
+        )
     floor = [r for r in rows if "floor" in r]
     if floor:
-        ax_t.plot([r["file_mb"] for r in floor], [statistics.median(r["floor"]["wall_s"]) for r in floor], "^--",
-                  label="floor (read + msgspec decode, one process)")
-    ax_m.plot(x, [statistics.median(r["diagnose"]["peak_pss_mb"]) / 1e3 for r in rows], "o-",
-              label="diagnose (peak PSS, all processes)")
-    ax_m.plot(x, [statistics.median(r["diagnose"]["maxrss_mb"]) / 1e3 for r in rows], "o--",
-              label="diagnose (max RSS, one process)")
+        ax_t.plot(
+            [r["file_mb"] for r in floor],
+            [statistics.median(r["floor"]["wall_s"]) for r in floor],
+            "^--",
+            label="floor (read + msgspec decode, one process)",
+        )
+    ax_m.plot(
+        x,
+        [statistics.median(r["diagnose"]["peak_pss_mb"]) / 1e3 for r in rows],
+        "o-",
+        label="diagnose (peak PSS, all processes)",
+    )
+    ax_m.plot(
+        x,
+        [statistics.median(r["diagnose"]["maxrss_mb"]) / 1e3 for r in rows],
+        "o--",
+        label="diagnose (max RSS, one process)",
+    )
     if hta:
-        ax_m.plot([r["file_mb"] for r in hta], [statistics.median(r["hta"]["maxrss_mb"]) / 1e3 for r in hta], "s-",
-                  label="HTA (max RSS, one process)")
+        ax_m.plot(
+            [r["file_mb"] for r in hta],
+            [statistics.median(r["hta"]["maxrss_mb"]) / 1e3 for r in hta],
+            "s-",
+            label="HTA (max RSS, one process)",
+        )
     if floor:
-        ax_m.plot([r["file_mb"] for r in floor], [statistics.median(r["floor"]["maxrss_mb"]) / 1e3 for r in floor],
-                  "^--", label="floor (max RSS, one process)")
+        ax_m.plot(
+            [r["file_mb"] for r in floor],
+            [statistics.median(r["floor"]["maxrss_mb"]) / 1e3 for r in floor],
+            "^--",
+            label="floor (max RSS, one process)",
+        )
     ax_m.plot(x, [2 * v / 1e3 for v in x], ":", color="grey", label="2 × file size")
     for ax, label in ((ax_t, "seconds"), (ax_m, "GB")):
         ax.set_xscale("log")
@@ -392,8 +498,11 @@ def chart(results: dict, png: Path) -> None:
         ax.legend(fontsize=8)
     ax_t.set_title("Analysis time")
     ax_m.set_title("Peak memory")
-    fig.suptitle(f"{results['machine']['summary']}; {results.get('date', '')} (shared machine: "
-                 "compare the lines, not the absolute seconds)", fontsize=8)
+    fig.suptitle(
+        f"{results['machine']['summary']}; {results.get('date', '')} (shared machine: "
+        "compare the lines, not the absolute seconds)",
+        fontsize=8,
+    )
     fig.tight_layout()
     png.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(png, dpi=120)
@@ -401,36 +510,61 @@ def chart(results: dict, png: Path) -> None:
 
 def machine() -> dict:
     """What the numbers were measured on."""
-    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                if line.startswith("model name")), platform.processor())
-    mem = next((int(line.split()[1]) * 1024 for line in Path("/proc/meminfo").read_text().splitlines()
-                if line.startswith("MemTotal")), 0)
+    cpu = next(
+        (
+            line.split(":", 1)[1].strip()
+            for line in Path("/proc/cpuinfo").read_text().splitlines()
+            if line.startswith("model name")
+        ),
+        platform.processor(),
+    )
+    mem = next(
+        (
+            int(line.split()[1]) * 1024
+            for line in Path("/proc/meminfo").read_text().splitlines()
+            if line.startswith("MemTotal")
+        ),
+        0,
+    )
     cores = len(os.sched_getaffinity(0))
-    return {"cpu": cpu, "cores": cores, "memory_gb": round(mem / 2 ** 30, 1), "python": platform.python_version(),
-            "os": f"{platform.system()} {platform.release()}",
-            "summary": f"{cores} cores ({cpu}), {mem / 2 ** 30:.0f} GiB RAM, Python {platform.python_version()}"}
+    return {
+        "cpu": cpu,
+        "cores": cores,
+        "memory_gb": round(mem / 2**30, 1),
+        "python": platform.python_version(),
+        "os": f"{platform.system()} {platform.release()}",
+        "summary": f"{cores} cores ({cpu}), {mem / 2**30:.0f} GiB RAM, Python {platform.python_version()}",
+    }
 
 
 def versions(diagnose_python: str) -> dict:
     """The versions the numbers depend on: diagnose's commit, msgspec, pandas, HTA."""
-    probe = ("import json, msgspec, pandas; print(json.dumps({'msgspec': msgspec.__version__, "
-             "'pandas': pandas.__version__}))")
+    probe = (
+        "import json, msgspec, pandas; print(json.dumps({'msgspec': msgspec.__version__, "
+        "'pandas': pandas.__version__}))"
+    )
     out = {}
     try:
-        out.update(json.loads(subprocess.run([diagnose_python, "-c", probe], capture_output=True, text=True,
-                                             check=True).stdout))
+        out.update(
+            json.loads(
+                subprocess.run([diagnose_python, "-c", probe], capture_output=True, text=True, check=True).stdout
+            )
+        )
     except (subprocess.CalledProcessError, json.JSONDecodeError, OSError):
         pass
     try:
         from importlib.metadata import version
+
         out["hta"] = version("HolisticTraceAnalysis")
     except Exception:  # noqa: BLE001 (HTA absent: the floor ratio only)
         out["hta"] = None
     try:
-        commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
-                                text=True, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no"],
-                               capture_output=True, text=True).stdout.strip()
+        commit = subprocess.run(
+            ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True
+        ).stdout.strip()
         out["diagnose_commit"] = commit + ("+changes" if dirty else "")
     except (subprocess.CalledProcessError, OSError):
         out["diagnose_commit"] = None
@@ -461,9 +595,15 @@ def main(argv: list[str] | None = None) -> int:
         print("bench_vs_hta: --work must be outside the repository", file=sys.stderr)
         return 2
     started = datetime.datetime.now(datetime.timezone.utc)
-    results = {"machine": machine(), "date": started.strftime("%Y-%m-%d %H:%M UTC"),
-               "versions": versions(args.diagnose_python), "source": portable(args.source),
-               "load_average": {"start": os.getloadavg()}, "sizes": [], "agreement": []}
+    results = {
+        "machine": machine(),
+        "date": started.strftime("%Y-%m-%d %H:%M UTC"),
+        "versions": versions(args.diagnose_python),
+        "source": portable(args.source),
+        "load_average": {"start": os.getloadavg()},
+        "sizes": [],
+        "agreement": [],
+    }
     if args.json.exists() and args.keep_sizes:
         results["sizes"] = json.loads(args.json.read_text())["sizes"]
     for size in args.sizes:

@@ -13,6 +13,7 @@ firing capture is HELD OUT: its estimate is compared with a speedup measured by 
 code change, by the recorded pair of captures (fixtures/captures/INDEX.json, fixtures/record.py).
 Analysis only: no torch, no GPU.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -39,8 +40,17 @@ RESULTS = ROOT / "fixtures" / "verify" / "RESULTS.json"
 DOC = ROOT / "docs" / "measured-fixes.md"
 BEGIN, END = "<!-- calibrate.py: begin -->", "<!-- calibrate.py: end -->"
 
-CALIBRATION = ("decode_graphed", "swiglu_compiled", "matmul_fp32", "matmul_tf32", "matmul_bf16", "matmul_fp8",
-               "attention_sdpa_8k", "conv_nchw", "conv_channels_last")
+CALIBRATION = (
+    "decode_graphed",
+    "swiglu_compiled",
+    "matmul_fp32",
+    "matmul_tf32",
+    "matmul_bf16",
+    "matmul_fp8",
+    "attention_sdpa_8k",
+    "conv_nchw",
+    "conv_channels_last",
+)
 
 # held out, fixed by a code change: (capture with the finding, rule, fix, capture with the fix applied)
 PAIRS = [
@@ -103,26 +113,71 @@ def derive() -> list[dict]:
     per_step = float(attention["flops"].sum()) / 2 / len(_metrics("attention_sdpa_8k").steps.windows)
     flash = per_step / _unprofiled("attention_sdpa_8k") / 1e6 / H200.achievable_tflops["bf16"]
     rows = [
-        ("launch-overhead.graph_gap_us", gap, "up to 0.1 µs", math.ceil(gap * 10) / 10,
-         _threshold("launch-overhead", "graph_gap_us"), "median idle between replayed kernels, decode_graphed"),
-        ("launch-overhead.graph_launch_us", launch, "up to 5 µs", math.ceil(launch / 5) * 5,
-         _threshold("launch-overhead", "graph_launch_us"), "unprofiled step − GPU busy, decode_graphed"),
-        ("memory-bound.fused_call_us", fused_call, "to 10 µs", round(fused_call / 10) * 10,
-         _threshold("memory-bound", "fused_call_us"), "unprofiled step − GPU busy, swiglu_compiled"),
-        ("attention-memory.flash_efficiency", flash, "down to 0.05", math.floor(flash * 20) / 20,
-         _threshold("attention-memory", "flash_efficiency"),
-         "causal attention FLOPs (unmasked half) per unprofiled step ÷ achievable bf16, attention_sdpa_8k"),
+        (
+            "launch-overhead.graph_gap_us",
+            gap,
+            "up to 0.1 µs",
+            math.ceil(gap * 10) / 10,
+            _threshold("launch-overhead", "graph_gap_us"),
+            "median idle between replayed kernels, decode_graphed",
+        ),
+        (
+            "launch-overhead.graph_launch_us",
+            launch,
+            "up to 5 µs",
+            math.ceil(launch / 5) * 5,
+            _threshold("launch-overhead", "graph_launch_us"),
+            "unprofiled step − GPU busy, decode_graphed",
+        ),
+        (
+            "memory-bound.fused_call_us",
+            fused_call,
+            "to 10 µs",
+            round(fused_call / 10) * 10,
+            _threshold("memory-bound", "fused_call_us"),
+            "unprofiled step − GPU busy, swiglu_compiled",
+        ),
+        (
+            "attention-memory.flash_efficiency",
+            flash,
+            "down to 0.05",
+            math.floor(flash * 20) / 20,
+            _threshold("attention-memory", "flash_efficiency"),
+            "causal attention FLOPs (unmasked half) per unprofiled step ÷ achievable bf16, attention_sdpa_8k",
+        ),
     ]
     for key, index, what in (("nhwc_batch_norm_ratio", 0, "batch-norm"), ("nhwc_conv_ratio", 1, "convolution")):
         ratio = _layout_parts("conv_channels_last")[index] / _layout_parts("conv_nchw")[index]
-        rows.append((f"memory-layout.{key}", ratio, "to 0.01", round(ratio, 2), _threshold("memory-layout", key),
-                     f"NHWC ÷ NCHW {what} kernel time per step, conv_channels_last ÷ conv_nchw"))
-    for rung, name in (("fp32", "matmul_fp32"), ("tf32", "matmul_tf32"), ("bf16", "matmul_bf16"), ("fp8", "matmul_fp8")):
+        rows.append(
+            (
+                f"memory-layout.{key}",
+                ratio,
+                "to 0.01",
+                round(ratio, 2),
+                _threshold("memory-layout", key),
+                f"NHWC ÷ NCHW {what} kernel time per step, conv_channels_last ÷ conv_nchw",
+            )
+        )
+    for rung, name in (
+        ("fp32", "matmul_fp32"),
+        ("tf32", "matmul_tf32"),
+        ("bf16", "matmul_bf16"),
+        ("fp8", "matmul_fp8"),
+    ):
         value = _gemm_tflops(name)
-        rows.append((f"devices.H200 achievable {rung} TFLOP/s", value, "within 5 %", value,
-                     H200.achievable_tflops[rung], f"GEMM FLOPs ÷ kernel time, {name}"))
-    return [{"constant": c, "derived": d, "rounding": r, "expected": e, "code": k, "from": f}
-            for c, d, r, e, k, f in rows]
+        rows.append(
+            (
+                f"devices.H200 achievable {rung} TFLOP/s",
+                value,
+                "within 5 %",
+                value,
+                H200.achievable_tflops[rung],
+                f"GEMM FLOPs ÷ kernel time, {name}",
+            )
+        )
+    return [
+        {"constant": c, "derived": d, "rounding": r, "expected": e, "code": k, "from": f} for c, d, r, e, k, f in rows
+    ]
 
 
 def _threshold(rule_id: str, key: str) -> float:
@@ -172,13 +227,25 @@ def held_out() -> list[dict]:
             for v in f["verify"]:
                 if not v["trials"]:
                     continue  # needs a code change: measured by a recorded pair below, if at all
-                ok = [t for t in v["trials"] if t["verdict"] in ("verified", "faster but changes results",
-                                                                 "faster, outputs not compared")]
-                tried = ", ".join(f"{t['variant']}: {t['verdict']}" + (f" {t['speedup']:.2f}×" if t["speedup"] else "")
-                                  for t in v["trials"])
+                ok = [
+                    t
+                    for t in v["trials"]
+                    if t["verdict"] in ("verified", "faster but changes results", "faster, outputs not compared")
+                ]
+                tried = ", ".join(
+                    f"{t['variant']}: {t['verdict']}" + (f" {t['speedup']:.2f}×" if t["speedup"] else "")
+                    for t in v["trials"]
+                )
                 best = max(ok, key=lambda t: t["speedup"]) if ok else None
-                row = {"capture": name, "rule": f["rule"], "fix": v["fix"], "estimate": f["est_speedup"],
-                       "measured": best["speedup"] if best else None, "how": f"--verify ({tried})", "source": "verify"}
+                row = {
+                    "capture": name,
+                    "rule": f["rule"],
+                    "fix": v["fix"],
+                    "estimate": f["est_speedup"],
+                    "measured": best["speedup"] if best else None,
+                    "how": f"--verify ({tried})",
+                    "source": "verify",
+                }
                 if v["fix"] in _prerequisites(name, f["rule"]):
                     row["how"] += "; a prerequisite: the estimate is for it and the next fix together, not compared"
                     row["prerequisite"] = True
@@ -186,8 +253,17 @@ def held_out() -> list[dict]:
     for before, rule, fix_id, after in PAIRS:
         est = _estimate(before, rule, fix_id)
         measured = index[before]["median_step_us"] / index[after]["median_step_us"]
-        rows.append({"capture": before, "rule": rule, "fix": fix_id, "estimate": est, "measured": measured,
-                     "how": f"recorded pair: {after}", "source": "pair"})
+        rows.append(
+            {
+                "capture": before,
+                "rule": rule,
+                "fix": fix_id,
+                "estimate": est,
+                "measured": measured,
+                "how": f"recorded pair: {after}",
+                "source": "pair",
+            }
+        )
     for row in rows:
         e, m = row["estimate"], row["measured"]
         row["ratio"] = e / m if e and m and not row.get("prerequisite") else None
@@ -196,20 +272,29 @@ def held_out() -> list[dict]:
 
 def table(rows: list[dict]) -> str:
     """The held-out rows as Markdown, with the summary statistics."""
-    lines = ["| capture | finding | fix | estimate | measured | estimate ÷ measured | how measured |",
-             "| --- | --- | --- | --- | --- | --- | --- |"]
+    lines = [
+        "| capture | finding | fix | estimate | measured | estimate ÷ measured | how measured |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
     for r in rows:
         est = f"{r['estimate']:.2f}×" if r["estimate"] else "—"
         meas = f"{r['measured']:.2f}×" if r["measured"] else "not faster"
-        ratio = f"{r['ratio']:.2f}" + (" **outside 1.5×**" if r["ratio"] and abs(math.log(r["ratio"])) > math.log(1.5) else "") \
-            if r["ratio"] else "—"
+        ratio = (
+            f"{r['ratio']:.2f}"
+            + (" **outside 1.5×**" if r["ratio"] and abs(math.log(r["ratio"])) > math.log(1.5) else "")
+            if r["ratio"]
+            else "—"
+        )
         lines.append(f"| {r['capture']} | {r['rule']} | {r['fix']} | {est} | {meas} | {ratio} | {r['how']} |")
     logs = [abs(math.log(r["ratio"])) for r in rows if r["ratio"]]
     inside = sum(x <= math.log(1.5) for x in logs)
     if logs:
-        lines += ["", f"Held out: {len(logs)} estimates with a measured speedup; median |log(estimate ÷ measured)| = "
-                      f"{statistics.median(logs):.3f} (a factor of {math.exp(statistics.median(logs)):.2f}); "
-                      f"{inside} of {len(logs)} within 1.5×."]
+        lines += [
+            "",
+            f"Held out: {len(logs)} estimates with a measured speedup; median |log(estimate ÷ measured)| = "
+            f"{statistics.median(logs):.3f} (a factor of {math.exp(statistics.median(logs)):.2f}); "
+            f"{inside} of {len(logs)} within 1.5×.",
+        ]
     return "\n".join(lines)
 
 
@@ -223,8 +308,10 @@ def main(argv: list[str] | None = None) -> int:
     print("| constant | calibration gives | rounding | expected | in the code | from |")
     print("| --- | --- | --- | --- | --- | --- |")
     for r in rows:
-        print(f"| {r['constant']} | {r['derived']:.3g} | {r['rounding']} | {r['expected']:.3g} | {r['code']:g} | {r['from']} |"
-              + ("" if agrees(r) else " **disagrees**"))
+        print(
+            f"| {r['constant']} | {r['derived']:.3g} | {r['rounding']} | {r['expected']:.3g} | {r['code']:g} | {r['from']} |"
+            + ("" if agrees(r) else " **disagrees**")
+        )
     if args.check:
         bad = [r["constant"] for r in rows if not agrees(r)]
         if bad:

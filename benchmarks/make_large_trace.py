@@ -13,6 +13,7 @@ JSON (the sizes quoted are uncompressed bytes); give it a `.gz` name to compress
 
 Never write the output inside the repository: traces of this size belong in /tmp.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -24,8 +25,11 @@ from pathlib import Path
 
 import msgspec
 
-STEP_NAMES = (re.compile(r"^(ProfilerStep#)(\d+)$"), re.compile(r"^(diagnose/step )(\d+)$"),
-              re.compile(r"^(diagnose/warmup )(\d+)$"))
+STEP_NAMES = (
+    re.compile(r"^(ProfilerStep#)(\d+)$"),
+    re.compile(r"^(diagnose/step )(\d+)$"),
+    re.compile(r"^(diagnose/warmup )(\d+)$"),
+)
 GAP_US = 1000.0
 
 
@@ -54,16 +58,20 @@ def _step_counts(events: list) -> dict:
     """For each step-name pattern, how many numbers the source uses (max − min + 1)."""
     counts = {}
     for pattern in STEP_NAMES:
-        numbers = [int(m[2]) for ev in events if isinstance(ev.get("name"), str)
-                   for m in [pattern.match(ev["name"])] if m]
+        numbers = [
+            int(m[2]) for ev in events if isinstance(ev.get("name"), str) for m in [pattern.match(ev["name"])] if m
+        ]
         if numbers:
             counts[pattern.pattern] = max(numbers) - min(numbers) + 1
     return counts
 
 
 def _span(events: list) -> tuple[float, float]:
-    times = [(ev["ts"], ev["ts"] + (ev.get("dur") or 0)) for ev in events
-             if isinstance(ev.get("ts"), (int, float)) and isinstance(ev.get("dur", 0), (int, float))]
+    times = [
+        (ev["ts"], ev["ts"] + (ev.get("dur") or 0))
+        for ev in events
+        if isinstance(ev.get("ts"), (int, float)) and isinstance(ev.get("dur", 0), (int, float))
+    ]
     return min(t for t, _ in times), max(e for _, e in times)
 
 
@@ -124,8 +132,15 @@ def make(source: Path, out: Path, size_mb: float | None = None, tiles: int | Non
             first = False
             n += len(body)
         f.write(b"\n]}\n")
-    return {"source": str(source), "out": str(out), "tiles": tiles, "events": n,
-            "bytes": out.stat().st_size, "period_us": period, "id_stride": stride}
+    return {
+        "source": str(source),
+        "out": str(out),
+        "tiles": tiles,
+        "events": n,
+        "bytes": out.stat().st_size,
+        "period_us": period,
+        "id_stride": stride,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -9,6 +9,7 @@ synthetic: for scale (memory and time per event), not for what the rules conclud
 
 Never write the output inside the repository: traces of this size belong in /tmp.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -24,24 +25,54 @@ def write(path: Path, events: int) -> dict:
     kernels = max(1, events // 2)
     steps = (kernels + STEP_KERNELS - 1) // STEP_KERNELS
     with open(path, "w") as f:
-        f.write('{"schemaVersion": 1, "deviceProperties": [{"id": 0, "name": "synthetic GPU", "numSms": 132, '
-                '"totalGlobalMem": 150000000000, "computeMajor": 9, "computeMinor": 0}], "traceEvents": [\n')
+        f.write(
+            '{"schemaVersion": 1, "deviceProperties": [{"id": 0, "name": "synthetic GPU", "numSms": 132, '
+            '"totalGlobalMem": 150000000000, "computeMajor": 9, "computeMinor": 0}], "traceEvents": [\n'
+        )
         t, written = 0.0, 0
         for step in range(steps):
             n = min(STEP_KERNELS, kernels - step * STEP_KERNELS)
             span = n * (LAUNCH_US + GAP_US) + 10
-            f.write(json.dumps({"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{step}", "pid": 1,
-                                "tid": 1, "ts": t, "dur": span}) + ",\n")
-            f.write(json.dumps({"ph": "X", "cat": "gpu_user_annotation", "name": f"ProfilerStep#{step}", "pid": 0,
-                                "tid": 7, "ts": t + 1, "dur": span}) + ",\n")
+            f.write(
+                json.dumps(
+                    {
+                        "ph": "X",
+                        "cat": "user_annotation",
+                        "name": f"ProfilerStep#{step}",
+                        "pid": 1,
+                        "tid": 1,
+                        "ts": t,
+                        "dur": span,
+                    }
+                )
+                + ",\n"
+            )
+            f.write(
+                json.dumps(
+                    {
+                        "ph": "X",
+                        "cat": "gpu_user_annotation",
+                        "name": f"ProfilerStep#{step}",
+                        "pid": 0,
+                        "tid": 7,
+                        "ts": t + 1,
+                        "dur": span,
+                    }
+                )
+                + ",\n"
+            )
             lines = []
             for i in range(n):
                 c = step * STEP_KERNELS + i
                 ts = t + i * (LAUNCH_US + GAP_US)
-                lines.append(f'{{"ph":"X","cat":"cuda_runtime","name":"cudaLaunchKernel","pid":1,"tid":1,'
-                             f'"ts":{ts:.3f},"dur":{LAUNCH_US},"args":{{"correlation":{c}}}}}')
-                lines.append(f'{{"ph":"X","cat":"kernel","name":"k{c % 7}","pid":0,"tid":7,"ts":{ts + 3:.3f},'
-                             f'"dur":{KERNEL_US},"args":{{"correlation":{c},"device":0,"stream":7}}}}')
+                lines.append(
+                    f'{{"ph":"X","cat":"cuda_runtime","name":"cudaLaunchKernel","pid":1,"tid":1,'
+                    f'"ts":{ts:.3f},"dur":{LAUNCH_US},"args":{{"correlation":{c}}}}}'
+                )
+                lines.append(
+                    f'{{"ph":"X","cat":"kernel","name":"k{c % 7}","pid":0,"tid":7,"ts":{ts + 3:.3f},'
+                    f'"dur":{KERNEL_US},"args":{{"correlation":{c},"device":0,"stream":7}}}}'
+                )
             f.write(",\n".join(lines))
             written += 2 + 2 * n
             t += span + 5

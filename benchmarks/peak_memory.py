@@ -10,6 +10,7 @@ Prints one JSON line: wall seconds, exit status, the peak PSS sum and peak RSS s
 the largest single process's maximum resident set (`/usr/bin/time -v`'s figure), and the peak
 process count. A sampler misses peaks shorter than its period; the maximum RSS does not.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -64,11 +65,19 @@ def measure(command: list[str], every: float = 0.02) -> dict:
         time.sleep(every)
     wall = time.perf_counter() - start
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return {"command": command, "rc": proc.returncode, "wall_s": round(wall, 2),
-            "cpu_s": round(usage.ru_utime + usage.ru_stime, 2), "user_s": round(usage.ru_utime, 2),
-            "system_s": round(usage.ru_stime, 2), "peak_pss_sum": peak_pss, "peak_rss_sum": peak_rss,
-            "max_rss_one_process": usage.ru_maxrss * 1024, "peak_processes": peak_procs,
-            "timeline": timeline}
+    return {
+        "command": command,
+        "rc": proc.returncode,
+        "wall_s": round(wall, 2),
+        "cpu_s": round(usage.ru_utime + usage.ru_stime, 2),
+        "user_s": round(usage.ru_utime, 2),
+        "system_s": round(usage.ru_stime, 2),
+        "peak_pss_sum": peak_pss,
+        "peak_rss_sum": peak_rss,
+        "max_rss_one_process": usage.ru_maxrss * 1024,
+        "peak_processes": peak_procs,
+        "timeline": timeline,
+    }
 
 
 def main() -> None:

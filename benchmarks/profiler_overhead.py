@@ -14,6 +14,7 @@ shows. Fitted on every other capture (sorted by name) and judged on the rest:
 
     python benchmarks/profiler_overhead.py            # fit, held-out table, summary line
 """
+
 from __future__ import annotations
 
 import sys
@@ -54,13 +55,18 @@ def measure(folder: Path) -> dict | None:
         return float(inside.sum()) / n
 
     names = trace.runtime["name"].astype(str)
-    return {"capture": folder.name, "unprofiled": float(timing["median_us"]), "profiled": budget.profiled_step_us,
-            "host_idle": budget.host_paced_us + budget.host_silent_us,
-            "cpu_ops": per_step(trace.cpu_ops),
-            "driver_launches": per_step(trace.runtime, names.str.startswith("cuLaunch").to_numpy()),
-            "other_runtime": per_step(trace.runtime, (~names.str.contains("Launch")).to_numpy()),
-            "compiled_regions": per_step(trace.ops, trace.ops["name"].astype(str).str.startswith(
-                "Torch-Compiled Region").to_numpy())}
+    return {
+        "capture": folder.name,
+        "unprofiled": float(timing["median_us"]),
+        "profiled": budget.profiled_step_us,
+        "host_idle": budget.host_paced_us + budget.host_silent_us,
+        "cpu_ops": per_step(trace.cpu_ops),
+        "driver_launches": per_step(trace.runtime, names.str.startswith("cuLaunch").to_numpy()),
+        "other_runtime": per_step(trace.runtime, (~names.str.contains("Launch")).to_numpy()),
+        "compiled_regions": per_step(
+            trace.ops, trace.ops["name"].astype(str).str.startswith("Torch-Compiled Region").to_numpy()
+        ),
+    }
 
 
 def fit(rows: list[dict]) -> np.ndarray:
@@ -93,12 +99,16 @@ def main() -> int:
         est = estimate(r, w)
         errors.append(est / r["unprofiled"] - 1)
         plain.append(r["profiled"] / r["unprofiled"] - 1)
-        print(f"| {r['capture']} | {r['unprofiled']:,.0f} | {r['profiled']:,.0f} | {est:,.0f} | {errors[-1]:+.0%} | "
-              f"{plain[-1]:+.0%} |")
+        print(
+            f"| {r['capture']} | {r['unprofiled']:,.0f} | {r['profiled']:,.0f} | {est:,.0f} | {errors[-1]:+.0%} | "
+            f"{plain[-1]:+.0%} |"
+        )
     inside = sum(abs(e) <= WITHIN for e in errors)
     before = sum(abs(e) <= WITHIN for e in plain)
-    print(f"held out: {inside} of {len(held)} within {WITHIN:.0%} (profiled step as is: {before}); "
-          f"median |error| {np.median(np.abs(errors)):.1%} ({np.median(np.abs(plain)):.1%} as is)")
+    print(
+        f"held out: {inside} of {len(held)} within {WITHIN:.0%} (profiled step as is: {before}); "
+        f"median |error| {np.median(np.abs(errors)):.1%} ({np.median(np.abs(plain)):.1%} as is)"
+    )
     return 0
 
 

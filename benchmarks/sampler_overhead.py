@@ -8,6 +8,7 @@ step time of each and the difference in %, plus µs spent per sample. The captur
 only while the profiler runs, so this is an upper bound on what it adds to a profiled step and
 exactly zero for the unprofiled timing run.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -58,8 +59,10 @@ def main() -> int:
             if cost["samples"]:
                 per_sample.append(cost["sampling_s"] / cost["samples"] * 1e6)
     base, sampled = (statistics.median(times[k]) * 1e6 for k in ("without", "with"))
-    print(f"median step without sampler {base:,.1f} µs, with {sampled:,.1f} µs: "
-          f"{(sampled / base - 1) * 100:+.2f} %; {statistics.median(per_sample or [0]):.1f} µs per sample")
+    print(
+        f"median step without sampler {base:,.1f} µs, with {sampled:,.1f} µs: "
+        f"{(sampled / base - 1) * 100:+.2f} %; {statistics.median(per_sample or [0]):.1f} µs per sample"
+    )
     return 0
 
 

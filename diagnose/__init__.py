@@ -1,12 +1,13 @@
 """diagnose: a bottleneck-diagnosis profiler for PyTorch GPU workloads.
 
-    import diagnose
-    d = diagnose.analyze("trace.json.gz")     # no torch needed
-    d.findings[0].fixes[0].id                 # e.g. "cuda-graphs"
-    d.findings_frame(), d.kernels_frame()     # pandas frames; in a notebook `d` shows the report
+import diagnose
+d = diagnose.analyze("trace.json.gz")     # no torch needed
+d.findings[0].fixes[0].id                 # e.g. "cuda-graphs"
+d.findings_frame(), d.kernels_frame()     # pandas frames; in a notebook `d` shows the report
 
-    d = diagnose.profile("model.py:make_step", batch=1)   # capture on this machine's GPU, then analyse
+d = diagnose.profile("model.py:make_step", batch=1)   # capture on this machine's GPU, then analyse
 """
+
 from __future__ import annotations
 
 from diagnose.version import __version__
@@ -27,8 +28,17 @@ def analyze(target, overrides: dict | None = None, ncu_csv=None):
     return Report.of(pipeline.analyse(Path(target), _config(overrides), ncu_csv=Path(ncu_csv) if ncu_csv else None))
 
 
-def profile(target: str, out=None, warmup: int = 3, steps: int = 5, timed_steps: int = 20,
-            timeout_s: float = 900, overrides: dict | None = None, nproc_per_node: int | None = None, **params):
+def profile(
+    target: str,
+    out=None,
+    warmup: int = 3,
+    steps: int = 5,
+    timed_steps: int = 20,
+    timeout_s: float = 900,
+    overrides: dict | None = None,
+    nproc_per_node: int | None = None,
+    **params,
+):
     """Capture `file.py:NAME` (NAME(**params) returns the step callable) and return its Diagnosis.
 
     The workload runs in a child process, as with the command line; the capture folder is `out`
@@ -52,8 +62,11 @@ def profile(target: str, out=None, warmup: int = 3, steps: int = 5, timed_steps:
     if nproc_per_node:
         from diagnose.capture.distributed import Launch
 
-        return Report.of(pipeline.capture_distributed_and_analyse(parsed, folder, _config(overrides), options,
-                                                                  Launch(nproc_per_node)))
+        return Report.of(
+            pipeline.capture_distributed_and_analyse(
+                parsed, folder, _config(overrides), options, Launch(nproc_per_node)
+            )
+        )
     return Report.of(pipeline.capture_and_analyse(parsed, folder, _config(overrides), options))
 
 

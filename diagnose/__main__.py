@@ -1,4 +1,5 @@
 """`python -m diagnose` is the same as the `diagnose` console script."""
+
 import sys
 
 from diagnose.cli import main

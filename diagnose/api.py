@@ -4,6 +4,7 @@
 and `render(format)` for any registered renderer. It lives above the renderers, so the model
 (diagnose/findings.py) never imports them.
 """
+
 from __future__ import annotations
 
 import html
@@ -26,5 +27,7 @@ class Report(Diagnosis):
 
     def _repr_html_(self) -> str:
         """Notebook display: the full report, isolated in an iframe so its styles stay its own."""
-        return (f'<iframe srcdoc="{html.escape(self.render("html"), quote=True)}" '
-                'style="width:100%;height:900px;border:1px solid #ddd"></iframe>')
+        return (
+            f'<iframe srcdoc="{html.escape(self.render("html"), quote=True)}" '
+            'style="width:100%;height:900px;border:1px solid #ddd"></iframe>'
+        )

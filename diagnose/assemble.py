@@ -6,6 +6,7 @@ their Nsight Compute columns, the median step's timeline, the per-step table, me
 the ncu join). Renderers (diagnose/report) only read the Diagnosis; nothing writes on the trace. Last, the
 Diagnosis is held to diagnose/invariants.py: a finding with an impossible number is dropped.
 """
+
 from __future__ import annotations
 
 from diagnose.config import Config
@@ -22,9 +23,18 @@ from diagnose.trace.model import Trace
 CAPTURE_KEYS = ("target", "mode", "status", "error", "steps", "timing", "memory", "recorded_at", "params")
 
 
-def diagnose_trace(trace: Trace, config: Config | None = None, rules: list | None = None, *, sweep=None,
-                   ncu=None, notes: list[str] = (), ncu_label: str = "--ncu",
-                   ncu_seconds: float | None = None, ranks=None) -> Diagnosis:
+def diagnose_trace(
+    trace: Trace,
+    config: Config | None = None,
+    rules: list | None = None,
+    *,
+    sweep=None,
+    ncu=None,
+    notes: list[str] = (),
+    ncu_label: str = "--ncu",
+    ncu_seconds: float | None = None,
+    ranks=None,
+) -> Diagnosis:
     """Run the rules (all of them, or `rules`) on `trace` and assemble the Diagnosis.
 
     `sweep` (a diagnose.memory.Sweep) when the trace is one point of a parameter sweep; `ncu` (an
@@ -34,12 +44,19 @@ def diagnose_trace(trace: Trace, config: Config | None = None, rules: list | Non
     config = config or Config()
     ctx = Context(trace, config, sweep=sweep, ncu=ncu, ranks=ranks)
     results = run_rules(ctx, rules or ALL_RULES)
-    d = Diagnosis(target=(trace.capture or {}).get("target") or trace.source, device=trace.device,
-                  summary=summary(ctx), findings=results.findings, skipped=results.skipped,
-                  checked=results.checked, capture=capture_summary(trace))
+    d = Diagnosis(
+        target=(trace.capture or {}).get("target") or trace.source,
+        device=trace.device,
+        summary=summary(ctx),
+        findings=results.findings,
+        skipped=results.skipped,
+        checked=results.checked,
+        capture=capture_summary(trace),
+    )
     d.details = details(ctx, ncu, ncu_seconds)
-    d.warnings = _unique([*notes, *join_warnings(ctx.metrics, ncu_label), *trace.warnings, *ctx.warnings,
-                          *ctx.metrics.warnings])
+    d.warnings = _unique(
+        [*notes, *join_warnings(ctx.metrics, ncu_label), *trace.warnings, *ctx.warnings, *ctx.metrics.warnings]
+    )
     enforce(d)  # a finding with an impossible number is dropped, the reason in warnings
     d.verdict = verdict(d)
     return d

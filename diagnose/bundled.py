@@ -1,4 +1,5 @@
 """Where the bundled workload and the bundled real H200 captures are, installed or in a checkout."""
+
 from __future__ import annotations
 
 from pathlib import Path

@@ -9,6 +9,7 @@ As with pyinstrument, everything after a script (or `-m MODULE`) belongs to the 
 diagnose's own options go before it; `--` still separates them explicitly. The subcommands are
 the modules of diagnose/commands (its docstring says how to add one).
 """
+
 from __future__ import annotations
 
 import signal

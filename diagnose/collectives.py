@@ -16,6 +16,7 @@ copies on the compute stream.
 The *kind* of a collective (AllReduce, AllGather, ReduceScatter, Broadcast, Reduce, AllToAll,
 SendRecv, Send, Recv) comes from the same names, spelt the way NCCL spells them.
 """
+
 from __future__ import annotations
 
 import functools
@@ -24,8 +25,11 @@ import re
 _LIBRARY = re.compile(r"nccl|rccl|msccl", re.IGNORECASE)
 _NAMED = re.compile(r"all_?reduce|all_?gather|reduce_?scatter|all_?to_?all|sendrecv", re.IGNORECASE)
 _COMPILED = re.compile(r"^triton_")
-_OP = re.compile(r"nccl|rccl|msccl|c10d|record_param_comms|ProcessGroup|all_?reduce|all_?gather|reduce_?scatter|"
-                 r"all_?to_?all|broadcast|barrier", re.IGNORECASE)
+_OP = re.compile(
+    r"nccl|rccl|msccl|c10d|record_param_comms|ProcessGroup|all_?reduce|all_?gather|reduce_?scatter|"
+    r"all_?to_?all|broadcast|barrier",
+    re.IGNORECASE,
+)
 _COPY = re.compile(r"copy_in|copy_out", re.IGNORECASE)
 _KINDS = (
     ("AllReduce", re.compile(r"all_?reduce", re.IGNORECASE)),
@@ -51,8 +55,7 @@ def is_collective_kernel(name) -> bool:
 @functools.lru_cache(maxsize=8192)
 def is_collective_op(name) -> bool:
     """Whether a CPU op's name says it issues a collective."""
-    return (isinstance(name, str) and not _COMPILED.match(name) and bool(_OP.search(name))
-            and not _COPY.search(name))
+    return isinstance(name, str) and not _COMPILED.match(name) and bool(_OP.search(name)) and not _COPY.search(name)
 
 
 @functools.lru_cache(maxsize=8192)

@@ -4,6 +4,7 @@ Every override is checked against the threshold it names before any rule runs: a
 gets a did-you-mean, a value outside the threshold's kind (a fraction above 1, a NaN, a fractional
 token count) is a usage error naming the threshold and its range.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -39,8 +40,9 @@ class Config:
         return {k.split(".", 1)[1]: v for k, v in self.overrides.items() if k.startswith(prefix + ".")}
 
 
-def load_config(set_args: list[str] | None = None, fail_on: str | None = None,
-                start: Path | None = None, known: dict | None = None) -> Config:
+def load_config(
+    set_args: list[str] | None = None, fail_on: str | None = None, start: Path | None = None, known: dict | None = None
+) -> Config:
     """Build the Config from the nearest pyproject.toml's [tool.diagnose] and --set KEY=VALUE.
 
     `known` maps every overridable key to its Threshold (engine.known_thresholds); each override
@@ -54,12 +56,15 @@ def load_config(set_args: list[str] | None = None, fail_on: str | None = None,
             _check_keys(table, pyproject)
             file_fail_on = table.get("fail-on")
             if file_fail_on is not None and file_fail_on not in SEVERITIES:
-                raise UsageError(f"{pyproject}: [tool.diagnose] fail-on must be one of {', '.join(SEVERITIES)}, "
-                                 f"got {file_fail_on!r}")
+                raise UsageError(
+                    f"{pyproject}: [tool.diagnose] fail-on must be one of {', '.join(SEVERITIES)}, got {file_fail_on!r}"
+                )
             thresholds = table.get("thresholds", {})
             if not isinstance(thresholds, dict):
-                raise UsageError(f"{pyproject}: [tool.diagnose] thresholds must be a table of "
-                                 f"\"rule.name\" = number, got {type(thresholds).__name__}")
+                raise UsageError(
+                    f"{pyproject}: [tool.diagnose] thresholds must be a table of "
+                    f'"rule.name" = number, got {type(thresholds).__name__}'
+                )
             for key, value in _flatten(thresholds, where=pyproject).items():
                 overrides[key] = _number(key, value, str(pyproject))
     set_keys = set()
@@ -122,16 +127,20 @@ def _read_tool_table(path: Path) -> dict:
         raise UsageError(f"{path}: `tool` must be a table, got {type(tool).__name__}")
     table = tool.get("diagnose", {}) or {}
     if not isinstance(table, dict):
-        raise UsageError(f"{path}: [tool.diagnose] must be a table, got {type(table).__name__} "
-                         "(write [tool.diagnose], not [[tool.diagnose]])")
+        raise UsageError(
+            f"{path}: [tool.diagnose] must be a table, got {type(table).__name__} "
+            "(write [tool.diagnose], not [[tool.diagnose]])"
+        )
     return table
 
 
 def _flatten(table: dict, prefix: str = "", where: Path | None = None, depth: int = 1) -> dict:
     """Nested tables of thresholds as {"rule.name": value}; at most MAX_NESTING tables deep."""
     if depth > MAX_NESTING:
-        raise UsageError(f"{where}: [tool.diagnose] thresholds nest more than {MAX_NESTING} tables deep "
-                         f"(at {prefix!r}); write \"rule.name\" = number")
+        raise UsageError(
+            f"{where}: [tool.diagnose] thresholds nest more than {MAX_NESTING} tables deep "
+            f'(at {prefix!r}); write "rule.name" = number'
+        )
     flat = {}
     for key, value in table.items():
         full = f"{prefix}.{key}" if prefix else key

@@ -7,6 +7,7 @@ with `-o DIR` every diff-writing renderer's file (diff.json, diff.html) is writt
 `--fail-on-regression PCT` makes the exit code 1 when AFTER is slower than BEFORE by more than
 PCT % and the interval of the change excludes zero.
 """
+
 from __future__ import annotations
 
 import concurrent.futures
@@ -24,14 +25,17 @@ from diagnose.report.richtext import colour
 from diagnose.safe_files import write_new
 from diagnose.target import Target, as_target, resolve_target
 
+
 def run_diff(args, config) -> int:
     """The `diff` subcommand: analyse both sides once, compare, print, write, gate."""
     texts = (args.before, args.after)
     targets = [resolve_target(text) for text in texts]
     for text, target in zip(texts, targets):
         if target.runs:
-            raise UsageError(f"{text}: diff compares traces or folders diagnose wrote; capture a workload first "
-                             "(or use `diagnose model.py:NAME --baseline FOLDER`)")
+            raise UsageError(
+                f"{text}: diff compares traces or folders diagnose wrote; capture a workload first "
+                "(or use `diagnose model.py:NAME --baseline FOLDER`)"
+            )
     # the output folder is checked before the work
     folder = OutputFolder(args.out, inputs=[t.path for t in targets]) if args.out is not None else None
     sides = analyse_both(targets, config, args.max_trace_bytes)
@@ -74,14 +78,14 @@ def check_baseline(baseline: Path | None) -> None:
         raise UsageError(f"--baseline {baseline}: no such file or folder")
 
 
-def compare_with_baseline(diagnosis: Diagnosis, baseline: Path, config, out: Path,
-                          fail_on_regression: float | None = None) -> tuple[DiffReport, dict[str, str]]:
+def compare_with_baseline(
+    diagnosis: Diagnosis, baseline: Path, config, out: Path, fail_on_regression: float | None = None
+) -> tuple[DiffReport, dict[str, str]]:
     """`--baseline FOLDER`: the run just analysed (AFTER) against FOLDER (BEFORE, analysed here);
     diff.json and diff.html are written into `out`. (report, {what: path})."""
     check_baseline(baseline)
     before = pipeline.analyse(Path(baseline), config)
-    result = diff_diagnoses(before, diagnosis, fail_on_regression=fail_on_regression,
-                            paths=(str(baseline), str(out)))
+    result = diff_diagnoses(before, diagnosis, fail_on_regression=fail_on_regression, paths=(str(baseline), str(out)))
     return result, write_diff(result, out)
 
 

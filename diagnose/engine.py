@@ -4,6 +4,7 @@ A rule declares its id, the cheat-sheet row it encodes, its named thresholds and
 needs. The engine skips (with the reason) every rule whose inputs the trace lacks, runs the
 rest against shared metrics, and sorts the findings by estimated impact.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -23,8 +24,20 @@ from diagnose.metrics.timeline import PARAMETERS as TIMELINE_PARAMETERS
 from diagnose.thresholds import Threshold
 from diagnose.trace.model import Trace
 
-__all__ = ["Context", "NEEDS", "Need", "Quiet", "Rule", "RuleResults", "Skip", "Threshold", "known_thresholds",
-           "run_rules", "verdict"]
+__all__ = [
+    "Context",
+    "NEEDS",
+    "Need",
+    "Quiet",
+    "Rule",
+    "RuleResults",
+    "Skip",
+    "Threshold",
+    "known_thresholds",
+    "run_rules",
+    "verdict",
+]
+
 
 @dataclasses.dataclass
 class Quiet:
@@ -97,8 +110,10 @@ def lost_gpu_text(launches: int) -> str:
 def _missing_memory(ctx: "Context") -> str | None:
     if ctx.memory is not None:
         return None
-    return ("no allocator record: no memory.json beside the trace, no memory block in meta.json and no "
-            "allocator events in it (a trace from elsewhere recorded without profile_memory=True, or a CPU-only run)")
+    return (
+        "no allocator record: no memory.json beside the trace, no memory block in meta.json and no "
+        "allocator events in it (a trace from elsewhere recorded without profile_memory=True, or a CPU-only run)"
+    )
 
 
 def _missing_launch_links(ctx: "Context") -> str | None:
@@ -122,8 +137,10 @@ def _missing_steady_state(ctx: "Context") -> str | None:
     capture = ctx.metrics.graph_capture
     if capture is None or not capture.dominates:
         return None
-    return (f"graph capture, not a steady state: {capture.text()}; captured kernels run on replay, "
-            "so the host time here is set-up, not the workload's")
+    return (
+        f"graph capture, not a steady state: {capture.text()}; captured kernels run on replay, "
+        "so the host time here is set-up, not the workload's"
+    )
 
 
 def _missing_ranks(ctx: "Context") -> str | None:
@@ -139,8 +156,11 @@ NEEDS: dict[str, Need] = {
     "device-peaks": Need("the device's bandwidth and FLOP/s ceilings (a GPU diagnose knows)", _missing_device_peaks),
     "ranks": Need("the traces of at least two ranks of one job", _missing_ranks),
     "steady-state": Need("steps that run the workload (not a CUDA/HIP graph being captured)", _missing_steady_state),
-    "memory": Need("an allocator record (memory.json beside the trace, meta.json's memory block, or allocator "
-                   "events from profile_memory=True)", _missing_memory),
+    "memory": Need(
+        "an allocator record (memory.json beside the trace, meta.json's memory block, or allocator "
+        "events from profile_memory=True)",
+        _missing_memory,
+    ),
 }
 
 
@@ -188,7 +208,7 @@ class Context:
 
 
 def severity_ladder(value: float, t: dict, high: str = "high_share", medium: str = "medium_share") -> Severity:
-    """"high" from the rule's `high` threshold, "medium" from its `medium` one, else "low": the
+    """ "high" from the rule's `high` threshold, "medium" from its `medium` one, else "low": the
     cut-offs are declared thresholds, so `--set` moves them and the docs list them."""
     return "high" if value >= t[high] else "medium" if value >= t[medium] else "low"
 
@@ -242,8 +262,10 @@ def _plain_numbers(finding: Finding) -> Finding:
     for ev in finding.evidence:
         ev.value = ev.value if isinstance(ev.value, (str, bool)) else float(ev.value)
         ev.threshold = None if ev.threshold is None else float(ev.threshold)
-    finding.offenders = [{k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in row.items()}
-                         for row in finding.offenders]
+    finding.offenders = [
+        {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in row.items()}
+        for row in finding.offenders
+    ]
     return finding
 
 
@@ -256,8 +278,10 @@ NO_TORCH_WARNING = "the workload ran no PyTorch operation"  # trace/load.py's wa
 UNEXPLAINED_NAMED_SHARE = 0.10  # unexplained time at least this share of the step is named in the verdict
 LOSS_NAMED_SHARE = 0.25  # a non-compute bucket this large, not covered by the top finding, is named too
 COLD_SETUP_SHARE = 0.5  # host setup inside launching ops this large, nothing fired: the window is a cold start
-EXPLAIN_UNEXPLAINED = ("a capture in script or function mode (`diagnose model.py`) samples the Python stack, "
-                       "or record the trace with torch.profiler(with_stack=True), to name the code")
+EXPLAIN_UNEXPLAINED = (
+    "a capture in script or function mode (`diagnose model.py`) samples the Python stack, "
+    "or record the trace with torch.profiler(with_stack=True), to name the code"
+)
 
 
 def verdict(d: Diagnosis) -> str:
@@ -265,20 +289,29 @@ def verdict(d: Diagnosis) -> str:
     if d.workload_failed:
         err = d.capture.get("error") or {}
         what = {"oom": "ran out of memory", "timeout": "timed out", "crashed": "crashed"}.get(
-            d.capture.get("status") or "", "failed")
+            d.capture.get("status") or "", "failed"
+        )
         return f"The workload {what}: {err.get('type', '')}: {err.get('message', '')}".strip().rstrip(":")
     accounting = d.summary.get("accounting") or {}
     buckets = {b["id"]: b for b in accounting.get("buckets", []) if b.get("in_sum", True)}
     largest = buckets.get(accounting.get("largest_non_compute") or "")
     capture = d.summary.get("graph_capture")
     if capture and not d.findings:
-        return (f"Graph capture, not a steady state: {capture}. The kernels run when the graph is replayed; "
-                "profile steps after the capture (the replay) for a verdict on the workload.")
+        return (
+            f"Graph capture, not a steady state: {capture}. The kernels run when the graph is replayed; "
+            "profile steps after the capture (the replay) for a verdict on the workload."
+        )
     if d.findings:
         top = d.findings[0]
-        gain = f" (est. {fmt(top.est_speedup)}× faster with {top.fix_phrase()})" if top.est_speedup and top.fixes else ""
+        gain = (
+            f" (est. {fmt(top.est_speedup)}× faster with {top.fix_phrase()})" if top.est_speedup and top.fixes else ""
+        )
         extra, named = "", None
-        if largest and largest["share"] >= LOSS_NAMED_SHARE and (top.recoverable_us or 0) < 0.5 * largest["us_per_step"]:
+        if (
+            largest
+            and largest["share"] >= LOSS_NAMED_SHARE
+            and (top.recoverable_us or 0) < 0.5 * largest["us_per_step"]
+        ):
             extra, named = f" Meanwhile {_bucket_text(largest)}.", largest
         return f"{top.title}{gain}.{extra}{_unexplained_note(buckets, named)}"
     busy = d.summary.get("gpu_busy_fraction")
@@ -288,26 +321,33 @@ def verdict(d: Diagnosis) -> str:
             return "The workload ran no PyTorch operation while it was profiled: there is nothing to diagnose."
         launches = d.summary.get("unrecorded_launches")
         if launches:
-            return (f"{lost_gpu_text(launches)}: the host launched kernels but the trace kept no GPU record "
-                    "(CUPTI's buffers were dropped or CUDA activity was not profiled), so nothing can be said "
-                    "about the GPU; record again with ProfilerActivity.CUDA and check the profiler's warnings.")
-        return (f"No GPU activity in this trace (a CPU-only run): {len(d.skipped)} GPU rules skipped, "
-                f"{ran} ran.")
+            return (
+                f"{lost_gpu_text(launches)}: the host launched kernels but the trace kept no GPU record "
+                "(CUPTI's buffers were dropped or CUDA activity was not profiled), so nothing can be said "
+                "about the GPU; record again with ProfilerActivity.CUDA and check the profiler's warnings."
+            )
+        return f"No GPU activity in this trace (a CPU-only run): {len(d.skipped)} GPU rules skipped, {ran} ran."
     if busy is None:
         return f"No bottleneck found; {len(d.skipped)} rules could not run on this trace."
     compute = buckets.get("compute", {}).get("share", busy)
     if busy < 0.5:
         where = f" The largest part of the rest is {_bucket_text(largest)}." if largest else ""
         if largest and largest["id"] == "host_in_ops" and largest["share"] >= COLD_SETUP_SHARE:
-            where += (" That is first-call setup (module loading, kernel and algorithm selection): the window is "
-                      "a cold start, not a steady state; profile steps after a warm-up.")
-        return (f"No rule fired; the GPU computes only {_percent(compute)} of the step.{where}"
-                f"{_unexplained_note(buckets, largest)}")
+            where += (
+                " That is first-call setup (module loading, kernel and algorithm selection): the window is "
+                "a cold start, not a steady state; profile steps after a warm-up."
+            )
+        return (
+            f"No rule fired; the GPU computes only {_percent(compute)} of the step.{where}"
+            f"{_unexplained_note(buckets, largest)}"
+        )
     where = ""
     if largest and largest["share"] >= UNEXPLAINED_NAMED_SHARE:
         where = f"; the largest other part is {_bucket_text(largest)}"
-    return (f"No bottleneck found by the {ran} rules that ran; the GPU is busy {busy:.0%} of each step"
-            f"{where}.{_unexplained_note(buckets, largest)}")
+    return (
+        f"No bottleneck found by the {ran} rules that ran; the GPU is busy {busy:.0%} of each step"
+        f"{where}.{_unexplained_note(buckets, largest)}"
+    )
 
 
 def _bucket_text(bucket: dict) -> str:

@@ -5,6 +5,7 @@ findings.json is read back typed and checked (`Diagnosis.from_dict`), and `diagn
 the JSON Schema of `diagnose.findings/1` made from them (`findings_schema`). Changes stay additive:
 a field added later has a default, so an older findings.json still reads.
 """
+
 from __future__ import annotations
 
 from typing import Literal
@@ -95,10 +96,10 @@ class Finding(msgspec.Struct):
         if not self.fixes:
             return ""
         first = [x.id for x in self.fixes[:-1] if x.prerequisite]
-        lead = len(first) if all(x.prerequisite for x in self.fixes[:len(first)]) else 0
+        lead = len(first) if all(x.prerequisite for x in self.fixes[: len(first)]) else 0
         if not lead:
             return self.fixes[0].id
-        before = first[0] if lead == 1 else ", ".join(first[:lead - 1]) + f" and {first[lead - 1]}"
+        before = first[0] if lead == 1 else ", ".join(first[: lead - 1]) + f" and {first[lead - 1]}"
         return f"{before}, then {self.fixes[lead].id}"
 
 
@@ -141,6 +142,7 @@ class Details(msgspec.Struct, omit_defaults=True):
     inventory: list | None = None
     ranks: list | None = None
 
+
 class Diagnosis(msgspec.Struct):
     """Everything a report shows; `to_dict` is the findings.json schema."""
 
@@ -157,9 +159,13 @@ class Diagnosis(msgspec.Struct):
     schema: str = SCHEMA
 
     def __repr__(self) -> str:
-        top = f"{self.findings[0].rule} est. {fmt(self.findings[0].est_speedup or 1)}×" if self.findings else "no finding"
-        return (f"<Diagnosis {self.target!r}: {top}; {len(self.findings)} findings, {len(self.checked)} quiet, "
-                f"{len(self.skipped)} skipped>")
+        top = (
+            f"{self.findings[0].rule} est. {fmt(self.findings[0].est_speedup or 1)}×" if self.findings else "no finding"
+        )
+        return (
+            f"<Diagnosis {self.target!r}: {top}; {len(self.findings)} findings, {len(self.checked)} quiet, "
+            f"{len(self.skipped)} skipped>"
+        )
 
     def to_dict(self) -> dict:
         """Plain data for JSON (the stable, versioned schema)."""
@@ -190,10 +196,20 @@ class Diagnosis(msgspec.Struct):
         """The findings as a pandas DataFrame: one row per finding, evidence as text."""
         import pandas as pd
 
-        return pd.DataFrame([{"rule": f.rule, "severity": f.severity, "title": f.title,
-                              "est_speedup": f.est_speedup, "recoverable_us": f.recoverable_us,
-                              "fixes": ", ".join(x.id for x in f.fixes),
-                              "evidence": "; ".join(e.text() for e in f.evidence)} for f in self.findings])
+        return pd.DataFrame(
+            [
+                {
+                    "rule": f.rule,
+                    "severity": f.severity,
+                    "title": f.title,
+                    "est_speedup": f.est_speedup,
+                    "recoverable_us": f.recoverable_us,
+                    "fixes": ", ".join(x.id for x in f.fixes),
+                    "evidence": "; ".join(e.text() for e in f.evidence),
+                }
+                for f in self.findings
+            ]
+        )
 
     def kernels_frame(self):
         """The top GPU kernels per step as a pandas DataFrame."""

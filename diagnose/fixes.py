@@ -1,4 +1,5 @@
 """The catalogue of fixes, by stable id: rules name them, the report shows their code examples."""
+
 from __future__ import annotations
 
 import textwrap
@@ -13,82 +14,136 @@ def comment(text: str) -> str:
     (names from a trace make some comments arbitrarily long)."""
     return "".join(f"# {line}\n" for line in textwrap.wrap(text, CODE_COLUMNS - 2, break_on_hyphens=False))
 
+
 CATALOGUE: dict[str, tuple[str, str]] = {
-    "cuda-graphs": ("Replay the step from a CUDA graph",
-                    "Capture the steady-state step once and replay it: one launch per step instead of one "
-                    "per kernel. torch.compile(mode=\"reduce-overhead\") does it for you; "
-                    "torch.cuda.CUDAGraph does it by hand (static input buffers, fixed shapes)."),
-    "torch-compile": ("Fuse with torch.compile",
-                      "torch.compile turns chains of pointwise and reduction ops into a few Triton kernels "
-                      "that read and write HBM once."),
+    "cuda-graphs": (
+        "Replay the step from a CUDA graph",
+        "Capture the steady-state step once and replay it: one launch per step instead of one "
+        'per kernel. torch.compile(mode="reduce-overhead") does it for you; '
+        "torch.cuda.CUDAGraph does it by hand (static input buffers, fixed shapes).",
+    ),
+    "torch-compile": (
+        "Fuse with torch.compile",
+        "torch.compile turns chains of pointwise and reduction ops into a few Triton kernels "
+        "that read and write HBM once.",
+    ),
     "triton-kernel": ("Write a fused Triton kernel", "Hand-fuse the chain into one autotuned Triton kernel."),
-    "bf16-tensor-cores": ("Use tensor cores (bf16 / TF32 / autocast)",
-                          "Run matmuls in bf16 (torch.autocast) or allow TF32 for fp32 matmuls."),
-    "fp8": ("FP8 tensor cores", "Hopper doubles matmul throughput in FP8 (torch._scaled_mm, Transformer Engine, torchao)."),
+    "bf16-tensor-cores": (
+        "Use tensor cores (bf16 / TF32 / autocast)",
+        "Run matmuls in bf16 (torch.autocast) or allow TF32 for fp32 matmuls.",
+    ),
+    "fp8": (
+        "FP8 tensor cores",
+        "Hopper doubles matmul throughput in FP8 (torch._scaled_mm, Transformer Engine, torchao).",
+    ),
     "pad-dims": ("Pad matrix dimensions", "Pad M, N, K to multiples of 64/128 (at least 8 for 16-bit types)."),
-    "flash-attention": ("Fused attention (FlashAttention / cuDNN via SDPA)",
-                        "F.scaled_dot_product_attention with the flash or cuDNN backend never materialises T×T scores."),
-    "flex-attention": ("FlexAttention", "torch.nn.attention.flex_attention with a block_mask skips fully masked tiles."),
+    "flash-attention": (
+        "Fused attention (FlashAttention / cuDNN via SDPA)",
+        "F.scaled_dot_product_attention with the flash or cuDNN backend never materialises T×T scores.",
+    ),
+    "flex-attention": (
+        "FlexAttention",
+        "torch.nn.attention.flex_attention with a block_mask skips fully masked tiles.",
+    ),
     "paged-attention": ("Paged KV cache", "Allocate the KV cache in fixed blocks with a block table (as vLLM does)."),
     "kv-quantization": ("Quantize the KV cache", "Store K and V in FP8 or INT4."),
-    "w4a16": ("4-bit weights, 16-bit activations", "AWQ/GPTQ weights with Marlin-class kernels cut weight bytes per token by 4×."),
-    "speculative-decoding": ("Speculative decoding", "A draft model proposes k tokens; one pass of the big model verifies them."),
-    "fsdp2": ("Shard with FSDP2", "torch.distributed.fsdp.fully_shard shards parameters, gradients and optimizer state."),
+    "w4a16": (
+        "4-bit weights, 16-bit activations",
+        "AWQ/GPTQ weights with Marlin-class kernels cut weight bytes per token by 4×.",
+    ),
+    "speculative-decoding": (
+        "Speculative decoding",
+        "A draft model proposes k tokens; one pass of the big model verifies them.",
+    ),
+    "fsdp2": (
+        "Shard with FSDP2",
+        "torch.distributed.fsdp.fully_shard shards parameters, gradients and optimizer state.",
+    ),
     "tensor-parallel": ("Tensor parallelism", "Split large matmuls across GPUs over NVLink."),
     "gguf-mmap": ("Q4_K_M GGUF + mmap", "For edge inference: 4-bit GGUF weights, memory-mapped."),
-    "activation-checkpointing": ("Activation checkpointing", "Recompute activations in backward instead of storing them."),
-    "remove-sync": ("Remove host-device syncs from the loop",
-                    "Keep values on the GPU (.item(), .cpu(), print of a tensor and torch.cuda.synchronize() each drain the queue)."),
+    "activation-checkpointing": (
+        "Activation checkpointing",
+        "Recompute activations in backward instead of storing them.",
+    ),
+    "remove-sync": (
+        "Remove host-device syncs from the loop",
+        "Keep values on the GPU (.item(), .cpu(), print of a tensor and torch.cuda.synchronize() each drain the queue).",
+    ),
     "pinned-memory": ("Pinned host memory", "pin_memory=True in the DataLoader and .to(device, non_blocking=True)."),
-    "dataloader-workers": ("DataLoader workers", "num_workers > 0 (and persistent_workers=True) to prepare batches off the main process."),
+    "dataloader-workers": (
+        "DataLoader workers",
+        "num_workers > 0 (and persistent_workers=True) to prepare batches off the main process.",
+    ),
     "larger-batch": ("Larger batch", "More work per launch amortises fixed per-step costs."),
-    "expandable-segments": ("Expandable allocator segments",
-                            "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True lets the caching allocator grow a "
-                            "segment in place instead of caching one block per odd size, so memory freed at one "
-                            "size serves requests of another."),
-    "overlap-comm": ("Overlap communication with compute",
-                     "Start collectives earlier so compute hides them: DDP with a smaller bucket_cap_mb and "
-                     "gradient_as_bucket_view=True, FSDP2 with forward and backward prefetch "
-                     "(set_modules_to_forward_prefetch / set_modules_to_backward_prefetch)."),
-    "grad-accumulation": ("All-reduce once per optimizer step",
-                          "With gradient accumulation, run all micro-batches but the last under "
-                          "model.no_sync(): one all-reduce per optimizer step instead of one per micro-batch."),
-    "static-shapes": ("Keep input shapes static",
-                      "Give the op one shape: a preallocated maximum-length KV cache with a mask, fixed-length "
-                      "padded batches; for torch.compile, mark the varying dimension dynamic instead of "
-                      "recompiling for every length. cuDNN/cuBLAS plans, autotuning and compiled graphs are "
-                      "then built once and reused."),
-    "shape-bucketing": ("Bucket the varying length",
-                        "Round the varying length up to a few buckets (multiples of 64 or 128, or powers of two) "
-                        "and pad: one plan or compiled graph per bucket, built once, reused after."),
-    "fix-graph-break": ("Remove the graph break",
-                        "Rewrite the line dynamo broke the graph at so it stays traceable: keep data-dependent "
-                        "checks on the device (torch.where, torch._check) instead of .item() or a Python if "
-                        "on a tensor, move print/logging out of the compiled function, or set "
-                        "torch._dynamo.config.capture_scalar_outputs = True. One graph per step then runs "
-                        "without eager code and graph entries between graphs."),
-    "mark-dynamic": ("Mark the changing dimension dynamic",
-                     "torch._dynamo.mark_dynamic(x, dim) (or torch.compile(dynamic=True)) compiles one graph "
-                     "that takes every size of that dimension, instead of a recompile per new size until the "
-                     "recompile limit makes dynamo fall back to eager."),
-    "fullgraph": ("Compile with fullgraph=True",
-                  "torch.compile(model, fullgraph=True) raises at the first graph break, with its reason and "
-                  "line, instead of silently splitting the step into graphs with eager code between them; "
-                  "torch._dynamo.explain(model)(x) lists every break at once."),
-    "channels-last": ("Put convolutions in channels_last (NHWC)",
-                      "model.to(memory_format=torch.channels_last) and the input "
-                      "x.contiguous(memory_format=torch.channels_last): cuDNN then runs its NHWC convolution "
-                      "kernels directly, without converting layouts around every convolution."),
-    "fused-optimizer": ("Use a fused (or foreach) optimizer",
-                        "torch.optim.AdamW(params, fused=True) updates all parameters in a few fused kernels "
-                        "(foreach=True in a few multi-tensor kernels) instead of ~10 small kernels per parameter "
-                        "tensor; zero_grad(set_to_none=True) and clip_grad_norm_(..., foreach=True) likewise."),
-    "balance-ranks": ("Balance the work across ranks",
-                      "Give every rank the same work per step: equal-sized shards and batches (a "
-                      "DistributedSampler with drop_last, length-bucketed batches for variable-length "
-                      "data), no rank-only work (logging, evaluation, checkpointing on rank 0) inside the "
-                      "step, and the same GPU clocks and placement for every rank; every collective waits "
-                      "for the slowest rank."),
+    "expandable-segments": (
+        "Expandable allocator segments",
+        "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True lets the caching allocator grow a "
+        "segment in place instead of caching one block per odd size, so memory freed at one "
+        "size serves requests of another.",
+    ),
+    "overlap-comm": (
+        "Overlap communication with compute",
+        "Start collectives earlier so compute hides them: DDP with a smaller bucket_cap_mb and "
+        "gradient_as_bucket_view=True, FSDP2 with forward and backward prefetch "
+        "(set_modules_to_forward_prefetch / set_modules_to_backward_prefetch).",
+    ),
+    "grad-accumulation": (
+        "All-reduce once per optimizer step",
+        "With gradient accumulation, run all micro-batches but the last under "
+        "model.no_sync(): one all-reduce per optimizer step instead of one per micro-batch.",
+    ),
+    "static-shapes": (
+        "Keep input shapes static",
+        "Give the op one shape: a preallocated maximum-length KV cache with a mask, fixed-length "
+        "padded batches; for torch.compile, mark the varying dimension dynamic instead of "
+        "recompiling for every length. cuDNN/cuBLAS plans, autotuning and compiled graphs are "
+        "then built once and reused.",
+    ),
+    "shape-bucketing": (
+        "Bucket the varying length",
+        "Round the varying length up to a few buckets (multiples of 64 or 128, or powers of two) "
+        "and pad: one plan or compiled graph per bucket, built once, reused after.",
+    ),
+    "fix-graph-break": (
+        "Remove the graph break",
+        "Rewrite the line dynamo broke the graph at so it stays traceable: keep data-dependent "
+        "checks on the device (torch.where, torch._check) instead of .item() or a Python if "
+        "on a tensor, move print/logging out of the compiled function, or set "
+        "torch._dynamo.config.capture_scalar_outputs = True. One graph per step then runs "
+        "without eager code and graph entries between graphs.",
+    ),
+    "mark-dynamic": (
+        "Mark the changing dimension dynamic",
+        "torch._dynamo.mark_dynamic(x, dim) (or torch.compile(dynamic=True)) compiles one graph "
+        "that takes every size of that dimension, instead of a recompile per new size until the "
+        "recompile limit makes dynamo fall back to eager.",
+    ),
+    "fullgraph": (
+        "Compile with fullgraph=True",
+        "torch.compile(model, fullgraph=True) raises at the first graph break, with its reason and "
+        "line, instead of silently splitting the step into graphs with eager code between them; "
+        "torch._dynamo.explain(model)(x) lists every break at once.",
+    ),
+    "channels-last": (
+        "Put convolutions in channels_last (NHWC)",
+        "model.to(memory_format=torch.channels_last) and the input "
+        "x.contiguous(memory_format=torch.channels_last): cuDNN then runs its NHWC convolution "
+        "kernels directly, without converting layouts around every convolution.",
+    ),
+    "fused-optimizer": (
+        "Use a fused (or foreach) optimizer",
+        "torch.optim.AdamW(params, fused=True) updates all parameters in a few fused kernels "
+        "(foreach=True in a few multi-tensor kernels) instead of ~10 small kernels per parameter "
+        "tensor; zero_grad(set_to_none=True) and clip_grad_norm_(..., foreach=True) likewise.",
+    ),
+    "balance-ranks": (
+        "Balance the work across ranks",
+        "Give every rank the same work per step: equal-sized shards and batches (a "
+        "DistributedSampler with drop_last, length-bucketed batches for variable-length "
+        "data), no rank-only work (logging, evaluation, checkpointing on rank 0) inside the "
+        "step, and the same GPU clocks and placement for every rank; every collective waits "
+        "for the slowest rank.",
+    ),
 }
 
 
@@ -102,9 +157,11 @@ def fix(fix_id: str, code: str = "", how: str | None = None, prerequisite: bool 
 def optimizer_code(name: str) -> str:
     """The fix as code, for the optimizer class found."""
     cls = name if name in ("Adam", "AdamW", "SGD", "Adagrad") else "AdamW"
-    return (f"opt = torch.optim.{cls}(model.parameters(), lr=lr, fused=True)  # or foreach=True\n"
-            "...\n"
-            "opt.zero_grad(set_to_none=True)\n"
-            "loss.backward()\n"
-            "torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0, foreach=True)  # if you clip\n"
-            "opt.step()")
+    return (
+        f"opt = torch.optim.{cls}(model.parameters(), lr=lr, fused=True)  # or foreach=True\n"
+        "...\n"
+        "opt.zero_grad(set_to_none=True)\n"
+        "loss.backward()\n"
+        "torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0, foreach=True)  # if you clip\n"
+        "opt.step()"
+    )

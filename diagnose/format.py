@@ -8,6 +8,7 @@ named "x\nVerdict: HEALTHY" cannot start a line of its own. `markdown` makes it 
 Markdown posted where people read it (a pull-request comment, a CI job summary): no markup, no
 HTML, no @mention that pings anyone, no #123 reference, no link made of a bare URL.
 """
+
 from __future__ import annotations
 
 import math
@@ -64,7 +65,7 @@ def percent(fraction) -> str:
 
 
 def plural(count: int | float, noun: str, many: str | None = None) -> str:
-    """"1 step", "4 steps" (`many` for irregular plurals)."""
+    """ "1 step", "4 steps" (`many` for irregular plurals)."""
     word = noun if count == 1 else (many or noun + "s")
     return f"{fmt(count)} {word}"
 

@@ -12,6 +12,7 @@ is not evidence: transformers imports torchvision.
 that code, headed by a comment naming the framework and the evidence; other fixes keep their plain
 PyTorch code.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -34,14 +35,32 @@ class Framework:
     evidence: str
 
 
-LIGHTNING_RUN = frozenset({"fit", "_fit_impl", "_run", "_run_stage", "run", "advance", "training_step",
-                           "optimizer_step", "backward", "on_run_start"})
+LIGHTNING_RUN = frozenset(
+    {
+        "fit",
+        "_fit_impl",
+        "_run",
+        "_run_stage",
+        "run",
+        "advance",
+        "training_step",
+        "optimizer_step",
+        "backward",
+        "on_run_start",
+    }
+)
 # key, file path fragment, the functions that show the step runs under it (None: any function at run time)
 SIGNATURES: tuple[tuple[str, str, frozenset | None], ...] = (
-    ("transformers.Trainer", "transformers/trainer.py",
-     frozenset({"train", "_inner_training_loop", "training_step", "compute_loss"})),
-    ("transformers.generate", "transformers/generation/utils.py",
-     frozenset({"generate", "_sample", "_beam_search", "_assisted_decoding", "_prefill"})),
+    (
+        "transformers.Trainer",
+        "transformers/trainer.py",
+        frozenset({"train", "_inner_training_loop", "training_step", "compute_loss"}),
+    ),
+    (
+        "transformers.generate",
+        "transformers/generation/utils.py",
+        frozenset({"generate", "_sample", "_beam_search", "_assisted_decoding", "_prefill"}),
+    ),
     ("lightning", "lightning/pytorch/", LIGHTNING_RUN),
     ("lightning", "pytorch_lightning/", LIGHTNING_RUN),
     ("accelerate", "accelerate/accelerator.py", frozenset({"backward", "accumulate", "autocast", "clip_grad_norm_"})),
@@ -70,7 +89,7 @@ def from_frames(frames, where: str) -> list[Framework]:
         if key and key not in found:
             short = str(file).replace("\\", "/")
             cut = short.rfind("site-packages/")
-            found[key] = f"{where}: {short[cut + 14:] if cut >= 0 else short} {function}"
+            found[key] = f"{where}: {short[cut + 14 :] if cut >= 0 else short} {function}"
     order = [k for k, _, _ in SIGNATURES]
     return [Framework(k, found[k]) for k in sorted(found, key=order.index)]
 
@@ -115,8 +134,9 @@ def _model_frameworks(trace) -> list[Framework]:
 def detect_frameworks(trace) -> list[Framework]:
     """The frameworks the step runs under, most specific first (a Trainer before the model it trains)."""
     found = from_frames(_sample_frames(trace), "Python stack samples")
-    found += [f for f in from_frames(_event_frames(trace), "python_function events")
-              if f.key not in {g.key for g in found}]
+    found += [
+        f for f in from_frames(_event_frames(trace), "python_function events") if f.key not in {g.key for g in found}
+    ]
     found += [f for f in _model_frameworks(trace) if f.key not in {g.key for g in found}]
     return found
 
@@ -129,17 +149,23 @@ def family(key: str) -> str:
 # fix id -> framework key (or library) -> code in that API
 API_CODE: dict[str, dict[str, str]] = {
     "bf16-tensor-cores": {
-        "transformers.Trainer": ("args = TrainingArguments(..., bf16=True)  # bf16 autocast\n"
-                                 "# tf32=True as well lets what stays fp32 use TF32 tensor cores"),
+        "transformers.Trainer": (
+            "args = TrainingArguments(..., bf16=True)  # bf16 autocast\n"
+            "# tf32=True as well lets what stays fp32 use TF32 tensor cores"
+        ),
         "lightning": 'trainer = L.Trainer(..., precision="bf16-mixed")',
         "accelerate": 'accelerator = Accelerator(mixed_precision="bf16")',
     },
     "dataloader-workers": {
-        "transformers.Trainer": ("args = TrainingArguments(..., dataloader_num_workers=8, dataloader_pin_memory=True,\n"
-                                 "                         dataloader_persistent_workers=True)"),
-        "lightning": ("def train_dataloader(self):  # in the LightningModule or LightningDataModule\n"
-                      "    return DataLoader(dataset, batch_size=..., num_workers=8, pin_memory=True,\n"
-                      "                      persistent_workers=True)"),
+        "transformers.Trainer": (
+            "args = TrainingArguments(..., dataloader_num_workers=8, dataloader_pin_memory=True,\n"
+            "                         dataloader_persistent_workers=True)"
+        ),
+        "lightning": (
+            "def train_dataloader(self):  # in the LightningModule or LightningDataModule\n"
+            "    return DataLoader(dataset, batch_size=..., num_workers=8, pin_memory=True,\n"
+            "                      persistent_workers=True)"
+        ),
     },
     "pinned-memory": {
         "transformers.Trainer": "args = TrainingArguments(..., dataloader_pin_memory=True, dataloader_num_workers=8)",
@@ -148,43 +174,62 @@ API_CODE: dict[str, dict[str, str]] = {
     "torch-compile": {
         "transformers.Trainer": "args = TrainingArguments(..., torch_compile=True)",
         "lightning": "model = torch.compile(MyLightningModule())\ntrainer.fit(model, datamodule)",
-        "transformers.generate": ('model.generation_config.cache_implementation = "static"  # compiled decoding\n'
-                                  "out = model.generate(**inputs, max_new_tokens=...)"),
+        "transformers.generate": (
+            'model.generation_config.cache_implementation = "static"  # compiled decoding\n'
+            "out = model.generate(**inputs, max_new_tokens=...)"
+        ),
     },
     "fused-optimizer": {
         "transformers.Trainer": 'args = TrainingArguments(..., optim="adamw_torch_fused")',
-        "lightning": ("def configure_optimizers(self):\n"
-                      "    return torch.optim.AdamW(self.parameters(), lr=..., fused=True)"),
+        "lightning": (
+            "def configure_optimizers(self):\n    return torch.optim.AdamW(self.parameters(), lr=..., fused=True)"
+        ),
     },
     "flash-attention": {
-        "transformers": ('model = AutoModelForCausalLM.from_pretrained(name, attn_implementation="sdpa")\n'
-                         '# or attn_implementation="flash_attention_2" with the flash-attn package'),
+        "transformers": (
+            'model = AutoModelForCausalLM.from_pretrained(name, attn_implementation="sdpa")\n'
+            '# or attn_implementation="flash_attention_2" with the flash-attn package'
+        ),
     },
     "cuda-graphs": {
-        "transformers.generate": ('out = model.generate(**inputs, max_new_tokens=..., cache_implementation="static")\n'
-                                  "# a static cache has fixed shapes, so transformers compiles the decoding forward\n"
-                                  '# (torch.compile mode="reduce-overhead": CUDA graphs); GenerationConfig.compile_config\n'
-                                  "# tunes it"),
-        "lightning": ('model = torch.compile(MyLightningModule(), mode="reduce-overhead")  # CUDA graphs\n'
-                      "trainer.fit(model, datamodule)"),
+        "transformers.generate": (
+            'out = model.generate(**inputs, max_new_tokens=..., cache_implementation="static")\n'
+            "# a static cache has fixed shapes, so transformers compiles the decoding forward\n"
+            '# (torch.compile mode="reduce-overhead": CUDA graphs); GenerationConfig.compile_config\n'
+            "# tunes it"
+        ),
+        "lightning": (
+            'model = torch.compile(MyLightningModule(), mode="reduce-overhead")  # CUDA graphs\n'
+            "trainer.fit(model, datamodule)"
+        ),
     },
     "static-shapes": {
-        "transformers.generate": ('out = model.generate(**inputs, max_new_tokens=..., cache_implementation="static")\n'
-                                  "# StaticCache preallocates max_length positions: no torch.cat per token"),
+        "transformers.generate": (
+            'out = model.generate(**inputs, max_new_tokens=..., cache_implementation="static")\n'
+            "# StaticCache preallocates max_length positions: no torch.cat per token"
+        ),
     },
     "remove-sync": {
-        "transformers.generate": ("# these syncs are generate()'s own per-token checks (stopping criteria, EOS):\n"
-                                  "# they stay between graphed forwards. Compile the forward instead:\n"
-                                  'out = model.generate(**inputs, max_new_tokens=..., cache_implementation="static")'),
+        "transformers.generate": (
+            "# these syncs are generate()'s own per-token checks (stopping criteria, EOS):\n"
+            "# they stay between graphed forwards. Compile the forward instead:\n"
+            'out = model.generate(**inputs, max_new_tokens=..., cache_implementation="static")'
+        ),
     },
     "channels-last": {
-        "timm": ("model = model.to(memory_format=torch.channels_last)\n"
-                 "images = images.to(memory_format=torch.channels_last)  # each batch"),
-        "torchvision": ("model = model.to(memory_format=torch.channels_last)\n"
-                        "images = images.to(memory_format=torch.channels_last)  # each batch"),
-        "lightning": ("def on_fit_start(self):\n    self.to(memory_format=torch.channels_last)\n"
-                      "def training_step(self, batch, i):\n"
-                      "    images = batch[0].to(memory_format=torch.channels_last)"),
+        "timm": (
+            "model = model.to(memory_format=torch.channels_last)\n"
+            "images = images.to(memory_format=torch.channels_last)  # each batch"
+        ),
+        "torchvision": (
+            "model = model.to(memory_format=torch.channels_last)\n"
+            "images = images.to(memory_format=torch.channels_last)  # each batch"
+        ),
+        "lightning": (
+            "def on_fit_start(self):\n    self.to(memory_format=torch.channels_last)\n"
+            "def training_step(self, batch, i):\n"
+            "    images = batch[0].to(memory_format=torch.channels_last)"
+        ),
     },
 }
 

@@ -14,6 +14,7 @@
 `enforce(diagnosis)` is what the assembling step runs: a finding that breaks one is dropped, with
 the reason in `warnings`, so it is never shown; a violation outside the findings is a warning.
 """
+
 from __future__ import annotations
 
 import math
@@ -86,8 +87,10 @@ def _finding(f: dict, step) -> list[str]:
         if met is not None:
             tests.append(met)
             if not met and e.get("holds") is not False:
-                out.append(f"evidence {e.get('metric')!r} {e.get('value')} {e.get('op')} {e.get('threshold')} "
-                           "does not hold and is not marked as unmet")
+                out.append(
+                    f"evidence {e.get('metric')!r} {e.get('value')} {e.get('op')} {e.get('threshold')} "
+                    "does not hold and is not marked as unmet"
+                )
             if met and e.get("holds") is False:
                 out.append(f"evidence {e.get('metric')!r} holds but is marked as unmet")
         if _is_peak_share(e) and _num(e.get("value")) > 100 + SHARE_ROUNDING:
@@ -100,8 +103,10 @@ def _finding(f: dict, step) -> list[str]:
             out.append(f"offender {o.get('op')} at {share:.3f} of its precision's peak, above 1")
         now, after = o.get("us_per_step"), o.get("est_us_per_step_after", o.get("fused_us_per_step"))
         if now is not None and after is not None and _num(after) > _num(now) * (1 + 1e-6) + 0.1:
-            out.append(f"offender {o.get('op') or o.get('chain')} priced at {after} µs after the fix, above "
-                       f"the {now} µs it measured")
+            out.append(
+                f"offender {o.get('op') or o.get('chain')} priced at {after} µs after the fix, above "
+                f"the {now} µs it measured"
+            )
     est, rec = f.get("est_speedup"), f.get("recoverable_us")
     if est is not None and not math.isfinite(_num(est)):
         out.append(f"estimate {est} is not finite")
@@ -116,8 +121,9 @@ def _finding(f: dict, step) -> list[str]:
     elif est is not None and rec is not None and step and _num(rec) + RECOVERED_ROUNDING < _num(step):
         bound = _num(step) / (_num(step) - _num(rec) - RECOVERED_ROUNDING)
         if _num(est) > bound + SPEEDUP_ROUNDING:
-            out.append(f"estimate {est}× exceeds {bound:.3f}×, what removing its {rec} µs of the {step} µs step "
-                       "can give")
+            out.append(
+                f"estimate {est}× exceeds {bound:.3f}×, what removing its {rec} µs of the {step} µs step can give"
+            )
     return out
 
 
@@ -130,8 +136,9 @@ def _within_bucket(f: dict, buckets: dict) -> list[str]:
         return []
     most = _num(bucket.get("us_per_step"))
     if _num(rec) > most + RECOVERED_ROUNDING:
-        return [f"recovers {rec} µs, more than the {most:.1f} µs of {bucket.get('label') or bucket.get('id')} "
-                "in the step"]
+        return [
+            f"recovers {rec} µs, more than the {most:.1f} µs of {bucket.get('label') or bucket.get('id')} in the step"
+        ]
     return []
 
 

@@ -10,6 +10,7 @@ only ceilings, and the spec's `source` says so.
 
 This module never imports torch: the capture side and `diagnose probe` call the child that does.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -84,8 +85,9 @@ def write_cache(key: str, record: dict, folder=None) -> Path | None:
     return path
 
 
-def run_probe(python: str | None = None, refresh: bool = False, cache_folder=None,
-              timeout_s: float = PROBE_TIMEOUT_S) -> tuple[dict | None, str]:
+def run_probe(
+    python: str | None = None, refresh: bool = False, cache_folder=None, timeout_s: float = PROBE_TIMEOUT_S
+) -> tuple[dict | None, str]:
     """Run the probe child (torch and the GPU live there) and return (record, "") or (None, why not)."""
     command = [python or sys.executable, "-m", "diagnose.capture.gpu_probe"]
     if refresh:
@@ -96,8 +98,9 @@ def run_probe(python: str | None = None, refresh: bool = False, cache_folder=Non
     root = str(Path(__file__).resolve().parents[1])
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [root, env.get("PYTHONPATH")]))
     try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s, env=env,
-                              stdin=subprocess.DEVNULL)
+        done = subprocess.run(
+            command, capture_output=True, text=True, timeout=timeout_s, env=env, stdin=subprocess.DEVNULL
+        )
     except subprocess.TimeoutExpired:
         return None, f"the probe did not finish within {timeout_s:g} s"
     except OSError as exc:
@@ -117,15 +120,21 @@ def measured_source(record: dict, datasheet: bool) -> str:
     rates = record.get("tflops") or {}
     named = ", ".join(f"{r} {rates[r]:,.0f}" for r in RUNGS if r in rates)
     when = str(record.get("measured_at") or "")[:10]
-    text = (f"measured on this GPU by `diagnose probe`{' on ' + when if when else ''}: HBM "
-            f"{record['hbm_tbps']:.2f} TB/s ({(record.get('bandwidth') or {}).get('method', 'copy kernel')}), "
-            f"matmul TFLOP/s {named}")
-    return text + ("; datasheet ceilings beside them" if datasheet else
-                   "; no datasheet entry for this GPU, so shares of peak are of these measured figures")
+    text = (
+        f"measured on this GPU by `diagnose probe`{' on ' + when if when else ''}: HBM "
+        f"{record['hbm_tbps']:.2f} TB/s ({(record.get('bandwidth') or {}).get('method', 'copy kernel')}), "
+        f"matmul TFLOP/s {named}"
+    )
+    return text + (
+        "; datasheet ceilings beside them"
+        if datasheet
+        else "; no datasheet entry for this GPU, so shares of peak are of these measured figures"
+    )
 
 
-def with_measured(spec: devices.DeviceSpec | None, record: dict | None,
-                  device: dict | None = None) -> devices.DeviceSpec | None:
+def with_measured(
+    spec: devices.DeviceSpec | None, record: dict | None, device: dict | None = None
+) -> devices.DeviceSpec | None:
     """`spec` with its achievable figures replaced by a probe `record`'s (None or invalid: `spec` as is).
 
     A datasheet peak below a measured figure is raised to it: no kernel runs above the peak, so a share of
@@ -138,15 +147,28 @@ def with_measured(spec: devices.DeviceSpec | None, record: dict | None,
     if spec is None:
         name = str((device or {}).get("name") or (record.get("device") or {}).get("name") or "this GPU")
         tensor = tuple(r for r in ("tf32", "bf16", "fp16", "fp8") if r in rates)
-        return devices.DeviceSpec(name, hbm, dict(rates), hbm, dict(rates), measured_source(record, False), tensor,
-                                  measured=("hbm", *sorted(rates)))
+        return devices.DeviceSpec(
+            name,
+            hbm,
+            dict(rates),
+            hbm,
+            dict(rates),
+            measured_source(record, False),
+            tensor,
+            measured=("hbm", *sorted(rates)),
+        )
     achievable = dict(spec.achievable_tflops)
     achievable.update({r: v for r, v in rates.items() if r in spec.peak_tflops or r == "fp16"})
     peaks = dict(spec.peak_tflops)
     for rung, value in achievable.items():
         if rung in peaks and peaks[rung] < value:
             peaks[rung] = value
-    return dataclasses.replace(spec, hbm_tbps=max(spec.hbm_tbps, hbm), achievable_tbps=hbm,
-                               peak_tflops=peaks, achievable_tflops=achievable,
-                               source=measured_source(record, True),
-                               measured=("hbm", *sorted(r for r in rates if r in achievable)))
+    return dataclasses.replace(
+        spec,
+        hbm_tbps=max(spec.hbm_tbps, hbm),
+        achievable_tbps=hbm,
+        peak_tflops=peaks,
+        achievable_tflops=achievable,
+        source=measured_source(record, True),
+        measured=("hbm", *sorted(r for r in rates if r in achievable)),
+    )

@@ -23,6 +23,7 @@ only a workload could have planted) are dropped before the commit, never followe
 a device such as /dev/null, a symbolic link, a name too long for the filesystem, a folder that
 cannot be written are a UsageError (exit 2, one line).
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -63,8 +64,7 @@ def check_out_path(path: str | Path, inputs: Iterable[str | Path] = ()) -> Path:
     shown = str(path)
     final = Path(os.path.abspath(Path(path).expanduser()))
     if os.path.islink(final):
-        raise UsageError(f"--out {shown}: is a symbolic link; give the folder itself "
-                         "(diagnose writes through no link)")
+        raise UsageError(f"--out {shown}: is a symbolic link; give the folder itself (diagnose writes through no link)")
     if final.parent == final:
         raise UsageError(f"--out {shown}: the filesystem root cannot be an output folder")
     too_long = [part for part in final.parts if len(os.fsencode(part)) > _NAME_MAX]
@@ -72,8 +72,10 @@ def check_out_path(path: str | Path, inputs: Iterable[str | Path] = ()) -> Path:
         raise UsageError(f"--out {shown}: a name is longer than {_NAME_MAX} bytes ({len(os.fsencode(too_long[0]))})")
     real = Path(os.path.realpath(final))
     if Path.cwd().resolve().is_relative_to(real):
-        raise UsageError(f"--out {shown}: is the current folder or holds it, and the output folder is replaced "
-                         "whole: name a folder inside it")
+        raise UsageError(
+            f"--out {shown}: is the current folder or holds it, and the output folder is replaced "
+            "whole: name a folder inside it"
+        )
     _refuse_inputs(real, inputs, shown)
     if os.path.lexists(final) and not final.is_dir():
         kind = "a device or special file" if final.exists() and not final.is_file() else "a file"
@@ -86,8 +88,10 @@ def check_out_path(path: str | Path, inputs: Iterable[str | Path] = ()) -> Path:
     if final.is_dir():
         _probe_writable(final, shown)
         if not replaceable(final):
-            raise UsageError(f"--out {shown}: holds files diagnose did not write (no {MANIFEST}), and the "
-                             "output folder is replaced: give a new or empty folder")
+            raise UsageError(
+                f"--out {shown}: holds files diagnose did not write (no {MANIFEST}), and the "
+                "output folder is replaced: give a new or empty folder"
+            )
     _probe_writable(final.parent if final.parent.is_dir() else existing, shown)
     return final
 
@@ -100,8 +104,10 @@ def _refuse_inputs(real: Path, inputs: Iterable[str | Path], shown: str) -> None
         source = Path(os.path.realpath(Path(item).expanduser()))
         if source == real or source.is_relative_to(real) or real.is_relative_to(source):
             relation = "is" if source == real else ("holds" if source.is_relative_to(real) else "lies inside")
-            raise UsageError(f"--out {shown}: {relation} the input {item}, which replacing the output folder "
-                             "would destroy: give another folder")
+            raise UsageError(
+                f"--out {shown}: {relation} the input {item}, which replacing the output folder "
+                "would destroy: give another folder"
+            )
 
 
 def _nearest_existing(path: Path) -> Path:
@@ -195,7 +201,7 @@ def _clean_stale(final: Path) -> None:
         for mark in (STAGING_MARK, REPLACED_MARK):
             if not name.startswith(prefix + mark):
                 continue
-            pid = name[len(prefix + mark):].split("-", 1)[0]
+            pid = name[len(prefix + mark) :].split("-", 1)[0]
             path = final.parent / name
             if pid.isdigit() and not _alive(int(pid)) and stat.S_ISDIR(os.lstat(path).st_mode):
                 shutil.rmtree(path, ignore_errors=True)
@@ -253,7 +259,9 @@ class OutputFolder:
         try:
             self.final.parent.mkdir(parents=True, exist_ok=True)
             _clean_stale(self.final)
-            staging = self.final.parent / f"{_staging_prefix(self.final)}{STAGING_MARK}{os.getpid()}-{secrets.token_hex(4)}"
+            staging = (
+                self.final.parent / f"{_staging_prefix(self.final)}{STAGING_MARK}{os.getpid()}-{secrets.token_hex(4)}"
+            )
             staging.mkdir()
         except OSError as exc:
             raise UsageError(f"--out {self.final}: cannot write there: {exc.strerror or exc}") from None
@@ -271,8 +279,10 @@ class OutputFolder:
             replaced = _swap_into_place(staging, self.final, own_files(staging))
         except OSError as exc:
             self.discard()
-            raise UsageError(f"--out {self.final}: cannot write the output: {exc.strerror or exc}; "
-                             "the previous folder is left as it was") from None
+            raise UsageError(
+                f"--out {self.final}: cannot write the output: {exc.strerror or exc}; "
+                "the previous folder is left as it was"
+            ) from None
         except BaseException:
             self.discard()
             raise
@@ -292,8 +302,9 @@ class OutputFolder:
         return self
 
     def __exit__(self, exc_type, exc, tb) -> bool:
-        keep = exc_type is None or (self.keep_on_error and issubclass(exc_type, Exception)
-                                    and not issubclass(exc_type, OSError))
+        keep = exc_type is None or (
+            self.keep_on_error and issubclass(exc_type, Exception) and not issubclass(exc_type, OSError)
+        )
         if keep:
             self.commit()
         else:
@@ -319,8 +330,9 @@ def _swap_into_place(staging: Path, final: Path, own: list[str]) -> Path | None:
         if os.path.islink(final) or not replaceable(final):
             if not os.path.lexists(final):
                 continue  # another run moved it aside meanwhile: the rename may win now
-            raise UsageError(f"--out {final}: now holds files diagnose did not write; the output is not put "
-                             "in its place")
+            raise UsageError(
+                f"--out {final}: now holds files diagnose did not write; the output is not put in its place"
+            )
         carried = _carry_unlisted(final, staging)
         if carried:
             write_manifest(staging, sorted(set(own) - carried))

@@ -6,6 +6,7 @@ also holds trace.json.gz, meta.json, workload.log (and with `--ncu` ncu.csv and 
 can be re-analysed anywhere. Nsight Compute measurements come from the `--ncu` pass, from
 `--ncu-csv FILE`, or from an ncu.csv (.gz, .ncu-rep) found in the capture folder.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -31,8 +32,9 @@ from diagnose.target import Target, as_target
 NCU_FILES = ("ncu.csv", "ncu.csv.gz", "ncu.ncu-rep")
 
 
-def analyse(target: Target | Path, config: Config, ncu_csv: Path | None = None, on_progress=None,
-            max_bytes: int | None = None) -> Diagnosis:
+def analyse(
+    target: Target | Path, config: Config, ncu_csv: Path | None = None, on_progress=None, max_bytes: int | None = None
+) -> Diagnosis:
     """Analysis mode, no torch: a recorded target (a path is resolved by diagnose/target.py), by the
     analysis of its kind: a trace file, a capture folder (with its ncu.csv, if any), a rank folder
     or a sweep folder. `ncu_csv` attaches Nsight Compute results to a trace or capture.
@@ -51,8 +53,7 @@ def _analyse_trace(path: Path, config: Config, ncu_csv: Path | None, on_progress
     return _with_ncu(trace, config, ncu_csv, None, on_progress)
 
 
-def _analyse_capture(path: Path, config: Config, ncu_csv: Path | None, on_progress,
-                     max_bytes: int | None) -> Diagnosis:
+def _analyse_capture(path: Path, config: Config, ncu_csv: Path | None, on_progress, max_bytes: int | None) -> Diagnosis:
     """A capture folder: meta.json, trace.json.gz, and the Nsight Compute file it holds, if any."""
     trace = load_capture_folder(path, on_progress, **({"max_bytes": max_bytes} if max_bytes else {}))
     return _with_ncu(trace, config, ncu_csv, capture_ncu_file(path), on_progress)
@@ -65,8 +66,9 @@ def _analyse_ranks(path: Path, config: Config, ncu_csv: Path | None, on_progress
     return analyse_ranks(path, config, on_progress=on_progress, max_bytes=max_bytes)
 
 
-def _analyse_sweep_folder(path: Path, config: Config, ncu_csv: Path | None, on_progress,
-                          max_bytes: int | None) -> Diagnosis:
+def _analyse_sweep_folder(
+    path: Path, config: Config, ncu_csv: Path | None, on_progress, max_bytes: int | None
+) -> Diagnosis:
     """A sweep folder (see analyse_sweep)."""
     return analyse_sweep(path, config)
 
@@ -80,8 +82,12 @@ def _with_ncu(trace: Trace, config: Config, ncu_csv: Path | None, found: Path | 
     return diagnose_trace(trace, config, ncu=table, notes=notes, ncu_label=label)
 
 
-ANALYSES = {"trace": _analyse_trace, "capture": _analyse_capture, "ranks": _analyse_ranks,
-            "sweep": _analyse_sweep_folder}
+ANALYSES = {
+    "trace": _analyse_trace,
+    "capture": _analyse_capture,
+    "ranks": _analyse_ranks,
+    "sweep": _analyse_sweep_folder,
+}
 
 
 def analyse_sweep(folder: Path, config: Config | None = None, rules=None) -> Diagnosis:
@@ -119,8 +125,10 @@ def check_can_capture(python: str | None) -> None:
         check_python(python)
         return
     if importlib.util.find_spec("torch") is None:
-        raise UsageError("capturing a workload needs PyTorch in this Python (pip install 'diagnose-gpu[capture]' "
-                         "or torch), or --python PATH of one that has it; a trace file can be analysed without it")
+        raise UsageError(
+            "capturing a workload needs PyTorch in this Python (pip install 'diagnose-gpu[capture]' "
+            "or torch), or --python PATH of one that has it; a trace file can be analysed without it"
+        )
 
 
 @dataclasses.dataclass
@@ -138,8 +146,17 @@ def capture_spec(target: Target, options: CaptureOptions, out: Path) -> CaptureS
     return options.spec(str(target.path), target.kind, target.function, str(out))
 
 
-def capture(target: Target, out: Path, config: Config, options: CaptureOptions, *, on_progress=None,
-            ncu: bool = False, ncu_csv: Path | None = None, ncu_timeout_s: float = 600.0) -> Captured:
+def capture(
+    target: Target,
+    out: Path,
+    config: Config,
+    options: CaptureOptions,
+    *,
+    on_progress=None,
+    ncu: bool = False,
+    ncu_csv: Path | None = None,
+    ncu_timeout_s: float = 600.0,
+) -> Captured:
     """Capture mode: run the workload in a child process (then under ncu with `ncu`), analyse the folder."""
     check_can_capture(options.python)
     spec = capture_spec(target, options, out)
@@ -157,14 +174,26 @@ def capture(target: Target, out: Path, config: Config, options: CaptureOptions, 
     return Captured(spec, meta, trace, diagnosis)
 
 
-def capture_and_analyse(target: Target, out: Path, config: Config, options: CaptureOptions,
-                        on_progress=None) -> Diagnosis:
+def capture_and_analyse(
+    target: Target, out: Path, config: Config, options: CaptureOptions, on_progress=None
+) -> Diagnosis:
     """Capture a runnable target into `out` and return its Diagnosis (diagnose.profile)."""
     return capture(target, out, config, options, on_progress=on_progress).diagnosis
 
 
-def verify_fixes(diagnosis: Diagnosis, trace: Trace, spec: CaptureSpec, meta: dict, out: Path, *, timeout_s: float,
-                 python: str | None, on_progress=None, compile_backend: str = "", skip: frozenset = frozenset()) -> None:
+def verify_fixes(
+    diagnosis: Diagnosis,
+    trace: Trace,
+    spec: CaptureSpec,
+    meta: dict,
+    out: Path,
+    *,
+    timeout_s: float,
+    python: str | None,
+    on_progress=None,
+    compile_backend: str = "",
+    skip: frozenset = frozenset(),
+) -> None:
     """`--verify`: apply each finding's auto-applicable fix, measure it, set the findings' `verify` entries
     (a script or module: only the fixes that act on the whole run; verify/plan.py)."""
     from diagnose.verify.run import verify_diagnosis
@@ -173,17 +202,30 @@ def verify_fixes(diagnosis: Diagnosis, trace: Trace, spec: CaptureSpec, meta: di
         diagnosis.warnings.insert(0, "--verify: the workload did not finish its capture, so no fix was tried")
         return
     names = set(trace.ops["name"].astype(str).unique()) if len(trace.ops) else set()
-    tried = verify_diagnosis(diagnosis, spec, out, names, timeout_s=timeout_s, python=python,
-                             compile_backend=compile_backend, on_progress=on_progress, skip=skip)
+    tried = verify_diagnosis(
+        diagnosis,
+        spec,
+        out,
+        names,
+        timeout_s=timeout_s,
+        python=python,
+        compile_backend=compile_backend,
+        on_progress=on_progress,
+        skip=skip,
+    )
     if not any(v.applicable for v in tried):
         from diagnose.verify.plan import APPLICABLE
 
-        diagnosis.warnings.insert(0, "--verify: no finding names a fix that can be applied from outside the code "
-                                     f"({', '.join(APPLICABLE)}): nothing was run")
+        diagnosis.warnings.insert(
+            0,
+            "--verify: no finding names a fix that can be applied from outside the code "
+            f"({', '.join(APPLICABLE)}): nothing was run",
+        )
 
 
-def _ncu_pass(spec: CaptureSpec, out: Path, trace: Trace, meta: dict, timeout_s: float, python: str | None,
-              on_progress):
+def _ncu_pass(
+    spec: CaptureSpec, out: Path, trace: Trace, meta: dict, timeout_s: float, python: str | None, on_progress
+):
     """Run the workload under Nsight Compute; (table or None, notes, seconds)."""
     from diagnose.ncu import run
 
@@ -191,8 +233,9 @@ def _ncu_pass(spec: CaptureSpec, out: Path, trace: Trace, meta: dict, timeout_s:
         return None, [run.MISSING], None
     if meta.get("status") != "ok":
         return None, ["--ncu: the workload did not finish its capture, so no Nsight Compute pass was made"], None
-    outcome = run.measure(spec, out, Metrics(trace).kernels_in_steps, timeout_s=timeout_s, python=python,
-                          on_progress=on_progress)
+    outcome = run.measure(
+        spec, out, Metrics(trace).kernels_in_steps, timeout_s=timeout_s, python=python, on_progress=on_progress
+    )
     table = outcome.table if outcome.table is not None and len(outcome.table.kernels) else None
     return table, outcome.warnings, outcome.seconds
 
@@ -234,8 +277,9 @@ def relocate(diagnosis: Diagnosis, old: Path, new: Path) -> Diagnosis:
     return Diagnosis.from_dict(json.loads(text.replace(quoted_old, quoted_new)))
 
 
-def sweep_and_analyse(target: Target, out: Path, config: Config, sweep: str, options: CaptureOptions,
-                      on_progress=None) -> Diagnosis:
+def sweep_and_analyse(
+    target: Target, out: Path, config: Config, sweep: str, options: CaptureOptions, on_progress=None
+) -> Diagnosis:
     """`--sweep NAME=V1,V2,...`: one capture per value into `out`, then the sweep's diagnosis."""
     from diagnose.capture.sweep import parse_sweep, run_sweep
 
@@ -246,13 +290,21 @@ def sweep_and_analyse(target: Target, out: Path, config: Config, sweep: str, opt
         name, values = parse_sweep(sweep)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
-    run_sweep(capture_spec(target, options, out), name, values, out, timeout_s=options.timeout_s,
-              python=options.python, on_progress=on_progress)
+    run_sweep(
+        capture_spec(target, options, out),
+        name,
+        values,
+        out,
+        timeout_s=options.timeout_s,
+        python=options.python,
+        on_progress=on_progress,
+    )
     return analyse_sweep(out, config)
 
 
-def capture_distributed_and_analyse(target: Target, out: Path, config: Config, options: CaptureOptions, launch,
-                                    on_progress=None) -> Diagnosis:
+def capture_distributed_and_analyse(
+    target: Target, out: Path, config: Config, options: CaptureOptions, launch, on_progress=None
+) -> Diagnosis:
     """Capture every rank through torchrun (diagnose/capture/distributed.py), then analyse the rank
     folders together (diagnose/ranks); a failed rank makes the Diagnosis's capture that rank's."""
     from diagnose.capture.distributed import run_distributed
@@ -261,8 +313,7 @@ def capture_distributed_and_analyse(target: Target, out: Path, config: Config, o
 
     check_can_capture(options.python)
     spec = capture_spec(target, options, out)
-    meta = run_distributed(spec, launch, timeout_s=options.timeout_s, python=options.python,
-                           on_progress=on_progress)
+    meta = run_distributed(spec, launch, timeout_s=options.timeout_s, python=options.python, on_progress=on_progress)
     traced = [s for s in rank_sources(out) if (s.path / "trace.json.gz").exists()]
     if meta["status"] == "ok" and len(traced) >= 2:
         d = analyse_ranks(out, config, on_progress=on_progress)

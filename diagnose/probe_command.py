@@ -1,5 +1,6 @@
 """`diagnose probe`: measure this machine's GPU (bandwidth and matmul rates) and print it beside the
 datasheet, the figures the roofline and the memory/compute rules then use for captures made here."""
+
 from __future__ import annotations
 
 import json
@@ -14,24 +15,40 @@ from diagnose.errors import EXIT_OK, InputError
 def probe_rows(record: dict) -> list[tuple[str, str, str, str]]:
     """(ceiling, measured, datasheet, measured ÷ datasheet) for the bandwidth and each measured precision."""
     device = record.get("device") or {}
-    sheet = devices.lookup({"name": device.get("name"), "memory_bytes": device.get("total_memory_bytes"),
-                            "sm_count": device.get("sm_count")})
+    sheet = devices.lookup(
+        {
+            "name": device.get("name"),
+            "memory_bytes": device.get("total_memory_bytes"),
+            "sm_count": device.get("sm_count"),
+        }
+    )
     rows = []
     hbm = float(record["hbm_tbps"])
-    rows.append(("HBM bandwidth", f"{hbm:.2f} TB/s", f"{sheet.hbm_tbps:g} TB/s" if sheet else "—",
-                 f"{hbm / sheet.hbm_tbps:.0%}" if sheet else "—"))
+    rows.append(
+        (
+            "HBM bandwidth",
+            f"{hbm:.2f} TB/s",
+            f"{sheet.hbm_tbps:g} TB/s" if sheet else "—",
+            f"{hbm / sheet.hbm_tbps:.0%}" if sheet else "—",
+        )
+    )
     for rung in measured_peaks.RUNGS:
         rate = (record.get("tflops") or {}).get(rung)
         if rate is None:
             continue
         peak = sheet.peak(rung) if sheet else None
-        rows.append((f"{rung} matmul", f"{rate:,.0f} TFLOP/s", f"{peak:,.0f} TFLOP/s" if peak else "—",
-                     f"{rate / peak:.0%}" if peak else "—"))
+        rows.append(
+            (
+                f"{rung} matmul",
+                f"{rate:,.0f} TFLOP/s",
+                f"{peak:,.0f} TFLOP/s" if peak else "—",
+                f"{rate / peak:.0%}" if peak else "—",
+            )
+        )
     return rows
 
 
-def run(refresh: bool = False, as_json: bool = False, python: str | None = None,
-        console: Console | None = None) -> int:
+def run(refresh: bool = False, as_json: bool = False, python: str | None = None, console: Console | None = None) -> int:
     """Probe the GPU in a child process, print the table (or the JSON record) and return the exit code.
 
     No GPU, no torch or a failed probe is an InputError (exit 2) with one line saying why."""
@@ -43,19 +60,24 @@ def run(refresh: bool = False, as_json: bool = False, python: str | None = None,
         console.print_json(json.dumps(record))
         return EXIT_OK
     device = record.get("device") or {}
-    table = Table(title=f"{device.get('name', 'GPU')} · torch {device.get('torch')} · "
-                        f"{'cached ' if record.get('cached') else ''}{str(record.get('measured_at', ''))[:19]}")
+    table = Table(
+        title=f"{device.get('name', 'GPU')} · torch {device.get('torch')} · "
+        f"{'cached ' if record.get('cached') else ''}{str(record.get('measured_at', ''))[:19]}"
+    )
     for column in ("ceiling", "measured", "datasheet", "of datasheet"):
         table.add_column(column, justify="left" if column == "ceiling" else "right")
     for row in probe_rows(record):
         table.add_row(*row)
     console.print(table)
     bandwidth = record.get("bandwidth") or {}
-    console.print(f"bandwidth: {bandwidth.get('method', '')}; matmuls: {record.get('matmul', '')}; "
-                  f"{record.get('timing', '')}.")
+    console.print(
+        f"bandwidth: {bandwidth.get('method', '')}; matmuls: {record.get('matmul', '')}; {record.get('timing', '')}."
+    )
     for rung, reason in (record.get("skipped") or {}).items():
         console.print(f"{rung}: not measured ({reason})")
     if record.get("cache_file"):
-        console.print(f"cached in {record['cache_file']}; captures made here carry these figures "
-                      "(`diagnose probe --refresh` measures again)")
+        console.print(
+            f"cached in {record['cache_file']}; captures made here carry these figures "
+            "(`diagnose probe --refresh` measures again)"
+        )
     return EXIT_OK

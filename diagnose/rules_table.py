@@ -1,5 +1,6 @@
 """`diagnose rules [RULE] [--format text|json|md]`: the rules with their cheat-sheet rows and thresholds,
 and the timeline's parameters; one rule with its documentation."""
+
 from __future__ import annotations
 
 import difflib
@@ -19,7 +20,7 @@ KIND_TEXT = {"fraction": "0–1", "count": "whole ≥ 1", "number": "≥ 0"}
 
 
 def threshold_line(th) -> str:
-    """"min_share = 0.5 fraction (0–1)": one threshold with its default, unit and accepted range."""
+    """ "min_share = 0.5 fraction (0–1)": one threshold with its default, unit and accepted range."""
     return escape(f"{th.name} = {fmt(th.default)} {th.unit} ({KIND_TEXT[th.value_kind]})".replace("  ", " "))
 
 
@@ -30,15 +31,21 @@ def print_rules(console: Console) -> None:
     # three columns, each at least as wide as its longest name, fit there
     table.add_column("rule", no_wrap=True, min_width=max(len(r.id) for r in ALL_RULES))
     table.add_column("bottleneck → fix (needs)", ratio=1, overflow="fold")
-    table.add_column("thresholds (--set RULE.NAME=VALUE)", ratio=1,
-                     min_width=max(len(t.name) for r in ALL_RULES for t in (*r.thresholds, *PARAMETERS)))
+    table.add_column(
+        "thresholds (--set RULE.NAME=VALUE)",
+        ratio=1,
+        min_width=max(len(t.name) for r in ALL_RULES for t in (*r.thresholds, *PARAMETERS)),
+    )
     for rule in ALL_RULES:
         sheet = rule.cheat_sheet
         thresholds = "\n".join(threshold_line(t) for t in rule.thresholds)
         needs = f"\n(needs {', '.join(rule.needs)})" if rule.needs else ""
         table.add_row(rule.id, escape(f"{sheet['bottleneck']}\n→ {sheet['fix']}{needs}"), thresholds)
-    table.add_row("timeline", "how idle gaps are classified (docs/how-it-works.md)",
-                  "\n".join(threshold_line(t) for t in PARAMETERS))
+    table.add_row(
+        "timeline",
+        "how idle gaps are classified (docs/how-it-works.md)",
+        "\n".join(threshold_line(t) for t in PARAMETERS),
+    )
     console.print(table)
 
 
@@ -59,9 +66,16 @@ def find_rule(name: str):
 def rule_data(rule) -> dict:
     """One rule as plain data (`diagnose rules --format json`)."""
     sheet = rule.cheat_sheet
-    return {"id": rule.id, "title": rule.title, "bottleneck": sheet.get("bottleneck", ""), "signal": sheet.get("signal", ""),
-            "fix": sheet.get("fix", ""), "impact": sheet.get("impact", ""), "needs": list(rule.needs),
-            "thresholds": [_threshold_data(t) for t in rule.thresholds]}
+    return {
+        "id": rule.id,
+        "title": rule.title,
+        "bottleneck": sheet.get("bottleneck", ""),
+        "signal": sheet.get("signal", ""),
+        "fix": sheet.get("fix", ""),
+        "impact": sheet.get("impact", ""),
+        "needs": list(rule.needs),
+        "thresholds": [_threshold_data(t) for t in rule.thresholds],
+    }
 
 
 def _threshold_data(t) -> dict:
@@ -72,26 +86,36 @@ def rules_json(rule=None) -> str:
     """Every rule (and the timeline parameters), or one rule, as JSON."""
     if rule is not None:
         return json.dumps({**rule_data(rule), "doc": rule.doc()}, indent=2)
-    return json.dumps({"rules": [rule_data(r) for r in ALL_RULES],
-                       "timeline": [_threshold_data(t) for t in PARAMETERS]}, indent=2)
+    return json.dumps(
+        {"rules": [rule_data(r) for r in ALL_RULES], "timeline": [_threshold_data(t) for t in PARAMETERS]}, indent=2
+    )
 
 
 def rules_markdown(rule=None) -> str:
     """Every rule as a Markdown table, or one rule's page (its documentation and thresholds)."""
+
     def cell(text: str) -> str:
         return str(text).replace("|", "\\|").replace("\n", " ")
 
     if rule is not None:
-        lines = [f"## {rule.id}: {cell(rule.title)}", "", rule.doc(), "", "| threshold | default | unit | meaning |",
-                 "| --- | --- | --- | --- |"]
+        lines = [
+            f"## {rule.id}: {cell(rule.title)}",
+            "",
+            rule.doc(),
+            "",
+            "| threshold | default | unit | meaning |",
+            "| --- | --- | --- | --- |",
+        ]
         lines += [f"| `{t.name}` | {fmt(t.default)} | {cell(t.unit)} | {cell(t.doc)} |" for t in rule.thresholds]
         return "\n".join(lines) + "\n"
     lines = ["| rule | bottleneck | fix | needs | thresholds |", "| --- | --- | --- | --- | --- |"]
     for r in ALL_RULES:
         sheet = r.cheat_sheet
         th = "<br>".join(f"`{t.name}` = {fmt(t.default)} {cell(t.unit)}" for t in r.thresholds)
-        lines.append(f"| `{r.id}` | {cell(sheet.get('bottleneck', ''))} | {cell(sheet.get('fix', ''))} | "
-                     f"{', '.join(r.needs)} | {th} |")
+        lines.append(
+            f"| `{r.id}` | {cell(sheet.get('bottleneck', ''))} | {cell(sheet.get('fix', ''))} | "
+            f"{', '.join(r.needs)} | {th} |"
+        )
     return "\n".join(lines) + "\n"
 
 

@@ -6,6 +6,7 @@ writes there is written under a fresh, unguessable name (created exclusively, ne
 link) and renamed onto its final name: the rename replaces a planted link itself, never the
 file it points to.
 """
+
 from __future__ import annotations
 
 import contextlib

@@ -3,6 +3,7 @@
 The capture stores each timed step; the median, minimum and mean are derived here, so the report,
 the step budget, the rank view and `diagnose diff` all quote the same figure (the true median: the
 mean of the two middle steps when their count is even)."""
+
 from __future__ import annotations
 
 import statistics

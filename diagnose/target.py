@@ -13,6 +13,7 @@ point where the command's order of checks reaches it. Files of other profilers (
 `--baseline`, diagnose.analyze and diagnose.profile) resolves through this module, and the
 analysis of each recorded kind is picked from `Target.kind` (pipeline.analyse).
 """
+
 from __future__ import annotations
 
 import ast
@@ -33,9 +34,9 @@ FUNCTION_TARGET = re.compile(r"^(?P<path>.+\.py):(?P<name>[A-Za-z_][A-Za-z0-9_]*
 MODULE_NAME = re.compile(r"[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*")
 FOREIGN_FILES = {
     ".nsys-rep": "an Nsight Systems report, not a kineto trace: record the workload with torch.profiler "
-                 "(or run `diagnose model.py`), or export a kineto trace with prof.export_chrome_trace(...)",
+    "(or run `diagnose model.py`), or export a kineto trace with prof.export_chrome_trace(...)",
     ".qdrep": "an Nsight Systems report, not a kineto trace: record the workload with torch.profiler "
-              "(or run `diagnose model.py`), or export a kineto trace with prof.export_chrome_trace(...)",
+    "(or run `diagnose model.py`), or export a kineto trace with prof.export_chrome_trace(...)",
     ".sqlite": "an Nsight Systems export, not a kineto trace: record the workload with torch.profiler instead",
     ".ncu-rep": "an Nsight Compute report: attach it to a trace with `--ncu-csv FILE`",
     ".pt": "a PyTorch checkpoint, not a trace",
@@ -122,8 +123,9 @@ def _check_defines(path: Path, name: str) -> None:
     if names is None or name in names:
         return
     defined = sorted(n for n in names if not n.startswith("_"))[:8]
-    raise UsageError(f"{path} defines no {name!r} at its top level"
-                     + (f" (it defines {', '.join(defined)})" if defined else ""))
+    raise UsageError(
+        f"{path} defines no {name!r} at its top level" + (f" (it defines {', '.join(defined)})" if defined else "")
+    )
 
 
 def _top_level_names(body: list) -> set[str] | None:
@@ -140,8 +142,12 @@ def _top_level_names(body: list) -> set[str] | None:
                 return None
             names.update((a.asname or a.name).split(".")[0] for a in node.names)
         elif isinstance(node, (ast.If, ast.Try, ast.With, ast.For, ast.While)):
-            blocks = [node.body, getattr(node, "orelse", []), getattr(node, "finalbody", []),
-                      *[h.body for h in getattr(node, "handlers", [])]]
+            blocks = [
+                node.body,
+                getattr(node, "orelse", []),
+                getattr(node, "finalbody", []),
+                *[h.body for h in getattr(node, "handlers", [])],
+            ]
             for block in blocks:
                 inner = _top_level_names(block)
                 if inner is None:

@@ -3,6 +3,7 @@
 Every threshold declares the kind of value it takes, so `--set` and `[tool.diagnose]` values are
 checked before any rule runs (a NaN share or a fractional token count never reaches a rule).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -60,6 +61,3 @@ class Threshold:
         """The smallest value `problem` accepts."""
         floor = 1 if self.value_kind == "count" else 0.0
         return floor if self.minimum is None else max(floor, self.minimum)
-
-
-

@@ -6,6 +6,7 @@ module here that defines a `Rule` subclass is found, and the rules are ordered b
 (time rules first, then memory rules). Adding a rule is one file here, one YAML file of cases in
 fixtures/cases/, and regenerated docs.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -18,8 +19,11 @@ def _discover() -> list[type[Rule]]:
     found = []
     for info in sorted(pkgutil.iter_modules(__path__), key=lambda i: i.name):
         module = importlib.import_module(f"{__name__}.{info.name}")
-        found += [obj for obj in vars(module).values()
-                  if isinstance(obj, type) and issubclass(obj, Rule) and obj.__module__ == module.__name__]
+        found += [
+            obj
+            for obj in vars(module).values()
+            if isinstance(obj, type) and issubclass(obj, Rule) and obj.__module__ == module.__name__
+        ]
     return sorted(found, key=lambda rule: (rule.order, rule.id))
 
 

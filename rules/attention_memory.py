@@ -40,6 +40,7 @@ square `[T, T]` mask is added (taken as causal: fused kernels skip the masked ha
 `flash_efficiency` × the device's achievable bf16 rate; speedup = step ÷ (step − chain + fused).
 On the H200 pair this predicts 14,729 → ≈ 470 µs (≈ 31×); measured with SDPA: 422 µs (34.9×).
 """
+
 from __future__ import annotations
 
 import math
@@ -68,10 +69,18 @@ class AttentionMemory(Rule):
     thresholds = (
         Threshold("min_tokens", 1024, "tokens", "query and key lengths from which a materialised score matrix counts"),
         Threshold("long_tokens", 8192, "tokens", "key length at which severity is high"),
-        Threshold("quadratic_exponent", 1.5, "exponent",
-                  "sweep growth exponent of peak memory at or above which growth is called quadratic"),
-        Threshold("flash_efficiency", 0.40, "fraction",
-                  "share of the device's achievable bf16 matmul rate a fused attention kernel reaches"),
+        Threshold(
+            "quadratic_exponent",
+            1.5,
+            "exponent",
+            "sweep growth exponent of peak memory at or above which growth is called quadratic",
+        ),
+        Threshold(
+            "flash_efficiency",
+            0.40,
+            "fraction",
+            "share of the device's achievable bf16 matmul rate a fused attention kernel reaches",
+        ),
     )
 
     def check(self, ctx, t):
@@ -81,11 +90,15 @@ class AttentionMemory(Rule):
         if not has_shapes(ops) and sweep is None:
             status = (ctx.trace.capture or {}).get("status")
             if status not in (None, "ok") and not len(ops):
-                return Skip(f"the workload stopped ({status}) before the profiler recorded any op: no attention "
-                            "shapes to read (a sweep of the sequence length shows the growth instead)")
+                return Skip(
+                    f"the workload stopped ({status}) before the profiler recorded any op: no attention "
+                    "shapes to read (a sweep of the sequence length shows the growth instead)"
+                )
             if not len(ops) or not (ops["cat"] == "cpu_op").any():
-                return Skip("the trace records no CPU ops, only annotations (a CUDA-graph replay launches none): "
-                            "attention shapes are unknown")
+                return Skip(
+                    "the trace records no CPU ops, only annotations (a CUDA-graph replay launches none): "
+                    "attention shapes are unknown"
+                )
             return Skip("no op shapes in the trace (record_shapes=False): attention score shapes are unknown")
         min_tokens = int(t["min_tokens"])
         calls = ctx.metrics.attention_calls
@@ -99,49 +112,80 @@ class AttentionMemory(Rule):
         evidence, basis = [], []
         est_speedup = recoverable = None
         severity: Severity = "low"
-        offenders = [{"score_matrix": list(s.dims), "dtype": s.dtype, "one_copy_bytes": s.nbytes, "how": s.how,
-                      "dense_mask": list(s.mask.dims) if s.mask else None} for s in scores]
+        offenders = [
+            {
+                "score_matrix": list(s.dims),
+                "dtype": s.dtype,
+                "one_copy_bytes": s.nbytes,
+                "how": s.how,
+                "dense_mask": list(s.mask.dims) if s.mask else None,
+            }
+            for s in scores
+        ]
         if scores:
             s = scores[0]
-            evidence += [Evidence("keys per query (Tk)", s.tk, ">=", t["min_tokens"], "tokens"),
-                         Evidence(f"score matrix {list(s.dims)}: values (batch × heads × Tq × Tk)",
-                                  float(math.prod(s.dims))),
-                         Evidence(f"one copy in {s.dtype} (the softmax's dtype)", in_gb(s.nbytes), unit="GB")]
+            evidence += [
+                Evidence("keys per query (Tk)", s.tk, ">=", t["min_tokens"], "tokens"),
+                Evidence(f"score matrix {list(s.dims)}: values (batch × heads × Tq × Tk)", float(math.prod(s.dims))),
+                Evidence(f"one copy in {s.dtype} (the softmax's dtype)", in_gb(s.nbytes), unit="GB"),
+            ]
             severity = "high" if s.tk >= t["long_tokens"] else "medium"
             ev, text = _memory_saved(ctx, s)
             evidence += ev
             basis.append(text)
             if s.mask is not None:
-                evidence.append(Evidence(f"dense mask {list(s.mask.dims)} added to the scores", in_gb(s.mask.nbytes),
-                                         unit="GB"))
+                evidence.append(
+                    Evidence(f"dense mask {list(s.mask.dims)} added to the scores", in_gb(s.mask.nbytes), unit="GB")
+                )
             timing = _time_saved(ctx, t, s)
             if timing:
                 est_speedup, recoverable, ev, text = timing
                 evidence += ev
                 basis.append(text)
             else:
-                basis.append("time not estimated (no kernels of the chain in the measured steps, or a GPU without "
-                             "figures in diagnose/devices.py)")
+                basis.append(
+                    "time not estimated (no kernels of the chain in the measured steps, or a GPU without "
+                    "figures in diagnose/devices.py)"
+                )
         for c in masked[:1]:
-            evidence.append(Evidence(f"dense attn_mask {list(c.mask.dims)} passed to SDPA ({c.backend} backend)",
-                                     in_gb(c.mask.nbytes), unit="GB"))
+            evidence.append(
+                Evidence(
+                    f"dense attn_mask {list(c.mask.dims)} passed to SDPA ({c.backend} backend)",
+                    in_gb(c.mask.nbytes),
+                    unit="GB",
+                )
+            )
             basis.append("a dense mask costs Tq·Tk values read per call; a block_mask or is_causal removes it")
         if sweep is not None:
             evidence += _sweep_evidence(ctx.sweep, t)
             severity = "high"
             basis.append(_sweep_basis(ctx.sweep))
-        offenders += [{"allocated_by": a["where"], "bytes_allocated": a["bytes"], "allocations": a["count"],
-                       "largest_bytes": a["largest"]} for a in ((breakdown(ctx) or {}).get("top_allocating") or [])[:3]]
+        offenders += [
+            {
+                "allocated_by": a["where"],
+                "bytes_allocated": a["bytes"],
+                "allocations": a["count"],
+                "largest_bytes": a["largest"],
+            }
+            for a in ((breakdown(ctx) or {}).get("top_allocating") or [])[:3]
+        ]
         return Finding(
-            rule=self.id, severity=severity, title=self.title, evidence=evidence,
+            rule=self.id,
+            severity=severity,
+            title=self.title,
+            evidence=evidence,
             fixes=[fix("flash-attention", code=_flash_code()), fix("flex-attention", code=_flex_code())],
-            offenders=offenders, est_speedup=None if est_speedup is None else round(est_speedup, 2),
-            recoverable_us=None if recoverable is None else round(recoverable, 1), basis="; ".join(basis),
-            why=("Written by hand, attention computes softmax(QKᵀ/√d)·V one op at a time: every step of it reads "
-                 "and writes a full [batch, heads, Tq, Tk] tensor in HBM, so memory and traffic grow with the "
-                 "square of the sequence. A fused kernel (FlashAttention, cuDNN) streams K and V through on-chip "
-                 "memory tile by tile with an online softmax: the scores never reach HBM, memory grows "
-                 "linearly, and the kernel does only the matmul FLOPs (half of them when causal)."),
+            offenders=offenders,
+            est_speedup=None if est_speedup is None else round(est_speedup, 2),
+            recoverable_us=None if recoverable is None else round(recoverable, 1),
+            basis="; ".join(basis),
+            why=(
+                "Written by hand, attention computes softmax(QKᵀ/√d)·V one op at a time: every step of it reads "
+                "and writes a full [batch, heads, Tq, Tk] tensor in HBM, so memory and traffic grow with the "
+                "square of the sequence. A fused kernel (FlashAttention, cuDNN) streams K and V through on-chip "
+                "memory tile by tile with an online softmax: the scores never reach HBM, memory grows "
+                "linearly, and the kernel does only the matmul FLOPs (half of them when causal)."
+            ),
         )
 
 
@@ -159,8 +203,10 @@ def _quiet_detail(calls, sweep, min_tokens: int) -> str:
     if fused:
         longest = max(fused, key=lambda c: c.k.dims[-2])
         backends = ", ".join(sorted({c.backend for c in fused}))
-        parts.append(f"{len(fused)} attention calls run in fused SDPA kernels ({backends}), the longest with "
-                     f"Tq {longest.q.dims[-2]:,} × Tk {longest.k.dims[-2]:,}: no score matrix materialised")
+        parts.append(
+            f"{len(fused)} attention calls run in fused SDPA kernels ({backends}), the longest with "
+            f"Tq {longest.q.dims[-2]:,} × Tk {longest.k.dims[-2]:,}: no score matrix materialised"
+        )
     else:
         parts.append(f"no softmax over a [..., Tq, Tk] matmul product with Tq and Tk ≥ {min_tokens:,}")
     fit = getattr(sweep, "memory_fit", None)
@@ -178,16 +224,22 @@ def _memory_saved(ctx, s: ScoreMatrix) -> tuple[list[Evidence], str]:
         transient = levels["peak"] - levels["floor"]
         saved = max(transient - fused, 0.0)
         copies = transient / s.nbytes
-        ev = [Evidence("peak allocated in the measured steps", in_gb(levels["peak"]), unit="GB"),
-              Evidence("held by the attention transients at the peak", in_gb(transient), unit="GB"),
-              Evidence(f"score-matrix copies ({s.dtype}) live at the peak", round(copies, 1)),
-              Evidence("memory a fused kernel saves", in_gb(saved), unit="GB")]
-        return ev, (f"memory: {gb(levels['peak'])} peak − {gb(levels['floor'])} floor = {gb(transient)} of attention "
-                    f"transients (≈ {copies:.1f} copies of the {gb(s.nbytes)} score matrix), a fused kernel keeping "
-                    f"{gb(fused)} (output + log-sum-exp): ≈ {gb(saved)} saved")
+        ev = [
+            Evidence("peak allocated in the measured steps", in_gb(levels["peak"]), unit="GB"),
+            Evidence("held by the attention transients at the peak", in_gb(transient), unit="GB"),
+            Evidence(f"score-matrix copies ({s.dtype}) live at the peak", round(copies, 1)),
+            Evidence("memory a fused kernel saves", in_gb(saved), unit="GB"),
+        ]
+        return ev, (
+            f"memory: {gb(levels['peak'])} peak − {gb(levels['floor'])} floor = {gb(transient)} of attention "
+            f"transients (≈ {copies:.1f} copies of the {gb(s.nbytes)} score matrix), a fused kernel keeping "
+            f"{gb(fused)} (output + log-sum-exp): ≈ {gb(saved)} saved"
+        )
     saved = 2 * s.nbytes
-    return ([Evidence("memory a fused kernel saves (at least)", in_gb(saved), unit="GB")],
-            f"memory: no allocator events, so at least the scores and the probabilities, 2 × {gb(s.nbytes)}")
+    return (
+        [Evidence("memory a fused kernel saves (at least)", in_gb(saved), unit="GB")],
+        f"memory: no allocator events, so at least the scores and the probabilities, 2 × {gb(s.nbytes)}",
+    )
 
 
 def _head_dims(ops, s: ScoreMatrix) -> tuple[int, int]:
@@ -232,14 +284,18 @@ def _time_saved(ctx, t, s: ScoreMatrix):
     calls = max(round(len(chain[chain["kind"] == "gemm"]) / n / 2), 1)  # two matmuls per attention call
     fused_us = calls * flops / (rate * 1e12) * 1e6
     after = max(step_us - chain_us + fused_us, fused_us, 1e-9)
-    ev = [Evidence("attention chain kernel time per step", round(chain_us, 1), unit="µs"),
-          Evidence("attention chain share of the step", round(min(chain_us / step_us, 1.0) * 100, 1), unit="%"),
-          Evidence("fused kernel estimate per step", round(fused_us, 1), unit="µs")]
+    ev = [
+        Evidence("attention chain kernel time per step", round(chain_us, 1), unit="µs"),
+        Evidence("attention chain share of the step", round(min(chain_us / step_us, 1.0) * 100, 1), unit="%"),
+        Evidence("fused kernel estimate per step", round(fused_us, 1), unit="µs"),
+    ]
     half = " (causal half)" if causal else ""
-    basis = (f"time: the chain's kernels take {chain_us:,.0f} µs per step; a fused kernel does "
-             f"{flops / 1e9:,.1f} GFLOP{half} per call × {calls} at {t['flash_efficiency']:.0%} × "
-             f"{rate / t['flash_efficiency']:,.0f} TFLOP/s = {fused_us:,.0f} µs; "
-             f"step {step_us:,.0f} → {after:,.0f} µs ({m.budget.basis})")
+    basis = (
+        f"time: the chain's kernels take {chain_us:,.0f} µs per step; a fused kernel does "
+        f"{flops / 1e9:,.1f} GFLOP{half} per call × {calls} at {t['flash_efficiency']:.0%} × "
+        f"{rate / t['flash_efficiency']:,.0f} TFLOP/s = {fused_us:,.0f} µs; "
+        f"step {step_us:,.0f} → {after:,.0f} µs ({m.budget.basis})"
+    )
     return step_us / after, max(chain_us - fused_us, 0.0), ev, basis
 
 
@@ -254,16 +310,21 @@ def _in_chain(work, s: ScoreMatrix) -> bool:
 
 def _sweep_evidence(sweep, t) -> list[Evidence]:
     fit, time_fit, wall = sweep.memory_fit, sweep.time_fit, sweep.wall
-    ev = [Evidence(f"peak memory growth exponent over {sweep.param} ({fit.n} points)", round(fit.exponent, 2), ">=",
-                   t["quadratic_exponent"])]
+    ev = [
+        Evidence(
+            f"peak memory growth exponent over {sweep.param} ({fit.n} points)",
+            round(fit.exponent, 2),
+            ">=",
+            t["quadratic_exponent"],
+        )
+    ]
     if time_fit is not None:
         ev.append(Evidence(f"step time growth exponent over {sweep.param}", round(time_fit.exponent, 2)))
     if wall is not None:
         ev.append(Evidence(f"out of memory from {sweep.param}", str(wall.value)))
     reach = sweep.predicted_wall()
     if reach is not None and sweep.device_total:
-        ev.append(Evidence(f"{sweep.param} at which the fit reaches the {gb(sweep.device_total)} device",
-                           round(reach)))
+        ev.append(Evidence(f"{sweep.param} at which the fit reaches the {gb(sweep.device_total)} device", round(reach)))
     return ev
 
 
@@ -271,13 +332,17 @@ def _sweep_basis(sweep) -> str:
     fit = sweep.memory_fit
     ok = sweep.ok_points
     largest = max(ok, key=lambda p: p.x or 0) if ok else None
-    text = (f"sweep: peak allocated ≈ {fit.coefficient:.3g} × {sweep.param}^{fit.exponent:.2f} "
-            f"(log-log least squares over {fit.n} points, r² {fit.r2:.3f})")
+    text = (
+        f"sweep: peak allocated ≈ {fit.coefficient:.3g} × {sweep.param}^{fit.exponent:.2f} "
+        f"(log-log least squares over {fit.n} points, r² {fit.r2:.3f})"
+    )
     if largest is not None and largest.peak_allocated:
         smallest = min((p for p in ok if p.x and p.peak_allocated), key=lambda p: p.x)
         linear = smallest.peak_allocated * largest.x / smallest.x
-        text += (f"; at {sweep.param}={largest.value} the peak was {gb(largest.peak_allocated)}, where linear growth "
-                 f"from the smallest point would give ≈ {gb(linear)}")
+        text += (
+            f"; at {sweep.param}={largest.value} the peak was {gb(largest.peak_allocated)}, where linear growth "
+            f"from the smallest point would give ≈ {gb(linear)}"
+        )
     return text
 
 

@@ -37,6 +37,7 @@ compile time per step), GPU busy); speedup = step ÷ new step. An upper bound: t
 between graphs still runs once compiled, only faster. The share is measured under the profiler
 (which inflates host work) and applied to the unprofiled step when the capture timed one.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -65,14 +66,18 @@ class CompileBreaks(Rule):
     cheat_sheet = {
         "bottleneck": "a compiled step split into many graphs by graph breaks, or recompiled as inputs change",
         "signal": "several compiled graphs per step with host time between them; dynamo's graph-break and "
-                  "recompile reasons with the user's line",
+        "recompile reasons with the user's line",
         "fix": "remove the break at the named line, mark the changing dimension dynamic, fullgraph=True",
         "impact": "one graph per step: no eager code or graph entries between graphs, no per-step recompiles",
     }
     needs = ("steps", "steady-state")
     thresholds = (
-        Threshold("min_share", 0.10, "fraction",
-                  "fire when time between graphs plus compile time per step is at least this share of the step"),
+        Threshold(
+            "min_share",
+            0.10,
+            "fraction",
+            "fire when time between graphs plus compile time per step is at least this share of the step",
+        ),
         Threshold("high_share", 0.50, "fraction", "share at which severity is high"),
         Threshold("medium_share", 0.25, "fraction", "share at which severity is medium (below: low)"),
     )
@@ -84,8 +89,10 @@ class CompileBreaks(Rule):
         cs = m.compiled
         record = load_compile_record(ctx.trace, ctx.warnings)
         if not cs.compiled:
-            return Skip("no torch.compile region in the trace (no `Torch-Compiled Region` range, CompiledFxGraph "
-                        "call or CompiledFunction): nothing compiled to judge")
+            return Skip(
+                "no torch.compile region in the trace (no `Torch-Compiled Region` range, CompiledFxGraph "
+                "call or CompiledFunction): nothing compiled to judge"
+            )
         steps = cs.steps
         graphs = float(steps["graphs"].median())
         per_step_share = (steps["between_us"] / steps["step_us"].clip(lower=1e-9)).where(steps["graphs"] >= 2, 0.0)
@@ -95,8 +102,9 @@ class CompileBreaks(Rule):
         cost = between_us + recompile_us
         share = budget.share(cost)
         breaks = record.of("graph_break") if record is not None else None
-        summary = (f"{graphs:g} compiled graph(s) per step, {share_between:.0%} of the step between them"
-                   + (f", {recompiles} recompile(s) {where}" if recompiles else ""))
+        summary = f"{graphs:g} compiled graph(s) per step, {share_between:.0%} of the step between them" + (
+            f", {recompiles} recompile(s) {where}" if recompiles else ""
+        )
         if share < t["min_share"]:
             return Quiet(f"{summary}: {share:.0%} of the step < {t['min_share']:.0%}")
         new_step = max(budget.step_us - cost, budget.busy_us, 1e-9)
@@ -114,8 +122,13 @@ class CompileBreaks(Rule):
         if named:
             evidence.append(Evidence("graph break at", "; ".join(named[:3])))
         elif record is None:
-            evidence.append(Evidence("graph break lines", "not recorded (a trace without dynamo's log: capture with "
-                                                          "diagnose, or run torch._dynamo.explain, to name them)"))
+            evidence.append(
+                Evidence(
+                    "graph break lines",
+                    "not recorded (a trace without dynamo's log: capture with "
+                    "diagnose, or run torch._dynamo.explain, to name them)",
+                )
+            )
         fixes = []
         if graphs >= 2 or named:
             fixes.append(fix("fix-graph-break", code=_break_code(breaks)))
@@ -131,22 +144,28 @@ class CompileBreaks(Rule):
             fixes=fixes,
             est_speedup=round(budget.step_us / new_step, 2),
             recoverable_us=round(budget.step_us - new_step, 1),
-            basis=(f"new step = max({budget.step_us:,.0f} − {between_us:,.0f} µs between graphs "
-                   f"({share_between:.1%} of the profiled step) − {recompile_us:,.0f} µs compiling per step, "
-                   f"{budget.busy_us:,.0f} µs GPU busy) = {new_step:,.0f} µs; " + _time_base(budget)),
-            why=("torch.compile runs a step as compiled graphs. Where dynamo cannot trace a line (a value read "
-                 "back to Python with .item(), a print, an unsupported call) it ends the graph, runs that code "
-                 "eagerly and enters a new graph after it: each break costs the eager code, a guard check and a "
-                 "graph entry, and splits the fusion inductor could have done across it. A new input size that "
-                 "the guards reject recompiles the frame, on the host, until the recompile limit makes dynamo "
-                 "give up and run eagerly."),
+            basis=(
+                f"new step = max({budget.step_us:,.0f} − {between_us:,.0f} µs between graphs "
+                f"({share_between:.1%} of the profiled step) − {recompile_us:,.0f} µs compiling per step, "
+                f"{budget.busy_us:,.0f} µs GPU busy) = {new_step:,.0f} µs; " + _time_base(budget)
+            ),
+            why=(
+                "torch.compile runs a step as compiled graphs. Where dynamo cannot trace a line (a value read "
+                "back to Python with .item(), a print, an unsupported call) it ends the graph, runs that code "
+                "eagerly and enters a new graph after it: each break costs the eager code, a guard check and a "
+                "graph entry, and splits the fusion inductor could have done across it. A new input size that "
+                "the guards reject recompiles the frame, on the host, until the recompile limit makes dynamo "
+                "give up and run eagerly."
+            ),
         )
 
 
 def _time_base(budget) -> str:
     if budget.unprofiled_step_us:
-        return (f"step = unprofiled median {budget.unprofiled_step_us:,.0f} µs; the share between graphs is "
-                f"measured on the median profiled step")
+        return (
+            f"step = unprofiled median {budget.unprofiled_step_us:,.0f} µs; the share between graphs is "
+            f"measured on the median profiled step"
+        )
     return "profiled step time (no unprofiled timing: host time includes profiler overhead)"
 
 
@@ -159,14 +178,18 @@ def _recompile_cost(record, capture: dict, n_profiled: int) -> tuple[float, int,
     # Frames compiled after the warm-up are recompiles even when dynamo's recompile log stayed silent
     # (torch 2.11 logs them only when TORCH_LOGS=recompiles is set): count the larger of the two.
     if timed and record.phase_frames("timing"):
-        return (record.phase_compile_s("timing") * 1e6 / timed,
-                max(len(record.of("recompile", ("timing",))), record.phase_frames("timing")),
-                f"in the {timed} timed steps")
+        return (
+            record.phase_compile_s("timing") * 1e6 / timed,
+            max(len(record.of("recompile", ("timing",))), record.phase_frames("timing")),
+            f"in the {timed} timed steps",
+        )
     if record.phase_frames("profile"):
         steps = n_profiled + 1  # the profiled warm-up step diagnose/warmup 0 runs under the profiler too
-        return (record.phase_compile_s("profile") * 1e6 / steps,
-                max(len(record.of("recompile", ("profile",))), record.phase_frames("profile")),
-                "in the profiled steps")
+        return (
+            record.phase_compile_s("profile") * 1e6 / steps,
+            max(len(record.of("recompile", ("profile",))), record.phase_frames("profile")),
+            "in the profiled steps",
+        )
     return 0.0, 0, ""
 
 
@@ -187,14 +210,30 @@ def _offenders(record, cs) -> list[dict]:
             ev = record.of(kind)
             if not len(ev):
                 continue
-            grouped = ev.fillna({"file": "", "line": 0, "function": ""}).groupby(
-                ["file", "line", "reason"], sort=False).agg(n=("kind", "size"), function=("function", "first"))
+            grouped = (
+                ev.fillna({"file": "", "line": 0, "function": ""})
+                .groupby(["file", "line", "reason"], sort=False)
+                .agg(n=("kind", "size"), function=("function", "first"))
+            )
             for (file, line, reason), row in grouped.head(MAX_SHOWN).iterrows():
-                out.append({"kind": kind, "where": f"{file}:{int(line)}" if file else "(not located)",
-                            "reason": reason, "function": row.function or None, "count": int(row.n)})
+                out.append(
+                    {
+                        "kind": kind,
+                        "where": f"{file}:{int(line)}" if file else "(not located)",
+                        "reason": reason,
+                        "function": row.function or None,
+                        "count": int(row.n),
+                    }
+                )
     for row in cs.between_ops.head(MAX_SHOWN).itertuples():
-        out.append({"kind": "eager op between graphs", "op": row.name, "calls_per_step": round(row.calls_per_step, 1),
-                    "host_us_per_step": round(row.host_us_per_step, 1)})
+        out.append(
+            {
+                "kind": "eager op between graphs",
+                "op": row.name,
+                "calls_per_step": round(row.calls_per_step, 1),
+                "host_us_per_step": round(row.host_us_per_step, 1),
+            }
+        )
     return out
 
 
@@ -215,13 +254,14 @@ def _break_code(events) -> str:
         text = _source_line(first["file"], int(first["line"]))
         head = comment(f"{first['file']}:{int(first['line'])} breaks the graph ({first['reason']}):")
         head += f"#     {short_name(text, CODE_COLUMNS - 6)}\n" if text else ""
-    return (head +
-            "# keep the check on the device instead of reading it back to Python\n"
-            "# (not: if h.max().item() > LIMIT):\n"
-            "h = torch.where(h.abs().amax() > LIMIT, h.clamp(-LIMIT, LIMIT), h)\n"
-            "# or let dynamo trace scalar reads (.item()) into the graph:\n"
-            "torch._dynamo.config.capture_scalar_outputs = True\n"
-            "# and log outside the compiled function (print/logging break the graph)")
+    return (
+        head + "# keep the check on the device instead of reading it back to Python\n"
+        "# (not: if h.max().item() > LIMIT):\n"
+        "h = torch.where(h.abs().amax() > LIMIT, h.clamp(-LIMIT, LIMIT), h)\n"
+        "# or let dynamo trace scalar reads (.item()) into the graph:\n"
+        "torch._dynamo.config.capture_scalar_outputs = True\n"
+        "# and log outside the compiled function (print/logging break the graph)"
+    )
 
 
 def _dynamic_code(record) -> str:
@@ -230,11 +270,14 @@ def _dynamic_code(record) -> str:
     if ev is not None and len(ev):
         first = ev.iloc[0]
         head = comment(f"dynamo recompiled {first['function'] or 'a frame'} because: {first['reason']}")
-    return (head +
-            "torch._dynamo.mark_dynamic(x, 1)        # the dimension that changes: one graph for every size\n"
-            "model = torch.compile(model)            # or torch.compile(model, dynamic=True)")
+    return (
+        head + "torch._dynamo.mark_dynamic(x, 1)        # the dimension that changes: one graph for every size\n"
+        "model = torch.compile(model)            # or torch.compile(model, dynamic=True)"
+    )
 
 
 def _fullgraph_code() -> str:
-    return ("model = torch.compile(model, fullgraph=True)   # raises at the first break, with its line\n"
-            "print(torch._dynamo.explain(model)(x))          # every break and its reason at once")
+    return (
+        "model = torch.compile(model, fullgraph=True)   # raises at the first break, with its line\n"
+        "print(torch._dynamo.explain(model)(x))          # every break and its reason at once"
+    )

@@ -75,6 +75,7 @@ the non-matmul part of the measured step (77–306 µs on these captures), so it
 and bytes are estimated from shapes unless Nsight Compute measured them; the kernel time is
 measured.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -92,9 +93,15 @@ from diagnose.metrics.work import DTYPE_BYTES, rung_of
 from diagnose.ncu.classify import LATENCY_PCT
 
 MATRIX_KINDS = ("gemm", "conv")
-RUNG_NAMES = {"fp32": "FP32 (CUDA cores)", "tf32": "TF32 tensor cores", "bf16": "bf16 tensor cores",
-              "fp16": "fp16 tensor cores", "fp8": "FP8 tensor cores", "int8": "INT8 tensor cores",
-              "fp64": "FP64"}
+RUNG_NAMES = {
+    "fp32": "FP32 (CUDA cores)",
+    "tf32": "TF32 tensor cores",
+    "bf16": "bf16 tensor cores",
+    "fp16": "fp16 tensor cores",
+    "fp8": "FP8 tensor cores",
+    "int8": "INT8 tensor cores",
+    "fp64": "FP64",
+}
 RUNG_BYTES = {"fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2, "fp8": 1, "int8": 1}
 FIX_OF_ISSUE = {"tensor-cores-unused": "bf16-tensor-cores", "misaligned": "pad-dims"}
 MEASURED_TENSOR_PCT = 1.0  # a measured tensor pipe at least this active means tensor cores ran
@@ -115,15 +122,31 @@ class ComputeBound(Rule):
     }
     needs = ("gpu", "steps", "device-peaks")
     thresholds = (
-        Threshold("min_share", 0.5, "fraction",
-                  "fire when compute-bound matmuls/convolutions take at least this share of the step"),
-        Threshold("min_ridge_share", 1.0, "fraction",
-                  "an op is compute-bound when its FLOP/byte is at least this share of the ridge point"),
-        Threshold("near_peak_share", 0.5, "fraction",
-                  "tensor-core kernels at or above this share of the datasheet peak count as healthy"),
-        Threshold("min_defect_saving", 0.3, "fraction",
-                  "below min_share, still fire for missing tensor cores or misaligned dimensions when "
-                  "fixing them would save at least this share of the step"),
+        Threshold(
+            "min_share",
+            0.5,
+            "fraction",
+            "fire when compute-bound matmuls/convolutions take at least this share of the step",
+        ),
+        Threshold(
+            "min_ridge_share",
+            1.0,
+            "fraction",
+            "an op is compute-bound when its FLOP/byte is at least this share of the ridge point",
+        ),
+        Threshold(
+            "near_peak_share",
+            0.5,
+            "fraction",
+            "tensor-core kernels at or above this share of the datasheet peak count as healthy",
+        ),
+        Threshold(
+            "min_defect_saving",
+            0.3,
+            "fraction",
+            "below min_share, still fire for missing tensor cores or misaligned dimensions when "
+            "fixing them would save at least this share of the step",
+        ),
         Threshold("align_bytes", 16, "bytes", "K and N must be multiples of this many bytes of elements"),
         Threshold("high_speedup", 2.0, "×", "estimated speedup at which a defect is high severity"),
     )
@@ -150,18 +173,34 @@ class ComputeBound(Rule):
         assert p.main_rung is not None  # the acting ops are compute-bound, so one precision leads
         rung_name = RUNG_NAMES.get(p.main_rung, p.main_rung)
         dominant = p.cb_share >= t["min_share"]
-        gate = (Evidence("compute-bound matrix math per step", round(p.cb_share * 100, 1), ">=", t["min_share"] * 100, "%")
-                if dominant else
-                Evidence(f"step saved by fixing it (matrix math {p.cb_share:.0%} of the step < {t['min_share']:.0%})",
-                         round(p.defect_saving * 100, 1), ">=", t["min_defect_saving"] * 100, "%"))
+        gate = (
+            Evidence("compute-bound matrix math per step", round(p.cb_share * 100, 1), ">=", t["min_share"] * 100, "%")
+            if dominant
+            else Evidence(
+                f"step saved by fixing it (matrix math {p.cb_share:.0%} of the step < {t['min_share']:.0%})",
+                round(p.defect_saving * 100, 1),
+                ">=",
+                t["min_defect_saving"] * 100,
+                "%",
+            )
+        )
         evidence = [
             gate,
             Evidence(f"achieved throughput ({rung_name})", round(p.achieved, 1), unit="TFLOP/s"),
-            Evidence(f"share of the {rung_name} datasheet peak ({p.main_peak:,.0f} TFLOP/s)",
-                     round(p.achieved / p.main_peak * 100, 1),
-                     ">=" if p.achieved / p.main_peak >= t["near_peak_share"] else "<", t["near_peak_share"] * 100, "%"),
-            Evidence("arithmetic intensity (median)", round(float(cb["intensity"].median()), 1), ">=",
-                     round(float(cb["ridge"].median()) * t["min_ridge_share"], 1), "FLOP/B"),
+            Evidence(
+                f"share of the {rung_name} datasheet peak ({p.main_peak:,.0f} TFLOP/s)",
+                round(p.achieved / p.main_peak * 100, 1),
+                ">=" if p.achieved / p.main_peak >= t["near_peak_share"] else "<",
+                t["near_peak_share"] * 100,
+                "%",
+            ),
+            Evidence(
+                "arithmetic intensity (median)",
+                round(float(cb["intensity"].median()), 1),
+                ">=",
+                round(float(cb["ridge"].median()) * t["min_ridge_share"], 1),
+                "FLOP/B",
+            ),
             *_measured_evidence(cb),
         ]
         for issue in issues:
@@ -177,15 +216,19 @@ class ComputeBound(Rule):
             fixes=[_fix_for(issue, acting[acting["issue"] == issue], spec, n) for issue in issues],
             est_speedup=round(speedup, 2),
             recoverable_us=round(saving, 2),
-            basis=(f"{_measured_basis(cb)}; per op, time after = "
-                   f"max(FLOPs ÷ achievable TFLOP/s of the target precision, bytes ÷ {spec.achievable_tbps:.3g} TB/s); "
-                   f"step {step_us:,.0f} − {saving:,.0f} µs saved = {after:,.0f} µs; {_time_base(p.metrics.budget)}; "
-                   f"{spec.name}: {spec.source}"),
-            why=("Matrix multiplications do many FLOPs per byte, so once they are large their speed is set by "
-                 "the math units. Tensor cores do matrix math 8–16× faster than the regular CUDA cores, and "
-                 "every halving of the precision (TF32 → bf16 → FP8) doubles their rate again. They also want "
-                 "operands aligned to 16 bytes: a dimension of 8191 forces an unvectorised fallback kernel "
-                 "several times slower than 8192."),
+            basis=(
+                f"{_measured_basis(cb)}; per op, time after = "
+                f"max(FLOPs ÷ achievable TFLOP/s of the target precision, bytes ÷ {spec.achievable_tbps:.3g} TB/s); "
+                f"step {step_us:,.0f} − {saving:,.0f} µs saved = {after:,.0f} µs; {_time_base(p.metrics.budget)}; "
+                f"{spec.name}: {spec.source}"
+            ),
+            why=(
+                "Matrix multiplications do many FLOPs per byte, so once they are large their speed is set by "
+                "the math units. Tensor cores do matrix math 8–16× faster than the regular CUDA cores, and "
+                "every halving of the precision (TF32 → bf16 → FP8) doubles their rate again. They also want "
+                "operands aligned to 16 bytes: a dimension of 8191 forces an unvectorised fallback kernel "
+                "several times slower than 8192."
+            ),
         )
 
 
@@ -214,17 +257,21 @@ def _measure(ctx, t, ops: pd.DataFrame, step_us: float, n: int) -> "_Placed | Qu
     spec = m.device_spec
     matrix = ops[ops["kind"].isin(MATRIX_KINDS)]
     matrix_share = m.per_step(matrix["matrix_us"].sum()) / step_us
-    small = Quiet(f"matmul/convolution kernels take {matrix_share:.0%} of the step < {t['min_share']:.0%}"
-                  f"{_fp32_note(matrix, step_us, n)}")
+    small = Quiet(
+        f"matmul/convolution kernels take {matrix_share:.0%} of the step < {t['min_share']:.0%}"
+        f"{_fp32_note(matrix, step_us, n)}"
+    )
     known = matrix[matrix["flops"].notna() & (matrix["flops"] > 0)]
     if not len(matrix):  # (only with min_share 0)
         return Quiet("no matmul/convolution kernels in the measured steps")
     if not len(known) or known["matrix_us"].sum() < MIN_SHAPE_COVER * matrix["matrix_us"].sum():
         if matrix_share < t["min_share"]:
             return small
-        return Skip(f"matmul/convolution kernels take {matrix_share:.0%} of the step but their ops' shapes "
-                    f"were not recorded ({_no_shapes_reason(matrix)}), so their FLOPs and roofline position "
-                    "are unknown")
+        return Skip(
+            f"matmul/convolution kernels take {matrix_share:.0%} of the step but their ops' shapes "
+            f"were not recorded ({_no_shapes_reason(matrix)}), so their FLOPs and roofline position "
+            "are unknown"
+        )
     rows = _place_all(known, spec, t)
     cb = rows[rows["compute_bound"]]
     defects = cb[cb["issue"].isin(list(FIX_OF_ISSUE)) & (cb["saving_us"] > 0)]
@@ -234,12 +281,20 @@ def _measure(ctx, t, ops: pd.DataFrame, step_us: float, n: int) -> "_Placed | Qu
     main_rung = cb.groupby("rung")["matrix_us"].sum().idxmax() if len(cb) else None
     main = cb[cb["rung"] == main_rung]  # a share of a peak is of one precision's ops only
     return _Placed(
-        metrics=m, spec=spec, step_us=step_us, n=n, matrix_share=matrix_share, rows=rows, cb=cb,
+        metrics=m,
+        spec=spec,
+        step_us=step_us,
+        n=n,
+        matrix_share=matrix_share,
+        rows=rows,
+        cb=cb,
         cb_share=m.per_step(cb["matrix_us"].sum()) / step_us,
         acting=cb[cb["issue"].notna() & (cb["saving_us"] > 0)],
         achieved=main["flops"].sum() / main["matrix_us"].sum() / 1e6 if len(main) else 0.0,
-        main_rung=main_rung, main_peak=(spec.peak(main_rung) or math.nan) if main_rung else math.nan,
-        defect_saving=defect_saving)
+        main_rung=main_rung,
+        main_peak=(spec.peak(main_rung) or math.nan) if main_rung else math.nan,
+        defect_saving=defect_saving,
+    )
 
 
 def _decide(p: _Placed, t) -> Quiet | None:
@@ -249,10 +304,12 @@ def _decide(p: _Placed, t) -> Quiet | None:
         return None
     if p.cb_share < t["min_share"]:
         rows = p.rows
-        return Quiet(f"matrix math is {p.matrix_share:.0%} of the step but only {p.cb_share:.0%} is compute-bound "
-                     f"< {t['min_share']:.0%} (median intensity {rows['intensity'].median():.1f} FLOP/B "
-                     f"against a ridge of {rows['ridge'].median():.0f}: memory-bound products, e.g. GEMV-"
-                     f"shaped decode, are the decode-latency rule's){_impossible_note(rows)}")
+        return Quiet(
+            f"matrix math is {p.matrix_share:.0%} of the step but only {p.cb_share:.0%} is compute-bound "
+            f"< {t['min_share']:.0%} (median intensity {rows['intensity'].median():.1f} FLOP/B "
+            f"against a ridge of {rows['ridge'].median():.0f}: memory-bound products, e.g. GEMV-"
+            f"shaped decode, are the decode-latency rule's){_impossible_note(rows)}"
+        )
     if not len(p.acting):
         return Quiet(_quiet_detail(p.cb, p.spec, p.achieved, p.main_rung, p.main_peak, p.cb_share))
     return None
@@ -263,15 +320,19 @@ def _impossible_note(rows: pd.DataFrame) -> str:
     bad = rows[rows["impossible"]]
     if not len(bad):
         return ""
-    return (f"; {len(bad)} op(s) (e.g. {bad['op_name'].iloc[0]}) ran faster than the peak of the units they ran "
-            "on, so their FLOPs or their times are wrong, and were left off the roofline")
+    return (
+        f"; {len(bad)} op(s) (e.g. {bad['op_name'].iloc[0]}) ran faster than the peak of the units they ran "
+        "on, so their FLOPs or their times are wrong, and were left off the roofline"
+    )
 
 
 def _no_shapes_reason(matrix: pd.DataFrame) -> str:
     """Why the matrix ops have no FLOPs, and what would give them: shapes, or Nsight Compute."""
     if matrix["op_name"].isna().all():
-        return ("CUDA-graph replays carry none; profile one step eagerly with record_shapes=True: "
-                "`--ncu` measures bytes and classes but not FLOPs")
+        return (
+            "CUDA-graph replays carry none; profile one step eagerly with record_shapes=True: "
+            "`--ncu` measures bytes and classes but not FLOPs"
+        )
     return "profile with record_shapes=True"
 
 
@@ -305,8 +366,9 @@ def _place_all(known: pd.DataFrame, spec, t) -> pd.DataFrame:
         achieved = np.where(us > 0, flops / us / 1e6, 0.0)
     rung = _per_distinct(known["dtype"], rung_of)
     esize = _per_distinct(known["dtype"], lambda d: DTYPE_BYTES.get(d, 4))
-    tc = np.fromiter(map(_tensor_cores, known["tensor_core"].tolist(), known["tensor_pct"].tolist()), np.int8,
-                     len(known))
+    tc = np.fromiter(
+        map(_tensor_cores, known["tensor_core"].tolist(), known["tensor_pct"].tolist()), np.int8, len(known)
+    )
     fp32 = rung == "fp32"
     tc = np.where(fp32 & (tc == -1), achieved > (spec.peak("fp32") or math.inf), tc).astype(np.int8)
     half = np.isin(rung, ["bf16", "fp16", "fp8", "int8"])
@@ -330,8 +392,10 @@ def _place_all(known: pd.DataFrame, spec, t) -> pd.DataFrame:
     compute_bound &= ~impossible
     align = [max(1, int(t["align_bytes"] // e)) for e in esize.tolist()]
     memo: dict = {}
-    bad_dims = [memo[key] if key in memo else memo.setdefault(key, _bad_dims(*key))
-                for key in zip(known["kind"].tolist(), known["k"].tolist(), known["n"].tolist(), align)]
+    bad_dims = [
+        memo[key] if key in memo else memo.setdefault(key, _bad_dims(*key))
+        for key in zip(known["kind"].tolist(), known["k"].tolist(), known["n"].tolist(), align)
+    ]
     issue = np.full(len(known), None, dtype=object)
     target = np.full(len(known), None, dtype=object)
     open_ = compute_bound.copy()
@@ -360,15 +424,35 @@ def _place_all(known: pd.DataFrame, spec, t) -> pd.DataFrame:
     left = us - after
     saving = np.where(np.isnan(after) | ~(left > 0.0), 0.0, left)
     columns = {
-        "op_name": known["op_name"].tolist(), "shapes": known["shapes"].tolist(), "kernel": known["kernel"].tolist(),
-        "matrix_us": known["matrix_us"].tolist(), "flops": known["flops"].tolist(), "bytes": known["bytes"].tolist(),
-        "dtype": known["dtype"].tolist(), "rung": run.tolist(), "achieved": achieved.tolist(), "peak": peak.tolist(),
-        "intensity": intensity.tolist(), "ridge": ridge.tolist(), "compute_bound": compute_bound.tolist(),
-        "issue": issue.tolist(), "target": target.tolist(), "after_us": after.tolist(), "saving_us": saving.tolist(),
-        "bad_dims": bad_dims, "impossible": impossible.tolist(),
-        "m": known["m"].tolist(), "n": known["n"].tolist(), "k": known["k"].tolist(), "kind": known["kind"].tolist(),
-        "measured": measured.tolist(), "sm_pct": known["sm_pct"].tolist(), "tensor_pct": known["tensor_pct"].tolist(),
-        "dram_pct": known["dram_pct"].tolist(), "bound": bound}
+        "op_name": known["op_name"].tolist(),
+        "shapes": known["shapes"].tolist(),
+        "kernel": known["kernel"].tolist(),
+        "matrix_us": known["matrix_us"].tolist(),
+        "flops": known["flops"].tolist(),
+        "bytes": known["bytes"].tolist(),
+        "dtype": known["dtype"].tolist(),
+        "rung": run.tolist(),
+        "achieved": achieved.tolist(),
+        "peak": peak.tolist(),
+        "intensity": intensity.tolist(),
+        "ridge": ridge.tolist(),
+        "compute_bound": compute_bound.tolist(),
+        "issue": issue.tolist(),
+        "target": target.tolist(),
+        "after_us": after.tolist(),
+        "saving_us": saving.tolist(),
+        "bad_dims": bad_dims,
+        "impossible": impossible.tolist(),
+        "m": known["m"].tolist(),
+        "n": known["n"].tolist(),
+        "k": known["k"].tolist(),
+        "kind": known["kind"].tolist(),
+        "measured": measured.tolist(),
+        "sm_pct": known["sm_pct"].tolist(),
+        "tensor_pct": known["tensor_pct"].tolist(),
+        "dram_pct": known["dram_pct"].tolist(),
+        "bound": bound,
+    }
     return pd.DataFrame(columns, index=known.index)
 
 
@@ -386,20 +470,38 @@ def _measured_evidence(cb: pd.DataFrame) -> list[Evidence]:
         return []
     w = m["matrix_us"]
     sm = round(float((m["sm_pct"] * w).sum() / w.sum()), 1)
-    out = [Evidence("SM throughput (share of peak), measured by Nsight Compute", sm,
-                    ">=" if sm >= LATENCY_PCT else "<", LATENCY_PCT, "%")]
+    out = [
+        Evidence(
+            "SM throughput (share of peak), measured by Nsight Compute",
+            sm,
+            ">=" if sm >= LATENCY_PCT else "<",
+            LATENCY_PCT,
+            "%",
+        )
+    ]
     classes = m.groupby("bound")["matrix_us"].sum()
     if (classes.index != "compute-bound").any():
         share = classes.drop("compute-bound", errors="ignore").sum() / w.sum()
         top = classes.drop("compute-bound", errors="ignore").idxmax()
-        out.append(Evidence(f"matrix time Nsight Compute calls {top} (kept: the shapes put it right of the ridge)",
-                            round(float(share) * 100, 1), unit="%"))
+        out.append(
+            Evidence(
+                f"matrix time Nsight Compute calls {top} (kept: the shapes put it right of the ridge)",
+                round(float(share) * 100, 1),
+                unit="%",
+            )
+        )
     if m["tensor_pct"].notna().all():
-        out.append(Evidence("tensor pipe active, measured", round(float((m["tensor_pct"] * w).sum() / w.sum()), 1),
-                            unit="%"))
+        out.append(
+            Evidence("tensor pipe active, measured", round(float((m["tensor_pct"] * w).sum() / w.sum()), 1), unit="%")
+        )
     if m["dram_pct"].notna().all():
-        out.append(Evidence("DRAM throughput (share of peak), measured",
-                            round(float((m["dram_pct"] * w).sum() / w.sum()), 1), unit="%"))
+        out.append(
+            Evidence(
+                "DRAM throughput (share of peak), measured",
+                round(float((m["dram_pct"] * w).sum() / w.sum()), 1),
+                unit="%",
+            )
+        )
     return out
 
 
@@ -409,12 +511,20 @@ def _measured_basis(cb: pd.DataFrame) -> str:
         return "FLOPs and bytes estimated from shapes, kernel time measured"
     which = "all" if n == len(cb) else f"{n} of {len(cb)}"
     kept = int((cb["measured"] & (cb["bound"] != "compute-bound")).sum())
-    also = (f"; {kept} measured op instances that Nsight Compute classes otherwise stay compute-bound, their "
+    also = (
+        (
+            f"; {kept} measured op instances that Nsight Compute classes otherwise stay compute-bound, their "
             "shapes putting them right of the ridge (the class says what limits the kernel, e.g. a misaligned "
-            "fallback, not that the math is small)") if kept else ""
-    return (f"FLOPs estimated from shapes, kernel time measured; SM throughput, tensor-pipe activity and DRAM "
-            f"bytes measured by Nsight Compute for {which} compute-bound ops (their class from its "
-            f"speed-of-light numbers){also}")
+            "fallback, not that the math is small)"
+        )
+        if kept
+        else ""
+    )
+    return (
+        f"FLOPs estimated from shapes, kernel time measured; SM throughput, tensor-pipe activity and DRAM "
+        f"bytes measured by Nsight Compute for {which} compute-bound ops (their class from its "
+        f"speed-of-light numbers){also}"
+    )
 
 
 def _issue_label(issue: str, part: pd.DataFrame) -> str:
@@ -431,11 +541,15 @@ def _title(issue: str, part: pd.DataFrame) -> str:
         return "Compute-bound matrix math on CUDA cores: tensor cores unused"
     if issue == "misaligned":
         first = part.sort_values("saving_us", ascending=False).iloc[0]
-        return (f"Compute-bound matmul with misaligned dimensions ({first['bad_dims']} in "
-                f"{first['op_name']} {first['shapes']}): a slow fallback kernel")
+        return (
+            f"Compute-bound matmul with misaligned dimensions ({first['bad_dims']} in "
+            f"{first['op_name']} {first['shapes']}): a slow fallback kernel"
+        )
     rung = part["rung"].iloc[0]
-    return (f"Compute-bound matrix math near the {RUNG_NAMES.get(rung, rung)} peak: "
-            f"{part['target'].iloc[0].upper()} is the next step")
+    return (
+        f"Compute-bound matrix math near the {RUNG_NAMES.get(rung, rung)} peak: "
+        f"{part['target'].iloc[0].upper()} is the next step"
+    )
 
 
 def _fix_for(issue: str, part: pd.DataFrame, spec: DeviceSpec, n: int) -> Fix:
@@ -444,39 +558,56 @@ def _fix_for(issue: str, part: pd.DataFrame, spec: DeviceSpec, n: int) -> Fix:
         half = spec.half_rung() or "bf16"
         tf32 = ""
         if spec.achievable("tf32"):
-            tf32_after = sum(max(r.flops / spec.achievable("tf32") / 1e6, r.bytes / spec.achievable_tbps / 1e6)
-                             for r in part.itertuples()) / n
-            tf32 = (f" Keeping fp32 data but allowing TF32 "
-                    f"(torch.backends.cuda.matmul.allow_tf32 = True) would bring these ops to about "
-                    f"{tf32_after:,.0f} µs per step instead of {half} autocast's {part['after_us'].sum() / n:,.0f} µs "
-                    f"(now {part['matrix_us'].sum() / n:,.0f} µs).")
+            tf32_after = (
+                sum(
+                    max(r.flops / spec.achievable("tf32") / 1e6, r.bytes / spec.achievable_tbps / 1e6)
+                    for r in part.itertuples()
+                )
+                / n
+            )
+            tf32 = (
+                f" Keeping fp32 data but allowing TF32 "
+                f"(torch.backends.cuda.matmul.allow_tf32 = True) would bring these ops to about "
+                f"{tf32_after:,.0f} µs per step instead of {half} autocast's {part['after_us'].sum() / n:,.0f} µs "
+                f"(now {part['matrix_us'].sum() / n:,.0f} µs)."
+            )
         what = "convolutions" if (part["kind"] == "conv").all() else "matmuls"
         kernel = part["kernel"].iloc[0][:60]
         dtypes = {rung_of(d) for d in part["dtype"]}
         if dtypes <= {"bf16", "fp16"}:  # already 16-bit: autocast would change nothing
-            how = (f"These {what} already have {'/'.join(sorted(r for r in dtypes if r))} data but run on CUDA-core kernels "
-                   f"({kernel}…): cuBLAS/cuDNN found no tensor-core kernel for their layout or sizes. Make the "
-                   "channel and feature dimensions multiples of 8, and use channels_last for convolutions.")
+            how = (
+                f"These {what} already have {'/'.join(sorted(r for r in dtypes if r))} data but run on CUDA-core kernels "
+                f"({kernel}…): cuBLAS/cuDNN found no tensor-core kernel for their layout or sizes. Make the "
+                "channel and feature dimensions multiples of 8, and use channels_last for convolutions."
+            )
             return fix("bf16-tensor-cores", how=how, code=_layout_code())
         how = f"These {what} run in fp32 on the CUDA cores ({kernel}…). Autocast them to {half} so they run on tensor cores.{tf32}"
         if half == "fp16":
-            how += (" This GPU has no bf16 or TF32 tensor cores: autocast to fp16, with a GradScaler in "
-                    "training (fp16 gradients underflow without one).")
+            how += (
+                " This GPU has no bf16 or TF32 tensor cores: autocast to fp16, with a GradScaler in "
+                "training (fp16 gradients underflow without one)."
+            )
         return fix("bf16-tensor-cores", how=how, code=_autocast_code(half, bool(spec.achievable("tf32"))))
     if issue == "misaligned":
         shapes = "; ".join(sorted({f"{r.op_name} {r.shapes}: {r.bad_dims}" for r in part.itertuples()}))
-        how = (f"{shapes} — not a multiple of 8 elements (16 bytes), so cuBLAS falls back to an unaligned kernel "
-               f"({part['kernel'].iloc[0][:60]}…). Pad the dimension up to a multiple of 8 (better 64 or 128) with "
-               f"zeros: the product is unchanged. Estimated {saving / max(len(part), 1):,.0f} µs saved per call.")
+        how = (
+            f"{shapes} — not a multiple of 8 elements (16 bytes), so cuBLAS falls back to an unaligned kernel "
+            f"({part['kernel'].iloc[0][:60]}…). Pad the dimension up to a multiple of 8 (better 64 or 128) with "
+            f"zeros: the product is unchanged. Estimated {saving / max(len(part), 1):,.0f} µs saved per call."
+        )
         return fix("pad-dims", how=how, code=_pad_code(part.iloc[0]))
     target = part["target"].iloc[0]
     if target == "fp8":
-        how = ("These matmuls already run on bf16/fp16 tensor cores near their peak; the next step is FP8 "
-               f"(e4m3), which doubles the tensor-core rate on this GPU (achievable ≈ {spec.achievable('fp8'):,.0f} "
-               "TFLOP/s). Scale per tensor or per row, and check accuracy on your evaluation set.")
+        how = (
+            "These matmuls already run on bf16/fp16 tensor cores near their peak; the next step is FP8 "
+            f"(e4m3), which doubles the tensor-core rate on this GPU (achievable ≈ {spec.achievable('fp8'):,.0f} "
+            "TFLOP/s). Scale per tensor or per row, and check accuracy on your evaluation set."
+        )
         return fix("fp8", how=how, code=_fp8_code())
-    how = (f"These matmuls run on {RUNG_NAMES.get(part['rung'].iloc[0])} near their peak; {target} autocast doubles "
-           f"the tensor-core rate again and halves the bytes.")
+    how = (
+        f"These matmuls run on {RUNG_NAMES.get(part['rung'].iloc[0])} near their peak; {target} autocast doubles "
+        f"the tensor-core rate again and halves the bytes."
+    )
     return fix("bf16-tensor-cores", how=how, code=_autocast_code(target))
 
 
@@ -484,18 +615,24 @@ def _quiet_detail(cb, spec, achieved, rung, peak, share) -> str:
     top = spec.next_rung(rung)
     where = f"{achieved:,.0f} TFLOP/s = {achieved / peak:.0%} of the {RUNG_NAMES.get(rung, rung)} peak"
     if top is None:
-        return (f"compute-bound matrix math {share:.0%} of the step on {RUNG_NAMES.get(rung, rung)} at {where}: "
-                f"already the fastest precision of this GPU's tensor cores ({spec.name})")
-    return (f"compute-bound matrix math {share:.0%} of the step at {where}: below the healthy range, but no "
-            "missing tensor cores or misaligned dimensions to blame (small or oddly shaped matrices?)")
+        return (
+            f"compute-bound matrix math {share:.0%} of the step on {RUNG_NAMES.get(rung, rung)} at {where}: "
+            f"already the fastest precision of this GPU's tensor cores ({spec.name})"
+        )
+    return (
+        f"compute-bound matrix math {share:.0%} of the step at {where}: below the healthy range, but no "
+        "missing tensor cores or misaligned dimensions to blame (small or oddly shaped matrices?)"
+    )
 
 
 def _fp32_note(matrix: pd.DataFrame, step_us: float, n: int) -> str:
     slow = matrix[(matrix["tensor_core"] == False) & (matrix["dtype"] == "float")]  # noqa: E712
     if not len(slow):
         return ""
-    return (f"; note: {slow['matrix_us'].sum() / n / step_us:.0%} of the step is fp32 matrix math on CUDA cores "
-            "(tensor cores unused), not enough to dominate it")
+    return (
+        f"; note: {slow['matrix_us'].sum() / n / step_us:.0%} of the step is fp32 matrix math on CUDA cores "
+        "(tensor cores unused), not enough to dominate it"
+    )
 
 
 def _offenders(cb: pd.DataFrame, n: int) -> list[dict]:
@@ -503,14 +640,24 @@ def _offenders(cb: pd.DataFrame, n: int) -> list[dict]:
     rows = []
     for (op, shapes, kernel), g in grouped:
         us = g["matrix_us"].sum()
-        rows.append({"op": op, "shapes": shapes, "kernel": kernel, "calls_per_step": round(len(g) / n, 2),
-                     "us_per_step": round(float(us) / n, 1), "precision": g["rung"].iloc[0],
-                     "tflops": round(float(g["flops"].sum()) / us / 1e6, 1) if us else None,
-                     "share_of_peak": round(float(g["flops"].sum()) / us / 1e6 / g["peak"].iloc[0], 3) if us else None,
-                     "flop_per_byte": round(float(g["intensity"].median()), 1),
-                     "issue": _plain(g["issue"].iloc[0]), "target": _plain(g["target"].iloc[0]),
-                     "est_us_per_step_after": (round(float(g["after_us"].sum()) / n, 1)
-                                               if g["issue"].notna().any() else None)})
+        rows.append(
+            {
+                "op": op,
+                "shapes": shapes,
+                "kernel": kernel,
+                "calls_per_step": round(len(g) / n, 2),
+                "us_per_step": round(float(us) / n, 1),
+                "precision": g["rung"].iloc[0],
+                "tflops": round(float(g["flops"].sum()) / us / 1e6, 1) if us else None,
+                "share_of_peak": round(float(g["flops"].sum()) / us / 1e6 / g["peak"].iloc[0], 3) if us else None,
+                "flop_per_byte": round(float(g["intensity"].median()), 1),
+                "issue": _plain(g["issue"].iloc[0]),
+                "target": _plain(g["target"].iloc[0]),
+                "est_us_per_step_after": (
+                    round(float(g["after_us"].sum()) / n, 1) if g["issue"].notna().any() else None
+                ),
+            }
+        )
     return sorted(rows, key=lambda r: r["us_per_step"], reverse=True)[:8]
 
 
@@ -525,45 +672,55 @@ def _time_base(budget) -> str:
 
 
 def _layout_code() -> str:
-    return ("# convolutions: channels_last lets cuDNN pick its tensor-core kernels\n"
-            "model = model.to(memory_format=torch.channels_last)\n"
-            "x = x.to(memory_format=torch.channels_last)\n"
-            "# matmuls: pad features to a multiple of 8 (better 64), e.g. nn.Linear(1000, 4096) -> nn.Linear(1024, 4096)")
+    return (
+        "# convolutions: channels_last lets cuDNN pick its tensor-core kernels\n"
+        "model = model.to(memory_format=torch.channels_last)\n"
+        "x = x.to(memory_format=torch.channels_last)\n"
+        "# matmuls: pad features to a multiple of 8 (better 64), e.g. nn.Linear(1000, 4096) -> nn.Linear(1024, 4096)"
+    )
 
 
 def _autocast_code(rung: str, tf32: bool = True) -> str:
     dtype = {"bf16": "torch.bfloat16", "fp16": "torch.float16"}.get(rung, "torch.bfloat16")
     if rung == "fp16" and not tf32:  # Volta / Turing: fp16 needs loss scaling, and there is no TF32
-        return ("# fp16 on tensor cores, with a GradScaler (fp16 gradients underflow without one)\n"
-                "scaler = torch.cuda.amp.GradScaler()  # torch.amp.GradScaler(\"cuda\") on torch >= 2.3\n"
-                "with torch.autocast(\"cuda\", dtype=torch.float16):\n"
-                "    loss = loss_fn(model(x), y)\n"
-                "scaler.scale(loss).backward()\n"
-                "scaler.step(optimizer)\n"
-                "scaler.update()")
-    return ("# run the matmuls in 16-bit on tensor cores (weights stay fp32 for the optimizer)\n"
-            f"with torch.autocast(\"cuda\", dtype={dtype}):\n"
-            "    out = model(x)\n\n"
-            "# or, keeping fp32 data: TF32 tensor cores (Ampere and later)\n"
-            "torch.backends.cuda.matmul.allow_tf32 = True\n"
-            "torch.backends.cudnn.allow_tf32 = True")
+        return (
+            "# fp16 on tensor cores, with a GradScaler (fp16 gradients underflow without one)\n"
+            'scaler = torch.cuda.amp.GradScaler()  # torch.amp.GradScaler("cuda") on torch >= 2.3\n'
+            'with torch.autocast("cuda", dtype=torch.float16):\n'
+            "    loss = loss_fn(model(x), y)\n"
+            "scaler.scale(loss).backward()\n"
+            "scaler.step(optimizer)\n"
+            "scaler.update()"
+        )
+    return (
+        "# run the matmuls in 16-bit on tensor cores (weights stay fp32 for the optimizer)\n"
+        f'with torch.autocast("cuda", dtype={dtype}):\n'
+        "    out = model(x)\n\n"
+        "# or, keeping fp32 data: TF32 tensor cores (Ampere and later)\n"
+        "torch.backends.cuda.matmul.allow_tf32 = True\n"
+        "torch.backends.cudnn.allow_tf32 = True"
+    )
 
 
 def _pad_code(row) -> str:
     k = int(row["k"]) if row["k"] is not None and not pd.isna(row["k"]) else 8191
     padded = -(-k // 64) * 64
-    return ("import torch.nn.functional as F\n"
-            f"# K = {k} → {padded}: zero padding leaves a @ b unchanged\n"
-            f"pad = {padded} - a.shape[-1]\n"
-            "a = F.pad(a, (0, pad))          # (M, K) -> (M, K + pad)\n"
-            "b = F.pad(b, (0, 0, 0, pad))    # (K, N) -> (K + pad, N)\n"
-            "out = a @ b\n"
-            "# for nn.Linear: pad in_features/out_features (and the vocabulary) to multiples of 64 once, at init")
+    return (
+        "import torch.nn.functional as F\n"
+        f"# K = {k} → {padded}: zero padding leaves a @ b unchanged\n"
+        f"pad = {padded} - a.shape[-1]\n"
+        "a = F.pad(a, (0, pad))          # (M, K) -> (M, K + pad)\n"
+        "b = F.pad(b, (0, 0, 0, pad))    # (K, N) -> (K + pad, N)\n"
+        "out = a @ b\n"
+        "# for nn.Linear: pad in_features/out_features (and the vocabulary) to multiples of 64 once, at init"
+    )
 
 
 def _fp8_code() -> str:
-    return ("# FP8 (e4m3) matmul with per-tensor scales, bf16 output (Hopper / Ada / MI300)\n"
-            "a8 = (a / sa).to(torch.float8_e4m3fn)                 # sa = a.abs().max() / 448\n"
-            "b8 = (b / sb).to(torch.float8_e4m3fn).t().contiguous().t()  # column-major\n"
-            "out = torch._scaled_mm(a8, b8, scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16)\n"
-            "# whole models: torchao.float8.convert_to_float8_training(model) or Transformer Engine")
+    return (
+        "# FP8 (e4m3) matmul with per-tensor scales, bf16 output (Hopper / Ada / MI300)\n"
+        "a8 = (a / sa).to(torch.float8_e4m3fn)                 # sa = a.abs().max() / 448\n"
+        "b8 = (b / sb).to(torch.float8_e4m3fn).t().contiguous().t()  # column-major\n"
+        "out = torch._scaled_mm(a8, b8, scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16)\n"
+        "# whole models: torchao.float8.convert_to_float8_training(model) or Transformer Engine"
+    )

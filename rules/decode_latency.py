@@ -44,6 +44,7 @@ speculative-decoding gain is given in its fix text: at most `draft_tokens`× at 
 k = 4) before the draft model's own cost. W4A16 was measured with PyTorch's tinygemm int4 kernel
 (no Marlin kernels on the H200 machine used); bytes are estimated from shapes, kernel times are measured.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -80,13 +81,21 @@ class DecodeLatency(Rule):
     }
     needs = ("gpu", "steps", "device-peaks")
     thresholds = (
-        Threshold("min_weight_share", 0.30, "fraction",
-                  "fire when GEMV-shaped weight matmuls take at least this share of the step"),
+        Threshold(
+            "min_weight_share",
+            0.30,
+            "fraction",
+            "fire when GEMV-shaped weight matmuls take at least this share of the step",
+        ),
         Threshold("max_rows", 16, "rows", "a matmul with at most this many rows against its weight is GEMV-shaped"),
         Threshold("high_share", 0.60, "fraction", "weight-streaming share at which severity is high"),
-        Threshold("min_census_bandwidth_share", 0.5, "fraction",
-                  "without shapes (a graph replay), fire only when the capture's weight bytes ÷ the step time reach "
-                  "this share of the achievable bandwidth: the step is then paced by reading the weights"),
+        Threshold(
+            "min_census_bandwidth_share",
+            0.5,
+            "fraction",
+            "without shapes (a graph replay), fire only when the capture's weight bytes ÷ the step time reach "
+            "this share of the achievable bandwidth: the step is then paced by reading the weights",
+        ),
         Threshold("draft_tokens", 4, "tokens", "draft tokens per verification pass in the speculative estimate"),
         Threshold("acceptance", 0.7, "fraction", "draft-token acceptance rate assumed in the speculative estimate"),
     )
@@ -116,20 +125,30 @@ class DecodeLatency(Rule):
         ref, ref_name = (bw, "achievable") if tbps <= bw else (spec.hbm_tbps, "datasheet peak")
         weights_gb = s.weight_bytes / 1e9
         evidence = [
-            Evidence("time in GEMV-shaped weight matmuls", round(s.share * 100, 1), ">=",
-                     t["min_weight_share"] * 100, "%"),
-            *([Evidence("rows per weight matmul (tokens × sequences)", s.tokens, "<=", t["max_rows"])]
-              if s.tokens else [Evidence(s.recognised_by, "measured")]),
+            Evidence(
+                "time in GEMV-shaped weight matmuls", round(s.share * 100, 1), ">=", t["min_weight_share"] * 100, "%"
+            ),
+            *(
+                [Evidence("rows per weight matmul (tokens × sequences)", s.tokens, "<=", t["max_rows"])]
+                if s.tokens
+                else [Evidence(s.recognised_by, "measured")]
+            ),
             Evidence("weight bytes read per step", round(weights_gb, 3), unit="GB"),
-            Evidence(f"weight bytes ÷ step time ({s.weight_bytes / step_us / 1e6:.2f} TB/s), share of the achievable "
-                     f"{bw:.2f} TB/s", round(s.weight_bytes / step_us / 1e6 / bw * 100, 1), unit="%"),
+            Evidence(
+                f"weight bytes ÷ step time ({s.weight_bytes / step_us / 1e6:.2f} TB/s), share of the achievable "
+                f"{bw:.2f} TB/s",
+                round(s.weight_bytes / step_us / 1e6 / bw * 100, 1),
+                unit="%",
+            ),
             Evidence(f"bandwidth of the GEMV kernels (share of {ref_name})", round(tbps / ref * 100, 1), unit="%"),
         ]
         if s.tokens:
             ceiling = s.tokens * bw * 1e12 / s.weight_bytes if s.weight_bytes else math.inf
             evidence += [
                 Evidence("tokens/s now (rows per step ÷ step time)", round(s.tokens / step_us * 1e6, 1)),
-                Evidence(f"tokens/s ceiling at full bandwidth ({bw:.3g} TB/s, {s.bits}-bit weights)", round(ceiling, 1)),
+                Evidence(
+                    f"tokens/s ceiling at full bandwidth ({bw:.3g} TB/s, {s.bits}-bit weights)", round(ceiling, 1)
+                ),
                 Evidence("tokens/s ceiling with 4-bit weights", round(ceiling * s.bits / W4_BITS, 1)),
             ]
         rows = f"k × {s.tokens:.0f} rows" if s.tokens else "k rows per sequence"
@@ -140,30 +159,44 @@ class DecodeLatency(Rule):
             evidence=evidence,
             offenders=_offenders(gemv, s.n),
             fixes=[
-                fix("w4a16", code=_w4a16_code(), how=(
-                    f"Store the weights in 4 bits ({W4_BITS} bits with group-128 scales) and run Marlin-class "
-                    f"W4A16 kernels: {weights_gb:.2f} GB → {s.weight_bytes * W4_BITS / s.bits / 1e9:.2f} GB "
-                    f"per step, est. {speedup:.2f}× ({step_us:,.0f} → {after:,.0f} µs per step), quality close "
-                    "to 16-bit with AWQ/GPTQ calibration.")),
-                fix("speculative-decoding", code=_speculative_code(), how=(
-                    f"A draft model proposes k = {k:.0f} tokens and one pass of this model verifies them; the pass "
-                    f"reads the same {weights_gb:.2f} GB of weights, so while {rows} stay "
-                    f"GEMV-shaped it costs about one step (measured on the H200: 4 tokens 916.7 µs vs 1 token "
-                    f"1,008.5 µs). Up to {k:.0f}× tokens/s at full acceptance; ≈ {per_pass:.1f} tokens per pass "
-                    f"at {a:.0%} acceptance, before the draft model's own cost. Combines with W4A16.")),
+                fix(
+                    "w4a16",
+                    code=_w4a16_code(),
+                    how=(
+                        f"Store the weights in 4 bits ({W4_BITS} bits with group-128 scales) and run Marlin-class "
+                        f"W4A16 kernels: {weights_gb:.2f} GB → {s.weight_bytes * W4_BITS / s.bits / 1e9:.2f} GB "
+                        f"per step, est. {speedup:.2f}× ({step_us:,.0f} → {after:,.0f} µs per step), quality close "
+                        "to 16-bit with AWQ/GPTQ calibration."
+                    ),
+                ),
+                fix(
+                    "speculative-decoding",
+                    code=_speculative_code(),
+                    how=(
+                        f"A draft model proposes k = {k:.0f} tokens and one pass of this model verifies them; the pass "
+                        f"reads the same {weights_gb:.2f} GB of weights, so while {rows} stay "
+                        f"GEMV-shaped it costs about one step (measured on the H200: 4 tokens 916.7 µs vs 1 token "
+                        f"1,008.5 µs). Up to {k:.0f}× tokens/s at full acceptance; ≈ {per_pass:.1f} tokens per pass "
+                        f"at {a:.0%} acceptance, before the draft model's own cost. Combines with W4A16."
+                    ),
+                ),
             ],
             est_speedup=round(speedup, 2),
             recoverable_us=round(step_us - after, 2),
-            basis=(f"W4A16: step − GEMV time + GEMV time × {W4_BITS}/{s.bits} bits = {step_us:,.0f} − {s.gemv_us:,.0f} + "
-                   f"{w4_us:,.0f} = {after:,.0f} µs per step, assuming the 4-bit kernels reach the same share of "
-                   f"bandwidth as today's ({tbps:.2f} TB/s); {s.bytes_basis}; not measured with real W4A16 kernels; "
-                   f"{_time_base(s.budget)}; "
-                   f"{spec.name}: {spec.source}"),
-            why=("Generating a token multiplies one row per sequence by every weight matrix. That is a "
-                 "matrix-vector product: each weight byte is used for about one multiply-add, so the GPU spends "
-                 "the step reading weights from HBM while its math units idle. Fewer bytes per weight (4-bit) "
-                 "or more tokens per read of the weights (speculative decoding, larger batches) are the only ways "
-                 "to go faster."),
+            basis=(
+                f"W4A16: step − GEMV time + GEMV time × {W4_BITS}/{s.bits} bits = {step_us:,.0f} − {s.gemv_us:,.0f} + "
+                f"{w4_us:,.0f} = {after:,.0f} µs per step, assuming the 4-bit kernels reach the same share of "
+                f"bandwidth as today's ({tbps:.2f} TB/s); {s.bytes_basis}; not measured with real W4A16 kernels; "
+                f"{_time_base(s.budget)}; "
+                f"{spec.name}: {spec.source}"
+            ),
+            why=(
+                "Generating a token multiplies one row per sequence by every weight matrix. That is a "
+                "matrix-vector product: each weight byte is used for about one multiply-add, so the GPU spends "
+                "the step reading weights from HBM while its math units idle. Fewer bytes per weight (4-bit) "
+                "or more tokens per read of the weights (speculative decoding, larger batches) are the only ways "
+                "to go faster."
+            ),
         )
 
 
@@ -195,33 +228,52 @@ def _measure(ctx, t, ops: pd.DataFrame, step_us: float, n: int) -> "_Streaming |
     if not len(weights):
         measured = _measured_streaming(gemm)
         if len(measured):
-            return _streaming(m, step_us, n, measured, None, _bits_from_names(measured),
-                              "weight bytes = DRAM bytes measured by Nsight Compute (no shapes recorded), kernel "
-                              "time measured", f"weight-streaming matmul kernels recognised by Nsight Compute "
-                              f"({len(measured) / n:.0f} per step: matmul kernels whose DRAM traffic limits them)")
+            return _streaming(
+                m,
+                step_us,
+                n,
+                measured,
+                None,
+                _bits_from_names(measured),
+                "weight bytes = DRAM bytes measured by Nsight Compute (no shapes recorded), kernel time measured",
+                f"weight-streaming matmul kernels recognised by Nsight Compute "
+                f"({len(measured) / n:.0f} per step: matmul kernels whose DRAM traffic limits them)",
+            )
         unshaped = gemm[gemm["flops"].isna()]
         if len(unshaped) and unshaped["bound"].notna().all():
             classes = ", ".join(sorted(set(unshaped["bound"])))
-            return Quiet(f"matmul kernels take {gemm_share:.0%} of the step, recorded without shapes; Nsight "
-                         f"Compute measured them ({classes}): none streams weights from DRAM")
+            return Quiet(
+                f"matmul kernels take {gemm_share:.0%} of the step, recorded without shapes; Nsight "
+                f"Compute measured them ({classes}): none streams weights from DRAM"
+            )
         held = _census_weights(ctx)
         if held is not None and len(unshaped):
             return _from_census(ctx, m, step_us, n, unshaped, *held)
         if gemm_share >= t["min_weight_share"]:
-            return Skip(f"matmul kernels take {gemm_share:.0%} of the step but {_why_no_shapes(gemm)}, "
-                        "so weight bytes per token cannot be estimated (a capture made by diagnose knows the "
-                        "model's parameter bytes)")
+            return Skip(
+                f"matmul kernels take {gemm_share:.0%} of the step but {_why_no_shapes(gemm)}, "
+                "so weight bytes per token cannot be estimated (a capture made by diagnose knows the "
+                "model's parameter bytes)"
+            )
         return Quiet(f"no weight matmul with recorded shapes (matmul kernels {gemm_share:.0%} of the step)")
     rows = weights["m"].astype(float)
     gemv = weights[(rows <= t["max_rows"]) & (weights["n"].astype(float) > rows)].copy()
     if not len(gemv):
-        return Quiet(f"no GEMV-shaped weight matmul: the smallest has {rows.min():.0f} rows > "
-                     f"{t['max_rows']:.0f} (compute-shaped, e.g. prefill or training)")
+        return Quiet(
+            f"no GEMV-shaped weight matmul: the smallest has {rows.min():.0f} rows > "
+            f"{t['max_rows']:.0f} (compute-shaped, e.g. prefill or training)"
+        )
     gemv["rows"] = gemv["m"].astype(float)
     gemv["weight_bytes"] = _weight_bytes(gemv)
-    return _streaming(m, step_us, n, gemv, float(gemv["rows"].mode().iloc[0]),
-                      8 * DTYPE_BYTES.get(gemv["dtype"].mode().iloc[0], 2),
-                      "weight bytes estimated from shapes, kernel time measured")
+    return _streaming(
+        m,
+        step_us,
+        n,
+        gemv,
+        float(gemv["rows"].mode().iloc[0]),
+        8 * DTYPE_BYTES.get(gemv["dtype"].mode().iloc[0], 2),
+        "weight bytes estimated from shapes, kernel time measured",
+    )
 
 
 def _census_weights(ctx) -> tuple[float, int, str, str] | None:
@@ -231,10 +283,15 @@ def _census_weights(ctx) -> tuple[float, int, str, str] | None:
     census = (ctx.trace.capture or {}).get("workload") or {}
     if census.get("device") != "cuda":
         return None
-    for total_key, dtypes_key, what in (("parameter_bytes", "dtypes", "parameters the capture's models hold"),
-                                        ("tensor_bytes", "tensor_dtypes",
-                                         "GPU tensors alive during the steps (no nn.Module holds parameters: "
-                                         "weights and caches together, an upper bound on the weights)")):
+    for total_key, dtypes_key, what in (
+        ("parameter_bytes", "dtypes", "parameters the capture's models hold"),
+        (
+            "tensor_bytes",
+            "tensor_dtypes",
+            "GPU tensors alive during the steps (no nn.Module holds parameters: "
+            "weights and caches together, an upper bound on the weights)",
+        ),
+    ):
         total, dtypes = census.get(total_key), census.get(dtypes_key) or {}
         if isinstance(total, (int, float)) and total > 0 and dtypes:
             dtype = max(dtypes, key=lambda d: dtypes[d])
@@ -244,51 +301,75 @@ def _census_weights(ctx) -> tuple[float, int, str, str] | None:
     return None
 
 
-def _from_census(ctx, m, step_us, n, unshaped: pd.DataFrame, weight_bytes: float, bits: int, dtype: str,
-                 what: str):
+def _from_census(ctx, m, step_us, n, unshaped: pd.DataFrame, weight_bytes: float, bits: int, dtype: str, what: str):
     """Matmuls recorded without shapes (a CUDA-graph replay) weighed against the bytes of the parameters the
     capture's models hold: when the step reads them all, those matmuls stream the weights."""
     kernel_us = m.per_step(unshaped["kernel_us"].sum())
     spec = m.device_spec
     tbps = weight_bytes / max(kernel_us, 1e-9) / 1e6
     if tbps > spec.hbm_tbps:
-        return Quiet(f"the {what} come to {weight_bytes / 1e9:.2f} GB of {dtype}, but the step's matmul kernels "
-                     f"run {kernel_us:,.0f} µs: reading them all would take {tbps:.1f} TB/s, above the "
-                     f"{spec.hbm_tbps:g} TB/s peak, so the step does not read every weight (not a decode of this model)")
+        return Quiet(
+            f"the {what} come to {weight_bytes / 1e9:.2f} GB of {dtype}, but the step's matmul kernels "
+            f"run {kernel_us:,.0f} µs: reading them all would take {tbps:.1f} TB/s, above the "
+            f"{spec.hbm_tbps:g} TB/s peak, so the step does not read every weight (not a decode of this model)"
+        )
     gemv = unshaped.copy()
     gemv["weight_bytes"] = weight_bytes * n / len(gemv)  # per step: the parameters, read once
     census = (ctx.trace.capture or {}).get("workload") or {}
     models = ", ".join(str(x.get("class")) for x in (census.get("models") or [])[:3])
-    return _streaming(m, step_us, n, gemv, None, bits, from_census=True, bytes_basis=
-                      f"weight bytes = the {weight_bytes / 1e9:.3f} GB of {dtype} {what}"
-                      f"{' (' + models + ')' if models and what.startswith('param') else ''}, each read once per "
-                      "step (meta.json workload); kernel time measured",
-                      recognised_by=f"matmul kernels recorded without shapes (CUDA-graph replay: {len(gemv) / n:.0f} "
-                                    "per step), weighed against the capture's weight bytes")
+    return _streaming(
+        m,
+        step_us,
+        n,
+        gemv,
+        None,
+        bits,
+        from_census=True,
+        bytes_basis=f"weight bytes = the {weight_bytes / 1e9:.3f} GB of {dtype} {what}"
+        f"{' (' + models + ')' if models and what.startswith('param') else ''}, each read once per "
+        "step (meta.json workload); kernel time measured",
+        recognised_by=f"matmul kernels recorded without shapes (CUDA-graph replay: {len(gemv) / n:.0f} "
+        "per step), weighed against the capture's weight bytes",
+    )
 
 
 def _streaming(m, step_us, n, gemv, tokens, bits, bytes_basis, recognised_by="", from_census=False) -> _Streaming:
     gemv_us = m.per_step(gemv["kernel_us"].sum())
-    return _Streaming(spec=m.device_spec, budget=m.budget, step_us=step_us, n=n, gemv=gemv, gemv_us=gemv_us,
-                      share=gemv_us / step_us, weight_bytes=m.per_step(gemv["weight_bytes"].sum()), tokens=tokens,
-                      bits=bits, bytes_basis=bytes_basis, recognised_by=recognised_by,
-                      from_census=from_census)
+    return _Streaming(
+        spec=m.device_spec,
+        budget=m.budget,
+        step_us=step_us,
+        n=n,
+        gemv=gemv,
+        gemv_us=gemv_us,
+        share=gemv_us / step_us,
+        weight_bytes=m.per_step(gemv["weight_bytes"].sum()),
+        tokens=tokens,
+        bits=bits,
+        bytes_basis=bytes_basis,
+        recognised_by=recognised_by,
+        from_census=from_census,
+    )
 
 
 def _decide(s: _Streaming, t) -> Quiet | None:
     """Quiet when the weight streaming takes too small a share of the step to be what limits it."""
     bw_share = s.weight_bytes / s.step_us / 1e6 / s.spec.achievable_tbps
     if s.from_census and s.share >= t["min_weight_share"] and bw_share < t["min_census_bandwidth_share"]:
-        return Quiet(f"matmuls replayed without shapes take {s.share:.0%} of the step, but the "
-                     f"{s.weight_bytes / 1e6:,.0f} MB the capture's weights come to ÷ the {s.step_us:,.0f} µs step is "
-                     f"{bw_share:.0%} of the achievable {s.spec.achievable_tbps:.2f} TB/s < "
-                     f"{t['min_census_bandwidth_share']:.0%}: the step is not paced by reading its weights")
+        return Quiet(
+            f"matmuls replayed without shapes take {s.share:.0%} of the step, but the "
+            f"{s.weight_bytes / 1e6:,.0f} MB the capture's weights come to ÷ the {s.step_us:,.0f} µs step is "
+            f"{bw_share:.0%} of the achievable {s.spec.achievable_tbps:.2f} TB/s < "
+            f"{t['min_census_bandwidth_share']:.0%}: the step is not paced by reading its weights"
+        )
     if s.share >= t["min_weight_share"]:
         return None
     floor_us = s.weight_bytes / s.spec.achievable_tbps / 1e6
-    return Quiet(f"GEMV-shaped weight matmuls take {s.share:.1%} of the step < {t['min_weight_share']:.0%} "
-                 f"({s.weight_bytes / 1e6:,.0f} MB of weights per step: {floor_us:,.1f} µs at full bandwidth "
-                 f"in a {s.step_us:,.0f} µs step); the step is limited elsewhere")
+    return Quiet(
+        f"GEMV-shaped weight matmuls take {s.share:.1%} of the step < {t['min_weight_share']:.0%} "
+        f"({s.weight_bytes / 1e6:,.0f} MB of weights per step: {floor_us:,.1f} µs at full bandwidth "
+        f"in a {s.step_us:,.0f} µs step); the step is limited elsewhere"
+    )
 
 
 def _measured_streaming(gemm: pd.DataFrame) -> pd.DataFrame:
@@ -330,10 +411,17 @@ def _offenders(gemv: pd.DataFrame, n: int) -> list[dict]:
     rows = []
     for (op, shapes, kernel), g in gemv.groupby(["op_name", "shapes", "kernel"], dropna=False, sort=False):
         us = float(g["kernel_us"].sum())
-        rows.append({"op": op, "shapes": shapes, "kernel": kernel, "calls_per_step": round(len(g) / n, 2),
-                     "us_per_step": round(us / n, 1),
-                     "weight_mb_per_step": round(float(g["weight_bytes"].sum()) / n / 1e6, 1),
-                     "tb_per_s": round(float(g["bytes"].sum()) / us / 1e6, 2) if us else None})
+        rows.append(
+            {
+                "op": op,
+                "shapes": shapes,
+                "kernel": kernel,
+                "calls_per_step": round(len(g) / n, 2),
+                "us_per_step": round(us / n, 1),
+                "weight_mb_per_step": round(float(g["weight_bytes"].sum()) / n / 1e6, 1),
+                "tb_per_s": round(float(g["bytes"].sum()) / us / 1e6, 2) if us else None,
+            }
+        )
     return sorted(rows, key=lambda r: r["us_per_step"], reverse=True)[:8]
 
 
@@ -344,17 +432,21 @@ def _time_base(budget) -> str:
 
 
 def _w4a16_code() -> str:
-    return ("# torchao: int4 weight-only (W4A16) on the model's Linear layers\n"
-            "from torchao.quantization import quantize_, int4_weight_only\n"
-            "quantize_(model, int4_weight_only(group_size=128))\n\n"
-            "# serving: load an AWQ/GPTQ checkpoint, vLLM picks Marlin kernels\n"
-            "# llm = vllm.LLM(model=\"...-AWQ\", quantization=\"awq_marlin\")")
+    return (
+        "# torchao: int4 weight-only (W4A16) on the model's Linear layers\n"
+        "from torchao.quantization import quantize_, int4_weight_only\n"
+        "quantize_(model, int4_weight_only(group_size=128))\n\n"
+        "# serving: load an AWQ/GPTQ checkpoint, vLLM picks Marlin kernels\n"
+        '# llm = vllm.LLM(model="...-AWQ", quantization="awq_marlin")'
+    )
 
 
 def _speculative_code() -> str:
-    return ("# Hugging Face: assisted generation with a small draft model of the same tokenizer\n"
-            "out = model.generate(**inputs, assistant_model=draft_model, max_new_tokens=256)\n\n"
-            "# vLLM: speculative_config={\"model\": \"draft-model\", \"num_speculative_tokens\": 4}")
+    return (
+        "# Hugging Face: assisted generation with a small draft model of the same tokenizer\n"
+        "out = model.generate(**inputs, assistant_model=draft_model, max_new_tokens=256)\n\n"
+        '# vLLM: speculative_config={"model": "draft-model", "num_speculative_tokens": 4}'
+    )
 
 
 def _why_no_shapes(gemm) -> str:
@@ -363,6 +455,8 @@ def _why_no_shapes(gemm) -> str:
     if ops:
         return f"they come from ops whose weight layout diagnose does not model ({', '.join(ops[:3])})"
     if gemm["op_name"].isna().all():
-        return ("no CPU op launched them (CUDA-graph replays carry no shapes; `--ncu` measures their DRAM bytes, "
-                "which is enough)")
+        return (
+            "no CPU op launched them (CUDA-graph replays carry no shapes; `--ncu` measures their DRAM bytes, "
+            "which is enough)"
+        )
     return "their shapes were not recorded (profile with record_shapes=True)"

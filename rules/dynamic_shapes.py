@@ -37,6 +37,7 @@ new step = max(step − held time, GPU busy); speedup = step ÷ new step. It is 
 padding to a bucket adds some GPU work. Host-side time is rescaled to the unprofiled step time
 when it was measured.
 """
+
 from __future__ import annotations
 
 import math
@@ -58,11 +59,10 @@ class DynamicShapes(Rule):
     title = "Dynamic shapes: the host rebuilds plans or recompiles for every new input shape"
     cheat_sheet = {
         "bottleneck": "per-shape setup (cuDNN/cuBLAS plans, autotuning, torch.compile recompiles) repeated "
-                      "because shapes change every step",
+        "because shapes change every step",
         "signal": "a kernel-launching op holds the host for ms with no CUDA call while its kernels take µs, "
-                  "every step, and the input shapes differ from step to step",
-        "fix": "static shapes (max-length caches, padded batches, dynamic dims for torch.compile) or "
-               "shape buckets",
+        "every step, and the input shapes differ from step to step",
+        "fix": "static shapes (max-length caches, padded batches, dynamic dims for torch.compile) or shape buckets",
         "impact": "the setup is paid once per shape or bucket instead of every step",
     }
     needs = ("gpu", "launch-links", "steps", "steady-state")
@@ -84,39 +84,52 @@ class DynamicShapes(Rule):
         if len(held) and logged_recompiles(ctx.trace, ctx.warnings):  # compile-breaks prices them (its docstring)
             held = held[~held["compile"].astype(bool)]
             if not len(held):
-                return Quiet("the host time held in the measured steps is torch.compile recompiling, which dynamo "
-                             "logged (compile.json): compile-breaks prices it with dynamo's reasons")
+                return Quiet(
+                    "the host time held in the measured steps is torch.compile recompiling, which dynamo "
+                    "logged (compile.json): compile-breaks prices it with dynamo's reasons"
+                )
         if not len(held):
             return Quiet(f"no kernel-launching op holds ≥ {t['min_held_us']:,.0f} µs of silent host time")
         per_step = budget.host_scale / n
-        by_name = held.groupby("name").agg(held_us=("held_us", "sum"), host_us=("host_us", "sum"),
-                                           kernel_us=("kernel_us", "sum"), steps=("step", "nunique"))
+        by_name = held.groupby("name").agg(
+            held_us=("held_us", "sum"),
+            host_us=("host_us", "sum"),
+            kernel_us=("kernel_us", "sum"),
+            steps=("step", "nunique"),
+        )
         by_name = by_name.sort_values("held_us", ascending=False, kind="stable")
         name, top = by_name.index[0], by_name.iloc[0]
         share = budget.share(top.held_us * per_step)
         ratio = top.host_us / max(top.kernel_us, 1.0)
         needed = max(2, math.ceil(t["min_step_fraction"] * n))
-        summary = (f"{name} holds {share:.0%} of the step ({top.host_us / top.steps:,.0f} µs host vs "
-                   f"{top.kernel_us / top.steps:,.0f} µs of kernels in each step it holds) in {int(top.steps)} of {n} steps")
+        summary = (
+            f"{name} holds {share:.0%} of the step ({top.host_us / top.steps:,.0f} µs host vs "
+            f"{top.kernel_us / top.steps:,.0f} µs of kernels in each step it holds) in {int(top.steps)} of {n} steps"
+        )
         if share < t["min_share"]:
             return Quiet(f"{summary}: < {t['min_share']:.0%} of the step")
         if ratio < t["min_host_ratio"]:
             return Quiet(f"{summary}: host only {ratio:.1f}× its kernels' time < {t['min_host_ratio']:g}×")
         if top.steps < needed:
-            return Quiet(f"{summary}: it does not recur (needs {needed} steps); one-time setup such as a first "
-                         "call's initialisation is not shape churn: profile after warm-up")
+            return Quiet(
+                f"{summary}: it does not recur (needs {needed} steps); one-time setup such as a first "
+                "call's initialisation is not shape churn: profile after warm-up"
+            )
         calls = held[held["name"] == name]
         changes = _changes(ctx.trace, windows, calls)
         if changes is None:
-            return Quiet(f"{summary}, but the trace records no input shapes (record_shapes=False): cannot tell "
-                         "whether they change between steps")
+            return Quiet(
+                f"{summary}, but the trace records no input shapes (record_shapes=False): cannot tell "
+                "whether they change between steps"
+            )
         if not changes:
             return Quiet(f"{summary}, with the same input shapes every step: not shape-driven")
         work = top.held_us * per_step
         new_step = max(budget.step_us - work, budget.busy_us, 1e-9)
         evidence = [
-            Evidence(f"host time {name} holds with no CUDA call", round(share * 100, 1), ">=",
-                     t["min_share"] * 100, "%"),
+            Evidence(
+                f"host time {name} holds with no CUDA call", round(share * 100, 1), ">=", t["min_share"] * 100, "%"
+            ),
             Evidence("its host µs per step", round(top.host_us / top.steps, 1), unit="µs"),
             Evidence("its kernels' µs per step", round(top.kernel_us / top.steps, 1), unit="µs"),
             Evidence("host ÷ kernel time", round(ratio, 1), ">=", t["min_host_ratio"], "×"),
@@ -129,21 +142,32 @@ class DynamicShapes(Rule):
             severity=severity_ladder(share, t),
             title=self.title,
             evidence=evidence,
-            offenders=[{"op": r.name, "step": int(r.step), "host_us": round(r.host_us, 1),
-                        "held_us": round(r.held_us * budget.host_scale, 1), "kernel_us": round(r.kernel_us, 1),
-                        "input_shapes": r.shapes or "(not recorded)"}
-                       for r in calls.head(8).itertuples()],
+            offenders=[
+                {
+                    "op": r.name,
+                    "step": int(r.step),
+                    "host_us": round(r.host_us, 1),
+                    "held_us": round(r.held_us * budget.host_scale, 1),
+                    "kernel_us": round(r.kernel_us, 1),
+                    "input_shapes": r.shapes or "(not recorded)",
+                }
+                for r in calls.head(8).itertuples()
+            ],
             fixes=[fix("static-shapes", code=_static_code(compiled)), fix("shape-bucketing", code=_bucket_code())],
             est_speedup=round(budget.step_us / new_step, 2),
             recoverable_us=round(budget.step_us - new_step, 1),
-            basis=(f"new step = max({budget.step_us:,.0f} − {work:,.0f} µs held by {name}, "
-                   f"{budget.busy_us:,.0f} µs GPU busy) = {new_step:,.0f} µs; {budget.basis}"),
-            why=("cuDNN and cuBLAS pick and build an execution plan per input shape, autotuners benchmark "
-                 "per shape, and torch.compile specialises its graph to the shapes it saw; all of that is "
-                 "cached, so a fixed shape pays once. A length that grows every step (a KV cache that is "
-                 "concatenated onto, variable-length batches) pays every step, on the host, while the GPU "
-                 "waits. Keeping the shape fixed, or rounding it to a few buckets, turns the per-step cost "
-                 "into a one-time one."),
+            basis=(
+                f"new step = max({budget.step_us:,.0f} − {work:,.0f} µs held by {name}, "
+                f"{budget.busy_us:,.0f} µs GPU busy) = {new_step:,.0f} µs; {budget.basis}"
+            ),
+            why=(
+                "cuDNN and cuBLAS pick and build an execution plan per input shape, autotuners benchmark "
+                "per shape, and torch.compile specialises its graph to the shapes it saw; all of that is "
+                "cached, so a fixed shape pays once. A length that grows every step (a KV cache that is "
+                "concatenated onto, variable-length batches) pays every step, on the host, while the GPU "
+                "waits. Keeping the shape fixed, or rounding it to a few buckets, turns the per-step cost "
+                "into a one-time one."
+            ),
         )
 
 
@@ -171,17 +195,23 @@ def _changes(trace, windows, calls) -> list[str] | None:
 
 def _static_code(compiled: bool) -> str:
     if compiled:
-        return ("x = F.pad(x, (0, 0, 0, MAX_LEN - x.shape[1]))    # one shape: compiled once\n"
-                "# or let one graph take every length instead of recompiling per length:\n"
-                "torch._dynamo.mark_dynamic(x, 1)\n"
-                "model = torch.compile(model)                   # not dynamic=False")
-    return ("# preallocate at the maximum length and pass a mask or a length, not a growing tensor\n"
-            "k_cache = torch.empty(B, H, MAX_LEN, D, device=\"cuda\", dtype=torch.bfloat16)\n"
-            "k_cache[:, :, pos] = k_new                        # no torch.cat: the shape never changes\n"
-            "out = F.scaled_dot_product_attention(q, k_cache, v_cache, attn_mask=mask)")
+        return (
+            "x = F.pad(x, (0, 0, 0, MAX_LEN - x.shape[1]))    # one shape: compiled once\n"
+            "# or let one graph take every length instead of recompiling per length:\n"
+            "torch._dynamo.mark_dynamic(x, 1)\n"
+            "model = torch.compile(model)                   # not dynamic=False"
+        )
+    return (
+        "# preallocate at the maximum length and pass a mask or a length, not a growing tensor\n"
+        'k_cache = torch.empty(B, H, MAX_LEN, D, device="cuda", dtype=torch.bfloat16)\n'
+        "k_cache[:, :, pos] = k_new                        # no torch.cat: the shape never changes\n"
+        "out = F.scaled_dot_product_attention(q, k_cache, v_cache, attn_mask=mask)"
+    )
 
 
 def _bucket_code() -> str:
-    return ("def bucket(n, step=128):\n"
-            "    return (n + step - 1) // step * step\n\n"
-            "x = F.pad(x, (0, 0, 0, bucket(x.shape[1]) - x.shape[1]))   # a handful of shapes, each built once")
+    return (
+        "def bucket(n, step=128):\n"
+        "    return (n + step - 1) // step * step\n\n"
+        "x = F.pad(x, (0, 0, 0, bucket(x.shape[1]) - x.shape[1]))   # a handful of shapes, each built once"
+    )

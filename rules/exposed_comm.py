@@ -42,6 +42,7 @@ step. Across ranks the exposed time is the exposed transfer (`exposed_comm_split
 the step breakdown also uses: it shows the rest as `comm_wait`). It is an upper bound: overlapping
 needs compute to overlap with, and a straggling rank is not fixed by overlap.
 """
+
 from __future__ import annotations
 
 from diagnose.engine import Quiet, Rule, Threshold, severity_ladder
@@ -60,15 +61,17 @@ class ExposedComm(Rule):
         "bottleneck": "collective communication exposed on the critical path",
         "signal": "NCCL/RCCL kernels running while no compute kernel runs on any stream",
         "fix": "overlap it (DDP bucket_cap_mb, gradient_as_bucket_view, FSDP2 prefetch); "
-               "all-reduce once per optimizer step (no_sync with gradient accumulation)",
+        "all-reduce once per optimizer step (no_sync with gradient accumulation)",
         "impact": "the step shrinks by the exposed communication time",
     }
     needs = ("gpu", "steps")
     thresholds = (
-        Threshold("min_exposed_share", 0.10, "fraction",
-                  "fire when exposed communication is at least this share of the step"),
-        Threshold("min_saving_share", 0.05, "fraction",
-                  "and hiding or skipping it gains at least this share of the step"),
+        Threshold(
+            "min_exposed_share", 0.10, "fraction", "fire when exposed communication is at least this share of the step"
+        ),
+        Threshold(
+            "min_saving_share", 0.05, "fraction", "and hiding or skipping it gains at least this share of the step"
+        ),
         Threshold("high_share", 0.30, "fraction", "exposed share at which severity is high"),
         Threshold("medium_share", 0.15, "fraction", "exposed share at which severity is medium (below: low)"),
     )
@@ -83,8 +86,20 @@ class ExposedComm(Rule):
             return self._across_ranks(ctx, t)
         return self._judge(ctx, t, comm.comm_exposed_us, comm.comm_us, m.accounting, m.comm_rounds, [])
 
-    def _judge(self, ctx, t, exposed: float, comm_us: float, accounting, rounds, extra: list, ranks=None,
-               rank: int | None = None, note: str = "", wait_us: float = 0.0):
+    def _judge(
+        self,
+        ctx,
+        t,
+        exposed: float,
+        comm_us: float,
+        accounting,
+        rounds,
+        extra: list,
+        ranks=None,
+        rank: int | None = None,
+        note: str = "",
+        wait_us: float = 0.0,
+    ):
         """The finding (or Quiet) for `exposed` µs per step of exposed transfer and `comm_us` of collective
         transfer in all, on a step split as `accounting` (with `rounds` = (forwards, rounds) per step)."""
         budget = ctx.metrics.budget
@@ -103,61 +118,91 @@ class ExposedComm(Rule):
         removable = exposed_comm_split(sum(b.us for b in accounting.buckets if b.id == "comm_exposed"), wait_us)[0]
         saving = min(max(hide, skip), max(step - compute, 0.0), removable)
         if share < t["min_exposed_share"]:
-            return Quiet(f"{on}exposed communication {share:.1%} of the step < {t['min_exposed_share']:.0%} "
-                         f"({ctx.metrics.comm.comm_kernels_per_step:g} collectives per step, "
-                         f"{ctx.metrics.comm.overlap_fraction:.0%} of their time overlapped with compute){note}")
+            return Quiet(
+                f"{on}exposed communication {share:.1%} of the step < {t['min_exposed_share']:.0%} "
+                f"({ctx.metrics.comm.comm_kernels_per_step:g} collectives per step, "
+                f"{ctx.metrics.comm.overlap_fraction:.0%} of their time overlapped with compute){note}"
+            )
         if saving / step < t["min_saving_share"]:
-            return Quiet(f"{on}exposed communication {share:.1%} of the step, but the GPU already waits "
-                         f"{host_idle / step:.0%} of the step for the host: hiding the communication would move "
-                         f"the GPU's idle time, not shorten the step ({saving / step:.1%} to gain){note}")
+            return Quiet(
+                f"{on}exposed communication {share:.1%} of the step, but the GPU already waits "
+                f"{host_idle / step:.0%} of the step for the host: hiding the communication would move "
+                f"the GPU's idle time, not shorten the step ({saving / step:.1%} to gain){note}"
+            )
         accumulate_first = skip > hide
         evidence = [
             Evidence("exposed communication per step", round(share * 100, 1), ">=", t["min_exposed_share"] * 100, "%"),
-            Evidence("step to gain (hiding it beyond the GPU's idle for the host, or skipping all-reduces)",
-                     round(saving / step * 100, 1), ">=", t["min_saving_share"] * 100, "%"),
+            Evidence(
+                "step to gain (hiding it beyond the GPU's idle for the host, or skipping all-reduces)",
+                round(saving / step * 100, 1),
+                ">=",
+                t["min_saving_share"] * 100,
+                "%",
+            ),
             Evidence("exposed communication time per step", round(exposed, 1), unit="µs"),
-            Evidence("GPU idle waiting for the host per step (hides communication already)", round(host_idle, 1),
-                     unit="µs"),
-            Evidence("collective time overlapped with compute", round(ctx.metrics.comm.overlap_fraction * 100, 1),
-                     unit="%"),
+            Evidence(
+                "GPU idle waiting for the host per step (hides communication already)", round(host_idle, 1), unit="µs"
+            ),
+            Evidence(
+                "collective time overlapped with compute", round(ctx.metrics.comm.overlap_fraction * 100, 1), unit="%"
+            ),
             Evidence("collectives per step", round(ctx.metrics.comm.comm_kernels_per_step, 1)),
-            Evidence("most that overlap can still hide per step: min(communication, compute) less what it "
-                     "hides already", round(hide_bound, 1), unit="µs"),
+            Evidence(
+                "most that overlap can still hide per step: min(communication, compute) less what it hides already",
+                round(hide_bound, 1),
+                unit="µs",
+            ),
             *extra,
         ]
         if forwards >= 2:
-            evidence.append(Evidence("forward passes / rounds of collectives per optimizer step", round(forwards, 1),
-                                     unit=f"forwards, {n_rounds:g} rounds of collectives"))
+            evidence.append(
+                Evidence(
+                    "forward passes / rounds of collectives per optimizer step",
+                    round(forwards, 1),
+                    unit=f"forwards, {n_rounds:g} rounds of collectives",
+                )
+            )
         fixes = [fix("overlap-comm", code=_overlap_code()), fix("grad-accumulation", code=_accumulation_code())]
         new_step = max(step - saving, 1e-9)
-        how = (f"{n_rounds:g} rounds of collectives per step, all but one skipped with no_sync: "
-               f"({n_rounds:g} − 1)/{n_rounds:g} × {comm_us:,.0f} µs of collective transfer"
-               if accumulate_first else
-               f"{exposed:,.0f} µs exposed − {host_idle:,.0f} µs the GPU already waits for the host")
+        how = (
+            f"{n_rounds:g} rounds of collectives per step, all but one skipped with no_sync: "
+            f"({n_rounds:g} − 1)/{n_rounds:g} × {comm_us:,.0f} µs of collective transfer"
+            if accumulate_first
+            else f"{exposed:,.0f} µs exposed − {host_idle:,.0f} µs the GPU already waits for the host"
+        )
         return Finding(
             rule=self.id,
             severity=severity_ladder(share, t),
             title=self.title,
             evidence=evidence,
-            offenders=[{"collective": row.name.split("(")[0], "calls_per_step": round(row.calls_per_step, 1),
-                        "us_per_step": round(row.us_per_step, 1),
-                        "exposed_us_per_step": round(row.exposed_us_per_step, 1)}
-                       for row in ctx.metrics.comm.collectives.head(8).itertuples()],
+            offenders=[
+                {
+                    "collective": row.name.split("(")[0],
+                    "calls_per_step": round(row.calls_per_step, 1),
+                    "us_per_step": round(row.us_per_step, 1),
+                    "exposed_us_per_step": round(row.exposed_us_per_step, 1),
+                }
+                for row in ctx.metrics.comm.collectives.head(8).itertuples()
+            ],
             fixes=fixes[::-1] if accumulate_first else fixes,
             est_speedup=round(step / new_step, 2),
             recoverable_us=round(step - new_step, 1),
-            basis=(f"new step = {step:,.0f} − {saving:,.0f} µs ({how}) = {new_step:,.0f} µs, never below the GPU "
-                   f"compute nor more than the step's exposed communication ({removable:,.0f} µs); hiding it is "
-                   f"bounded by min(communication {comm_us:,.0f}, compute {compute:,.0f}) − "
-                   f"{ctx.metrics.comm.comm_overlapped_us:,.0f} µs already hidden = {hide_bound:,.0f} µs; an upper "
-                   f"bound (a straggling rank is not fixed by overlap){note}; {budget.basis}"),
-            why=("A collective has to finish before anything that needs its result can run. DDP starts "
-                 "all-reducing a gradient bucket as soon as backward has filled it, so most of the traffic "
-                 "hides under the rest of backward; what is left exposed is usually the last bucket, "
-                 "buckets too large to become ready early, or all-reduces run on every micro-batch of "
-                 "gradient accumulation. Smaller buckets start sooner, prefetching in FSDP2 gathers the "
-                 "next layer's weights while this one computes, and no_sync skips the all-reduce on all "
-                 "but the last micro-batch."),
+            basis=(
+                f"new step = {step:,.0f} − {saving:,.0f} µs ({how}) = {new_step:,.0f} µs, never below the GPU "
+                f"compute nor more than the step's exposed communication ({removable:,.0f} µs); hiding it is "
+                f"bounded by min(communication {comm_us:,.0f}, compute {compute:,.0f}) − "
+                f"{ctx.metrics.comm.comm_overlapped_us:,.0f} µs already hidden = {hide_bound:,.0f} µs; an upper "
+                f"bound (a straggling rank is not fixed by overlap){note}; {budget.basis}"
+            ),
+            why=(
+                "A collective has to finish before anything that needs its result can run. DDP starts "
+                "all-reducing a gradient bucket as soon as backward has filled it, so most of the traffic "
+                "hides under the rest of backward; what is left exposed is usually the last bucket, "
+                "buckets too large to become ready early, or all-reduces run on every micro-batch of "
+                "gradient accumulation. Smaller buckets start sooner, prefetching in FSDP2 gathers the "
+                "next layer's weights while this one computes, and no_sync skips the all-reduce on all "
+                "but the last micro-batch."
+            ),
             ranks=ranks,
         )
 
@@ -171,12 +216,30 @@ class ExposedComm(Rule):
         exposed = exposed_comm_split(m.comm.comm_exposed_us, wait)[0]
         transfer = ranks.transfer_us(rank)
         holds = [p.rank for p in ranks.profiles if self._holds(p, ranks, t)]
-        extra = [Evidence(f"rank {rank}: synchronisation wait / transfer inside collectives per step",
-                          round(wait, 1), unit=f"µs wait, {transfer:,.0f} µs transfer")]
-        note = (f"; across {len(ranks)} ranks only the exposed transfer counts ({exposed:,.0f} µs on rank {rank}), "
-                f"the wait for the slowest rank is the straggler rule's")
-        result = self._judge(ctx, t, exposed, transfer, m.accounting, m.comm_rounds, extra, ranks=holds, rank=rank,
-                             note=note, wait_us=wait)
+        extra = [
+            Evidence(
+                f"rank {rank}: synchronisation wait / transfer inside collectives per step",
+                round(wait, 1),
+                unit=f"µs wait, {transfer:,.0f} µs transfer",
+            )
+        ]
+        note = (
+            f"; across {len(ranks)} ranks only the exposed transfer counts ({exposed:,.0f} µs on rank {rank}), "
+            f"the wait for the slowest rank is the straggler rule's"
+        )
+        result = self._judge(
+            ctx,
+            t,
+            exposed,
+            transfer,
+            m.accounting,
+            m.comm_rounds,
+            extra,
+            ranks=holds,
+            rank=rank,
+            note=note,
+            wait_us=wait,
+        )
         if isinstance(result, Quiet) and holds:
             result.detail += f"; it would hold on rank(s) {', '.join(map(str, holds))} judged alone"
         return result
@@ -191,31 +254,36 @@ class ExposedComm(Rule):
         host_idle = profile.host_paced()
         rounds = (profile.forwards_per_step or 0) >= 2 and (profile.comm_rounds_per_step or 0) >= 2
         return exposed / profile.step_us >= t["min_exposed_share"] and (
-            (exposed - host_idle) / profile.step_us >= t["min_saving_share"] or rounds)
+            (exposed - host_idle) / profile.step_us >= t["min_saving_share"] or rounds
+        )
 
 
 def _overlap_code() -> str:
-    return ("# DDP: smaller buckets start all-reducing earlier in backward; no copy into the bucket\n"
-            "model = DistributedDataParallel(model, device_ids=[rank],\n"
-            "                                bucket_cap_mb=10,              # default 25\n"
-            "                                gradient_as_bucket_view=True)\n\n"
-            "# FSDP2: gather the next layers' weights while this one computes\n"
-            "from torch.distributed.fsdp import fully_shard\n"
-            "for layer in model.layers:\n"
-            "    fully_shard(layer)\n"
-            "fully_shard(model)\n"
-            "for prev, nxt in zip(model.layers, model.layers[1:]):\n"
-            "    prev.set_modules_to_forward_prefetch([nxt])\n"
-            "    nxt.set_modules_to_backward_prefetch([prev])")
+    return (
+        "# DDP: smaller buckets start all-reducing earlier in backward; no copy into the bucket\n"
+        "model = DistributedDataParallel(model, device_ids=[rank],\n"
+        "                                bucket_cap_mb=10,              # default 25\n"
+        "                                gradient_as_bucket_view=True)\n\n"
+        "# FSDP2: gather the next layers' weights while this one computes\n"
+        "from torch.distributed.fsdp import fully_shard\n"
+        "for layer in model.layers:\n"
+        "    fully_shard(layer)\n"
+        "fully_shard(model)\n"
+        "for prev, nxt in zip(model.layers, model.layers[1:]):\n"
+        "    prev.set_modules_to_forward_prefetch([nxt])\n"
+        "    nxt.set_modules_to_backward_prefetch([prev])"
+    )
 
 
 def _accumulation_code() -> str:
-    return ("# all-reduce once per optimizer step, not once per micro-batch\n"
-            "import contextlib\n"
-            "for i, batch in enumerate(micro_batches):\n"
-            "    last = i == len(micro_batches) - 1\n"
-            "    with contextlib.nullcontext() if last else model.no_sync():\n"
-            "        loss = model(batch).loss / len(micro_batches)\n"
-            "        loss.backward()\n"
-            "optimizer.step()\n"
-            "optimizer.zero_grad(set_to_none=True)")
+    return (
+        "# all-reduce once per optimizer step, not once per micro-batch\n"
+        "import contextlib\n"
+        "for i, batch in enumerate(micro_batches):\n"
+        "    last = i == len(micro_batches) - 1\n"
+        "    with contextlib.nullcontext() if last else model.no_sync():\n"
+        "        loss = model(batch).loss / len(micro_batches)\n"
+        "        loss.backward()\n"
+        "optimizer.step()\n"
+        "optimizer.zero_grad(set_to_none=True)"
+    )

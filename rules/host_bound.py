@@ -49,6 +49,7 @@ pageable host memory.
 but not below the GPU busy time: new step = max(step − host work, GPU busy); speedup =
 step ÷ new step. Host-side time is rescaled to the unprofiled step time when it was measured.
 """
+
 from __future__ import annotations
 
 import shlex
@@ -72,7 +73,7 @@ class HostBound(Rule):
     cheat_sheet = {
         "bottleneck": "the host is busy with something other than launching kernels",
         "signal": "GPU idle while the host runs CPU work that issues no CUDA calls (data loading, "
-                  "preprocessing, Python that builds the batch, pageable copies)",
+        "preprocessing, Python that builds the batch, pageable copies)",
         "fix": "DataLoader workers, pinned memory with non-blocking copies",
         "impact": "the step shrinks to the GPU's own time once input preparation overlaps it",
     }
@@ -94,8 +95,10 @@ class HostBound(Rule):
         share = budget.share(work)
         named_share = budget.share(split.named_us * per_step)
         if share < t["min_host_share"]:
-            return Quiet(f"host work in GPU idle time {share:.0%} of the step < {t['min_host_share']:.0%}"
-                         + _where_silent_went(split, budget, per_step))
+            return Quiet(
+                f"host work in GPU idle time {share:.0%} of the step < {t['min_host_share']:.0%}"
+                + _where_silent_went(split, budget, per_step)
+            )
         samples = m.python_samples
         pageable = _pageable_copies(m.step_kernels, n)
         severity = severity_ladder(share, t)
@@ -108,25 +111,38 @@ class HostBound(Rule):
         offenders = []
         if samples is not None:
             lines = samples.attribute(split.host)
-            offenders = [{"code": row.where, "us_per_step": round(row.us * per_step, 1),
-                          "share_of_step": round(budget.share(row.us * per_step), 4)}
-                         for row in lines.head(MAX_OFFENDERS).itertuples()]
+            offenders = [
+                {
+                    "code": row.where,
+                    "us_per_step": round(row.us * per_step, 1),
+                    "share_of_step": round(budget.share(row.us * per_step), 4),
+                }
+                for row in lines.head(MAX_OFFENDERS).itertuples()
+            ]
             if samples.from_trace:
                 named = lines.loc[lines["where"] != NO_SAMPLE, "us"].sum() * per_step
-                evidence.append(Evidence("of it named by the trace's python_function events (with_stack)",
-                                         round(budget.share(named) * 100, 1), unit="%"))
+                evidence.append(
+                    Evidence(
+                        "of it named by the trace's python_function events (with_stack)",
+                        round(budget.share(named) * 100, 1),
+                        unit="%",
+                    )
+                )
             else:
                 sampled = lines.loc[lines["where"] != NO_SAMPLE, "samples"].sum()
                 evidence.append(Evidence("Python stack samples inside the host work", int(sampled)))
         else:
             unnamed = budget.share(split.unnamed_us * per_step)
-            evidence.append(Evidence("of it in no recorded op (Python the trace cannot name)",
-                                     round(unnamed * 100, 1), unit="%"))
+            evidence.append(
+                Evidence("of it in no recorded op (Python the trace cannot name)", round(unnamed * 100, 1), unit="%")
+            )
             evidence.append(Evidence("command that would name the code", command_for(ctx.trace)))
             if named_share < t["min_host_share"]:
                 severity = LOWER[severity]  # the finding rests on time nothing in the trace names
-        offenders += [{"host work": row.name, "us_per_step": round(row.overlap_us * per_step, 1)}
-                      for row in split.fillers.head(MAX_OFFENDERS).itertuples()]
+        offenders += [
+            {"host work": row.name, "us_per_step": round(row.overlap_us * per_step, 1)}
+            for row in split.fillers.head(MAX_OFFENDERS).itertuples()
+        ]
         if pageable["count"]:
             evidence.append(Evidence("pageable host-to-device copies per step", pageable["count"]))
             evidence.append(Evidence("time in pageable copies per step", round(pageable["us"], 1), unit="µs"))
@@ -138,18 +154,26 @@ class HostBound(Rule):
         compiled_note = ""
         if not loader and m.compiled.compiled:
             fixes.insert(0, fix("cuda-graphs", code=_whole_step_graph_code()))
-            compiled_note = ("; the step runs torch.compile'd code and reads from no DataLoader, so its host work is "
-                             "the compiled call's own Python, which one CUDA graph of the whole step skips")
+            compiled_note = (
+                "; the step runs torch.compile'd code and reads from no DataLoader, so its host work is "
+                "the compiled call's own Python, which one CUDA graph of the whole step skips"
+            )
         new_step = max(budget.step_us - work, budget.busy_us, 1e-9)
-        estimate, basis = round(budget.step_us / new_step, 2), (
-            f"new step = max({budget.step_us:,.0f} − {work:,.0f} µs of host work, "
-            f"{budget.busy_us:,.0f} µs GPU busy) = {new_step:,.0f} µs; {budget.basis}")
+        estimate, basis = (
+            round(budget.step_us / new_step, 2),
+            (
+                f"new step = max({budget.step_us:,.0f} − {work:,.0f} µs of host work, "
+                f"{budget.busy_us:,.0f} µs GPU busy) = {new_step:,.0f} µs; {budget.basis}"
+            ),
+        )
         if n < 2 and samples is None and named_share < t["min_host_share"]:
             # One step, and the time rests on code nothing names: it may be one-time work (JIT
             # compiling, loading) rather than a per-step cost; no speedup is promised for it.
             estimate = None
-            basis = (f"no estimate: one analysed step whose host time no op names may be one-time work "
-                     f"(compiling, loading); profile several steps after warm-up; {budget.basis}")
+            basis = (
+                f"no estimate: one analysed step whose host time no op names may be one-time work "
+                f"(compiling, loading); profile several steps after warm-up; {budget.basis}"
+            )
         return Finding(
             rule=self.id,
             severity=severity,
@@ -159,15 +183,23 @@ class HostBound(Rule):
             fixes=fixes,
             est_speedup=estimate,
             recoverable_us=round(budget.step_us - new_step, 1) if estimate else None,
-            basis=(basis + compiled_note
-                   + ("" if samples is not None or budget.share(split.unnamed_us * per_step) < 0.01 else
-                      f"; the code behind {budget.share(split.unnamed_us * per_step):.0%} of the step is not in "
-                      f"the trace: `{command_for(ctx.trace)}` samples the Python stack and names it")),
-            why=("The GPU can only run what the host has queued. When the main process spends its time "
-                 "decoding, augmenting, tokenising or copying the next batch, nothing is queued and the GPU "
-                 "idles. CUDA graphs do not help here: the batch still has to be made. Doing that work in "
-                 "DataLoader worker processes, ahead of time, and copying from pinned memory without "
-                 "blocking, lets it overlap with the GPU's work on the current batch."),
+            basis=(
+                basis
+                + compiled_note
+                + (
+                    ""
+                    if samples is not None or budget.share(split.unnamed_us * per_step) < 0.01
+                    else f"; the code behind {budget.share(split.unnamed_us * per_step):.0%} of the step is not in "
+                    f"the trace: `{command_for(ctx.trace)}` samples the Python stack and names it"
+                )
+            ),
+            why=(
+                "The GPU can only run what the host has queued. When the main process spends its time "
+                "decoding, augmenting, tokenising or copying the next batch, nothing is queued and the GPU "
+                "idles. CUDA graphs do not help here: the batch still has to be made. Doing that work in "
+                "DataLoader worker processes, ahead of time, and copying from pinned memory without "
+                "blocking, lets it overlap with the GPU's work on the current batch."
+            ),
         )
 
 
@@ -191,14 +223,18 @@ def _where_silent_went(split, budget, per_step: float) -> str:
     if split.total_us <= 0:
         return ""
     pct = lambda us: f"{budget.share(us * per_step):.1%}"  # noqa: E731
-    text = (f"; silent host time {pct(split.total_us)} of the step: named by CPU ops {pct(split.named_us)}, "
-            f"in no recorded op {pct(split.unnamed_us)}, inside kernel-launching or compiling ops "
-            f"{pct(split.setup_us)}")
+    text = (
+        f"; silent host time {pct(split.total_us)} of the step: named by CPU ops {pct(split.named_us)}, "
+        f"in no recorded op {pct(split.unnamed_us)}, inside kernel-launching or compiling ops "
+        f"{pct(split.setup_us)}"
+    )
     if split.setup_us > 0 and len(split.setup_ops):
         top = split.setup_ops.iloc[0]
-        text += (f" ({pct(split.in_cuda_us)} inside CUDA calls; most in {top['name']}, "
-                 f"{top['overlap_us'] * per_step:,.0f} µs per step: plan building, compiling or first-call "
-                 "setup, not host work)")
+        text += (
+            f" ({pct(split.in_cuda_us)} inside CUDA calls; most in {top['name']}, "
+            f"{top['overlap_us'] * per_step:,.0f} µs per step: plan building, compiling or first-call "
+            "setup, not host work)"
+        )
     return text
 
 
@@ -210,30 +246,38 @@ def _pageable_copies(ops, n: int) -> dict:
 def _loader_code(code: str | None = None) -> str:
     moved = ""
     if code:
-        moved = (comment(f"build the batch where {code.split(' ')[0]} builds it today, but in the Dataset:") +
-                 "class Batches(torch.utils.data.IterableDataset):\n"
-                 "    def __iter__(self):\n"
-                 "        while True:\n"
-                 "            yield make_batch()        # the Python that runs in the step today\n\n")
-    return (moved + "loader = DataLoader(dataset, batch_size=..., num_workers=8,\n"
-            "                    persistent_workers=True, prefetch_factor=4, pin_memory=True)")
+        moved = (
+            comment(f"build the batch where {code.split(' ')[0]} builds it today, but in the Dataset:")
+            + "class Batches(torch.utils.data.IterableDataset):\n"
+            "    def __iter__(self):\n"
+            "        while True:\n"
+            "            yield make_batch()        # the Python that runs in the step today\n\n"
+        )
+    return (
+        moved + "loader = DataLoader(dataset, batch_size=..., num_workers=8,\n"
+        "                    persistent_workers=True, prefetch_factor=4, pin_memory=True)"
+    )
 
 
 def _whole_step_graph_code() -> str:
-    return ("# one graph for the whole compiled step: no guards, wrappers or tree bookkeeping per call\n"
-            "static_x = x.clone()                       # inputs live in fixed buffers\n"
-            "side = torch.cuda.Stream()\n"
-            "side.wait_stream(torch.cuda.current_stream())\n"
-            "with torch.cuda.stream(side):\n"
-            "    for _ in range(3):\n"
-            "        step(static_x)                     # warm up (compiles) off the capture\n"
-            "torch.cuda.current_stream().wait_stream(side)\n"
-            "graph = torch.cuda.CUDAGraph()\n"
-            "with torch.cuda.graph(graph):\n"
-            "    out = step(static_x)\n"
-            "# each step: static_x.copy_(next_x); graph.replay()")
+    return (
+        "# one graph for the whole compiled step: no guards, wrappers or tree bookkeeping per call\n"
+        "static_x = x.clone()                       # inputs live in fixed buffers\n"
+        "side = torch.cuda.Stream()\n"
+        "side.wait_stream(torch.cuda.current_stream())\n"
+        "with torch.cuda.stream(side):\n"
+        "    for _ in range(3):\n"
+        "        step(static_x)                     # warm up (compiles) off the capture\n"
+        "torch.cuda.current_stream().wait_stream(side)\n"
+        "graph = torch.cuda.CUDAGraph()\n"
+        "with torch.cuda.graph(graph):\n"
+        "    out = step(static_x)\n"
+        "# each step: static_x.copy_(next_x); graph.replay()"
+    )
 
 
 def _pinned_code() -> str:
-    return ("batch = batch.pin_memory()          # or DataLoader(..., pin_memory=True)\n"
-            "batch = batch.to(\"cuda\", non_blocking=True)")
+    return (
+        "batch = batch.pin_memory()          # or DataLoader(..., pin_memory=True)\n"
+        'batch = batch.to("cuda", non_blocking=True)'
+    )

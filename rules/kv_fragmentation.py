@@ -47,6 +47,7 @@ the concatenated caches (16-bit elements assumed: a tensor list records no dtype
 9.21 GB now against 2.25 GB paged, ≈ 4.1× more sequences; 8.2× with FP8 KV. The figure counts
 memory only: the step time of a larger batch is not estimated.
 """
+
 from __future__ import annotations
 
 import math
@@ -79,15 +80,24 @@ class KVFragmentation(Rule):
     thresholds = (
         Threshold("max_append", 16, "positions", "a cat adding at most this many positions to a cache is an append"),
         Threshold("min_cache_tokens", 64, "positions", "cache length from which a cat counts as a KV-cache append"),
-        Threshold("max_used_share", 0.5, "fraction",
-                  "fire when attention reads less than this share of the cache memory held"),
+        Threshold(
+            "max_used_share", 0.5, "fraction", "fire when attention reads less than this share of the cache memory held"
+        ),
         Threshold("min_unused_gb", 1.0, "GB", "…and the unread part is at least this large"),
-        Threshold("min_waste_share", 0.5, "fraction",
-                  "fire when reserved-but-unallocated memory at the peak is at least this share of reserved"),
+        Threshold(
+            "min_waste_share",
+            0.5,
+            "fraction",
+            "fire when reserved-but-unallocated memory at the peak is at least this share of reserved",
+        ),
         Threshold("min_waste_gb", 1.0, "GB", "…and at least this large"),
         Threshold("block_tokens", 16, "tokens", "paged-cache block size assumed in the estimate (vLLM's default)"),
-        Threshold("high_gain", 2.0, "×",
-                  "estimated gain in concurrent sequences at which severity is high (an OOM is always high)"),
+        Threshold(
+            "high_gain",
+            2.0,
+            "×",
+            "estimated gain in concurrent sequences at which severity is high (an OOM is always high)",
+        ),
     )
 
     def check(self, ctx, t):
@@ -97,8 +107,11 @@ class KVFragmentation(Rule):
             return Skip("no ops and no allocator record in the trace: nothing to judge memory by")
         windows = step_windows(ctx)
         steps = step_index(ops, windows) if len(ops) else []
-        appends = [a for a in kv_appends(ops, steps, t["max_append"], t["min_cache_tokens"]) if a.step >= 0] \
-            if len(ops) else []
+        appends = (
+            [a for a in kv_appends(ops, steps, t["max_append"], t["min_cache_tokens"]) if a.step >= 0]
+            if len(ops)
+            else []
+        )
         decode = _last_step_decode(ctx.metrics.attention_calls, windows)
         concat = _concat(appends, t)
         weights = _weights(ctx)
@@ -121,20 +134,27 @@ class KVFragmentation(Rule):
             evidence += capacity["evidence"]
             basis.append(capacity["basis"])
         kv = bool(concat or prealloc)
-        fixes = ([fix("paged-attention", code=_paged_code()), fix("kv-quantization", code=_fp8_code())] if kv else [])
+        fixes = [fix("paged-attention", code=_paged_code()), fix("kv-quantization", code=_fp8_code())] if kv else []
         if frag:
             fixes.append(fix("expandable-segments", code=_expandable_code()))
         gain = capacity["gain"] if capacity else 0.0
         severity = "high" if gain >= t["high_gain"] or (frag or {}).get("oom") else "medium"
         return Finding(
-            rule=self.id, severity=severity, title=_title(concat, prealloc, frag), evidence=evidence, fixes=fixes,
-            offenders=_offenders(ctx), basis="; ".join(basis),
-            why=("Every sequence in flight needs its keys and values for every layer. Grown by torch.cat, the cache "
-                 "is reallocated one token larger at every step: the whole cache is copied, and the caching "
-                 "allocator keeps the freed blocks, which the next, slightly larger request does not fit. "
-                 "Preallocated for the maximum length, most of it is never read. Either way the memory that "
-                 "would hold more sequences is reserved for nothing. A paged cache allocates fixed-size blocks "
-                 "as tokens arrive and addresses them through a block table, so memory tracks the tokens held."),
+            rule=self.id,
+            severity=severity,
+            title=_title(concat, prealloc, frag),
+            evidence=evidence,
+            fixes=fixes,
+            offenders=_offenders(ctx),
+            basis="; ".join(basis),
+            why=(
+                "Every sequence in flight needs its keys and values for every layer. Grown by torch.cat, the cache "
+                "is reallocated one token larger at every step: the whole cache is copied, and the caching "
+                "allocator keeps the freed blocks, which the next, slightly larger request does not fit. "
+                "Preallocated for the maximum length, most of it is never read. Either way the memory that "
+                "would hold more sequences is reserved for nothing. A paged cache allocates fixed-size blocks "
+                "as tokens arrive and addresses them through a block table, so memory tracks the tokens held."
+            ),
         )
 
 
@@ -164,13 +184,19 @@ def _concat(appends: list, t) -> dict | None:
     copied = sum(2.0 * math.prod(a.out_dims) * 2 for a in appends) / n
     growth = " → ".join(f"{v:,}" for v in lengths[:6]) + (" …" if len(lengths) > 6 else "")
     a0 = appends[0]
-    evidence = [Evidence("cat appends to a cache per step", round(per_step, 1)),
-                Evidence("positions appended per cat", a0.added, "<=", t["max_append"], "positions"),
-                Evidence("cache length (positions) step after step", growth),
-                Evidence("bytes copied by the appends per step (read + write, 16-bit)", in_gb(copied), unit="GB")]
-    return {"evidence": evidence,
-            "basis": (f"concatenation: {per_step:.0f} cat per step append {a0.added} position(s) to caches "
-                      f"{list(a0.dims)} (dim {a0.dim}), {growth} over {n} step(s)")}
+    evidence = [
+        Evidence("cat appends to a cache per step", round(per_step, 1)),
+        Evidence("positions appended per cat", a0.added, "<=", t["max_append"], "positions"),
+        Evidence("cache length (positions) step after step", growth),
+        Evidence("bytes copied by the appends per step (read + write, 16-bit)", in_gb(copied), unit="GB"),
+    ]
+    return {
+        "evidence": evidence,
+        "basis": (
+            f"concatenation: {per_step:.0f} cat per step append {a0.added} position(s) to caches "
+            f"{list(a0.dims)} (dim {a0.dim}), {growth} over {n} step(s)"
+        ),
+    }
 
 
 def _weights(ctx) -> float:
@@ -187,13 +213,24 @@ def _preallocated(ctx, t, decode: list, weights: float, windows: list) -> dict |
     unused = held - read
     if share >= t["max_used_share"] or unused < t["min_unused_gb"] * GB:
         return None
-    evidence = [Evidence("K/V read per step ÷ memory held outside the weights", round(share * 100, 1), "<",
-                         t["max_used_share"] * 100, "%"),
-                Evidence("memory held outside the weights (allocated floor)", in_gb(held), unit="GB"),
-                Evidence("held but never read by attention", in_gb(unused), ">=", t["min_unused_gb"], "GB")]
-    return {"evidence": evidence,
-            "basis": (f"preallocation: attention reads {gb(read)} of K/V per step while {gb(held)} stays allocated "
-                      f"outside the weights (floor over the measured steps{_minus(weights)})")}
+    evidence = [
+        Evidence(
+            "K/V read per step ÷ memory held outside the weights",
+            round(share * 100, 1),
+            "<",
+            t["max_used_share"] * 100,
+            "%",
+        ),
+        Evidence("memory held outside the weights (allocated floor)", in_gb(held), unit="GB"),
+        Evidence("held but never read by attention", in_gb(unused), ">=", t["min_unused_gb"], "GB"),
+    ]
+    return {
+        "evidence": evidence,
+        "basis": (
+            f"preallocation: attention reads {gb(read)} of K/V per step while {gb(held)} stays allocated "
+            f"outside the weights (floor over the measured steps{_minus(weights)})"
+        ),
+    }
 
 
 def _usage(ctx, decode: list, weights: float, windows: list) -> tuple[float, float, float] | None:
@@ -224,23 +261,33 @@ def _fragmentation(record, t) -> dict | None:
     oom_frag = bool(record.out_of_memory and requested and idle_at_oom >= requested)
     if not oom_frag and (share < t["min_waste_share"] or waste < t["min_waste_gb"] * GB):
         return None
-    evidence = [Evidence("reserved but not allocated at the peak", round(share * 100, 1), ">=",
-                         t["min_waste_share"] * 100, "%"),
-                Evidence("reserved peak", in_gb(record.peak_reserved), unit="GB"),
-                Evidence("allocated peak", in_gb(record.peak_allocated), unit="GB")]
+    evidence = [
+        Evidence(
+            "reserved but not allocated at the peak", round(share * 100, 1), ">=", t["min_waste_share"] * 100, "%"
+        ),
+        Evidence("reserved peak", in_gb(record.peak_reserved), unit="GB"),
+        Evidence("allocated peak", in_gb(record.peak_allocated), unit="GB"),
+    ]
     if snap.get("fragmentation") is not None:
-        evidence.append(Evidence("snapshot fragmentation (1 − largest free block ÷ free bytes)",
-                                 snap["fragmentation"]))
+        evidence.append(Evidence("snapshot fragmentation (1 − largest free block ÷ free bytes)", snap["fragmentation"]))
     if record.inactive_split_peak is not None:
         evidence.append(Evidence("inactive split blocks at peak", in_gb(record.inactive_split_peak), unit="GB"))
     if record.alloc_retries:
         evidence.append(Evidence("allocation retries (cache flushed to satisfy cudaMalloc)", record.alloc_retries))
     if oom_frag:
-        evidence.append(Evidence("reserved-but-free memory at the OOM ÷ the failed request",
-                                 round(idle_at_oom / requested, 2), ">=", 1))
-    return {"evidence": evidence, "oom": oom_frag,
-            "basis": (f"fragmentation: reserved peak {gb(record.peak_reserved)} against {gb(record.peak_allocated)} "
-                      f"allocated ({gb(waste)} held by the allocator, not by tensors)")}
+        evidence.append(
+            Evidence(
+                "reserved-but-free memory at the OOM ÷ the failed request", round(idle_at_oom / requested, 2), ">=", 1
+            )
+        )
+    return {
+        "evidence": evidence,
+        "oom": oom_frag,
+        "basis": (
+            f"fragmentation: reserved peak {gb(record.peak_reserved)} against {gb(record.peak_allocated)} "
+            f"allocated ({gb(waste)} held by the allocator, not by tensors)"
+        ),
+    }
 
 
 def _capacity(record, t, decode: list, appends: list, weights: float) -> dict | None:
@@ -269,25 +316,34 @@ def _capacity(record, t, decode: list, appends: list, weights: float) -> dict | 
     if paged <= 0 or now <= 0:
         return None
     gain = now / paged
-    evidence = [Evidence("sequences in the batch", batch), Evidence("tokens per sequence", tokens),
-                Evidence("KV bytes per token (all layers, K and V)", round(per_token / 1e3, 1), unit="KB"),
-                Evidence("cache memory per sequence now", round(now / batch / 1e6, 1), unit="MB"),
-                Evidence(f"… with a paged cache (blocks of {block:.0f})", round(paged / batch / 1e6, 1), unit="MB"),
-                Evidence("more concurrent sequences with a paged cache", round(gain, 2), unit="×")]
+    evidence = [
+        Evidence("sequences in the batch", batch),
+        Evidence("tokens per sequence", tokens),
+        Evidence("KV bytes per token (all layers, K and V)", round(per_token / 1e3, 1), unit="KB"),
+        Evidence("cache memory per sequence now", round(now / batch / 1e6, 1), unit="MB"),
+        Evidence(f"… with a paged cache (blocks of {block:.0f})", round(paged / batch / 1e6, 1), unit="MB"),
+        Evidence("more concurrent sequences with a paged cache", round(gain, 2), unit="×"),
+    ]
     if limit:
         usable = limit - weights
         fp8 = gain * itemsize
-        evidence += [Evidence(f"sequences of {tokens:,} tokens that fit in {gb(limit)} now",
-                              math.floor(batch * usable / now)),
-                     Evidence("… with a paged cache", math.floor(batch * usable / paged)),
-                     Evidence("… with a paged FP8 cache", math.floor(batch * usable / paged * itemsize))]
+        evidence += [
+            Evidence(f"sequences of {tokens:,} tokens that fit in {gb(limit)} now", math.floor(batch * usable / now)),
+            Evidence("… with a paged cache", math.floor(batch * usable / paged)),
+            Evidence("… with a paged FP8 cache", math.floor(batch * usable / paged * itemsize)),
+        ]
     else:
         fp8 = gain * itemsize
-    return {"gain": gain, "evidence": evidence,
-            "basis": (f"capacity: the cache costs {gb(now)} now (reserved peak{_minus(weights)}) for {batch} "
-                      f"sequences of {tokens:,} tokens; paged: {batch} × ⌈{tokens:,} ÷ {block:.0f}⌉ × {block:.0f} × "
-                      f"{per_token / 1e3:,.1f} KB = {gb(paged)}: {gain:.1f}× more sequences, {fp8:.1f}× with FP8 K/V "
-                      f"(from {itemsize}-byte elements)")}
+    return {
+        "gain": gain,
+        "evidence": evidence,
+        "basis": (
+            f"capacity: the cache costs {gb(now)} now (reserved peak{_minus(weights)}) for {batch} "
+            f"sequences of {tokens:,} tokens; paged: {batch} × ⌈{tokens:,} ÷ {block:.0f}⌉ × {block:.0f} × "
+            f"{per_token / 1e3:,.1f} KB = {gb(paged)}: {gain:.1f}× more sequences, {fp8:.1f}× with FP8 K/V "
+            f"(from {itemsize}-byte elements)"
+        ),
+    }
 
 
 def _quiet_detail(ctx, t, decode: list, weights: float, windows: list) -> str:
@@ -296,8 +352,11 @@ def _quiet_detail(ctx, t, decode: list, weights: float, windows: list) -> str:
     usage = _usage(ctx, decode, weights, windows) if decode else None
     if usage:
         read, held, share = usage
-        why = (f"{share:.0%} of it read (≥ {t['max_used_share']:.0%})" if share >= t["max_used_share"] else
-               f"only {gb(held - read)} unread (< {t['min_unused_gb']:g} GB)")
+        why = (
+            f"{share:.0%} of it read (≥ {t['max_used_share']:.0%})"
+            if share >= t["max_used_share"]
+            else f"only {gb(held - read)} unread (< {t['min_unused_gb']:g} GB)"
+        )
         parts.append(f"decode attention reads {gb(read)} of K/V per step of {gb(held)} held outside the weights: {why}")
     elif decode:
         parts.append("decode attention found, but no allocator events to weigh the cache against")
@@ -306,8 +365,11 @@ def _quiet_detail(ctx, t, decode: list, weights: float, windows: list) -> str:
     if record is not None and record.peak_reserved and record.peak_allocated is not None:
         waste = record.peak_reserved - record.peak_allocated
         share = waste / record.peak_reserved
-        why = (f"{share:.0%} of it unallocated (< {t['min_waste_share']:.0%})" if share < t["min_waste_share"] else
-               f"{gb(waste)} unallocated (< {t['min_waste_gb']:g} GB)")
+        why = (
+            f"{share:.0%} of it unallocated (< {t['min_waste_share']:.0%})"
+            if share < t["min_waste_share"]
+            else f"{gb(waste)} unallocated (< {t['min_waste_gb']:g} GB)"
+        )
         parts.append(f"reserved peak {gb(record.peak_reserved)} vs allocated {gb(record.peak_allocated)}: {why}")
     return "; ".join(parts)
 
@@ -318,8 +380,9 @@ def _minus(weights: float) -> str:
 
 def _title(concat, prealloc, frag) -> str:
     if concat:
-        return ("KV cache grown by concatenation: every token reallocates the cache and the allocator keeps "
-                "the old blocks")
+        return (
+            "KV cache grown by concatenation: every token reallocates the cache and the allocator keeps the old blocks"
+        )
     if prealloc:
         return "KV cache preallocated for the maximum length and mostly unused"
     return "Allocator fragmentation: far more memory reserved than tensors hold"
@@ -328,10 +391,19 @@ def _title(concat, prealloc, frag) -> str:
 def _offenders(ctx) -> list[dict]:
     """The user code that allocated the most during the profiled steps, and the largest live blocks."""
     bd = breakdown(ctx) or {}
-    out = [{"allocated_by": a["where"], "bytes_allocated": a["bytes"], "allocations": a["count"],
-            "largest_bytes": a["largest"]} for a in (bd.get("top_allocating") or [])[:4]]
-    out += [{"live_block_by": a["where"], "bytes_live": a["bytes"], "blocks": a["count"]}
-            for a in (bd.get("top_live") or [])[:2]]
+    out = [
+        {
+            "allocated_by": a["where"],
+            "bytes_allocated": a["bytes"],
+            "allocations": a["count"],
+            "largest_bytes": a["largest"],
+        }
+        for a in (bd.get("top_allocating") or [])[:4]
+    ]
+    out += [
+        {"live_block_by": a["where"], "bytes_live": a["bytes"], "blocks": a["count"]}
+        for a in (bd.get("top_live") or [])[:2]
+    ]
     return out
 
 

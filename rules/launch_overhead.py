@@ -69,6 +69,7 @@ calibration capture (benchmarks/calibrate.py derives them; median gap between re
 re-recorded 2026-12-02: unprofiled step 234.3 µs against 223.2 µs of
 kernel time).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -84,7 +85,7 @@ from diagnose.memory.patterns import kv_appends, step_index
 from diagnose.metrics.optimizer import SINGLE
 
 KV_MAX_APPEND = 16  # positions a decode step appends (speculative decoding adds a few)
-KV_MIN_CACHE = 16   # positions a cache holds before it counts as one
+KV_MIN_CACHE = 16  # positions a cache holds before it counts as one
 
 
 class LaunchOverhead(Rule):
@@ -96,30 +97,50 @@ class LaunchOverhead(Rule):
     cheat_sheet = {
         "bottleneck": "CPU kernel launch overhead",
         "signal": "small GPU kernels (< 10 µs) separated by empty gaps in the torch.profiler timeline",
-        "fix": "CUDA Graphs (torch.cuda.CUDAGraph, torch.compile(mode=\"reduce-overhead\"))",
+        "fix": 'CUDA Graphs (torch.cuda.CUDAGraph, torch.compile(mode="reduce-overhead"))',
         "impact": "removes CPU dispatch as the bottleneck in low-batch decode",
     }
     needs = ("gpu", "launch-links", "steps", "steady-state")
     thresholds = (
-        Threshold("min_recoverable_share", 0.25, "fraction",
-                  "fire when launch-bound idle time is at least this share of the step"),
+        Threshold(
+            "min_recoverable_share",
+            0.25,
+            "fraction",
+            "fire when launch-bound idle time is at least this share of the step",
+        ),
         Threshold("small_kernel_us", 10.0, "µs", "kernels shorter than this count as small"),
         Threshold("graph_gap_us", 0.1, "µs", "idle between kernels that a CUDA graph still pays"),
         Threshold("graph_launch_us", 15.0, "µs", "host cost of one graph replay per step"),
         Threshold("high_share", 0.50, "fraction", "recoverable share at which severity is high"),
         Threshold("medium_share", 0.30, "fraction", "recoverable share at which severity is medium (below: low)"),
-        Threshold("optimizer_launch_share", 0.5, "fraction",
-                  "share of the step's kernels launched by a single-tensor optimizer from which fused-optimizer "
-                  "is the first fix"),
-        Threshold("max_graph_syncs_per_step", 1.0, "per step",
-                  "host syncs inside a step (between its first and last kernel launch) from which remove-sync comes before "
-                  "cuda-graphs"),
-        Threshold("min_kv_appends_per_step", 1.0, "per step",
-                  "KV-cache appends by torch.cat per step (a cache of at least 16 positions grown by at most 16) "
-                  "from which static-shapes (a preallocated cache) comes before cuda-graphs"),
-        Threshold("max_dispatch_us", 150.0, "µs",
-                  "host time per kernel launched beyond which, with kernels that are not small, the host is "
-                  "doing more than dispatch (quiet)"),
+        Threshold(
+            "optimizer_launch_share",
+            0.5,
+            "fraction",
+            "share of the step's kernels launched by a single-tensor optimizer from which fused-optimizer "
+            "is the first fix",
+        ),
+        Threshold(
+            "max_graph_syncs_per_step",
+            1.0,
+            "per step",
+            "host syncs inside a step (between its first and last kernel launch) from which remove-sync comes before "
+            "cuda-graphs",
+        ),
+        Threshold(
+            "min_kv_appends_per_step",
+            1.0,
+            "per step",
+            "KV-cache appends by torch.cat per step (a cache of at least 16 positions grown by at most 16) "
+            "from which static-shapes (a preallocated cache) comes before cuda-graphs",
+        ),
+        Threshold(
+            "max_dispatch_us",
+            150.0,
+            "µs",
+            "host time per kernel launched beyond which, with kernels that are not small, the host is "
+            "doing more than dispatch (quiet)",
+        ),
     )
 
     def check(self, ctx, t):
@@ -140,14 +161,18 @@ class LaunchOverhead(Rule):
         skipped = cudagraph_skips(ctx.trace, ctx.warnings)
         note = f"; {skipped}" if skipped else ""
         if share < t["min_recoverable_share"]:
-            return Quiet(f"launch-bound idle {share:.0%} of the step < {t['min_recoverable_share']:.0%}"
-                         f" ({per_step:.0f} kernels per step, median {median_us:.1f} µs){note}")
+            return Quiet(
+                f"launch-bound idle {share:.0%} of the step < {t['min_recoverable_share']:.0%}"
+                f" ({per_step:.0f} kernels per step, median {median_us:.1f} µs){note}"
+            )
         host_per_launch = budget.step_us / max(per_step, 1)
         if median_us >= t["small_kernel_us"] and host_per_launch >= t["max_dispatch_us"]:
-            return Quiet(f"launch-paced idle {share:.0%} of the step, but kernels are not small (median "
-                         f"{median_us:.1f} µs >= {t['small_kernel_us']:g} µs) and the host spends "
-                         f"{host_per_launch:,.0f} µs per kernel launched >= {t['max_dispatch_us']:g} µs: the host is "
-                         f"doing more than dispatch (see the step accounting){note}")
+            return Quiet(
+                f"launch-paced idle {share:.0%} of the step, but kernels are not small (median "
+                f"{median_us:.1f} µs >= {t['small_kernel_us']:g} µs) and the host spends "
+                f"{host_per_launch:,.0f} µs per kernel launched >= {t['max_dispatch_us']:g} µs: the host is "
+                f"doing more than dispatch (see the step accounting){note}"
+            )
         syncs_per_step, sync_op = _syncs_between_launches(ctx.trace, m)
         syncs_first = syncs_per_step >= t["max_graph_syncs_per_step"]
         if syncs_first:  # removing the syncs also recovers the idle that follows them
@@ -157,10 +182,14 @@ class LaunchOverhead(Rule):
         speedup = budget.step_us / graphed
         small_share = float((kernels["dur"] < t["small_kernel_us"]).mean()) if len(kernels) else 0.0
         evidence = [
-            Evidence("launch-bound idle per step", round(share * 100, 1), ">=",
-                     t["min_recoverable_share"] * 100, "%"),
-            Evidence("median kernel duration", round(median_us, 2),
-                     "<" if median_us < t["small_kernel_us"] else ">=", t["small_kernel_us"], "µs"),
+            Evidence("launch-bound idle per step", round(share * 100, 1), ">=", t["min_recoverable_share"] * 100, "%"),
+            Evidence(
+                "median kernel duration",
+                round(median_us, 2),
+                "<" if median_us < t["small_kernel_us"] else ">=",
+                t["small_kernel_us"],
+                "µs",
+            ),
             Evidence("kernels shorter than 10 µs", round(small_share * 100, 1), unit="%"),
             Evidence("kernels per step", round(per_step, 1)),
             Evidence("GPU busy per step", round(budget.share(budget.busy_us) * 100, 1), unit="%"),
@@ -172,26 +201,50 @@ class LaunchOverhead(Rule):
         optimizer = _single_tensor_optimizer(m, t["optimizer_launch_share"])
         basis_note = ""
         if optimizer is not None:
-            evidence.append(Evidence(f"kernels launched by {optimizer.name}.step (single-tensor)",
-                                     round(optimizer.launch_share * 100, 1), ">=",
-                                     t["optimizer_launch_share"] * 100, "%"))
+            evidence.append(
+                Evidence(
+                    f"kernels launched by {optimizer.name}.step (single-tensor)",
+                    round(optimizer.launch_share * 100, 1),
+                    ">=",
+                    t["optimizer_launch_share"] * 100,
+                    "%",
+                )
+            )
             fixes.insert(0, fix("fused-optimizer", code=optimizer_code(optimizer.name), prerequisite=True))
-            basis_note = (f"; first fused-optimizer: {optimizer.name} (foreach=False) launches "
-                          f"{optimizer.launch_share:.0%} of the kernels and a CUDA graph cannot capture its step")
+            basis_note = (
+                f"; first fused-optimizer: {optimizer.name} (foreach=False) launches "
+                f"{optimizer.launch_share:.0%} of the kernels and a CUDA graph cannot capture its step"
+            )
         if syncs_first:
-            evidence.append(Evidence("host syncs per step between kernel launches (a graph cannot hold one)",
-                                     round(syncs_per_step, 1), ">=", t["max_graph_syncs_per_step"]))
+            evidence.append(
+                Evidence(
+                    "host syncs per step between kernel launches (a graph cannot hold one)",
+                    round(syncs_per_step, 1),
+                    ">=",
+                    t["max_graph_syncs_per_step"],
+                )
+            )
             fixes.insert(0, fix("remove-sync", code=_sync_code(sync_op), prerequisite=True))
-            basis_note += (f"; first remove-sync: {syncs_per_step:.1f} host syncs per step (most made by "
-                           f"{sync_op}) sit between kernel launches, where a CUDA graph cannot hold them; the "
-                           f"recoverable time includes the {budget.host_after_sync_us:,.0f} µs idle after them")
+            basis_note += (
+                f"; first remove-sync: {syncs_per_step:.1f} host syncs per step (most made by "
+                f"{sync_op}) sit between kernel launches, where a CUDA graph cannot hold them; the "
+                f"recoverable time includes the {budget.host_after_sync_us:,.0f} µs idle after them"
+            )
         kv_per_step = _kv_appends_per_step(ctx, n)
         if kv_per_step >= t["min_kv_appends_per_step"]:
-            evidence.append(Evidence("KV-cache appends by torch.cat per step (a graph replays fixed shapes)",
-                                     round(kv_per_step, 1), ">=", t["min_kv_appends_per_step"]))
+            evidence.append(
+                Evidence(
+                    "KV-cache appends by torch.cat per step (a graph replays fixed shapes)",
+                    round(kv_per_step, 1),
+                    ">=",
+                    t["min_kv_appends_per_step"],
+                )
+            )
             fixes.insert(0, fix("static-shapes", code=_static_kv_code(), prerequisite=True))
-            basis_note += (f"; first static-shapes: {kv_per_step:.0f} torch.cat appends per step grow the KV cache, "
-                           "so every step has new shapes and no graph can replay it: preallocate the cache")
+            basis_note += (
+                f"; first static-shapes: {kv_per_step:.0f} torch.cat appends per step grow the KV cache, "
+                "so every step has new shapes and no graph can replay it: preallocate the cache"
+            )
         return Finding(
             rule=self.id,
             severity=severity_ladder(share, t),
@@ -201,14 +254,18 @@ class LaunchOverhead(Rule):
             fixes=fixes,
             est_speedup=round(speedup, 2),
             recoverable_us=round(recoverable, 2),
-            basis=(f"graphed step ≈ {budget.step_us:,.0f} − {recoverable:,.0f} recoverable + "
-                   f"{per_step:.0f} kernels × {t['graph_gap_us']} µs + {t['graph_launch_us']:.0f} µs "
-                   f"replay = {graphed:,.0f} µs per step; {budget.basis}{basis_note}"),
-            why=("Every eager PyTorch op costs the host several microseconds (Python, the dispatcher, "
-                 "cudaLaunchKernel) before its kernel can start. When kernels finish faster than the host "
-                 "issues them, the GPU sits idle between them and the step runs at the host's pace. A CUDA "
-                 "graph records the step's kernels once; replaying it is a single launch, so the per-kernel "
-                 "host cost disappears and the kernels run back to back."),
+            basis=(
+                f"graphed step ≈ {budget.step_us:,.0f} − {recoverable:,.0f} recoverable + "
+                f"{per_step:.0f} kernels × {t['graph_gap_us']} µs + {t['graph_launch_us']:.0f} µs "
+                f"replay = {graphed:,.0f} µs per step; {budget.basis}{basis_note}"
+            ),
+            why=(
+                "Every eager PyTorch op costs the host several microseconds (Python, the dispatcher, "
+                "cudaLaunchKernel) before its kernel can start. When kernels finish faster than the host "
+                "issues them, the GPU sits idle between them and the step runs at the host's pace. A CUDA "
+                "graph records the step's kernels once; replaying it is a single launch, so the per-kernel "
+                "host cost disappears and the kernels run back to back."
+            ),
         )
 
 
@@ -245,11 +302,13 @@ def _syncs_between_launches(trace, m) -> tuple[float, str]:
 
 
 def _sync_code(op: str) -> str:
-    return (f"# {op} reads a GPU value on the host inside the step: keep it on the device\n"
-            "stats = torch.stack([h.norm() for h in activations])  # no .item() in the step\n"
-            "if step % 100 == 0:\n"
-            "    print(stats.tolist())                             # one read, outside the graphed step\n"
-            "torch.cuda.set_sync_debug_mode(\"warn\")  # names every hidden sync while you fix them")
+    return (
+        f"# {op} reads a GPU value on the host inside the step: keep it on the device\n"
+        "stats = torch.stack([h.norm() for h in activations])  # no .item() in the step\n"
+        "if step % 100 == 0:\n"
+        "    print(stats.tolist())                             # one read, outside the graphed step\n"
+        'torch.cuda.set_sync_debug_mode("warn")  # names every hidden sync while you fix them'
+    )
 
 
 def _offenders(m, host_gaps: pd.DataFrame, n: int, scale: float) -> list[dict]:
@@ -258,16 +317,23 @@ def _offenders(m, host_gaps: pd.DataFrame, n: int, scale: float) -> list[dict]:
         return []
     launches = m.step_kernels[["correlation", "op_name", "name", "dur"]]
     # only the gap columns used: the join copies every column it is given, once per gap
-    joined = host_gaps[["next_correlation", "dur"]].merge(launches, left_on="next_correlation",
-                                                          right_on="correlation", how="left")
+    joined = host_gaps[["next_correlation", "dur"]].merge(
+        launches, left_on="next_correlation", right_on="correlation", how="left"
+    )
     joined["op_name"] = joined["op_name"].fillna("(no CPU op recorded)")
-    grouped = joined.groupby("op_name").agg(launches=("dur_x", "size"), waited_us=("dur_x", "sum"),
-                                            kernel_us=("dur_y", "median"))
+    grouped = joined.groupby("op_name").agg(
+        launches=("dur_x", "size"), waited_us=("dur_x", "sum"), kernel_us=("dur_y", "median")
+    )
     grouped = grouped.sort_values("waited_us", ascending=False).head(8)
-    return [{"op": op, "kernels_per_step": round(row.launches / n, 1),
-             "idle_before_us_per_step": round(row.waited_us / n * scale, 1),
-             "median_kernel_us": round(float(row.kernel_us), 2) if pd.notna(row.kernel_us) else None}
-            for op, row in grouped.iterrows()]
+    return [
+        {
+            "op": op,
+            "kernels_per_step": round(row.launches / n, 1),
+            "idle_before_us_per_step": round(row.waited_us / n * scale, 1),
+            "median_kernel_us": round(float(row.kernel_us), 2) if pd.notna(row.kernel_us) else None,
+        }
+        for op, row in grouped.iterrows()
+    ]
 
 
 def _kv_appends_per_step(ctx, steps: int) -> float:
@@ -281,10 +347,12 @@ def _kv_appends_per_step(ctx, steps: int) -> float:
 
 
 def _static_kv_code() -> str:
-    return ("# preallocate the cache once at its full length and write each new position in place\n"
-            "k_cache = torch.zeros(batch, heads, max_len, head_dim, device=\"cuda\", dtype=dtype)\n"
-            "k_cache.index_copy_(2, pos, k_new)          # instead of torch.cat([k_cache, k_new], dim=2)\n"
-            "out = F.scaled_dot_product_attention(q, k_cache, v_cache, attn_mask=valid_positions)")
+    return (
+        "# preallocate the cache once at its full length and write each new position in place\n"
+        'k_cache = torch.zeros(batch, heads, max_len, head_dim, device="cuda", dtype=dtype)\n'
+        "k_cache.index_copy_(2, pos, k_new)          # instead of torch.cat([k_cache, k_new], dim=2)\n"
+        "out = F.scaled_dot_product_attention(q, k_cache, v_cache, attn_mask=valid_positions)"
+    )
 
 
 def _graph_code() -> str:
@@ -292,7 +360,7 @@ def _graph_code() -> str:
         "# simplest: let torch.compile capture and replay CUDA graphs\n"
         "# (inputs that are not parameters are copied into the graph's buffers on each call:\n"
         "#  for large activations, capture by hand with static buffers instead)\n"
-        "step = torch.compile(step, mode=\"reduce-overhead\")\n\n"
+        'step = torch.compile(step, mode="reduce-overhead")\n\n'
         "# by hand: static buffers, capture once, replay every step\n"
         "graph = torch.cuda.CUDAGraph()\n"
         "with torch.cuda.graph(graph):\n"

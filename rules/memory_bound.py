@@ -60,6 +60,7 @@ benchmarks/calibrate.py). On swiglu_eager this predicts
 shapes unless Nsight Compute measured the bytes (its rows for swiglu_eager: 61.5 % DRAM
 throughput over the chain, i.e. 2.95 TB/s = 69 % of achievable, the same as the estimate).
 """
+
 from __future__ import annotations
 
 import collections
@@ -95,16 +96,32 @@ class MemoryBound(Rule):
     }
     needs = ("gpu", "steps", "device-peaks")
     thresholds = (
-        Threshold("min_saving_share", 0.10, "fraction",
-                  "fire when fusing the chains would save at least this share of the step"),
-        Threshold("min_bw_share", 0.5, "fraction",
-                  "a chain counts when its achieved bandwidth is at least this share of achievable HBM"),
-        Threshold("max_intensity_share", 0.25, "fraction",
-                  "a chain counts when its FLOP/byte is below this share of the FP32 ridge point"),
+        Threshold(
+            "min_saving_share",
+            0.10,
+            "fraction",
+            "fire when fusing the chains would save at least this share of the step",
+        ),
+        Threshold(
+            "min_bw_share",
+            0.5,
+            "fraction",
+            "a chain counts when its achieved bandwidth is at least this share of achievable HBM",
+        ),
+        Threshold(
+            "max_intensity_share",
+            0.25,
+            "fraction",
+            "a chain counts when its FLOP/byte is below this share of the FP32 ridge point",
+        ),
         Threshold("min_chain_ops", 2, "kernels", "fewest unfused kernels in a chain"),
         Threshold("fused_call_us", 70.0, "µs", "host cost per step of entering compiled (fused) code"),
-        Threshold("min_fp32_chain_share", 0.5, "fraction",
-                  "share of the chains' time in fp32 ops from which bf16 (half the bytes) is named as a fix"),
+        Threshold(
+            "min_fp32_chain_share",
+            0.5,
+            "fraction",
+            "share of the chains' time in fp32 ops from which bf16 (half the bytes) is named as a fix",
+        ),
         Threshold("medium_share", 0.25, "fraction", "saving share at which severity is medium (low below)"),
         Threshold("high_share", 0.5, "fraction", "saving share at which severity is high"),
     )
@@ -124,9 +141,14 @@ class MemoryBound(Rule):
         moved, fused_bytes, tbps, measured, intensity = f.moved, f.fused_bytes, f.tbps, f.measured, f.intensity
         kernels, max_intensity = f.kernels, f.max_intensity
         evidence = [
-            Evidence(f"{'measured DRAM' if measured else 'HBM'} bandwidth of the chains, share of the achievable "
-                     f"{bw:.3g} TB/s ({tbps:.2f} TB/s{_measured_pct(tbps, spec) if measured else ''})",
-                     round(tbps / bw * 100, 1), ">=", t["min_bw_share"] * 100, "%"),
+            Evidence(
+                f"{'measured DRAM' if measured else 'HBM'} bandwidth of the chains, share of the achievable "
+                f"{bw:.3g} TB/s ({tbps:.2f} TB/s{_measured_pct(tbps, spec) if measured else ''})",
+                round(tbps / bw * 100, 1),
+                ">=",
+                t["min_bw_share"] * 100,
+                "%",
+            ),
             Evidence("arithmetic intensity", round(intensity, 3), "<=", round(max_intensity, 2), "FLOP/B"),
             Evidence("estimated saving from fusion", round(saving * 100, 1), ">=", t["min_saving_share"] * 100, "%"),
             Evidence("bytes moved ÷ single-pass bytes", round(moved / max(fused_bytes, 1.0), 2), unit="×"),
@@ -142,25 +164,36 @@ class MemoryBound(Rule):
             title=self.title,
             evidence=evidence,
             offenders=offenders,
-            fixes=[fix("torch-compile", code=_compile_code()),
-                   fix("triton-kernel", code=_triton_code(offenders[0].get("chain", "") if offenders else ""), how=(
-                       "Hand-fuse the chain into one autotuned Triton kernel; keeping each row on chip "
-                       "also removes the second read a looped reduction does: "
-                       f"est. {max(step_us / single_after, 1.0):.2f}× for the step "
-                       f"({single_us:,.0f} µs of single-pass HBM traffic instead of {fused_us:,.0f} µs).")),
-                   *([] if f.half_matmuls else _bf16_fix(good, n, step_us, t))],
+            fixes=[
+                fix("torch-compile", code=_compile_code()),
+                fix(
+                    "triton-kernel",
+                    code=_triton_code(offenders[0].get("chain", "") if offenders else ""),
+                    how=(
+                        "Hand-fuse the chain into one autotuned Triton kernel; keeping each row on chip "
+                        "also removes the second read a looped reduction does: "
+                        f"est. {max(step_us / single_after, 1.0):.2f}× for the step "
+                        f"({single_us:,.0f} µs of single-pass HBM traffic instead of {fused_us:,.0f} µs)."
+                    ),
+                ),
+                *([] if f.half_matmuls else _bf16_fix(good, n, step_us, t)),
+            ],
             est_speedup=round(speedup, 2),
             recoverable_us=round(step_us - after, 2),
-            basis=(f"{_bytes_basis(good)}; fused step ≈ {step_us:,.0f} − "
-                   f"{chain_us:,.0f} µs in the chains + {fused_bytes / n / 1e6:,.0f} MB single-pass ÷ "
-                   f"{bw:.3g} TB/s achievable = {fused_us:,.0f} µs + {t['fused_call_us']:.0f} µs to enter "
-                   f"compiled code = {after:,.0f} µs per step; {_time_base(budget)}; "
-                   f"{spec.name}: {spec.source}"),
-            why=("Each eager elementwise or reduction kernel reads its inputs from HBM and writes its result "
-                 "back, and the next kernel reads that result again. These kernels do almost no math per "
-                 "byte, so their time is set by HBM bandwidth: a chain of ten kernels moves its data about "
-                 "ten times. A fused kernel keeps the intermediates in registers and moves only the chain's "
-                 "real inputs and outputs, so the chain runs in the time of one or two passes over memory."),
+            basis=(
+                f"{_bytes_basis(good)}; fused step ≈ {step_us:,.0f} − "
+                f"{chain_us:,.0f} µs in the chains + {fused_bytes / n / 1e6:,.0f} MB single-pass ÷ "
+                f"{bw:.3g} TB/s achievable = {fused_us:,.0f} µs + {t['fused_call_us']:.0f} µs to enter "
+                f"compiled code = {after:,.0f} µs per step; {_time_base(budget)}; "
+                f"{spec.name}: {spec.source}"
+            ),
+            why=(
+                "Each eager elementwise or reduction kernel reads its inputs from HBM and writes its result "
+                "back, and the next kernel reads that result again. These kernels do almost no math per "
+                "byte, so their time is set by HBM bandwidth: a chain of ten kernels moves its data about "
+                "ten times. A fused kernel keeps the intermediates in registers and moves only the chain's "
+                "real inputs and outputs, so the chain runs in the time of one or two passes over memory."
+            ),
         )
 
 
@@ -182,18 +215,24 @@ def _measure(ctx, t) -> "list[dict] | Quiet | Skip":
     known = [c for c in chains if c["known"]]
     unknown = [c for c in chains if not c["known"] and c["full_wave"]]
     if not known and sum(c["time_us"] for c in unknown) / n >= t["min_saving_share"] * step_us:
-        return Skip("unfused elementwise chains take "
-                    f"{sum(c['time_us'] for c in unknown) / n / step_us:.0%} of the step but their ops' "
-                    "shapes were not recorded (profile with record_shapes=True; kernels replayed from "
-                    "a CUDA graph carry none, and `--ncu` measures their bytes instead), so their bytes "
-                    "cannot be estimated")
+        return Skip(
+            "unfused elementwise chains take "
+            f"{sum(c['time_us'] for c in unknown) / n / step_us:.0%} of the step but their ops' "
+            "shapes were not recorded (profile with record_shapes=True; kernels replayed from "
+            "a CUDA graph carry none, and `--ncu` measures their bytes instead), so their bytes "
+            "cannot be estimated"
+        )
     good = [c for c in known if c["bw_share"] >= t["min_bw_share"] and c["intensity"] <= max_intensity]
     if not good:
         best = max(known, key=lambda c: c["bw_share"], default=None)
-        where = (f"best chain at {best['tbps']:.2f} TB/s = {best['bw_share']:.0%} of achievable "
-                 f"< {t['min_bw_share']:.0%}" if best else "no chain with recorded shapes")
-        return Quiet(f"no bandwidth-bound unfused chain: {len(chains)} chains of ≥ "
-                     f"{t['min_chain_ops']:.0f} kernels, {where}")
+        where = (
+            f"best chain at {best['tbps']:.2f} TB/s = {best['bw_share']:.0%} of achievable < {t['min_bw_share']:.0%}"
+            if best
+            else "no chain with recorded shapes"
+        )
+        return Quiet(
+            f"no bandwidth-bound unfused chain: {len(chains)} chains of ≥ {t['min_chain_ops']:.0f} kernels, {where}"
+        )
     return good
 
 
@@ -244,10 +283,27 @@ def _fusion(ctx, t, good: list[dict]) -> _Fusion:
     work = ctx.step_work()
     ops = work[0] if work is not None else None
     half = bool(ops is not None and ops[(ops["kind"] == "gemm")]["dtype"].isin(HALF_TYPES).any())
-    return _Fusion(half_matmuls=half, spec=spec, budget=m.budget, good=good, n=n, step_us=step_us, bw=bw,
-                   max_intensity=t["max_intensity_share"] * (spec.ridge("fp32") or 0.0), chain_us=chain_us,
-                   fused_us=fused_us, single_us=single_us, after=after, saving=saving, moved=moved,
-                   fused_bytes=fused_bytes, tbps=tbps, measured=measured, intensity=intensity, kernels=kernels)
+    return _Fusion(
+        half_matmuls=half,
+        spec=spec,
+        budget=m.budget,
+        good=good,
+        n=n,
+        step_us=step_us,
+        bw=bw,
+        max_intensity=t["max_intensity_share"] * (spec.ridge("fp32") or 0.0),
+        chain_us=chain_us,
+        fused_us=fused_us,
+        single_us=single_us,
+        after=after,
+        saving=saving,
+        moved=moved,
+        fused_bytes=fused_bytes,
+        tbps=tbps,
+        measured=measured,
+        intensity=intensity,
+        kernels=kernels,
+    )
 
 
 def _bf16_fix(good: list[dict], n: int, step_us: float, t) -> list:
@@ -257,30 +313,43 @@ def _bf16_fix(good: list[dict], n: int, step_us: float, t) -> list:
     if chain_us <= 0 or fp32_us < t["min_fp32_chain_share"] * chain_us:
         return []
     after = max(step_us - fp32_us / 2, 1e-9)
-    return [fix("bf16-tensor-cores", code=_bf16_chain_code(), how=(
-        f"{fp32_us / chain_us:.0%} of the chains' time is fp32 elementwise and normalisation work: in bf16 the "
-        f"same kernels move half the bytes, est. {step_us / after:.2f}× for the step without fusing "
-        f"({fp32_us:,.0f} µs → {fp32_us / 2:,.0f} µs per step); with fusion the two gains multiply."))]
+    return [
+        fix(
+            "bf16-tensor-cores",
+            code=_bf16_chain_code(),
+            how=(
+                f"{fp32_us / chain_us:.0%} of the chains' time is fp32 elementwise and normalisation work: in bf16 the "
+                f"same kernels move half the bytes, est. {step_us / after:.2f}× for the step without fusing "
+                f"({fp32_us:,.0f} µs → {fp32_us / 2:,.0f} µs per step); with fusion the two gains multiply."
+            ),
+        )
+    ]
 
 
 def _bf16_chain_code() -> str:
-    return ("# bf16 activations: normalisation and elementwise kernels read and write half the bytes\n"
-            "with torch.autocast(\"cuda\", dtype=torch.bfloat16):\n"
-            "    loss = criterion(model(x), y)\n"
-            "# (autocast keeps softmax, norms' statistics and the loss in fp32 where it matters)")
+    return (
+        "# bf16 activations: normalisation and elementwise kernels read and write half the bytes\n"
+        'with torch.autocast("cuda", dtype=torch.bfloat16):\n'
+        "    loss = criterion(model(x), y)\n"
+        "# (autocast keeps softmax, norms' statistics and the loss in fp32 where it matters)"
+    )
 
 
 def _decide(f: _Fusion, t) -> Quiet | None:
     """Quiet when fusing the chains would save too small a share of the step."""
     good, n, saving, chain_us, fused_us = f.good, f.n, f.saving, f.chain_us, f.fused_us
     if saving <= 0:
-        return Quiet(f"fusing {len(good) / n:.0f} bandwidth-bound chain(s) per step would save nothing: "
-                     f"{chain_us:,.0f} µs → {fused_us:,.0f} µs fused + {t['fused_call_us']:.0f} µs to enter "
-                     "compiled code is no shorter")
+        return Quiet(
+            f"fusing {len(good) / n:.0f} bandwidth-bound chain(s) per step would save nothing: "
+            f"{chain_us:,.0f} µs → {fused_us:,.0f} µs fused + {t['fused_call_us']:.0f} µs to enter "
+            "compiled code is no shorter"
+        )
     if saving < t["min_saving_share"]:
-        return Quiet(f"fusing {len(good) / n:.0f} bandwidth-bound chain(s) per step would save "
-                     f"{max(saving, 0.0):.1%} of the step < {t['min_saving_share']:.1%} "
-                     f"({chain_us:,.0f} µs → {fused_us:,.0f} µs + {t['fused_call_us']:.0f} µs call)")
+        return Quiet(
+            f"fusing {len(good) / n:.0f} bandwidth-bound chain(s) per step would save "
+            f"{max(saving, 0.0):.1%} of the step < {t['min_saving_share']:.1%} "
+            f"({chain_us:,.0f} µs → {fused_us:,.0f} µs + {t['fused_call_us']:.0f} µs call)"
+        )
     return None
 
 
@@ -297,8 +366,22 @@ def _chains(ops: pd.DataFrame, min_ops: int, bw: float, sm_count: int, peak_tbps
     Sums over the runs are vectorised (missing values count as zero, as pandas sums them); the
     single-pass bytes of a sequence of works are worked out once per distinct sequence.
     """
-    needed = ["step", "stream", "ts", "kind", "fused", "kernel_us", "flops", "dram_pct", "dram_bytes", "blocks",
-              "work", "op_name", "shapes", "dtype"]
+    needed = [
+        "step",
+        "stream",
+        "ts",
+        "kind",
+        "fused",
+        "kernel_us",
+        "flops",
+        "dram_pct",
+        "dram_bytes",
+        "blocks",
+        "work",
+        "op_name",
+        "shapes",
+        "dtype",
+    ]
     frame = ops[needed].assign(bytes=best_bytes(ops)).sort_values(["step", "stream", "ts"], kind="stable")
     member = (frame["kind"].isin(MEMORY_KINDS) & ~frame["fused"].astype(bool)).to_numpy()
     step, stream = frame["step"].to_numpy(), frame["stream"].to_numpy()
@@ -325,8 +408,9 @@ def _chains(ops: pd.DataFrame, min_ops: int, bw: float, sm_count: int, peak_tbps
     known = (time_us > 0) & (unknown_us <= 0.05 * time_us)
     measured = (time_us != 0) & (pct_missing == 0)
     with np.errstate(divide="ignore", invalid="ignore"):
-        tbps = np.where(measured, dram_time / time_us / 100 * peak_tbps,
-                        np.where(time_us != 0, moved / time_us / 1e6, 0.0))
+        tbps = np.where(
+            measured, dram_time / time_us / 100 * peak_tbps, np.where(time_us != 0, moved / time_us / 1e6, 0.0)
+        )
     fp32_us = np.add.reduceat(np.where(frame["dtype"].isin(FP32_TYPES).to_numpy(), kernel_us, 0.0), starts)
     works, op_names = frame["work"].to_numpy(object), frame["op_name"].to_numpy(object)
     shapes, steps = frame["shapes"].to_numpy(object), frame["step"].to_numpy()
@@ -349,21 +433,31 @@ def _chains(ops: pd.DataFrame, min_ops: int, bw: float, sm_count: int, peak_tbps
                 single[key] = _single_pass_bytes(ws)
             fused_bytes, single_bytes = single[key]
         m = float(moved[i])
-        chains.append({
-            "ops": b - a, "time_us": float(time_us[i]), "fp32_us": float(fp32_us[i]), "known": bool(known[i]),
-            "bytes": m,
-            "flops": float(flops[i]), "tbps": float(tbps[i]), "bw_share": float(tbps[i]) / bw,
-            "measured": bool(measured[i]), "n_measured": int(n_measured[i]), "shapeless": shapeless,
-            "intensity": float(flops[i]) / m if m else math.inf,
-            "fused_bytes": fused_bytes, "single_bytes": single_bytes,
-            # a fused chain is never priced above what it measured (its bytes may be overcounted)
-            "fused_us": min(fused_bytes / bw / 1e6, float(time_us[i])),
-            "single_us": min(single_bytes / bw / 1e6, float(time_us[i])),
-            "full_wave": bool(sm_count and not np.isnan(blocks[i]) and blocks[i] >= sm_count),
-            "names": " → ".join(o.replace("aten::", "") if isinstance(o, str) else "?" for o in op_names[a:b]),
-            "shapes": next((x for x in shapes[a:b] if isinstance(x, str)), None),
-            "step": int(steps[a]),
-        })
+        chains.append(
+            {
+                "ops": b - a,
+                "time_us": float(time_us[i]),
+                "fp32_us": float(fp32_us[i]),
+                "known": bool(known[i]),
+                "bytes": m,
+                "flops": float(flops[i]),
+                "tbps": float(tbps[i]),
+                "bw_share": float(tbps[i]) / bw,
+                "measured": bool(measured[i]),
+                "n_measured": int(n_measured[i]),
+                "shapeless": shapeless,
+                "intensity": float(flops[i]) / m if m else math.inf,
+                "fused_bytes": fused_bytes,
+                "single_bytes": single_bytes,
+                # a fused chain is never priced above what it measured (its bytes may be overcounted)
+                "fused_us": min(fused_bytes / bw / 1e6, float(time_us[i])),
+                "single_us": min(single_bytes / bw / 1e6, float(time_us[i])),
+                "full_wave": bool(sm_count and not np.isnan(blocks[i]) and blocks[i] >= sm_count),
+                "names": " → ".join(o.replace("aten::", "") if isinstance(o, str) else "?" for o in op_names[a:b]),
+                "shapes": next((x for x in shapes[a:b] if isinstance(x, str)), None),
+                "step": int(steps[a]),
+            }
+        )
     return chains
 
 
@@ -375,15 +469,21 @@ def _bytes_basis(chains: list[dict]) -> str:
     measured = sum(c["n_measured"] for c in chains)
     kernels = sum(c["ops"] for c in chains)
     if any(c["shapeless"] for c in chains):
-        return ("DRAM bytes and throughput measured by Nsight Compute (one step, joined to the trace's kernels); "
-                "no shapes recorded (a CUDA-graph replay), so the single pass is taken as the measured bytes of "
-                "each chain's first and last kernels (what a fused kernel reads and writes) and FLOPs are unknown")
+        return (
+            "DRAM bytes and throughput measured by Nsight Compute (one step, joined to the trace's kernels); "
+            "no shapes recorded (a CUDA-graph replay), so the single pass is taken as the measured bytes of "
+            "each chain's first and last kernels (what a fused kernel reads and writes) and FLOPs are unknown"
+        )
     if measured and measured == kernels:
-        return ("DRAM bytes and throughput measured by Nsight Compute (one step, joined to the trace's "
-                "kernels), FLOPs and single-pass bytes estimated from shapes")
+        return (
+            "DRAM bytes and throughput measured by Nsight Compute (one step, joined to the trace's "
+            "kernels), FLOPs and single-pass bytes estimated from shapes"
+        )
     if measured:
-        return (f"DRAM bytes measured by Nsight Compute for {measured} of {kernels} kernels, the rest and "
-                "FLOPs estimated from shapes")
+        return (
+            f"DRAM bytes measured by Nsight Compute for {measured} of {kernels} kernels, the rest and "
+            "FLOPs estimated from shapes"
+        )
     return "bytes and FLOPs estimated from shapes (not measured)"
 
 
@@ -412,7 +512,7 @@ def _single_pass_bytes(works: list) -> tuple[float, float]:
             external_before_reduction = external
         for out in w.outputs:
             produced[(out.shape, out.dtype)] += 1
-            consumed = any(lat[(out.shape, out.dtype)] for lat in later_inputs[i + 1:])
+            consumed = any(lat[(out.shape, out.dtype)] for lat in later_inputs[i + 1 :])
             if not consumed:
                 outputs += out.nbytes
     return external + outputs + reread, external + outputs
@@ -423,8 +523,10 @@ def _no_chain_detail(ops: pd.DataFrame, fused: pd.DataFrame, n: int, bw: float) 
         moved = best_bytes(fused).sum()
         us = float(fused["kernel_us"].sum())
         rate = f", {moved / us / 1e6:.2f} TB/s = {moved / us / 1e6 / bw:.0%} of achievable" if us and moved else ""
-        return (f"no chain of unfused elementwise/reduction kernels; {len(fused) / n:.0f} already-fused "
-                f"kernel(s) per step ({fused['kernel'].iloc[0][:40]}…{rate})")
+        return (
+            f"no chain of unfused elementwise/reduction kernels; {len(fused) / n:.0f} already-fused "
+            f"kernel(s) per step ({fused['kernel'].iloc[0][:40]}…{rate})"
+        )
     return "no chain of unfused elementwise/reduction kernels in the measured steps"
 
 
@@ -432,19 +534,37 @@ def _offenders(chains: list[dict], n: int) -> list[dict]:
     grouped: dict = {}
     for c in chains:
         key = (c["names"], c["shapes"])
-        g = grouped.setdefault(key, {"chain": c["names"], "first_shapes": c["shapes"], "count": 0,
-                                     "time_us": 0.0, "bytes": 0.0, "fused_bytes": 0.0, "fused_us": 0.0,
-                                     "kernels": c["ops"]})
+        g = grouped.setdefault(
+            key,
+            {
+                "chain": c["names"],
+                "first_shapes": c["shapes"],
+                "count": 0,
+                "time_us": 0.0,
+                "bytes": 0.0,
+                "fused_bytes": 0.0,
+                "fused_us": 0.0,
+                "kernels": c["ops"],
+            },
+        )
         g["count"] += 1
         for k in ("time_us", "bytes", "fused_bytes", "fused_us"):
             g[k] += c[k]
     rows = sorted(grouped.values(), key=lambda g: g["time_us"] - g["fused_us"], reverse=True)[:8]
-    return [{"chain": g["chain"], "first_op_shapes": g["first_shapes"], "kernels": g["kernels"],
-             "chains_per_step": round(g["count"] / n, 2), "us_per_step": round(g["time_us"] / n, 1),
-             "mb_moved_per_step": round(g["bytes"] / n / 1e6, 1),
-             "mb_single_pass_per_step": round(g["fused_bytes"] / n / 1e6, 1),
-             "tb_per_s": round(g["bytes"] / g["time_us"] / 1e6, 2) if g["time_us"] else None,
-             "fused_us_per_step": round(g["fused_us"] / n, 1)} for g in rows]
+    return [
+        {
+            "chain": g["chain"],
+            "first_op_shapes": g["first_shapes"],
+            "kernels": g["kernels"],
+            "chains_per_step": round(g["count"] / n, 2),
+            "us_per_step": round(g["time_us"] / n, 1),
+            "mb_moved_per_step": round(g["bytes"] / n / 1e6, 1),
+            "mb_single_pass_per_step": round(g["fused_bytes"] / n / 1e6, 1),
+            "tb_per_s": round(g["bytes"] / g["time_us"] / 1e6, 2) if g["time_us"] else None,
+            "fused_us_per_step": round(g["fused_us"] / n, 1),
+        }
+        for g in rows
+    ]
 
 
 def _compile_code() -> str:
@@ -452,16 +572,18 @@ def _compile_code() -> str:
         "# fuse the pointwise/reduction chain (Inductor generates Triton kernels)\n"
         "block = torch.compile(block)            # or model = torch.compile(model)\n"
         "# max-autotune also autotunes the generated kernels' tile sizes\n"
-        "block = torch.compile(block, mode=\"max-autotune\")"
+        'block = torch.compile(block, mode="max-autotune")'
     )
 
 
 def _triton_code(chain: str) -> str:
     """A row-wise fused Triton kernel skeleton for the top chain (its ops named in the comment)."""
     return (
-        comment(f"one kernel for the chain {chain or '(see offenders)'}: each row is read once, every "
-                "intermediate stays in registers, the result is written once") +
-        "@triton.jit\n"
+        comment(
+            f"one kernel for the chain {chain or '(see offenders)'}: each row is read once, every "
+            "intermediate stays in registers, the result is written once"
+        )
+        + "@triton.jit\n"
         "def fused_row(x_ptr, out_ptr, n_cols, BLOCK: tl.constexpr):\n"
         "    row = tl.program_id(0)\n"
         "    cols = tl.arange(0, BLOCK)\n"

@@ -27,6 +27,7 @@ benchmarks/calibrate.py derives them): batch norm 10,805 → 6,521 µs per step 
 10,664 → 9,864 µs (0.93), conversions 3,429 → 0 µs. Held out: torchvision's own ResNet-50
 (tv_resnet50_nchw → tv_resnet50_channels_last, measured 1.30×) — docs/measured-fixes.md.
 """
+
 from __future__ import annotations
 
 import re
@@ -56,10 +57,18 @@ class MemoryLayout(Rule):
     thresholds = (
         Threshold("min_share", 0.05, "fraction", "fire when layout conversions take at least this share of the step"),
         Threshold("high_share", 0.15, "fraction", "conversion share at which severity is high"),
-        Threshold("nhwc_batch_norm_ratio", 0.60, "fraction",
-                  "time of cuDNN's NHWC batch-norm kernels ÷ the NCHW ones (calibrated on conv_nchw)"),
-        Threshold("nhwc_conv_ratio", 0.93, "fraction",
-                  "time of cuDNN's NHWC convolution kernels ÷ the NCHW ones (calibrated on conv_nchw)"),
+        Threshold(
+            "nhwc_batch_norm_ratio",
+            0.60,
+            "fraction",
+            "time of cuDNN's NHWC batch-norm kernels ÷ the NCHW ones (calibrated on conv_nchw)",
+        ),
+        Threshold(
+            "nhwc_conv_ratio",
+            0.93,
+            "fraction",
+            "time of cuDNN's NHWC convolution kernels ÷ the NCHW ones (calibrated on conv_nchw)",
+        ),
     )
 
     def check(self, ctx, t):
@@ -73,8 +82,10 @@ class MemoryLayout(Rule):
         share = budget.share(convert_us)
         busy_share = convert_us / budget.busy_us if budget.busy_us > 0 else 0.0
         if share < t["min_share"]:
-            return Quiet(f"layout conversion kernels {share:.1%} of the step < {t['min_share']:.0%} "
-                         f"({len(layout) / n:.0f} per step)")
+            return Quiet(
+                f"layout conversion kernels {share:.1%} of the step < {t['min_share']:.0%} "
+                f"({len(layout) / n:.0f} per step)"
+            )
         conv_ops = name_search(kernels["op_name"].astype(str), CONV_OP)
         norm_us, conv_us = layout_parts(kernels, n)
         saved = convert_us + norm_us * (1 - t["nhwc_batch_norm_ratio"]) + conv_us * (1 - t["nhwc_conv_ratio"])
@@ -98,15 +109,19 @@ class MemoryLayout(Rule):
             fixes=[fix("channels-last", code=_code())],
             est_speedup=round(budget.step_us / fixed, 2),
             recoverable_us=round(saved, 2),
-            basis=(f"channels-last step ≈ {budget.step_us:,.0f} − {convert_us:,.0f} µs of layout conversions − "
-                   f"{norm_us:,.0f} µs of batch norm × (1 − {t['nhwc_batch_norm_ratio']:g}) − {conv_us:,.0f} µs of "
-                   f"convolutions × (1 − {t['nhwc_conv_ratio']:g}) = {fixed:,.0f} µs (the NHWC kernels' time "
-                   f"ratios measured on the conv_nchw/conv_channels_last H200 pair); {budget.basis}"),
-            why=("Tensor cores consume tiles of channels, so cuDNN's fast convolution kernels want the channels "
-                 "of each pixel next to each other in memory (NHWC). PyTorch's default NCHW layout stores each "
-                 "channel as a separate plane, so around every convolution cuDNN transposes the activations, "
-                 "weights and gradients to NHWC and the result back: extra passes over HBM that do no math. "
-                 "In channels_last the tensors already have the kernels' layout."),
+            basis=(
+                f"channels-last step ≈ {budget.step_us:,.0f} − {convert_us:,.0f} µs of layout conversions − "
+                f"{norm_us:,.0f} µs of batch norm × (1 − {t['nhwc_batch_norm_ratio']:g}) − {conv_us:,.0f} µs of "
+                f"convolutions × (1 − {t['nhwc_conv_ratio']:g}) = {fixed:,.0f} µs (the NHWC kernels' time "
+                f"ratios measured on the conv_nchw/conv_channels_last H200 pair); {budget.basis}"
+            ),
+            why=(
+                "Tensor cores consume tiles of channels, so cuDNN's fast convolution kernels want the channels "
+                "of each pixel next to each other in memory (NHWC). PyTorch's default NCHW layout stores each "
+                "channel as a separate plane, so around every convolution cuDNN transposes the activations, "
+                "weights and gradients to NHWC and the result back: extra passes over HBM that do no math. "
+                "In channels_last the tensors already have the kernels' layout."
+            ),
         )
 
 
@@ -126,13 +141,21 @@ def _offenders(layout, n: int) -> list[dict]:
         return []
     by = layout.assign(op=layout["op_name"].fillna("(no CPU op recorded)")).groupby("op")
     rows = by.agg(kernels=("dur", "size"), us=("dur", "sum")).sort_values("us", ascending=False).head(8)
-    return [{"op": op, "conversion_kernels_per_step": round(r.kernels / n, 1),
-             "conversion_us_per_step": round(float(r.us) / n, 1)} for op, r in rows.iterrows()]
+    return [
+        {
+            "op": op,
+            "conversion_kernels_per_step": round(r.kernels / n, 1),
+            "conversion_us_per_step": round(float(r.us) / n, 1),
+        }
+        for op, r in rows.iterrows()
+    ]
 
 
 def _code() -> str:
-    return ("model = model.to(memory_format=torch.channels_last)\n"
-            "for x, y in loader:\n"
-            "    x = x.cuda(non_blocking=True).contiguous(memory_format=torch.channels_last)\n"
-            "    with torch.autocast(\"cuda\", dtype=torch.bfloat16):  # optional: bf16 tensor cores as well\n"
-            "        loss = criterion(model(x), y)")
+    return (
+        "model = model.to(memory_format=torch.channels_last)\n"
+        "for x, y in loader:\n"
+        "    x = x.cuda(non_blocking=True).contiguous(memory_format=torch.channels_last)\n"
+        '    with torch.autocast("cuda", dtype=torch.bfloat16):  # optional: bf16 tensor cores as well\n'
+        "        loss = criterion(model(x), y)"
+    )

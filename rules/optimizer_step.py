@@ -30,6 +30,7 @@ them, 7 passes over the parameters, against ≈20 for its single-tensor ops; SGD
 against 8) and `fused_host_us` of host work per optimizer call. On opt_single: 2.31×; measured 2.49× with
 `fused=True`, 2.39× with `foreach=True` (docs/measured-fixes.md).
 """
+
 from __future__ import annotations
 
 from diagnose.engine import Quiet, Rule, Threshold
@@ -55,8 +56,9 @@ class OptimizerStep(Rule):
     }
     needs = ("gpu", "launch-links", "steps")
     thresholds = (
-        Threshold("min_share", 0.15, "fraction", "fire when a single-tensor optimizer takes at least this share "
-                                                 "of the step"),
+        Threshold(
+            "min_share", 0.15, "fraction", "fire when a single-tensor optimizer takes at least this share of the step"
+        ),
         Threshold("fused_host_us", 100.0, "µs", "host time of one fused optimizer call"),
         Threshold("high_share", 0.40, "fraction", "optimizer share at which severity is high"),
     )
@@ -73,18 +75,23 @@ class OptimizerStep(Rule):
         opt = max(single, key=lambda o: o.time_share)
         budget = ctx.metrics.budget
         if opt.time_share < t["min_share"]:
-            return Quiet(f"{opt.name} (single-tensor) takes {opt.time_share:.0%} of the step < "
-                         f"{t['min_share']:.0%} ({opt.kernels:.0f} of {opt.step_kernels:.0f} kernels)")
+            return Quiet(
+                f"{opt.name} (single-tensor) takes {opt.time_share:.0%} of the step < "
+                f"{t['min_share']:.0%} ({opt.kernels:.0f} of {opt.step_kernels:.0f} kernels)"
+            )
         opt_us = opt.time_share * budget.step_us
         traffic = FUSED_TRAFFIC.get(opt.name, DEFAULT_TRAFFIC)
         fused_us = max(opt.gpu_us * traffic, t["fused_host_us"] * opt.calls)
         if fused_us >= opt_us:
-            return Quiet(f"{opt.name} (single-tensor) takes {opt.time_share:.0%} of the step, but a fused step "
-                         f"would take about as long ({fused_us:,.0f} µs ≥ {opt_us:,.0f} µs)")
+            return Quiet(
+                f"{opt.name} (single-tensor) takes {opt.time_share:.0%} of the step, but a fused step "
+                f"would take about as long ({fused_us:,.0f} µs ≥ {opt_us:,.0f} µs)"
+            )
         fixed = budget.step_us - opt_us + fused_us
         evidence = [
-            Evidence(f"{opt.name}.step share of the step", round(opt.time_share * 100, 1), ">=",
-                     t["min_share"] * 100, "%"),
+            Evidence(
+                f"{opt.name}.step share of the step", round(opt.time_share * 100, 1), ">=", t["min_share"] * 100, "%"
+            ),
             Evidence("kernels launched by the optimizer per step", round(opt.kernels, 1)),
             Evidence("share of the step's kernels", round(opt.launch_share * 100, 1), unit="%"),
             Evidence("optimizer GPU time per step", round(opt.gpu_us, 1), unit="µs"),
@@ -95,19 +102,30 @@ class OptimizerStep(Rule):
             severity="high" if opt.time_share >= t["high_share"] else "medium",
             title=self.title,
             evidence=evidence,
-            offenders=[{"op": f"Optimizer.step#{o.name}.step", "implementation": o.impl,
-                        "kernels_per_step": round(o.kernels, 1), "gpu_us_per_step": round(o.gpu_us, 1),
-                        "share_of_step": round(o.time_share, 3)} for o in found],
+            offenders=[
+                {
+                    "op": f"Optimizer.step#{o.name}.step",
+                    "implementation": o.impl,
+                    "kernels_per_step": round(o.kernels, 1),
+                    "gpu_us_per_step": round(o.gpu_us, 1),
+                    "share_of_step": round(o.time_share, 3),
+                }
+                for o in found
+            ],
             fixes=[fix("fused-optimizer", code=optimizer_code(opt.name))],
             est_speedup=round(budget.step_us / fixed, 2),
             recoverable_us=round(opt_us - fused_us, 2),
-            basis=(f"fused step ≈ {budget.step_us:,.0f} − {opt_us:,.0f} µs optimizer ({opt.time_share:.0%} of the "
-                   f"profiled step) + max({opt.gpu_us:,.0f} µs GPU × {traffic:.2f} traffic kept, "
-                   f"{t['fused_host_us']:g} µs × {opt.calls:g} calls) = {fixed:,.0f} µs; {budget.basis}"),
-            why=("A single-tensor optimizer updates each parameter tensor with its own sequence of elementwise "
-                 "ops: for AdamW about ten kernels per tensor, each reading and writing the whole tensor, each "
-                 "costing the host a dispatch. With hundreds of parameter tensors that is thousands of small "
-                 "launches per step, and the GPU waits between them. A foreach optimizer launches one kernel "
-                 "per op for a list of tensors; a fused one does the whole update in one pass per chunk, "
-                 "reading the parameter, gradient and moments once."),
+            basis=(
+                f"fused step ≈ {budget.step_us:,.0f} − {opt_us:,.0f} µs optimizer ({opt.time_share:.0%} of the "
+                f"profiled step) + max({opt.gpu_us:,.0f} µs GPU × {traffic:.2f} traffic kept, "
+                f"{t['fused_host_us']:g} µs × {opt.calls:g} calls) = {fixed:,.0f} µs; {budget.basis}"
+            ),
+            why=(
+                "A single-tensor optimizer updates each parameter tensor with its own sequence of elementwise "
+                "ops: for AdamW about ten kernels per tensor, each reading and writing the whole tensor, each "
+                "costing the host a dispatch. With hundreds of parameter tensors that is thousands of small "
+                "launches per step, and the GPU waits between them. A foreach optimizer launches one kernel "
+                "per op for a list of tensors; a fused one does the whole update in one pass per chunk, "
+                "reading the parameter, gradient and moments once."
+            ),
         )

@@ -57,6 +57,7 @@ work measured 1.20× (87.96 → 73.58 ms, unprofiled); the host-paced pair (ddp_
 extra matmuls) estimated 1.09× and measured 1.43× (26.5 → 18.5 ms), because the extra launches
 slowed its host beyond their count.
 """
+
 from __future__ import annotations
 
 import re
@@ -81,18 +82,33 @@ class Straggler(Rule):
     }
     needs = ("gpu", "ranks")
     thresholds = (
-        Threshold("min_work_skew", 0.10, "fraction", "fire when one rank's GPU work exceeds the others' median by this"),
-        Threshold("min_launch_skew", 0.05, "fraction",
-                  "or its kernel launches per step exceed the others' median by this"),
+        Threshold(
+            "min_work_skew", 0.10, "fraction", "fire when one rank's GPU work exceeds the others' median by this"
+        ),
+        Threshold(
+            "min_launch_skew", 0.05, "fraction", "or its kernel launches per step exceed the others' median by this"
+        ),
         Threshold("min_cost_share", 0.05, "fraction", "and the extra work costs at least this share of the step"),
         Threshold("high_cost_share", 0.25, "fraction", "cost share at which severity is high"),
         Threshold("medium_cost_share", 0.10, "fraction", "cost share at which severity is medium (below: low)"),
-        Threshold("host_paced_share", 0.20, "fraction",
-                  "extra launches cost time when the GPU waits for the host at least this share of the step"),
-        Threshold("min_host_share", 0.15, "fraction",
-                  "a late rank's extra silent host time counts as its cause from this share of the profiled step"),
-        Threshold("min_late_steps", 0.67, "fraction",
-                  "on arrivals, the late rank must be last in at least this share of the steps"),
+        Threshold(
+            "host_paced_share",
+            0.20,
+            "fraction",
+            "extra launches cost time when the GPU waits for the host at least this share of the step",
+        ),
+        Threshold(
+            "min_host_share",
+            0.15,
+            "fraction",
+            "a late rank's extra silent host time counts as its cause from this share of the profiled step",
+        ),
+        Threshold(
+            "min_late_steps",
+            0.67,
+            "fraction",
+            "on arrivals, the late rank must be last in at least this share of the steps",
+        ),
     )
 
     def check(self, ctx, t):
@@ -127,28 +143,56 @@ class Straggler(Rule):
         cost = max(extra_work, extra_kernels * pace)
         share = cost / step
         fired = work_skew >= t["min_work_skew"] or (slow is by_kernels and kernel_skew >= t["min_launch_skew"])
-        detail = (f"most work on rank {slow.rank}: GPU work {ranks.work_of(slow):,.0f} µs per step ({work_skew:+.1%} "
-                  f"against the others' median), {slow.kernels_per_step or 0:,.0f} kernels launched per step "
-                  f"({extra_kernels:+,.0f}); the extra costs {cost:,.0f} µs ({share:.1%} of the step)")
+        detail = (
+            f"most work on rank {slow.rank}: GPU work {ranks.work_of(slow):,.0f} µs per step ({work_skew:+.1%} "
+            f"against the others' median), {slow.kernels_per_step or 0:,.0f} kernels launched per step "
+            f"({extra_kernels:+,.0f}); the extra costs {cost:,.0f} µs ({share:.1%} of the step)"
+        )
         if not fired or share < t["min_cost_share"]:
             return Quiet(detail)
         new_step = max(step - cost, 1e-9)
         evidence = [
-            Evidence(f"rank {slow.rank}: GPU work above the other ranks' median", round(work_skew * 100, 1), ">=",
-                     t["min_work_skew"] * 100, "%"),
-            Evidence(f"rank {slow.rank}: kernels launched per step above the other ranks' median",
-                     round(kernel_skew * 100 if slow is by_kernels else 0.0, 1), ">=", t["min_launch_skew"] * 100, "%"),
-            Evidence("cost of the extra work per step (GPU time, or launches at the step's pace)",
-                     round(share * 100, 1), ">=", t["min_cost_share"] * 100, "%"),
+            Evidence(
+                f"rank {slow.rank}: GPU work above the other ranks' median",
+                round(work_skew * 100, 1),
+                ">=",
+                t["min_work_skew"] * 100,
+                "%",
+            ),
+            Evidence(
+                f"rank {slow.rank}: kernels launched per step above the other ranks' median",
+                round(kernel_skew * 100 if slow is by_kernels else 0.0, 1),
+                ">=",
+                t["min_launch_skew"] * 100,
+                "%",
+            ),
+            Evidence(
+                "cost of the extra work per step (GPU time, or launches at the step's pace)",
+                round(share * 100, 1),
+                ">=",
+                t["min_cost_share"] * 100,
+                "%",
+            ),
         ]
         for p in ranks.profiles:
-            evidence.append(Evidence(f"rank {p.rank}: GPU work / kernels / wait in collectives per step",
-                                     round(ranks.work_of(p), 1), unit=f"µs work, {p.kernels_per_step or 0:,.0f} kernels, "
-                                     f"{ranks.wait_us(p.rank):,.0f} µs wait"))
+            evidence.append(
+                Evidence(
+                    f"rank {p.rank}: GPU work / kernels / wait in collectives per step",
+                    round(ranks.work_of(p), 1),
+                    unit=f"µs work, {p.kernels_per_step or 0:,.0f} kernels, {ranks.wait_us(p.rank):,.0f} µs wait",
+                )
+            )
         note = "" if ranks.arrival else self._arrival_note(ranks, slow)  # else check() adds the arrivals
-        offenders = [{"offender": f"rank {slow.rank}", "rank": slow.rank, "work_us_per_step": round(ranks.work_of(slow), 1),
-                      "others_median_work_us": round(work_median, 1), "skew_pct": round(work_skew * 100, 1),
-                      "extra_kernels_per_step": round(extra_kernels, 1)}]
+        offenders = [
+            {
+                "offender": f"rank {slow.rank}",
+                "rank": slow.rank,
+                "work_us_per_step": round(ranks.work_of(slow), 1),
+                "others_median_work_us": round(work_median, 1),
+                "skew_pct": round(work_skew * 100, 1),
+                "extra_kernels_per_step": round(extra_kernels, 1),
+            }
+        ]
         offenders += [{**row, "rank": slow.rank} for row in ranks.slow_ops(slow.rank)]
         return Finding(
             rule=self.id,
@@ -159,15 +203,19 @@ class Straggler(Rule):
             fixes=[fix("balance-ranks")],
             est_speedup=round(step / new_step, 2),
             recoverable_us=round(step - new_step, 1),
-            basis=(f"basis: work; new step = {step:,.0f} µs (median over ranks, {_step_basis(ranks)}) − "
-                   f"{cost:,.0f} µs, the larger of rank {slow.rank}'s "
-                   f"extra GPU work ({extra_work:,.0f} µs) and its {extra_kernels:,.0f} extra launches at "
-                   f"{pace:,.1f} µs each = {new_step:,.0f} µs{note}"),
-            why=("Data-parallel ranks meet at every collective: an all-reduce cannot finish on any rank before "
-                 "the last one has contributed its gradients. When one rank has more work (a larger shard, "
-                 "longer sequences, rank-0-only logging or evaluation, a slower or throttled GPU), every other "
-                 "rank idles inside the collective until it arrives, so the whole job runs at the slowest "
-                 "rank's pace."),
+            basis=(
+                f"basis: work; new step = {step:,.0f} µs (median over ranks, {_step_basis(ranks)}) − "
+                f"{cost:,.0f} µs, the larger of rank {slow.rank}'s "
+                f"extra GPU work ({extra_work:,.0f} µs) and its {extra_kernels:,.0f} extra launches at "
+                f"{pace:,.1f} µs each = {new_step:,.0f} µs{note}"
+            ),
+            why=(
+                "Data-parallel ranks meet at every collective: an all-reduce cannot finish on any rank before "
+                "the last one has contributed its gradients. When one rank has more work (a larger shard, "
+                "longer sequences, rank-0-only logging or evaluation, a slower or throttled GPU), every other "
+                "rank idles inside the collective until it arrives, so the whole job runs at the slowest "
+                "rank's pace."
+            ),
             ranks=[slow.rank],
         )
 
@@ -195,13 +243,17 @@ class Straggler(Rule):
         share = cost / step
         others = [r for r in arr.ranks if r != late]
         waits = ", ".join(f"rank {r} {arr.wait_us[r]:,.0f} µs" for r in arr.ranks)
-        said = (f"arrivals: rank {late} arrived last at {arr.last_share[late]:.0%} of the collectives, "
-                f"{lateness:,.0f} µs per step after the next-latest rank (wait per step: {waits}); "
-                f"its extra GPU work {gpu_extra:,.0f} µs ({gpu_skew:+.1%}), its extra silent host time before "
-                f"them {host_extra:,.0f} µs ({host_extra / profiled:.1%} of the profiled step)")
+        said = (
+            f"arrivals: rank {late} arrived last at {arr.last_share[late]:.0%} of the collectives, "
+            f"{lateness:,.0f} µs per step after the next-latest rank (wait per step: {waits}); "
+            f"its extra GPU work {gpu_extra:,.0f} µs ({gpu_skew:+.1%}), its extra silent host time before "
+            f"them {host_extra:,.0f} µs ({host_extra / profiled:.1%} of the profiled step)"
+        )
         if not gpu_counts and not host_counts:
-            return (said + ": neither explains it (under the profiler the ranks' hosts issue the same calls at "
-                    "different paces, and arrivals follow them)")
+            return (
+                said + ": neither explains it (under the profiler the ranks' hosts issue the same calls at "
+                "different paces, and arrivals follow them)"
+            )
         if arr.late_steps.get(late, 0.0) < t["min_late_steps"] or share < t["min_cost_share"]:
             return said + f": last in {arr.late_steps.get(late, 0.0):.0%} of the steps, costing {share:.1%} of the step"
         causes = []
@@ -210,32 +262,75 @@ class Straggler(Rule):
         names = _host_causes(ranks, late) if host_counts else []
         if host_counts:
             named = ", ".join(f"{n} {u:,.0f} µs" for n, u in names[:3]) or "nothing recorded names it"
-            causes.append(f"host time outside CUDA calls before its collectives ({host_extra:,.0f} µs per step "
-                          f"above the other ranks': {named})")
+            causes.append(
+                f"host time outside CUDA calls before its collectives ({host_extra:,.0f} µs per step "
+                f"above the other ranks': {named})"
+            )
         kind = _cause_kind([n for n, _ in names]) if host_counts and not gpu_counts else "gpu"
         evidence = [
-            Evidence(f"rank {late}: steps in which it arrived last", round(arr.late_steps.get(late, 0.0) * 100, 1),
-                     ">=", t["min_late_steps"] * 100, "%"),
-            Evidence(f"rank {late}: cost of its late arrivals per step (what its cause explains)",
-                     round(share * 100, 1), ">=", t["min_cost_share"] * 100, "%"),
+            Evidence(
+                f"rank {late}: steps in which it arrived last",
+                round(arr.late_steps.get(late, 0.0) * 100, 1),
+                ">=",
+                t["min_late_steps"] * 100,
+                "%",
+            ),
+            Evidence(
+                f"rank {late}: cost of its late arrivals per step (what its cause explains)",
+                round(share * 100, 1),
+                ">=",
+                t["min_cost_share"] * 100,
+                "%",
+            ),
         ]
         if gpu_counts:
-            evidence.append(Evidence(f"rank {late}: GPU work above the other ranks' median", round(gpu_skew * 100, 1),
-                                     ">=", t["min_work_skew"] * 100, "%"))
+            evidence.append(
+                Evidence(
+                    f"rank {late}: GPU work above the other ranks' median",
+                    round(gpu_skew * 100, 1),
+                    ">=",
+                    t["min_work_skew"] * 100,
+                    "%",
+                )
+            )
         if host_counts:
-            evidence.append(Evidence(f"rank {late}: extra silent host time before its late collectives (share of "
-                                     "the profiled step)", round(host_extra / profiled * 100, 1), ">=",
-                                     t["min_host_share"] * 100, "%"))
-        evidence.append(Evidence("clocks aligned by the collectives' kernel end times: ends agree within (p90)",
-                                 arr.end_spread_us, unit=f"µs over {arr.matched} matched collectives"))
+            evidence.append(
+                Evidence(
+                    f"rank {late}: extra silent host time before its late collectives (share of the profiled step)",
+                    round(host_extra / profiled * 100, 1),
+                    ">=",
+                    t["min_host_share"] * 100,
+                    "%",
+                )
+            )
+        evidence.append(
+            Evidence(
+                "clocks aligned by the collectives' kernel end times: ends agree within (p90)",
+                arr.end_spread_us,
+                unit=f"µs over {arr.matched} matched collectives",
+            )
+        )
         for r in arr.ranks:
-            evidence.append(Evidence(f"rank {r}: wait in collectives / last arrivals / lateness per step",
-                                     round(arr.wait_us[r], 1), unit=f"µs wait, last at {arr.last_share[r]:.0%}, "
-                                     f"{arr.lateness_us[r]:,.0f} µs late, GPU work {ranks.work_of(ranks.profile(r)):,.0f} µs"))
-        offenders = [{"offender": f"rank {late}", "rank": late, "lateness_us_per_step": round(lateness, 1),
-                      "last_share": arr.last_share[late], "cause": kind,
-                      "wait_us_per_step": {str(r): arr.wait_us[r] for r in arr.ranks},
-                      "extra_gpu_work_us": round(gpu_extra, 1), "extra_host_us": round(host_extra, 1)}]
+            evidence.append(
+                Evidence(
+                    f"rank {r}: wait in collectives / last arrivals / lateness per step",
+                    round(arr.wait_us[r], 1),
+                    unit=f"µs wait, last at {arr.last_share[r]:.0%}, "
+                    f"{arr.lateness_us[r]:,.0f} µs late, GPU work {ranks.work_of(ranks.profile(r)):,.0f} µs",
+                )
+            )
+        offenders = [
+            {
+                "offender": f"rank {late}",
+                "rank": late,
+                "lateness_us_per_step": round(lateness, 1),
+                "last_share": arr.last_share[late],
+                "cause": kind,
+                "wait_us_per_step": {str(r): arr.wait_us[r] for r in arr.ranks},
+                "extra_gpu_work_us": round(gpu_extra, 1),
+                "extra_host_us": round(host_extra, 1),
+            }
+        ]
         offenders += [{"host_range": n, "rank": late, "extra_us_per_step": round(u, 1)} for n, u in names[:5]]
         if gpu_counts:
             offenders += [{**row, "rank": late} for row in ranks.slow_ops(late)]
@@ -249,15 +344,19 @@ class Straggler(Rule):
             fixes=[fix("balance-ranks", how=FIX_HOW[kind].format(rank=late))],
             est_speedup=round(step / new_step, 2),
             recoverable_us=round(step - new_step, 1),
-            basis=(f"basis: arrivals ({arr.basis}); cause: {'; '.join(causes)}; new step = {step:,.0f} µs "
-                   f"(median over ranks, {_step_basis(ranks)}) − {cost:,.0f} µs (what the cause explains of rank "
-                   f"{late}'s {lateness:,.0f} µs lateness per step) = {new_step:,.0f} µs; ranks "
-                   f"{', '.join(map(str, others))} wait for it"),
-            why=("Data-parallel ranks meet at every collective: an all-reduce cannot finish on any rank before "
-                 "the last one has joined it. When one rank arrives late (more GPU work from a larger shard or "
-                 "longer sequences, or a host busy loading data, logging or checkpointing), every other rank "
-                 "idles inside the collective until it arrives, so the whole job runs at the slowest "
-                 "rank's pace."),
+            basis=(
+                f"basis: arrivals ({arr.basis}); cause: {'; '.join(causes)}; new step = {step:,.0f} µs "
+                f"(median over ranks, {_step_basis(ranks)}) − {cost:,.0f} µs (what the cause explains of rank "
+                f"{late}'s {lateness:,.0f} µs lateness per step) = {new_step:,.0f} µs; ranks "
+                f"{', '.join(map(str, others))} wait for it"
+            ),
+            why=(
+                "Data-parallel ranks meet at every collective: an all-reduce cannot finish on any rank before "
+                "the last one has joined it. When one rank arrives late (more GPU work from a larger shard or "
+                "longer sequences, or a host busy loading data, logging or checkpointing), every other rank "
+                "idles inside the collective until it arrives, so the whole job runs at the slowest "
+                "rank's pace."
+            ),
             ranks=[late],
         )
 
@@ -270,26 +369,37 @@ class Straggler(Rule):
         last = max(arrivals, key=arrivals.get)
         if last == slow.rank:
             return f"; in the trace the others waited for rank {slow.rank} at {arrivals[last]:.0%} of the collectives"
-        return (f"; in the trace rank {last} arrived last at {arrivals[last]:.0%} of the collectives: under the "
-                f"profiler the ranks' hosts set the pace, so the waits follow the hosts, while the work measured "
-                f"here does not depend on them")
+        return (
+            f"; in the trace rank {last} arrived last at {arrivals[last]:.0%} of the collectives: under the "
+            f"profiler the ranks' hosts set the pace, so the waits follow the hosts, while the work measured "
+            f"here does not depend on them"
+        )
 
 
-INPUT_PIPELINE = re.compile(r"DataLoader|__next__|collate|dataset|fetch|prefetch|_next_data|load_batch|read",
-                            re.IGNORECASE)
+INPUT_PIPELINE = re.compile(
+    r"DataLoader|__next__|collate|dataset|fetch|prefetch|_next_data|load_batch|read", re.IGNORECASE
+)
 LOGGING = re.compile(r"log|print|checkpoint|save|wandb|tensorboard|summary|flush|write|metric", re.IGNORECASE)
 FIX_HOW = {
-    "input": ("Rank {rank} waits for its input pipeline before its collectives: give its DataLoader more "
-              "workers (num_workers), pin_memory=True and prefetch_factor, or move preprocessing into the "
-              "workers, so that its batches are ready when its step starts; the other ranks wait for it."),
-    "logging": ("Rank {rank} logs or checkpoints inside the step: move it off the step (every N steps, "
-                "after the optimizer step) or make it asynchronous (a background thread, torch.distributed."
-                "checkpoint's async_save), or spread it over the ranks; the other ranks wait for it."),
-    "host": ("Rank {rank}'s host spends time outside CUDA calls before its collectives that the other ranks "
-             "do not: find it in the host ranges named here and move it out of the step or off that rank."),
-    "gpu": ("Rank {rank} has more GPU work each step: give every rank the same work (equal shards, "
-            "a DistributedSampler with drop_last, batches bucketed by length for variable-length data, "
-            "no rank-only work inside the step); every collective waits for the slowest rank."),
+    "input": (
+        "Rank {rank} waits for its input pipeline before its collectives: give its DataLoader more "
+        "workers (num_workers), pin_memory=True and prefetch_factor, or move preprocessing into the "
+        "workers, so that its batches are ready when its step starts; the other ranks wait for it."
+    ),
+    "logging": (
+        "Rank {rank} logs or checkpoints inside the step: move it off the step (every N steps, "
+        "after the optimizer step) or make it asynchronous (a background thread, torch.distributed."
+        "checkpoint's async_save), or spread it over the ranks; the other ranks wait for it."
+    ),
+    "host": (
+        "Rank {rank}'s host spends time outside CUDA calls before its collectives that the other ranks "
+        "do not: find it in the host ranges named here and move it out of the step or off that rank."
+    ),
+    "gpu": (
+        "Rank {rank} has more GPU work each step: give every rank the same work (equal shards, "
+        "a DistributedSampler with drop_last, batches bucketed by length for variable-length data, "
+        "no rank-only work inside the step); every collective waits for the slowest rank."
+    ),
 }
 
 

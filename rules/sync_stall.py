@@ -26,6 +26,7 @@ idle). It is an upper bound when the host is also slow to launch (the queue it t
 shallow), and a lower bound when the syncs also stop the host from running ahead of long
 kernels. Host-side time is rescaled to the unprofiled step time when it was measured.
 """
+
 from __future__ import annotations
 
 from diagnose.engine import Quiet, Rule, Threshold
@@ -63,8 +64,10 @@ class SyncStall(Rule):
         idle = budget.host_after_sync_us
         share = budget.share(idle)
         if per_step < t["min_syncs_per_step"] or share < t["min_idle_share"]:
-            return Quiet(f"{per_step:.1f} syncs per step; GPU idle after syncs {share:.0%} of the step "
-                         f"(fires at ≥ {t['min_syncs_per_step']:g} and ≥ {t['min_idle_share']:.0%})")
+            return Quiet(
+                f"{per_step:.1f} syncs per step; GPU idle after syncs {share:.0%} of the step "
+                f"(fires at ≥ {t['min_syncs_per_step']:g} and ≥ {t['min_idle_share']:.0%})"
+            )
         by_op = syncs.groupby("op_name").size().sort_values(ascending=False)
         evidence = [
             Evidence("GPU idle after syncs", round(share * 100, 1), ">=", t["min_idle_share"] * 100, "%"),
@@ -77,17 +80,24 @@ class SyncStall(Rule):
             severity=_severity(share, t),
             title=self.title,
             evidence=evidence,
-            offenders=[{"op": op, "syncs_per_step": round(count / n, 1),
-                        "call": syncs.loc[syncs["op_name"] == op, "name"].mode().iat[0]}
-                       for op, count in by_op.head(8).items()],
+            offenders=[
+                {
+                    "op": op,
+                    "syncs_per_step": round(count / n, 1),
+                    "call": syncs.loc[syncs["op_name"] == op, "name"].mode().iat[0],
+                }
+                for op, count in by_op.head(8).items()
+            ],
             fixes=[fix("remove-sync", code=_code(by_op.index[0] if len(by_op) else ""))],
             est_speedup=round(budget.step_us / new_step, 2),
             recoverable_us=round(idle, 1),
             basis=f"new step = {budget.step_us:,.0f} − {idle:,.0f} µs idle after syncs; {budget.basis}",
-            why=("The host normally runs ahead of the GPU, queueing kernels while earlier ones run. A sync "
-                 "makes the host wait until that queue is empty, so after it returns the GPU has nothing "
-                 "to do until the host dispatches again. Values read back every step (a loss, a norm, a "
-                 "count) can stay on the GPU and be read once every N steps."),
+            why=(
+                "The host normally runs ahead of the GPU, queueing kernels while earlier ones run. A sync "
+                "makes the host wait until that queue is empty, so after it returns the GPU has nothing "
+                "to do until the host dispatches again. Values read back every step (a loss, a norm, a "
+                "count) can stay on the GPU and be read once every N steps."
+            ),
         )
 
 
@@ -97,9 +107,11 @@ def _severity(share: float, t) -> str:
 
 
 def _code(op: str) -> str:
-    return ("torch.cuda.set_sync_debug_mode(\"warn\")   # reports every sync with a stack trace\n\n"
-            f"# instead of a sync per value ({op or '.item()'}):\n"
-            "stats.append(x.detach().norm())        # stays on the GPU\n"
-            "if step % 100 == 0:\n"
-            "    log(torch.stack(stats).tolist())   # one sync per 100 steps\n"
-            "    stats.clear()")
+    return (
+        'torch.cuda.set_sync_debug_mode("warn")   # reports every sync with a stack trace\n\n'
+        f"# instead of a sync per value ({op or '.item()'}):\n"
+        "stats.append(x.detach().norm())        # stays on the GPU\n"
+        "if step % 100 == 0:\n"
+        "    log(torch.stack(stats).tolist())   # one sync per 100 steps\n"
+        "    stats.clear()"
+    )

@@ -34,6 +34,7 @@ parameters and gradients were complete and the state was partial, so the full st
 (2 + states per parameter) ÷ 2 × allocated (2× for Adam's two states) plus activations: GPUs
 needed between ⌈low ÷ usable⌉ and ⌈high ÷ usable⌉.
 """
+
 from __future__ import annotations
 
 import math
@@ -47,7 +48,7 @@ from diagnose.memory.details import breakdown
 from diagnose.memory.units import gb, in_gb, in_size
 
 _REQUEST = re.compile(r"Tried to allocate ([\d.]+) (B|KiB|MiB|GiB|TiB)")
-_UNITS = {"B": 1, "KiB": 2 ** 10, "MiB": 2 ** 20, "GiB": 2 ** 30, "TiB": 2 ** 40}
+_UNITS = {"B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40}
 _OPTIMIZER_FILE = re.compile(r"torch/optim/(\w+)\.py")
 
 
@@ -66,10 +67,15 @@ class VramLimit(Rule):
     needs = ("memory",)
     thresholds = (
         Threshold("max_peak_share", 0.90, "fraction", "fire when the reserved peak reaches this share of the limit"),
-        Threshold("single_request_share", 0.25, "fraction",
-                  "an OOM whose one request is at least this share of the limit is one huge tensor, not weights"),
-        Threshold("usable_share", 0.90, "fraction", "share of each GPU's memory counted usable when sizing GPUs",
-                  minimum=0.01),
+        Threshold(
+            "single_request_share",
+            0.25,
+            "fraction",
+            "an OOM whose one request is at least this share of the limit is one huge tensor, not weights",
+        ),
+        Threshold(
+            "usable_share", 0.90, "fraction", "share of each GPU's memory counted usable when sizing GPUs", minimum=0.01
+        ),
     )
 
     def check(self, ctx, t):
@@ -83,35 +89,62 @@ class VramLimit(Rule):
         share = peak / limit
         requested = _requested(record)
         if record.out_of_memory and requested >= t["single_request_share"] * limit:
-            return Quiet(f"the OOM came from one request of {gb(requested)} ({requested / limit:.0%} of "
-                         f"{gb(limit)}): one huge tensor, not weights and optimizer state (see attention-memory)")
+            return Quiet(
+                f"the OOM came from one request of {gb(requested)} ({requested / limit:.0%} of "
+                f"{gb(limit)}): one huge tensor, not weights and optimizer state (see attention-memory)"
+            )
         if not record.out_of_memory and share < t["max_peak_share"]:
-            return Quiet(f"reserved peak {gb(peak)} = {share:.0%} of {gb(limit)} < {t['max_peak_share']:.0%}"
-                         + _parts_text(bd))
+            return Quiet(
+                f"reserved peak {gb(peak)} = {share:.0%} of {gb(limit)} < {t['max_peak_share']:.0%}" + _parts_text(bd)
+            )
         traceback = record.error.get("traceback") or ""
         training = bd.get("kind") == "training" or any(k in traceback for k in ("backward", "torch/optim", "autograd"))
         usable = t["usable_share"] * limit
-        evidence = [Evidence("memory limit", in_gb(limit), unit="GB"),
-                    Evidence("reserved peak ÷ limit", round(share * 100, 1),
-                             ">=" if share >= t["max_peak_share"] else "<", t["max_peak_share"] * 100, "%")]
+        evidence = [
+            Evidence("memory limit", in_gb(limit), unit="GB"),
+            Evidence(
+                "reserved peak ÷ limit",
+                round(share * 100, 1),
+                ">=" if share >= t["max_peak_share"] else "<",
+                t["max_peak_share"] * 100,
+                "%",
+            ),
+        ]
         if record.out_of_memory:
             evidence += _oom_evidence(record, requested, traceback)
-        sizing = (_sizing_from_parts(bd, usable) if bd.get("parts") else
-                  _sizing_from_snapshot(record, requested, traceback, usable))
+        sizing = (
+            _sizing_from_parts(bd, usable)
+            if bd.get("parts")
+            else _sizing_from_snapshot(record, requested, traceback, usable)
+        )
         evidence += sizing["evidence"]
-        fixes = ([fix("fsdp2", code=_fsdp_code()), fix("activation-checkpointing", code=_checkpoint_code()),
-                  fix("tensor-parallel")] if training else [fix("tensor-parallel"), fix("gguf-mmap")])
+        fixes = (
+            [
+                fix("fsdp2", code=_fsdp_code()),
+                fix("activation-checkpointing", code=_checkpoint_code()),
+                fix("tensor-parallel"),
+            ]
+            if training
+            else [fix("tensor-parallel"), fix("gguf-mmap")]
+        )
         return Finding(
-            rule=self.id, severity="high" if record.out_of_memory else "medium",
-            title=(f"{'Training' if training else 'The model'} does not fit in {gb(limit)}: "
-                   f"{sizing['gpus']} GPU{'' if sizing['gpus'] == '1' else 's'} of this size needed"),
-            evidence=evidence, fixes=fixes, offenders=_offenders(bd),
+            rule=self.id,
+            severity="high" if record.out_of_memory else "medium",
+            title=(
+                f"{'Training' if training else 'The model'} does not fit in {gb(limit)}: "
+                f"{sizing['gpus']} GPU{'' if sizing['gpus'] == '1' else 's'} of this size needed"
+            ),
+            evidence=evidence,
+            fixes=fixes,
+            offenders=_offenders(bd),
             basis=f"limit: {limit_source}; {sizing['basis']}",
-            why=("Training keeps, per parameter, the weight, its gradient and the optimizer's state (two more "
-                 "tensors for Adam): 16 bytes per fp32 parameter before any activation. When that exceeds one "
-                 "GPU, sharding splits it: FSDP2 gives each of N GPUs 1/N of the parameters, gradients and "
-                 "state and gathers each layer's weights just in time. Activations are not sharded; activation "
-                 "checkpointing trades their memory for recomputation."),
+            why=(
+                "Training keeps, per parameter, the weight, its gradient and the optimizer's state (two more "
+                "tensors for Adam): 16 bytes per fp32 parameter before any activation. When that exceeds one "
+                "GPU, sharding splits it: FSDP2 gives each of N GPUs 1/N of the parameters, gradients and "
+                "state and gathers each layer's weights just in time. Activations are not sharded; activation "
+                "checkpointing trades their memory for recomputation."
+            ),
         )
 
 
@@ -135,8 +168,10 @@ def _phase(traceback: str) -> str:
 def _oom_evidence(record, requested: float, traceback: str) -> list[Evidence]:
     snap = record.snapshot or {}
     allocated = snap.get("allocated_bytes") or record.peak_allocated
-    ev = [Evidence("out of memory in", _phase(traceback)),
-          Evidence("allocated at the OOM", in_gb(allocated), unit="GB")]
+    ev = [
+        Evidence("out of memory in", _phase(traceback)),
+        Evidence("allocated at the OOM", in_gb(allocated), unit="GB"),
+    ]
     if requested:
         ev.append(Evidence("failed request", round(requested / 1e6, 1), unit="MB"))
     if snap.get("live_blocks"):
@@ -153,9 +188,11 @@ def _sizing_from_parts(bd: dict, usable: float) -> dict:
     room = usable - rest
     gpus = math.ceil(sharded / room) if room > 0 else None
     gpus_text = str(gpus) if gpus else "no number of"
-    basis = (f"parts from the ops ({bd.get('basis', '')}); FSDP2: ⌈{gb(sharded)} sharded ÷ ({gb(usable)} usable − "
-             f"{gb(rest)} activations)⌉ = {gpus_text} GPUs" +
-             ("" if gpus else "; the activations alone exceed one GPU: checkpoint them first"))
+    basis = (
+        f"parts from the ops ({bd.get('basis', '')}); FSDP2: ⌈{gb(sharded)} sharded ÷ ({gb(usable)} usable − "
+        f"{gb(rest)} activations)⌉ = {gpus_text} GPUs"
+        + ("" if gpus else "; the activations alone exceed one GPU: checkpoint them first")
+    )
     return {"evidence": evidence, "gpus": gpus_text, "basis": basis}
 
 
@@ -171,14 +208,21 @@ def _sizing_from_snapshot(record, requested: float, traceback: str, usable: floa
     n_high = max(math.ceil(high / usable), n_low) if high else None
     gpus = f"{n_low}–{n_high}" if n_high and n_high > n_low else f"at least {n_low}"
     evidence = [Evidence("needed (allocated + failed request), at least", in_gb(low), unit="GB")]
-    basis = (f"parts unknown: the workload died before the profiler recorded ops; the OOM snapshot holds "
-             f"{gb(allocated)} in {snap.get('live_blocks', '?')} live blocks, the failed request {gb(requested)}")
+    basis = (
+        f"parts unknown: the workload died before the profiler recorded ops; the OOM snapshot holds "
+        f"{gb(allocated)} in {snap.get('live_blocks', '?')} live blocks, the failed request {gb(requested)}"
+    )
     if high and states:
-        evidence.append(Evidence(f"needed with the full optimizer state ({optimizer}.py), at most, + activations",
-                                 in_gb(high), unit="GB"))
-        basis += (f"; the optimizer was creating its state ({states} tensor{'s' if states > 1 else ''} per "
-                  f"parameter), so parameters and gradients (2P) were complete and 2P ≤ {gb(allocated)} < "
-                  f"(2 + {states})P: the full state needs ≤ {gb(high)} plus activations")
+        evidence.append(
+            Evidence(
+                f"needed with the full optimizer state ({optimizer}.py), at most, + activations", in_gb(high), unit="GB"
+            )
+        )
+        basis += (
+            f"; the optimizer was creating its state ({states} tensor{'s' if states > 1 else ''} per "
+            f"parameter), so parameters and gradients (2P) were complete and 2P ≤ {gb(allocated)} < "
+            f"(2 + {states})P: the full state needs ≤ {gb(high)} plus activations"
+        )
     basis += f"; FSDP2 over GPUs of {gb(usable)} usable: {gpus}"
     return {"evidence": evidence, "gpus": gpus, "basis": basis}
 
@@ -198,8 +242,10 @@ def _parts_text(bd: dict) -> str:
 
 def _offenders(bd: dict) -> list[dict]:
     out = [{"part": p["part"], "bytes": p["bytes"], "how": p["how"]} for p in bd.get("parts") or []]
-    out += [{"live_block_by": a["where"], "bytes_live": a["bytes"], "blocks": a["count"],
-             "largest_bytes": a["largest"]} for a in (bd.get("top_live") or [])[:3]]
+    out += [
+        {"live_block_by": a["where"], "bytes_live": a["bytes"], "blocks": a["count"], "largest_bytes": a["largest"]}
+        for a in (bd.get("top_live") or [])[:3]
+    ]
     return out
 
 

@@ -4,6 +4,7 @@ Run as `python -m diagnose.capture.child SPEC.json`. This is the only module of 
 imports torch. Whatever happens to the workload (exception, OOM, sys.exit), the trace recorded
 so far and a meta.json saying what happened are written before the process ends.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -209,8 +210,9 @@ class CaptureSession:
         factory = load_function(spec.path, spec.function)
         step = factory(**spec.params)
         if not callable(step):
-            raise TypeError(f"{spec.function}(**params) must return a zero-argument callable, "
-                            f"got {type(step).__name__}")
+            raise TypeError(
+                f"{spec.function}(**params) must return a zero-argument callable, got {type(step).__name__}"
+            )
         self.meta["steps"]["how"] = f"each call of the callable returned by {spec.function}()"
         self.compile_phase("warmup")
         for i in range(spec.warmup):
@@ -225,8 +227,7 @@ class CaptureSession:
             step()
             self.sync()
             times.append(time.perf_counter() - t0)
-        self.record_timing(times, f"{spec.timed_steps} steps without the profiler, "
-                                  "synchronised after each step")
+        self.record_timing(times, f"{spec.timed_steps} steps without the profiler, synchronised after each step")
         self.start_profiler()
         with self.step_range("diagnose/warmup 0"):  # absorbs the profiler's own start-up cost
             step()
@@ -293,8 +294,12 @@ class CaptureSession:
                 status = 3
         except BaseException as exc:  # the workload's failure is data, not a crash of diagnose
             kind = "oom" if is_out_of_memory(torch, exc) else "failed"
-            self.fail(kind, type(exc).__name__, str(exc).strip().splitlines()[0] if str(exc).strip() else "",
-                      traceback.format_exc(limit=-8))
+            self.fail(
+                kind,
+                type(exc).__name__,
+                str(exc).strip().splitlines()[0] if str(exc).strip() else "",
+                traceback.format_exc(limit=-8),
+            )
             status = 3
         finally:
             self.stop_profiler()
@@ -359,10 +364,12 @@ class CaptureSession:
             self.meta["status"] = "ok"
             self.meta.setdefault("warnings", []).append(
                 "the workload ended its own process with os._exit(0) after its profiled steps: what was captured "
-                "until then is kept")
+                "until then is kept"
+            )
         else:
-            self.fail("failed", "os._exit", f"the workload ended its own process with os._exit({code}) "
-                                            f"{self.progress_note()}")
+            self.fail(
+                "failed", "os._exit", f"the workload ended its own process with os._exit({code}) {self.progress_note()}"
+            )
         self.stop_profiler()
         self.meta["memory"] = memory_summary(self.torch)
         self.write_meta()
@@ -387,8 +394,7 @@ class CaptureSession:
 def is_out_of_memory(torch, exc: BaseException) -> bool:
     """True for CUDA (or host) out-of-memory errors."""
     oom_type = getattr(torch.cuda, "OutOfMemoryError", ())
-    return isinstance(exc, (MemoryError,) + ((oom_type,) if oom_type else ())) or \
-        "out of memory" in str(exc).lower()
+    return isinstance(exc, (MemoryError,) + ((oom_type,) if oom_type else ())) or "out of memory" in str(exc).lower()
 
 
 def memory_summary(torch) -> dict | None:

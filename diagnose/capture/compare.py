@@ -19,6 +19,7 @@ normwise error 0.29 %, 0.74 of bf16's unit roundoff, measured on a CPU; on the H
 bf16 tolerance alone rejected it). Within, the verdict is "within precision" with the largest
 relative error ("within bf16 rounding: max relative error 0.29 %"); beyond, "changes results".
 """
+
 from __future__ import annotations
 
 # dtype name -> (rtol, atol); anything not listed (integers, bool) must match exactly
@@ -39,7 +40,7 @@ PRECISION_TOLERANCES = {
 }
 # precision -> the largest normwise relative error within its rounding: 4 units of roundoff
 # (bf16 keeps 8 significant bits, TF32 and fp16 11).
-PRECISION_RELATIVE = {"tf32": 4 * 2.0 ** -11, "float16": 4 * 2.0 ** -11, "bfloat16": 4 * 2.0 ** -8}
+PRECISION_RELATIVE = {"tf32": 4 * 2.0**-11, "float16": 4 * 2.0**-11, "bfloat16": 4 * 2.0**-8}
 LABELS = {"tf32": "TF32", "float16": "fp16", "bfloat16": "bf16"}
 FINER = {"float32", "float64"}  # dtypes that a reduced-precision fix computes below
 
@@ -65,8 +66,11 @@ def compare(torch, expected: dict, actual: dict, precision: str | None = None) -
     or "not compared" (nothing to compare), with the largest absolute and relative differences."""
     names = [n for n in expected if n in actual]
     if not names:
-        return {"verdict": NOT_COMPARED, "detail": "the step returns no tensor and its closure holds none",
-                "tensors": 0}
+        return {
+            "verdict": NOT_COMPARED,
+            "detail": "the step returns no tensor and its closure holds none",
+            "tensors": 0,
+        }
     loose = PRECISION_TOLERANCES.get(precision or "")
     worst, rel, failures, beyond = None, None, [], []
     for name in names:
@@ -99,16 +103,24 @@ def compare(torch, expected: dict, actual: dict, precision: str | None = None) -
             if again:
                 beyond.append(again)
     verdict = CHANGES if beyond else WITHIN if failures else MATCH
-    result = {"verdict": verdict, "tensors": len(names), "max_abs_diff": worst, "max_rel_error": rel,
-              "failures": (beyond or failures)[:5], "failed": len(beyond) if precision else len(failures),
-              "tolerances": {k: list(v) for k, v in TOLERANCES.items()}}
+    result = {
+        "verdict": verdict,
+        "tensors": len(names),
+        "max_abs_diff": worst,
+        "max_rel_error": rel,
+        "failures": (beyond or failures)[:5],
+        "failed": len(beyond) if precision else len(failures),
+        "tolerances": {k: list(v) for k, v in TOLERANCES.items()},
+    }
     if precision:
         result["precision"] = precision
         result["precision_tolerance"] = list(loose) if loose else None
         result["precision_relative"] = PRECISION_RELATIVE.get(precision)
         result["beyond_dtype"] = len(failures)
     if verdict == WITHIN:
-        result["detail"] = (f"within {LABELS.get(precision, precision)} rounding: max relative error "
-                            f"{(rel or 0.0):.2%} ({len(failures)} of {len(names)} tensors beyond the "
-                            "baseline dtype's tolerance)")
+        result["detail"] = (
+            f"within {LABELS.get(precision, precision)} rounding: max relative error "
+            f"{(rel or 0.0):.2%} ({len(failures)} of {len(names)} tensors beyond the "
+            "baseline dtype's tolerance)"
+        )
     return result

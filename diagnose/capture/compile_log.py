@@ -16,6 +16,7 @@ compile.json (schema diagnose.compile/1) into the capture folder, only when dyna
 Everything is best effort: any failure leaves no compile.json and one warning (the caller puts
 it in meta.json); a capture never breaks because of it.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -73,8 +74,11 @@ class CompileLog:
     def install(self) -> None:
         """Attach the handler to the graph-break, recompile and cudagraph artifact loggers."""
         names = set(KNOWN_LOGGERS)
-        names.update(n for n in list(logging.Logger.manager.loggerDict)
-                     if n.startswith("torch.") and n.rsplit(".__", 1)[-1] in ARTIFACTS)
+        names.update(
+            n
+            for n in list(logging.Logger.manager.loggerDict)
+            if n.startswith("torch.") and n.rsplit(".__", 1)[-1] in ARTIFACTS
+        )
         asked = os.environ.get("TORCH_LOGS", "")
         if not asked:
             # dynamo emits some artifacts (recompile reasons among them) only once they are enabled;
@@ -83,8 +87,11 @@ class CompileLog:
                 import torch._logging
 
                 torch._logging.set_logs(graph_breaks=True, recompiles=True, cudagraphs=True)
-                names.update(n for n in list(logging.Logger.manager.loggerDict)
-                             if n.startswith("torch.") and n.rsplit(".__", 1)[-1] in ARTIFACTS)
+                names.update(
+                    n
+                    for n in list(logging.Logger.manager.loggerDict)
+                    if n.startswith("torch.") and n.rsplit(".__", 1)[-1] in ARTIFACTS
+                )
         for name in sorted(names):
             logger = logging.getLogger(name)
             if logger.level == logging.NOTSET or logger.level > logging.DEBUG:
@@ -130,12 +137,21 @@ class CompileLog:
         utils = sys.modules.get("torch._dynamo.utils")
         counters = {}
         if utils is not None:
-            counters = {str(group): {str(k)[:300]: int(v) for k, v in list(values.items())[:200]}
-                        for group, values in list(utils.counters.items()) if values}
+            counters = {
+                str(group): {str(k)[:300]: int(v) for k, v in list(values.items())[:200]}
+                for group, values in list(utils.counters.items())
+                if values
+            }
         if not counters and not self.events:
             return None
-        return {"schema": SCHEMA, "events": self.events, "events_dropped": self.dropped,
-                "counters": counters, "phases": self.phases, "compile_s": round(_compile_seconds(), 6)}
+        return {
+            "schema": SCHEMA,
+            "events": self.events,
+            "events_dropped": self.dropped,
+            "counters": counters,
+            "phases": self.phases,
+            "compile_s": round(_compile_seconds(), 6),
+        }
 
     def write(self, folder: Path) -> str | None:
         """Write compile.json into `folder` when dynamo ran; its file name, else None."""
@@ -177,10 +193,11 @@ def _break_reason(text: str) -> str:
     lines = [ln.strip() for ln in text.splitlines()]
     for i, line in enumerate(lines):
         if line.startswith("Graph Break Reason:"):
-            rest = [ln for ln in lines[i + 1:] if ln and not ln.startswith(("Explanation:", "Hint:"))]
+            rest = [ln for ln in lines[i + 1 :] if ln and not ln.startswith(("Explanation:", "Hint:"))]
             head = line.removeprefix("Graph Break Reason:").strip()
-            return (rest[0] if rest and head.startswith("Encountered graph break") else head or
-                    (rest[0] if rest else ""))[:300]
+            return (
+                rest[0] if rest and head.startswith("Encountered graph break") else head or (rest[0] if rest else "")
+            )[:300]
     return (lines[1] if len(lines) > 1 else lines[0])[:300] if lines else ""
 
 

@@ -12,6 +12,7 @@ through (c10d rendezvous); without them the launch is `--standalone` on this hos
 Progress lines do not cross torchrun (it closes inherited descriptors), so a distributed capture
 shows one phase, "ranks".
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -22,7 +23,7 @@ import sys
 from pathlib import Path
 
 from diagnose.capture.guard import guarded
-from diagnose.capture.runner import (TRACE_FILE, _finalise_meta, _package_root, end_group, wait_or_kill)
+from diagnose.capture.runner import TRACE_FILE, _finalise_meta, _package_root, end_group, wait_or_kill
 from diagnose.capture.spec import CAPTURE_SCHEMA, CaptureSpec
 from diagnose.errors import UsageError
 from diagnose.safe_files import write_new
@@ -56,8 +57,7 @@ class Launch:
 
 def torchrun_command(spec_path: Path, launch: Launch, python: str | None = None) -> list[str]:
     """The command that runs diagnose's child on every rank through torchrun."""
-    return [python or sys.executable, "-m", LAUNCHER, *launch.args(), "-m", "diagnose.capture.child",
-            str(spec_path)]
+    return [python or sys.executable, "-m", LAUNCHER, *launch.args(), "-m", "diagnose.capture.child", str(spec_path)]
 
 
 def check_launch(launch: Launch) -> None:
@@ -71,8 +71,9 @@ def check_launch(launch: Launch) -> None:
         raise UsageError("--nnodes above 1 needs --rdzv-endpoint HOST:PORT (the same on every node)")
 
 
-def run_distributed(spec: CaptureSpec, launch: Launch, timeout_s: float = 900.0, python: str | None = None,
-                    on_progress=None) -> dict:
+def run_distributed(
+    spec: CaptureSpec, launch: Launch, timeout_s: float = 900.0, python: str | None = None, on_progress=None
+) -> dict:
     """Capture every rank into `spec.out_dir`/rank-K/ and return the top meta.json's contents."""
     check_launch(launch)
     out = Path(spec.out_dir)
@@ -87,8 +88,9 @@ def run_distributed(spec: CaptureSpec, launch: Launch, timeout_s: float = 900.0,
         on_progress({"phase": "ranks", "done": 0, "total": 0})
     with open(out / "workload.log", "wb") as log:
         try:
-            proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                    env=env, start_new_session=True)
+            proc = subprocess.Popen(
+                command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, start_new_session=True
+            )
         except OSError as exc:
             raise UsageError(f"--python {python or sys.executable}: cannot run it ({exc.strerror or exc})") from None
         with guarded(proc, out):
@@ -100,8 +102,9 @@ def run_distributed(spec: CaptureSpec, launch: Launch, timeout_s: float = 900.0,
     return _finalise(out, spec, launch, command, proc.returncode, timed_out, timeout_s)
 
 
-def _finalise(out: Path, spec: CaptureSpec, launch: Launch, command: list[str], returncode: int,
-              timed_out: bool, timeout_s: float) -> dict:
+def _finalise(
+    out: Path, spec: CaptureSpec, launch: Launch, command: list[str], returncode: int, timed_out: bool, timeout_s: float
+) -> dict:
     """Close every rank's meta.json (a rank that died is `crashed`) and write the one above them."""
     expected = launch.nproc_per_node if launch.nnodes in (None, "1", "1:1") else 0
     found = {int(p.name.split("-")[1]) for p in out.glob("rank-*") if p.is_dir() and p.name[5:].isdigit()}
@@ -115,25 +118,53 @@ def _finalise(out: Path, spec: CaptureSpec, launch: Launch, command: list[str], 
         if meta.get("status") == "crashed" and not meta["error"].get("traceback"):
             meta["error"]["traceback"] = _tail(out / "workload.log")
             write_new(folder / "meta.json", json.dumps(meta, indent=2, default=str).encode())
-        ranks.append({"rank": rank, "folder": folder.name, "status": meta.get("status"), "error": meta.get("error"),
-                      "trace": (folder / TRACE_FILE).exists(), "timing": meta.get("timing"), "_stamp": stamp})
+        ranks.append(
+            {
+                "rank": rank,
+                "folder": folder.name,
+                "status": meta.get("status"),
+                "error": meta.get("error"),
+                "trace": (folder / TRACE_FILE).exists(),
+                "timing": meta.get("timing"),
+                "_stamp": stamp,
+            }
+        )
     # the rank that failed first (raised, ran out of memory): the others then lose their peer and fail
     # too, or torchrun stops them (crashed); its meta.json is the one written earliest
-    raised = sorted((r for r in ranks if r["status"] not in ("ok", "crashed")),
-                    key=lambda r: (r["_stamp"] is None, r["_stamp"] or 0, r["rank"]))
+    raised = sorted(
+        (r for r in ranks if r["status"] not in ("ok", "crashed")),
+        key=lambda r: (r["_stamp"] is None, r["_stamp"] or 0, r["rank"]),
+    )
     failed = raised[0] if raised else next((r for r in ranks if r["status"] != "ok"), None)
     for r in ranks:
         r.pop("_stamp")
     if failed is None and returncode not in (0, None) and not ranks:
-        failed = {"rank": None, "status": "crashed",
-                  "error": {"type": "Crash", "message": f"torchrun exited with status {returncode} before any rank "
-                            "started", "traceback": _tail(out / "workload.log")}}
-    top = {"schema": CAPTURE_SCHEMA, "target": spec.target, "mode": spec.mode, "params": spec.params,
-           "argv": spec.argv, "status": failed["status"] if failed else "ok",
-           "error": _ranked(failed) if failed else None,
-           "distributed": {"launcher": LAUNCHER, "command": command[1:], **dataclasses.asdict(launch),
-                           "returncode": returncode},
-           "ranks": ranks, "files": {"log": "workload.log"}}
+        failed = {
+            "rank": None,
+            "status": "crashed",
+            "error": {
+                "type": "Crash",
+                "message": f"torchrun exited with status {returncode} before any rank started",
+                "traceback": _tail(out / "workload.log"),
+            },
+        }
+    top = {
+        "schema": CAPTURE_SCHEMA,
+        "target": spec.target,
+        "mode": spec.mode,
+        "params": spec.params,
+        "argv": spec.argv,
+        "status": failed["status"] if failed else "ok",
+        "error": _ranked(failed) if failed else None,
+        "distributed": {
+            "launcher": LAUNCHER,
+            "command": command[1:],
+            **dataclasses.asdict(launch),
+            "returncode": returncode,
+        },
+        "ranks": ranks,
+        "files": {"log": "workload.log"},
+    }
     write_new(out / "meta.json", json.dumps(top, indent=2, default=str).encode())
     return top
 

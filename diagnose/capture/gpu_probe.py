@@ -15,6 +15,7 @@ once per GPU and software stack.
 
     python -m diagnose.capture.gpu_probe [--refresh] [--cache-dir DIR]   # prints the record as JSON
 """
+
 from __future__ import annotations
 
 import argparse
@@ -60,16 +61,20 @@ def bandwidth(torch) -> dict:
         import triton
     except Exception as exc:  # no Triton (or a broken one): torch's own copy stands in
         us = _time_us(torch, lambda: b.copy_(a))
-        out.update(method=f"torch Tensor.copy_ (Triton unavailable: {type(exc).__name__}: {exc})",
-                   copy_tbps=2 * BUFFER_BYTES / us / 1e6)
+        out.update(
+            method=f"torch Tensor.copy_ (Triton unavailable: {type(exc).__name__}: {exc})",
+            copy_tbps=2 * BUFFER_BYTES / us / 1e6,
+        )
         out["tbps"] = out["copy_tbps"]
         return out
     copy_us = min(_time_us(torch, lambda blk=blk: triton_kernels.launch_copy(a, b, blk)) for blk in BLOCKS)
-    triad_us = min(_time_us(torch, lambda blk=blk: triton_kernels.launch_triad(a, b, c, 1.5, blk))
-                   for blk in BLOCKS)
+    triad_us = min(_time_us(torch, lambda blk=blk: triton_kernels.launch_triad(a, b, c, 1.5, blk)) for blk in BLOCKS)
     torch.testing.assert_close(a, b + 1.5 * c)  # the kernels did the work they are timed for
-    out.update(method=f"Triton {triton.__version__} copy and triad kernels, best of blocks {list(BLOCKS)}",
-               copy_tbps=2 * BUFFER_BYTES / copy_us / 1e6, triad_tbps=3 * BUFFER_BYTES / triad_us / 1e6)
+    out.update(
+        method=f"Triton {triton.__version__} copy and triad kernels, best of blocks {list(BLOCKS)}",
+        copy_tbps=2 * BUFFER_BYTES / copy_us / 1e6,
+        triad_tbps=3 * BUFFER_BYTES / triad_us / 1e6,
+    )
     out["tbps"] = max(out["copy_tbps"], out["triad_tbps"])
     return out
 
@@ -77,7 +82,7 @@ def bandwidth(torch) -> dict:
 def matmul_rates(torch) -> tuple[dict, dict]:
     """({precision: TFLOP/s}, {precision: why not measured}) for N³ products."""
     n = MATMUL_N
-    flops = 2 * n ** 3
+    flops = 2 * n**3
     rates, skipped = {}, {}
     dtypes = {"bf16": torch.bfloat16, "fp16": torch.float16, "tf32": torch.float32, "fp32": torch.float32}
     before = torch.backends.cuda.matmul.allow_tf32
@@ -104,8 +109,11 @@ def matmul_rates(torch) -> tuple[dict, dict]:
         y = torch.randn(n, n, device="cuda").to(fp8).t()  # _scaled_mm takes its second operand column-major
         one = torch.tensor(1.0, device="cuda")
         try:
-            rates["fp8"] = flops / _time_us(
-                torch, lambda: torch._scaled_mm(x, y, scale_a=one, scale_b=one, out_dtype=torch.bfloat16)) / 1e6
+            rates["fp8"] = (
+                flops
+                / _time_us(torch, lambda: torch._scaled_mm(x, y, scale_a=one, scale_b=one, out_dtype=torch.bfloat16))
+                / 1e6
+            )
         except RuntimeError as exc:
             skipped["fp8"] = f"{type(exc).__name__}: {str(exc).splitlines()[0]}"
     return rates, skipped
@@ -118,10 +126,16 @@ def device_key_fields(torch) -> dict:
         triton_version = __import__("triton").__version__
     except Exception:
         triton_version = None
-    return {"name": props.name, "uuid": str(getattr(props, "uuid", "") or ""),
-            "compute_capability": f"{props.major}.{props.minor}", "sm_count": props.multi_processor_count,
-            "total_memory_bytes": props.total_memory, "torch": torch.__version__,
-            "cuda": torch.version.cuda or torch.version.hip, "triton": triton_version}
+    return {
+        "name": props.name,
+        "uuid": str(getattr(props, "uuid", "") or ""),
+        "compute_capability": f"{props.major}.{props.minor}",
+        "sm_count": props.multi_processor_count,
+        "total_memory_bytes": props.total_memory,
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda or torch.version.hip,
+        "triton": triton_version,
+    }
 
 
 def measure(torch) -> dict:
@@ -132,12 +146,18 @@ def measure(torch) -> dict:
     torch.cuda.empty_cache()
     rates, skipped = matmul_rates(torch)
     torch.cuda.empty_cache()
-    return {"schema": measured_peaks.SCHEMA, "device": device,
-            "measured_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-            "hbm_tbps": hbm["tbps"], "bandwidth": hbm, "tflops": rates, "skipped": skipped,
-            "matmul": f"torch.matmul {MATMUL_N}³, random operands; fp8: torch._scaled_mm e4m3 → bf16",
-            "timing": f"median of {REPEATS} calls after {WARMUP} warm-ups, CUDA events",
-            "seconds": round(time.perf_counter() - started, 2)}
+    return {
+        "schema": measured_peaks.SCHEMA,
+        "device": device,
+        "measured_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "hbm_tbps": hbm["tbps"],
+        "bandwidth": hbm,
+        "tflops": rates,
+        "skipped": skipped,
+        "matmul": f"torch.matmul {MATMUL_N}³, random operands; fp8: torch._scaled_mm e4m3 → bf16",
+        "timing": f"median of {REPEATS} calls after {WARMUP} warm-ups, CUDA events",
+        "seconds": round(time.perf_counter() - started, 2),
+    }
 
 
 def probe(torch, cache_dir=None, refresh: bool = False) -> dict:
@@ -169,8 +189,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         record = probe(torch, args.cache_dir, args.refresh)
     except Exception as exc:  # the GPU refused the work: one line, no traceback
-        print(f"the probe failed: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}",
-              file=sys.stderr)
+        print(
+            f"the probe failed: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}", file=sys.stderr
+        )
         return 2
     print(json.dumps(record))
     return 0

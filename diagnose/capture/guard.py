@@ -17,6 +17,7 @@ and nothing is left to end the group. So:
 Without /proc (not Linux) the watchdog still ends the process group; escaped descendants are not
 followed there.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -83,8 +84,9 @@ def descendants(root: int, born: int | None, adopter: int, exclude: set[int], ta
     children: dict[int, list[int]] = {}
     for pid, (ppid, _, _) in table.items():
         children.setdefault(ppid, []).append(pid)
-    roots = ([root] if root in table else []) + [pid for pid in children.get(adopter, []) if pid != root and pid not in exclude
-                      and table[pid][2] >= born]
+    roots = ([root] if root in table else []) + [
+        pid for pid in children.get(adopter, []) if pid != root and pid not in exclude and table[pid][2] >= born
+    ]
     found, stack = {}, list(roots)
     while stack:
         pid = stack.pop()
@@ -145,12 +147,19 @@ def guarded(proc: subprocess.Popen, folder: str | Path):
 def _start_watchdog(pid: int, folder: str | Path) -> subprocess.Popen | None:
     staging = staging_root(folder)
     try:
-        return subprocess.Popen([sys.executable, "-m", "diagnose.capture.guard", str(pid), str(os.getpid()),
-                                 str(staging or "")], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
-                                stderr=subprocess.DEVNULL, start_new_session=True,
-                                env=dict(os.environ, PYTHONPATH=os.pathsep.join(
-                                    filter(None, [str(Path(__file__).resolve().parents[2]),
-                                                  os.environ.get("PYTHONPATH")]))))
+        return subprocess.Popen(
+            [sys.executable, "-m", "diagnose.capture.guard", str(pid), str(os.getpid()), str(staging or "")],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+            env=dict(
+                os.environ,
+                PYTHONPATH=os.pathsep.join(
+                    filter(None, [str(Path(__file__).resolve().parents[2]), os.environ.get("PYTHONPATH")])
+                ),
+            ),
+        )
     except OSError:
         return None
 

@@ -1,6 +1,7 @@
 """Allocator recording in the child: history during the profiled steps, a snapshot at the end
 or at the moment of an out-of-memory error, summarised into memory.json.gz.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -14,9 +15,18 @@ from diagnose.safe_files import fresh_path
 
 HISTORY_ENTRIES = 20000
 MEMORY_FILE = "memory.json.gz"  # gzipped: the snapshot summary is mostly repeated frame text
-STAT_KEYS = ("allocated_bytes.all.peak", "reserved_bytes.all.peak", "allocated_bytes.all.current",
-             "reserved_bytes.all.current", "inactive_split_bytes.all.peak", "inactive_split_bytes.all.current",
-             "num_alloc_retries", "num_ooms", "num_device_alloc", "num_device_free")
+STAT_KEYS = (
+    "allocated_bytes.all.peak",
+    "reserved_bytes.all.peak",
+    "allocated_bytes.all.current",
+    "reserved_bytes.all.current",
+    "inactive_split_bytes.all.peak",
+    "inactive_split_bytes.all.current",
+    "num_alloc_retries",
+    "num_ooms",
+    "num_device_alloc",
+    "num_device_free",
+)
 
 
 class MemoryRecorder:
@@ -49,8 +59,12 @@ class MemoryRecorder:
             pass
 
     def _on_oom(self, device, alloc, device_allocated, device_free) -> None:
-        self.oom_info = {"device": device, "requested_bytes": alloc, "device_allocated_bytes": device_allocated,
-                         "device_free_bytes": device_free}
+        self.oom_info = {
+            "device": device,
+            "requested_bytes": alloc,
+            "device_allocated_bytes": device_allocated,
+            "device_free_bytes": device_free,
+        }
         with contextlib.suppress(Exception):
             self.oom_snapshot = self.torch.cuda.memory._snapshot()
 
@@ -75,7 +89,9 @@ class MemoryRecorder:
             "device_total_bytes": torch.cuda.get_device_properties(0).total_memory,
             "stats": stats,
             "oom": self.oom_info,
-            "snapshot_taken": "at the out-of-memory error" if self.oom_snapshot is not None else "after the profiled steps",
+            "snapshot_taken": "at the out-of-memory error"
+            if self.oom_snapshot is not None
+            else "after the profiled steps",
             "snapshot": summarise_snapshot(snapshot) if snapshot else None,
         }
         fresh = fresh_path(self.out / MEMORY_FILE)

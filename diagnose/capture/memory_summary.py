@@ -4,6 +4,7 @@ Pure Python over the snapshot dict, so it is tested without a GPU. The summary i
 memory rules and the report read from a capture folder's memory.json: totals, fragmentation,
 the largest live allocations with the user code that made them, and a bounded event trace.
 """
+
 from __future__ import annotations
 
 MAX_TOP = 20
@@ -39,11 +40,25 @@ def summarise_snapshot(snapshot: dict) -> dict:
         "largest_free_block_bytes": largest_free,
         "fragmentation": round(1 - largest_free / free_total, 4) if free_total else 0.0,
         "live_blocks": len(live),
-        "top_blocks": [{"bytes": b.get("size", 0), "requested_bytes": b.get("requested_size"),
-                        "state": b.get("state"), "where": user_frame(b.get("frames"))} for b in top],
-        "events": [{"action": e.get("action"), "bytes": e.get("size", 0), "addr": e.get("addr"),
-                    "time_us": e.get("time_us"), "where": user_frame(e.get("frames"))}
-                   for e in events[-MAX_EVENTS:]],
+        "top_blocks": [
+            {
+                "bytes": b.get("size", 0),
+                "requested_bytes": b.get("requested_size"),
+                "state": b.get("state"),
+                "where": user_frame(b.get("frames")),
+            }
+            for b in top
+        ],
+        "events": [
+            {
+                "action": e.get("action"),
+                "bytes": e.get("size", 0),
+                "addr": e.get("addr"),
+                "time_us": e.get("time_us"),
+                "where": user_frame(e.get("frames")),
+            }
+            for e in events[-MAX_EVENTS:]
+        ],
         "events_dropped": max(0, len(events) - MAX_EVENTS),
         "oom_events": sum(1 for e in events if e.get("action") == "oom"),
     }

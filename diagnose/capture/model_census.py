@@ -6,13 +6,24 @@ decode (whose trace carries no shapes) from the step time alone, and the librari
 the API the step runs under (transformers Trainer, Lightning, ...). Pure reading: nothing the workload
 holds is changed.
 """
+
 from __future__ import annotations
 
 import gc
 import sys
 
-LIBRARIES = ("transformers", "lightning", "pytorch_lightning", "accelerate", "timm", "torchvision", "diffusers",
-             "peft", "deepspeed", "vllm")
+LIBRARIES = (
+    "transformers",
+    "lightning",
+    "pytorch_lightning",
+    "accelerate",
+    "timm",
+    "torchvision",
+    "diffusers",
+    "peft",
+    "deepspeed",
+    "vllm",
+)
 MAX_MODELS = 8
 
 
@@ -35,7 +46,14 @@ def models(torch) -> dict:
     children = {id(child) for m in modules for child in m.children()}
     roots = [m for m in modules if id(m) not in children]
     seen: set[int] = set()
-    out = {"device": "cuda" if on_gpu else "cpu", "parameter_bytes": 0, "buffer_bytes": 0, "parameters": 0, "dtypes": {}, "models": []}
+    out = {
+        "device": "cuda" if on_gpu else "cpu",
+        "parameter_bytes": 0,
+        "buffer_bytes": 0,
+        "parameters": 0,
+        "dtypes": {},
+        "models": [],
+    }
     for root in roots:
         own = 0
         for kind, tensors in (("parameter", root.parameters()), ("buffer", root.buffers())):
@@ -73,8 +91,11 @@ def live_tensors(torch) -> dict:
     dtypes: dict[str, int] = {}
     for size, dtype in storages.values():
         dtypes[dtype] = dtypes.get(dtype, 0) + size
-    out = {"tensor_bytes": sum(size for size, _ in storages.values()), "tensors": len(storages),
-           "tensor_dtypes": dtypes}
+    out = {
+        "tensor_bytes": sum(size for size, _ in storages.values()),
+        "tensors": len(storages),
+        "tensor_dtypes": dtypes,
+    }
     if on_gpu:
         out["allocated_bytes"] = torch.cuda.memory_allocated()
     return out

@@ -1,4 +1,5 @@
 """Ask (in a child process, so this one never imports torch) whether a CUDA GPU is usable."""
+
 from __future__ import annotations
 
 import importlib.util

@@ -7,6 +7,7 @@ the modules, tensors and optimizers there and change them in place before the st
 the step's own code runs unchanged with the fix applied. Nothing found to change is NotApplicable:
 the fix then needs a change in the code.
 """
+
 from __future__ import annotations
 
 from typing import Iterator
@@ -49,8 +50,9 @@ def apply_channels_last(torch, step) -> str:
     """Put every module of the step that holds a 2-D convolution, and every 4-D floating tensor its
     closure holds, in torch.channels_last (values unchanged; parameters keep their identity, so an
     optimizer built over them still updates them). Returns what was changed."""
-    modules = [m for m in _values(step, torch.nn.Module)
-               if any(isinstance(sub, torch.nn.Conv2d) for sub in m.modules())]
+    modules = [
+        m for m in _values(step, torch.nn.Module) if any(isinstance(sub, torch.nn.Conv2d) for sub in m.modules())
+    ]
     if not modules:
         raise NotApplicable("the step's closure holds no module with a Conv2d to put in channels_last")
     for module in modules:
@@ -62,8 +64,7 @@ def apply_channels_last(torch, step) -> str:
             cell.cell_contents = value.contiguous(memory_format=torch.channels_last)
             tensors += 1
     convs = sum(isinstance(sub, torch.nn.Conv2d) for m in modules for sub in m.modules())
-    return (f"{len(modules)} module(s) with {convs} Conv2d and {tensors} 4-D input tensor(s) put in "
-            "torch.channels_last")
+    return f"{len(modules)} module(s) with {convs} Conv2d and {tensors} 4-D input tensor(s) put in torch.channels_last"
 
 
 def apply_optimizer(torch, step, impl: str) -> str:

@@ -10,6 +10,7 @@ a multiprocessing pool, a double-forked process that stays in the group) never o
 diagnose. A process that starts a session of its own (`setsid`, a daemon) has left the group on
 purpose and is not followed.
 """
+
 from __future__ import annotations
 
 import json
@@ -55,20 +56,24 @@ def check_python(python: str | None) -> str:
         what = "is not an executable file" if Path(python).exists() else "no such file"
         raise UsageError(f"--python {python}: {what}")
     try:
-        probe = subprocess.run([found, "-c", "import sys; print(sys.version_info[0])"], capture_output=True,
-                               stdin=subprocess.DEVNULL, timeout=PYTHON_PROBE_TIMEOUT_S)
+        probe = subprocess.run(
+            [found, "-c", "import sys; print(sys.version_info[0])"],
+            capture_output=True,
+            stdin=subprocess.DEVNULL,
+            timeout=PYTHON_PROBE_TIMEOUT_S,
+        )
     except subprocess.TimeoutExpired:
         raise UsageError(f"--python {python}: did not start within {PYTHON_PROBE_TIMEOUT_S:g} s") from None
     except OSError as exc:
         raise UsageError(f"--python {python}: cannot run it ({exc.strerror or exc})") from None
     if probe.returncode != 0 or probe.stdout.strip() != b"3":
-        raise UsageError(f"--python {python}: does not run as a Python 3 interpreter "
-                         f"(exit status {probe.returncode})")
+        raise UsageError(f"--python {python}: does not run as a Python 3 interpreter (exit status {probe.returncode})")
     return found
 
 
-def run_capture(spec: CaptureSpec, timeout_s: float = 900.0, python: str | None = None,
-                on_progress: ProgressCallback | None = None) -> dict:
+def run_capture(
+    spec: CaptureSpec, timeout_s: float = 900.0, python: str | None = None, on_progress: ProgressCallback | None = None
+) -> dict:
     """Run one capture in a child process and return the final meta.json contents."""
     out = Path(spec.out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -81,8 +86,12 @@ def run_capture(spec: CaptureSpec, timeout_s: float = 900.0, python: str | None 
         try:
             proc = subprocess.Popen(
                 [python or sys.executable, "-m", "diagnose.capture.child", str(spec_path)],
-                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                pass_fds=(write_fd,), env=env, start_new_session=True,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                pass_fds=(write_fd,),
+                env=env,
+                start_new_session=True,
             )
         except OSError as exc:
             os.close(read_fd)
@@ -107,13 +116,19 @@ def _add_gpu_probe(out: Path, meta: dict, python: str | None) -> dict:
     Measured in a process of its own once the workload is done, so it never shares the workload's memory
     or timing; DIAGNOSE_GPU_PROBE=0 leaves it out. A probe that fails is a warning, not a failed capture."""
     device = meta.get("device") if isinstance(meta.get("device"), dict) else {}
-    if meta.get("status") != "ok" or not device.get("compute_capability") or os.environ.get("DIAGNOSE_GPU_PROBE") == "0":
+    if (
+        meta.get("status") != "ok"
+        or not device.get("compute_capability")
+        or os.environ.get("DIAGNOSE_GPU_PROBE") == "0"
+    ):
         return meta
     record, why = measured_peaks.run_probe(python)
     if record is not None:
         meta["gpu_probe"] = record
     else:
-        meta.setdefault("warnings", []).append(f"the GPU probe did not run ({why}): the roofline uses datasheet figures")
+        meta.setdefault("warnings", []).append(
+            f"the GPU probe did not run ({why}): the roofline uses datasheet figures"
+        )
     write_new(out / "meta.json", json.dumps(meta, indent=2, default=str).encode())
     return meta
 
@@ -228,27 +243,37 @@ def _group_members_from_proc(pgid: int) -> list[int] | None:
     return [pid for pid, (_, group, _) in table.items() if group == pgid]
 
 
-def _finalise_meta(out: Path, spec: CaptureSpec, returncode: int, timed_out: bool,
-                   timeout_s: float) -> dict:
+def _finalise_meta(out: Path, spec: CaptureSpec, returncode: int, timed_out: bool, timeout_s: float) -> dict:
     """Fill in what the child could not say itself: a timeout, a hard crash, an early os._exit."""
-    meta = _child_meta(out) or {"target": spec.target, "mode": spec.mode, "status": "running",
-                                "files": {"trace": None, "log": "workload.log"}}
+    meta = _child_meta(out) or {
+        "target": spec.target,
+        "mode": spec.mode,
+        "status": "running",
+        "files": {"trace": None, "log": "workload.log"},
+    }
     traced = (out / TRACE_FILE).exists()
     if timed_out:
         meta["status"] = "timeout"
-        meta["error"] = {"type": "Timeout", "message": f"the workload ran past the {timeout_s:g} s limit "
-                         "(--timeout) and was stopped", "traceback": ""}
+        meta["error"] = {
+            "type": "Timeout",
+            "message": f"the workload ran past the {timeout_s:g} s limit (--timeout) and was stopped",
+            "traceback": "",
+        }
     elif meta.get("status") in (None, "running") and returncode == 0 and traced:
         # the process ended itself (os._exit(0), a C-level exit) after the profiler wrote its trace
         meta["status"] = "ok"
         meta.setdefault("warnings", []).append(
             "the workload process ended itself with exit status 0 (os._exit?) before diagnose wrote its final "
-            "record: the trace is kept, the step count and unprofiled timing may be missing")
+            "record: the trace is kept, the step count and unprofiled timing may be missing"
+        )
     elif meta.get("status") in (None, "running"):
         how = f"signal {-returncode}" if returncode < 0 else f"exit status {returncode}"
         meta["status"] = "crashed"
-        meta["error"] = {"type": "Crash", "message": f"the workload process died ({how}) before "
-                         "it could report", "traceback": _log_tail(out)}
+        meta["error"] = {
+            "type": "Crash",
+            "message": f"the workload process died ({how}) before it could report",
+            "traceback": _log_tail(out),
+        }
     error = meta.get("error") if isinstance(meta.get("error"), dict) else {}
     if error.get("traceback") and meta.get("status") not in ("ok", "crashed"):
         # the child caught the workload's exception: its traceback goes in workload.log too

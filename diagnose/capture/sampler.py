@@ -20,6 +20,7 @@ the thread only asks for the GIL every `interval_s`. It runs only while the prof
 during the unprofiled timing run, so the step time the estimates start from is untouched; the
 time spent sampling is recorded (`cost.sampling_s`) so a capture states what it cost.
 """
+
 from __future__ import annotations
 
 import getpass
@@ -37,7 +38,9 @@ from pathlib import Path
 SAMPLES_FILE = "pysamples.json.gz"
 SCHEMA = "diagnose.pysamples/1"
 CLOCK_MARKER = "diagnose/pysamples clock"
-DEFAULT_INTERVAL_S = 0.005  # 1 ms cost +13 % on the H200 decode step (65.6 µs a sample) and busy Python yields the GIL only every 5 ms
+DEFAULT_INTERVAL_S = (
+    0.005  # 1 ms cost +13 % on the H200 decode step (65.6 µs a sample) and busy Python yields the GIL only every 5 ms
+)
 MAX_SAMPLES = 2_000_000  # about 30 minutes at 1 kHz: a runaway capture stops sampling, not the workload
 
 
@@ -143,8 +146,12 @@ class StackSampler:
             "frames": frames,
             "stacks": stacks,
             "samples": [[round((t - t0) / 1000, 1), sid] for t, sid in self.samples],
-            "cost": {"samples": len(self.samples), "sampling_s": round(self.sampling_ns / 1e9, 6),
-                     "capped": len(self.samples) >= MAX_SAMPLES, "error": self.error},
+            "cost": {
+                "samples": len(self.samples),
+                "sampling_s": round(self.sampling_ns / 1e9, 6),
+                "capped": len(self.samples) >= MAX_SAMPLES,
+                "error": self.error,
+            },
         }
 
     def write(self, folder: Path) -> str:
@@ -165,8 +172,11 @@ def mark_clock(mark) -> dict:
     ctx.__enter__()
     after = time.time_ns()
     ctx.__exit__(None, None, None)
-    return {"marker": CLOCK_MARKER, "marker_ns": (before + after) // 2,
-            "uncertainty_us": round((after - before) / 2000, 3)}
+    return {
+        "marker": CLOCK_MARKER,
+        "marker_ns": (before + after) // 2,
+        "uncertainty_us": round((after - before) / 2000, 3),
+    }
 
 
 def library_roots() -> list[str]:

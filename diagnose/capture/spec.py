@@ -1,4 +1,5 @@
 """What to capture: a plain, JSON-serialisable description handed from the parent to the child."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -59,9 +60,17 @@ class CaptureOptions:
 
     def spec(self, path: str, mode: str, function: str | None, out_dir: str) -> CaptureSpec:
         """The capture request for the workload at `path` (`mode` as CaptureSpec's), written into `out_dir`."""
-        return CaptureSpec(path=path, mode=mode, out_dir=out_dir, function=function, params=dict(self.params),
-                           argv=list(self.argv), warmup=self.warmup, steps=self.steps,
-                           timed_steps=self.timed_steps)
+        return CaptureSpec(
+            path=path,
+            mode=mode,
+            out_dir=out_dir,
+            function=function,
+            params=dict(self.params),
+            argv=list(self.argv),
+            warmup=self.warmup,
+            steps=self.steps,
+            timed_steps=self.timed_steps,
+        )
 
 
 def parse_params(pairs: list[str]) -> dict:

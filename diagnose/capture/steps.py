@@ -4,6 +4,7 @@ A step boundary is each `optimizer.step()` when the script has an optimizer (tra
 otherwise the start of each outermost `nn.Module` call (inference: one forward pass, one decode
 token). The first `optimizer.step()` switches from the second definition to the first.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -68,7 +69,8 @@ class StepTracker:
         spec = self.spec
         self.close_annotation()
         self.session.meta["steps"]["how"] = (
-            "each optimizer.step() call" if self.mode == "optimizer" else "each outermost nn.Module call")
+            "each optimizer.step() call" if self.mode == "optimizer" else "each outermost nn.Module call"
+        )
         n = self.boundaries
         self.boundaries += 1
         profiled_end = spec.warmup + spec.steps
@@ -108,8 +110,9 @@ class StepTracker:
         """Turn the boundary timestamps of the unprofiled steps into per-step times."""
         marks = self.timing_marks
         times = [b - a for a, b in zip(marks, marks[1:])]
-        self.session.record_timing(times, f"{len(times)} steps after the profiled ones, without the "
-                                          "profiler (synchronised at step boundaries)")
+        self.session.record_timing(
+            times, f"{len(times)} steps after the profiled ones, without the profiler (synchronised at step boundaries)"
+        )
 
     def finish(self) -> None:
         """The script ended (or was stopped): close ranges, remove hooks, keep what was timed."""

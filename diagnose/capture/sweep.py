@@ -3,6 +3,7 @@
 An out-of-memory error at a point is a data point, not a failure of the sweep. The sweep folder
 holds one capture folder per point (`NAME=VALUE/`) and sweep.json, which the analysis side reads.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -58,16 +59,26 @@ def check_points(name: str, values: list) -> None:
         folder = point_folder(name, value)
         value_key = (isinstance(value, bool), value if isinstance(value, (int, float)) else str(value))
         if value_key in by_value:
-            raise ValueError(f"--sweep: {value!r} is listed twice (as {by_value[value_key]!r} too); "
-                             "list each value once")
+            raise ValueError(
+                f"--sweep: {value!r} is listed twice (as {by_value[value_key]!r} too); list each value once"
+            )
         if folder.casefold() in by_folder:
-            raise ValueError(f"--sweep: {value!r} and {by_folder[folder.casefold()]!r} would share one point "
-                             f"folder ({folder!r}); list distinct values")
+            raise ValueError(
+                f"--sweep: {value!r} and {by_folder[folder.casefold()]!r} would share one point "
+                f"folder ({folder!r}); list distinct values"
+            )
         by_value[value_key] = by_folder[folder.casefold()] = value
 
 
-def run_sweep(spec: CaptureSpec, name: str, values: list, out: Path, timeout_s: float = 900.0,
-              python: str | None = None, on_progress=None) -> dict:
+def run_sweep(
+    spec: CaptureSpec,
+    name: str,
+    values: list,
+    out: Path,
+    timeout_s: float = 900.0,
+    python: str | None = None,
+    on_progress=None,
+) -> dict:
     """Capture `spec` once per value of parameter `name`; write and return sweep.json's contents."""
     check_points(name, values)
     out = Path(out)
@@ -81,11 +92,17 @@ def run_sweep(spec: CaptureSpec, name: str, values: list, out: Path, timeout_s: 
         meta = run_capture(point, timeout_s=timeout_s, python=python)
         memory = meta.get("memory") or {}
         timing = meta.get("timing") or {}
-        points.append({"value": value, "status": meta.get("status"), "folder": folder.name,
-                       "peak_allocated_bytes": memory.get("max_allocated_bytes"),
-                       "peak_reserved_bytes": memory.get("max_reserved_bytes"),
-                       "median_step_us": timing.get("median_us"),
-                       "error": (meta.get("error") or {}).get("message")})
+        points.append(
+            {
+                "value": value,
+                "status": meta.get("status"),
+                "folder": folder.name,
+                "peak_allocated_bytes": memory.get("max_allocated_bytes"),
+                "peak_reserved_bytes": memory.get("max_reserved_bytes"),
+                "median_step_us": timing.get("median_us"),
+                "error": (meta.get("error") or {}).get("message"),
+            }
+        )
     doc = {"schema": SWEEP_SCHEMA, "target": spec.target, "param": name, "params": spec.params, "points": points}
     write_new(out / "sweep.json", json.dumps(doc, indent=2, default=str).encode())
     return doc

@@ -3,6 +3,7 @@
 Imported only where Triton is installed (diagnose/capture/gpu_probe.py asks first). Each kernel
 moves every byte once: copy reads N and writes N elements, triad reads 2N and writes N.
 """
+
 from __future__ import annotations
 
 import triton

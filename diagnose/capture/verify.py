@@ -43,6 +43,7 @@ channels-last, fused-optimizer and foreach-optimizer change what the step's clos
 Writes into the output folder: verify.json (what happened), and for a fix that ran, meta.json and
 trace.json.gz of the profiled fixed steps (a capture folder diagnose can load).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -69,13 +70,16 @@ COMPARE_AFTER = 5  # calls before the outputs are compared: a CUDA graph has war
 # Variants that change no call's structure are compared after one call: one update from the same state,
 # as a precision-trading fix is judged (loss, logits, parameters after an update). Over several training
 # steps two runs that round differently drift apart by the training's own dynamics, not the fix's error.
-COMPARE_AFTER_ONE = frozenset({"tf32", "autocast-bf16", "channels-last", "fused-optimizer", "foreach-optimizer",
-                               "sdpa-flash"})
+COMPARE_AFTER_ONE = frozenset(
+    {"tf32", "autocast-bf16", "channels-last", "fused-optimizer", "foreach-optimizer", "sdpa-flash"}
+)
 
 
 def compare_after(variant: str) -> int:
     """Calls of the step before its outputs are compared, for `variant`."""
     return 1 if variant in COMPARE_AFTER_ONE else COMPARE_AFTER
+
+
 GRAPH_WARMUP_CALLS = 3  # eager calls on a side stream before a CUDA graph is captured
 MIN_TIMED_STEPS = 20
 MAX_TIMED_STEPS = 200
@@ -84,9 +88,20 @@ WIDE_INTERVAL = 0.05  # half-width of the median's 95 % interval, as a share of 
 CHUNK = 20
 Z95 = 1.959964
 
-VARIANTS = ("cuda-graph", "reduce-overhead", "compile", "max-autotune", "tf32", "autocast-bf16",
-            "sdpa-flash", "expandable-segments", "dataloader-workers", "channels-last", "fused-optimizer",
-            "foreach-optimizer")
+VARIANTS = (
+    "cuda-graph",
+    "reduce-overhead",
+    "compile",
+    "max-autotune",
+    "tf32",
+    "autocast-bf16",
+    "sdpa-flash",
+    "expandable-segments",
+    "dataloader-workers",
+    "channels-last",
+    "fused-optimizer",
+    "foreach-optimizer",
+)
 LOADER_VARIANTS = ("dataloader-workers",)
 SCRIPT_VARIANTS = ("tf32", "autocast-bf16", "sdpa-flash", "expandable-segments")
 """What applies to a script or module run as a whole: a process setting or a context around the run."""
@@ -119,8 +134,17 @@ class VerifySession(CaptureSession):
         super().__init__(spec)
         self.variant, self.with_baseline, self.compile_backend = variant, baseline, compile_backend
         self.meta["verify"] = {"variant": variant}
-        self.result = {"schema": VERIFY_SCHEMA, "variant": variant, "status": "running", "phase": "start",
-                       "error": None, "baseline_us": [], "fixed_us": [], "numerics": None, "notes": []}
+        self.result = {
+            "schema": VERIFY_SCHEMA,
+            "variant": variant,
+            "status": "running",
+            "phase": "start",
+            "error": None,
+            "baseline_us": [],
+            "fixed_us": [],
+            "numerics": None,
+            "notes": [],
+        }
         self._restore = []
 
     # -- bookkeeping -------------------------------------------------------------------------
@@ -148,8 +172,7 @@ class VerifySession(CaptureSession):
                 step()
                 self.sync()
                 times.append(time.perf_counter() - t0)
-            if (not is_wide(times) or len(times) >= MAX_TIMED_STEPS
-                    or time.perf_counter() - started > MAX_TIMING_S):
+            if not is_wide(times) or len(times) >= MAX_TIMED_STEPS or time.perf_counter() - started > MAX_TIMING_S:
                 return times
             n = min(MAX_TIMED_STEPS, len(times) + CHUNK)
 
@@ -170,13 +193,18 @@ class VerifySession(CaptureSession):
         if not cells:
             raise NotApplicable("the step holds no DataLoader (or iterator over one) that diagnose can rebuild")
         for cell, source, is_iterator in cells:
-            workers, pin = (LOADER_WORKERS, self.torch.cuda.is_available()) if fixed else (
-                _loader_attr(source, "num_workers"), _loader_attr(source, "pin_memory"))
+            workers, pin = (
+                (LOADER_WORKERS, self.torch.cuda.is_available())
+                if fixed
+                else (_loader_attr(source, "num_workers"), _loader_attr(source, "pin_memory"))
+            )
             loader = rebuild_loader(self.torch, source, workers, bool(pin))
             cell.cell_contents = iter(loader) if is_iterator else loader
         if fixed:
-            self.result["notes"].append(f"DataLoader rebuilt with {LOADER_WORKERS} persistent workers and pinned "
-                                        "memory; both sides use the same seeded sampler")
+            self.result["notes"].append(
+                f"DataLoader rebuilt with {LOADER_WORKERS} persistent workers and pinned "
+                "memory; both sides use the same seeded sampler"
+            )
 
     def wrap(self, step):
         """The step with the fix applied from outside (a new callable; the step itself is unchanged)."""
@@ -200,6 +228,7 @@ class VerifySession(CaptureSession):
             def autocast_step():
                 with torch.autocast(device_type=device, dtype=torch.bfloat16):
                     return step()
+
             return autocast_step
         if v == "sdpa-flash":
             from torch.nn.attention import SDPBackend, sdpa_kernel
@@ -207,6 +236,7 @@ class VerifySession(CaptureSession):
             def flash_step():
                 with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
                     return step()
+
             return flash_step
         if v in LOADER_VARIANTS:
             return step
@@ -232,8 +262,11 @@ class VerifySession(CaptureSession):
         with contextlib.ExitStack() as stack:
             self.wrap(lambda: None)  # process-wide settings (tf32) take effect; their undo is in _restore
             if self.variant == "autocast-bf16":
-                stack.enter_context(self.torch.autocast(device_type="cuda" if self.torch.cuda.is_available()
-                                                        else "cpu", dtype=self.torch.bfloat16))
+                stack.enter_context(
+                    self.torch.autocast(
+                        device_type="cuda" if self.torch.cuda.is_available() else "cpu", dtype=self.torch.bfloat16
+                    )
+                )
             elif self.variant == "sdpa-flash":
                 from torch.nn.attention import SDPBackend, sdpa_kernel
 
@@ -246,9 +279,12 @@ class VerifySession(CaptureSession):
                 if exc.code not in (None, 0):
                     raise RuntimeError(f"the script exited with status {exc.code}") from None
         self.result["fixed_us"] = list((self.meta.get("timing") or {}).get("unprofiled_step_us") or [])
-        self.result["numerics"] = {"verdict": "not compared", "tensors": 0,
-                                   "detail": "script mode: the script's tensors are out of reach; function "
-                                             "mode (model.py:NAME) compares outputs"}
+        self.result["numerics"] = {
+            "verdict": "not compared",
+            "tensors": 0,
+            "detail": "script mode: the script's tensors are out of reach; function "
+            "mode (model.py:NAME) compares outputs",
+        }
         self.result["status"] = "ok"
         self.result["phase"] = "done"
 
@@ -277,14 +313,17 @@ class VerifySession(CaptureSession):
         self.result["phase"] = "fixed"
         out = self.run_calls(fixed, compare_after(self.variant))
         if reference is not None:
-            self.result["numerics"] = compare(torch, reference, snapshot(torch, base, out),
-                                              fix_precision(torch, self.variant))
+            self.result["numerics"] = compare(
+                torch, reference, snapshot(torch, base, out), fix_precision(torch, self.variant)
+            )
         self.run_calls(fixed, self.spec.warmup)
         self.progress("verify-timing")
         times = self.time_steps(fixed)
         self.result["fixed_us"] = [round(t * 1e6, 3) for t in times]
-        self.record_timing(times, f"{len(times)} steps of the fixed step ({self.variant}) without the profiler, "
-                                  "synchronised after each step")
+        self.record_timing(
+            times,
+            f"{len(times)} steps of the fixed step ({self.variant}) without the profiler, synchronised after each step",
+        )
         self.result["phase"] = "profile"
         self.progress("verify-profile")
         self.meta["steps"]["how"] = f"each call of the step with the fix {self.variant} applied"
@@ -324,11 +363,22 @@ class VerifySession(CaptureSession):
             self.run_verify()
             self.meta["status"] = "ok"
         except BaseException as exc:  # the fix's failure is the result, not a crash of diagnose
-            kind = ("not applicable" if isinstance(exc, NotApplicable)
-                    else "oom" if is_out_of_memory(torch, exc) else "failed")
+            kind = (
+                "not applicable"
+                if isinstance(exc, NotApplicable)
+                else "oom"
+                if is_out_of_memory(torch, exc)
+                else "failed"
+            )
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-            self.result.update(status=kind, error={"type": type(exc).__name__, "message": first[:2000],
-                                                   "traceback": traceback.format_exc(limit=-8)[-4000:]})
+            self.result.update(
+                status=kind,
+                error={
+                    "type": type(exc).__name__,
+                    "message": first[:2000],
+                    "traceback": traceback.format_exc(limit=-8)[-4000:],
+                },
+            )
             self.fail(kind, type(exc).__name__, first)
         finally:
             with contextlib.suppress(BaseException):
@@ -378,6 +428,7 @@ def cuda_graph_step(torch, step):
             state["graph"] = graph
         state["graph"].replay()
         return state["out"]
+
     return graphed
 
 
@@ -424,9 +475,15 @@ def rebuild_loader(torch, source, workers: int, pin: bool):
         sampler = SequentialSampler(dataset)
     else:
         raise NotApplicable(f"the DataLoader uses a custom sampler ({type(inner).__name__}): rebuild it in the code")
-    return DataLoader(dataset, batch_sampler=BatchSampler(sampler, batches.batch_size, batches.drop_last),
-                      collate_fn=collate, num_workers=workers, pin_memory=pin, persistent_workers=workers > 0,
-                      prefetch_factor=4 if workers else None)
+    return DataLoader(
+        dataset,
+        batch_sampler=BatchSampler(sampler, batches.batch_size, batches.drop_last),
+        collate_fn=collate,
+        num_workers=workers,
+        pin_memory=pin,
+        persistent_workers=workers > 0,
+        prefetch_factor=4 if workers else None,
+    )
 
 
 def snapshot(torch, step, returned) -> dict:

@@ -31,6 +31,7 @@ answered with "did you mean `diagnose census`?", and errors, signals and exit co
 by the entry point (diagnose/cli.py) as for every other command. Keep the module's top-level
 imports light (the standard library, `common`): every command line imports every command.
 """
+
 from __future__ import annotations
 
 import difflib

@@ -4,6 +4,7 @@ the thresholds, and writing to stdout.
 The option groups are added in the order `diagnose run --help` lists them; a subcommand takes the
 groups it needs (demo: all but the target, --verify, --baseline and torchrun's).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -47,8 +48,9 @@ class Parser(argparse.ArgumentParser):
         if message.startswith("unrecognized arguments:"):
             unknown = [t.split("=", 1)[0] for t in message.split(":", 1)[1].split() if t.startswith("-")]
             for token in unknown:
-                close = difflib.get_close_matches(token, [o for o in self._option_string_actions
-                                                          if o.startswith("--")], n=1, cutoff=0.6)
+                close = difflib.get_close_matches(
+                    token, [o for o in self._option_string_actions if o.startswith("--")], n=1, cutoff=0.6
+                )
                 if close:
                     raise UsageError(f"unknown option {token!r}; did you mean {close[0]!r}? (see `diagnose --help`)")
         raise UsageError(f"{message} (see `diagnose --help`)")
@@ -74,8 +76,13 @@ class Command:
 
     def parser(self) -> argparse.ArgumentParser:
         """This subcommand's parser (its --help fits a screen)."""
-        p = Parser(prog="diagnose", usage=self.usage, description=self.description or self.overview,
-                   epilog=self.epilog, formatter_class=argparse.RawDescriptionHelpFormatter)
+        p = Parser(
+            prog="diagnose",
+            usage=self.usage,
+            description=self.description or self.overview,
+            epilog=self.epilog,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
         self.add_arguments(p)
         return p
 
@@ -108,27 +115,33 @@ def add_output_options(p: argparse.ArgumentParser) -> None:
 
 def add_capture_options(p: argparse.ArgumentParser) -> None:
     """How a workload is run (CaptureOptions), Nsight Compute, and --sweep."""
-    p.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
-                   help="keyword argument for NAME(**params) (function mode)")
+    p.add_argument(
+        "--param",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="keyword argument for NAME(**params) (function mode)",
+    )
     p.add_argument("--warmup", type=count(0), default=3, metavar="N", help="warm-up steps before profiling (default 3)")
     p.add_argument("--steps", type=count(1), default=5, metavar="N", help="profiled steps (default 5)")
-    p.add_argument("--timed-steps", type=count(0), default=20, metavar="N", help="steps timed without the profiler (default 20)")
-    p.add_argument("--timeout", type=seconds, default=900, metavar="S", help="seconds before the workload is stopped (default 900)")
+    p.add_argument(
+        "--timed-steps", type=count(0), default=20, metavar="N", help="steps timed without the profiler (default 20)"
+    )
+    p.add_argument(
+        "--timeout", type=seconds, default=900, metavar="S", help="seconds before the workload is stopped (default 900)"
+    )
     p.add_argument("--python", metavar="PATH", help="the Python that runs the workload")
-    p.add_argument("--ncu", action="store_true",
-                   help="then measure one step under Nsight Compute")
-    p.add_argument("--ncu-csv", type=Path, metavar="FILE",
-                   help="attach Nsight Compute results (CSV or .ncu-rep)")
-    p.add_argument("--ncu-timeout", type=seconds, default=600, metavar="S",
-                   help="limit of the Nsight Compute pass (default 600)")
-    p.add_argument("--sweep", metavar="NAME=V1,V2,...",
-                   help="one capture per value of a parameter")
+    p.add_argument("--ncu", action="store_true", help="then measure one step under Nsight Compute")
+    p.add_argument("--ncu-csv", type=Path, metavar="FILE", help="attach Nsight Compute results (CSV or .ncu-rep)")
+    p.add_argument(
+        "--ncu-timeout", type=seconds, default=600, metavar="S", help="limit of the Nsight Compute pass (default 600)"
+    )
+    p.add_argument("--sweep", metavar="NAME=V1,V2,...", help="one capture per value of a parameter")
 
 
 def add_trace_options(p: argparse.ArgumentParser) -> None:
     """How much of a trace is read."""
-    p.add_argument("--max-trace-bytes", type=count(1), metavar="N",
-                   help="refuse traces that inflate past N bytes")
+    p.add_argument("--max-trace-bytes", type=count(1), metavar="N", help="refuse traces that inflate past N bytes")
 
 
 def add_display_options(p: argparse.ArgumentParser) -> None:
@@ -141,9 +154,12 @@ def add_display_options(p: argparse.ArgumentParser) -> None:
 
 def add_gate_option(p: argparse.ArgumentParser, shown: bool = True) -> None:
     """`--fail-on-regression PCT` (diff, and run with --baseline; `shown` False keeps it out of --help)."""
-    p.add_argument("--fail-on-regression", type=percent, metavar="PCT",
-                   help="exit 1 when slower than BEFORE by > PCT %% (interval excluding 0)" if shown
-                   else argparse.SUPPRESS)
+    p.add_argument(
+        "--fail-on-regression",
+        type=percent,
+        metavar="PCT",
+        help="exit 1 when slower than BEFORE by > PCT %% (interval excluding 0)" if shown else argparse.SUPPRESS,
+    )
 
 
 def formats() -> list[str]:
@@ -155,6 +171,7 @@ def formats() -> list[str]:
 
 def count(least: int):
     """An argparse type: a whole number of at least `least`."""
+
     def parse(text: str) -> int:
         try:
             value = int(text)
@@ -163,6 +180,7 @@ def count(least: int):
         if value < least:
             raise argparse.ArgumentTypeError(f"must be at least {least}, got {value}")
         return value
+
     return parse
 
 

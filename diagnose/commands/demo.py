@@ -1,4 +1,5 @@
 """`diagnose demo`: the built-in default, the bundled decode workload (its H200 capture without a GPU)."""
+
 from __future__ import annotations
 
 import argparse
@@ -17,8 +18,9 @@ class DemoCommand(common.Command):
     name = "demo"
     order = 20
     usage = "diagnose demo [options]"
-    summary = ("  diagnose demo           the built-in default: the bundled decode workload "
-               "(its H200 capture without a GPU)\n")
+    summary = (
+        "  diagnose demo           the built-in default: the bundled decode workload (its H200 capture without a GPU)\n"
+    )
 
     def add_arguments(self, p: argparse.ArgumentParser) -> None:
         """A run's options, less the target, --verify, --baseline and torchrun's."""
@@ -39,8 +41,11 @@ class DemoCommand(common.Command):
             return Run(dataclasses.replace(options, target=bundled.demo_workload()), config, err).execute()
         capture = bundled.demo_capture()
         if options.output_format == "text" and not options.quiet:
-            print("No CUDA GPU here: analysing the bundled real NVIDIA H200 capture of the same "
-                  f"workload ({plain(capture)}).", file=sys.stderr)
+            print(
+                "No CUDA GPU here: analysing the bundled real NVIDIA H200 capture of the same "
+                f"workload ({plain(capture)}).",
+                file=sys.stderr,
+            )
         options = dataclasses.replace(options, target=str(capture), out=options.out or Path("diagnose-out") / "demo")
         return Run(options, config, err).execute()
 

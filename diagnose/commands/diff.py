@@ -1,4 +1,5 @@
 """`diagnose diff BEFORE AFTER`: compare two runs (the work is diagnose/diff_command.py's)."""
+
 from __future__ import annotations
 
 import argparse
@@ -38,7 +39,9 @@ class DiffCommand(common.Command):
         p.add_argument("before", metavar="BEFORE", help="trace, capture folder or sweep folder")
         p.add_argument("after", metavar="AFTER", help="trace, capture folder or sweep folder")
         p.add_argument("-o", "--out", type=Path, help="write diff.json and diff.html into this folder")
-        p.add_argument("--format", choices=list(report.diff_renderers()), help="what to print on stdout (default: text)")
+        p.add_argument(
+            "--format", choices=list(report.diff_renderers()), help="what to print on stdout (default: text)"
+        )
         p.add_argument("--json", action="store_true", help="the same as --format json")
         common.add_gate_option(p)
         p.add_argument("--set", action="append", default=[], metavar="RULE.NAME=VALUE", help="override a threshold")

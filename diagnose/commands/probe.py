@@ -1,4 +1,5 @@
 """`diagnose probe`: measure this machine's GPU beside the datasheet (the work is diagnose/probe_command.py's)."""
+
 from __future__ import annotations
 
 import argparse
@@ -13,9 +14,11 @@ class ProbeCommand(common.Command):
     order = 60
     usage = "diagnose probe [--refresh] [--format text|json] [--python PYTHON]"
     summary = ""  # not (yet) listed under "commands:" in `diagnose --help`
-    description = ("Measure this machine's GPU (Triton copy/triad bandwidth, matmul TFLOP/s per precision) "
-                   "and print it beside the datasheet; cached per device, and carried by every capture made "
-                   "here (exit 0; 2 when no GPU is visible or the probe fails).")
+    description = (
+        "Measure this machine's GPU (Triton copy/triad bandwidth, matmul TFLOP/s per precision) "
+        "and print it beside the datasheet; cached per device, and carried by every capture made "
+        "here (exit 0; 2 when no GPU is visible or the probe fails)."
+    )
 
     def add_arguments(self, p: argparse.ArgumentParser) -> None:
         """--refresh, --format and --python."""

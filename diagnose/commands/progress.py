@@ -1,5 +1,6 @@
 """The progress line on stderr: phase reports of the capture child, or of the trace loader, shown
 with rich (nothing when quiet or when stderr is no terminal)."""
+
 from __future__ import annotations
 
 from rich.console import Console
@@ -17,10 +18,10 @@ class CountedBar(BarColumn):
 
 
 class CountedOf(MofNCompleteColumn):
-    """"3/5" only where the phase has a known total; nothing rather than "0/?"."""
+    """ "3/5" only where the phase has a known total; nothing rather than "0/?"."""
 
     def render(self, task):
-        """"done/total", or nothing for a phase without a total."""
+        """ "done/total", or nothing for a phase without a total."""
         return super().render(task) if task.total else ""
 
 
@@ -29,14 +30,23 @@ class ProgressLine:
 
     A phase with a known total shows a bar and "done/total"; one without shows only a spinner."""
 
-    LABELS = {"build": "building the workload", "warmup": "warming up", "timing": "timing steps without the profiler",
-              "profile": "profiling steps", "export": "writing the trace", "run": "running the script",
-              "ncu-start": "Nsight Compute: starting the workload again", "ncu-build": "Nsight Compute: "
-              "building the workload", "ncu-run": "Nsight Compute: running the script",
-              "ncu-warmup": "Nsight Compute: warming up", "ncu-replay": "Nsight Compute: replaying one step's "
-              "hot kernels (~0.5 s each)", "ncu-finish": "Nsight Compute: collecting the results",
-              "decode": "reading the trace", "rules": "running the rules",
-              "ranks": "ranks: capturing or analysing each rank"}
+    LABELS = {
+        "build": "building the workload",
+        "warmup": "warming up",
+        "timing": "timing steps without the profiler",
+        "profile": "profiling steps",
+        "export": "writing the trace",
+        "run": "running the script",
+        "ncu-start": "Nsight Compute: starting the workload again",
+        "ncu-build": "Nsight Compute: building the workload",
+        "ncu-run": "Nsight Compute: running the script",
+        "ncu-warmup": "Nsight Compute: warming up",
+        "ncu-replay": "Nsight Compute: replaying one step's hot kernels (~0.5 s each)",
+        "ncu-finish": "Nsight Compute: collecting the results",
+        "decode": "reading the trace",
+        "rules": "running the rules",
+        "ranks": "ranks: capturing or analysing each rank",
+    }
 
     def __init__(self, console: Console, quiet: bool, first: str = "starting the workload"):
         self.console, self.quiet, self.first = console, quiet, first
@@ -46,8 +56,14 @@ class ProgressLine:
     def __enter__(self):
         if self.quiet or not self.console.is_terminal:
             return lambda event: None
-        self.progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), CountedBar(), CountedOf(),
-                                 console=self.console, transient=True)
+        self.progress = Progress(
+            SpinnerColumn(),
+            TextColumn("{task.description}"),
+            CountedBar(),
+            CountedOf(),
+            console=self.console,
+            transient=True,
+        )
         self.progress.start()
         self.task = self.progress.add_task(self.first, total=None)
         return self.update

@@ -1,4 +1,5 @@
 """`diagnose rules [RULE]`: the rules, their inputs and thresholds; one rule's documentation."""
+
 from __future__ import annotations
 
 import argparse

@@ -6,6 +6,7 @@ RunOptions; a Run then takes the steps of one diagnosis: the checks, the diagnos
 torchrun), `--verify` after a single capture, writing the outputs, `--baseline`, and what stdout
 shows and the exit code says. `diagnose demo` makes a Run too.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -90,8 +91,15 @@ class RunOptions:
             params = parse_params(self.param)
         except ValueError as exc:
             raise UsageError(str(exc)) from None
-        return CaptureOptions(params=params, argv=list(self.script_args), warmup=self.warmup, steps=self.steps,
-                              timed_steps=self.timed_steps, timeout_s=self.timeout, python=self.python)
+        return CaptureOptions(
+            params=params,
+            argv=list(self.script_args),
+            warmup=self.warmup,
+            steps=self.steps,
+            timed_steps=self.timed_steps,
+            timeout_s=self.timeout,
+            python=self.python,
+        )
 
 
 class RunCommand(common.Command):
@@ -109,15 +117,14 @@ class RunCommand(common.Command):
         p.add_argument("-m", dest="module", metavar="MODULE", help="run a module, as python -m MODULE")
         common.add_output_options(p)
         common.add_capture_options(p)
-        p.add_argument("--verify", action="store_true",
-                       help="then apply each fix it can, time it, check outputs")
+        p.add_argument("--verify", action="store_true", help="then apply each fix it can, time it, check outputs")
         p.add_argument("--verify-skip", default="", metavar="V,...", help="fix variants not to try")
         common.add_trace_options(p)
-        p.add_argument("--baseline", type=Path, metavar="FOLDER",
-                       help="then diff against it (--fail-on-regression PCT)")
+        p.add_argument(
+            "--baseline", type=Path, metavar="FOLDER", help="then diff against it (--fail-on-regression PCT)"
+        )
         common.add_gate_option(p, shown=False)
-        p.add_argument("--nproc-per-node", type=common.count(1), metavar="N",
-                       help="capture N ranks through torchrun")
+        p.add_argument("--nproc-per-node", type=common.count(1), metavar="N", help="capture N ranks through torchrun")
         p.add_argument("--nnodes", metavar="N|MIN:MAX", help="passed to torchrun (multi-node)")
         p.add_argument("--rdzv-endpoint", metavar="HOST:PORT", help="passed to torchrun (c10d rendezvous)")
         p.add_argument("--node-rank", type=common.count(0), metavar="K", help=argparse.SUPPRESS)
@@ -132,7 +139,7 @@ class RunCommand(common.Command):
             args = self.parser().parse_args(argv[:cut])
             if args.target is not None:
                 raise UsageError(f"give a TARGET or -m MODULE, not both ({args.target!r} and -m {argv[cut + 1]!r})")
-            args.module, args.script_args = argv[cut + 1], argv[cut + 2:]
+            args.module, args.script_args = argv[cut + 1], argv[cut + 2 :]
             return args
         args = self.parser().parse_args(argv)
         rest = list(args.script_args or [])
@@ -143,13 +150,15 @@ class RunCommand(common.Command):
             args.script_args = rest
             return args
         # A trace, folder or function target: what follows it is diagnose's own options.
-        before = argv[:argv.index(args.target)] if args.target in argv else argv
+        before = argv[: argv.index(args.target)] if args.target in argv else argv
         again = self.parser().parse_args([*before, *rest, args.target])
         extra = [t for t in [again.target, *again.script_args] if t != args.target and not t.startswith("-")]
         if again.script_args:
             if len(extra) == 1 and not extra[0].endswith(".py"):
-                raise UsageError(f"two targets ({args.target} and {extra[0]}): to compare two runs, use "
-                                 f"`diagnose diff {args.target} {extra[0]}`")
+                raise UsageError(
+                    f"two targets ({args.target} and {extra[0]}): to compare two runs, use "
+                    f"`diagnose diff {args.target} {extra[0]}`"
+                )
             raise UsageError(f"unexpected argument(s) after {args.target}: {' '.join(extra)} (see `diagnose --help`)")
         again.script_args = []
         return again
@@ -220,8 +229,12 @@ class Run:
             if given is not None and not o.nproc_per_node:
                 raise UsageError(f"{flag} is passed to torchrun: it needs --nproc-per-node N")
         if not self.target.runs:
-            for flag, wanted in (("--sweep", o.sweep), ("--param", o.param), ("--verify", o.verify),
-                                 ("--nproc-per-node", o.nproc_per_node)):
+            for flag, wanted in (
+                ("--sweep", o.sweep),
+                ("--param", o.param),
+                ("--verify", o.verify),
+                ("--nproc-per-node", o.nproc_per_node),
+            ):
                 if wanted:
                     raise UsageError(f"{flag} needs a workload to run (model.py:NAME); {self.target.path} is a trace")
             return
@@ -245,11 +258,15 @@ class Run:
         from diagnose import pipeline
 
         o = self.options
-        diagnosis = pipeline.analyse(self.target, self.config, ncu_csv=o.ncu_csv, on_progress=on_progress,
-                                     max_bytes=o.max_trace_bytes)
+        diagnosis = pipeline.analyse(
+            self.target, self.config, ncu_csv=o.ncu_csv, on_progress=on_progress, max_bytes=o.max_trace_bytes
+        )
         if o.ncu:
-            diagnosis.warnings.insert(0, "--ncu: the target is a trace, not a workload: nothing to run under "
-                                         "Nsight Compute (attach its results with --ncu-csv FILE)")
+            diagnosis.warnings.insert(
+                0,
+                "--ncu: the target is a trace, not a workload: nothing to run under "
+                "Nsight Compute (attach its results with --ncu-csv FILE)",
+            )
         return diagnosis
 
     def workload_step(self):
@@ -265,9 +282,16 @@ class Run:
         from diagnose import pipeline
 
         o = self.options
-        captured = pipeline.capture(self.target, folder.path, self.config, self.capture_options,
-                                    on_progress=on_progress, ncu=o.ncu, ncu_csv=o.ncu_csv,
-                                    ncu_timeout_s=o.ncu_timeout)
+        captured = pipeline.capture(
+            self.target,
+            folder.path,
+            self.config,
+            self.capture_options,
+            on_progress=on_progress,
+            ncu=o.ncu,
+            ncu_csv=o.ncu_csv,
+            ncu_timeout_s=o.ncu_timeout,
+        )
         if o.verify:
             self.verify(captured, folder, on_progress)
         return pipeline.relocate(captured.diagnosis, folder.path, folder.final)
@@ -276,16 +300,30 @@ class Run:
         """--verify: apply each fix that can be applied from outside the code, measure it, record the outcome."""
         from diagnose import pipeline
 
-        pipeline.verify_fixes(captured.diagnosis, captured.trace, captured.spec, captured.meta, folder.path,
-                              timeout_s=self.options.timeout, python=self.options.python, on_progress=on_progress,
-                              skip=self.skip)
+        pipeline.verify_fixes(
+            captured.diagnosis,
+            captured.trace,
+            captured.spec,
+            captured.meta,
+            folder.path,
+            timeout_s=self.options.timeout,
+            python=self.options.python,
+            on_progress=on_progress,
+            skip=self.skip,
+        )
 
     def sweep(self, folder: OutputFolder, on_progress) -> Diagnosis:
         """--sweep NAME=V1,...: one capture per value, then the sweep's diagnosis."""
         from diagnose import pipeline
 
-        diagnosis = pipeline.sweep_and_analyse(self.target, folder.path, self.config, self.options.sweep or "",
-                                               self.capture_options, on_progress=on_progress)
+        diagnosis = pipeline.sweep_and_analyse(
+            self.target,
+            folder.path,
+            self.config,
+            self.options.sweep or "",
+            self.capture_options,
+            on_progress=on_progress,
+        )
         return pipeline.relocate(diagnosis, folder.path, folder.final)
 
     def torchrun(self, folder: OutputFolder, on_progress) -> Diagnosis:
@@ -299,8 +337,9 @@ class Run:
         assert o.nproc_per_node is not None  # the step is taken only with --nproc-per-node
         launch = Launch(o.nproc_per_node, o.nnodes, o.rdzv_endpoint, o.node_rank)
         check_launch(launch)
-        diagnosis = pipeline.capture_distributed_and_analyse(self.target, folder.path, self.config,
-                                                             self.capture_options, launch, on_progress=on_progress)
+        diagnosis = pipeline.capture_distributed_and_analyse(
+            self.target, folder.path, self.config, self.capture_options, launch, on_progress=on_progress
+        )
         return pipeline.relocate(diagnosis, folder.path, folder.final)
 
     def write(self, diagnosis: Diagnosis, folder: OutputFolder) -> tuple[dict[str, str], object]:
@@ -316,8 +355,13 @@ class Run:
             return None
         from diagnose.diff_command import compare_with_baseline
 
-        result, files = compare_with_baseline(diagnosis, self.options.baseline, self.config, folder.path,
-                                              fail_on_regression=self.options.fail_on_regression)
+        result, files = compare_with_baseline(
+            diagnosis,
+            self.options.baseline,
+            self.config,
+            folder.path,
+            fail_on_regression=self.options.fail_on_regression,
+        )
         written.update(public(folder, files))
         return result
 
@@ -344,8 +388,9 @@ class Run:
         else:
             tty = sys.stdout.isatty()
             width = common.terminal_width() if tty else None
-            common.print_out(report.get(fmt_name).render(diagnosis, outputs=written, width=width,
-                                                         color=colour(tty)).rstrip("\n"))
+            common.print_out(
+                report.get(fmt_name).render(diagnosis, outputs=written, width=width, color=colour(tty)).rstrip("\n")
+            )
         if o.open and "report" in written:
             open_report(Path(written["report"]))
         if diagnosis.workload_failed:
@@ -364,8 +409,9 @@ def variants(text: str) -> frozenset:
     names = frozenset(n.strip() for n in text.split(",") if n.strip())
     unknown = sorted(names - variant_names())
     if unknown:
-        raise UsageError(f"--verify-skip: unknown variant(s) {', '.join(unknown)} "
-                         f"(known: {', '.join(sorted(variant_names()))})")
+        raise UsageError(
+            f"--verify-skip: unknown variant(s) {', '.join(unknown)} (known: {', '.join(sorted(variant_names()))})"
+        )
     return names
 
 
@@ -381,8 +427,10 @@ def open_report(path: Path) -> None:
     except webbrowser.Error:
         opened = False
     if not opened:
-        print(f"diagnose: --open: no browser found to open {path} (set BROWSER, or open the file yourself)",
-              file=sys.stderr)
+        print(
+            f"diagnose: --open: no browser found to open {path} (set BROWSER, or open the file yourself)",
+            file=sys.stderr,
+        )
 
 
 def print_workload_error(error: dict) -> None:

@@ -1,4 +1,5 @@
 """`diagnose schema [FILE ...]`: the JSON Schema of findings.json; with files, each checked against it."""
+
 from __future__ import annotations
 
 import argparse
@@ -16,8 +17,10 @@ class SchemaCommand(common.Command):
     order = 50
     usage = "diagnose schema [FINDINGS.json ...]"
     summary = "  diagnose schema [FILE]  the JSON Schema of findings.json; with files, check them against it\n"
-    description = ("Print the JSON Schema of findings.json (diagnose.findings/1); with files, check each "
-                   "against it instead (exit 0 when all fit, 2 naming the first field that does not).")
+    description = (
+        "Print the JSON Schema of findings.json (diagnose.findings/1); with files, check each "
+        "against it instead (exit 0 when all fit, 2 naming the first field that does not)."
+    )
 
     def add_arguments(self, p: argparse.ArgumentParser) -> None:
         """The files to check."""

@@ -11,6 +11,7 @@ Two Diagnoses in (each side analysed once, by pipeline.analyse), one DiffReport 
 
 The package sits between assemble and the renderers: it reads Diagnoses, never a trace.
 """
+
 from __future__ import annotations
 
 from diagnose.diff.build import diff_diagnoses

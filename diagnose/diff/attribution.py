@@ -13,6 +13,7 @@ Inside a bucket, the change is given to matched items (diagnose/diff/matching.py
   times the kernels it launched per step (an estimate: dispatch cost is spread evenly per launch);
 - `host_in_ops`, `host_work`: the op and range names the accounting found covering silent host time.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -41,7 +42,7 @@ class ItemChange:
 
     @property
     def status(self) -> str:
-        """"matched", "appeared" or "disappeared"."""
+        """ "matched", "appeared" or "disappeared"."""
         if self.before_us is None:
             return "appeared"
         if self.after_us is None:
@@ -50,9 +51,15 @@ class ItemChange:
 
     def to_dict(self) -> dict:
         """Plain data for diff.json."""
-        return {"kind": self.kind, "name": self.name, "status": self.status,
-                "before_us": _r(self.before_us), "after_us": _r(self.after_us),
-                "delta_us": round(self.delta_us, 3), "detail": self.detail}
+        return {
+            "kind": self.kind,
+            "name": self.name,
+            "status": self.status,
+            "before_us": _r(self.before_us),
+            "after_us": _r(self.after_us),
+            "delta_us": round(self.delta_us, 3),
+            "detail": self.detail,
+        }
 
 
 @dataclasses.dataclass
@@ -74,9 +81,16 @@ class BucketChange:
     def to_dict(self, step_delta_us: float) -> dict:
         """Plain data for diff.json; `share_of_change` is this bucket's part of the step's change."""
         share = self.delta_us / step_delta_us if step_delta_us else None
-        return {"id": self.id, "label": self.label, "before_us": _r(self.before_us), "after_us": _r(self.after_us),
-                "delta_us": round(self.delta_us, 3), "share_of_change": _r(share, 4),
-                "items": [i.to_dict() for i in self.items], "note": self.note}
+        return {
+            "id": self.id,
+            "label": self.label,
+            "before_us": _r(self.before_us),
+            "after_us": _r(self.after_us),
+            "delta_us": round(self.delta_us, 3),
+            "share_of_change": _r(share, 4),
+            "items": [i.to_dict() for i in self.items],
+            "note": self.note,
+        }
 
 
 def bucket_changes(before, after) -> list[BucketChange]:
@@ -86,8 +100,12 @@ def bucket_changes(before, after) -> list[BucketChange]:
     out = []
     for key, b, a in matching.match(rows_b, rows_a):
         row = a or b or {}  # match gives every key a side
-        change = BucketChange(key, row.get("label", key), (b or {}).get("us_per_step", 0.0) or 0.0,
-                              (a or {}).get("us_per_step", 0.0) or 0.0)
+        change = BucketChange(
+            key,
+            row.get("label", key),
+            (b or {}).get("us_per_step", 0.0) or 0.0,
+            (a or {}).get("us_per_step", 0.0) or 0.0,
+        )
         change.items = _items(key, before, after, b or {}, a or {})
         out.append(change)
     total = sum(c.delta_us for c in out)
@@ -111,13 +129,20 @@ def drained_queue_first(changes: list[BucketChange], before: dict, after: dict, 
     if not ops_b or abs(ops_a - ops_b) > SAME_LAUNCHES * ops_b:
         return changes
     launch = changes[0]
-    stalls = [c for c in changes if c.id in STALL_BUCKETS and c.delta_us >= STALL_SHARE * total
-              and c.delta_us >= STALL_OF_LAUNCH * launch.delta_us]
+    stalls = [
+        c
+        for c in changes
+        if c.id in STALL_BUCKETS
+        and c.delta_us >= STALL_SHARE * total
+        and c.delta_us >= STALL_OF_LAUNCH * launch.delta_us
+    ]
     if not stalls:
         return changes
     stall = max(stalls, key=lambda c: c.delta_us)
-    launch.note = (f"the same {ops_a:g} GPU ops per step on both sides: the GPU's queue ran dry after the host "
-                   f"stall ({stall.label}, +{stall.delta_us:,.0f} µs), so every later launch was exposed")
+    launch.note = (
+        f"the same {ops_a:g} GPU ops per step on both sides: the GPU's queue ran dry after the host "
+        f"stall ({stall.label}, +{stall.delta_us:,.0f} µs), so every later launch was exposed"
+    )
     rest = [c for c in changes if c is not stall and c is not launch]
     return [stall, launch, *rest]
 
@@ -139,8 +164,10 @@ def _items(bucket: str, before, after, row_b: dict, row_a: dict) -> list[ItemCha
         cats = KERNEL_BUCKETS[bucket]
         fam_b = _only(matching.kernel_families(inv_b), cats, bucket)
         fam_a = _only(matching.kernel_families(inv_a), cats, bucket)
-        items = [ItemChange("kernel family", key, _us(b), _us(a), _family_detail(b, a))
-                 for key, b, a in matching.match(fam_b, fam_a)]
+        items = [
+            ItemChange("kernel family", key, _us(b), _us(a), _family_detail(b, a))
+            for key, b, a in matching.match(fam_b, fam_a)
+        ]
     elif bucket == "launch":
         items = _launch_items(matching.op_table(inv_b), matching.op_table(inv_a), row_b, row_a)
     elif bucket in HOST_BUCKETS:
@@ -156,6 +183,7 @@ def _items(bucket: str, before, after, row_b: dict, row_a: dict) -> list[ItemCha
 def _only(families: dict, cats: tuple, bucket: str) -> dict:
     def is_comm(key: str) -> bool:
         return key.startswith(matching.COMM_FAMILY)
+
     keep = {}
     for key, fam in families.items():
         if fam.get("cat") not in cats:
@@ -174,8 +202,10 @@ def _launch_items(ops_b: dict, ops_a: dict, row_b: dict, row_a: dict) -> list[It
     for (name, dims), b, a in matching.match(ops_b, ops_a):
         before_us = b["kernels_per_step"] * per_b if b else None
         after_us = a["kernels_per_step"] * per_a if a else None
-        detail = (f"{_fmt(b['kernels_per_step'] if b else 0)} → {_fmt(a['kernels_per_step'] if a else 0)} "
-                  "kernels launched per step")
+        detail = (
+            f"{_fmt(b['kernels_per_step'] if b else 0)} → {_fmt(a['kernels_per_step'] if a else 0)} "
+            "kernels launched per step"
+        )
         items.append(ItemChange("op", f"{name} {dims}".strip(), before_us, after_us, detail))
     return items
 

@@ -1,4 +1,5 @@
 """Put a DiffReport together from two Diagnoses (each analysed once; nothing is recomputed)."""
+
 from __future__ import annotations
 
 from diagnose.diff import matching
@@ -10,8 +11,14 @@ from diagnose.errors import InputError
 from diagnose.findings import Diagnosis
 
 
-def diff_diagnoses(before: Diagnosis, after: Diagnosis, *, fail_on_regression: float | None = None,
-                   min_effect: float = MIN_EFFECT.default, paths: tuple[str, str] = ("", "")) -> DiffReport:
+def diff_diagnoses(
+    before: Diagnosis,
+    after: Diagnosis,
+    *,
+    fail_on_regression: float | None = None,
+    min_effect: float = MIN_EFFECT.default,
+    paths: tuple[str, str] = ("", ""),
+) -> DiffReport:
     """Compare BEFORE with AFTER: the step change and verdict, its attribution, the findings' changes.
 
     `paths` name the two sides as the user gave them. InputError when a side has no measured step."""
@@ -19,14 +26,24 @@ def diff_diagnoses(before: Diagnosis, after: Diagnosis, *, fail_on_regression: f
     change = step_change(*samples, basis=basis, min_effect=min_effect)
     buckets = bucket_changes(before, after)
     if _time_base(before) != _time_base(after):
-        warnings.append("the two sides' step accounting is on different time bases (one has unprofiled "
-                        "timing, the other not): bucket changes mix profiled and unprofiled time")
+        warnings.append(
+            "the two sides' step accounting is on different time bases (one has unprofiled "
+            "timing, the other not): bucket changes mix profiled and unprofiled time"
+        )
     if before.device.get("name") and after.device.get("name") and before.device["name"] != after.device["name"]:
         warnings.append(f"different devices: {before.device['name']} before, {after.device['name']} after")
-    shapes = matching.shape_changes(matching.op_table(before.details.inventory),
-                                    matching.op_table(after.details.inventory))
-    report = DiffReport(_side(before, paths[0]), _side(after, paths[1]), change, buckets, finding_changes(before.findings, after.findings),
-                        shape_changes=shapes, warnings=warnings + _side_warnings(before, after))
+    shapes = matching.shape_changes(
+        matching.op_table(before.details.inventory), matching.op_table(after.details.inventory)
+    )
+    report = DiffReport(
+        _side(before, paths[0]),
+        _side(after, paths[1]),
+        change,
+        buckets,
+        finding_changes(before.findings, after.findings),
+        shape_changes=shapes,
+        warnings=warnings + _side_warnings(before, after),
+    )
     if fail_on_regression is not None:
         report.gate_pct = fail_on_regression
         report.gate_tripped = gate_trips(change, fail_on_regression)
@@ -44,8 +61,7 @@ def _samples(before: Diagnosis, after: Diagnosis) -> tuple[tuple[list[float], li
         raise InputError(f"{side} has no measured step to compare (no GPU activity in its trace)")
     warnings = []
     if unprof_b or unprof_a:
-        warnings.append("only one side has unprofiled step times: both are compared on profiled per-step "
-                        "durations")
+        warnings.append("only one side has unprofiled step times: both are compared on profiled per-step durations")
     if min(len(prof_b), len(prof_a)) < 5:
         warnings.append(f"few steps ({len(prof_b)} before, {len(prof_a)} after): the interval is wide")
     return (prof_b, prof_a), "profiled per-step durations from the traces", warnings
@@ -56,8 +72,9 @@ def _time_base(d: Diagnosis) -> bool:
 
 
 def _side(d: Diagnosis, path: str) -> Side:
-    return Side(d.target, d.device, (d.summary or {}).get("step_time_us"), d.verdict, [f.rule for f in d.findings],
-                str(path))
+    return Side(
+        d.target, d.device, (d.summary or {}).get("step_time_us"), d.verdict, [f.rule for f in d.findings], str(path)
+    )
 
 
 def _side_warnings(before: Diagnosis, after: Diagnosis) -> list[str]:

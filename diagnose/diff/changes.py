@@ -1,5 +1,6 @@
 """Findings that appeared, disappeared or changed severity between two runs, with their evidence
 side by side. Findings are matched by rule id (a rule gives at most one finding per run)."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -53,5 +54,10 @@ def _rank(severity: str) -> int:
 def _side(f: Finding | None) -> dict | None:
     if f is None:
         return None
-    return {"severity": f.severity, "title": f.title, "est_speedup": f.est_speedup,
-            "evidence": [e.text() for e in f.evidence], "fixes": [x.id for x in f.fixes]}
+    return {
+        "severity": f.severity,
+        "title": f.title,
+        "est_speedup": f.est_speedup,
+        "evidence": [e.text() for e in f.evidence],
+        "fixes": [x.id for x in f.fixes],
+    }

@@ -10,6 +10,7 @@ not one kernel vanishing and another appearing.
 An op is matched by its name and the input shapes it was called with; an op whose name matches
 but whose shapes differ is a *shape change* (a halved batch shows up there).
 """
+
 from __future__ import annotations
 
 import re
@@ -59,9 +60,16 @@ def kernel_families(inventory: list[dict] | None) -> dict[str, dict]:
     """Per family: µs and calls per step, the ops that launched it and its kernel names."""
     out: dict[str, dict] = {}
     for row in inventory or []:
-        fam = out.setdefault(kernel_family(row["name"]), {"us_per_step": 0.0, "calls_per_step": 0.0,
-                                                          "cat": row.get("cat"), "ops": defaultdict(float),
-                                                          "kernels": defaultdict(float)})
+        fam = out.setdefault(
+            kernel_family(row["name"]),
+            {
+                "us_per_step": 0.0,
+                "calls_per_step": 0.0,
+                "cat": row.get("cat"),
+                "ops": defaultdict(float),
+                "kernels": defaultdict(float),
+            },
+        )
         fam["us_per_step"] += row.get("us_per_step") or 0.0
         fam["calls_per_step"] += row.get("calls_per_step") or 0.0
         fam["ops"][row.get("op") or "(no CPU op: graph replay or untraced)"] += row.get("us_per_step") or 0.0
@@ -105,7 +113,8 @@ def shape_changes(before: dict, after: dict, limit: int = 10) -> list[dict]:
         new = sorted(set(by_name_a[name]) - set(by_name_b[name]))
         if gone and new:
             weight = sum(by_name_b[name][d]["us_per_step"] for d in gone) + sum(
-                by_name_a[name][d]["us_per_step"] for d in new)
+                by_name_a[name][d]["us_per_step"] for d in new
+            )
             out.append({"op": name, "before": gone[:3], "after": new[:3], "us_per_step": round(weight, 3)})
     out.sort(key=lambda r: -r["us_per_step"])
     return out[:limit]

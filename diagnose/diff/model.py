@@ -17,6 +17,7 @@
 
 Times are µs per step. New fields may be added within `diagnose.diff/1`, none removed or renamed.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -96,14 +97,18 @@ class DiffReport:
         s = self.step
         low, high = s.interval_pct
         head = {"faster": "Faster", "slower": "Slower", "no significant change": "No significant change"}[s.verdict]
-        text = (f"{head}: step {s.before_us:,.1f} µs → {s.after_us:,.1f} µs ({s.change_pct:+.1f} %, "
-                f"{s.confidence:.0%} interval {low:+.1f} % to {high:+.1f} %)")
+        text = (
+            f"{head}: step {s.before_us:,.1f} µs → {s.after_us:,.1f} µs ({s.change_pct:+.1f} %, "
+            f"{s.confidence:.0%} interval {low:+.1f} % to {high:+.1f} %)"
+        )
         cause = self.top_cause
         if cause is not None and s.verdict != "no significant change":
             follows = next((b for b in self.buckets[1:2] if b.note), None)
             if follows is not None:
-                text += (f"; caused by {cause.label} ({cause.delta_us:+,.1f} µs per step), after which the GPU's "
-                         f"queue ran dry: {follows.label} {follows.delta_us:+,.1f} µs per step")
+                text += (
+                    f"; caused by {cause.label} ({cause.delta_us:+,.1f} µs per step), after which the GPU's "
+                    f"queue ran dry: {follows.label} {follows.delta_us:+,.1f} µs per step"
+                )
             else:
                 text += f"; mostly {cause.label} ({cause.delta_us:+,.1f} µs per step)"
         return text + "."
@@ -112,10 +117,18 @@ class DiffReport:
         """Plain data for JSON (the stable, versioned schema above)."""
         total = self.step_delta_us
         cause = self.top_cause
-        return {"schema": self.schema, "before": self.before.to_dict(), "after": self.after.to_dict(),
-                "step": self.step.to_dict(), "verdict": self.verdict, "top_cause": cause.id if cause else None,
-                "buckets": [b.to_dict(total) for b in self.buckets], "shape_changes": self.shape_changes,
-                "findings": [f.to_dict() for f in self.findings],
-                "gate": None if self.gate_pct is None else {"fail_on_regression_pct": self.gate_pct,
-                                                            "tripped": self.gate_tripped},
-                "warnings": self.warnings}
+        return {
+            "schema": self.schema,
+            "before": self.before.to_dict(),
+            "after": self.after.to_dict(),
+            "step": self.step.to_dict(),
+            "verdict": self.verdict,
+            "top_cause": cause.id if cause else None,
+            "buckets": [b.to_dict(total) for b in self.buckets],
+            "shape_changes": self.shape_changes,
+            "findings": [f.to_dict() for f in self.findings],
+            "gate": None
+            if self.gate_pct is None
+            else {"fail_on_regression_pct": self.gate_pct, "tripped": self.gate_tripped},
+            "warnings": self.warnings,
+        }

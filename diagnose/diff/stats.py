@@ -14,6 +14,7 @@ significant change*. The floor keeps two captures of the same code (which differ
 than their within-run noise says, since each capture is a new process) from being called
 different by a fraction of a percent.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -25,9 +26,13 @@ from diagnose.thresholds import Threshold
 RESAMPLES = 4000
 CONFIDENCE = 0.95
 SEED = 20240614
-MIN_EFFECT = Threshold("min_effect", 0.01, "fraction",
-                       "a change smaller than this share of the step is never called faster or slower",
-                       kind="fraction")
+MIN_EFFECT = Threshold(
+    "min_effect",
+    0.01,
+    "fraction",
+    "a change smaller than this share of the step is never called faster or slower",
+    kind="fraction",
+)
 VERDICTS = ("faster", "slower", "no significant change")
 
 
@@ -64,14 +69,23 @@ class StepChange:
     def to_dict(self) -> dict:
         """Plain data for diff.json's `step`."""
         low, high = self.interval_pct
-        return {"before_us": round(self.before_us, 3), "after_us": round(self.after_us, 3),
-                "change_pct": round(self.change_pct, 3), "interval_pct": [round(low, 3), round(high, 3)],
-                "confidence": self.confidence, "verdict": self.verdict, "basis": self.basis,
-                "n_before": self.n_before, "n_after": self.n_after, "method": self.method}
+        return {
+            "before_us": round(self.before_us, 3),
+            "after_us": round(self.after_us, 3),
+            "change_pct": round(self.change_pct, 3),
+            "interval_pct": [round(low, 3), round(high, 3)],
+            "confidence": self.confidence,
+            "verdict": self.verdict,
+            "basis": self.basis,
+            "n_before": self.n_before,
+            "n_after": self.n_after,
+            "method": self.method,
+        }
 
 
-def ratio_interval(before, after, confidence: float = CONFIDENCE, resamples: int = RESAMPLES,
-                   seed: int = SEED) -> tuple[float, float, float]:
+def ratio_interval(
+    before, after, confidence: float = CONFIDENCE, resamples: int = RESAMPLES, seed: int = SEED
+) -> tuple[float, float, float]:
     """(median(after) ÷ median(before), low, high): the ratio and its percentile-bootstrap interval."""
     b = np.asarray(before, dtype=float)
     a = np.asarray(after, dtype=float)
@@ -89,8 +103,13 @@ def ratio_interval(before, after, confidence: float = CONFIDENCE, resamples: int
     return ratio, float(low), float(high)
 
 
-def step_change(before: list[float], after: list[float], basis: str, min_effect: float = MIN_EFFECT.default,
-                confidence: float = CONFIDENCE) -> StepChange:
+def step_change(
+    before: list[float],
+    after: list[float],
+    basis: str,
+    min_effect: float = MIN_EFFECT.default,
+    confidence: float = CONFIDENCE,
+) -> StepChange:
     """Compare two samples of per-step times (µs) and give the verdict."""
     ratio, low, high = ratio_interval(before, after, confidence)
     if low > 1.0 and ratio - 1.0 >= min_effect:
@@ -99,8 +118,18 @@ def step_change(before: list[float], after: list[float], basis: str, min_effect:
         verdict = "faster"
     else:
         verdict = "no significant change"
-    return StepChange(float(np.median(before)), float(np.median(after)), ratio, low, high, verdict, basis,
-                      len(before), len(after), confidence)
+    return StepChange(
+        float(np.median(before)),
+        float(np.median(after)),
+        ratio,
+        low,
+        high,
+        verdict,
+        basis,
+        len(before),
+        len(after),
+        confidence,
+    )
 
 
 def step_samples(capture: dict, steps: list | None) -> tuple[list[float], list[float]]:

@@ -8,6 +8,7 @@ the weight operands of the outermost `aten::linear` calls and embedding tables o
 the KV cache is what the decode-shaped attention calls read. The rest of the peak is activations
 and temporaries.
 """
+
 from __future__ import annotations
 
 import re
@@ -20,8 +21,22 @@ from diagnose.memory.patterns import attention_calls, shapes, step_index
 
 ACCUMULATE = "torch::autograd::AccumulateGrad"
 OPTIMIZER_STEP = re.compile(r"^Optimizer\.step#(\w+)\.step$")
-STATES_PER_PARAM = {"Adam": 2, "AdamW": 2, "Adamax": 2, "NAdam": 2, "RAdam": 2, "Adadelta": 2, "SparseAdam": 2,
-                    "SGD": 1, "Adagrad": 1, "RMSprop": 1, "Rprop": 2, "ASGD": 2, "LBFGS": 2, "Lion": 1}
+STATES_PER_PARAM = {
+    "Adam": 2,
+    "AdamW": 2,
+    "Adamax": 2,
+    "NAdam": 2,
+    "RAdam": 2,
+    "Adadelta": 2,
+    "SparseAdam": 2,
+    "SGD": 1,
+    "Adagrad": 1,
+    "RMSprop": 1,
+    "Rprop": 2,
+    "ASGD": 2,
+    "LBFGS": 2,
+    "Lion": 1,
+}
 NOT_RECORDED = "(not recorded: allocated before the allocation history started)"
 TOP = 8
 
@@ -60,18 +75,35 @@ def training_parts(ops: pd.DataFrame, step_ops: pd.DataFrame) -> dict | None:
     states = STATES_PER_PARAM.get(optimizer) if optimizer else None
     numel = sum(a.numel for a in params)
     parts = [
-        {"part": "parameters", "bytes": p_bytes,
-         "how": f"{len(params)} tensors, {numel:,} values ({', '.join(dtypes) or 'dtype not recorded'}), "
-                "from the gradients accumulated into them"},
+        {
+            "part": "parameters",
+            "bytes": p_bytes,
+            "how": f"{len(params)} tensors, {numel:,} values ({', '.join(dtypes) or 'dtype not recorded'}), "
+            "from the gradients accumulated into them",
+        },
         {"part": "gradients", "bytes": p_bytes, "how": "one per parameter, same shape and dtype"},
     ]
     if states is not None:
-        parts.append({"part": f"optimizer state ({optimizer})", "bytes": states * p_bytes,
-                      "how": f"{states} tensor{'s' if states > 1 else ''} per parameter, its dtype"})
-    note = ("" if states is not None else
-            f"optimizer {'not recorded' if not optimizer else optimizer + ' not known'}: its state is not counted")
-    return {"kind": "training", "optimizer": optimizer, "parts": parts, "params": len(params),
-            "param_values": numel, "note": note}
+        parts.append(
+            {
+                "part": f"optimizer state ({optimizer})",
+                "bytes": states * p_bytes,
+                "how": f"{states} tensor{'s' if states > 1 else ''} per parameter, its dtype",
+            }
+        )
+    note = (
+        ""
+        if states is not None
+        else f"optimizer {'not recorded' if not optimizer else optimizer + ' not known'}: its state is not counted"
+    )
+    return {
+        "kind": "training",
+        "optimizer": optimizer,
+        "parts": parts,
+        "params": len(params),
+        "param_values": numel,
+        "note": note,
+    }
 
 
 def inference_parts(step_ops: pd.DataFrame, calls: list | None = None) -> dict | None:
@@ -96,8 +128,13 @@ def inference_parts(step_ops: pd.DataFrame, calls: list | None = None) -> dict |
     if weights:
         parts.append({"part": "weights", "bytes": weights, "how": f"{count} linear/embedding weights used in one step"})
     if kv:
-        parts.append({"part": "KV cache (read per step)", "bytes": float(kv),
-                      "how": "keys and values the decode attention calls of one step read"})
+        parts.append(
+            {
+                "part": "KV cache (read per step)",
+                "bytes": float(kv),
+                "how": "keys and values the decode attention calls of one step read",
+            }
+        )
     return {"kind": "inference", "optimizer": None, "parts": parts, "note": ""} if parts else None
 
 
@@ -132,12 +169,19 @@ def _group(items: list[tuple[str, float]]) -> list[dict]:
         return []
     frame = pd.DataFrame(items, columns=["where", "bytes"])
     grouped = frame.groupby("where")["bytes"].agg(["sum", "size", "max"]).sort_values("sum", ascending=False)
-    return [{"where": str(w), "bytes": float(r["sum"]), "count": int(r["size"]), "largest": float(r["max"])}
-            for w, r in grouped.head(TOP).iterrows()]
+    return [
+        {"where": str(w), "bytes": float(r["sum"]), "count": int(r["size"]), "largest": float(r["max"])}
+        for w, r in grouped.head(TOP).iterrows()
+    ]
 
 
-def peak_breakdown(ops: pd.DataFrame, windows: list | None, peak: float | None, snapshot: dict | None,
-                   attention: Callable[[], list] | None = None) -> dict:
+def peak_breakdown(
+    ops: pd.DataFrame,
+    windows: list | None,
+    peak: float | None,
+    snapshot: dict | None,
+    attention: Callable[[], list] | None = None,
+) -> dict:
     """The peak split into the parts the ops reveal, the rest as activations and temporaries, plus
     the snapshot's largest live blocks and allocating frames by user code. `attention` gives the
     attention calls of all of `ops` (Metrics.attention_calls), read only for an inference
@@ -149,8 +193,15 @@ def peak_breakdown(ops: pd.DataFrame, windows: list | None, peak: float | None, 
         if known is None:
             calls = None if attention is None else _in_last_step(attention(), windows)
             known = inference_parts(step_ops, calls)
-    out: dict[str, Any] = {"peak_bytes": peak, "kind": "unknown", "optimizer": None, "parts": [], "note": "",
-                           "top_live": top_live(snapshot), "top_allocating": top_allocating(snapshot)}
+    out: dict[str, Any] = {
+        "peak_bytes": peak,
+        "kind": "unknown",
+        "optimizer": None,
+        "parts": [],
+        "note": "",
+        "top_live": top_live(snapshot),
+        "top_allocating": top_allocating(snapshot),
+    }
     if known:
         out.update(known)
         counted = sum(p["bytes"] for p in out["parts"])
@@ -160,7 +211,10 @@ def peak_breakdown(ops: pd.DataFrame, windows: list | None, peak: float | None, 
             out["parts"].append({"part": label, "bytes": rest, "how": "the peak minus the parts above"})
         out["basis"] = "shapes of the recorded ops; " + (out["note"] or "the rest of the peak is the remainder")
     else:
-        out["basis"] = ("no op reveals parameters or weights: the largest live blocks of the allocator "
-                        "snapshot, by the user code that allocated them" if snapshot else
-                        "no op reveals parameters or weights and no allocator snapshot was recorded")
+        out["basis"] = (
+            "no op reveals parameters or weights: the largest live blocks of the allocator "
+            "snapshot, by the user code that allocated them"
+            if snapshot
+            else "no op reveals parameters or weights and no allocator snapshot was recorded"
+        )
     return out

@@ -1,11 +1,19 @@
 """The memory part of a Diagnosis (`Details.memory`), and the memory views the memory rules share."""
+
 from __future__ import annotations
 
 from diagnose.memory.breakdown import peak_breakdown
 from diagnose.memory.timeline import levels_in_steps, memory_timeline
 
-SNAPSHOT_KEYS = ("reserved_bytes", "allocated_bytes", "segments", "free_in_segments_bytes",
-                 "largest_free_block_bytes", "fragmentation", "live_blocks")
+SNAPSHOT_KEYS = (
+    "reserved_bytes",
+    "allocated_bytes",
+    "segments",
+    "free_in_segments_bytes",
+    "largest_free_block_bytes",
+    "fragmentation",
+    "live_blocks",
+)
 
 
 def step_windows(ctx) -> list:
@@ -23,8 +31,12 @@ def breakdown(ctx) -> dict | None:
     if record is None:
         return None
     m = ctx.metrics
-    return m.shared("memory breakdown", lambda: peak_breakdown(
-        ctx.trace.ops, step_windows(ctx), record.peak_allocated, record.snapshot, lambda: m.attention_calls))
+    return m.shared(
+        "memory breakdown",
+        lambda: peak_breakdown(
+            ctx.trace.ops, step_windows(ctx), record.peak_allocated, record.snapshot, lambda: m.attention_calls
+        ),
+    )
 
 
 def step_levels(ctx) -> dict | None:
@@ -47,22 +59,24 @@ def memory_details(ctx) -> dict:
     if record is not None:
         limit, limit_source = record.limit
         snapshot = record.snapshot or {}
-        out.update({
-            "device_total_bytes": record.device_total,
-            "limit_bytes": limit,
-            "limit_source": limit_source,
-            "peak_allocated_bytes": record.peak_allocated,
-            "peak_reserved_bytes": record.peak_reserved,
-            "alloc_retries": record.alloc_retries,
-            "inactive_split_peak_bytes": record.inactive_split_peak,
-            "out_of_memory": record.out_of_memory,
-            "oom": record.oom,
-            "snapshot_taken": record.snapshot_taken,
-            "snapshot": {k: snapshot.get(k) for k in SNAPSHOT_KEYS} if snapshot else None,
-            "timeline": memory_timeline(record.events, step_windows(ctx)),
-            "breakdown": breakdown(ctx),
-            "source": record.path or "meta.json / trace allocator events",
-        })
+        out.update(
+            {
+                "device_total_bytes": record.device_total,
+                "limit_bytes": limit,
+                "limit_source": limit_source,
+                "peak_allocated_bytes": record.peak_allocated,
+                "peak_reserved_bytes": record.peak_reserved,
+                "alloc_retries": record.alloc_retries,
+                "inactive_split_peak_bytes": record.inactive_split_peak,
+                "out_of_memory": record.out_of_memory,
+                "oom": record.oom,
+                "snapshot_taken": record.snapshot_taken,
+                "snapshot": {k: snapshot.get(k) for k in SNAPSHOT_KEYS} if snapshot else None,
+                "timeline": memory_timeline(record.events, step_windows(ctx)),
+                "breakdown": breakdown(ctx),
+                "source": record.path or "meta.json / trace allocator events",
+            }
+        )
     if sweep is not None:
         out["sweep"] = sweep.to_dict()
         point = sweep.representative()

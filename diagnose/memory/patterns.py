@@ -10,6 +10,7 @@
 
 Shapes come from `record_shapes=True`; tensor lists (cat's input) carry shapes but no dtype.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -21,11 +22,26 @@ import pandas as pd
 
 from diagnose.metrics.work import DTYPE_BYTES, last_window
 
-SOFTMAX_OPS = {"aten::softmax", "aten::_softmax", "aten::log_softmax", "aten::_log_softmax",
-               "aten::_safe_softmax", "aten::_masked_softmax"}
+SOFTMAX_OPS = {
+    "aten::softmax",
+    "aten::_softmax",
+    "aten::log_softmax",
+    "aten::_log_softmax",
+    "aten::_safe_softmax",
+    "aten::_masked_softmax",
+}
 SCORE_MATMULS = {"aten::matmul", "aten::bmm", "aten::baddbmm", "aten::mm"}
-MASK_OPS = {"aten::add", "aten::add_", "aten::masked_fill", "aten::masked_fill_", "aten::where", "aten::sub",
-            "aten::mul", "aten::mul_", "aten::baddbmm"}
+MASK_OPS = {
+    "aten::add",
+    "aten::add_",
+    "aten::masked_fill",
+    "aten::masked_fill_",
+    "aten::where",
+    "aten::sub",
+    "aten::mul",
+    "aten::mul_",
+    "aten::baddbmm",
+}
 SDPA_TOP = "aten::scaled_dot_product_attention"
 SDPA_BACKEND = re.compile(r"^aten::_scaled_dot_product_\w*attention\w*$")
 MATH = "aten::_scaled_dot_product_attention_math"
@@ -92,8 +108,9 @@ def distinct_calls(ops: pd.DataFrame):
     apart by identity: a repeated call may come back more than once, never a distinct one less.
     """
     seen = set()
-    for name, dims, types in zip(ops["name"].to_numpy(object), ops["input_dims"].to_numpy(object),
-                                 ops["input_types"].to_numpy(object)):
+    for name, dims, types in zip(
+        ops["name"].to_numpy(object), ops["input_dims"].to_numpy(object), ops["input_types"].to_numpy(object)
+    ):
         key = (name, id(dims), id(types))
         if key not in seen:
             seen.add(key)
@@ -166,8 +183,11 @@ def score_matrices(ops: pd.DataFrame, min_tokens: int, calls: list | None = None
         tail = x.dims[-2:]
         if (x.dims, x.dtype) in found or tail not in products:
             continue
-        how = ("SDPA fell back to its math path (aten::_scaled_dot_product_attention_math)" if tail in math_calls
-               else "attention written by hand: a matmul producing [..., Tq, Tk], then softmax")
+        how = (
+            "SDPA fell back to its math path (aten::_scaled_dot_product_attention_math)"
+            if tail in math_calls
+            else "attention written by hand: a matmul producing [..., Tq, Tk], then softmax"
+        )
         found[(x.dims, x.dtype)] = ScoreMatrix(x.dims, x.dtype, how, _dense_mask(ops, x.dims))
     return sorted(found.values(), key=lambda s: s.nbytes, reverse=True)
 

@@ -9,6 +9,7 @@ memory.json is checked against its schema (diagnose/trace/schemas.py, MemoryDoc)
 is read: a file that is not JSON, or names another schema, is ignored with a warning; JSON of the
 wrong shape or types, or nested too deeply, is an InputError naming the file and the field.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -24,7 +25,7 @@ MEMORY_FILES = ("memory.json.gz", "memory.json")  # what captures write now (gzi
 SCHEMA = "diagnose.memory/1"
 CUDA_DEVICE_TYPE = 1
 _ALLOWED = re.compile(r"([\d.]+)\s*GiB allowed")
-_GIB = 1024 ** 3
+_GIB = 1024**3
 
 
 @dataclasses.dataclass
@@ -66,8 +67,11 @@ class MemoryRecord:
     @property
     def out_of_memory(self) -> bool:
         """True when the run hit an out-of-memory error."""
-        return (self.capture.get("status") == "oom" or bool(self.oom)
-                or bool(self.stats.get("num_ooms") or self.meta.get("num_ooms")))
+        return (
+            self.capture.get("status") == "oom"
+            or bool(self.oom)
+            or bool(self.stats.get("num_ooms") or self.meta.get("num_ooms"))
+        )
 
     @property
     def error(self) -> dict:
@@ -77,14 +81,20 @@ class MemoryRecord:
     @property
     def peak_allocated(self) -> float | None:
         """Peak bytes held by tensors over the run."""
-        return self._first(self.stats.get("allocated_bytes.all.peak"), self.meta.get("max_allocated_bytes"),
-                           _max(self.events, "total_allocated"))
+        return self._first(
+            self.stats.get("allocated_bytes.all.peak"),
+            self.meta.get("max_allocated_bytes"),
+            _max(self.events, "total_allocated"),
+        )
 
     @property
     def peak_reserved(self) -> float | None:
         """Peak bytes the caching allocator held from the driver over the run."""
-        return self._first(self.stats.get("reserved_bytes.all.peak"), self.meta.get("max_reserved_bytes"),
-                           _max(self.events, "total_reserved"))
+        return self._first(
+            self.stats.get("reserved_bytes.all.peak"),
+            self.meta.get("max_reserved_bytes"),
+            _max(self.events, "total_reserved"),
+        )
 
     @property
     def alloc_retries(self) -> int:
@@ -100,8 +110,9 @@ class MemoryRecord:
     def device_total(self) -> float | None:
         """The GPU's memory in bytes."""
         device = self.capture.get("device") or {}
-        return self._first((self.doc or {}).get("device_total_bytes"), device.get("total_memory_bytes"),
-                           self.trace_device_bytes)
+        return self._first(
+            (self.doc or {}).get("device_total_bytes"), device.get("total_memory_bytes"), self.trace_device_bytes
+        )
 
     @property
     def limit(self) -> tuple[float | None, str]:
@@ -139,8 +150,14 @@ def load_memory(trace) -> MemoryRecord | None:
     events = cuda_events(trace.memory)
     if doc is None and not capture.get("memory") and not len(events):
         return None
-    return MemoryRecord(doc=doc, capture=capture, events=events, path=path,
-                        trace_device_bytes=(trace.device or {}).get("memory_bytes"), warnings=warnings)
+    return MemoryRecord(
+        doc=doc,
+        capture=capture,
+        events=events,
+        path=path,
+        trace_device_bytes=(trace.device or {}).get("memory_bytes"),
+        warnings=warnings,
+    )
 
 
 def _read_memory_json(source: str, capture: dict, warnings: list[str]) -> tuple[dict | None, str | None]:
@@ -173,8 +190,12 @@ def cuda_events(memory: pd.DataFrame) -> pd.DataFrame:
     if memory is None or not len(memory):
         return pd.DataFrame(columns=cols, dtype=float)
     frame = pd.DataFrame({c: allocator.numbers(memory[c]) for c in cols + ["device_type"]})
-    frame = frame[(frame["device_type"] == CUDA_DEVICE_TYPE) & frame["total_allocated"].notna()
-                  & frame["total_reserved"].notna() & frame["device_id"].notna()]
+    frame = frame[
+        (frame["device_type"] == CUDA_DEVICE_TYPE)
+        & frame["total_allocated"].notna()
+        & frame["total_reserved"].notna()
+        & frame["device_id"].notna()
+    ]
     if not len(frame):
         return pd.DataFrame(columns=cols, dtype=float)
     device = frame["device_id"].mode().iloc[0]

@@ -5,6 +5,7 @@ capture folder per point. Growth is fitted as a power law y = a·x^b by least sq
 log y against log x over the points that ran (status "ok"); b is the growth exponent (1: linear,
 2: quadratic). Points that ran out of memory are not fitted: the first of them is the wall.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -65,7 +66,7 @@ class Fit:
 
     def predict(self, x: float) -> float:
         """The fitted value at x."""
-        return self.coefficient * x ** self.exponent
+        return self.coefficient * x**self.exponent
 
     def reach(self, y: float) -> float | None:
         """The x at which the fit reaches y (None for a flat or falling fit)."""
@@ -85,7 +86,7 @@ def fit_power(xs: Sequence[float | None], ys: Sequence[float | None]) -> Fit | N
     b, log_a = np.polyfit(lx, ly, 1)
     residual = ly - (log_a + b * lx)
     spread = ((ly - ly.mean()) ** 2).sum()
-    r2 = 1.0 - float((residual ** 2).sum() / spread) if spread > 0 else 1.0
+    r2 = 1.0 - float((residual**2).sum() / spread) if spread > 0 else 1.0
     local = [float((ly[i + 1] - ly[i]) / (lx[i + 1] - lx[i])) for i in range(len(lx) - 1) if lx[i + 1] > lx[i]]
     return Fit(float(b), float(math.exp(log_a)), r2, len(pairs), local)
 
@@ -137,13 +138,30 @@ class Sweep:
         """Plain data for Diagnosis.details["memory"]["sweep"] and the report's charts."""
         wall = self.wall
         return {
-            "folder": self.folder, "param": self.param, "target": self.target, "params": self.params,
-            "points": [{"value": p.value, "status": p.status, "folder": p.folder,
-                        "peak_allocated_bytes": p.peak_allocated, "peak_reserved_bytes": p.peak_reserved,
-                        "median_step_us": p.step_us, "error": p.error} for p in self.points],
-            "fits": {name: _fit_dict(fit) for name, fit in (("peak_allocated", self.memory_fit),
-                                                            ("peak_reserved", self.reserved_fit),
-                                                            ("step_time", self.time_fit))},
+            "folder": self.folder,
+            "param": self.param,
+            "target": self.target,
+            "params": self.params,
+            "points": [
+                {
+                    "value": p.value,
+                    "status": p.status,
+                    "folder": p.folder,
+                    "peak_allocated_bytes": p.peak_allocated,
+                    "peak_reserved_bytes": p.peak_reserved,
+                    "median_step_us": p.step_us,
+                    "error": p.error,
+                }
+                for p in self.points
+            ],
+            "fits": {
+                name: _fit_dict(fit)
+                for name, fit in (
+                    ("peak_allocated", self.memory_fit),
+                    ("peak_reserved", self.reserved_fit),
+                    ("step_time", self.time_fit),
+                )
+            },
             "wall": None if wall is None else {"value": wall.value, "error": wall.error},
             "device_total_bytes": self.device_total,
             "predicted_wall": _round(self.predicted_wall()),
@@ -157,8 +175,13 @@ def _round(value: float | None) -> float | None:
 def _fit_dict(fit: Fit | None) -> dict | None:
     if fit is None:
         return None
-    return {"exponent": round(fit.exponent, 3), "coefficient": fit.coefficient, "r2": round(fit.r2, 4),
-            "points": fit.n, "local_exponents": [round(v, 3) for v in fit.local]}
+    return {
+        "exponent": round(fit.exponent, 3),
+        "coefficient": fit.coefficient,
+        "r2": round(fit.r2, 4),
+        "points": fit.n,
+        "local_exponents": [round(v, 3) for v in fit.local],
+    }
 
 
 def _has_trace(folder: Path) -> bool:
@@ -175,19 +198,32 @@ def load_sweep(folder) -> Sweep:
     doc = schemas.read_json_object(path, "sweep record")  # bounded; InputError naming the file
     if not isinstance(doc, dict) or doc.get("schema") != SCHEMA or not isinstance(doc.get("points"), list):
         raise InputError(f"{path}: not a {SCHEMA} file")
-    points = [SweepPoint(value=p.get("value"), status=p.get("status"), folder=confined(folder, p.get("folder")),
-                         peak_allocated=_num(p.get("peak_allocated_bytes")),
-                         peak_reserved=_num(p.get("peak_reserved_bytes")),
-                         step_us=_num(p.get("median_step_us")), error=p.get("error"))
-              for p in doc["points"] if isinstance(p, dict)]
+    points = [
+        SweepPoint(
+            value=p.get("value"),
+            status=p.get("status"),
+            folder=confined(folder, p.get("folder")),
+            peak_allocated=_num(p.get("peak_allocated_bytes")),
+            peak_reserved=_num(p.get("peak_reserved_bytes")),
+            step_us=_num(p.get("median_step_us")),
+            error=p.get("error"),
+        )
+        for p in doc["points"]
+        if isinstance(p, dict)
+    ]
     ok = [p for p in points if p.ok and p.x is not None]
     xs = [p.x for p in ok]
-    return Sweep(folder=str(folder), param=str(doc.get("param") or "parameter"), target=doc.get("target"),
-                 params=doc.get("params") or {}, points=points,
-                 memory_fit=fit_power(xs, [p.peak_allocated for p in ok]),
-                 time_fit=fit_power(xs, [p.step_us for p in ok]),
-                 reserved_fit=fit_power(xs, [p.peak_reserved for p in ok]),
-                 device_total=_device_total(folder, points))
+    return Sweep(
+        folder=str(folder),
+        param=str(doc.get("param") or "parameter"),
+        target=doc.get("target"),
+        params=doc.get("params") or {},
+        points=points,
+        memory_fit=fit_power(xs, [p.peak_allocated for p in ok]),
+        time_fit=fit_power(xs, [p.step_us for p in ok]),
+        reserved_fit=fit_power(xs, [p.peak_reserved for p in ok]),
+        device_total=_device_total(folder, points),
+    )
 
 
 def confined(folder: Path, name) -> str | None:
@@ -196,8 +232,11 @@ def confined(folder: Path, name) -> str | None:
     if not isinstance(name, str) or not name or Path(name).is_absolute() or ".." in Path(name).parts:
         return None
     inside = Path(os.path.realpath(folder / name))
-    return name if inside.is_relative_to(Path(os.path.realpath(folder))) and inside != Path(os.path.realpath(folder)) \
+    return (
+        name
+        if inside.is_relative_to(Path(os.path.realpath(folder))) and inside != Path(os.path.realpath(folder))
         else None
+    )
 
 
 def _num(value) -> float | None:
@@ -207,8 +246,11 @@ def _num(value) -> float | None:
 def _device_total(folder: Path, points: list[SweepPoint]) -> float | None:
     """The GPU's memory, from the first point whose meta.json or memory.json names it."""
     for p in points:
-        for name, key in (("memory.json.gz", ("device_total_bytes",)), ("memory.json", ("device_total_bytes",)),
-                          ("meta.json", ("device", "total_memory_bytes"))):
+        for name, key in (
+            ("memory.json.gz", ("device_total_bytes",)),
+            ("memory.json", ("device_total_bytes",)),
+            ("meta.json", ("device", "total_memory_bytes")),
+        ):
             path = folder / str(p.folder) / name
             if not p.folder or not path.is_file():
                 continue

@@ -4,6 +4,7 @@ torch.profiler(profile_memory=True) records one event per allocation and free, e
 allocator's totals after it: `total_allocated` (bytes held by tensors) and `total_reserved` (bytes
 the caching allocator holds from the driver). Between two events the level is that of the first.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -23,12 +24,16 @@ def memory_timeline(events: pd.DataFrame, windows: list | None = None, max_point
         "time_unit": "µs",
         "unit": "bytes",
         "events": int(len(events)),
-        "points": [[round(float(t), 3), float(a), float(r)] for t, a, r in
-                   points[["ts", "total_allocated", "total_reserved"]].itertuples(index=False)],
+        "points": [
+            [round(float(t), 3), float(a), float(r)]
+            for t, a, r in points[["ts", "total_allocated", "total_reserved"]].itertuples(index=False)
+        ],
         "peak_allocated": float(events["total_allocated"].max()),
         "peak_reserved": float(events["total_reserved"].max()),
-        "steps": [{"label": f"step {w.index}", "start": round(w.cpu_start, 3), "end": round(w.cpu_end, 3)}
-                  for w in windows or []],
+        "steps": [
+            {"label": f"step {w.index}", "start": round(w.cpu_start, 3), "end": round(w.cpu_end, 3)}
+            for w in windows or []
+        ],
     }
 
 
@@ -57,9 +62,11 @@ def levels_in_steps(events: pd.DataFrame, windows: list | None) -> dict | None:
             inside = events[mask]
     before = events[events["ts"] < inside["ts"].iloc[0]]
     entering = float(before["total_allocated"].iloc[-1]) if len(before) else float(inside["total_allocated"].iloc[0])
-    return {"floor": float(min(inside["total_allocated"].min(), entering)),
-            "peak": float(inside["total_allocated"].max()),
-            "reserved_peak": float(inside["total_reserved"].max())}
+    return {
+        "floor": float(min(inside["total_allocated"].min(), entering)),
+        "peak": float(inside["total_allocated"].max()),
+        "reserved_peak": float(inside["total_reserved"].max()),
+    }
 
 
 def _in_any(ts: np.ndarray, windows: list) -> np.ndarray:

@@ -1,10 +1,11 @@
 """Byte quantities as people read them: decimal gigabytes (10.96 GB), GiB where a limit was set in GiB."""
+
 from __future__ import annotations
 
 from typing import overload
 
 GB = 1e9
-GIB = 1024 ** 3
+GIB = 1024**3
 
 
 def gb(value: float | None, digits: int = 2) -> str:

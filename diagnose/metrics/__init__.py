@@ -1,4 +1,5 @@
 """Metrics: pure functions of a Trace, computed once and shared by every rule."""
+
 from __future__ import annotations
 
 import functools
@@ -153,8 +154,7 @@ class Metrics:
         """Peak and achievable ceilings of the trace's GPU: the datasheet's (diagnose/devices.py), with the
         achievable figures a capture's `diagnose probe` measured on the GPU itself; None when neither exists."""
         device = self.trace.device
-        return measured_peaks.with_measured(devices.lookup(device), (self.trace.capture or {}).get("gpu_probe"),
-                                            device)
+        return measured_peaks.with_measured(devices.lookup(device), (self.trace.capture or {}).get("gpu_probe"), device)
 
     @functools.cached_property
     def kernels_in_steps(self) -> pd.DataFrame:
@@ -192,8 +192,9 @@ class Metrics:
             "steps_found_by": steps.how,
             "cold_start_us": steps.cold_start_us,
             "unrecorded_launches": self.trace.unrecorded_launches,
-            "graph_capture": (self.graph_capture.text() if self.graph_capture is not None
-                              and self.graph_capture.dominates else None),
+            "graph_capture": (
+                self.graph_capture.text() if self.graph_capture is not None and self.graph_capture.dominates else None
+            ),
             "step_time_us": round(b.step_us, 3),
             "profiled_step_time_us": round(b.profiled_step_us, 3),
             "unprofiled_step_time_us": b.unprofiled_step_us,

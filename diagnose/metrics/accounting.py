@@ -28,6 +28,7 @@ exposed-comm rule also uses, so that the step breakdown and the rule show the sa
 Host-side buckets are measured on the profiled trace and rescaled to the unprofiled step exactly as
 the budget rescales them (`StepBudget.host_scale`); GPU-side buckets keep their measured length.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -100,19 +101,29 @@ class Accounting:
 
     def to_dict(self) -> dict:
         """Plain data for findings.json (`summary.accounting`) and the report's chart."""
+
         def row(b: Bucket, in_sum: bool) -> dict:
-            return {"id": b.id, "label": b.label, "us_per_step": round(b.us, 3), "share": round(b.share, 4),
-                    "detail": b.detail, "names": list(b.names), "in_sum": in_sum,
-                    "by_name": [{"name": n, "us_per_step": round(float(u), 3)} for n, u in b.amounts]}
+            return {
+                "id": b.id,
+                "label": b.label,
+                "us_per_step": round(b.us, 3),
+                "share": round(b.share, 4),
+                "detail": b.detail,
+                "names": list(b.names),
+                "in_sum": in_sum,
+                "by_name": [{"name": n, "us_per_step": round(float(u), 3)} for n, u in b.amounts],
+            }
 
         largest = self.largest_loss()
         rows = [row(b, True) for b in self.buckets]
         for r, share in zip(rows, _shares([b.us for b in self.buckets])):
             r["share"] = share
-        return {"step_us": round(self.step_us, 3),
-                "buckets": rows + [row(b, False) for b in self.overlapped],
-                "largest_non_compute": largest.id if largest else None,
-                "basis": self.basis}
+        return {
+            "step_us": round(self.step_us, 3),
+            "buckets": rows + [row(b, False) for b in self.overlapped],
+            "largest_non_compute": largest.id if largest else None,
+            "basis": self.basis,
+        }
 
 
 def exposed_comm_split(comm_exposed_us: float, wait_us: float) -> tuple[float, float]:
@@ -133,12 +144,27 @@ def with_rank_wait(buckets: list[dict], wait_us: float) -> list[dict]:
             out.append(dict(b))
             continue
         transfer, wait = exposed_comm_split(b.get("us_per_step") or 0.0, wait_us)
-        out.append({**b, "us_per_step": round(transfer, 3),
-                    "detail": (b.get("detail") or "") + ("; " if b.get("detail") else "")
-                    + f"{wait:,.0f} µs per step of it is waiting for other ranks (comm_wait)"})
-        out.append({"id": "comm_wait", "label": LABELS["comm_wait"], "us_per_step": round(wait, 3), "share": 0.0,
-                    "detail": "the collectives' kernels waiting for the last rank to arrive (ranks compared)",
-                    "names": [], "in_sum": True, "by_name": []})
+        out.append(
+            {
+                **b,
+                "us_per_step": round(transfer, 3),
+                "detail": (b.get("detail") or "")
+                + ("; " if b.get("detail") else "")
+                + f"{wait:,.0f} µs per step of it is waiting for other ranks (comm_wait)",
+            }
+        )
+        out.append(
+            {
+                "id": "comm_wait",
+                "label": LABELS["comm_wait"],
+                "us_per_step": round(wait, 3),
+                "share": 0.0,
+                "detail": "the collectives' kernels waiting for the last rank to arrive (ranks compared)",
+                "names": [],
+                "in_sum": True,
+                "by_name": [],
+            }
+        )
     summed = [b for b in out if b.get("in_sum", True)]
     for b, share in zip(summed, _shares([float(b.get("us_per_step") or 0.0) for b in summed])):
         b["share"] = share
@@ -147,12 +173,20 @@ def with_rank_wait(buckets: list[dict], wait_us: float) -> list[dict]:
 
 def largest_non_compute(buckets: list[dict]) -> str | None:
     """The id of the largest summed bucket other than GPU compute (Accounting.largest_loss on dict rows)."""
-    losses = [b for b in buckets if b.get("in_sum", True) and b.get("id") != "compute" and (b.get("us_per_step") or 0) > 0]
+    losses = [
+        b for b in buckets if b.get("in_sum", True) and b.get("id") != "compute" and (b.get("us_per_step") or 0) > 0
+    ]
     return max(losses, key=lambda b: b["us_per_step"])["id"] if losses else None
 
 
-def step_accounting(timeline: Timeline, budget: StepBudget, comm: Communication, trace: Trace,
-                    samples: PySamples | None = None, split: SilentSplit | None = None) -> Accounting:
+def step_accounting(
+    timeline: Timeline,
+    budget: StepBudget,
+    comm: Communication,
+    trace: Trace,
+    samples: PySamples | None = None,
+    split: SilentSplit | None = None,
+) -> Accounting:
     """Split the measured steps into the buckets above (µs per step); with the capture's Python stack
     samples, the silent host time no recorded op covers is named by the user's lines (`host_python`).
     `split` is silent_split of silent_outside_syncs(timeline), when the caller has it already."""
@@ -179,9 +213,12 @@ def step_accounting(timeline: Timeline, budget: StepBudget, comm: Communication,
         "kernel_wait": (budget.kernel_wait_us, ""),
         "other_wait": (budget.other_wait_us, ""),
     }
-    names = {"host_in_ops": list(split.setup_ops["name"].head(3)), "host_work": list(split.fillers["name"].head(3)),
-             "host_python": list(python_names["name"].head(3)),
-             "comm_exposed": [_short(x) for x in comm.collectives["name"].head(3)]}
+    names = {
+        "host_in_ops": list(split.setup_ops["name"].head(3)),
+        "host_work": list(split.fillers["name"].head(3)),
+        "host_python": list(python_names["name"].head(3)),
+        "comm_exposed": [_short(x) for x in comm.collectives["name"].head(3)],
+    }
     # The GPU split comes from the same clipped ops as the timeline's busy time, so on the profiled
     # base the buckets sum to the step exactly. On the unprofiled base the budget gives the host
     # side what the unprofiled step leaves; if the trace shows no host-side idle to rescale, that
@@ -192,22 +229,35 @@ def step_accounting(timeline: Timeline, budget: StepBudget, comm: Communication,
     unexplained = unattributed + max(remainder, 0.0)
     details = []
     if unattributed > 0:
-        details.append(f"{unattributed:,.0f} µs of silent host stretches (no CUDA call for > "
-                       "timeline.host_silence_us) that no recorded op covers"
-                       + ("" if samples is None else " and no Python stack sample fell in"))
+        details.append(
+            f"{unattributed:,.0f} µs of silent host stretches (no CUDA call for > "
+            "timeline.host_silence_us) that no recorded op covers"
+            + ("" if samples is None else " and no Python stack sample fell in")
+        )
     if remainder > 0.005 * step:
-        details.append(f"{remainder:,.0f} µs of the unprofiled step that the profiled trace shows no idle "
-                       "time for")
+        details.append(f"{remainder:,.0f} µs of the unprofiled step that the profiled trace shows no idle time for")
     values["unexplained"] = (unexplained, "; ".join(details))
     total = accounted + unexplained
     if total > step > 0:
         values = _fit(values, total - step)
-    amounts = {"host_in_ops": _amounts(split.setup_ops, per_step), "host_work": _amounts(split.fillers, per_step),
-               "host_python": _amounts(python_names, per_step)}
-    buckets = [Bucket(k, LABELS[k], float(v), float(v) / step if step > 0 else 0.0, d, names.get(k, []),
-                      amounts.get(k, [])) for k, (v, d) in values.items()]
-    overlapped = [Bucket("comm_overlapped", NOT_IN_SUM["comm_overlapped"], comm.comm_overlapped_us,
-                         comm.comm_overlapped_us / step if step > 0 else 0.0, "hidden under compute")]
+    amounts = {
+        "host_in_ops": _amounts(split.setup_ops, per_step),
+        "host_work": _amounts(split.fillers, per_step),
+        "host_python": _amounts(python_names, per_step),
+    }
+    buckets = [
+        Bucket(k, LABELS[k], float(v), float(v) / step if step > 0 else 0.0, d, names.get(k, []), amounts.get(k, []))
+        for k, (v, d) in values.items()
+    ]
+    overlapped = [
+        Bucket(
+            "comm_overlapped",
+            NOT_IN_SUM["comm_overlapped"],
+            comm.comm_overlapped_us,
+            comm.comm_overlapped_us / step if step > 0 else 0.0,
+            "hidden under compute",
+        )
+    ]
     return Accounting(step, buckets, overlapped, budget.basis)
 
 
@@ -237,7 +287,7 @@ def _shares(amounts: list[float], places: int = 4) -> list[float]:
     total = sum(amounts)
     if total <= 0:
         return [0.0 for _ in amounts]
-    unit = 10 ** places
+    unit = 10**places
     exact = [a / total * unit for a in amounts]
     floors = [int(x) for x in exact]
     left = unit - sum(floors)
@@ -295,8 +345,10 @@ def _comm_detail(comm: Communication) -> str:
         return ""
     top = comm.collectives.head(2)
     names = ", ".join(f"{_short(r.name)} ×{r.calls_per_step:g}" for r in top.itertuples())
-    return (f"{comm.comm_kernels_per_step:g} collectives per step ({names}); "
-            f"{comm.overlap_fraction:.0%} of their time overlapped with compute")
+    return (
+        f"{comm.comm_kernels_per_step:g} collectives per step ({names}); "
+        f"{comm.overlap_fraction:.0%} of their time overlapped with compute"
+    )
 
 
 def _short(name: str) -> str:
@@ -305,5 +357,3 @@ def _short(name: str) -> str:
 
 def _kernels_per_step(timeline: Timeline, n: int) -> float:
     return len(timeline.ops) / n
-
-

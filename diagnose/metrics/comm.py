@@ -12,6 +12,7 @@ device (all streams merged), the measured steps' GPU time is split into:
 and, beside the split and not part of it, communication *overlapped* with compute (collective
 time during which some compute kernel also ran: hidden, as DDP and FSDP intend).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -80,10 +81,15 @@ def communication(ops: pd.DataFrame, start: float, end: float, n_steps: int) -> 
     exposed = length(comm_iv) - overlapped
     copy_only = length(copy_iv) - length(intersect(copy_iv, kernels_iv))
     return Communication(
-        n_steps=n, compute_us=compute_us / n, comm_exposed_us=exposed / n, comm_overlapped_us=overlapped / n,
-        copy_us=copy_only / n, comm_kernels_per_step=float(comm.sum()) / n,
+        n_steps=n,
+        compute_us=compute_us / n,
+        comm_exposed_us=exposed / n,
+        comm_overlapped_us=overlapped / n,
+        copy_us=copy_only / n,
+        comm_kernels_per_step=float(comm.sum()) / n,
         collectives=_collectives(ops[comm], ts[comm], te[comm], compute_iv, n),
-        comm_streams=sorted({int(s) for s in ops.loc[comm, "stream"].dropna()}) if comm.any() else [])
+        comm_streams=sorted({int(s) for s in ops.loc[comm, "stream"].dropna()}) if comm.any() else [],
+    )
 
 
 def _collectives(ops: pd.DataFrame, ts: np.ndarray, te: np.ndarray, compute_iv: np.ndarray, n: int) -> pd.DataFrame:
@@ -93,12 +99,18 @@ def _collectives(ops: pd.DataFrame, ts: np.ndarray, te: np.ndarray, compute_iv: 
         return pd.DataFrame(columns=columns)
     hidden = np.array([length(intersect(np.array([[s, e]]), compute_iv)) for s, e in zip(ts, te)])
     frame = pd.DataFrame({"name": ops["name"].to_numpy(object), "dur": te - ts, "exposed": (te - ts) - hidden})
-    grouped = frame.groupby("name", sort=False).agg(calls=("dur", "size"), us=("dur", "sum"),
-                                                    exposed=("exposed", "sum"))
+    grouped = frame.groupby("name", sort=False).agg(
+        calls=("dur", "size"), us=("dur", "sum"), exposed=("exposed", "sum")
+    )
     grouped = grouped.sort_values("exposed", ascending=False)
-    return pd.DataFrame({"name": grouped.index, "calls_per_step": grouped["calls"].to_numpy() / n,
-                         "us_per_step": grouped["us"].to_numpy() / n,
-                         "exposed_us_per_step": grouped["exposed"].to_numpy() / n})[columns]
+    return pd.DataFrame(
+        {
+            "name": grouped.index,
+            "calls_per_step": grouped["calls"].to_numpy() / n,
+            "us_per_step": grouped["us"].to_numpy() / n,
+            "exposed_us_per_step": grouped["exposed"].to_numpy() / n,
+        }
+    )[columns]
 
 
 def launch_times(trace, ops) -> np.ndarray:

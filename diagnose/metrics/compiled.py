@@ -21,6 +21,7 @@ launches between graphs, graph replays.
 diagnose/capture/compile_log.py) beside the trace: dynamo's own graph breaks, recompiles and
 CUDA-graph skips with the user's file and line.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -40,13 +41,26 @@ from diagnose.trace.model import Trace
 REGION = re.compile(r"^Torch-Compiled Region: (\d+)/(\d+)$")
 GRAPH_CALL = re.compile(r"^(## Call CompiledFxGraph \S+ ##|CompiledFunction|CompiledFunctionBackward)$")
 INDUCTOR_KERNEL = re.compile(r"^(triton_|cpp_fused_)")
-DYNAMO_OWN = re.compile(r"^(TorchDynamo Cache Lookup|Pregraph bytecode|AOTDispatcher Runtime Wrapper Prologue|"
-                        r"Torch-Compiled Region: .*|## .* ##|CompiledFunction.*)$")
+DYNAMO_OWN = re.compile(
+    r"^(TorchDynamo Cache Lookup|Pregraph bytecode|AOTDispatcher Runtime Wrapper Prologue|"
+    r"Torch-Compiled Region: .*|## .* ##|CompiledFunction.*)$"
+)
 LAUNCH = re.compile(r"Launch(?:Kernel|CooperativeKernel)|cuLaunchKernel")
 COMPILE_FILE = "compile.json"
 COMPILE_SCHEMA = "diagnose.compile/1"
-STEP_COLUMNS = ["step", "step_us", "regions", "graphs", "graph_us", "between_us", "outside_us",
-                "eager_ops_between", "launches_between", "replays", "inductor_kernels"]
+STEP_COLUMNS = [
+    "step",
+    "step_us",
+    "regions",
+    "graphs",
+    "graph_us",
+    "between_us",
+    "outside_us",
+    "eager_ops_between",
+    "launches_between",
+    "replays",
+    "inductor_kernels",
+]
 
 
 @dataclasses.dataclass
@@ -82,8 +96,11 @@ def compiled_steps(trace: Trace, windows) -> CompiledSteps:
     inductor = name_matches(trace.gpu["name"], INDUCTOR_KERNEL)
     for i, w in enumerate(windows):
         tid = _step_thread(ops, w, regions)
-        own = ops[(ops["tid"] == tid) & (ops["ts"] >= w.cpu_start) & (ops["ts"] < w.cpu_end)] if tid is not None \
+        own = (
+            ops[(ops["tid"] == tid) & (ops["ts"] >= w.cpu_start) & (ops["ts"] < w.cpu_end)]
+            if tid is not None
             else ops.iloc[0:0]
+        )
         step_calls = calls[(calls["tid"] == tid) & (calls["ts"] >= w.cpu_start) & (calls["ts"] < w.cpu_end)]
         spans = merge_intervals(step_calls["ts"].to_numpy(float), step_calls["end"].to_numpy(float).clip(max=w.cpu_end))
         covered = float((spans[:, 1] - spans[:, 0]).sum()) if len(spans) else 0.0
@@ -92,24 +109,35 @@ def compiled_steps(trace: Trace, windows) -> CompiledSteps:
         in_gap = _within(eager["ts"].to_numpy(float), gaps)
         between.append(eager[in_gap].assign(step=i))
         runtime = trace.runtime
-        rt = runtime[(runtime["tid"] == tid) & (runtime["ts"] >= w.cpu_start) & (runtime["ts"] < w.cpu_end)] \
-            if len(runtime) else runtime
+        rt = (
+            runtime[(runtime["tid"] == tid) & (runtime["ts"] >= w.cpu_start) & (runtime["ts"] < w.cpu_end)]
+            if len(runtime)
+            else runtime
+        )
         rt_names = rt["name"].astype(str) if len(rt) else pd.Series([], dtype=object)
         launches = rt[name_matches(rt["name"], LAUNCH)] if len(rt) else rt
         gpu = trace.gpu
-        rows.append({
-            "step": i, "step_us": w.cpu_end - w.cpu_start,
-            "regions": int(((regions["tid"] == tid) & (regions["ts"] >= w.cpu_start)
-                            & (regions["ts"] < w.cpu_end)).sum()) if len(regions) else 0,
-            "graphs": len(spans), "graph_us": covered,
-            "between_us": float((gaps[:, 1] - gaps[:, 0]).sum()) if len(gaps) else 0.0,
-            "outside_us": max((w.cpu_end - w.cpu_start) - covered, 0.0) if len(spans) else 0.0,
-            "eager_ops_between": int(in_gap.sum()),
-            "launches_between": int(_within(launches["ts"].to_numpy(float), gaps).sum()) if len(launches) else 0,
-            "replays": int((rt_names == "cudaGraphLaunch").sum()) if len(rt) else 0,
-            "inductor_kernels": int((((gpu["ts"] >= w.start) & (gpu["ts"] < w.end)).to_numpy()
-                                     & inductor).sum()) if len(gpu) else 0,
-        })
+        rows.append(
+            {
+                "step": i,
+                "step_us": w.cpu_end - w.cpu_start,
+                "regions": int(
+                    ((regions["tid"] == tid) & (regions["ts"] >= w.cpu_start) & (regions["ts"] < w.cpu_end)).sum()
+                )
+                if len(regions)
+                else 0,
+                "graphs": len(spans),
+                "graph_us": covered,
+                "between_us": float((gaps[:, 1] - gaps[:, 0]).sum()) if len(gaps) else 0.0,
+                "outside_us": max((w.cpu_end - w.cpu_start) - covered, 0.0) if len(spans) else 0.0,
+                "eager_ops_between": int(in_gap.sum()),
+                "launches_between": int(_within(launches["ts"].to_numpy(float), gaps).sum()) if len(launches) else 0,
+                "replays": int((rt_names == "cudaGraphLaunch").sum()) if len(rt) else 0,
+                "inductor_kernels": int((((gpu["ts"] >= w.start) & (gpu["ts"] < w.end)).to_numpy() & inductor).sum())
+                if len(gpu)
+                else 0,
+            }
+        )
     frame = pd.DataFrame(rows, columns=STEP_COLUMNS)
     return CompiledSteps(frame, marked, _between_ops(between, max(len(windows), 1)), int(is_region.sum()))
 
@@ -122,8 +150,13 @@ def _between_ops(parts: list[pd.DataFrame], n: int) -> pd.DataFrame:
         return pd.DataFrame(columns=cols)
     ops = pd.concat(parts, ignore_index=True)
     grouped = ops.groupby("name").agg(calls=("dur", "size"), host=("dur", "sum")).sort_values("host", ascending=False)
-    return pd.DataFrame({"name": grouped.index, "calls_per_step": grouped["calls"].to_numpy() / n,
-                         "host_us_per_step": grouped["host"].to_numpy(float) / n}).reset_index(drop=True)
+    return pd.DataFrame(
+        {
+            "name": grouped.index,
+            "calls_per_step": grouped["calls"].to_numpy() / n,
+            "host_us_per_step": grouped["host"].to_numpy(float) / n,
+        }
+    ).reset_index(drop=True)
 
 
 def _step_thread(ops: pd.DataFrame, window, regions: pd.DataFrame):
@@ -247,8 +280,13 @@ def load_compile_record(trace: Trace, warnings: list[str] | None = None) -> Comp
     schemas.validate(doc, CompileDoc, path, "torch.compile record")
     cols = ["kind", "phase", "file", "line", "reason", "function"]
     events = pd.DataFrame([{c: e.get(c) for c in cols} for e in doc.get("events") or []], columns=cols)
-    return CompileRecord(events=events, counters=doc.get("counters") or {}, phases=doc.get("phases") or {},
-                         compile_s=doc.get("compile_s"), path=str(path))
+    return CompileRecord(
+        events=events,
+        counters=doc.get("counters") or {},
+        phases=doc.get("phases") or {},
+        compile_s=doc.get("compile_s"),
+        path=str(path),
+    )
 
 
 def logged_recompiles(trace: Trace, warnings: list[str] | None = None) -> bool:
@@ -270,5 +308,7 @@ def cudagraph_skips(trace: Trace, warnings: list[str] | None = None) -> str:
     for row in skips.drop_duplicates(["reason", "file", "line"]).head(3).itertuples():
         where = f" ({Path(row.file).name}:{int(row.line)})" if isinstance(row.file, str) and row.line else ""
         reasons.append(f"{row.reason}{where}")
-    return (f"CUDA graphs were requested (mode=\"reduce-overhead\") but inductor skipped them "
-            f"{len(skips)} time(s): " + "; ".join(reasons))
+    return (
+        f'CUDA graphs were requested (mode="reduce-overhead") but inductor skipped them '
+        f"{len(skips)} time(s): " + "; ".join(reasons)
+    )

@@ -7,6 +7,7 @@ hundreds of kernels and the GPU doing almost nothing, which reads like launch ov
 set-up, not the workload's steady state. The window is called a capture when at least
 CAPTURED_SHARE of its kernel launches fall inside capture spans.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -45,10 +46,15 @@ class GraphCapture:
 
     def text(self) -> str:
         """'1 graph capture holds 428 of 428 kernel launches (100 %)'."""
-        graphs, verb = (f"{self.captures} graph capture", "holds") if self.captures == 1 else \
-            (f"{self.captures} graph captures", "hold")
-        return (f"{graphs} (cudaStreamBeginCapture … EndCapture) {verb} {self.captured_launches:,} of the "
-                f"{self.launches:,} kernel launches ({self.share:.0%})")
+        graphs, verb = (
+            (f"{self.captures} graph capture", "holds")
+            if self.captures == 1
+            else (f"{self.captures} graph captures", "hold")
+        )
+        return (
+            f"{graphs} (cudaStreamBeginCapture … EndCapture) {verb} {self.captured_launches:,} of the "
+            f"{self.launches:,} kernel launches ({self.share:.0%})"
+        )
 
 
 def graph_capture(trace: Trace, steps: Steps) -> GraphCapture | None:
@@ -76,5 +82,6 @@ def graph_capture(trace: Trace, steps: Steps) -> GraphCapture | None:
     if not spans:
         return None
     inst = int(name_match(inside["name"], INSTANTIATE).sum())
-    return GraphCapture(captures=spans, captured_launches=int(captured.sum()), launches=len(launch_ts),
-                        instantiations=inst)
+    return GraphCapture(
+        captures=spans, captured_launches=int(captured.sum()), launches=len(launch_ts), instantiations=inst
+    )

@@ -5,6 +5,7 @@ thread; its time is dispatch, which CUDA graphs remove. Silent host stretches (n
 longer than `timeline.host_silence_us`) that no launching op covers are *host work*: data
 loading, preprocessing, Python outside the model. That is what the host-bound rule measures.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -129,8 +130,9 @@ def host_work(trace: Trace, silent: pd.DataFrame) -> tuple[float, pd.DataFrame]:
         if share > 0:
             rows.append((name, share))
     frame = pd.DataFrame(rows, columns=["name", "overlap_us"]) if rows else empty
-    return max(work, 0.0), frame.sort_values(["overlap_us", "name"], ascending=[False, True],
-                                                       kind="stable").reset_index(drop=True)
+    return max(work, 0.0), frame.sort_values(
+        ["overlap_us", "name"], ascending=[False, True], kind="stable"
+    ).reset_index(drop=True)
 
 
 def subtract(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -199,10 +201,17 @@ def silent_split(trace: Trace, silent: pd.DataFrame) -> SilentSplit:
     named = intersect(host, _spans(candidates))
     runtime = trace.runtime
     in_cuda = overlap_us(setup, _spans(runtime)) if len(runtime) else 0.0
-    return SilentSplit(total_us=length(stretches), named_us=length(named),
-                       unnamed_us=length(host) - length(named), setup_us=length(setup), in_cuda_us=in_cuda,
-                       host=host, fillers=_overlaps_by_name(candidates, named),
-                       setup_ops=_self_overlaps(cpu[is_setup], setup), unnamed=subtract(host, named))
+    return SilentSplit(
+        total_us=length(stretches),
+        named_us=length(named),
+        unnamed_us=length(host) - length(named),
+        setup_us=length(setup),
+        in_cuda_us=in_cuda,
+        host=host,
+        fillers=_overlaps_by_name(candidates, named),
+        setup_ops=_self_overlaps(cpu[is_setup], setup),
+        unnamed=subtract(host, named),
+    )
 
 
 def _overlaps_by_name(ops: pd.DataFrame, covered: np.ndarray) -> pd.DataFrame:

@@ -21,6 +21,7 @@ reaches on NVIDIA and AMD GPUs, as their names appear in real traces:
 - PyTorch's own elementwise (`elementwise_kernel`), reduction (`reduce_kernel`), norm, softmax,
   indexing and concatenation kernels.
 """
+
 from __future__ import annotations
 
 import functools
@@ -35,28 +36,46 @@ MEMORY_KINDS = ("elementwise", "reduction", "memory")
 
 _I = re.IGNORECASE
 _ATTENTION = re.compile(r"flash|fmha|sdpa|attention|attn_fwd|attn_bwd|cudnn::fusion::", _I)  # cuDNN's SDPA engine
-_CONV = re.compile(r"fprop|dgrad|wgrad|implicit_?gemm|conv(?!ert)|scudnn|winograd|fft2d|"
-                   r"cudnn_(?:infer|train)_", _I)
-_GEMM = re.compile(r"(?<!fb)gemm(?!_gpu)|gemv|nvjet|^cijk_|splitkreduce|triton_tem_fused_(?:mm|addmm|bmm)|matmul|"
-                   r"_mm_kernel|hipblaslt|cublasLt::|epilogue::impl", _I)
+_CONV = re.compile(
+    r"fprop|dgrad|wgrad|implicit_?gemm|conv(?!ert)|scudnn|winograd|fft2d|"
+    r"cudnn_(?:infer|train)_",
+    _I,
+)
+_GEMM = re.compile(
+    r"(?<!fb)gemm(?!_gpu)|gemv|nvjet|^cijk_|splitkreduce|triton_tem_fused_(?:mm|addmm|bmm)|matmul|"
+    r"_mm_kernel|hipblaslt|cublasLt::|epilogue::impl",
+    _I,
+)
 _NOT_GEMM = re.compile(r"implicit_?gemm|ImplicitGemmConv", _I)
-_REDUCTION = re.compile(r"layer_?norm|rms_?norm|softmax|batch_?norm|bn_fw|bn_bw|group_?norm|"
-                        r"RowwiseMoments|GammaBeta|norm_kernel|welford|argmax|argmin|cumsum|"
-                        r"scan_kernel|DeviceReduce|DeviceScan|nll_loss|cross_entropy|_pool|pool_", _I)
-_MEMORY = re.compile(r"CatArrayBatchedCopy|indexSelect|index_select|gather|scatter|embedding|"
-                     r"index_copy|index_put|nchwToNhwc|nhwcToNchw|convertTensor_kernel|AddPaddingKernel|transpose|permute|copy_kernel|"
-                     r"multi_tensor_apply|DeviceRadixSort|DeviceSegmented|sort|memcpy|"
-                     # embedding backward (segment sums of the gradient rows) and cub's unique/compact
-                     r"compute_grad_weight|partials_per_segment|partial_segment|DeviceUniqueByKey|"
-                     r"DeviceCompact|DeviceSelect|DeviceScan", _I)
+_REDUCTION = re.compile(
+    r"layer_?norm|rms_?norm|softmax|batch_?norm|bn_fw|bn_bw|group_?norm|"
+    r"RowwiseMoments|GammaBeta|norm_kernel|welford|argmax|argmin|cumsum|"
+    r"scan_kernel|DeviceReduce|DeviceScan|nll_loss|cross_entropy|_pool|pool_",
+    _I,
+)
+_MEMORY = re.compile(
+    r"CatArrayBatchedCopy|indexSelect|index_select|gather|scatter|embedding|"
+    r"index_copy|index_put|nchwToNhwc|nhwcToNchw|convertTensor_kernel|AddPaddingKernel|transpose|permute|copy_kernel|"
+    r"multi_tensor_apply|DeviceRadixSort|DeviceSegmented|sort|memcpy|"
+    # embedding backward (segment sums of the gradient rows) and cub's unique/compact
+    r"compute_grad_weight|partials_per_segment|partial_segment|DeviceUniqueByKey|"
+    r"DeviceCompact|DeviceSelect|DeviceScan",
+    _I,
+)
 _ELEMENTWISE = re.compile(r"FillFunctor|fill_kernel|Functor|dropout|distribution_|triu_tril", _I)
 
-_TC_YES = re.compile(r"nvjet|wgmma|gmma|hmma|imma|wmma|qmma|tensorop|tensor_op|OpClassTensorOp|"
-                     r"tensor\d+x\d+x\d+|warpgroup|\d{3,5}gemm|\d{3,5}(?:fprop|dgrad|wgrad)|"
-                     r"_MI\d+x\d+x\d+|flash_(?:fwd|bwd)|fmha", _I)
+_TC_YES = re.compile(
+    r"nvjet|wgmma|gmma|hmma|imma|wmma|qmma|tensorop|tensor_op|OpClassTensorOp|"
+    r"tensor\d+x\d+x\d+|warpgroup|\d{3,5}gemm|\d{3,5}(?:fprop|dgrad|wgrad)|"
+    r"_MI\d+x\d+x\d+|flash_(?:fwd|bwd)|fmha",
+    _I,
+)
 _TC_DTYPE = re.compile(r"xmma.*(?:tf32|bf16|f16f16|fp16|e4m3|e5m2|int8|i8i8)", _I)
-_TC_NO = re.compile(r"sgemm|dgemm|ffma|simt|OpClassSimt|scudnn|gemv|wgrad_alg\d|dgrad_engine|"
-                    r"winograd|fft2d|^cijk_(?!.*_MI\d)", _I)
+_TC_NO = re.compile(
+    r"sgemm|dgemm|ffma|simt|OpClassSimt|scudnn|gemv|wgrad_alg\d|dgrad_engine|"
+    r"winograd|fft2d|^cijk_(?!.*_MI\d)",
+    _I,
+)
 _HELPER = re.compile(r"epilogue|splitkreduce|reduce_?split_?k|Offsets|init_device_workspace|scalePacked", _I)
 _FUSED = re.compile(r"^triton_|^fused_|_fused_", _I)
 
@@ -83,8 +102,12 @@ def kernel_kind(name: str) -> str:
             return kind
     if _GEMM.search(name) and not _NOT_GEMM.search(name):
         return "gemm"
-    for pattern, kind in ((_CONV, "conv"), (_REDUCTION, "reduction"), (_MEMORY, "memory"),
-                          (_ELEMENTWISE, "elementwise")):
+    for pattern, kind in (
+        (_CONV, "conv"),
+        (_REDUCTION, "reduction"),
+        (_MEMORY, "memory"),
+        (_ELEMENTWISE, "elementwise"),
+    ):
         if pattern.search(name):
             return kind
     return "other"
@@ -114,9 +137,14 @@ def is_fused(name: str) -> bool:
 def classify(names: pd.Series) -> pd.DataFrame:
     """`kind`, `tensor_core` (True/False/<NA>) and `fused` for a column of kernel names."""
     unique = pd.unique(names)
-    table = pd.DataFrame({"kind": [kernel_kind(n) for n in unique],
-                          "tensor_core": pd.array([tensor_core(n) for n in unique], dtype="boolean"),
-                          "fused": [is_fused(n) for n in unique]}, index=unique)
+    table = pd.DataFrame(
+        {
+            "kind": [kernel_kind(n) for n in unique],
+            "tensor_core": pd.array([tensor_core(n) for n in unique], dtype="boolean"),
+            "fused": [is_fused(n) for n in unique],
+        },
+        index=unique,
+    )
     out = table.reindex(names.to_numpy())
     out.index = names.index
     return out

@@ -9,6 +9,7 @@ Both joins are lookups of unique keys, done with a sorted search on plain int64 
 merge on nullable integer keys costs several times more on a trace of millions of events. Missing
 matches come out as pandas' left merge would give them (NaN, <NA>, ints widened to float).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -17,8 +18,20 @@ from pandas.api.extensions import take
 
 from diagnose.trace.model import Trace
 
-GPU_COLUMNS = ["name", "cat", "ts", "dur", "end", "device", "stream", "correlation", "external_id",
-               "grid", "block", "blocks"]
+GPU_COLUMNS = [
+    "name",
+    "cat",
+    "ts",
+    "dur",
+    "end",
+    "device",
+    "stream",
+    "correlation",
+    "external_id",
+    "grid",
+    "block",
+    "blocks",
+]
 
 
 def join_launches(trace: Trace) -> pd.DataFrame:
@@ -28,8 +41,13 @@ def join_launches(trace: Trace) -> pd.DataFrame:
     runtime = trace.runtime[["correlation", "name", "ts", "dur", "external_id", "tid"]]
     runtime = runtime.dropna(subset=["correlation"]).drop_duplicates("correlation")
     found = lookup(out["correlation"], runtime["correlation"])
-    for src, dst in (("name", "launch_name"), ("ts", "launch_ts"), ("dur", "launch_dur"),
-                     ("external_id", "launch_external_id"), ("tid", "launch_tid")):
+    for src, dst in (
+        ("name", "launch_name"),
+        ("ts", "launch_ts"),
+        ("dur", "launch_dur"),
+        ("external_id", "launch_external_id"),
+        ("tid", "launch_tid"),
+    ):
         out[dst] = _taken(runtime[src], found, out.index)
     out["launch_delay"] = out["ts"] - (out["launch_ts"] + out["launch_dur"])
     cpu_ops = trace.cpu_ops[["ts", "external_id", "name", "input_dims", "input_types"]]

@@ -6,6 +6,7 @@ implementation is read off the ops inside the range: `aten::_fused_*` ops are a 
 (`fused=True`), `aten::_foreach_*` ops a multi-tensor one (`foreach=True`), neither a single-tensor
 one (`foreach=False`: a few elementwise ops per parameter tensor, each its own launch).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -50,8 +51,13 @@ def optimizer_steps(metrics) -> list[OptimizerStep]:
         return []
     n = len(steps.windows)
     ops = trace.ops
-    ranges = ops[(ops["cat"] == "user_annotation") & name_starts(ops["name"], PREFIX)
-                 & (ops["ts"] >= steps.start) & (ops["ts"] < steps.end) & ops["dur"].notna()]
+    ranges = ops[
+        (ops["cat"] == "user_annotation")
+        & name_starts(ops["name"], PREFIX)
+        & (ops["ts"] >= steps.start)
+        & (ops["ts"] < steps.end)
+        & ops["dur"].notna()
+    ]
     if not len(ranges):
         return []
     kernels = metrics.step_kernels[metrics.step_kernels["cat"] == "kernel"]
@@ -63,15 +69,29 @@ def optimizer_steps(metrics) -> list[OptimizerStep]:
         inner = np.zeros(len(cpu), dtype=bool)
         for row in group.itertuples():
             lo, hi = row.ts, row.ts + row.dur
-            picked |= ((kernels["launch_ts"] >= lo) & (kernels["launch_ts"] < hi)
-                       & (kernels["launch_tid"] == row.tid)).to_numpy()
+            picked |= (
+                (kernels["launch_ts"] >= lo) & (kernels["launch_ts"] < hi) & (kernels["launch_tid"] == row.tid)
+            ).to_numpy()
             inner |= ((cpu["ts"] >= lo) & (cpu["ts"] < hi) & (cpu["tid"] == row.tid)).to_numpy()
         names = cpu.loc[inner, "name"]
-        impl = (FUSED if name_starts(names, "aten::_fused_").any()
-                else FOREACH if name_starts(names, "aten::_foreach_").any() else SINGLE)
+        impl = (
+            FUSED
+            if name_starts(names, "aten::_fused_").any()
+            else FOREACH
+            if name_starts(names, "aten::_foreach_").any()
+            else SINGLE
+        )
         mine = kernels[picked]
-        found.append(OptimizerStep(
-            name=str(name)[len(PREFIX):].split(".")[0], impl=impl, calls=len(group) / n,
-            host_us=float(group["dur"].sum()) / n, kernels=len(mine) / n, gpu_us=float(mine["dur"].sum()) / n,
-            step_kernels=len(kernels) / n, profiled_step_us=profiled))
+        found.append(
+            OptimizerStep(
+                name=str(name)[len(PREFIX) :].split(".")[0],
+                impl=impl,
+                calls=len(group) / n,
+                host_us=float(group["dur"].sum()) / n,
+                kernels=len(mine) / n,
+                gpu_us=float(mine["dur"].sum()) / n,
+                step_kernels=len(kernels) / n,
+                profiled_step_us=profiled,
+            )
+        )
     return sorted(found, key=lambda o: o.kernels, reverse=True)

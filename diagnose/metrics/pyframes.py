@@ -14,6 +14,7 @@ TRACE_GRID_US (coarser on long traces) labelled with the innermost frame coverin
 not torch's own or a builtin, so trace mode names host time by file:line the way capture mode
 does.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -73,13 +74,28 @@ class PySamples:
         lo, counts = np.where(nearest >= 0, nearest, lo), np.where(nearest >= 0, 1, counts)
         rows = np.concatenate([np.arange(a, a + c) for a, c in zip(lo, counts)]) if counts.sum() else np.empty(0, int)
         weights = np.repeat(np.divide(lengths, counts, out=np.zeros_like(lengths), where=counts > 0), counts)
-        frame = pd.DataFrame({"where": self.where[rows], "file": self.file[rows], "line": self.line[rows],
-                              "function": self.function[rows], "us": weights, "samples": 1})
+        frame = pd.DataFrame(
+            {
+                "where": self.where[rows],
+                "file": self.file[rows],
+                "line": self.line[rows],
+                "function": self.function[rows],
+                "us": weights,
+                "samples": 1,
+            }
+        )
         out = frame.groupby(["where", "file", "line", "function"], as_index=False, sort=False)[["us", "samples"]].sum()
         missed = float(lengths[counts == 0].sum())
         if missed > 0:
-            out = pd.concat([out, pd.DataFrame([{"where": NO_SAMPLE, "file": "", "line": 0, "function": "",
-                                                 "us": missed, "samples": 0}])], ignore_index=True)
+            out = pd.concat(
+                [
+                    out,
+                    pd.DataFrame(
+                        [{"where": NO_SAMPLE, "file": "", "line": 0, "function": "", "us": missed, "samples": 0}]
+                    ),
+                ],
+                ignore_index=True,
+            )
         return out.sort_values(["us", "where"], ascending=[False, True], kind="stable").reset_index(drop=True)
 
     def _nearest(self, stretches: np.ndarray, lo: np.ndarray, empty: np.ndarray) -> np.ndarray:
@@ -132,8 +148,17 @@ def trace_stacks(trace: Trace) -> PySamples | None:
     line = parts["line"].astype(int).to_numpy()[label]
     function = parts["function"].to_numpy(object)[label]
     where = np.array([f"{f}:{n} {fn}" for f, n, fn in zip(file, line, function)], dtype=object)
-    return PySamples(t=t, where=where, file=file, line=line, function=function, interval_s=step / 1e6,
-                     cost={}, path="the trace's python_function events (with_stack=True)", from_trace=True)
+    return PySamples(
+        t=t,
+        where=where,
+        file=file,
+        line=line,
+        function=function,
+        interval_s=step / 1e6,
+        cost={},
+        path="the trace's python_function events (with_stack=True)",
+        from_trace=True,
+    )
 
 
 def python_samples(trace: Trace) -> tuple[PySamples | None, str | None]:
@@ -182,9 +207,16 @@ def read_samples(path: Path, trace: Trace) -> PySamples:
     order = np.argsort(rows[:, 0], kind="stable")
     t, ids = rows[order, 0] + offset, ids[order]
     table = np.array(labels, dtype=object).reshape(-1, 4) if labels else np.empty((0, 4), dtype=object)
-    return PySamples(t=t, where=table[ids, 0], file=table[ids, 1], line=table[ids, 2].astype(int),
-                     function=table[ids, 3], interval_s=float(data.get("interval_s") or 0.0),
-                     cost=data.get("cost") or {}, path=str(path))
+    return PySamples(
+        t=t,
+        where=table[ids, 0],
+        file=table[ids, 1],
+        line=table[ids, 2].astype(int),
+        function=table[ids, 3],
+        interval_s=float(data.get("interval_s") or 0.0),
+        cost=data.get("cost") or {},
+        path=str(path),
+    )
 
 
 def _offset_us(clock: dict, trace: Trace) -> float:
@@ -222,4 +254,4 @@ def _is_library(file: str, roots: list[str]) -> bool:
 
 def _relative(file: str, cwd: str) -> str:
     folder = _folder(cwd)
-    return file[len(folder):] if folder and file.startswith(folder) else file
+    return file[len(folder) :] if folder and file.startswith(folder) else file

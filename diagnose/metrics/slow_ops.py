@@ -7,6 +7,7 @@ steps with the silent host time it holds itself (its deepest op owns each µs; a
 holds everything inside it), its host and kernel µs, its input shapes and its step, and
 compares the shapes of consecutive steps, for the dynamic-shapes rule.
 """
+
 from __future__ import annotations
 
 import re
@@ -34,8 +35,9 @@ def held_ops(trace: Trace, windows, silent: pd.DataFrame, min_held_us: float) ->
     outer = _outermost(cpu[compiling])
     launching = cpu[~compiling]
     launching = launching[~_inside(launching, outer)]
-    held = np.concatenate([self_held(launching, stretches),
-                           [overlap_us(stretches, _spans(outer.iloc[[i]])) for i in range(len(outer))]])
+    held = np.concatenate(
+        [self_held(launching, stretches), [overlap_us(stretches, _spans(outer.iloc[[i]])) for i in range(len(outer))]]
+    )
     ops = pd.concat([launching.assign(compile=False), outer.assign(compile=True)], ignore_index=True)
     ops = ops.assign(held_us=held)
     ops = ops[ops["held_us"] >= min_held_us]
@@ -43,12 +45,22 @@ def held_ops(trace: Trace, windows, silent: pd.DataFrame, min_held_us: float) ->
     ops = ops.assign(step=step)[step >= 0]
     if not len(ops):
         return pd.DataFrame(columns=HELD_COLUMNS)
-    return pd.DataFrame({
-        "step": ops["step"].to_numpy(int), "name": ops["name"].to_numpy(object),
-        "ts": ops["ts"].to_numpy(float), "host_us": ops["dur"].to_numpy(float),
-        "held_us": ops["held_us"].to_numpy(float), "kernel_us": _kernel_us(trace, ops),
-        "shapes": [_dims_text(d) for d in ops["input_dims"]], "compile": ops["compile"].to_numpy(bool),
-    }).sort_values("ts", kind="stable").reset_index(drop=True)
+    return (
+        pd.DataFrame(
+            {
+                "step": ops["step"].to_numpy(int),
+                "name": ops["name"].to_numpy(object),
+                "ts": ops["ts"].to_numpy(float),
+                "host_us": ops["dur"].to_numpy(float),
+                "held_us": ops["held_us"].to_numpy(float),
+                "kernel_us": _kernel_us(trace, ops),
+                "shapes": [_dims_text(d) for d in ops["input_dims"]],
+                "compile": ops["compile"].to_numpy(bool),
+            }
+        )
+        .sort_values("ts", kind="stable")
+        .reset_index(drop=True)
+    )
 
 
 def step_shapes(trace: Trace, windows) -> list[list[tuple[str, str]]]:

@@ -7,6 +7,7 @@ step is that step time minus the GPU busy time measured in the trace, and it is 
 the gap classes in the proportions the trace shows for host-side gaps (kernel-wait and other
 gaps, which the profiler does not inflate, keep their measured length).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -67,6 +68,8 @@ def step_budget(steps: Steps, timeline: Timeline, capture: dict | None) -> StepB
         host_seen = paced + silent
         scale = host_real / host_seen if host_seen > 0 else 0.0
         paced, silent, after_sync = paced * scale, silent * scale, after_sync * scale
-        basis = (f"unprofiled median step time {unprofiled:,.0f} µs ({timing.get('source', 'measured')}); "
-                 f"host-side idle rescaled by {scale:.2f} to remove profiler overhead")
+        basis = (
+            f"unprofiled median step time {unprofiled:,.0f} µs ({timing.get('source', 'measured')}); "
+            f"host-side idle rescaled by {scale:.2f} to remove profiler overhead"
+        )
     return StepBudget(n, profiled, unprofiled, busy, paced, silent, after_sync, kernel, other, basis, scale)

@@ -10,6 +10,7 @@ mark to the next, so N marks give N − 1 whole steps. In a trace from elsewhere
 least COLD_FACTOR × the median of the others is a cold start (lazy loading, autotuning, first-call
 allocations) and is left out; diagnose's own ranges start after its warm-up steps.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -82,8 +83,10 @@ def find_steps(trace: Trace) -> Steps:
     a repeating user range or op pattern, else one whole window (module docstring)."""
     ops = trace.ops
     annotations = ops[ops["cat"] == "user_annotation"] if len(ops) else ops
-    for pattern, how in ((OUR_STEP, "diagnose step ranges (warm-up steps excluded)"),
-                         (PROFILER_STEP, "ProfilerStep#N ranges recorded by torch.profiler")):
+    for pattern, how in (
+        (OUR_STEP, "diagnose step ranges (warm-up steps excluded)"),
+        (PROFILER_STEP, "ProfilerStep#N ranges recorded by torch.profiler"),
+    ):
         if not len(annotations):
             break
         marked = annotations[name_match(annotations["name"], pattern)]
@@ -95,15 +98,19 @@ def find_steps(trace: Trace) -> Steps:
     if found is not None:
         cuts, how = found
         return _without_cold_start(Steps(_windows_from_ranges(trace, _between(cuts)), how, annotated=True))
-    return Steps(_whole_window(trace), "no step ranges in the trace: the span of its GPU activity "
-                 "is analysed as one window", annotated=False)
+    return Steps(
+        _whole_window(trace),
+        "no step ranges in the trace: the span of its GPU activity is analysed as one window",
+        annotated=False,
+    )
 
 
 def _between(cuts: np.ndarray) -> pd.DataFrame:
     """Ranges from each cut to the next (N cuts, N − 1 ranges), named like steps."""
     cuts = np.unique(cuts)
-    return pd.DataFrame({"name": [f"iteration {i + 1}" for i in range(len(cuts) - 1)],
-                         "ts": cuts[:-1], "end": cuts[1:]})
+    return pd.DataFrame(
+        {"name": [f"iteration {i + 1}" for i in range(len(cuts) - 1)], "ts": cuts[:-1], "end": cuts[1:]}
+    )
 
 
 def _outermost(frame: pd.DataFrame) -> pd.DataFrame:
@@ -139,8 +146,9 @@ def _repeated_range(annotations: pd.DataFrame) -> tuple[np.ndarray, str] | None:
     name = counts.index[0]
     cuts = top.loc[top["name"] == name, "ts"].to_numpy(float)
     cuts = np.append(cuts, float(top.loc[top["name"] == name, "end"].max()))
-    return cuts, (f"the user's own range '{name}' (record_function), repeated {len(cuts) - 1} times "
-                  "(no ProfilerStep ranges)")
+    return cuts, (
+        f"the user's own range '{name}' (record_function), repeated {len(cuts) - 1} times (no ProfilerStep ranges)"
+    )
 
 
 def _op_pattern(trace: Trace) -> tuple[np.ndarray, str] | None:
@@ -161,23 +169,25 @@ def _op_pattern(trace: Trace) -> tuple[np.ndarray, str] | None:
         period = at[1] - at[0]
         if any(b - a != period for a, b in zip(at, at[1:])):
             continue
-        segment = names[at[0]:at[1]]
+        segment = names[at[0] : at[1]]
         if not all(names[a:b] == segment for a, b in zip(at[1:], at[2:])):
             continue
         # what comes before the first repetition and after the last must be parts of one (a loop
         # profiled from mid-iteration): one forward's identical layers have the embedding before
         # them and the head after, which are not, so they are not taken for steps
         known = set(segment)
-        if known.issuperset(names[:at[0]]) and known.issuperset(names[at[-1] + period:]):
+        if known.issuperset(names[: at[0]]) and known.issuperset(names[at[-1] + period :]):
             break
     else:
         return None
     starts = top["ts"].to_numpy(float)
     cuts = starts[at]
-    if names[at[-1]:at[-1] + period] == segment:  # the last repetition is whole: it ends with its last op
+    if names[at[-1] : at[-1] + period] == segment:  # the last repetition is whole: it ends with its last op
         cuts = np.append(cuts, float(top["end"].iloc[at[-1] + period - 1]))
-    return cuts, (f"the repeating pattern of top-level ops ({period} ops from '{name}'), "
-                  f"{len(cuts) - 1} whole steps (no step ranges or iteration marks)")
+    return cuts, (
+        f"the repeating pattern of top-level ops ({period} ops from '{name}'), "
+        f"{len(cuts) - 1} whole steps (no step ranges or iteration marks)"
+    )
 
 
 def _without_cold_start(steps: Steps) -> Steps:
@@ -209,16 +219,24 @@ def _windows_from_ranges(trace: Trace, marked: pd.DataFrame) -> list[StepWindow]
     launch_ts, gpu_end = launch_ts[order], trace.gpu["end"].to_numpy(float)[order]
     cpu_start, cpu_end = marked["ts"].to_numpy(float), marked["end"].to_numpy(float)
     first = np.searchsorted(launch_ts, cpu_start, side="left")  # launched before the step: [0, first)
-    stop = np.searchsorted(launch_ts, cpu_end, side="right")    # launched inside it: [first, stop)
-    backlog = np.where(first > 0, np.maximum.accumulate(gpu_end)[np.maximum(first - 1, 0)] if len(gpu_end) else 0,
-                       cpu_start)
+    stop = np.searchsorted(launch_ts, cpu_end, side="right")  # launched inside it: [first, stop)
+    backlog = np.where(
+        first > 0, np.maximum.accumulate(gpu_end)[np.maximum(first - 1, 0)] if len(gpu_end) else 0, cpu_start
+    )
     last_gpu = np.where(stop > first, _range_max(gpu_end, first, stop), cpu_end)
     windows = []
     for i, name in enumerate(marked["name"]):
-        windows.append(StepWindow(index=i, label=name, cpu_start=float(cpu_start[i]),
-                                  cpu_end=float(cpu_end[i]), start=max(float(cpu_start[i]), float(backlog[i])),
-                                  end=max(float(cpu_end[i]), float(last_gpu[i])),
-                                  n_gpu_ops=int(max(stop[i] - first[i], 0))))
+        windows.append(
+            StepWindow(
+                index=i,
+                label=name,
+                cpu_start=float(cpu_start[i]),
+                cpu_end=float(cpu_end[i]),
+                start=max(float(cpu_start[i]), float(backlog[i])),
+                end=max(float(cpu_end[i]), float(last_gpu[i])),
+                n_gpu_ops=int(max(stop[i] - first[i], 0)),
+            )
+        )
     for current, following in zip(windows, windows[1:]):
         following.start = max(following.start, current.start)
         current.end = following.start
@@ -244,8 +262,9 @@ def _launch_time_of_gpu_ops(trace: Trace) -> np.ndarray:
         return np.array([])
     runtime = trace.runtime.dropna(subset=["correlation"]).drop_duplicates("correlation")
     at = lookup(gpu["correlation"], runtime["correlation"])
-    return np.where(at >= 0, runtime["ts"].to_numpy(float)[np.maximum(at, 0)] if len(runtime) else 0.0,
-                    gpu["ts"].to_numpy(float))
+    return np.where(
+        at >= 0, runtime["ts"].to_numpy(float)[np.maximum(at, 0)] if len(runtime) else 0.0, gpu["ts"].to_numpy(float)
+    )
 
 
 def _whole_window(trace: Trace) -> list[StepWindow]:
@@ -257,5 +276,4 @@ def _whole_window(trace: Trace) -> list[StepWindow]:
         n = 0
     else:
         return []
-    return [StepWindow(index=0, label="whole trace", cpu_start=start, cpu_end=end,
-                       start=start, end=end, n_gpu_ops=n)]
+    return [StepWindow(index=0, label="whole trace", cpu_start=start, cpu_end=end, start=start, end=end, n_gpu_ops=n)]

@@ -15,6 +15,7 @@ windows is classified by the operation that ends it:
 These are HTA's host-wait / kernel-wait / other classes (with its 30 µs threshold read as µs,
 which is what its code compares against), refined by what the host was doing.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -33,16 +34,38 @@ SYNC_CALL = re.compile(r"Synchronize|^(?:cuda|hip)Memcpy(?:2D)?$|^cuMemcpy(?:Dto
 GRAPH_LAUNCH = re.compile(r"GraphLaunch")
 
 PARAMETERS = (
-    Threshold("kernel_wait_max_us", 30.0, "µs",
-              "a queued gap up to this long is the fixed cost between dependent kernels (HTA's kernel wait)"),
-    Threshold("host_silence_us", 200.0, "µs",
-              "a stretch this long with no CUDA call counts as host work elsewhere, not dispatch"),
+    Threshold(
+        "kernel_wait_max_us",
+        30.0,
+        "µs",
+        "a queued gap up to this long is the fixed cost between dependent kernels (HTA's kernel wait)",
+    ),
+    Threshold(
+        "host_silence_us",
+        200.0,
+        "µs",
+        "a stretch this long with no CUDA call counts as host work elsewhere, not dispatch",
+    ),
 )
 DEFAULTS = {th.name: th.default for th in PARAMETERS}
 
 GAP_KINDS = np.array(["host", "kernel", "other"], dtype=object)
-GAP_COLUMNS = ["start", "end", "dur", "step", "kind", "next_name", "next_cat", "next_correlation", "launch_name",
-               "graph", "paced_us", "silent_us", "after_sync", "sync_name"]
+GAP_COLUMNS = [
+    "start",
+    "end",
+    "dur",
+    "step",
+    "kind",
+    "next_name",
+    "next_cat",
+    "next_correlation",
+    "launch_name",
+    "graph",
+    "paced_us",
+    "silent_us",
+    "after_sync",
+    "sync_name",
+]
 
 
 @dataclasses.dataclass
@@ -160,7 +183,7 @@ def _pacing(runtime: pd.DataFrame, gaps: pd.DataFrame, host: np.ndarray, silence
     idx = np.nonzero(host)[0]
     paced[idx] = ends[idx] - starts[idx]
     for i in idx[_has_silence(calls, starts, ends, lo, hi, idx, silence)]:
-        points = np.concatenate(([starts[i]], calls[lo[i]:hi[i]], [ends[i]]))
+        points = np.concatenate(([starts[i]], calls[lo[i] : hi[i]], [ends[i]]))
         steps = np.diff(points)
         long = steps > silence
         silent[i] = steps[long].sum()
@@ -177,8 +200,11 @@ def _has_silence(calls, starts, ends, lo, hi, idx, silence) -> np.ndarray:
     first = np.where(some, calls[np.minimum(lo, len(calls) - 1)] if len(calls) else e, e) - s
     last = np.where(some, e - calls[np.maximum(hi - 1, 0)] if len(calls) else 0.0, 0.0)
     long_between = np.concatenate(([0], np.cumsum(np.diff(calls) > silence)))
-    inner = np.where(some, long_between[np.maximum(hi - 1, 0)] - long_between[np.minimum(lo, len(calls) - 1)], 0) \
-        if len(calls) else np.zeros(len(idx))
+    inner = (
+        np.where(some, long_between[np.maximum(hi - 1, 0)] - long_between[np.minimum(lo, len(calls) - 1)], 0)
+        if len(calls)
+        else np.zeros(len(idx))
+    )
     return (first > silence) | (last > silence) | (inner > 0)
 
 
@@ -224,14 +250,19 @@ def _per_step(steps: Steps, ops: pd.DataFrame, gaps: pd.DataFrame) -> pd.DataFra
         lo, hi = np.searchsorted(by_step, w.index, side="left"), np.searchsorted(by_step, w.index, side="right")
         total_idle = float(dur[lo:hi].sum())
         first, stop = np.searchsorted(op_ts, [w.start, w.end], side="left")
-        rows.append({
-            "step": w.index, "label": w.label, "start": w.start, "duration_us": w.duration,
-            "gpu_ops": int(max(stop - first, 0)),
-            "busy_us": w.duration - total_idle,
-            "host_wait_us": float(idle.get((w.index, "host"), 0.0)),
-            "kernel_wait_us": float(idle.get((w.index, "kernel"), 0.0)),
-            "other_wait_us": float(idle.get((w.index, "other"), 0.0)),
-        })
+        rows.append(
+            {
+                "step": w.index,
+                "label": w.label,
+                "start": w.start,
+                "duration_us": w.duration,
+                "gpu_ops": int(max(stop - first, 0)),
+                "busy_us": w.duration - total_idle,
+                "host_wait_us": float(idle.get((w.index, "host"), 0.0)),
+                "kernel_wait_us": float(idle.get((w.index, "kernel"), 0.0)),
+                "other_wait_us": float(idle.get((w.index, "other"), 0.0)),
+            }
+        )
     return pd.DataFrame(rows)
 
 

@@ -1,4 +1,5 @@
 """Plain-data views of the metrics for the reports: top kernels, one step's timeline, per-step table."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -15,7 +16,8 @@ def top_kernels(metrics, limit: int = 15) -> list[dict]:
         return []
     busy = float(ops["dur"].sum()) or 1.0
     grouped = ops.groupby("name", sort=False).agg(
-        kind=("cat", "first"), calls=("dur", "size"), total_us=("dur", "sum"), median_us=("dur", "median"))
+        kind=("cat", "first"), calls=("dur", "size"), total_us=("dur", "sum"), median_us=("dur", "median")
+    )
     grouped = grouped.sort_values("total_us", ascending=False).head(limit)
     # the launching op and shapes of the top kernels only (the three columns, not a copy of every column)
     top = ops[["name", "op_name", "input_dims"]][ops["name"].isin(grouped.index)]
@@ -24,10 +26,18 @@ def top_kernels(metrics, limit: int = 15) -> list[dict]:
     for name, row in grouped.iterrows():
         launched = by_name[name]
         op = launched["op_name"].mode().iat[0] if launched["op_name"].notna().any() else None
-        rows.append({"name": name, "cat": row.kind, "calls_per_step": round(row.calls / n, 2),
-                     "us_per_step": round(row.total_us / n, 3), "median_us": round(float(row.median_us), 3),
-                     "share_of_gpu_time": round(row.total_us / busy, 4), "op": op,
-                     "input_dims": _first_text(launched["input_dims"])})
+        rows.append(
+            {
+                "name": name,
+                "cat": row.kind,
+                "calls_per_step": round(row.calls / n, 2),
+                "us_per_step": round(row.total_us / n, 3),
+                "median_us": round(float(row.median_us), 3),
+                "share_of_gpu_time": round(row.total_us / busy, 4),
+                "op": op,
+                "input_dims": _first_text(launched["input_dims"]),
+            }
+        )
     return rows
 
 
@@ -42,19 +52,31 @@ def work_inventory(metrics, limit: int = INVENTORY_ROWS) -> list[dict]:
     n = max(metrics.budget.n_steps, 1)
     if not len(ops):
         return []
-    keys = [ops["name"].to_numpy(object), ops["op_name"].fillna("").to_numpy(object),
-            np.array(_texts(ops["input_dims"]), dtype=object)]
+    keys = [
+        ops["name"].to_numpy(object),
+        ops["op_name"].fillna("").to_numpy(object),
+        np.array(_texts(ops["input_dims"]), dtype=object),
+    ]
     group = _group_codes(keys)
     frame = pd.DataFrame({"group": group, "cat": ops["cat"].to_numpy(), "dur": ops["dur"].to_numpy(float)})
-    grouped = frame.groupby("group", sort=False).agg(kind=("cat", "first"), calls=("dur", "size"),
-                                                     total_us=("dur", "sum"))
+    grouped = frame.groupby("group", sort=False).agg(
+        kind=("cat", "first"), calls=("dur", "size"), total_us=("dur", "sum")
+    )
     first = np.flatnonzero(~pd.Series(group).duplicated().to_numpy())  # each group's first row, in group order
     for column, values in zip(("name", "op", "input_dims"), keys):
         grouped[column] = values[first]
     grouped = grouped.sort_values("total_us", ascending=False).head(limit)
-    return [{"name": row.name, "op": row.op or None, "input_dims": row.input_dims or None, "cat": row.kind,
-             "calls_per_step": round(row.calls / n, 3), "us_per_step": round(row.total_us / n, 3)}
-            for row in grouped.itertuples(index=False)]
+    return [
+        {
+            "name": row.name,
+            "op": row.op or None,
+            "input_dims": row.input_dims or None,
+            "cat": row.kind,
+            "calls_per_step": round(row.calls / n, 3),
+            "us_per_step": round(row.total_us / n, 3),
+        }
+        for row in grouped.itertuples(index=False)
+    ]
 
 
 def _group_codes(keys: list[np.ndarray]) -> np.ndarray:
@@ -102,11 +124,28 @@ def step_timeline(metrics) -> dict:
     gaps = metrics.timeline.gaps
     gaps = gaps[gaps["step"] == window.index].head(MAX_TIMELINE_ITEMS)
     return {
-        "step": window.index, "label": window.label, "duration_us": round(window.duration, 3),
-        "ops": [{"t": round(r.ts - window.start, 3), "dur": round(r.dur, 3), "name": r.name,
-                 "cat": r.cat, "stream": int(r.stream)} for r in ops.itertuples()],
-        "gaps": [{"t": round(r.start - window.start, 3), "dur": round(r.dur, 3), "kind": r.kind,
-                  "after_sync": bool(r.after_sync)} for r in gaps.itertuples()],
+        "step": window.index,
+        "label": window.label,
+        "duration_us": round(window.duration, 3),
+        "ops": [
+            {
+                "t": round(r.ts - window.start, 3),
+                "dur": round(r.dur, 3),
+                "name": r.name,
+                "cat": r.cat,
+                "stream": int(r.stream),
+            }
+            for r in ops.itertuples()
+        ],
+        "gaps": [
+            {
+                "t": round(r.start - window.start, 3),
+                "dur": round(r.dur, 3),
+                "kind": r.kind,
+                "after_sync": bool(r.after_sync),
+            }
+            for r in gaps.itertuples()
+        ],
         "note": "profiled time (the profiler stretches host-side gaps)",
     }
 

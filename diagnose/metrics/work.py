@@ -28,6 +28,7 @@ that miss L2, strided access) or lower (L2 hits). Op instances carry `sm_pct` / 
 Compute values (`--ncu`, `--ncu-csv`: diagnose/ncu/), NaN without them; `best_bytes` and the
 `source` column let rules prefer a measurement when there is one.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -40,50 +41,154 @@ import pandas as pd
 from diagnose.metrics import kernels as K
 
 DTYPE_BYTES = {
-    "float": 4, "double": 8, "c10::Half": 2, "c10::BFloat16": 2, "c10::Float8_e4m3fn": 1,
-    "c10::Float8_e5m2": 1, "c10::Float8_e4m3fnuz": 1, "c10::Float8_e5m2fnuz": 1,
-    "c10::Float8_e8m0fnu": 1, "c10::Float4_e2m1fn_x2": 1, "long int": 8, "long": 8, "int64_t": 8,
-    "int": 4, "unsigned int": 4, "short": 2, "short int": 2, "signed char": 1, "unsigned char": 1,
-    "bool": 1, "c10::qint8": 1, "c10::quint8": 1, "c10::qint32": 4, "c10::complex<float>": 8,
-    "c10::complex<double>": 16, "c10::complex<c10::Half>": 4,
+    "float": 4,
+    "double": 8,
+    "c10::Half": 2,
+    "c10::BFloat16": 2,
+    "c10::Float8_e4m3fn": 1,
+    "c10::Float8_e5m2": 1,
+    "c10::Float8_e4m3fnuz": 1,
+    "c10::Float8_e5m2fnuz": 1,
+    "c10::Float8_e8m0fnu": 1,
+    "c10::Float4_e2m1fn_x2": 1,
+    "long int": 8,
+    "long": 8,
+    "int64_t": 8,
+    "int": 4,
+    "unsigned int": 4,
+    "short": 2,
+    "short int": 2,
+    "signed char": 1,
+    "unsigned char": 1,
+    "bool": 1,
+    "c10::qint8": 1,
+    "c10::quint8": 1,
+    "c10::qint32": 4,
+    "c10::complex<float>": 8,
+    "c10::complex<double>": 16,
+    "c10::complex<c10::Half>": 4,
 }
 FLOAT_DTYPES = {"float", "double", "c10::Half", "c10::BFloat16"}
 FP8_DTYPES = {"c10::Float8_e4m3fn", "c10::Float8_e5m2", "c10::Float8_e4m3fnuz", "c10::Float8_e5m2fnuz"}
 INT8_DTYPES = {"signed char", "unsigned char", "c10::qint8", "c10::quint8"}
 
-GEMM_OPS = {"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::addbmm", "aten::matmul",
-            "aten::linear", "aten::_scaled_mm", "aten::_int_mm", "aten::mv", "aten::addmv",
-            "aten::_addmm_activation"}
-CONV_OPS = {"aten::convolution", "aten::_convolution", "aten::cudnn_convolution", "aten::conv1d",
-            "aten::conv2d", "aten::conv3d", "aten::cudnn_convolution_transpose", "aten::miopen_convolution",
-            "aten::conv_transpose1d", "aten::conv_transpose2d", "aten::conv_transpose3d",
-            "aten::convolution_backward", "aten::_convolution_backward"}
+GEMM_OPS = {
+    "aten::mm",
+    "aten::addmm",
+    "aten::bmm",
+    "aten::baddbmm",
+    "aten::addbmm",
+    "aten::matmul",
+    "aten::linear",
+    "aten::_scaled_mm",
+    "aten::_int_mm",
+    "aten::mv",
+    "aten::addmv",
+    "aten::_addmm_activation",
+}
+CONV_OPS = {
+    "aten::convolution",
+    "aten::_convolution",
+    "aten::cudnn_convolution",
+    "aten::conv1d",
+    "aten::conv2d",
+    "aten::conv3d",
+    "aten::cudnn_convolution_transpose",
+    "aten::miopen_convolution",
+    "aten::conv_transpose1d",
+    "aten::conv_transpose2d",
+    "aten::conv_transpose3d",
+    "aten::convolution_backward",
+    "aten::_convolution_backward",
+}
 # PyTorch <= 1.12 ran the two gradients as separate ops: (self_size, grad_output, weight) and
 # (weight_size, grad_output, self); trace/legacy.py fills in the size list old kineto left empty
-CONV_GRAD_OPS = {"aten::cudnn_convolution_backward_input": "input", "aten::cudnn_convolution_backward_weight": "weight",
-                 "aten::miopen_convolution_backward_input": "input", "aten::miopen_convolution_backward_weight": "weight"}
+CONV_GRAD_OPS = {
+    "aten::cudnn_convolution_backward_input": "input",
+    "aten::cudnn_convolution_backward_weight": "weight",
+    "aten::miopen_convolution_backward_input": "input",
+    "aten::miopen_convolution_backward_weight": "weight",
+}
 ATTENTION = re.compile(r"attention", re.IGNORECASE)
-REDUCE_OPS = {"aten::sum", "aten::mean", "aten::amax", "aten::amin", "aten::max", "aten::min",
-              "aten::argmax", "aten::argmin", "aten::norm", "aten::linalg_vector_norm", "aten::var",
-              "aten::std", "aten::var_mean", "aten::std_mean", "aten::prod", "aten::logsumexp",
-              "aten::any", "aten::all", "aten::count_nonzero", "aten::nansum", "aten::_foreach_norm"}
-ROWWISE_OPS = {"aten::softmax", "aten::_softmax", "aten::log_softmax", "aten::_log_softmax",
-               "aten::native_layer_norm", "aten::layer_norm", "aten::rms_norm", "aten::_fused_rms_norm",
-               "aten::native_batch_norm", "aten::cudnn_batch_norm", "aten::_native_batch_norm_legit",
-               "aten::_native_batch_norm_legit_no_training", "aten::native_group_norm",
-               "aten::group_norm", "aten::_softmax_backward_data", "aten::_log_softmax_backward_data",
-               "aten::native_layer_norm_backward", "aten::cumsum", "aten::cumprod"}
-MEMORY_OPS = {"aten::cat", "aten::stack", "aten::index_select", "aten::embedding", "aten::gather",
-              "aten::scatter", "aten::scatter_add", "aten::scatter_add_", "aten::index_copy_",
-              "aten::index_put_", "aten::_index_put_impl_", "aten::index", "aten::embedding_dense_backward",
-              "aten::index_add_", "aten::masked_select", "aten::nonzero", "aten::sort", "aten::topk"}
+REDUCE_OPS = {
+    "aten::sum",
+    "aten::mean",
+    "aten::amax",
+    "aten::amin",
+    "aten::max",
+    "aten::min",
+    "aten::argmax",
+    "aten::argmin",
+    "aten::norm",
+    "aten::linalg_vector_norm",
+    "aten::var",
+    "aten::std",
+    "aten::var_mean",
+    "aten::std_mean",
+    "aten::prod",
+    "aten::logsumexp",
+    "aten::any",
+    "aten::all",
+    "aten::count_nonzero",
+    "aten::nansum",
+    "aten::_foreach_norm",
+}
+ROWWISE_OPS = {
+    "aten::softmax",
+    "aten::_softmax",
+    "aten::log_softmax",
+    "aten::_log_softmax",
+    "aten::native_layer_norm",
+    "aten::layer_norm",
+    "aten::rms_norm",
+    "aten::_fused_rms_norm",
+    "aten::native_batch_norm",
+    "aten::cudnn_batch_norm",
+    "aten::_native_batch_norm_legit",
+    "aten::_native_batch_norm_legit_no_training",
+    "aten::native_group_norm",
+    "aten::group_norm",
+    "aten::_softmax_backward_data",
+    "aten::_log_softmax_backward_data",
+    "aten::native_layer_norm_backward",
+    "aten::cumsum",
+    "aten::cumprod",
+}
+MEMORY_OPS = {
+    "aten::cat",
+    "aten::stack",
+    "aten::index_select",
+    "aten::embedding",
+    "aten::gather",
+    "aten::scatter",
+    "aten::scatter_add",
+    "aten::scatter_add_",
+    "aten::index_copy_",
+    "aten::index_put_",
+    "aten::_index_put_impl_",
+    "aten::index",
+    "aten::embedding_dense_backward",
+    "aten::index_add_",
+    "aten::masked_select",
+    "aten::nonzero",
+    "aten::sort",
+    "aten::topk",
+}
 GATHER_OPS = {"aten::index_select", "aten::embedding"}
-INPLACE_INDEX_OPS = {"aten::index_copy_", "aten::index_put_", "aten::_index_put_impl_", "aten::index_add_",
-                     "aten::scatter_", "aten::scatter_add_", "aten::masked_scatter_", "aten::index_fill_"}
+INPLACE_INDEX_OPS = {
+    "aten::index_copy_",
+    "aten::index_put_",
+    "aten::_index_put_impl_",
+    "aten::index_add_",
+    "aten::scatter_",
+    "aten::scatter_add_",
+    "aten::masked_scatter_",
+    "aten::index_fill_",
+}
 BOOL_OUT = re.compile(r"^aten::(?:eq|ne|lt|le|gt|ge|logical_\w+|isnan|isinf|isfinite)_?$")
 
 
-MAX_NUMEL = 2 ** 63  # torch sizes are int64: a recorded shape with more elements is garbage
+MAX_NUMEL = 2**63  # torch sizes are int64: a recorded shape with more elements is garbage
 
 
 @dataclasses.dataclass(frozen=True)
@@ -129,8 +234,13 @@ def tensors(input_dims, input_types) -> list[Tensor | None]:
     out: list[Tensor | None] = []
     for i, dims in enumerate(input_dims):
         dtype = types[i] if i < len(types) and isinstance(types[i], str) else ""
-        if (isinstance(dims, list) and all(isinstance(d, int) and not isinstance(d, bool) for d in dims)
-                and dtype in DTYPE_BYTES and (dims or dtype) and abs(math.prod(dims)) < MAX_NUMEL):
+        if (
+            isinstance(dims, list)
+            and all(isinstance(d, int) and not isinstance(d, bool) for d in dims)
+            and dtype in DTYPE_BYTES
+            and (dims or dtype)
+            and abs(math.prod(dims)) < MAX_NUMEL
+        ):
             out.append(Tensor(tuple(int(d) for d in dims), dtype))
         else:
             out.append(None)
@@ -168,25 +278,57 @@ def op_work(op_name, input_dims, input_types, kernel_kind: str | None = None) ->
         return Work(kind=kernel_kind or "other", note="no tensor shapes recorded")
     dtype = present[0].dtype
     if op_name in REDUCE_OPS:
-        return Work(kind="reduction", flops=float(present[0].numel), bytes=present[0].nbytes,
-                    dtype=dtype, inputs=[present[0]], reduces=True)
+        return Work(
+            kind="reduction",
+            flops=float(present[0].numel),
+            bytes=present[0].nbytes,
+            dtype=dtype,
+            inputs=[present[0]],
+            reduces=True,
+        )
     if op_name in ROWWISE_OPS:
         out = Tensor(present[0].shape, dtype)
-        return Work(kind="reduction", flops=5.0 * out.numel, bytes=sum(t.nbytes for t in present) + out.nbytes,
-                    dtype=dtype, inputs=present, outputs=[out])
+        return Work(
+            kind="reduction",
+            flops=5.0 * out.numel,
+            bytes=sum(t.nbytes for t in present) + out.nbytes,
+            dtype=dtype,
+            inputs=present,
+            outputs=[out],
+        )
     if op_name in GATHER_OPS and len(present) > 1:
         table, index = present[0], present[1]
         row = math.prod(table.shape[1:]) if len(table.shape) > 1 else 1
         out = Tensor((index.numel, row), table.dtype)
-        return Work(kind="memory", bytes=index.nbytes + 2.0 * out.nbytes, flops=0.0, dtype=table.dtype,
-                    inputs=[index], outputs=[out], note="row gather (dim 0 assumed): the rows read, then written")
+        return Work(
+            kind="memory",
+            bytes=index.nbytes + 2.0 * out.nbytes,
+            flops=0.0,
+            dtype=table.dtype,
+            inputs=[index],
+            outputs=[out],
+            note="row gather (dim 0 assumed): the rows read, then written",
+        )
     if op_name in INPLACE_INDEX_OPS and len(present) > 1:
         src = present[1:]
-        return Work(kind="memory", bytes=2.0 * sum(t.nbytes for t in src), flops=0.0, dtype=dtype,
-                    inputs=src, outputs=[], note="in-place indexed write: the source read, as much written")
+        return Work(
+            kind="memory",
+            bytes=2.0 * sum(t.nbytes for t in src),
+            flops=0.0,
+            dtype=dtype,
+            inputs=src,
+            outputs=[],
+            note="in-place indexed write: the source read, as much written",
+        )
     if op_name in MEMORY_OPS or kernel_kind == "memory":
-        return Work(kind="memory", bytes=float(sum(t.nbytes for t in present)), flops=0.0, dtype=dtype,
-                    inputs=present, note="indexing/concatenation: inputs read once, output not counted")
+        return Work(
+            kind="memory",
+            bytes=float(sum(t.nbytes for t in present)),
+            flops=0.0,
+            dtype=dtype,
+            inputs=present,
+            note="indexing/concatenation: inputs read once, output not counted",
+        )
     return _pointwise(op_name, present, kernel_kind)
 
 
@@ -195,8 +337,7 @@ def _pointwise(op_name: str, present: list[Tensor], kernel_kind: str | None) -> 
     base = op_name.split("::")[-1]
     if base in ("copy_", "_copy_from", "_copy_from_and_resize"):
         dst, src = present[0], present[1] if len(present) > 1 else present[0]
-        return Work(kind=kind, flops=0.0, bytes=dst.nbytes + src.nbytes, dtype=src.dtype,
-                    inputs=[src], outputs=[dst])
+        return Work(kind=kind, flops=0.0, bytes=dst.nbytes + src.nbytes, dtype=src.dtype, inputs=[src], outputs=[dst])
     if base in ("fill_", "zero_", "normal_", "uniform_", "random_", "bernoulli_", "exponential_"):
         out = present[0]
         return Work(kind=kind, flops=float(out.numel), bytes=out.nbytes, dtype=out.dtype, outputs=[out])
@@ -204,8 +345,14 @@ def _pointwise(op_name: str, present: list[Tensor], kernel_kind: str | None) -> 
         out = present[0]
     else:
         out = Tensor(_broadcast([t.shape for t in present]), _promote(op_name, present))
-    return Work(kind=kind, flops=float(out.numel), bytes=sum(t.nbytes for t in present) + out.nbytes,
-                dtype=present[0].dtype, inputs=present, outputs=[out])
+    return Work(
+        kind=kind,
+        flops=float(out.numel),
+        bytes=sum(t.nbytes for t in present) + out.nbytes,
+        dtype=present[0].dtype,
+        inputs=present,
+        outputs=[out],
+    )
 
 
 def _broadcast(shapes: list[tuple[int, ...]]) -> tuple[int, ...]:
@@ -245,8 +392,18 @@ def _gemm(op_name: str, args: list[Tensor | None], present: list[Tensor]) -> Wor
     flops = 2.0 * batch * m * n * k + (batch * m * n if extra else 0)
     moved = a.nbytes + b.nbytes + batch * m * n * out_bytes + sum(t.nbytes for t in extra)
     out = Tensor((batch, m, n) if batch > 1 else (m, n), a.dtype if base != "_scaled_mm" else "c10::BFloat16")
-    return Work(kind="gemm", flops=flops, bytes=float(moved), dtype=a.dtype, m=m, n=n, k=k, batch=batch,
-                inputs=[a, b, *extra], outputs=[out])
+    return Work(
+        kind="gemm",
+        flops=flops,
+        bytes=float(moved),
+        dtype=a.dtype,
+        m=m,
+        n=n,
+        k=k,
+        batch=batch,
+        inputs=[a, b, *extra],
+        outputs=[out],
+    )
 
 
 def _gemm_dims(base: str, a: tuple, b: tuple):
@@ -298,8 +455,20 @@ def _conv(op_name: str, args: list[Tensor | None], present: list[Tensor]) -> Wor
     else:
         flops, moved = fwd, x.nbytes + w.nbytes + out.nbytes
         note = "output pixels taken as input pixels (stride and padding not recorded): an upper bound"
-    return Work(kind="conv", flops=flops, bytes=float(moved), dtype=x.dtype, m=n * out_pixels, n=o,
-                k=c_per_group * taps, batch=1, channels=(c, o), inputs=[x, w], outputs=[out], note=note)
+    return Work(
+        kind="conv",
+        flops=flops,
+        bytes=float(moved),
+        dtype=x.dtype,
+        m=n * out_pixels,
+        n=o,
+        k=c_per_group * taps,
+        batch=1,
+        channels=(c, o),
+        inputs=[x, w],
+        outputs=[out],
+        note=note,
+    )
 
 
 def _conv_gradient(which: str, args: list[Tensor | None]) -> Work:
@@ -321,9 +490,19 @@ def _conv_gradient(which: str, args: list[Tensor | None]) -> Work:
     flops = 2.0 * n * o * pixels * c_per_group * taps
     x_bytes = x.nbytes if x is not None else n * c_per_group * pixels * DTYPE_BYTES.get(grad_out.dtype, 4)
     moved = grad_out.nbytes + w.nbytes + x_bytes
-    return Work(kind="conv", flops=flops, bytes=float(moved), dtype=grad_out.dtype, m=n * pixels, n=o,
-                k=c_per_group * taps, batch=1, channels=(c_per_group, o), inputs=[grad_out, w],
-                note=f"the {which} gradient, one pass")
+    return Work(
+        kind="conv",
+        flops=flops,
+        bytes=float(moved),
+        dtype=grad_out.dtype,
+        m=n * pixels,
+        n=o,
+        k=c_per_group * taps,
+        batch=1,
+        channels=(c_per_group, o),
+        inputs=[grad_out, w],
+        note=f"the {which} gradient, one pass",
+    )
 
 
 def _attention(op_name: str, present: list[Tensor]) -> Work:
@@ -336,8 +515,14 @@ def _attention(op_name: str, present: list[Tensor]) -> Work:
     fwd = 2.0 * lead * q.shape[-2] * k.shape[-2] * (q.shape[-1] + v.shape[-1])
     out = Tensor((*q.shape[:-1], v.shape[-1]), q.dtype)
     moved = q.nbytes + k.nbytes + v.nbytes + out.nbytes
-    return Work(kind="attention", flops=fwd * (2.5 if backward else 1.0),
-                bytes=float(moved * (2 if backward else 1)), dtype=q.dtype, inputs=[q, k, v], outputs=[out])
+    return Work(
+        kind="attention",
+        flops=fwd * (2.5 if backward else 1.0),
+        bytes=float(moved * (2 if backward else 1)),
+        dtype=q.dtype,
+        inputs=[q, k, v],
+        outputs=[out],
+    )
 
 
 def _triton(op_name: str, present: list[Tensor]) -> Work:
@@ -349,20 +534,62 @@ def _triton(op_name: str, present: list[Tensor]) -> Work:
         two_d = [t for t in present if len(t.shape) == 2]
         if len(two_d) >= 2 and two_d[0].shape[1] == two_d[1].shape[0]:
             (m, k), n = two_d[0].shape, two_d[1].shape[1]
-            return Work(kind="gemm", flops=2.0 * m * n * k, bytes=moved, dtype=two_d[0].dtype, m=m, n=n, k=k,
-                        batch=1, inputs=present)
-    return Work(kind=kind, flops=float(max(t.numel for t in present)), bytes=moved, dtype=present[0].dtype,
-                inputs=present, note="Triton kernel: each tensor argument read or written once")
+            return Work(
+                kind="gemm",
+                flops=2.0 * m * n * k,
+                bytes=moved,
+                dtype=two_d[0].dtype,
+                m=m,
+                n=n,
+                k=k,
+                batch=1,
+                inputs=present,
+            )
+    return Work(
+        kind=kind,
+        flops=float(max(t.numel for t in present)),
+        bytes=moved,
+        dtype=present[0].dtype,
+        inputs=present,
+        note="Triton kernel: each tensor argument read or written once",
+    )
 
 
 # --------------------------------------------------------------------------------------------
 # Op instances of the measured steps
 
-INSTANCE_COLUMNS = ["step", "stream", "ts", "end", "kernel_us", "matrix_us", "n_kernels", "kernel", "kind",
-                    "tensor_core",
-                    "fused", "blocks", "op_name", "shapes", "dtype", "flops", "bytes", "m", "n", "k", "batch",
-                    "source", "sm_pct", "dram_pct", "dram_bytes", "mem_pct", "tensor_pct", "measured_us", "bound",
-                    "work"]
+INSTANCE_COLUMNS = [
+    "step",
+    "stream",
+    "ts",
+    "end",
+    "kernel_us",
+    "matrix_us",
+    "n_kernels",
+    "kernel",
+    "kind",
+    "tensor_core",
+    "fused",
+    "blocks",
+    "op_name",
+    "shapes",
+    "dtype",
+    "flops",
+    "bytes",
+    "m",
+    "n",
+    "k",
+    "batch",
+    "source",
+    "sm_pct",
+    "dram_pct",
+    "dram_bytes",
+    "mem_pct",
+    "tensor_pct",
+    "measured_us",
+    "bound",
+    "work",
+]
 MEASURED_PCT = ("sm_pct", "dram_pct", "mem_pct", "tensor_pct")
 MEASURED_COVER = 0.9  # an instance takes measured values when they cover this share of its kernel time
 
@@ -402,8 +629,9 @@ def op_instances(kern: pd.DataFrame, measured: pd.DataFrame | None = None) -> pd
         return pd.DataFrame(columns=INSTANCE_COLUMNS)
     kern = kern.join(K.classify(kern["name"]))
     has_op = kern["op_name"].notna() & kern["op_external_id"].notna()
-    key = np.where(has_op, kern["op_external_id"].astype("Float64").fillna(-1).to_numpy(float),
-                   -1.0 - np.arange(len(kern)))
+    key = np.where(
+        has_op, kern["op_external_id"].astype("Float64").fillna(-1).to_numpy(float), -1.0 - np.arange(len(kern))
+    )
     kern["instance"] = pd.Series(key, index=kern.index, copy=False)
     kern["is_matrix"] = kern["kind"].isin(("gemm", "conv", "attention"))
     kern["matrix_dur"] = kern["dur"].where(kern["is_matrix"], 0.0)
@@ -432,16 +660,26 @@ def _aggregates(kern: pd.DataFrame, key: np.ndarray) -> pd.DataFrame:
     rank = kern["dur"].to_numpy(float) + np.where(kern["is_matrix"].to_numpy(bool), 1e12, 0.0)
     main = _rows(kern, _last_of_each(key, rank), ["name", "kind", "fused"])
     del rank
-    first = _rows(kern, _first_of_each(key, kern["ts"].to_numpy(float)),
-                  ["step", "stream", "op_name", "input_dims", "input_types"])
+    first = _rows(
+        kern,
+        _first_of_each(key, kern["ts"].to_numpy(float)),
+        ["step", "stream", "op_name", "input_dims", "input_types"],
+    )
     grouped = kern.groupby("instance", sort=False)
-    agg = grouped.agg(ts=("ts", "min"), end=("end", "max"), kernel_us=("dur", "sum"),
-                      matrix_us=("matrix_dur", "sum"), n_kernels=("dur", "size"), blocks=("blocks", "max"))
+    agg = grouped.agg(
+        ts=("ts", "min"),
+        end=("end", "max"),
+        kernel_us=("dur", "sum"),
+        matrix_us=("matrix_dur", "sum"),
+        n_kernels=("dur", "size"),
+        blocks=("blocks", "max"),
+    )
     tc = kern["tensor_core"]
     agg["tc_yes"] = (tc == True).fillna(False).groupby(kern["instance"]).any()  # noqa: E712
     agg["tc_no"] = (tc == False).fillna(False).groupby(kern["instance"]).any()  # noqa: E712
     return agg.join(main[["name", "kind", "fused"]]).join(
-        first[["step", "stream", "op_name", "input_dims", "input_types"]])
+        first[["step", "stream", "op_name", "input_dims", "input_types"]]
+    )
 
 
 def _own_aggregates(kern: pd.DataFrame, key: np.ndarray) -> pd.DataFrame:
@@ -449,8 +687,21 @@ def _own_aggregates(kern: pd.DataFrame, key: np.ndarray) -> pd.DataFrame:
     aggregate is the kernel's own value, so the columns are the kernels' (shared, not copied). A
     sum starts from zero, so a -0.0 duration sums to 0.0: that one case is added to 0.0."""
     n = len(kern)
-    columns = ["ts", "end", "dur", "matrix_dur", "blocks", "name", "kind", "fused",
-               "step", "stream", "op_name", "input_dims", "input_types"]
+    columns = [
+        "ts",
+        "end",
+        "dur",
+        "matrix_dur",
+        "blocks",
+        "name",
+        "kind",
+        "fused",
+        "step",
+        "stream",
+        "op_name",
+        "input_dims",
+        "input_types",
+    ]
     agg = kern[columns].rename(columns={"dur": "kernel_us", "matrix_dur": "matrix_us"})
     agg.index = pd.Index(key, name="instance")
     for column in ("kernel_us", "matrix_us"):
@@ -543,8 +794,9 @@ def _instance_columns(agg: pd.DataFrame) -> dict[str, pd.Series | np.ndarray]:
     (op, shapes, dtypes, kernel kind) is estimated once, and its columns are taken from that."""
     n = len(agg)
     op_names = [o if isinstance(o, str) else None for o in agg["op_name"].to_numpy(object)]
-    codes = _distinct_codes(op_names, agg["input_dims"].to_numpy(object), agg["input_types"].to_numpy(object),
-                            agg["kind"].to_numpy(object))
+    codes = _distinct_codes(
+        op_names, agg["input_dims"].to_numpy(object), agg["input_types"].to_numpy(object), agg["kind"].to_numpy(object)
+    )
     static = [_static_fields(*key) for key in codes.keys]
     kernel_us = agg["kernel_us"].to_numpy(float)
     matrix_us = agg["matrix_us"].to_numpy(float)
@@ -552,19 +804,31 @@ def _instance_columns(agg: pd.DataFrame) -> dict[str, pd.Series | np.ndarray]:
     foreach = np.fromiter(((o or "").startswith("aten::_foreach") for o in op_names), bool, n)
     nan = _constant(math.nan, n)
     columns = {
-        "step": agg["step"].to_numpy(np.int64), "stream": agg["stream"],
-        "ts": agg["ts"].to_numpy(float), "end": agg["end"].to_numpy(float), "kernel_us": kernel_us,
+        "step": agg["step"].to_numpy(np.int64),
+        "stream": agg["stream"],
+        "ts": agg["ts"].to_numpy(float),
+        "end": agg["end"].to_numpy(float),
+        "kernel_us": kernel_us,
         "matrix_us": np.where(matrix_us == 0, kernel_us, matrix_us),
         "n_kernels": agg["n_kernels"].to_numpy(np.int64),
         "kernel": agg["name"],
-        "tensor_core": _inferred([True, False, pd.NA], np.where(tc_yes, 0, np.where(tc_no, 1, 2)), agg.index,
-                                 sparse=True),
+        "tensor_core": _inferred(
+            [True, False, pd.NA], np.where(tc_yes, 0, np.where(tc_no, 1, 2)), agg.index, sparse=True
+        ),
         "fused": agg["fused"].fillna(False).to_numpy(bool) | foreach,
         "blocks": _same_or(agg["blocks"].to_numpy(float, na_value=math.nan)),
-        "op_name": (_inferred(op_names, np.arange(n), agg.index) if any(o is not None for o in op_names)
-                    else _inferred([None], np.zeros(n, dtype=np.int64), agg.index)),
-        "sm_pct": nan, "dram_pct": nan, "dram_bytes": nan, "mem_pct": nan,
-        "tensor_pct": nan, "measured_us": nan, "bound": _constant(None, n),
+        "op_name": (
+            _inferred(op_names, np.arange(n), agg.index)
+            if any(o is not None for o in op_names)
+            else _inferred([None], np.zeros(n, dtype=np.int64), agg.index)
+        ),
+        "sm_pct": nan,
+        "dram_pct": nan,
+        "dram_bytes": nan,
+        "mem_pct": nan,
+        "tensor_pct": nan,
+        "measured_us": nan,
+        "bound": _constant(None, n),
     }
     for name in ("kind", "shapes", "dtype", "flops", "bytes", "m", "n", "k", "batch", "source", "work"):
         columns[name] = _inferred([fields[name] for fields in static], codes.codes, agg.index)
@@ -633,11 +897,17 @@ def _static_fields(op_name: str | None, dims, types, kernel_kind: str) -> dict:
         kind = kernel_kind
     known = work is not None and not math.isnan(work.bytes)
     return {
-        "kind": kind, "shapes": _shapes_text(work), "dtype": work.dtype if work else None,
-        "flops": work.flops if work else math.nan, "bytes": work.bytes if work else math.nan,
-        "m": work.m if work else None, "n": work.n if work else None, "k": work.k if work else None,
+        "kind": kind,
+        "shapes": _shapes_text(work),
+        "dtype": work.dtype if work else None,
+        "flops": work.flops if work else math.nan,
+        "bytes": work.bytes if work else math.nan,
+        "m": work.m if work else None,
+        "n": work.n if work else None,
+        "k": work.k if work else None,
         "batch": work.batch if work else None,
-        "source": "estimated from shapes" if known else "unknown", "work": work,
+        "source": "estimated from shapes" if known else "unknown",
+        "work": work,
     }
 
 

@@ -10,6 +10,7 @@
 Nothing here imports torch. Measurements reach the rules through `Metrics(trace, ncu_table=...)`:
 `Metrics.op_work` then fills its measured columns, and the rules prefer them.
 """
+
 from __future__ import annotations
 
 from diagnose.ncu.csv import NcuTable, read_ncu

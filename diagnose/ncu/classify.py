@@ -22,6 +22,7 @@ SM (`sm__throughput`, the busiest SM pipeline or issue slot) and memory
 A class whose deciding throughput is at least `SATURATED_PCT` (80 %) is marked saturated: that
 unit is near its peak and only less work (fewer bytes, fewer or cheaper FLOPs) makes it faster.
 """
+
 from __future__ import annotations
 
 import math
@@ -35,28 +36,44 @@ TENSOR_PCT = 50.0
 LOW_OCCUPANCY_PCT = 25.0
 TINY_US = 5.0
 MANY_LAUNCHES = 20
-THRESHOLDS = {"LATENCY_PCT": LATENCY_PCT, "LEAD_PCT": LEAD_PCT, "SATURATED_PCT": SATURATED_PCT,
-              "TENSOR_PCT": TENSOR_PCT, "LOW_OCCUPANCY_PCT": LOW_OCCUPANCY_PCT, "TINY_US": TINY_US,
-              "MANY_LAUNCHES": MANY_LAUNCHES}
+THRESHOLDS = {
+    "LATENCY_PCT": LATENCY_PCT,
+    "LEAD_PCT": LEAD_PCT,
+    "SATURATED_PCT": SATURATED_PCT,
+    "TENSOR_PCT": TENSOR_PCT,
+    "LOW_OCCUPANCY_PCT": LOW_OCCUPANCY_PCT,
+    "TINY_US": TINY_US,
+    "MANY_LAUNCHES": MANY_LAUNCHES,
+}
 CLASSES = ("memory-bound", "compute-bound", "latency-bound", "unknown")
 
 
-def classify_kernel(sm_pct: float, mem_pct: float, *, tensor_pct: float = math.nan, blocks: float = math.nan,
-                    sm_count: float = math.nan, occupancy_pct: float = math.nan, duration_us: float = math.nan,
-                    launches_in_step: int = 0) -> tuple[str, str]:
+def classify_kernel(
+    sm_pct: float,
+    mem_pct: float,
+    *,
+    tensor_pct: float = math.nan,
+    blocks: float = math.nan,
+    sm_count: float = math.nan,
+    occupancy_pct: float = math.nan,
+    duration_us: float = math.nan,
+    launches_in_step: int = 0,
+) -> tuple[str, str]:
     """(class, why) of one kernel from its measured SM and memory throughput (% of peak)."""
     if _nan(sm_pct) or _nan(mem_pct):
         return "unknown", "SM or memory throughput not measured"
     sol = f"SM {sm_pct:.0f} %, memory {mem_pct:.0f} %"
     if max(sm_pct, mem_pct) < LATENCY_PCT:
         return "latency-bound", f"{sol}, both < {LATENCY_PCT:.0f} %: " + _latency_reason(
-            blocks, sm_count, occupancy_pct, duration_us, launches_in_step)
+            blocks, sm_count, occupancy_pct, duration_us, launches_in_step
+        )
     lead = sm_pct - mem_pct
     if sm_pct >= LATENCY_PCT and lead > LEAD_PCT:
         return "compute-bound", f"{sol}: SM leads by {lead:.0f} > {LEAD_PCT:.0f} points" + _sat(sm_pct)
     if abs(lead) <= LEAD_PCT and not _nan(tensor_pct) and tensor_pct >= TENSOR_PCT:
-        return "compute-bound", (f"{sol}, within {LEAD_PCT:.0f} points; tensor pipe {tensor_pct:.0f} % "
-                                 f">= {TENSOR_PCT:.0f} %" + _sat(sm_pct))
+        return "compute-bound", (
+            f"{sol}, within {LEAD_PCT:.0f} points; tensor pipe {tensor_pct:.0f} % >= {TENSOR_PCT:.0f} %" + _sat(sm_pct)
+        )
     if mem_pct >= LATENCY_PCT:
         lead_text = "memory leads" if lead < -LEAD_PCT else f"within {LEAD_PCT:.0f} points, tensor pipe idle"
         return "memory-bound", f"{sol}: {lead_text}" + _sat(mem_pct)
@@ -71,8 +88,7 @@ def _latency_reason(blocks, sm_count, occupancy_pct, duration_us, launches_in_st
     if not _nan(occupancy_pct) and occupancy_pct < LOW_OCCUPANCY_PCT:
         reasons.append(f"low occupancy ({occupancy_pct:.0f} % < {LOW_OCCUPANCY_PCT:.0f} % of warps active)")
     if not _nan(duration_us) and duration_us < TINY_US and launches_in_step >= MANY_LAUNCHES:
-        reasons.append(f"tiny launch ({duration_us:.1f} µs < {TINY_US:.0f} µs, one of {launches_in_step} "
-                       "in the step)")
+        reasons.append(f"tiny launch ({duration_us:.1f} µs < {TINY_US:.0f} µs, one of {launches_in_step} in the step)")
     return "; ".join(reasons) or "full waves, yet stalled (dependent memory accesses or synchronisation)"
 
 
@@ -97,7 +113,16 @@ def classify_table(kernels: pd.DataFrame, sm_count: float | None = None, launche
     for row, launches in zip(kernels.itertuples(), per_range):
         sms = row.sm_count if not _nan(row.sm_count) else (sm_count or math.nan)
         mem = row.mem_pct if not _nan(row.mem_pct) else row.dram_pct
-        out.append(classify_kernel(row.sm_pct, mem, tensor_pct=row.tensor_pct, blocks=row.blocks, sm_count=sms,
-                                   occupancy_pct=row.occupancy_pct, duration_us=row.duration_us,
-                                   launches_in_step=int(launches)))
+        out.append(
+            classify_kernel(
+                row.sm_pct,
+                mem,
+                tensor_pct=row.tensor_pct,
+                blocks=row.blocks,
+                sm_count=sms,
+                occupancy_pct=row.occupancy_pct,
+                duration_us=row.duration_us,
+                launches_in_step=int(launches),
+            )
+        )
     return pd.DataFrame(out, columns=["bound", "bound_why"], index=kernels.index)

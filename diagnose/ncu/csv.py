@@ -14,6 +14,7 @@ checked against NUMERIC_COLUMNS: every measured value is missing (NaN, from `n/a
 number >= 0; anything else, or CSV the parser rejects (a field past the csv module's size
 limit), is an InputError naming the file, the kernel row and the column.
 """
+
 from __future__ import annotations
 
 import csv
@@ -38,9 +39,11 @@ METRICS = {
     "sm_pct": ("sm__throughput.avg.pct_of_peak_sustained_elapsed",),
     "mem_pct": ("gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed",),
     "dram_pct": ("dram__throughput.avg.pct_of_peak_sustained_elapsed",),
-    "tensor_pct": ("sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active",
-                   "sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active",
-                   "sm__inst_executed_pipe_tensor_op_hmma.avg.pct_of_peak_sustained_active"),
+    "tensor_pct": (
+        "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active",
+        "sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active",
+        "sm__inst_executed_pipe_tensor_op_hmma.avg.pct_of_peak_sustained_active",
+    ),
     "occupancy_pct": ("sm__warps_active.avg.pct_of_peak_sustained_active",),
     "dram_bytes": ("dram__bytes.sum",),
     "duration_us": ("gpu__time_duration.sum",),
@@ -68,23 +71,44 @@ REQUESTED_METRICS = (
     "dram__throughput.avg.pct_of_peak_sustained_elapsed",
     "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active",
     "sm__warps_active.avg.pct_of_peak_sustained_active",
-    "dram__bytes.sum", "gpu__time_duration.sum", "launch__grid_size", "launch__block_size",
+    "dram__bytes.sum",
+    "gpu__time_duration.sum",
+    "launch__grid_size",
+    "launch__block_size",
 )
 COLUMNS = ["id", "kernel", "range", "stream", *METRICS]
 UNIT_SCALE = {  # to bytes, µs and %
-    "byte": 1.0, "kbyte": 1e3, "mbyte": 1e6, "gbyte": 1e9, "tbyte": 1e12,
-    "kibyte": 1024.0, "mibyte": 1024.0 ** 2, "gibyte": 1024.0 ** 3,
-    "nsecond": 1e-3, "ns": 1e-3, "usecond": 1.0, "us": 1.0, "msecond": 1e3, "ms": 1e3, "second": 1e6, "s": 1e6,
+    "byte": 1.0,
+    "kbyte": 1e3,
+    "mbyte": 1e6,
+    "gbyte": 1e9,
+    "tbyte": 1e12,
+    "kibyte": 1024.0,
+    "mibyte": 1024.0**2,
+    "gibyte": 1024.0**3,
+    "nsecond": 1e-3,
+    "ns": 1e-3,
+    "usecond": 1.0,
+    "us": 1.0,
+    "msecond": 1e3,
+    "ms": 1e3,
+    "second": 1e6,
+    "s": 1e6,
 }
 PERMISSION = "ERR_NVGPUCTRPERM"
-PERMISSION_TEXT = ("Nsight Compute may not read the GPU performance counters on this machine (ERR_NVGPUCTRPERM): "
-                   "run it as root, or load the driver with NVreg_RestrictProfilingToAdminUsers=0")
+PERMISSION_TEXT = (
+    "Nsight Compute may not read the GPU performance counters on this machine (ERR_NVGPUCTRPERM): "
+    "run it as root, or load the driver with NVreg_RestrictProfilingToAdminUsers=0"
+)
 NO_TABLE = "no Nsight Compute CSV table in it (empty, or only the tool's own messages)"
 NO_HEADER = 'no CSV header line ("ID",...) found'
 NO_ROWS = "the CSV has a header but no kernel rows (no kernel was profiled)"
 _TOOL_LINE = re.compile(r"^==(PROF|WARNING|ERROR)==\s*(.*)$")
-_FAILED = re.compile(r"failed to profile|could not be (?:profiled|replayed)|replay.*(?:failed|not supported)|"
-                     r"unsupported.*replay", re.IGNORECASE)
+_FAILED = re.compile(
+    r"failed to profile|could not be (?:profiled|replayed)|replay.*(?:failed|not supported)|"
+    r"unsupported.*replay",
+    re.IGNORECASE,
+)
 
 
 @dataclasses.dataclass
@@ -111,8 +135,10 @@ def read_ncu(path: str | Path) -> NcuTable:
     if path.suffix == ".ncu-rep":
         size = path.stat().st_size if path.is_file() else 0
         if size > NCU_REPORT_MAX_BYTES:
-            raise InputError(f"{path}: {size:,} bytes is more than the {NCU_REPORT_MAX_BYTES:,}-byte limit on an "
-                             "Nsight Compute report")
+            raise InputError(
+                f"{path}: {size:,} bytes is more than the {NCU_REPORT_MAX_BYTES:,}-byte limit on an "
+                "Nsight Compute report"
+            )
         return read_report(path)
     raw = schemas.read_side_bytes(path, "an Nsight Compute CSV", NCU_MAX_BYTES)
     text = raw.removeprefix(b"\xef\xbb\xbf").decode("utf-8", errors="replace")
@@ -135,8 +161,10 @@ def check_values(table: NcuTable, path) -> None:
     if bad.any():
         row, col = (int(i) for i in np.argwhere(bad)[0])
         kernel = str(table.kernels["kernel"].iloc[row])[:80]
-        raise InputError(f"{path}: row {row + 1} ({kernel!r}): {NUMERIC_COLUMNS[col]} = {values[row, col]!r} "
-                         "is not a finite number >= 0")
+        raise InputError(
+            f"{path}: row {row + 1} ({kernel!r}): {NUMERIC_COLUMNS[col]} = {values[row, col]!r} "
+            "is not a finite number >= 0"
+        )
 
 
 def parse_text(text: str, source: str = "") -> NcuTable:
@@ -158,7 +186,7 @@ def parse_text(text: str, source: str = "") -> NcuTable:
     kernels = _frame(records, units)
     if not len(kernels) and not problems:
         problems.append(NO_ROWS)
-    clean = "\n".join(lines[header_at:][:1] + [line for line in lines[header_at + 1:] if line.startswith('"')])
+    clean = "\n".join(lines[header_at:][:1] + [line for line in lines[header_at + 1 :] if line.startswith('"')])
     return NcuTable(kernels, source, problems, device, clean + "\n")
 
 
@@ -181,8 +209,7 @@ def tool_problems(lines: list[str]) -> list[str]:
             problems.append("ncu profiled no kernel (its filters matched nothing in the measured step)")
     if failed:
         launches = f"{failed} kernel launches" if failed > 1 else "1 kernel launch"
-        problems.append(f"{launches} could not be replayed by ncu: no measurement for "
-                        f"{'them' if failed > 1 else 'it'}")
+        problems.append(f"{launches} could not be replayed by ncu: no measurement for {'them' if failed > 1 else 'it'}")
     return problems
 
 
@@ -190,9 +217,14 @@ def read_report(path: Path) -> NcuTable:
     """A `.ncu-rep` through NVIDIA's `ncu_report` module; one clear problem line when it is missing."""
     module = _ncu_report_module()
     if module is None:
-        return NcuTable(_empty(), str(path), [
-            f"{path.name}: reading .ncu-rep files needs NVIDIA's ncu_report module (Nsight Compute's "
-            "extras/python); export a CSV instead: ncu --import FILE.ncu-rep --csv --page raw > ncu.csv"])
+        return NcuTable(
+            _empty(),
+            str(path),
+            [
+                f"{path.name}: reading .ncu-rep files needs NVIDIA's ncu_report module (Nsight Compute's "
+                "extras/python); export a CSV instead: ncu --import FILE.ncu-rep --csv --page raw > ncu.csv"
+            ],
+        )
     try:
         report = module.load_report(str(path))
         records: list[dict] = []
@@ -209,6 +241,7 @@ def read_report(path: Path) -> NcuTable:
 def _ncu_report_module():
     try:
         import ncu_report  # noqa: PLC0415 (optional, NVIDIA's)
+
         return ncu_report
     except ImportError:
         pass
@@ -223,6 +256,7 @@ def _ncu_report_module():
     sys.path.append(str(extras))
     try:
         import ncu_report  # noqa: PLC0415
+
         return ncu_report
     except ImportError:
         return None
@@ -257,8 +291,9 @@ def _raw_records(header: list[str], body: list[list[str]]) -> tuple[list[dict], 
         units = dict(zip(header, body[0]))
         body = body[1:]
     records = [dict(zip(header, row)) for row in body]
-    device = next((r.get("device__attribute_display_name") for r in records
-                   if r.get("device__attribute_display_name")), None)
+    device = next(
+        (r.get("device__attribute_display_name") for r in records if r.get("device__attribute_display_name")), None
+    )
     return records, units, device
 
 
@@ -267,8 +302,9 @@ def _details_records(header: list[str], body: list[list[str]]) -> tuple[list[dic
     by_id: dict[str, dict] = {}
     for row in body:
         cell = dict(zip(header, row))
-        record = by_id.setdefault(cell.get("ID", ""), {k: cell.get(k, "") for k in (
-            "ID", "Kernel Name", "Stream", "Block Size", "Grid Size")})
+        record = by_id.setdefault(
+            cell.get("ID", ""), {k: cell.get(k, "") for k in ("ID", "Kernel Name", "Stream", "Block Size", "Grid Size")}
+        )
         name, unit = cell.get("Metric Name", ""), cell.get("Metric Unit", "")
         raw = DETAILS_NAMES.get(name, name)
         if name in ("Memory Throughput",) and unit != "%":
@@ -283,9 +319,12 @@ def _frame(records: list[dict], units: dict) -> pd.DataFrame:
     range_key = next((k for k in records[0] if "Push/Pop_Range" in k or "Start/Stop_Range" in k), None)
     rows = []
     for i, rec in enumerate(records):
-        row: dict[str, Any] = {"id": _number(rec.get("ID")), "kernel": str(rec.get("Kernel Name", "")).strip(),
-                               "range": str(rec.get(range_key, "")).strip() if range_key else "",
-                               "stream": _number(rec.get("Stream"))}
+        row: dict[str, Any] = {
+            "id": _number(rec.get("ID")),
+            "kernel": str(rec.get("Kernel Name", "")).strip(),
+            "range": str(rec.get(range_key, "")).strip() if range_key else "",
+            "stream": _number(rec.get("Stream")),
+        }
         for column, names in METRICS.items():
             row[column] = _metric(rec, units, names)
         if math.isnan(row["blocks"]):

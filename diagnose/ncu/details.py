@@ -4,6 +4,7 @@
 one step with their class; `enrich_top_kernels` adds measured SM % / DRAM % / tensor % and the
 class to the top-kernels table; `join_warnings` says when the measurements barely fit the trace.
 """
+
 from __future__ import annotations
 
 import math
@@ -34,15 +35,36 @@ def ncu_details(metrics, table, seconds: float | None = None) -> dict:
     if len(kernels):
         first = kernels[kernels["step"] == kernels["step"].min()]
         for r in first.sort_values("measured_us", ascending=False).head(MAX_ROWS).itertuples():
-            rows.append({"kernel": r.name, "measured_us": _num(r.measured_us, 2), "profiled_us": _num(r.dur, 2),
-                         "sm_pct": _num(r.sm_pct), "memory_pct": _num(r.mem_pct), "dram_pct": _num(r.dram_pct),
-                         "tensor_pct": _num(r.tensor_pct), "occupancy_pct": _num(r.occupancy_pct),
-                         "dram_mb": _num(r.dram_bytes / 1e6, 2), "bound": r.bound, "why": r.bound_why})
-    out = {"source": table.source if table is not None else "", "summary": join.summary(),
-           "matched": join.matched, "ncu_rows": join.ncu_rows, "step_kernels": join.step_kernels,
-           "coverage": round(join.coverage, 4), "steps_joined": join.steps, "range": join.step_range,
-           "unmatched_ncu": join.unmatched_ncu[:10], "unmeasured": join.unmeasured,
-           "unmeasured_count": join.unmeasured_count, "thresholds": dict(classify.THRESHOLDS), "kernels": rows}
+            rows.append(
+                {
+                    "kernel": r.name,
+                    "measured_us": _num(r.measured_us, 2),
+                    "profiled_us": _num(r.dur, 2),
+                    "sm_pct": _num(r.sm_pct),
+                    "memory_pct": _num(r.mem_pct),
+                    "dram_pct": _num(r.dram_pct),
+                    "tensor_pct": _num(r.tensor_pct),
+                    "occupancy_pct": _num(r.occupancy_pct),
+                    "dram_mb": _num(r.dram_bytes / 1e6, 2),
+                    "bound": r.bound,
+                    "why": r.bound_why,
+                }
+            )
+    out = {
+        "source": table.source if table is not None else "",
+        "summary": join.summary(),
+        "matched": join.matched,
+        "ncu_rows": join.ncu_rows,
+        "step_kernels": join.step_kernels,
+        "coverage": round(join.coverage, 4),
+        "steps_joined": join.steps,
+        "range": join.step_range,
+        "unmatched_ncu": join.unmatched_ncu[:10],
+        "unmeasured": join.unmeasured,
+        "unmeasured_count": join.unmeasured_count,
+        "thresholds": dict(classify.THRESHOLDS),
+        "kernels": rows,
+    }
     if seconds is not None:
         out["seconds"] = round(seconds, 1)
     return out
@@ -54,11 +76,15 @@ def join_warnings(metrics, label: str) -> list[str]:
     if join is None:
         return []
     if join.ncu_rows and not join.matched:
-        return [f"{label}: none of the {join.ncu_rows} measured kernels matched the trace's kernels (another "
-                "workload, or other kernels chosen?); the measurements are not used"]
+        return [
+            f"{label}: none of the {join.ncu_rows} measured kernels matched the trace's kernels (another "
+            "workload, or other kernels chosen?); the measurements are not used"
+        ]
     if join.matched and join.coverage < LOW_COVERAGE:
-        return [f"{label}: the measured kernels cover only {join.coverage:.0%} of a step's kernel time "
-                f"({join.unmeasured_count} of {join.step_kernels} kernels unmeasured); the rest stays estimated"]
+        return [
+            f"{label}: the measured kernels cover only {join.coverage:.0%} of a step's kernel time "
+            f"({join.unmeasured_count} of {join.step_kernels} kernels unmeasured); the rest stays estimated"
+        ]
     return []
 
 
@@ -77,8 +103,10 @@ def enrich_top_kernels(top: list[dict], metrics) -> list[dict]:
             continue
         g = grouped.get_group(name)
         w = g["w"]
-        extra = {col: _num(float((g[src] * w).sum() / w.sum())) if g[src].notna().all() and w.sum() else None
-                 for col, src in (("sm_pct", "sm_pct"), ("dram_pct", "dram_pct"), ("tensor_pct", "tensor_pct"))}
+        extra = {
+            col: _num(float((g[src] * w).sum() / w.sum())) if g[src].notna().all() and w.sum() else None
+            for col, src in (("sm_pct", "sm_pct"), ("dram_pct", "dram_pct"), ("tensor_pct", "tensor_pct"))
+        }
         extra["bound"] = g.groupby("bound")["w"].sum().idxmax() if g["bound"].notna().any() else None
         out.append({**record, **extra})
     return out

@@ -15,6 +15,7 @@ identifiers the two names share (which functor, which dtype) and 0.5 when grid a
 agree. Kernels ncu skipped (`-k` filters, replay failures) or that the trace lacks fall out as
 gaps and are reported, never paired by force.
 """
+
 from __future__ import annotations
 
 import bisect
@@ -29,14 +30,27 @@ import pandas as pd
 from diagnose.ncu.classify import classify_table
 from diagnose.ncu.csv import NcuTable
 
-MEASURED_COLUMNS = ["sm_pct", "mem_pct", "dram_pct", "tensor_pct", "occupancy_pct", "dram_bytes", "measured_us",
-                    "bound", "bound_why", "ncu_id", "ncu_kernel"]
+MEASURED_COLUMNS = [
+    "sm_pct",
+    "mem_pct",
+    "dram_pct",
+    "tensor_pct",
+    "occupancy_pct",
+    "dram_bytes",
+    "measured_us",
+    "bound",
+    "bound_why",
+    "ncu_id",
+    "ncu_kernel",
+]
 MAX_DP_CELLS = 4_000_000  # above this, a greedy in-order match replaces the alignment
 STEP_RANGE = re.compile(r"diagnose:step (\d+)")
 _IDENT = re.compile(r"[A-Za-z_]\w*")
-_STOP = frozenset("""void at native std c10 cuda unnamed anonymous namespace const unsigned signed int long
+_STOP = frozenset(
+    """void at native std c10 cuda unnamed anonymous namespace const unsigned signed int long
 char float double bool true false lambda instance operator array ul short struct class typename
-detail impl int64_t uint32_t size_t""".split())
+detail impl int64_t uint32_t size_t""".split()
+)
 
 
 @dataclasses.dataclass
@@ -57,8 +71,10 @@ class JoinResult:
 
     def summary(self) -> str:
         """One line: how many kernels were matched and how much of the step's kernel time they cover."""
-        text = (f"{self.matched} of {self.ncu_rows} Nsight Compute rows ({self.step_range}) matched the "
-                f"trace's {self.step_kernels} kernels of a step, covering {self.coverage:.0%} of its kernel time")
+        text = (
+            f"{self.matched} of {self.ncu_rows} Nsight Compute rows ({self.step_range}) matched the "
+            f"trace's {self.step_kernels} kernels of a step, covering {self.coverage:.0%} of its kernel time"
+        )
         if self.unmatched_ncu:
             text += f"; {len(self.unmatched_ncu)} rows unmatched"
         if self.ignored_rows:
@@ -74,7 +90,7 @@ def base_name(name: str) -> str:
         word = match.group()
         if word in ("void", "unnamed", "anonymous", "namespace"):
             continue
-        rest = text[match.end():].lstrip(" >)")
+        rest = text[match.end() :].lstrip(" >)")
         if rest.startswith("::"):
             continue
         return word
@@ -167,8 +183,9 @@ def _scores(rows: pd.DataFrame, ordered: pd.DataFrame) -> np.ndarray:
     trace_names, trace_idx = np.unique(ordered["name"].astype(str).to_numpy(), return_inverse=True)
     table = np.array([[name_score(a, b) for b in trace_names] for a in ncu_names])
     score = table[ncu_idx][:, trace_idx]
-    same_grid = (_col(rows, "blocks")[:, None] == _col(ordered, "blocks")[None, :]) & \
-                (_col(rows, "threads")[:, None] == _threads(ordered)[None, :])
+    same_grid = (_col(rows, "blocks")[:, None] == _col(ordered, "blocks")[None, :]) & (
+        _col(rows, "threads")[:, None] == _threads(ordered)[None, :]
+    )
     return score + np.where((score > 0) & same_grid, 0.5, 0.0)
 
 
@@ -187,8 +204,7 @@ def _greedy(rows: pd.DataFrame, ordered: pd.DataFrame) -> list[tuple[int, int]]:
 
 
 def _col(frame: pd.DataFrame, name: str) -> np.ndarray:
-    return pd.to_numeric(frame[name], errors="coerce").to_numpy(float) if name in frame else \
-        np.full(len(frame), np.nan)
+    return pd.to_numeric(frame[name], errors="coerce").to_numpy(float) if name in frame else np.full(len(frame), np.nan)
 
 
 def _threads(ordered: pd.DataFrame) -> np.ndarray:
@@ -212,14 +228,22 @@ def _launch_order(step: pd.DataFrame) -> pd.DataFrame:
 def _measured_rows(rows, classes, ordered, pairs) -> pd.DataFrame:
     ri = [p[0] for p in pairs]
     picked = rows.iloc[ri]
-    return pd.DataFrame({
-        "sm_pct": picked["sm_pct"].to_numpy(float), "mem_pct": picked["mem_pct"].to_numpy(float),
-        "dram_pct": picked["dram_pct"].to_numpy(float), "tensor_pct": picked["tensor_pct"].to_numpy(float),
-        "occupancy_pct": picked["occupancy_pct"].to_numpy(float),
-        "dram_bytes": picked["dram_bytes"].to_numpy(float), "measured_us": picked["duration_us"].to_numpy(float),
-        "bound": classes["bound"].iloc[ri].to_numpy(object), "bound_why": classes["bound_why"].iloc[ri].to_numpy(object),
-        "ncu_id": picked["id"].to_numpy(float), "ncu_kernel": picked["kernel"].to_numpy(object),
-    }, index=ordered.index[[p[1] for p in pairs]])
+    return pd.DataFrame(
+        {
+            "sm_pct": picked["sm_pct"].to_numpy(float),
+            "mem_pct": picked["mem_pct"].to_numpy(float),
+            "dram_pct": picked["dram_pct"].to_numpy(float),
+            "tensor_pct": picked["tensor_pct"].to_numpy(float),
+            "occupancy_pct": picked["occupancy_pct"].to_numpy(float),
+            "dram_bytes": picked["dram_bytes"].to_numpy(float),
+            "measured_us": picked["duration_us"].to_numpy(float),
+            "bound": classes["bound"].iloc[ri].to_numpy(object),
+            "bound_why": classes["bound_why"].iloc[ri].to_numpy(object),
+            "ncu_id": picked["id"].to_numpy(float),
+            "ncu_kernel": picked["kernel"].to_numpy(object),
+        },
+        index=ordered.index[[p[1] for p in pairs]],
+    )
 
 
 def _report(rows, ordered, pairs, label, ignored) -> JoinResult:
@@ -230,5 +254,16 @@ def _report(rows, ordered, pairs, label, ignored) -> JoinResult:
     total = float(ordered["dur"].sum()) or 1.0
     coverage = 1.0 - float(left["dur"].sum()) / total
     by_time = left.groupby(left["name"].astype(str).map(base_name))["dur"].sum().sort_values(ascending=False)
-    return JoinResult(pd.DataFrame(columns=MEASURED_COLUMNS), len(rows), len(ordered), len(pairs), unmatched,
-                      list(by_time.index[:10]), len(left), coverage, 0, label, ignored)
+    return JoinResult(
+        pd.DataFrame(columns=MEASURED_COLUMNS),
+        len(rows),
+        len(ordered),
+        len(pairs),
+        unmatched,
+        list(by_time.index[:10]),
+        len(left),
+        coverage,
+        0,
+        label,
+        ignored,
+    )

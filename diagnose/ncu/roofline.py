@@ -8,6 +8,7 @@ the shape-based estimate. Ops without FLOPs or bytes (copies, unknown shapes) ha
 the chart. Ceilings come from diagnose/devices.py: the datasheet HBM bandwidth and compute peaks
 (solid) and the achievable ones (dashed).
 """
+
 from __future__ import annotations
 
 import pandas as pd
@@ -16,8 +17,15 @@ from diagnose.metrics.work import best_bytes, rung_of
 
 MAX_POINTS = 14
 MATRIX_KINDS = ("gemm", "conv", "attention")
-RUNG_LABELS = {"fp32": "FP32 CUDA cores", "tf32": "TF32 tensor", "bf16": "bf16 tensor", "fp16": "fp16 tensor",
-               "fp8": "FP8 tensor", "int8": "INT8 tensor", "fp64": "FP64"}
+RUNG_LABELS = {
+    "fp32": "FP32 CUDA cores",
+    "tf32": "TF32 tensor",
+    "bf16": "bf16 tensor",
+    "fp16": "fp16 tensor",
+    "fp8": "FP8 tensor",
+    "int8": "INT8 tensor",
+    "fp64": "FP64",
+}
 
 
 def _rung_label(rung: str, spec) -> str:
@@ -39,36 +47,57 @@ def roofline(metrics, limit: int = MAX_POINTS) -> dict:
         return {}
     n = max(len(metrics.steps.windows), 1)
     total_us = float(ops["kernel_us"].sum()) or 1.0
-    frame = frame.assign(rung=_rungs(frame),
-                         key=frame["op_name"].astype(str) + "|" + frame["shapes"].astype(str) + "|" + frame["kernel"])
+    frame = frame.assign(
+        rung=_rungs(frame), key=frame["op_name"].astype(str) + "|" + frame["shapes"].astype(str) + "|" + frame["kernel"]
+    )
     points = []
     for _, g in frame.groupby("key", sort=False):
         us = float(g["kernel_us"].sum())
         first = g.iloc[0]
         measured = bool(g["is_measured"].all())
-        points.append({
-            "kernel": str(first["kernel"]), "op": first["op_name"], "shapes": first["shapes"],
-            "intensity": float(g["flops"].sum() / g["moved"].sum()), "tflops": float(g["flops"].sum() / us / 1e6),
-            "measured": measured, "bound": first["bound"] if measured and isinstance(first["bound"], str) else None,
-            "us_per_step": round(us / n, 3), "share": round(us / total_us, 4), "rung": first["rung"],
-            "dram_pct": _pct(g, "dram_pct") if measured else None, "sm_pct": _pct(g, "sm_pct") if measured else None,
-        })
+        points.append(
+            {
+                "kernel": str(first["kernel"]),
+                "op": first["op_name"],
+                "shapes": first["shapes"],
+                "intensity": float(g["flops"].sum() / g["moved"].sum()),
+                "tflops": float(g["flops"].sum() / us / 1e6),
+                "measured": measured,
+                "bound": first["bound"] if measured and isinstance(first["bound"], str) else None,
+                "us_per_step": round(us / n, 3),
+                "share": round(us / total_us, 4),
+                "rung": first["rung"],
+                "dram_pct": _pct(g, "dram_pct") if measured else None,
+                "sm_pct": _pct(g, "sm_pct") if measured else None,
+            }
+        )
     points = sorted(points, key=lambda p: p["us_per_step"], reverse=True)[:limit]
     rungs = list(dict.fromkeys(p["rung"] for p in points if spec.peak(p["rung"])))
-    ceilings = {"device": spec.name, "hbm_tbps": spec.hbm_tbps, "achievable_tbps": spec.achievable_tbps,
-                "compute": [{"rung": r, "label": _rung_label(r, spec), "peak_tflops": spec.peak(r),
-                             "achievable_tflops": spec.achievable(r)} for r in rungs[:3]],
-                "source": spec.source}
-    return {"points": points, "ceilings": ceilings,
-            "measured_points": sum(p["measured"] for p in points)}
+    ceilings = {
+        "device": spec.name,
+        "hbm_tbps": spec.hbm_tbps,
+        "achievable_tbps": spec.achievable_tbps,
+        "compute": [
+            {
+                "rung": r,
+                "label": _rung_label(r, spec),
+                "peak_tflops": spec.peak(r),
+                "achievable_tflops": spec.achievable(r),
+            }
+            for r in rungs[:3]
+        ],
+        "source": spec.source,
+    }
+    return {"points": points, "ceilings": ceilings, "measured_points": sum(p["measured"] for p in points)}
 
 
 def _rungs(frame: pd.DataFrame) -> list[str]:
     """Each row's _rung, worked out once per distinct (kind, dtype, tensor-core use)."""
     memo: dict = {}
     out = []
-    for kind, dtype, tensor_core in zip(frame["kind"].to_numpy(object), frame["dtype"].to_numpy(object),
-                                        frame["tensor_core"]):
+    for kind, dtype, tensor_core in zip(
+        frame["kind"].to_numpy(object), frame["dtype"].to_numpy(object), frame["tensor_core"]
+    ):
         key = (kind, dtype if isinstance(dtype, str) else None, tensor_core is True, tensor_core is False)
         if key not in memo:
             memo[key] = _rung(kind, dtype, tensor_core)

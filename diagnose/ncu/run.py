@@ -11,6 +11,7 @@ as in the timed run) and a time limit. Its CSV lands in the capture folder as `n
 full output as `ncu.log`. Whatever goes wrong (no ncu, no permission for the counters, kernels
 that cannot be replayed, the time limit) comes back as one sentence each; the diagnosis goes on.
 """
+
 from __future__ import annotations
 
 import collections
@@ -40,8 +41,10 @@ CSV_NAME = "ncu.csv"
 LOG_NAME = "ncu.log"
 OUTPUT_MAX = 64 * 2**20  # characters of ncu's output kept (its CSV for MAX_LAUNCHES kernels is far smaller)
 LINE_MAX = 2**20
-MISSING = ("--ncu: Nsight Compute (ncu) was not found on PATH (it comes with the CUDA toolkit, or set "
-           "DIAGNOSE_NCU=/path/to/ncu); no kernel measurements, the rest of the diagnosis is unaffected")
+MISSING = (
+    "--ncu: Nsight Compute (ncu) was not found on PATH (it comes with the CUDA toolkit, or set "
+    "DIAGNOSE_NCU=/path/to/ncu); no kernel measurements, the rest of the diagnosis is unaffected"
+)
 
 
 @dataclasses.dataclass
@@ -103,16 +106,37 @@ def select_kernels(kernels, cover: float = COVER, max_launches: int | None = Non
 
 def command(tool: str, selection: Selection, python: str, spec_path: Path) -> list[str]:
     """The ncu command line that replays the selected kernels of step 0 of the capture child."""
-    cmd = [tool, "--csv", "--page", "raw", "--clock-control", "none", "--target-processes", "all",
-           "--nvtx", "--nvtx-include", STEP_FILTER, "--metrics", ",".join(REQUESTED_METRICS),
-           "--launch-count", str(max(MAX_LAUNCHES, selection.launches))]
+    cmd = [
+        tool,
+        "--csv",
+        "--page",
+        "raw",
+        "--clock-control",
+        "none",
+        "--target-processes",
+        "all",
+        "--nvtx",
+        "--nvtx-include",
+        STEP_FILTER,
+        "--metrics",
+        ",".join(REQUESTED_METRICS),
+        "--launch-count",
+        str(max(MAX_LAUNCHES, selection.launches)),
+    ]
     if selection.filtered:
         cmd += ["--kernel-name-base", "function", "-k", f"regex:{selection.regex}"]
     return cmd + [python, "-m", "diagnose.capture.child", str(spec_path)]
 
 
-def measure(spec, out: Path, kernels, *, timeout_s: float = 600.0, python: str | None = None,
-            on_progress: Callable[[dict], None] | None = None) -> Outcome:
+def measure(
+    spec,
+    out: Path,
+    kernels,
+    *,
+    timeout_s: float = 600.0,
+    python: str | None = None,
+    on_progress: Callable[[dict], None] | None = None,
+) -> Outcome:
     """Run the ncu pass for a finished capture (`spec`, folder `out`, its step `kernels`)."""
     tool = find_ncu()
     if tool is None:
@@ -122,8 +146,9 @@ def measure(spec, out: Path, kernels, *, timeout_s: float = 600.0, python: str |
         return Outcome(None, ["--ncu: no CUDA kernel in the measured steps, nothing for Nsight Compute to measure"])
     run_dir = Path(out) / "ncu-run"
     run_dir.mkdir(parents=True, exist_ok=True)
-    rerun = dataclasses.replace(spec, out_dir=str(run_dir), steps=1, timed_steps=0, record_shapes=False,
-                                profile_memory=False)
+    rerun = dataclasses.replace(
+        spec, out_dir=str(run_dir), steps=1, timed_steps=0, record_shapes=False, profile_memory=False
+    )
     spec_path = run_dir / "spec.json"
     write_new(spec_path, rerun.to_json().encode())
     cmd = command(tool, selection, python or sys.executable, spec_path)
@@ -137,8 +162,11 @@ def measure(spec, out: Path, kernels, *, timeout_s: float = 600.0, python: str |
     problems = [p for p in table.problems if p not in (NO_TABLE, NO_HEADER, NO_ROWS)]
     warnings = [f"--ncu: {p}" for p in problems]
     if timed_out:
-        warnings.insert(0, f"--ncu: Nsight Compute ran past its {timeout_s:g} s limit (--ncu-timeout) and was "
-                           "stopped; no kernel measurements")
+        warnings.insert(
+            0,
+            f"--ncu: Nsight Compute ran past its {timeout_s:g} s limit (--ncu-timeout) and was "
+            "stopped; no kernel measurements",
+        )
     elif status not in (None, "ok"):
         warnings.append(f"--ncu: the workload ended with status '{status}' under Nsight Compute (see {LOG_NAME})")
     elif not len(table.kernels) and not problems:
@@ -165,8 +193,17 @@ def _run(cmd: list[str], timeout_s: float, expected: int, on_progress, folder: P
     read_fd, write_fd = os.pipe()
     env["DIAGNOSE_PROGRESS_FD"] = str(write_fd)
     try:
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                env=env, start_new_session=True, text=True, errors="replace", pass_fds=(write_fd,))
+        proc = subprocess.Popen(
+            cmd,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=env,
+            start_new_session=True,
+            text=True,
+            errors="replace",
+            pass_fds=(write_fd,),
+        )
     except OSError as exc:
         os.close(read_fd)
         return f"==ERROR== could not start ncu: {exc}\n", 127, False
@@ -175,8 +212,10 @@ def _run(cmd: list[str], timeout_s: float, expected: int, on_progress, folder: P
     lines: list[str] = []
     relay = on_progress or (lambda event: None)
     relay({"phase": "ncu-start", "done": 0, "total": 0})
-    threads = [threading.Thread(target=_read, args=(proc.stdout, lines), daemon=True),
-               threading.Thread(target=_relay_phases, args=(read_fd, relay, expected), daemon=True)]
+    threads = [
+        threading.Thread(target=_read, args=(proc.stdout, lines), daemon=True),
+        threading.Thread(target=_relay_phases, args=(read_fd, relay, expected), daemon=True),
+    ]
     for thread in threads:
         thread.start()
     with guarded(proc, folder):

@@ -1,4 +1,5 @@
 """Where the Nsight Compute command-line tool is, for the --ncu pass and for reading .ncu-rep files."""
+
 from __future__ import annotations
 
 import os

@@ -9,6 +9,7 @@ with the RankSet in the context: the single-rank rules as on one trace, the cros
 a finding that holds on other ranks but not on the reference is taken from the first of them.
 Peak memory is one trace per worker plus one in the parent, whatever the number of ranks.
 """
+
 from __future__ import annotations
 
 import concurrent.futures
@@ -54,12 +55,23 @@ def analyse_rank(source: RankSource, config: Config, max_bytes: int | None = Non
     results = run_rules(ctx, [r for r in ALL_RULES if r.id not in CROSS_RANK_RULES])
     profile = rank_profile(ctx.metrics, rank, str(source.path), how)
     profile.findings = [f.rule for f in results.findings]
-    return {"profile": profile.to_dict(), "findings": {f.rule: f for f in results.findings},
-            "capture": capture_summary(trace), "path": str(source.path), "how": how}
+    return {
+        "profile": profile.to_dict(),
+        "findings": {f.rule: f for f in results.findings},
+        "capture": capture_summary(trace),
+        "path": str(source.path),
+        "how": how,
+    }
 
 
-def analyse_ranks(folder: Path, config: Config | None = None, *, workers: int | None = None,
-                  on_progress=None, max_bytes: int | None = None) -> Diagnosis:
+def analyse_ranks(
+    folder: Path,
+    config: Config | None = None,
+    *,
+    workers: int | None = None,
+    on_progress=None,
+    max_bytes: int | None = None,
+) -> Diagnosis:
     """The Diagnosis of a rank folder (see the module docstring); InputError when it holds no ranks."""
     config = config or Config()
     sources = rank_sources(Path(folder))
@@ -136,12 +148,16 @@ def _one_per_rank(results: list[dict]) -> tuple[list[dict], list[str]]:
     for rank in sorted(by_rank):
         group = by_rank[rank]
         if len(group) > 1:
-            warnings.append(f"{len(group)} traces of rank {rank} (one per step?): the one with the most steps is "
-                            "compared with the other ranks")
+            warnings.append(
+                f"{len(group)} traces of rank {rank} (one per step?): the one with the most steps is "
+                "compared with the other ranks"
+            )
         chosen.append(max(enumerate(group), key=lambda x: (len(x[1]["profile"]["steps_compute_us"]), x[0]))[1])
     if len(chosen) < 2:
-        raise InputError(f"{len(results)} traces, all of rank {chosen[0]['profile']['rank']}: comparing ranks needs "
-                         "at least two (analyse one file on its own with `diagnose FILE`)")
+        raise InputError(
+            f"{len(results)} traces, all of rank {chosen[0]['profile']['rank']}: comparing ranks needs "
+            "at least two (analyse one file on its own with `diagnose FILE`)"
+        )
     return chosen, warnings
 
 
@@ -163,8 +179,7 @@ def _merge_findings(d: Diagnosis, chosen: list[dict]) -> None:
         theirs.ranks = ranks
         d.findings.append(theirs)
         d.checked = [c for c in d.checked if c.rule != rule]
-    d.findings.sort(key=lambda f: (f.est_speedup or 1.0, {"high": 2, "medium": 1, "low": 0}[f.severity]),
-                    reverse=True)
+    d.findings.sort(key=lambda f: (f.est_speedup or 1.0, {"high": 2, "medium": 1, "low": 0}[f.severity]), reverse=True)
 
 
 def _failed_rank(d: Diagnosis, chosen: list[dict]) -> None:

@@ -6,6 +6,7 @@ as `tensorboard_trace_handler` writes them (one file per rank, or per rank and s
 rank comes from its `distributedInfo.rank` once it is decoded (analyse.py); before that, from its
 name (`rank-3`, `rank_3`, `rank3`), else from its place in the sorted list.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -15,8 +16,18 @@ from pathlib import Path
 TRACE_SUFFIXES = (".json", ".json.gz")
 RANK_FOLDER = re.compile(r"^rank-(\d+)$")
 RANK_IN_NAME = re.compile(r"rank[-_]?(\d+)", re.IGNORECASE)
-NOT_TRACES = {"meta.json", "memory.json", "memory.json.gz", "findings.json", "sweep.json", "compile.json", "index.json",
-              "spec.json", "diff.json", "pysamples.json.gz"}  # what diagnose writes beside a trace
+NOT_TRACES = {
+    "meta.json",
+    "memory.json",
+    "memory.json.gz",
+    "findings.json",
+    "sweep.json",
+    "compile.json",
+    "index.json",
+    "spec.json",
+    "diff.json",
+    "pysamples.json.gz",
+}  # what diagnose writes beside a trace
 
 
 @dataclasses.dataclass

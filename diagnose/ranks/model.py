@@ -23,6 +23,7 @@ wait/transfer split comes from them; without (profiles from an older diagnose, k
 match, or ends that still disagree by more than MAX_END_SPREAD_US after alignment), from the
 durations as above, with a warning.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -72,8 +73,9 @@ class RankSet:
         n_steps = min((len(p.steps_collectives) for p in self.profiles), default=0)
         longest = max((len(p.steps_collectives) for p in self.profiles), default=0)
         if longest > n_steps:
-            self.warnings.append(f"ranks recorded different numbers of steps ({n_steps} to {longest}): "
-                                 f"the first {n_steps} are compared")
+            self.warnings.append(
+                f"ranks recorded different numbers of steps ({n_steps} to {longest}): the first {n_steps} are compared"
+            )
         wait = {p.rank: 0.0 for p in self.profiles}
         transfer = {p.rank: 0.0 for p in self.profiles}
         uneven = 0
@@ -87,8 +89,10 @@ class RankSet:
                     transfer[p.rank] += floor
                     wait[p.rank] += d - floor
         if uneven:
-            self.warnings.append(f"in {uneven} step(s) the ranks ran different numbers of collectives: the "
-                                 "ones every rank ran, in issue order, are compared")
+            self.warnings.append(
+                f"in {uneven} step(s) the ranks ran different numbers of collectives: the "
+                "ones every rank ran, in issue order, are compared"
+            )
         n = max(n_steps, 1)
         return {r: RankComm(r, wait[r] / n, transfer[r] / n) for r in wait}
 
@@ -125,9 +129,14 @@ class RankSet:
             rows = [kinds[kind] for _, kinds in with_kinds if kind in kinds]
             alone = [r[1] for r in rows if r[1] is not None]
             fallback[kind] = statistics.median(alone) if alone else min(r[2] for r in rows)
-        return {p.rank: round(sum(row[0] * (row[1] if row[1] is not None else fallback[kind])
-                                  for kind, row in kinds.items()) + p.work_rest_us, 3)
-                for p, kinds in with_kinds}
+        return {
+            p.rank: round(
+                sum(row[0] * (row[1] if row[1] is not None else fallback[kind]) for kind, row in kinds.items())
+                + p.work_rest_us,
+                3,
+            )
+            for p, kinds in with_kinds
+        }
 
     def median_kernels(self, exclude: int | None = None) -> float:
         """The median number of kernels launched per step over the ranks (leaving out `exclude`)."""
@@ -176,8 +185,14 @@ class RankSet:
             theirs = statistics.median(p.op_us.get(name, 0.0) for p in others)
             extra = mine.op_us.get(name, 0.0) - theirs
             if extra > 0:
-                rows.append({"op": name, "us_per_step": round(mine.op_us.get(name, 0.0), 1),
-                             "others_median_us": round(theirs, 1), "extra_us_per_step": round(extra, 1)})
+                rows.append(
+                    {
+                        "op": name,
+                        "us_per_step": round(mine.op_us.get(name, 0.0), 1),
+                        "others_median_us": round(theirs, 1),
+                        "extra_us_per_step": round(extra, 1),
+                    }
+                )
         return sorted(rows, key=lambda r: -r["extra_us_per_step"])[:top]
 
     def wait_share(self, profile: RankProfile) -> float | None:
@@ -194,31 +209,57 @@ class RankSet:
         work, collective time, wait and transfer are measured under the profiler, so they compare with
         `profiled_step_us`, and `wait_share` is the wait's share of that profiled step."""
         return {
-            "count": len(self.profiles), "reference": self.reference,
+            "count": len(self.profiles),
+            "reference": self.reference,
             "step_basis": "step_us: unprofiled where the capture timed steps without the profiler, else profiled; "
-                          "compute, work, comm, wait and transfer: under the profiler (profiled_step_us)",
-            "comm_split": (self.arrival.basis if self.arrival else
-                           "transfer = a collective's shortest duration over the ranks; wait = the rest"),
+            "compute, work, comm, wait and transfer: under the profiler (profiled_step_us)",
+            "comm_split": (
+                self.arrival.basis
+                if self.arrival
+                else "transfer = a collective's shortest duration over the ranks; wait = the rest"
+            ),
             "arrivals": self.arrival.summary() if self.arrival else None,
             "work": "GPU compute per step, each kind of kernel priced alike on every rank at its duration "
-                    "with no collective beside it",
-            "per_rank": [{"rank": p.rank, "source": p.source, "rank_from": p.rank_how,
-                          "step_us": p.step_us, "step_basis": _basis(p), "unprofiled_step_us": p.unprofiled_step_us,
-                          "profiled_step_us": p.profiled_step_us, "wait_share": self.wait_share(p),
-                          "compute_us": p.compute_us,
-                          "work_us": round(self.work_of(p), 1), "kernels_per_step": p.kernels_per_step,
-                          "forwards_per_step": p.forwards_per_step, "comm_rounds_per_step": p.comm_rounds_per_step, "comm_us": p.comm_us,
-                          "exposed_comm_us": p.exposed_us, "wait_us": round(self.wait_us(p.rank), 1),
-                          "transfer_us": round(self.transfer_us(p.rank), 1), "findings": list(p.findings)}
-                         for p in self.profiles],
+            "with no collective beside it",
+            "per_rank": [
+                {
+                    "rank": p.rank,
+                    "source": p.source,
+                    "rank_from": p.rank_how,
+                    "step_us": p.step_us,
+                    "step_basis": _basis(p),
+                    "unprofiled_step_us": p.unprofiled_step_us,
+                    "profiled_step_us": p.profiled_step_us,
+                    "wait_share": self.wait_share(p),
+                    "compute_us": p.compute_us,
+                    "work_us": round(self.work_of(p), 1),
+                    "kernels_per_step": p.kernels_per_step,
+                    "forwards_per_step": p.forwards_per_step,
+                    "comm_rounds_per_step": p.comm_rounds_per_step,
+                    "comm_us": p.comm_us,
+                    "exposed_comm_us": p.exposed_us,
+                    "wait_us": round(self.wait_us(p.rank), 1),
+                    "transfer_us": round(self.transfer_us(p.rank), 1),
+                    "findings": list(p.findings),
+                }
+                for p in self.profiles
+            ],
         }
 
     def budgets(self) -> list[dict]:
         """Details.ranks: each rank's step budget (the accounting buckets), for the side-by-side chart."""
-        return [{"rank": p.rank, "step_us": p.step_us, "step_basis": _basis(p), "wait_us": round(self.wait_us(p.rank), 1),
-                 "profiled_step_us": p.profiled_step_us, "wait_share": self.wait_share(p),
-                 "buckets": [b for b in with_rank_wait(p.buckets, self.wait_us(p.rank)) if b.get("in_sum", True)]}
-                for p in self.profiles]
+        return [
+            {
+                "rank": p.rank,
+                "step_us": p.step_us,
+                "step_basis": _basis(p),
+                "wait_us": round(self.wait_us(p.rank), 1),
+                "profiled_step_us": p.profiled_step_us,
+                "wait_share": self.wait_share(p),
+                "buckets": [b for b in with_rank_wait(p.buckets, self.wait_us(p.rank)) if b.get("in_sum", True)],
+            }
+            for p in self.profiles
+        ]
 
 
 def _basis(profile: RankProfile) -> str:
@@ -261,12 +302,17 @@ class Arrivals:
     @property
     def basis(self) -> str:
         """How the collectives were matched and the clocks aligned, in words."""
-        group = {"pg_name": "process group name", "stream": "collective stream (the trace records no process "
-                 "group per kernel)", "none": "one process group"}.get(self.group_from, self.group_from)
-        return (f"{self.matched} collectives matched across ranks by {group}, sequence number in the group and "
-                f"step, kind and message size; clocks aligned per rank by the median difference of the "
-                f"collectives' kernel end times (ends agree within {self.end_spread_us:,.0f} µs, p90, after "
-                f"alignment); wait = last arrival − own (kernel starts), transfer = the rest of the kernel")
+        group = {
+            "pg_name": "process group name",
+            "stream": "collective stream (the trace records no process group per kernel)",
+            "none": "one process group",
+        }.get(self.group_from, self.group_from)
+        return (
+            f"{self.matched} collectives matched across ranks by {group}, sequence number in the group and "
+            f"step, kind and message size; clocks aligned per rank by the median difference of the "
+            f"collectives' kernel end times (ends agree within {self.end_spread_us:,.0f} µs, p90, after "
+            f"alignment); wait = last arrival − own (kernel starts), transfer = the rest of the kernel"
+        )
 
     @classmethod
     def build(cls, profiles: list, reference: int, warnings: list) -> "Arrivals | None":
@@ -283,24 +329,29 @@ class Arrivals:
             dropped += max(len(m) for m in by_key) - len(common)
             rows += [(s, [m[k][1:6] for m in by_key]) for k in common]
         if not rows:
-            warnings.append("no collective matched across the ranks by process group, sequence number, kind and "
-                            "size: the wait split comes from durations alone")
+            warnings.append(
+                "no collective matched across the ranks by process group, sequence number, kind and "
+                "size: the wait split comes from durations alone"
+            )
             return None
         if dropped:
-            warnings.append(f"{dropped} collective(s) ran on some ranks only (or with other sizes): the "
-                            f"{len(rows)} every rank ran are compared")
+            warnings.append(
+                f"{dropped} collective(s) ran on some ranks only (or with other sizes): the "
+                f"{len(rows)} every rank ran are compared"
+            )
         data = np.array([r[1] for r in rows], dtype=float)  # (instances, ranks, 5)
         ref = next((i for i, p in enumerate(profiles) if p.rank == reference), 0)
         ends = data[:, :, 2]
         offsets = np.median(ends - ends[:, [ref]], axis=0)
         aligned = data.copy()
         aligned[:, :, :3] -= offsets[None, :, None]
-        spread = float(np.percentile(np.abs(aligned[:, :, 2] - np.median(aligned[:, :, 2], axis=1, keepdims=True)),
-                                     90))
+        spread = float(np.percentile(np.abs(aligned[:, :, 2] - np.median(aligned[:, :, 2], axis=1, keepdims=True)), 90))
         if spread > MAX_END_SPREAD_US:
-            warnings.append(f"the collectives' kernel end times disagree by {spread:,.0f} µs (p90) after aligning "
-                            "the ranks' clocks by them: arrivals are not compared, and the wait split comes from "
-                            "durations alone")
+            warnings.append(
+                f"the collectives' kernel end times disagree by {spread:,.0f} µs (p90) after aligning "
+                "the ranks' clocks by them: arrivals are not compared, and the wait split comes from "
+                "durations alone"
+            )
             return None
         start, host = aligned[:, :, 1], aligned[:, :, 0]
         duration = np.maximum(data[:, :, 2] - data[:, :, 1], 0.0)
@@ -339,15 +390,26 @@ class Arrivals:
             return {r: round(float(v), 3) for r, v in zip(ranks, values)}
 
         groups = {p.group_from for p in profiles}
-        return cls(ranks=ranks, n_steps=n_steps, matched=len(rows), end_spread_us=round(spread, 1),
-                   offsets_us=per(offsets), wait_us=per(wait.sum(axis=0) / n),
-                   transfer_us=per(transfer.sum(axis=0) / n), last_share=per(share), lateness_us=per(late),
-                   host_last_share=per(host_share), host_lateness_us=per(host_late),
-                   lead_us=per(data[:, :, 3].sum(axis=0) / n), silent_us=per(silent.sum(axis=0) / n),
-                   late_silent_us={r: round(v, 3) for r, v in late_silent.items()},
-                   others_silent_us={r: round(v, 3) for r, v in others_silent.items()}, dropped=dropped,
-                   late_steps=step_share,
-                   group_from=groups.pop() if len(groups) == 1 else "mixed")
+        return cls(
+            ranks=ranks,
+            n_steps=n_steps,
+            matched=len(rows),
+            end_spread_us=round(spread, 1),
+            offsets_us=per(offsets),
+            wait_us=per(wait.sum(axis=0) / n),
+            transfer_us=per(transfer.sum(axis=0) / n),
+            last_share=per(share),
+            lateness_us=per(late),
+            host_last_share=per(host_share),
+            host_lateness_us=per(host_late),
+            lead_us=per(data[:, :, 3].sum(axis=0) / n),
+            silent_us=per(silent.sum(axis=0) / n),
+            late_silent_us={r: round(v, 3) for r, v in late_silent.items()},
+            others_silent_us={r: round(v, 3) for r, v in others_silent.items()},
+            dropped=dropped,
+            late_steps=step_share,
+            group_from=groups.pop() if len(groups) == 1 else "mixed",
+        )
 
     def comm(self, _count: int) -> dict:
         """The per-rank wait/transfer split (RankComm) these arrivals give."""
@@ -359,11 +421,26 @@ class Arrivals:
 
     def summary(self) -> dict:
         """findings.json's `summary.ranks.arrivals`."""
-        return {"basis": self.basis, "matched": self.matched, "steps": self.n_steps, "dropped": self.dropped,
-                "clock_offset_us": self.offsets_us, "end_spread_us": self.end_spread_us,
-                "per_rank": [{"rank": r, "last_share": self.last_share[r], "lateness_us": self.lateness_us[r],
-                              "late_steps": self.late_steps.get(r),
-                              "host_last_share": self.host_last_share[r],
-                              "host_lateness_us": self.host_lateness_us[r], "wait_us": self.wait_us[r],
-                              "transfer_us": self.transfer_us[r], "lead_in_us": self.lead_us[r],
-                              "silent_lead_in_us": self.silent_us[r]} for r in self.ranks]}
+        return {
+            "basis": self.basis,
+            "matched": self.matched,
+            "steps": self.n_steps,
+            "dropped": self.dropped,
+            "clock_offset_us": self.offsets_us,
+            "end_spread_us": self.end_spread_us,
+            "per_rank": [
+                {
+                    "rank": r,
+                    "last_share": self.last_share[r],
+                    "lateness_us": self.lateness_us[r],
+                    "late_steps": self.late_steps.get(r),
+                    "host_last_share": self.host_last_share[r],
+                    "host_lateness_us": self.host_lateness_us[r],
+                    "wait_us": self.wait_us[r],
+                    "transfer_us": self.transfer_us[r],
+                    "lead_in_us": self.lead_us[r],
+                    "silent_lead_in_us": self.silent_us[r],
+                }
+                for r in self.ranks
+            ],
+        }

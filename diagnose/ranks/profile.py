@@ -30,6 +30,7 @@ it was *silent* (no CUDA call for `host_silence_us` or longer: host work that is
 part a slower input pipeline, logging or a sleep adds). The names that filled the silent lead-ins
 (host ranges, the user's sampled Python lines) are kept per step in `host_ranges_us`.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -81,8 +82,9 @@ class RankProfile:
     def host_paced(self, field: str = "us_per_step") -> float:
         """The rank's step buckets in which its GPU waited for its host (launch and host buckets), as
         µs per step (`field` "us_per_step") or as a share of the step ("share")."""
-        return float(sum(b.get(field) or 0.0 for b in self.buckets
-                         if b.get("id") in HOST_PACED and b.get("in_sum", True)))
+        return float(
+            sum(b.get(field) or 0.0 for b in self.buckets if b.get("id") in HOST_PACED and b.get("in_sum", True))
+        )
 
     def to_dict(self) -> dict:
         """Plain data (pickles and serialises cheaply)."""
@@ -115,26 +117,38 @@ def rank_profile(metrics: Metrics, rank: int, source: str, how: str = "order") -
     n_steps = max(len(windows), 1)
     forwards, rounds = comm_rounds(trace, windows, comm_launch)
     in_steps = in_windows(launched.to_numpy(float), windows)
-    kinds, rest = _kernel_kinds(compute, comm, in_windows(launched.loc[compute.index].to_numpy(float), windows),
-                                n_steps)
+    kinds, rest = _kernel_kinds(
+        compute, comm, in_windows(launched.loc[compute.index].to_numpy(float), windows), n_steps
+    )
     c = metrics.comm
     budget = metrics.budget
     summary = metrics.summary() if windows else {}
-    buckets = [{k: b.get(k) for k in ("id", "label", "us_per_step", "share", "in_sum")}
-               for b in (summary.get("accounting") or {}).get("buckets", [])]
-    return RankProfile(rank=rank, source=source, step_us=round(float(budget.step_us), 3) if windows else 0.0,
-                       compute_us=round(float(c.compute_us), 3), comm_us=round(float(c.comm_us), 3),
-                       exposed_us=round(float(c.comm_exposed_us), 3), steps_compute_us=steps_compute,
-                       steps_collectives=steps_coll, op_us=_op_us(metrics, len(windows)), buckets=buckets,
-                       world_size=(trace.distributed or {}).get("world_size")
-                       if isinstance(trace.distributed, dict) else None, rank_how=how,
-                       unprofiled_step_us=((trace.capture or {}).get("timing") or {}).get("median_us"),
-                       kernel_kinds=kinds, work_rest_us=rest,
-                       forwards_per_step=round(forwards / n_steps, 2) if windows else None,
-                       comm_rounds_per_step=round(rounds / n_steps, 2) if windows else None,
-                       kernels_per_step=round(float(in_steps.sum()) / n_steps, 1) if windows else None,
-                       profiled_step_us=round(float(budget.profiled_step_us), 3) if windows else None,
-                       **_arrivals(metrics, comm, comm_launch))
+    buckets = [
+        {k: b.get(k) for k in ("id", "label", "us_per_step", "share", "in_sum")}
+        for b in (summary.get("accounting") or {}).get("buckets", [])
+    ]
+    return RankProfile(
+        rank=rank,
+        source=source,
+        step_us=round(float(budget.step_us), 3) if windows else 0.0,
+        compute_us=round(float(c.compute_us), 3),
+        comm_us=round(float(c.comm_us), 3),
+        exposed_us=round(float(c.comm_exposed_us), 3),
+        steps_compute_us=steps_compute,
+        steps_collectives=steps_coll,
+        op_us=_op_us(metrics, len(windows)),
+        buckets=buckets,
+        world_size=(trace.distributed or {}).get("world_size") if isinstance(trace.distributed, dict) else None,
+        rank_how=how,
+        unprofiled_step_us=((trace.capture or {}).get("timing") or {}).get("median_us"),
+        kernel_kinds=kinds,
+        work_rest_us=rest,
+        forwards_per_step=round(forwards / n_steps, 2) if windows else None,
+        comm_rounds_per_step=round(rounds / n_steps, 2) if windows else None,
+        kernels_per_step=round(float(in_steps.sum()) / n_steps, 1) if windows else None,
+        profiled_step_us=round(float(budget.profiled_step_us), 3) if windows else None,
+        **_arrivals(metrics, comm, comm_launch),
+    )
 
 
 ARRIVAL_NAMES = 8  # host ranges kept per rank for naming the cause of a late arrival
@@ -180,14 +194,24 @@ def _arrivals(metrics: Metrics, comm: pd.DataFrame, comm_launch: np.ndarray) -> 
             lead = np.array([[previous, max(float(host[i]), previous)]])
             silent = intersect(lead, quiet) if len(quiet) else np.zeros((0, 2))
             silent_parts.append(silent)
-            rows.append([collective_key(group, seq, name, dims.iat[i]), round(float(host[i]) + t0, 3),
-                         round(float(comm["ts"].iat[i]) + t0, 3), round(float(comm["end"].iat[i]) + t0, 3),
-                         round(float(lead[0, 1] - lead[0, 0]), 3), round(length(silent), 3)])
+            rows.append(
+                [
+                    collective_key(group, seq, name, dims.iat[i]),
+                    round(float(host[i]) + t0, 3),
+                    round(float(comm["ts"].iat[i]) + t0, 3),
+                    round(float(comm["end"].iat[i]) + t0, 3),
+                    round(float(lead[0, 1] - lead[0, 0]), 3),
+                    round(length(silent), 3),
+                ]
+            )
             previous = max(previous, float(host[i]))
         steps.append(rows)
     stretches = np.concatenate(silent_parts) if silent_parts else np.zeros((0, 2))
-    return {"steps_arrivals": steps, "group_from": group_from,
-            "host_ranges_us": _host_ranges(metrics, stretches, len(windows))}
+    return {
+        "steps_arrivals": steps,
+        "group_from": group_from,
+        "host_ranges_us": _host_ranges(metrics, stretches, len(windows)),
+    }
 
 
 def _groups(comm: pd.DataFrame) -> tuple[list, str]:
@@ -290,16 +314,31 @@ def _kernel_kinds(compute, comm, in_steps: np.ndarray, n_steps: int) -> tuple[di
         beside = (k >= 0) & (iv[np.maximum(k, 0), 1] > ts)
     else:
         beside = np.zeros(len(ts), dtype=bool)
-    frame = pd.DataFrame({"kind": (compute["name"].astype(str).str.slice(0, 200) + "|" + compute["grid"].astype(str)
-                                   + "|" + compute["block"].astype(str)).to_numpy(),
-                          "dur": compute["dur"].to_numpy(float), "beside": beside})
+    frame = pd.DataFrame(
+        {
+            "kind": (
+                compute["name"].astype(str).str.slice(0, 200)
+                + "|"
+                + compute["grid"].astype(str)
+                + "|"
+                + compute["block"].astype(str)
+            ).to_numpy(),
+            "dur": compute["dur"].to_numpy(float),
+            "beside": beside,
+        }
+    )
     alone = frame[~frame["beside"]].groupby("kind")["dur"].median()
     steps = frame[in_steps]
     stats = steps.groupby("kind")["dur"].agg(["size", "median", "sum"]).sort_values("sum", ascending=False)
     kept, rest = stats.head(MAX_KINDS), stats.iloc[MAX_KINDS:]
-    kinds = {str(kind): [round(float(row.size) / n_steps, 3),
-                         round(float(alone[kind]), 3) if kind in alone.index else None, round(float(row.median), 3)]
-             for kind, row in zip(kept.index, kept.itertuples())}
+    kinds = {
+        str(kind): [
+            round(float(row.size) / n_steps, 3),
+            round(float(alone[kind]), 3) if kind in alone.index else None,
+            round(float(row.median), 3),
+        ]
+        for kind, row in zip(kept.index, kept.itertuples())
+    }
     return kinds, round(float(rest["sum"].sum()) / n_steps, 3)
 
 
@@ -317,5 +356,7 @@ def distributed_rank(trace) -> tuple[int | None, int | None]:
     """(rank, world size) from the trace's `distributedInfo`, each None when absent."""
     info = trace.distributed if isinstance(trace.distributed, dict) else {}
     rank, world = info.get("rank"), info.get("world_size")
-    return (rank if isinstance(rank, int) and not isinstance(rank, bool) and rank >= 0 else None,
-            world if isinstance(world, int) and not isinstance(world, bool) else None)
+    return (
+        rank if isinstance(rank, int) and not isinstance(rank, bool) and rank >= 0 else None,
+        world if isinstance(world, int) and not isinstance(world, bool) else None,
+    )

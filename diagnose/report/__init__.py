@@ -8,6 +8,7 @@ SVG drawing in report/svg.py. A renderer that can also show a `diagnose diff` (a
 diagnose/diff) says so with `render_diff`, and `diff_filename` names the file it writes into a
 diff's output folder.
 """
+
 from __future__ import annotations
 
 import dataclasses

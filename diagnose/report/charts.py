@@ -3,13 +3,26 @@
 Each chart function takes the plain data of a Diagnosis and returns one <svg> element as a string.
 Every string that comes from the trace (kernel and op names) is untrusted and goes through `esc`.
 """
+
 from __future__ import annotations
 
 import math
 from typing import Any
 
 from diagnose.format import fmt, short_name
-from diagnose.report.svg import WIDTH, Labels, esc, legend, nice_ticks, rect, svg, text, text_width, triangle_marker, x_axis
+from diagnose.report.svg import (
+    WIDTH,
+    Labels,
+    esc,
+    legend,
+    nice_ticks,
+    rect,
+    svg,
+    text,
+    text_width,
+    triangle_marker,
+    x_axis,
+)
 
 TIP_NAME_CHARS = 90
 MAX_SEPARATE_GAPS = 300  # above this, gaps closer than a pixel are drawn as one bar
@@ -17,8 +30,11 @@ MAX_SEPARATE_GAPS = 300  # above this, gaps closer than a pixel are drawn as one
 OP_COLOURS = {"kernel": "#3b6fd8", "memcpy": "#0f9f8f", "memset": "#8a5cd0"}
 OTHER_OP_COLOUR = "#64748b"
 GAP_COLOURS = {"host": "#f08a24", "kernel": "#b59ae6", "other": "#a3acb9"}
-GAP_LABELS = {"host": "idle: waiting for the host", "kernel": "idle: between dependent kernels",
-              "other": "idle: other waits"}
+GAP_LABELS = {
+    "host": "idle: waiting for the host",
+    "kernel": "idle: between dependent kernels",
+    "other": "idle: other waits",
+}
 SYNC_COLOUR = "#d42a2a"
 BUDGET_PARTS = (  # (summary key, label, colour); the parts of one step add up to the step time
     ("busy", "GPU busy", "#3b6fd8"),
@@ -27,6 +43,7 @@ BUDGET_PARTS = (  # (summary key, label, colour); the parts of one step add up t
     ("kernel_wait", "between dependent kernels", "#b59ae6"),
     ("other_wait", "other waits", "#a3acb9"),
 )
+
 
 def _legend(x: float, y: float, entries: list[tuple[str, str]], marker: str | None = None) -> list[str]:
     """A one-line legend of (colour, label) swatches; `marker` adds the after-sync triangle."""
@@ -38,9 +55,17 @@ def _legend(x: float, y: float, entries: list[tuple[str, str]], marker: str | No
 
 
 ACCOUNTING_COLOURS = {  # step-accounting bucket id -> colour; the buckets add up to the step
-    "compute": "#3b6fd8", "comm_exposed": "#d42a2a", "comm_wait": "#f4a3a3", "copy": "#0f9f8f", "launch": "#f08a24",
-    "host_in_ops": "#c2410c", "host_work": "#f5c26b", "sync_wait": "#e11d48", "kernel_wait": "#b59ae6",
-    "other_wait": "#a3acb9", "unexplained": "#cbd5e1",
+    "compute": "#3b6fd8",
+    "comm_exposed": "#d42a2a",
+    "comm_wait": "#f4a3a3",
+    "copy": "#0f9f8f",
+    "launch": "#f08a24",
+    "host_in_ops": "#c2410c",
+    "host_work": "#f5c26b",
+    "sync_wait": "#e11d48",
+    "kernel_wait": "#b59ae6",
+    "other_wait": "#a3acb9",
+    "unexplained": "#cbd5e1",
 }
 
 
@@ -52,13 +77,25 @@ def step_budget_parts(summary: dict) -> list[dict]:
         return []
     buckets = (summary.get("accounting") or {}).get("buckets")
     if buckets:
-        return [{"label": b["label"], "colour": ACCOUNTING_COLOURS.get(b["id"], OTHER_OP_COLOUR),
-                 "us": float(b["us_per_step"]), "share": float(b["share"]), "detail": b.get("detail") or ""}
-                for b in buckets if b.get("in_sum", True) and b.get("us_per_step", 0) > 0]
-    values: dict[str, float] = {"busy": summary.get("gpu_busy_us_per_step") or 0.0, **(summary.get("idle_us_per_step") or {})}
+        return [
+            {
+                "label": b["label"],
+                "colour": ACCOUNTING_COLOURS.get(b["id"], OTHER_OP_COLOUR),
+                "us": float(b["us_per_step"]),
+                "share": float(b["share"]),
+                "detail": b.get("detail") or "",
+            }
+            for b in buckets
+            if b.get("in_sum", True) and b.get("us_per_step", 0) > 0
+        ]
+    values: dict[str, float] = {
+        "busy": summary.get("gpu_busy_us_per_step") or 0.0,
+        **(summary.get("idle_us_per_step") or {}),
+    }
     parts: list[dict[str, Any]] = [
         {"label": label, "colour": colour, "us": float(values.get(key) or 0.0), "detail": ""}
-        for key, label, colour in BUDGET_PARTS]
+        for key, label, colour in BUDGET_PARTS
+    ]
     return [{**part, "share": part["us"] / step} for part in parts if part["us"] > 0]
 
 
@@ -84,8 +121,10 @@ def step_budget_bar(summary: dict) -> str:
             tip += f"\n{part['detail']}"
         body.append(rect(x, 0, w, 24, part["colour"], tip))
         x += w
-    return ('<svg class="budget-bar" viewBox="0 0 1000 24" preserveAspectRatio="none" role="img" '
-            'aria-label="Where one step\'s time goes">' + "".join(body) + "</svg>")
+    return (
+        '<svg class="budget-bar" viewBox="0 0 1000 24" preserveAspectRatio="none" role="img" '
+        'aria-label="Where one step\'s time goes">' + "".join(body) + "</svg>"
+    )
 
 
 def step_timeline_chart(timeline: dict) -> str:
@@ -106,8 +145,13 @@ def step_timeline_chart(timeline: dict) -> str:
     title = f"Step {timeline.get('step', '')} on the GPU: {fmt(duration)} µs of profiled time"
     cats = sorted({op["cat"] for op in ops}, key=lambda c: (c not in OP_COLOURS, c))
     body = [text(0, 16, title, cls="chart-title")]
-    body += _legend(0, 42, [(OP_COLOURS.get(c, OTHER_OP_COLOUR), c) for c in cats]
-                    + [(GAP_COLOURS[k], GAP_LABELS[k]) for k in GAP_COLOURS], marker="after a sync")
+    body += _legend(
+        0,
+        42,
+        [(OP_COLOURS.get(c, OTHER_OP_COLOUR), c) for c in cats]
+        + [(GAP_COLOURS[k], GAP_LABELS[k]) for k in GAP_COLOURS],
+        marker="after a sync",
+    )
     for name, y in lanes + [("GPU idle", idle_y)]:
         body.append(text(left - 8, y + lane_h / 2 + 4, name, "end", "lane"))
         body.append(rect(left, y, x1 - left, lane_h, "#f3f5f9"))
@@ -115,13 +159,29 @@ def step_timeline_chart(timeline: dict) -> str:
     for stream, (_, y) in zip(streams, lanes):
         lane = [op for op in ops if int(op["stream"]) == stream]
         for group in _merge_close(lane, us_per_px, key="cat"):
-            body.append(rect(left + group[0]["t"] * scale, y + 2, _span(group) * scale, lane_h - 4,
-                              OP_COLOURS.get(group[0]["cat"], OTHER_OP_COLOUR), _op_tip(group)))
+            body.append(
+                rect(
+                    left + group[0]["t"] * scale,
+                    y + 2,
+                    _span(group) * scale,
+                    lane_h - 4,
+                    OP_COLOURS.get(group[0]["cat"], OTHER_OP_COLOUR),
+                    _op_tip(group),
+                )
+            )
     merge_within = us_per_px if len(gaps) > MAX_SEPARATE_GAPS else 0.0
     for group in _merge_close(gaps, merge_within, key="kind"):
         x = left + group[0]["t"] * scale
-        body.append(rect(x, idle_y + 2, _span(group) * scale, lane_h - 4,
-                          GAP_COLOURS.get(group[0]["kind"], OTHER_OP_COLOUR), _gap_tip(group)))
+        body.append(
+            rect(
+                x,
+                idle_y + 2,
+                _span(group) * scale,
+                lane_h - 4,
+                GAP_COLOURS.get(group[0]["kind"], OTHER_OP_COLOUR),
+                _gap_tip(group),
+            )
+        )
         synced = next((g for g in group if g.get("after_sync")), None)
         if synced:
             body.append(triangle_marker(left + synced["t"] * scale, idle_y - 7, SYNC_COLOUR))
@@ -163,8 +223,10 @@ def _op_tip(group: list[dict]) -> str:
     if len(group) == 1:
         return f"{name}\n{first['cat']} · {fmt(first['dur'])} µs, at {fmt(first['t'])} µs"
     busy = sum(i["dur"] for i in group)
-    return (f"{len(group)} {first['cat']} ops, {fmt(busy)} µs busy, "
-            f"{fmt(first['t'])}–{fmt(first['t'] + _span(group))} µs\nfirst: {name}")
+    return (
+        f"{len(group)} {first['cat']} ops, {fmt(busy)} µs busy, "
+        f"{fmt(first['t'])}–{fmt(first['t'] + _span(group))} µs\nfirst: {name}"
+    )
 
 
 def _gap_tip(group: list[dict]) -> str:
@@ -192,14 +254,24 @@ def top_kernels_chart(kernels: list[dict], label_chars: int = 44) -> str:
     for i, k in enumerate(rows):
         y = top + i * row_h
         full = str(k.get("name", ""))
-        tip = (f"{full}\n{fmt(k['us_per_step'])} µs per step · {fmt(k.get('calls_per_step', 0))} calls per step"
-               + (f" · launched by {k['op']}" if k.get("op") else ""))
+        tip = f"{full}\n{fmt(k['us_per_step'])} µs per step · {fmt(k.get('calls_per_step', 0))} calls per step" + (
+            f" · launched by {k['op']}" if k.get("op") else ""
+        )
         body.append(f"<g><title>{esc(tip)}</title>")
         body.append(text(left - 8, y + row_h / 2 + 4, short_name(full, label_chars), "end", "bar-label"))
-        body.append(rect(left, y + 3, k["us_per_step"] * scale, row_h - 6,
-                          OP_COLOURS.get(k.get("cat") or "", OTHER_OP_COLOUR), extra=' rx="2"'))
-        body.append(text(left + k["us_per_step"] * scale + 6, y + row_h / 2 + 4,
-                          f"{fmt(k['us_per_step'])} µs", cls="value"))
+        body.append(
+            rect(
+                left,
+                y + 3,
+                k["us_per_step"] * scale,
+                row_h - 6,
+                OP_COLOURS.get(k.get("cat") or "", OTHER_OP_COLOUR),
+                extra=' rx="2"',
+            )
+        )
+        body.append(
+            text(left + k["us_per_step"] * scale + 6, y + row_h / 2 + 4, f"{fmt(k['us_per_step'])} µs", cls="value")
+        )
         body.append("</g>")
     return svg(WIDTH, axis_y + 44, title, body)
 
@@ -252,11 +324,12 @@ def roofline_chart(roof: dict) -> str:
     labels = Labels()
     body += _log_axes(plot, (x_lo, x_hi), (y_lo, y_hi), sx, sy, labels)
     texts = len(labels.boxes)
-    labels.boxes += [(sx(p["intensity"]) - 7, sy(p["tflops"]) - 7, sx(p["intensity"]) + 7, sy(p["tflops"]) + 7)
-                     for p in points]  # ceiling labels go where no point would hide them
+    labels.boxes += [
+        (sx(p["intensity"]) - 7, sy(p["tflops"]) - 7, sx(p["intensity"]) + 7, sy(p["tflops"]) + 7) for p in points
+    ]  # ceiling labels go where no point would hide them
     for dashed, bw, key in ((False, hbm, "peak_tflops"), (True, reach, "achievable_tflops")):
         body += _ceilings(compute, bw, key, dashed, (x_lo, x_hi), (y_lo, y_hi), sx, sy, labels)
-    del labels.boxes[texts:texts + len(points)]  # a point's number may touch another point, not a label
+    del labels.boxes[texts : texts + len(points)]  # a point's number may touch another point, not a label
     body += _points(points, sx, sy, labels)
     body += _roofline_key(points, WIDTH - key_w + 4, plot[1])
     return svg(WIDTH, height, title, body)
@@ -272,8 +345,10 @@ def _roofline_legend(points: list[dict], x: float, y: float) -> list[str]:
         entries.append((ESTIMATED_COLOUR, False, "hollow: bytes estimated from shapes"))
     out = []
     for colour, filled, label in entries:
-        out.append(f'<circle cx="{x + 6:.1f}" cy="{y - 4:.1f}" r="5" fill="{colour if filled else "#ffffff"}" '
-                   f'stroke="{colour}" stroke-width="2"/>')
+        out.append(
+            f'<circle cx="{x + 6:.1f}" cy="{y - 4:.1f}" r="5" fill="{colour if filled else "#ffffff"}" '
+            f'stroke="{colour}" stroke-width="2"/>'
+        )
         out.append(text(x + 16, y, label, cls="legend"))
         x += 16 + text_width(label) + 20
     return out
@@ -282,7 +357,7 @@ def _roofline_legend(points: list[dict], x: float, y: float) -> list[str]:
 def _decade(value: float, down: bool) -> float:
     value = max(value, 1e-12)
     exponent = math.floor(math.log10(value)) if down else math.ceil(math.log10(value))
-    return 10.0 ** exponent
+    return 10.0**exponent
 
 
 def _log_label(value: float) -> str:
@@ -292,22 +367,25 @@ def _log_label(value: float) -> str:
 def _log_axes(plot, xs, ys, sx, sy, labels: Labels) -> list[str]:
     """Decade grid lines, tick labels and axis titles of a log-log chart."""
     x0, y0, x1, y1 = plot
-    out = [f'<rect x="{x0:.1f}" y="{y0:.1f}" width="{x1 - x0:.1f}" height="{y1 - y0:.1f}" fill="none" '
-           'stroke="#94a3b8"/>']
+    out = [
+        f'<rect x="{x0:.1f}" y="{y0:.1f}" width="{x1 - x0:.1f}" height="{y1 - y0:.1f}" fill="none" stroke="#94a3b8"/>'
+    ]
     for k in range(round(math.log10(xs[0])), round(math.log10(xs[1])) + 1):
-        x = sx(10.0 ** k)
+        x = sx(10.0**k)
         out.append(f'<line x1="{x:.1f}" y1="{y0:.1f}" x2="{x:.1f}" y2="{y1:.1f}" stroke="#e2e8f0"/>')
-        if labels.place([(x, y1 + 20, "middle")], _log_label(10.0 ** k)):
-            out.append(text(x, y1 + 20, _log_label(10.0 ** k), "middle", "tick"))
+        if labels.place([(x, y1 + 20, "middle")], _log_label(10.0**k)):
+            out.append(text(x, y1 + 20, _log_label(10.0**k), "middle", "tick"))
     for k in range(round(math.log10(ys[0])), round(math.log10(ys[1])) + 1):
-        y = sy(10.0 ** k)
+        y = sy(10.0**k)
         out.append(f'<line x1="{x0:.1f}" y1="{y:.1f}" x2="{x1:.1f}" y2="{y:.1f}" stroke="#e2e8f0"/>')
-        if labels.place([(x0 - 8, y + 4, "end")], _log_label(10.0 ** k)):
-            out.append(text(x0 - 8, y + 4, _log_label(10.0 ** k), "end", "tick"))
+        if labels.place([(x0 - 8, y + 4, "end")], _log_label(10.0**k)):
+            out.append(text(x0 - 8, y + 4, _log_label(10.0**k), "end", "tick"))
     out.append(text((x0 + x1) / 2, y1 + 42, "arithmetic intensity (FLOP/byte, log scale)", "middle", "axis-label"))
     labels.add((x0 + x1) / 2, y1 + 42, "arithmetic intensity (FLOP/byte, log scale)", "middle")
-    out.append(f'<text x="{x0 - 58:.1f}" y="{(y0 + y1) / 2:.1f}" text-anchor="middle" class="axis-label" '
-               f'transform="rotate(-90 {x0 - 58:.1f} {(y0 + y1) / 2:.1f})">achieved TFLOP/s (log scale)</text>')
+    out.append(
+        f'<text x="{x0 - 58:.1f}" y="{(y0 + y1) / 2:.1f}" text-anchor="middle" class="axis-label" '
+        f'transform="rotate(-90 {x0 - 58:.1f} {(y0 + y1) / 2:.1f})">achieved TFLOP/s (log scale)</text>'
+    )
     return out
 
 
@@ -324,9 +402,11 @@ def _ceilings(compute: list[dict], bw: float, key: str, dashed: bool, xs, ys, sx
     x_start = max(xs[0], ys[0] / bw)
     if x_knee > x_start:
         tip = f"HBM bandwidth, {kind}: {fmt(bw)} TB/s"
-        out.append(f'<line x1="{sx(x_start):.1f}" y1="{sy(x_start * bw):.1f}" x2="{sx(x_knee):.1f}" '
-                   f'y2="{sy(x_knee * bw):.1f}" stroke="{CEILING_COLOUR}" stroke-width="1.6"{dash}>'
-                   f'<title>{esc(tip)}</title></line>')
+        out.append(
+            f'<line x1="{sx(x_start):.1f}" y1="{sy(x_start * bw):.1f}" x2="{sx(x_knee):.1f}" '
+            f'y2="{sy(x_knee * bw):.1f}" stroke="{CEILING_COLOUR}" stroke-width="1.6"{dash}>'
+            f"<title>{esc(tip)}</title></line>"
+        )
         if not dashed:  # upright, beside the slope where it overlaps no other label
             label = f"HBM {fmt(bw)} TB/s"
             along = [x_start * (x_knee / x_start) ** f for f in (0.15, 0.3, 0.45, 0.6, 0.75)]
@@ -340,11 +420,17 @@ def _ceilings(compute: list[dict], bw: float, key: str, dashed: bool, xs, ys, sx
         x_from = max(peak / bw, xs[0])
         label = f"{c['label']}: {fmt(peak)} TFLOP/s peak" if not dashed else f"{fmt(peak)} achievable"
         tip = f"{c['label']}, {kind}: {fmt(peak)} TFLOP/s"
-        out.append(f'<line x1="{sx(x_from):.1f}" y1="{sy(peak):.1f}" x2="{sx(xs[1]):.1f}" y2="{sy(peak):.1f}" '
-                   f'stroke="{CEILING_COLOUR}" stroke-width="1.6"{dash}><title>{esc(tip)}</title></line>')
+        out.append(
+            f'<line x1="{sx(x_from):.1f}" y1="{sy(peak):.1f}" x2="{sx(xs[1]):.1f}" y2="{sy(peak):.1f}" '
+            f'stroke="{CEILING_COLOUR}" stroke-width="1.6"{dash}><title>{esc(tip)}</title></line>'
+        )
         near, far = (14, 28) if dashed else (-6, -20)
-        spots = [(sx(xs[1]) - 6 - dx, sy(peak) + dy, "end") for dys in ((near, -near + 8), (far, -far + 8))
-                 for dx in (0, 170, 340) for dy in dys]
+        spots = [
+            (sx(xs[1]) - 6 - dx, sy(peak) + dy, "end")
+            for dys in ((near, -near + 8), (far, -far + 8))
+            for dx in (0, 170, 340)
+            for dy in dys
+        ]
         spot = labels.place([p for p in spots if p[0] - text_width(label) > sx(xs[0])], label)
         if spot:
             out.append(text(spot[0], spot[1], label, "end", "legend"))
@@ -360,10 +446,21 @@ def _points(points: list[dict], sx, sy, labels: Labels) -> list[str]:
         x, y = sx(p["intensity"]), sy(p["tflops"])
         colour = BOUND_COLOURS.get(p.get("bound") or "", ESTIMATED_COLOUR)
         fill = colour if p.get("measured") else "#ffffff"
-        out.append(f'<g><title>{esc(_point_tip(i, p))}</title><circle cx="{x:.1f}" cy="{y:.1f}" r="6" '
-                   f'fill="{fill}" stroke="{colour}" stroke-width="2"/>')
-        spot = labels.place([(x + 8, y - 6, "start"), (x - 8, y - 6, "end"), (x + 8, y + 15, "start"),
-                             (x - 8, y + 15, "end"), (x + 10, y + 4, "start"), (x - 10, y + 4, "end")], str(i))
+        out.append(
+            f'<g><title>{esc(_point_tip(i, p))}</title><circle cx="{x:.1f}" cy="{y:.1f}" r="6" '
+            f'fill="{fill}" stroke="{colour}" stroke-width="2"/>'
+        )
+        spot = labels.place(
+            [
+                (x + 8, y - 6, "start"),
+                (x - 8, y - 6, "end"),
+                (x + 8, y + 15, "start"),
+                (x - 8, y + 15, "end"),
+                (x + 10, y + 4, "start"),
+                (x - 10, y + 4, "end"),
+            ],
+            str(i),
+        )
         if spot:
             out.append(text(spot[0], spot[1], str(i), spot[2], "bar-label"))
         out.append("</g>")
@@ -372,18 +469,23 @@ def _points(points: list[dict], sx, sy, labels: Labels) -> list[str]:
 
 def _point_tip(i: int, p: dict) -> str:
     if p.get("measured"):
-        sol = (f" (DRAM {fmt(p['dram_pct'])} %, SM {fmt(p['sm_pct'])} %)"
-               if p.get("dram_pct") is not None and p.get("sm_pct") is not None else "")
+        sol = (
+            f" (DRAM {fmt(p['dram_pct'])} %, SM {fmt(p['sm_pct'])} %)"
+            if p.get("dram_pct") is not None and p.get("sm_pct") is not None
+            else ""
+        )
         how = f"bytes measured by Nsight Compute{sol}" + (f": {p['bound']}" if p.get("bound") else "")
     else:
         how = "bytes estimated from shapes"
-    return (f"{i}. {short_name(p.get('kernel', ''), TIP_NAME_CHARS)}\n{p.get('op') or 'no op'} {p.get('shapes') or ''}\n"
-            f"{fmt(p['intensity'])} FLOP/byte · {fmt(p['tflops'])} TFLOP/s · {fmt(p.get('us_per_step', 0))} µs "
-            f"per step\n{how}; FLOPs from shapes")
+    return (
+        f"{i}. {short_name(p.get('kernel', ''), TIP_NAME_CHARS)}\n{p.get('op') or 'no op'} {p.get('shapes') or ''}\n"
+        f"{fmt(p['intensity'])} FLOP/byte · {fmt(p['tflops'])} TFLOP/s · {fmt(p.get('us_per_step', 0))} µs "
+        f"per step\n{how}; FLOPs from shapes"
+    )
 
 
 def _key_label(p: dict) -> str:
-    """"mul · elementwise_kernel<128, 2, …": the op that launched it, then the shortened kernel name."""
+    """ "mul · elementwise_kernel<128, 2, …": the op that launched it, then the shortened kernel name."""
     op = str(p.get("op") or "").removeprefix("aten::")
     if not op or op == "None":
         return short_name(p.get("kernel", ""), KEY_CHARS)
@@ -398,8 +500,10 @@ def _roofline_key(points: list[dict], x: float, y: float) -> list[str]:
         colour = BOUND_COLOURS.get(p.get("bound") or "", ESTIMATED_COLOUR)
         fill = colour if p.get("measured") else "#ffffff"
         tip = _point_tip(i, p)
-        out.append(f'<g><title>{esc(tip)}</title><circle cx="{x + 5:.1f}" cy="{row_y - 4:.1f}" r="4" fill="{fill}" '
-                   f'stroke="{colour}" stroke-width="1.6"/>')
+        out.append(
+            f'<g><title>{esc(tip)}</title><circle cx="{x + 5:.1f}" cy="{row_y - 4:.1f}" r="4" fill="{fill}" '
+            f'stroke="{colour}" stroke-width="1.6"/>'
+        )
         out.append(text(x + 14, row_y, f"{i}. {_key_label(p)} ({fmt(p.get('us_per_step', 0))})", cls="bar-label"))
         out.append("</g>")
     return out
@@ -425,10 +529,14 @@ def rank_budget_chart(ranks: list | None) -> str:
             tip = f"rank {r['rank']}: {b['label']}: {fmt(b['us_per_step'])} µs per step"
             split = any(c["id"] == "comm_wait" for c in r["buckets"])  # the wait has its own bucket
             if b["id"] == "comm_exposed" and r.get("wait_share") and not split:
-                tip += (f" (under the profiler, {fmt(100 * r['wait_share'])} % of the step was spent in collectives "
-                        "waiting for the slowest rank)")
+                tip += (
+                    f" (under the profiler, {fmt(100 * r['wait_share'])} % of the step was spent in collectives "
+                    "waiting for the slowest rank)"
+                )
             body.append(rect(x, y, w, bar, ACCOUNTING_COLOURS.get(b["id"], OTHER_OP_COLOUR), tip))
             x += w
     height = len(rows) * (bar + gap)
-    return (f'<svg class="rank-budget" viewBox="0 0 {WIDTH} {height}" role="img" '
-            f'aria-label="Each rank\'s step budget">' + "".join(body) + "</svg>")
+    return (
+        f'<svg class="rank-budget" viewBox="0 0 {WIDTH} {height}" role="img" '
+        f'aria-label="Each rank\'s step budget">' + "".join(body) + "</svg>"
+    )

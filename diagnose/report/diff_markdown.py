@@ -1,6 +1,7 @@
 """A DiffReport as Markdown for a pull-request comment: the verdict, a small table of where the
 step time went before and after, the top three attributed changes, findings that changed, and a
 link to the HTML diff. Names from traces are escaped as in markdown.py."""
+
 from __future__ import annotations
 
 from diagnose.diff import DiffReport
@@ -14,20 +15,33 @@ ICONS = {"faster": "🟢", "slower": "🔴", "no significant change": "⚪"}
 
 def render_diff_markdown(r: DiffReport, *, outputs: dict[str, str] | None = None, **_) -> str:
     """The diff as GitHub-flavoured Markdown."""
-    lines = [f"## diagnose diff · {md(r.before.name)} → {md(r.after.name)}", "",
-             f"**Verdict:** {ICONS[r.step.verdict]} {md(r.verdict)}", ""]
+    lines = [
+        f"## diagnose diff · {md(r.before.name)} → {md(r.after.name)}",
+        "",
+        f"**Verdict:** {ICONS[r.step.verdict]} {md(r.verdict)}",
+        "",
+    ]
     gate = views.gate_line(r)
     if gate:
         lines += [f"**{md(gate)}**", ""]
-    lines += ["| | before | after | change | share of change |", "| --- | --- | --- | --- | --- |",
-              f"| step time | {md(views.us(r.step.before_us))} | {md(views.us(r.step.after_us))} | "
-              f"{md(f'{r.step.change_pct:+.1f} %')} | 100% |"]
+    lines += [
+        "| | before | after | change | share of change |",
+        "| --- | --- | --- | --- | --- |",
+        f"| step time | {md(views.us(r.step.before_us))} | {md(views.us(r.step.after_us))} | "
+        f"{md(f'{r.step.change_pct:+.1f} %')} | 100% |",
+    ]
     for row in views.bucket_rows(r, limit=4):
-        lines.append(f"| {md(row['label'])} | {md(row['before'])} | {md(row['after'])} | {md(row['change'])} | "
-                     f"{md(row['share'])} |")
+        lines.append(
+            f"| {md(row['label'])} | {md(row['before'])} | {md(row['after'])} | {md(row['change'])} | "
+            f"{md(row['share'])} |"
+        )
     low, high = r.step.interval_pct
-    lines += ["", f"{r.step.confidence:.0%} interval of the change: {md(f'{low:+.1f} % to {high:+.1f} %')} "
-              f"({md(r.step.basis)}, {r.step.n_before} + {r.step.n_after} steps).", ""]
+    lines += [
+        "",
+        f"{r.step.confidence:.0%} interval of the change: {md(f'{low:+.1f} % to {high:+.1f} %')} "
+        f"({md(r.step.basis)}, {r.step.n_before} + {r.step.n_after} steps).",
+        "",
+    ]
     top = views.top_change_lines(r, TOP_CHANGES)
     if top:
         lines += ["**Top changes**", ""] + [f"{i}. {md(t)}" for i, t in enumerate(top, 1)] + [""]

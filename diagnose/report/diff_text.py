@@ -1,4 +1,5 @@
 """The terminal view of a DiffReport: verdict, step change, bucket table, top changes, findings."""
+
 from __future__ import annotations
 
 import io
@@ -13,12 +14,20 @@ from diagnose.report.richtext import UNWRAPPED, safe
 VERDICT_STYLE = {"faster": "bold green", "slower": "bold red", "no significant change": "bold"}
 
 
-def render_diff_text(r: DiffReport, *, outputs: dict[str, str] | None = None, width: int | None = None,
-                     color: bool = False, **_) -> str:
+def render_diff_text(
+    r: DiffReport, *, outputs: dict[str, str] | None = None, width: int | None = None, color: bool = False, **_
+) -> str:
     """The diff as text: `width` columns (None: no wrapping), ANSI colours with `color`."""
     buffer = io.StringIO()
-    console = Console(file=buffer, width=width or UNWRAPPED, force_terminal=color, no_color=not color,
-                      highlight=False, soft_wrap=width is None, emoji=False)
+    console = Console(
+        file=buffer,
+        width=width or UNWRAPPED,
+        force_terminal=color,
+        no_color=not color,
+        highlight=False,
+        soft_wrap=width is None,
+        emoji=False,
+    )
     console.print(f"[bold]diagnose diff[/] · {safe(r.before.name)} → {safe(r.after.name)}")
     console.print(f"\n[{VERDICT_STYLE[r.step.verdict]}]Verdict:[/] {safe(r.verdict)}")
     console.print(f"  step {safe(views.step_line(r))}")
@@ -41,8 +50,9 @@ def render_diff_text(r: DiffReport, *, outputs: dict[str, str] | None = None, wi
         for i, line in enumerate(lines, 1):
             console.print(f" {i}. {safe(line)}")
     for change in r.shape_changes[:3]:
-        console.print(f"  shapes changed: {safe(change['op'])} {safe(change['before'][0])} → "
-                      f"{safe(change['after'][0])}")
+        console.print(
+            f"  shapes changed: {safe(change['op'])} {safe(change['before'][0])} → {safe(change['after'][0])}"
+        )
     findings = views.finding_lines(r)
     if findings:
         console.print("\n[bold]Findings[/]: " + safe(" · ".join(findings)))

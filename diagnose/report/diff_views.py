@@ -1,4 +1,5 @@
 """Display-ready pieces of a DiffReport, shared by the diff views of every renderer."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -11,14 +12,14 @@ VERDICT_CLASS = {"faster": "good", "slower": "bad", "no significant change": "sa
 
 
 def signed_us(value: float | None) -> str:
-    """"+1,234.5 µs" / "−12.0 µs"; "—" for None."""
+    """ "+1,234.5 µs" / "−12.0 µs"; "—" for None."""
     if value is None:
         return "—"
     return f"{value:+,.1f} µs".replace("-", "−")
 
 
 def us(value: float | None) -> str:
-    """"1,234.5 µs"; "—" for None."""
+    """ "1,234.5 µs"; "—" for None."""
     return "—" if value is None else f"{value:,.1f} µs"
 
 
@@ -29,13 +30,29 @@ def bucket_rows(r: DiffReport, limit: int = MAX_BUCKET_ROWS) -> list[dict]:
     moved = sorted((b for b in r.buckets if abs(b.delta_us) >= 0.05), key=lambda b: -abs(b.delta_us))
     if not moved and r.buckets:
         moved = [max(r.buckets, key=lambda b: abs(b.delta_us))]
-    shown, rest = (moved[:limit - 1], moved[limit - 1:]) if len(moved) > limit else (moved, [])
-    rows: list[dict[str, Any]] = [{"id": b.id, "label": b.label, "before": us(b.before_us), "after": us(b.after_us),
-             "change": signed_us(b.delta_us), "delta_us": b.delta_us} for b in shown]
+    shown, rest = (moved[: limit - 1], moved[limit - 1 :]) if len(moved) > limit else (moved, [])
+    rows: list[dict[str, Any]] = [
+        {
+            "id": b.id,
+            "label": b.label,
+            "before": us(b.before_us),
+            "after": us(b.after_us),
+            "change": signed_us(b.delta_us),
+            "delta_us": b.delta_us,
+        }
+        for b in shown
+    ]
     if rest:
-        rows.append({"id": "rest", "label": f"the other {len(rest)} buckets",
-                     "before": us(sum(b.before_us for b in rest)), "after": us(sum(b.after_us for b in rest)),
-                     "change": signed_us(sum(b.delta_us for b in rest)), "delta_us": sum(b.delta_us for b in rest)})
+        rows.append(
+            {
+                "id": "rest",
+                "label": f"the other {len(rest)} buckets",
+                "before": us(sum(b.before_us for b in rest)),
+                "after": us(sum(b.after_us for b in rest)),
+                "change": signed_us(sum(b.delta_us for b in rest)),
+                "delta_us": sum(b.delta_us for b in rest),
+            }
+        )
     for row, share in zip(rows, _percents([row.pop("delta_us") for row in rows], total)):
         row["share"] = share
     return rows
@@ -48,7 +65,7 @@ def _percents(deltas: list[float], total: float) -> list[str]:
     exact = [d / total * 100 for d in deltas]
     whole = [round(x) for x in exact]
     off = round(sum(exact)) - sum(whole)
-    for i in sorted(range(len(exact)), key=lambda i: -abs(exact[i] - whole[i]))[:abs(off)]:
+    for i in sorted(range(len(exact)), key=lambda i: -abs(exact[i] - whole[i]))[: abs(off)]:
         whole[i] += 1 if off > 0 else -1
     return [f"{w}%".replace("-", "−") for w in whole]
 
@@ -69,12 +86,14 @@ def top_change_lines(r: DiffReport, n: int = 3) -> list[str]:
 
 
 def step_line(r: DiffReport) -> str:
-    """"2,716.8 µs → 232.4 µs (−91.4 %, 95 % interval −91.6 % to −91.1 %; unprofiled, 30 + 30 steps)"."""
+    """ "2,716.8 µs → 232.4 µs (−91.4 %, 95 % interval −91.6 % to −91.1 %; unprofiled, 30 + 30 steps)"."""
     s = r.step
     low, high = s.interval_pct
     basis = "unprofiled" if s.basis.startswith("unprofiled") else "profiled"
-    return (f"{s.before_us:,.1f} µs → {s.after_us:,.1f} µs ({s.change_pct:+.1f} %, {s.confidence:.0%} interval "
-            f"{low:+.1f} % to {high:+.1f} %; {basis}, {s.n_before} + {s.n_after} steps)").replace("-", "−")
+    return (
+        f"{s.before_us:,.1f} µs → {s.after_us:,.1f} µs ({s.change_pct:+.1f} %, {s.confidence:.0%} interval "
+        f"{low:+.1f} % to {high:+.1f} %; {basis}, {s.n_before} + {s.n_after} steps)"
+    ).replace("-", "−")
 
 
 def finding_lines(r: DiffReport) -> list[str]:

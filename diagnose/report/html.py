@@ -4,6 +4,7 @@ The page is built in two steps: `report_context` turns a Diagnosis into plain, d
 and the jinja2 template (autoescape on) lays it out. Charts arrive as SVG strings that charts.py
 has already escaped; everything else is escaped by the template.
 """
+
 from __future__ import annotations
 
 import json
@@ -22,15 +23,39 @@ from diagnose.version import __version__
 TEMPLATES = Path(__file__).parent / "templates"
 LONG_TEXT = 60
 KERNEL_NAME_CHARS = 44
-FAILURE_TITLES = {"oom": "The workload ran out of GPU memory", "timeout": "The workload timed out",
-                  "crashed": "The workload crashed", "failed": "The workload raised an exception"}
-TOP_KERNEL_COLUMNS = {"name": "kernel", "us_per_step": "µs per step", "share_of_gpu_time": "share of GPU time",
-                      "calls_per_step": "calls per step", "median_us": "median µs", "op": "launched by",
-                      "cat": "kind", "sm_pct": "SM % (ncu)", "dram_pct": "DRAM % (ncu)",
-                      "tensor_pct": "tensor pipe % (ncu)", "bound": "class (ncu)", "input_dims": "input shapes"}
-NCU_COLUMNS = {"kernel": "kernel", "measured_us": "µs under ncu", "profiled_us": "µs profiled", "sm_pct": "SM %",
-               "memory_pct": "memory %", "dram_pct": "DRAM %", "tensor_pct": "tensor pipe %",
-               "occupancy_pct": "warps active %", "dram_mb": "DRAM MB", "bound": "class", "why": "why"}
+FAILURE_TITLES = {
+    "oom": "The workload ran out of GPU memory",
+    "timeout": "The workload timed out",
+    "crashed": "The workload crashed",
+    "failed": "The workload raised an exception",
+}
+TOP_KERNEL_COLUMNS = {
+    "name": "kernel",
+    "us_per_step": "µs per step",
+    "share_of_gpu_time": "share of GPU time",
+    "calls_per_step": "calls per step",
+    "median_us": "median µs",
+    "op": "launched by",
+    "cat": "kind",
+    "sm_pct": "SM % (ncu)",
+    "dram_pct": "DRAM % (ncu)",
+    "tensor_pct": "tensor pipe % (ncu)",
+    "bound": "class (ncu)",
+    "input_dims": "input shapes",
+}
+NCU_COLUMNS = {
+    "kernel": "kernel",
+    "measured_us": "µs under ncu",
+    "profiled_us": "µs profiled",
+    "sm_pct": "SM %",
+    "memory_pct": "memory %",
+    "dram_pct": "DRAM %",
+    "tensor_pct": "tensor pipe %",
+    "occupancy_pct": "warps active %",
+    "dram_mb": "DRAM MB",
+    "bound": "class",
+    "why": "why",
+}
 
 
 def render_html(diagnosis: Diagnosis, **_) -> str:
@@ -39,8 +64,13 @@ def render_html(diagnosis: Diagnosis, **_) -> str:
 
 
 def _environment() -> jinja2.Environment:
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True,
-                             undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(TEMPLATES),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
     env.filters.update(fmt=fmt, duration=duration, percent=percent)
     return env
 
@@ -72,8 +102,12 @@ def report_context(d: Diagnosis) -> dict:
         "budget_parts": charts.step_budget_parts(summary),
         "overlapped": charts.overlapped_comm(summary),
         "timeline_note": (details.step_timeline or {}).get("note", ""),
-        "top_kernels": records_table(details.top_kernels or [], TOP_KERNEL_COLUMNS,
-                                     percent_keys={"share_of_gpu_time"}, max_chars=KERNEL_NAME_CHARS),
+        "top_kernels": records_table(
+            details.top_kernels or [],
+            TOP_KERNEL_COLUMNS,
+            percent_keys={"share_of_gpu_time"},
+            max_chars=KERNEL_NAME_CHARS,
+        ),
         "steps": records_table(details.steps or []),
         "capture": capture_facts(d.capture or {}),
         "memory_parts": memory_parts_table((details.memory or {}).get("breakdown") or {}),
@@ -82,12 +116,20 @@ def report_context(d: Diagnosis) -> dict:
 
 def memory_parts_table(breakdown: dict) -> dict:
     """The peak broken down by what holds it (or, failing that, by the code that allocated it)."""
-    parts = [{"part": p["part"], "size": gb(p["bytes"]), "how it was counted": p.get("how", "")}
-             for p in breakdown.get("parts") or []]
+    parts = [
+        {"part": p["part"], "size": gb(p["bytes"]), "how it was counted": p.get("how", "")}
+        for p in breakdown.get("parts") or []
+    ]
     if not parts:
-        parts = [{"allocated at": a["where"], "GB allocated over the run": round(a["bytes"] / 1e9, 2),
-                  "allocations": a.get("count"), "largest GB": round((a.get("largest") or 0) / 1e9, 2)}
-                 for a in (breakdown.get("top_allocating") or [])[:8]]
+        parts = [
+            {
+                "allocated at": a["where"],
+                "GB allocated over the run": round(a["bytes"] / 1e9, 2),
+                "allocations": a.get("count"),
+                "largest GB": round((a.get("largest") or 0) / 1e9, 2),
+            }
+            for a in (breakdown.get("top_allocating") or [])[:8]
+        ]
     table = records_table(parts)
     table["peak_gb"] = round(breakdown["peak_bytes"] / 1e9, 2) if breakdown.get("peak_bytes") else None
     table["basis"] = breakdown.get("basis", "")
@@ -98,8 +140,12 @@ def roofline_view(roof: dict) -> dict:
     """What the roofline's caption says: how many points are measured, where the ceilings come from."""
     points = roof.get("points") or []
     measured = sum(1 for p in points if p.get("measured"))
-    return {"points": len(points), "measured": measured, "estimated": len(points) - measured,
-            "source": (roof.get("ceilings") or {}).get("source", "")}
+    return {
+        "points": len(points),
+        "measured": measured,
+        "estimated": len(points) - measured,
+        "source": (roof.get("ceilings") or {}).get("source", ""),
+    }
 
 
 def ncu_view(ncu: dict) -> dict:
@@ -107,14 +153,21 @@ def ncu_view(ncu: dict) -> dict:
     if not ncu:
         return {}
     thresholds = ncu.get("thresholds") or {}
-    rule = (f"latency-bound: SM and memory both < {fmt(thresholds.get('LATENCY_PCT', 60))} %; compute-bound: "
-            f"SM ≥ {fmt(thresholds.get('LATENCY_PCT', 60))} % and more than {fmt(thresholds.get('LEAD_PCT', 10))} "
-            f"points above memory (or within them with the tensor pipe ≥ {fmt(thresholds.get('TENSOR_PCT', 50))} %); "
-            "memory-bound: memory ≥ "
-            f"{fmt(thresholds.get('LATENCY_PCT', 60))} % otherwise")
-    return {"summary": ncu.get("summary", ""), "source": ncu.get("source", ""), "seconds": ncu.get("seconds"),
-            "rule": rule, "unmatched": ", ".join(ncu.get("unmatched_ncu") or []),
-            "table": records_table(ncu.get("kernels") or [], NCU_COLUMNS, max_chars=KERNEL_NAME_CHARS)}
+    rule = (
+        f"latency-bound: SM and memory both < {fmt(thresholds.get('LATENCY_PCT', 60))} %; compute-bound: "
+        f"SM ≥ {fmt(thresholds.get('LATENCY_PCT', 60))} % and more than {fmt(thresholds.get('LEAD_PCT', 10))} "
+        f"points above memory (or within them with the tensor pipe ≥ {fmt(thresholds.get('TENSOR_PCT', 50))} %); "
+        "memory-bound: memory ≥ "
+        f"{fmt(thresholds.get('LATENCY_PCT', 60))} % otherwise"
+    )
+    return {
+        "summary": ncu.get("summary", ""),
+        "source": ncu.get("source", ""),
+        "seconds": ncu.get("seconds"),
+        "rule": rule,
+        "unmatched": ", ".join(ncu.get("unmatched_ncu") or []),
+        "table": records_table(ncu.get("kernels") or [], NCU_COLUMNS, max_chars=KERNEL_NAME_CHARS),
+    }
 
 
 def severity_class(d: Diagnosis) -> str:
@@ -130,18 +183,26 @@ def failure_view(d: Diagnosis) -> dict | None:
         return None
     status = str(d.capture.get("status"))
     error = d.capture.get("error") or {}
-    return {"status": status, "title": FAILURE_TITLES.get(status, f"The workload ended with status {status}"),
-            "type": error.get("type") or "", "message": error.get("message") or "",
-            "traceback": error.get("traceback") or ""}
+    return {
+        "status": status,
+        "title": FAILURE_TITLES.get(status, f"The workload ended with status {status}"),
+        "type": error.get("type") or "",
+        "message": error.get("message") or "",
+        "traceback": error.get("traceback") or "",
+    }
 
 
 def device_facts(device: dict) -> list[tuple[str, str]]:
     """(label, value) pairs of what is known about the GPU, unknown ones left out."""
     memory = device.get("memory_bytes")
-    facts = [("GPU", device.get("name")), ("SMs", device.get("sm_count")),
-             ("memory", f"{memory / 2**30:.0f} GiB" if memory else None),
-             ("compute capability", device.get("compute_capability")),
-             ("torch", device.get("torch")), ("CUDA", device.get("cuda"))]
+    facts = [
+        ("GPU", device.get("name")),
+        ("SMs", device.get("sm_count")),
+        ("memory", f"{memory / 2**30:.0f} GiB" if memory else None),
+        ("compute capability", device.get("compute_capability")),
+        ("torch", device.get("torch")),
+        ("CUDA", device.get("cuda")),
+    ]
     return [(label, str(value)) for label, value in facts if value not in (None, "")]
 
 
@@ -151,27 +212,54 @@ def headline_tiles(d: Diagnosis) -> list[dict]:
     tiles = []
     if s.get("step_time_us") is not None:
         measured = s.get("unprofiled_step_time_us") is not None
-        tiles.append({"label": "step time", "value": duration(s["step_time_us"]),
-                      "note": "measured without the profiler" if measured
-                      else "profiled: includes profiler overhead",
-                      "tone": "" if measured else "warn"})
+        tiles.append(
+            {
+                "label": "step time",
+                "value": duration(s["step_time_us"]),
+                "note": "measured without the profiler" if measured else "profiled: includes profiler overhead",
+                "tone": "" if measured else "warn",
+            }
+        )
     if s.get("gpu_busy_fraction") is not None:
         busy_us = s.get("gpu_busy_us_per_step")
-        tiles.append({"label": "GPU busy", "value": percent(s["gpu_busy_fraction"]),
-                      "note": f"{duration(busy_us)} of work per step" if busy_us else "no GPU work in the steps",
-                      "tone": ""})
+        tiles.append(
+            {
+                "label": "GPU busy",
+                "value": percent(s["gpu_busy_fraction"]),
+                "note": f"{duration(busy_us)} of work per step" if busy_us else "no GPU work in the steps",
+                "tone": "",
+            }
+        )
     top = d.findings[0] if d.findings else None
     if top and top.recoverable_us:
         share = f" ({percent(top.recoverable_us / s['step_time_us'])} of the step)" if s.get("step_time_us") else ""
-        tiles.append({"label": "recoverable per step", "value": duration(top.recoverable_us),
-                      "note": f"by fixing {top.rule}{share}", "tone": "bad"})
+        tiles.append(
+            {
+                "label": "recoverable per step",
+                "value": duration(top.recoverable_us),
+                "note": f"by fixing {top.rule}{share}",
+                "tone": "bad",
+            }
+        )
     if top and top.est_speedup:
         fix = f" with {top.fix_phrase()}" if top.fixes else ""
-        tiles.append({"label": "estimated speedup", "value": f"{fmt(top.est_speedup)}×",
-                      "note": f"of the whole step{fix}", "tone": "good"})
+        tiles.append(
+            {
+                "label": "estimated speedup",
+                "value": f"{fmt(top.est_speedup)}×",
+                "note": f"of the whole step{fix}",
+                "tone": "good",
+            }
+        )
     if not top and s.get("gpu_ops_per_step"):
-        tiles.append({"label": "GPU ops per step", "value": fmt(s["gpu_ops_per_step"]),
-                      "note": "kernels, copies and memsets", "tone": ""})
+        tiles.append(
+            {
+                "label": "GPU ops per step",
+                "value": fmt(s["gpu_ops_per_step"]),
+                "note": "kernels, copies and memsets",
+                "tone": "",
+            }
+        )
     return tiles
 
 
@@ -179,16 +267,24 @@ def finding_view(f: Finding, step_us: float | None) -> dict:
     """One finding ready to show: evidence as text, offenders as a table, the recoverable share."""
     share = f.recoverable_us / step_us if f.recoverable_us and step_us else None
     sheet = f.sheet
-    return {"f": f, "anchor": f"finding-{f.rule}", "sheet": sheet,
-            "evidence": [{"text": e.text(), "is_test": e.is_test, "unmet": e.holds is False} for e in f.evidence],
-            "offenders": records_table(f.offenders),
-            "recoverable": duration(f.recoverable_us) if f.recoverable_us else "",
-            "recoverable_share": percent(share) if share is not None else "",
-            "verify": verify_lines(f)}  # --verify
+    return {
+        "f": f,
+        "anchor": f"finding-{f.rule}",
+        "sheet": sheet,
+        "evidence": [{"text": e.text(), "is_test": e.is_test, "unmet": e.holds is False} for e in f.evidence],
+        "offenders": records_table(f.offenders),
+        "recoverable": duration(f.recoverable_us) if f.recoverable_us else "",
+        "recoverable_share": percent(share) if share is not None else "",
+        "verify": verify_lines(f),
+    }  # --verify
 
 
-def records_table(records: list[dict], labels: dict[str, str] | None = None,
-                  percent_keys: frozenset | set = frozenset(), max_chars: int = LONG_TEXT) -> dict:
+def records_table(
+    records: list[dict],
+    labels: dict[str, str] | None = None,
+    percent_keys: frozenset | set = frozenset(),
+    max_chars: int = LONG_TEXT,
+) -> dict:
     """A list of dicts as a table: columns from `labels` (or every key, in order of appearance), cells formatted.
 
     Each cell carries its display text, a raw sort value, and the full text as a tooltip when
@@ -216,14 +312,18 @@ def _cell(value, numeric: bool, as_percent: bool, max_chars: int) -> dict:
 def capture_facts(capture: dict) -> list[tuple[str, str]]:
     """(label, value) pairs describing how the workload was captured and timed."""
     steps, timing, memory = capture.get("steps") or {}, capture.get("timing") or {}, capture.get("memory") or {}
-    facts = [("status", capture.get("status")), ("target", capture.get("target")), ("mode", capture.get("mode")),
-             ("recorded at", capture.get("recorded_at")),
-             ("steps", f"{steps['warmup']} warm-up, {steps['profiled']} profiled" if "warmup" in steps else None),
-             ("a step is", steps.get("how")),
-             ("unprofiled timing", _timing_text(timing)),
-             ("peak memory allocated", _gib(memory.get("max_allocated_bytes"))),
-             ("peak memory reserved", _gib(memory.get("max_reserved_bytes"))),
-             ("parameters", json.dumps(capture["params"], default=str) if capture.get("params") else None)]
+    facts = [
+        ("status", capture.get("status")),
+        ("target", capture.get("target")),
+        ("mode", capture.get("mode")),
+        ("recorded at", capture.get("recorded_at")),
+        ("steps", f"{steps['warmup']} warm-up, {steps['profiled']} profiled" if "warmup" in steps else None),
+        ("a step is", steps.get("how")),
+        ("unprofiled timing", _timing_text(timing)),
+        ("peak memory allocated", _gib(memory.get("max_allocated_bytes"))),
+        ("peak memory reserved", _gib(memory.get("max_reserved_bytes"))),
+        ("parameters", json.dumps(capture["params"], default=str) if capture.get("params") else None),
+    ]
     return [(label, str(value)) for label, value in facts if value not in (None, "")]
 
 
@@ -245,6 +345,13 @@ def _render_diff(report, **options) -> str:
     return render_diff_html(report, **options)
 
 
-RENDERER = Renderer("html", "report.html: one self-contained page with charts (works offline)", render_html,
-                    filename="report.html", label="report", order=20, render_diff=_render_diff,
-                    diff_filename="diff.html")
+RENDERER = Renderer(
+    "html",
+    "report.html: one self-contained page with charts (works offline)",
+    render_html,
+    filename="report.html",
+    label="report",
+    order=20,
+    render_diff=_render_diff,
+    diff_filename="diff.html",
+)

@@ -1,4 +1,5 @@
 """findings.json: the versioned, machine-readable form of a Diagnosis."""
+
 from __future__ import annotations
 
 import json
@@ -30,6 +31,13 @@ def _clean(value):
     return value
 
 
-RENDERER = Renderer("json", "findings.json: the versioned schema diagnose.findings/1", render_json,
-                    filename="findings.json", label="findings", order=10, render_diff=render_diff_json,
-                    diff_filename="diff.json")
+RENDERER = Renderer(
+    "json",
+    "findings.json: the versioned schema diagnose.findings/1",
+    render_json,
+    filename="findings.json",
+    label="findings",
+    order=10,
+    render_diff=render_diff_json,
+    diff_filename="diff.json",
+)

@@ -4,6 +4,7 @@ The verdict, the headline numbers as a small table, the top three findings with 
 and fix, and links to the full reports when they were written. Untrusted names are escaped so a
 kernel called `|` or `<script>` cannot break the table or inject markup.
 """
+
 from __future__ import annotations
 
 from diagnose.findings import Diagnosis
@@ -65,5 +66,10 @@ def _headline_rows(d: Diagnosis) -> list[tuple[str, str]]:
     return rows
 
 
-RENDERER = Renderer("md", "Markdown for a pull-request comment or CI job summary", render_markdown, order=30,
-                    render_diff=render_diff_markdown)
+RENDERER = Renderer(
+    "md",
+    "Markdown for a pull-request comment or CI job summary",
+    render_markdown,
+    order=30,
+    render_diff=render_diff_markdown,
+)

@@ -4,6 +4,7 @@ Each function takes the plain data of Diagnosis.details["memory"] (diagnose/memo
 and returns one <svg> element as a string, or "" when there is nothing to draw. Every string that
 comes from a trace or a capture (labels, parameter names, values, error messages) is escaped.
 """
+
 from __future__ import annotations
 
 import math
@@ -52,27 +53,41 @@ def memory_timeline_chart(memory: dict) -> str:
 
     title = "GPU memory over the profiled run"
     body = [text(0, 16, title, cls="chart-title")]
-    entries = [(ALLOCATED, "allocated (held by tensors)", "line"), (RESERVED, "reserved (cached by the allocator)", "line")]
+    entries = [
+        (ALLOCATED, "allocated (held by tensors)", "line"),
+        (RESERVED, "reserved (cached by the allocator)", "line"),
+    ]
     if show_limit:
         entries.append((LIMIT, "memory limit", "dash"))
     body += _legend(0, 38, entries)
     for step in timeline.get("steps") or []:
         a, b = max(step.get("start", t0), t0), min(step.get("end", t0), t0 + span)
         if b > a:
-            body.append(f'<rect x="{sx(a):.1f}" y="{y0:.1f}" width="{max(sx(b) - sx(a), 1):.1f}" '
-                        f'height="{y1 - y0:.1f}" fill="{STEP_FILL}"><title>{esc(step.get("label", "step"))}</title></rect>')
+            body.append(
+                f'<rect x="{sx(a):.1f}" y="{y0:.1f}" width="{max(sx(b) - sx(a), 1):.1f}" '
+                f'height="{y1 - y0:.1f}" fill="{STEP_FILL}"><title>{esc(step.get("label", "step"))}</title></rect>'
+            )
     body += _linear_axes((x0, y0, x1, y1), upper, span / 1e3, "time (ms)", "GPU memory (GB)")
     body.append(_step_path([(sx(p[0]), sy(p[2])) for p in points], RESERVED))
     body.append(_step_path([(sx(p[0]), sy(p[1])) for p in points], ALLOCATED))
     peak = max(points, key=lambda p: p[1])
     px, py = sx(peak[0]), sy(peak[1])
     body.append(f'<circle cx="{px:.1f}" cy="{py:.1f}" r="4" fill="{ALLOCATED}"/>')
-    body.append(text(min(px + 6, x1 - 4), max(py - 8, y0 + 12), _peak_label(peak[1], memory.get("peak_allocated_bytes")),
-                      "end" if px > x1 - 260 else "start", "legend"))
+    body.append(
+        text(
+            min(px + 6, x1 - 4),
+            max(py - 8, y0 + 12),
+            _peak_label(peak[1], memory.get("peak_allocated_bytes")),
+            "end" if px > x1 - 260 else "start",
+            "legend",
+        )
+    )
     if show_limit:
         ly = sy(limit)
-        body.append(f'<line x1="{x0:.1f}" y1="{ly:.1f}" x2="{x1:.1f}" y2="{ly:.1f}" stroke="{LIMIT}" '
-                    f'stroke-width="1.6" stroke-dasharray="6 4"/>')
+        body.append(
+            f'<line x1="{x0:.1f}" y1="{ly:.1f}" x2="{x1:.1f}" y2="{ly:.1f}" stroke="{LIMIT}" '
+            f'stroke-width="1.6" stroke-dasharray="6 4"/>'
+        )
         body.append(text(x1 - 4, ly - 6, f"limit {limit / 1e9:.2f} GB", "end", "legend"))
     return svg(WIDTH, height, title, body)
 
@@ -100,7 +115,9 @@ def _step_path(xy: list[tuple[float, float]], colour: str) -> str:
 
 def _linear_axes(plot, y_ticks: list[float], x_upper: float, x_label: str, y_label: str) -> list[str]:
     x0, y0, x1, y1 = plot
-    out = [f'<rect x="{x0:.1f}" y="{y0:.1f}" width="{x1 - x0:.1f}" height="{y1 - y0:.1f}" fill="none" stroke="{AXIS}"/>']
+    out = [
+        f'<rect x="{x0:.1f}" y="{y0:.1f}" width="{x1 - x0:.1f}" height="{y1 - y0:.1f}" fill="none" stroke="{AXIS}"/>'
+    ]
     for tick in y_ticks:
         y = y1 - tick / y_ticks[-1] * (y1 - y0)
         out.append(f'<line x1="{x0:.1f}" y1="{y:.1f}" x2="{x1:.1f}" y2="{y:.1f}" stroke="{GRID}"/>')
@@ -112,8 +129,16 @@ def _linear_axes(plot, y_ticks: list[float], x_upper: float, x_label: str, y_lab
         out.append(f'<line x1="{x:.1f}" y1="{y1:.1f}" x2="{x:.1f}" y2="{y1 + 4:.1f}" stroke="{AXIS}"/>')
         out.append(text(x, y1 + 17, _num(tick), "middle", "tick"))
     out.append(text((x0 + x1) / 2, y1 + 38, x_label, "middle", "axis-label"))
-    out.append(text(x0 - 56, (y0 + y1) / 2, y_label, "middle", "axis-label",
-                     f' transform="rotate(-90 {x0 - 56:.1f} {(y0 + y1) / 2:.1f})"'))
+    out.append(
+        text(
+            x0 - 56,
+            (y0 + y1) / 2,
+            y_label,
+            "middle",
+            "axis-label",
+            f' transform="rotate(-90 {x0 - 56:.1f} {(y0 + y1) / 2:.1f})"',
+        )
+    )
     return out
 
 
@@ -133,8 +158,16 @@ def sweep_chart(sweep: dict) -> str:
     panel_w = (WIDTH - 40) / 2
     title = f"Peak memory and step time against {param} (log-log)"
     body = [text(0, 16, title, cls="chart-title")]
-    body += _legend(0, 38, [(ALLOCATED, "peak allocated", "line"), (TIME, "median step time", "line"),
-                            (FIT, "power-law fit", "dash"), (LIMIT, "out of memory", "cross")])
+    body += _legend(
+        0,
+        38,
+        [
+            (ALLOCATED, "peak allocated", "line"),
+            (TIME, "median step time", "line"),
+            (FIT, "power-law fit", "dash"),
+            (LIMIT, "out of memory", "cross"),
+        ],
+    )
     device = sweep.get("device_total_bytes")
     panels = (
         ("peak allocated (GB)", "peak_allocated_bytes", 1e9, fits.get("peak_allocated"), ALLOCATED, device),
@@ -142,13 +175,33 @@ def sweep_chart(sweep: dict) -> str:
     )
     for i, (label, key, scale, fit, colour, ceiling) in enumerate(panels):
         plot = (76.0 + i * (panel_w + 40), 60.0, 76.0 + i * (panel_w + 40) + panel_w - 76, height - 60.0)
-        body += _sweep_panel(plot, param, label, [(p["value"], p.get(key)) for p in ok], scale, fit, colour,
-                             xs, [p for p in numeric if p.get("status") == "oom"], ceiling)
+        body += _sweep_panel(
+            plot,
+            param,
+            label,
+            [(p["value"], p.get(key)) for p in ok],
+            scale,
+            fit,
+            colour,
+            xs,
+            [p for p in numeric if p.get("status") == "oom"],
+            ceiling,
+        )
     return svg(WIDTH, height, title, body)
 
 
-def _sweep_panel(plot, param: str, label: str, data: list, scale: float, fit: dict | None, colour: str,
-                 all_x: list[float], ooms: list[dict], ceiling: float | None) -> list[str]:
+def _sweep_panel(
+    plot,
+    param: str,
+    label: str,
+    data: list,
+    scale: float,
+    fit: dict | None,
+    colour: str,
+    all_x: list[float],
+    ooms: list[dict],
+    ceiling: float | None,
+) -> list[str]:
     values = [(x, y / scale) for x, y in data if _finite(y) and y > 0]
     if not values:
         return [text(plot[0], plot[1] + 20, f"no {label} recorded", cls="legend")]
@@ -166,29 +219,41 @@ def _sweep_panel(plot, param: str, label: str, data: list, scale: float, fit: di
     out = _log_axes(plot, sorted(set(all_x)), (y_lo, y_hi), sx, sy, f"{param} (log scale)", f"{label}, log scale")
     if ceiling and y_lo < ceiling / scale < y_hi:
         cy = sy(ceiling / scale)
-        out.append(f'<line x1="{x0:.1f}" y1="{cy:.1f}" x2="{x1:.1f}" y2="{cy:.1f}" stroke="{LIMIT}" stroke-width="1.4" '
-                   f'stroke-dasharray="6 4"/>')
+        out.append(
+            f'<line x1="{x0:.1f}" y1="{cy:.1f}" x2="{x1:.1f}" y2="{cy:.1f}" stroke="{LIMIT}" stroke-width="1.4" '
+            f'stroke-dasharray="6 4"/>'
+        )
         out.append(text(x0 + 6, cy - 6, f"device memory {ceiling / 1e9:.0f} GB", cls="legend"))
     if fit and _finite(fit.get("coefficient")) and _finite(fit.get("exponent")):
         a, b = fit["coefficient"] / scale, fit["exponent"]
         lo, hi = math.log10(min(all_x)), math.log10(max(all_x))
         samples = [10 ** (lo + (hi - lo) * i / 60) for i in range(61)]
-        inside = [(sx(x), sy(a * x ** b)) for x in samples if a > 0 and y_lo <= a * x ** b <= y_hi]
+        inside = [(sx(x), sy(a * x**b)) for x in samples if a > 0 and y_lo <= a * x**b <= y_hi]
         if len(inside) > 1:
             d = " ".join(f"{'M' if i == 0 else 'L'}{x:.1f},{y:.1f}" for i, (x, y) in enumerate(inside))
             out.append(f'<path d="{d}" fill="none" stroke="{FIT}" stroke-width="1.4" stroke-dasharray="6 4"/>')
-        out.append(text(x0 + 8, y0 + 16, f"∝ {param}^{b:.2f} (r² {fit.get('r2', 0):.3f}, {fit.get('points', '?')} points)",
-                         cls="legend"))
+        out.append(
+            text(
+                x0 + 8,
+                y0 + 16,
+                f"∝ {param}^{b:.2f} (r² {fit.get('r2', 0):.3f}, {fit.get('points', '?')} points)",
+                cls="legend",
+            )
+        )
     for (xa, ya), (xb, yb) in zip(values, values[1:]):
-        out.append(f'<line x1="{sx(xa):.1f}" y1="{sy(ya):.1f}" x2="{sx(xb):.1f}" y2="{sy(yb):.1f}" '
-                   f'stroke="{colour}" stroke-width="2"/>')
+        out.append(
+            f'<line x1="{sx(xa):.1f}" y1="{sy(ya):.1f}" x2="{sx(xb):.1f}" y2="{sy(yb):.1f}" '
+            f'stroke="{colour}" stroke-width="2"/>'
+        )
     for x, y in values:
-        out.append(f'<circle cx="{sx(x):.1f}" cy="{sy(y):.1f}" r="4.5" fill="{colour}">'
-                   f'<title>{esc(f"{param}={x:g}: {y:.4g} {label}")}</title></circle>')
+        out.append(
+            f'<circle cx="{sx(x):.1f}" cy="{sy(y):.1f}" r="4.5" fill="{colour}">'
+            f"<title>{esc(f'{param}={x:g}: {y:.4g} {label}')}</title></circle>"
+        )
     for p in ooms:
         cx = sx(p["value"])
         tip = f"{param}={p['value']:g}: out of memory" + (f" ({p['error']})" if p.get("error") else "")
-        out.append(f'<g><title>{esc(tip)}</title>{cross(cx, y0 + 10, LIMIT)}</g>')
+        out.append(f"<g><title>{esc(tip)}</title>{cross(cx, y0 + 10, LIMIT)}</g>")
         out.append(text(cx, y0 + 30, "OOM", "middle", "legend"))
     return out
 
@@ -196,22 +261,32 @@ def _sweep_panel(plot, param: str, label: str, data: list, scale: float, fit: di
 def _decade(value: float, down: bool) -> float:
     value = max(value, 1e-12)
     exponent = math.floor(math.log10(value)) if down else math.ceil(math.log10(value))
-    return 10.0 ** exponent
+    return 10.0**exponent
 
 
 def _log_axes(plot, x_ticks: list[float], ys, sx, sy, x_label: str, y_label: str) -> list[str]:
     """Grid lines at the swept values and at the decades of y, their labels, axis titles."""
     x0, y0, x1, y1 = plot
-    out = [f'<rect x="{x0:.1f}" y="{y0:.1f}" width="{x1 - x0:.1f}" height="{y1 - y0:.1f}" fill="none" stroke="{AXIS}"/>']
+    out = [
+        f'<rect x="{x0:.1f}" y="{y0:.1f}" width="{x1 - x0:.1f}" height="{y1 - y0:.1f}" fill="none" stroke="{AXIS}"/>'
+    ]
     for v in x_ticks:
         x = sx(v)
         out.append(f'<line x1="{x:.1f}" y1="{y0:.1f}" x2="{x:.1f}" y2="{y1:.1f}" stroke="{GRID}"/>')
         out.append(text(x, y1 + 17, _num(v), "middle", "tick"))
     for k in range(round(math.log10(ys[0])), round(math.log10(ys[1])) + 1):
-        y = sy(10.0 ** k)
+        y = sy(10.0**k)
         out.append(f'<line x1="{x0:.1f}" y1="{y:.1f}" x2="{x1:.1f}" y2="{y:.1f}" stroke="{GRID}"/>')
-        out.append(text(x0 - 8, y + 4, _num(10.0 ** k), "end", "tick"))
+        out.append(text(x0 - 8, y + 4, _num(10.0**k), "end", "tick"))
     out.append(text((x0 + x1) / 2, y1 + 38, x_label, "middle", "axis-label"))
-    out.append(text(x0 - 56, (y0 + y1) / 2, y_label, "middle", "axis-label",
-                     f' transform="rotate(-90 {x0 - 56:.1f} {(y0 + y1) / 2:.1f})"'))
+    out.append(
+        text(
+            x0 - 56,
+            (y0 + y1) / 2,
+            y_label,
+            "middle",
+            "axis-label",
+            f' transform="rotate(-90 {x0 - 56:.1f} {(y0 + y1) / 2:.1f})"',
+        )
+    )
     return out

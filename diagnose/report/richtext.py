@@ -1,4 +1,5 @@
 """Untrusted text made safe for rich (text.py and diff_text.py share it), and whether to colour stdout."""
+
 from __future__ import annotations
 
 import os

@@ -4,6 +4,7 @@ Charts are drawn in Python as strings (no JS chart library, nothing fetched). Ev
 comes from a trace or a capture is untrusted and goes through `esc`; the helpers here escape what
 they are given, so a chart never writes raw text.
 """
+
 from __future__ import annotations
 
 import html
@@ -27,17 +28,20 @@ def esc(value) -> str:
 def svg(width: float, height: float, label: str, body: list[str]) -> str:
     """One chart: an <svg> of the given size with an accessible label."""
     narrowest = math.ceil(width * LEGIBLE_PX / SMALLEST_FONT)  # scaled down no further than legible
-    return (f'<svg class="chart" viewBox="0 0 {width:.0f} {height:.0f}" width="{width:.0f}" '
-            f'height="{height:.0f}" style="min-width: {narrowest}px" role="img" aria-label="{esc(label)}" '
-            f'font-size="{FONT}">'
-            + "".join(body) + "</svg>")
+    return (
+        f'<svg class="chart" viewBox="0 0 {width:.0f} {height:.0f}" width="{width:.0f}" '
+        f'height="{height:.0f}" style="min-width: {narrowest}px" role="img" aria-label="{esc(label)}" '
+        f'font-size="{FONT}">' + "".join(body) + "</svg>"
+    )
 
 
 def rect(x, y, w, h, fill, tip: str | None = None, extra: str = "") -> str:
     """A filled bar at least one unit wide, with an optional tooltip."""
     tooltip = f"<title>{esc(tip)}</title>" if tip else ""
-    return (f'<rect x="{x:.1f}" y="{y:.1f}" width="{max(w, 1.0):.1f}" height="{h:.1f}" '
-            f'fill="{fill}"{extra}>{tooltip}</rect>')
+    return (
+        f'<rect x="{x:.1f}" y="{y:.1f}" width="{max(w, 1.0):.1f}" height="{h:.1f}" '
+        f'fill="{fill}"{extra}>{tooltip}</rect>'
+    )
 
 
 def text(x, y, content, anchor: str = "start", cls: str = "", extra: str = "") -> str:
@@ -53,8 +57,10 @@ def line(x1, y1, x2, y2, stroke: str = AXIS, extra: str = "") -> str:
 
 def cross(x: float, y: float, colour: str, size: float = 5.0) -> str:
     """An × marker (an out-of-memory point, say)."""
-    return (f'<path d="M{x - size:.1f},{y - size:.1f} L{x + size:.1f},{y + size:.1f} M{x - size:.1f},{y + size:.1f} '
-            f'L{x + size:.1f},{y - size:.1f}" stroke="{colour}" stroke-width="2.5"/>')
+    return (
+        f'<path d="M{x - size:.1f},{y - size:.1f} L{x + size:.1f},{y + size:.1f} M{x - size:.1f},{y + size:.1f} '
+        f'L{x + size:.1f},{y - size:.1f}" stroke="{colour}" stroke-width="2.5"/>'
+    )
 
 
 def triangle_marker(x: float, y: float, colour: str) -> str:

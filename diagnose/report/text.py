@@ -5,6 +5,7 @@ escaped, so an ANSI sequence in a kernel name cannot clear the screen) and rich'
 "[bold]" in an op name stays text). On a terminal the summary takes its width and colours; piped,
 it is plain text that wraps nowhere.
 """
+
 from __future__ import annotations
 
 import io
@@ -25,7 +26,7 @@ OWN_STEP_RANGES = ("diagnose step ranges", "ProfilerStep#N ranges")  # how steps
 
 
 def device_line(device: dict) -> str:
-    """"NVIDIA H200 · 132 SMs · 140 GiB · torch 2.11 · CUDA 13.0", leaving out what is unknown."""
+    """ "NVIDIA H200 · 132 SMs · 140 GiB · torch 2.11 · CUDA 13.0", leaving out what is unknown."""
     parts = [device.get("name") or "unknown device"]
     if device.get("sm_count"):
         parts.append(f"{device['sm_count']} SMs")
@@ -38,12 +39,20 @@ def device_line(device: dict) -> str:
     return " · ".join(str(p) for p in parts)
 
 
-def render_text(diagnosis: Diagnosis, *, outputs: dict[str, str] | None = None, width: int | None = None,
-                color: bool = False, **_) -> str:
+def render_text(
+    diagnosis: Diagnosis, *, outputs: dict[str, str] | None = None, width: int | None = None, color: bool = False, **_
+) -> str:
     """The one-screen summary as text: `width` columns (None: no wrapping), ANSI colours with `color`."""
     buffer = io.StringIO()
-    console = Console(file=buffer, width=width or UNWRAPPED, force_terminal=color, no_color=not color,
-                      highlight=False, soft_wrap=width is None, emoji=False)
+    console = Console(
+        file=buffer,
+        width=width or UNWRAPPED,
+        force_terminal=color,
+        no_color=not color,
+        highlight=False,
+        soft_wrap=width is None,
+        emoji=False,
+    )
     print_summary(diagnosis, console, outputs)
     text = buffer.getvalue()
     return text if width else "\n".join(line.rstrip() for line in text.splitlines()) + "\n"
@@ -62,7 +71,8 @@ def print_summary(diagnosis: Diagnosis, console: Console, outputs: dict[str, str
         console.print(
             f"  step {fmt(s['step_time_us'])} µs ({basis}) · GPU busy {s.get('gpu_busy_fraction', 0):.0%} · "
             f"{fmt(s.get('gpu_ops_per_step', 0))} GPU ops/step · host wait {s.get('host_wait_share', 0):.0%} · "
-            f"{plural(s.get('steps_analysed', 0), 'step')}")
+            f"{plural(s.get('steps_analysed', 0), 'step')}"
+        )
     found_by = s.get("steps_found_by") or ""
     if s.get("cold_start_us") or not found_by.startswith(OWN_STEP_RANGES):
         console.print(f"  steps: {safe(found_by)}")
@@ -74,8 +84,10 @@ def print_summary(diagnosis: Diagnosis, console: Console, outputs: dict[str, str
         console.print(f"  [dim]{safe(note)}[/]")
     for index, f in enumerate(d.findings[:MAX_FINDINGS], 1):
         gain = f" · est. {fmt(f.est_speedup)}×" if f.est_speedup else ""
-        console.print(f"\n {index}. [{SEVERITY_STYLE.get(f.severity, 'bold')}]{f.severity.upper()}[/] "
-                      f"[bold]{f.rule}[/]{gain}: {safe(f.title)}")
+        console.print(
+            f"\n {index}. [{SEVERITY_STYLE.get(f.severity, 'bold')}]{f.severity.upper()}[/] "
+            f"[bold]{f.rule}[/]{gain}: {safe(f.title)}"
+        )
         console.print("    evidence: " + safe(" · ".join(e.text() for e in f.evidence[:3])))
         if f.fixes:
             fixes = f.fix_phrase() if f.fixes[0].prerequisite else ", ".join(x.id for x in f.fixes)
@@ -89,8 +101,10 @@ def print_summary(diagnosis: Diagnosis, console: Console, outputs: dict[str, str
         if f.offenders:
             first = f.offenders[0]
             label = first.get("op") or first.get("kernel") or first.get("name") or next(iter(first.values()))
-            console.print(f"    top offender: {safe(label)}" + (
-                f" (+{len(f.offenders) - 1} more)" if len(f.offenders) > 1 else ""))
+            console.print(
+                f"    top offender: {safe(label)}"
+                + (f" (+{len(f.offenders) - 1} more)" if len(f.offenders) > 1 else "")
+            )
     if len(d.findings) > MAX_FINDINGS:
         console.print(f"\n  … {plural(len(d.findings) - MAX_FINDINGS, 'more finding')} in the report")
     if d.checked or d.skipped:
@@ -119,8 +133,10 @@ def _capture_note(capture: dict) -> str:
     """Script mode stops the script after its warm-up and profiled steps: say so."""
     steps = capture.get("steps") or {}
     if capture.get("mode") == "script" and steps.get("stopped_early"):
-        return (f"the script was stopped after {plural(steps.get('warmup', 0), 'warm-up step')} and "
-                f"{plural(steps.get('profiled', 0), 'profiled step')} (--warmup, --steps)")
+        return (
+            f"the script was stopped after {plural(steps.get('warmup', 0), 'warm-up step')} and "
+            f"{plural(steps.get('profiled', 0), 'profiled step')} (--warmup, --steps)"
+        )
     return ""
 
 

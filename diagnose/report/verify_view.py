@@ -4,6 +4,7 @@ Each line: the fix and variant, the estimate, the measured speedup with its 95 %
 numerics verdict, and the fixed step's budget next to the original step's. Reads only the plain
 data of `Finding.verify` (diagnose/verify/model.py writes it).
 """
+
 from __future__ import annotations
 
 from diagnose.format import fmt
@@ -30,7 +31,7 @@ def trial_line(trial: dict, estimate: float | None = None, step_us: float | None
 
 
 def numerics_text(numerics: dict | None) -> str:
-    """"outputs match (12 tensors)", "changes results: ..." or "outputs not compared"."""
+    """ "outputs match (12 tensors)", "changes results: ..." or "outputs not compared"."""
     if not numerics:
         return "outputs not compared (process-level fix: no in-process baseline)"
     verdict = numerics.get("verdict")
@@ -42,14 +43,17 @@ def numerics_text(numerics: dict | None) -> str:
         worst, rel = numerics.get("max_abs_diff"), numerics.get("max_rel_error")
         labels = {"tf32": "TF32", "bfloat16": "bf16", "float16": "fp16"}
         at = f" {labels.get(numerics['precision'], numerics['precision'])}" if numerics.get("precision") else ""
-        return (f"changes results ({numerics.get('failed', 0)} of {numerics.get('tensors', 0)} tensors beyond "
-                f"the{at} tolerance" + (f", max |Δ| {fmt(worst)}" if worst is not None else "")
-                + (f", max relative error {rel:.2%}" if rel is not None else "") + ")")
+        return (
+            f"changes results ({numerics.get('failed', 0)} of {numerics.get('tensors', 0)} tensors beyond "
+            f"the{at} tolerance"
+            + (f", max |Δ| {fmt(worst)}" if worst is not None else "")
+            + (f", max relative error {rel:.2%}" if rel is not None else "")
+            + ")"
+        )
     return f"outputs not compared ({numerics.get('detail', '')})"
 
 
-def budget_text(budget: dict | None, step_us: float | None, baseline_us: float | None,
-                fixed_us: float | None) -> str:
+def budget_text(budget: dict | None, step_us: float | None, baseline_us: float | None, fixed_us: float | None) -> str:
     """The fixed step next to the original: "step 812 → 350 µs · GPU busy 31 % → 88 %"."""
     parts = []
     if baseline_us and fixed_us:

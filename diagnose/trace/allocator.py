@@ -6,6 +6,7 @@ non-negative `Total Allocated` and `Total Reserved`; the rest are dropped and co
 warning. `Bytes` that is not a number becomes a missing value (the totals are what the memory
 rules read). These columns come out as float64; `Addr` is left as decoded (an int or None).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -34,6 +35,8 @@ def usable(memory: pd.DataFrame, warnings: list[str]) -> pd.DataFrame:
     dropped = int((~keep).sum())
     if not dropped:
         return frame
-    warnings.append(f"{dropped:,} allocator events without a number for Device Type, Device Id, Total Allocated "
-                    "or Total Reserved were ignored")
+    warnings.append(
+        f"{dropped:,} allocator events without a number for Device Type, Device Id, Total Allocated "
+        "or Total Reserved were ignored"
+    )
     return frame[keep].reset_index(drop=True)

@@ -10,6 +10,7 @@ per process, shared by its builders). `compact` turns a builder's columns into a
 were decoded, `merge` appends other builders' (from other processes too), and `finish` decodes
 the codes once and makes the frames.
 """
+
 from __future__ import annotations
 
 from itertools import repeat
@@ -28,27 +29,36 @@ GPU_CATS = {"kernel", "gpu_memcpy", "gpu_memset", *legacy.GPU_CATEGORIES}
 RUNTIME_CATS = {"cuda_runtime", "cuda_driver", "hip_runtime", "hip_driver", *legacy.RUNTIME_CATEGORIES}
 OP_CATS = {"cpu_op", "user_annotation", *legacy.OP_CATEGORIES}
 
-GPU_COLUMNS = ["name", "cat", "ts", "dur", "device", "stream", "correlation", "external_id",
-               "grid", "block", "blocks"]
+GPU_COLUMNS = ["name", "cat", "ts", "dur", "device", "stream", "correlation", "external_id", "grid", "block", "blocks"]
 RUNTIME_COLUMNS = ["name", "ts", "dur", "pid", "tid", "correlation", "external_id"]
 OP_COLUMNS = ["name", "cat", "ts", "dur", "pid", "tid", "external_id", "input_dims", "input_types"]
 ANNOTATION_COLUMNS = ["name", "ts", "dur", "device", "stream"]
 SYNC_COLUMNS = ["name", "ts", "dur", "device", "stream", "correlation", "wait_on_stream"]
 PYTHON_COLUMNS = ["name", "ts", "dur", "tid"]  # with_stack=True: python_function events
-MEMORY_COLUMNS = ["ts", "bytes", "total_allocated", "total_reserved", "device_id", "device_type",
-                  "addr", "tid"]
+MEMORY_COLUMNS = ["ts", "bytes", "total_allocated", "total_reserved", "device_id", "device_type", "addr", "tid"]
 
 NO_CAT, GPU, RUNTIME, OPS, ANNOTATIONS, SYNCS, PYTHON, OTHER = range(8)
 FAMILY_OF: dict[str | None, int] = {
-    None: NO_CAT, **{c: GPU for c in GPU_CATS}, **{c: RUNTIME for c in RUNTIME_CATS}, **{c: OPS for c in OP_CATS},
-    "gpu_user_annotation": ANNOTATIONS, "cuda_sync": SYNCS, "python_function": PYTHON}
+    None: NO_CAT,
+    **{c: GPU for c in GPU_CATS},
+    **{c: RUNTIME for c in RUNTIME_CATS},
+    **{c: OPS for c in OP_CATS},
+    "gpu_user_annotation": ANNOTATIONS,
+    "cuda_sync": SYNCS,
+    "python_function": PYTHON,
+}
 PHASE_OF = {"X": 1, "i": 2, "I": 2}
 GPU_KIND = {"kernel": "kernel", "gpu_memcpy": "memcpy", "gpu_memset": "memset", **legacy.GPU_CATEGORIES}
-FRAMES = {GPU: ("gpu", GPU_COLUMNS), RUNTIME: ("runtime", RUNTIME_COLUMNS), OPS: ("ops", OP_COLUMNS),
-          ANNOTATIONS: ("gpu_annotations", ANNOTATION_COLUMNS), SYNCS: ("syncs", SYNC_COLUMNS),
-          PYTHON: ("python", PYTHON_COLUMNS)}
+FRAMES = {
+    GPU: ("gpu", GPU_COLUMNS),
+    RUNTIME: ("runtime", RUNTIME_COLUMNS),
+    OPS: ("ops", OP_COLUMNS),
+    ANNOTATIONS: ("gpu_annotations", ANNOTATION_COLUMNS),
+    SYNCS: ("syncs", SYNC_COLUMNS),
+    PYTHON: ("python", PYTHON_COLUMNS),
+}
 ARRAY_COLUMNS = {"ts", "dur", "correlation", "external_id"}
-INT64_MAX = 2 ** 63 - 1
+INT64_MAX = 2**63 - 1
 
 
 class _Codes(dict):
@@ -112,8 +122,7 @@ def id_array(values: list) -> np.ndarray:
         return np.array(values, dtype=np.int64)
     except (TypeError, OverflowError, ValueError):
         pass
-    return np.array([v if type(v) is int and -INT64_MAX <= v <= INT64_MAX else None for v in values],
-                    dtype=float)
+    return np.array([v if type(v) is int and -INT64_MAX <= v <= INT64_MAX else None for v in values], dtype=float)
 
 
 def _get(field: str, items) -> list:
@@ -258,17 +267,25 @@ class FrameBuilder:
     def _memory(self, chunk: list[Event], instants: np.ndarray, ts: np.ndarray) -> None:
         """The allocator's `[memory]` instant events among the chunk's instants, column by column."""
         events = list(map(chunk.__getitem__, instants.tolist()))
-        keep = [i for i, (name, a) in enumerate(zip(_get("name", events), _get("args", events)))
-                if name == "[memory]" and a is not None]
+        keep = [
+            i
+            for i, (name, a) in enumerate(zip(_get("name", events), _get("args", events)))
+            if name == "[memory]" and a is not None
+        ]
         if not keep:
             return
         if len(keep) < len(events):
             events, instants = [events[i] for i in keep], instants[keep]
         args, out = _get("args", events), self.columns["memory"]
         out["ts"].append(ts[instants])
-        for col, field in (("bytes", "mem_bytes"), ("total_allocated", "total_allocated"),
-                           ("total_reserved", "total_reserved"), ("device_id", "device_id"),
-                           ("device_type", "device_type"), ("addr", "addr")):
+        for col, field in (
+            ("bytes", "mem_bytes"),
+            ("total_allocated", "total_allocated"),
+            ("total_reserved", "total_reserved"),
+            ("device_id", "device_id"),
+            ("device_type", "device_type"),
+            ("addr", "addr"),
+        ):
             out[col].append(_piece(_get(field, args)))
         out["tid"].append(_piece([t if isinstance(t, int) else None for t in _get("tid", events)]))
 
@@ -287,20 +304,30 @@ class FrameBuilder:
         """
         if not self._compacted:
             tables = self._tables()
-            self.columns = {key: {col: _compact(col, values, tables.get((key, col)))
-                                  for col, values in columns.items()}
-                            for key, columns in self.columns.items()}
+            self.columns = {
+                key: {col: _compact(col, values, tables.get((key, col))) for col, values in columns.items()}
+                for key, columns in self.columns.items()
+            }
             self._compacted = True
 
     def _tables(self) -> dict:
         """The values the codes of each coded column stand for."""
         names, categories = self._names.by_code, self._categories.by_code
         launch_text = [info[1] for info in self._launch_dims.by_code]
-        return {("gpu", "name"): names, ("runtime", "name"): names, ("ops", "name"): names,
-                ("gpu_annotations", "name"): names, ("syncs", "name"): names, ("python", "name"): names,
-                ("gpu", "cat"): [GPU_KIND.get(c) for c in categories], ("ops", "cat"): categories,
-                ("gpu", "grid"): launch_text, ("gpu", "block"): launch_text,
-                ("ops", "input_dims"): self._shapes.by_code, ("ops", "input_types"): self._shapes.by_code}
+        return {
+            ("gpu", "name"): names,
+            ("runtime", "name"): names,
+            ("ops", "name"): names,
+            ("gpu_annotations", "name"): names,
+            ("syncs", "name"): names,
+            ("python", "name"): names,
+            ("gpu", "cat"): [GPU_KIND.get(c) for c in categories],
+            ("ops", "cat"): categories,
+            ("gpu", "grid"): launch_text,
+            ("gpu", "block"): launch_text,
+            ("ops", "input_dims"): self._shapes.by_code,
+            ("ops", "input_types"): self._shapes.by_code,
+        }
 
     def merge(self, *others: "FrameBuilder", later: bool = False) -> None:
         """Append other builders' rows (events that came after this builder's, in that order).
@@ -353,10 +380,11 @@ def _int64(column: pd.Series) -> pd.Series:
     """A nullable Int64 id column; ids beyond int64 are missing."""
     values = pd.to_numeric(column, errors="coerce")
     if values.dtype.kind == "f":
-        values = values.where(values.abs() < 2.0 ** 63)
+        values = values.where(values.abs() < 2.0**63)
     elif values.dtype.kind not in "iu" or (values.dtype.kind == "u" and len(values) and values.max() > INT64_MAX):
-        values = pd.to_numeric(column.map(lambda v: v if type(v) is int and abs(v) <= INT64_MAX else None),
-                               errors="coerce")
+        values = pd.to_numeric(
+            column.map(lambda v: v if type(v) is int and abs(v) <= INT64_MAX else None), errors="coerce"
+        )
     return values.astype("Int64")
 
 
@@ -370,9 +398,14 @@ def _frame(data: dict, columns: list[str]) -> pd.DataFrame:
     return pd.DataFrame(body, columns=columns, copy=False)  # fresh arrays: no copy, no consolidation
 
 
-_NUMERIC = {frozenset({int}): np.int64, frozenset({float}): float, frozenset({int, float}): float,
-            frozenset({int, type(None)}): float, frozenset({float, type(None)}): float,
-            frozenset({int, float, type(None)}): float}
+_NUMERIC = {
+    frozenset({int}): np.int64,
+    frozenset({float}): float,
+    frozenset({int, float}): float,
+    frozenset({int, type(None)}): float,
+    frozenset({float, type(None)}): float,
+    frozenset({int, float, type(None)}): float,
+}
 
 
 class Column(NamedTuple):

@@ -17,6 +17,7 @@ A chunk whose fields have unexpected types falls back to a slower per-event path
 what it can and drops the rest, with a warning; a file that is not a JSON object at the top
 falls back to that path as a whole.
 """
+
 from __future__ import annotations
 
 import copy
@@ -141,7 +142,7 @@ class Decoded:
         for start, end in pieces:
             chunk = self._decode_chunk(b"".join((b"[", view[start:end], b"]")))
             if chunk is None:  # a cut the splitter got wrong: decode the rest in one piece
-                yield self._decode_chunk(b"".join((b"[", view[start:pieces[-1][1]], b"]")), final=True)
+                yield self._decode_chunk(b"".join((b"[", view[start : pieces[-1][1]], b"]")), final=True)
                 return
             yield chunk
 
@@ -258,11 +259,11 @@ def _locate(raw) -> tuple[Head, memoryview] | None:
         if end < 0:
             return None
         try:
-            head = _HEAD.decode(b"".join((view[:start], b"[]", view[end + 1:])))
+            head = _HEAD.decode(b"".join((view[:start], b"[]", view[end + 1 :])))
         except msgspec.DecodeError:
             continue
         if bytes(head.traceEvents) == b"[]":
-            return head, view[start:end + 1]
+            return head, view[start : end + 1]
     return None
 
 
@@ -296,7 +297,7 @@ def _trimmed(raw: memoryview, start: int, end: int) -> tuple[int, int]:
             return start, start
         start = found.start()
     while end > start and raw[end - 1] in _BLANKS:
-        block = bytes(raw[max(start, end - TRIM_BLOCK):end])
+        block = bytes(raw[max(start, end - TRIM_BLOCK) : end])
         kept = len(block.rstrip(_BLANKS))
         end -= len(block) - kept
         if kept:
@@ -356,9 +357,13 @@ def _lenient(raw, exc: Exception, warnings: list[str]) -> Decoded:
         value = doc.get(key)
         return value if isinstance(value, kind) else None
 
-    head = Head(deviceProperties=top("deviceProperties", list), distributedInfo=top("distributedInfo", dict),
-                schemaVersion=top("schemaVersion", (int, str)), displayTimeUnit=top("displayTimeUnit", str),
-                traceName=top("traceName", str))
+    head = Head(
+        deviceProperties=top("deviceProperties", list),
+        distributedInfo=top("distributedInfo", dict),
+        schemaVersion=top("schemaVersion", (int, str)),
+        displayTimeUnit=top("displayTimeUnit", str),
+        traceName=top("traceName", str),
+    )
     return Decoded(head, doc["traceEvents"], warnings)
 
 

@@ -14,6 +14,7 @@ recorded as an empty `GenericList`. That list is the shape of the enclosing op's
 `self` or `weight`), so `relabel_operators` writes it in, with its dtype: the FLOPs of the
 weight gradient depend on the filter's taps, which nothing else records (metrics/work.py).
 """
+
 from __future__ import annotations
 
 import re
@@ -69,9 +70,17 @@ def _fill_backward_sizes(ops: pd.DataFrame) -> None:
             dims, types = row.input_dims, row.input_types
             parent_dims, parent_types = group["input_dims"].iloc[p], group["input_types"].iloc[p]
             arg = BACKWARD_SIZES[row.name]
-            if not (isinstance(dims, list) and dims and dims[0] == [] and isinstance(types, list) and types
-                    and isinstance(parent_dims, list) and isinstance(parent_types, list)
-                    and len(parent_dims) > arg and len(parent_types) > arg):
+            if not (
+                isinstance(dims, list)
+                and dims
+                and dims[0] == []
+                and isinstance(types, list)
+                and types
+                and isinstance(parent_dims, list)
+                and isinstance(parent_types, list)
+                and len(parent_dims) > arg
+                and len(parent_types) > arg
+            ):
                 continue
             ops.at[index, "input_dims"] = [parent_dims[arg], *dims[1:]]
             ops.at[index, "input_types"] = [parent_types[arg], *types[1:]]

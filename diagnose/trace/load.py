@@ -4,6 +4,7 @@ What may be opened and how far gzip may inflate is trace/source.py's job; the ca
 meta.json is checked against its schema (trace/schemas.py); JSON nested too deeply for the
 decoder is an InputError, never a RecursionError.
 """
+
 from __future__ import annotations
 
 import re
@@ -52,13 +53,14 @@ def load_capture_folder(folder: Path, on_progress=None, max_bytes: int | None = 
         trace = empty_trace(str(folder))
     else:
         # diagnose wrote this trace: no events in it means the workload ran none, not a foreign file
-        trace = load_trace_file(trace_path, allow_empty=True, on_progress=on_progress,
-                                max_bytes=max_bytes)
+        trace = load_trace_file(trace_path, allow_empty=True, on_progress=on_progress, max_bytes=max_bytes)
     own = name_starts(trace.ops["name"], "diagnose/") if len(trace.ops) else None
     user_ops = int((~own).sum()) if own is not None else 0
     if meta.get("status") == "ok" and not (len(trace.gpu) or user_ops or len(trace.runtime)):
-        trace.warnings.append("the workload ran no PyTorch operation while it was profiled (does the script "
-                              "use torch?): there is nothing to diagnose")
+        trace.warnings.append(
+            "the workload ran no PyTorch operation while it was profiled (does the script "
+            "use torch?): there is nothing to diagnose"
+        )
     trace.warnings.extend(str(w) for w in meta.get("warnings") or [] if w not in trace.warnings)
     trace.capture = meta
     trace.source = str(folder)
@@ -82,13 +84,23 @@ def load_trace_file(path: Path, allow_empty: bool = False, on_progress=None, max
     if not (len(frames["gpu"]) or len(frames["ops"]) or len(frames["runtime"])):
         if allow_empty:
             return empty_trace(name)
-        raise InputError(f"{name}: no PyTorch profiler events in it (no CPU ops, kernels or CUDA calls): "
-                         "is it a trace from another tool?")
+        raise InputError(
+            f"{name}: no PyTorch profiler events in it (no CPU ops, kernels or CUDA calls): "
+            "is it a trace from another tool?"
+        )
     return Trace(
-        source=name, gpu=frames["gpu"], runtime=frames["runtime"], ops=legacy.relabel_operators(frames["ops"]),
-        gpu_annotations=frames["gpu_annotations"], syncs=frames["syncs"], memory=frames["memory"],
-        device_properties=decoded.deviceProperties or [], distributed=decoded.distributedInfo,
-        warnings=warnings, t0_us=frames["t0"], python=frames["python"],
+        source=name,
+        gpu=frames["gpu"],
+        runtime=frames["runtime"],
+        ops=legacy.relabel_operators(frames["ops"]),
+        gpu_annotations=frames["gpu_annotations"],
+        syncs=frames["syncs"],
+        memory=frames["memory"],
+        device_properties=decoded.deviceProperties or [],
+        distributed=decoded.distributedInfo,
+        warnings=warnings,
+        t0_us=frames["t0"],
+        python=frames["python"],
     )
 
 
@@ -125,6 +137,12 @@ def _read_events(path: Path, on_progress=None, max_bytes: int | None = None) -> 
 def empty_trace(source: str) -> Trace:
     """A trace with no events: what a workload that failed before profiling leaves."""
     frames = build_frames([], [])
-    return Trace(source=source, gpu=frames["gpu"], runtime=frames["runtime"], ops=frames["ops"],
-                 gpu_annotations=frames["gpu_annotations"], syncs=frames["syncs"],
-                 memory=frames["memory"])
+    return Trace(
+        source=source,
+        gpu=frames["gpu"],
+        runtime=frames["runtime"],
+        ops=frames["ops"],
+        gpu_annotations=frames["gpu_annotations"],
+        syncs=frames["syncs"],
+        memory=frames["memory"],
+    )

@@ -1,4 +1,5 @@
 """The Trace: a kineto trace held as pandas frames, plus what the capture said about itself."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -42,7 +43,9 @@ class Trace:
     capture: dict | None = None
     warnings: list = dataclasses.field(default_factory=list)
     t0_us: float = 0.0
-    python: pd.DataFrame = dataclasses.field(default_factory=lambda: pd.DataFrame(columns=["name", "ts", "dur", "tid", "end"]))
+    python: pd.DataFrame = dataclasses.field(
+        default_factory=lambda: pd.DataFrame(columns=["name", "ts", "dur", "tid", "end"])
+    )
 
     @functools.cached_property
     def cpu_ops(self) -> pd.DataFrame:
@@ -77,20 +80,35 @@ class Trace:
     @property
     def device(self) -> dict:
         """What the trace ran on: from the capture's own record, else the trace's deviceProperties."""
-        info: dict[str, Any] = {"name": None, "sm_count": None, "memory_bytes": None, "compute_capability": None,
-                "torch": None, "cuda": None, "source": "unknown"}
+        info: dict[str, Any] = {
+            "name": None,
+            "sm_count": None,
+            "memory_bytes": None,
+            "compute_capability": None,
+            "torch": None,
+            "cuda": None,
+            "source": "unknown",
+        }
         props = self._device_properties()
         if props:
-            info.update(name=_typed(props.get("name"), str), sm_count=_count(props.get("numSms")),
-                        memory_bytes=_count(props.get("totalGlobalMem")), source="trace")
+            info.update(
+                name=_typed(props.get("name"), str),
+                sm_count=_count(props.get("numSms")),
+                memory_bytes=_count(props.get("totalGlobalMem")),
+                source="trace",
+            )
             major, minor = _count(props.get("computeMajor"), 0), _count(props.get("computeMinor", 0), 0)
             if major is not None:
                 info["compute_capability"] = f"{major}.{minor or 0}"
         captured = (self.capture or {}).get("device") or {}
         if captured.get("sm_count") or (captured and not props):
-            info.update(name=captured.get("name"), sm_count=captured.get("sm_count"),
-                        memory_bytes=captured.get("total_memory_bytes"),
-                        compute_capability=captured.get("compute_capability"), source="capture")
+            info.update(
+                name=captured.get("name"),
+                sm_count=captured.get("sm_count"),
+                memory_bytes=captured.get("total_memory_bytes"),
+                compute_capability=captured.get("compute_capability"),
+                source="capture",
+            )
         info["torch"] = captured.get("torch")
         info["cuda"] = captured.get("cuda")
         if info["name"] is None and not self.has_gpu_activity:

@@ -4,6 +4,7 @@ A trace's name columns hold hundreds of thousands of rows but only hundreds of d
 and pandas' string methods (`.str.contains`, `.str.startswith`, `.str.match`) call Python once per
 row. These helpers call the test once per distinct value and spread the answer with `isin`.
 """
+
 from __future__ import annotations
 
 import re

@@ -15,6 +15,7 @@ traces the first event lies up to 72 ms before the bulk and the latest end 13 s 
 Triton compile annotation), far inside it; corrupted timestamps lie years away. The IQR term
 scales the fence for traces longer than an hour. Dropped events are named in a warning.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -52,8 +53,9 @@ def drop_time_outliers(frames: dict[str, pd.DataFrame], warnings: list[str]) -> 
             continue
         bad = frame[outside]
         count += len(bad)
-        named += [(key, row.get("name"), row["ts"], row.get("dur"))
-                  for row in bad.head(NAMED - len(named)).to_dict("records")]
+        named += [
+            (key, row.get("name"), row["ts"], row.get("dur")) for row in bad.head(NAMED - len(named)).to_dict("records")
+        ]
         kept[key] = frame[~outside].reset_index(drop=True)
     if count:
         warnings.append(_warning(count, named, low, high))
@@ -63,19 +65,30 @@ def drop_time_outliers(frames: dict[str, pd.DataFrame], warnings: list[str]) -> 
 def _warning(count: int, named: list, low: float, high: float) -> str:
     described = "; ".join(_describe(*d) for d in named)
     more = f"; and {count - len(named)} more" if count > len(named) else ""
-    events = "event with times far outside the trace's time range was" if count == 1 else \
-        "events with times far outside the trace's time range were"
-    return (f"{count} {events} dropped "
-            f"(kept: {low:.6g} to {high:.6g} µs): {described}{more}")
+    events = (
+        "event with times far outside the trace's time range was"
+        if count == 1
+        else "events with times far outside the trace's time range were"
+    )
+    return f"{count} {events} dropped (kept: {low:.6g} to {high:.6g} µs): {described}{more}"
 
 
-FAMILY = {"gpu": "GPU op", "runtime": "CUDA call", "ops": "CPU op", "gpu_annotations": "GPU annotation",
-          "syncs": "sync", "memory": "allocator event"}
+FAMILY = {
+    "gpu": "GPU op",
+    "runtime": "CUDA call",
+    "ops": "CPU op",
+    "gpu_annotations": "GPU annotation",
+    "syncs": "sync",
+    "memory": "allocator event",
+}
 
 
 def _describe(key: str, name, ts: float, dur) -> str:
-    text = f"{FAMILY.get(key, key)} {str(name)[:80]!r} at ts {ts:.6g} µs" if name is not None else \
-        f"{FAMILY.get(key, key)} at ts {ts:.6g} µs"
+    text = (
+        f"{FAMILY.get(key, key)} {str(name)[:80]!r} at ts {ts:.6g} µs"
+        if name is not None
+        else f"{FAMILY.get(key, key)} at ts {ts:.6g} µs"
+    )
     if dur is not None and dur == dur:
         text += f" lasting {dur:.6g} µs"
     return text

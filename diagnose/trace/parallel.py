@@ -10,6 +10,7 @@ appends every block's columns in file order, so the frames come out exactly as a
 would build them. Anything unexpected in a child (a cut between chunks that does not decode, an
 error, a crash) makes the parent decode the whole trace itself instead.
 """
+
 from __future__ import annotations
 
 import os
@@ -173,8 +174,10 @@ def _send(done: list[tuple], out) -> None:
     pickle.dump(len(done), out, protocol=pickle.HIGHEST_PROTOCOL)
     while done:
         i, columns, *rest = done.pop(0)
-        columns = {key: {col: c if c.table is None else c._replace(table=tables[id(c.table)][0])
-                         for col, c in cols.items()} for key, cols in columns.items()}
+        columns = {
+            key: {col: c if c.table is None else c._replace(table=tables[id(c.table)][0]) for col, c in cols.items()}
+            for key, cols in columns.items()
+        }
         pickle.dump((i, columns, *rest), out, protocol=pickle.HIGHEST_PROTOCOL)
         del columns, rest
 
@@ -188,8 +191,10 @@ def _receive(fd: int):
             out = []
             for _ in range(pickle.load(pipe)):
                 i, columns, *rest = pickle.load(pipe)
-                columns = {key: {col: c if c.table is None else c._replace(table=tables[c.table])
-                                 for col, c in cols.items()} for key, cols in columns.items()}
+                columns = {
+                    key: {col: c if c.table is None else c._replace(table=tables[c.table]) for col, c in cols.items()}
+                    for key, cols in columns.items()
+                }
                 out.append((i, columns, *rest))
             return out
     except (EOFError, pickle.UnpicklingError, OSError, ValueError, IndexError, TypeError, AttributeError):

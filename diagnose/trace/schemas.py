@@ -13,6 +13,7 @@ too, not a RecursionError; so is a file larger than SIDE_FILE_MAX_BYTES (or gzip
 it) or one that is not a regular file. `read_side_bytes` is how every file beside a trace is
 read (meta.json, memory.json, compile.json, sweep.json, Python samples, Nsight Compute CSV).
 """
+
 from __future__ import annotations
 
 import os
@@ -29,7 +30,9 @@ SIDE_FILE_MAX_BYTES = 256 << 20
 MAX_NUMBER = 1e18  # larger than any byte count, µs duration or count a capture records
 
 Count = Annotated[int, msgspec.Meta(ge=0, le=int(MAX_NUMBER))]
-Amount = Union[Annotated[int, msgspec.Meta(ge=0, le=int(MAX_NUMBER))], Annotated[float, msgspec.Meta(ge=0, le=MAX_NUMBER)]]
+Amount = Union[
+    Annotated[int, msgspec.Meta(ge=0, le=int(MAX_NUMBER))], Annotated[float, msgspec.Meta(ge=0, le=MAX_NUMBER)]
+]
 Share = Annotated[float, msgspec.Meta(ge=0, le=1)]
 FileName = Annotated[str, msgspec.Meta(pattern=r"^(?!\.\.?$)[^/\\\x00]+$")]  # a name inside the folder
 Scalar = Union[str, int, float, bool, None]
@@ -246,4 +249,5 @@ def _json_kind(value) -> str:
     if value is None:
         return "null"
     return {list: "an array", str: "a string", bool: "a boolean", int: "a number", float: "a number"}.get(
-        type(value), type(value).__name__)
+        type(value), type(value).__name__
+    )

@@ -30,6 +30,7 @@ capture being replaced) is an InputError, never a torn read analysed as if whole
 
 A UTF-8 byte-order mark at the start is skipped.
 """
+
 from __future__ import annotations
 
 import os
@@ -90,10 +91,10 @@ def _read_file(f, head: bytes, size: int, path: Path) -> bytearray:
     data = bytearray(size)
     view = memoryview(data)
     try:
-        view[:len(head)] = head
+        view[: len(head)] = head
         done = len(head)
         while done < size:
-            n = _read_into(f, view[done:done + FILE_BLOCK_BYTES])
+            n = _read_into(f, view[done : done + FILE_BLOCK_BYTES])
             if not n:
                 raise InputError(_changed(path, size, done, "shrank"))
             done += n
@@ -106,15 +107,19 @@ def _read_file(f, head: bytes, size: int, path: Path) -> bytearray:
 
 def _check_unchanged(before: os.stat_result, after: os.stat_result, path: Path) -> None:
     if (after.st_size, after.st_mtime_ns) != (before.st_size, before.st_mtime_ns):
-        how = "shrank" if after.st_size < before.st_size else "grew" if after.st_size > before.st_size else \
-            "was rewritten"
+        how = (
+            "shrank"
+            if after.st_size < before.st_size
+            else "grew"
+            if after.st_size > before.st_size
+            else "was rewritten"
+        )
         raise InputError(_changed(path, before.st_size, after.st_size, how))
 
 
 def _changed(path: Path, size: int, now: int | None, how: str) -> str:
     sizes = f"{size:,} bytes when opened" + (f", {now:,} after" if now is not None else "")
-    return (f"{path}: the file {how} while it was read ({sizes}): analyse it once whatever writes it "
-            "has finished")
+    return f"{path}: the file {how} while it was read ({sizes}): analyse it once whatever writes it has finished"
 
 
 def input_fd(path: Path) -> int | None:
@@ -145,13 +150,19 @@ def _check_regular(path: Path) -> None:
     except OSError as exc:
         raise InputError(f"{path}: cannot read ({exc.strerror or exc})") from None
     if not stat.S_ISREG(mode):
-        raise InputError(f"{path}: not a regular file ({_kind(mode)}); give a trace file, a capture "
-                         "folder, or - for standard input")
+        raise InputError(
+            f"{path}: not a regular file ({_kind(mode)}); give a trace file, a capture folder, or - for standard input"
+        )
 
 
 def _kind(mode: int) -> str:
-    for test, name in ((stat.S_ISFIFO, "a named pipe"), (stat.S_ISCHR, "a character device"),
-                       (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a folder")):
+    for test, name in (
+        (stat.S_ISFIFO, "a named pipe"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISDIR, "a folder"),
+    ):
         if test(mode):
             return name
     return "not a file"
@@ -160,8 +171,10 @@ def _kind(mode: int) -> str:
 def _check_size(size: int, max_bytes: int | None, where) -> None:
     limit = MAX_TRACE_BYTES if max_bytes is None else max_bytes
     if size > limit:
-        raise InputError(f"{where}: {size:,} bytes is more than the {limit:,}-byte limit on a trace "
-                         "(raise it with --max-trace-bytes)")
+        raise InputError(
+            f"{where}: {size:,} bytes is more than the {limit:,}-byte limit on a trace "
+            "(raise it with --max-trace-bytes)"
+        )
 
 
 def _read_stream(fd: int, label: str, max_bytes: int | None):
@@ -232,8 +245,9 @@ def _inflate(f, head: bytes, label: str, max_bytes: int | None, compressed_size:
                 out += step
                 limit = ceiling(read if compressed_size is None else compressed_size, max_bytes)
                 if len(out) > limit:
-                    raise InputError(_too_big(label, limit, read if compressed_size is None else compressed_size,
-                                              max_bytes))
+                    raise InputError(
+                        _too_big(label, limit, read if compressed_size is None else compressed_size, max_bytes)
+                    )
                 pending = inflater.unused_data if inflater.eof else inflater.unconsumed_tail
                 full = len(step) == INFLATE_STEP  # zlib may hold more output for the input it took
                 if pending or full:
@@ -254,13 +268,17 @@ def _too_big(label: str, limit: int, compressed: int, max_bytes: int | None) -> 
     if max_bytes is not None:
         rule = f"the --max-trace-bytes limit of {limit:,} bytes"
     else:
-        rule = (f"{limit:,} bytes, the ceiling for {compressed:,} bytes of gzip ({INFLATE_RATIO}× its size, "
-                f"at least {INFLATE_FLOOR_BYTES >> 20} MiB, at most {MAX_TRACE_BYTES >> 30} GiB)")
-    return (f"{label}: inflates to more than {rule}: a decompression bomb, or a trace too large "
-            "(raise the limit with --max-trace-bytes)")
+        rule = (
+            f"{limit:,} bytes, the ceiling for {compressed:,} bytes of gzip ({INFLATE_RATIO}× its size, "
+            f"at least {INFLATE_FLOOR_BYTES >> 20} MiB, at most {MAX_TRACE_BYTES >> 30} GiB)"
+        )
+    return (
+        f"{label}: inflates to more than {rule}: a decompression bomb, or a trace too large "
+        "(raise the limit with --max-trace-bytes)"
+    )
 
 
 def _without_bom(data: bytearray):
-    if data[:len(UTF8_BOM)] == UTF8_BOM:
-        del data[:len(UTF8_BOM)]
+    if data[: len(UTF8_BOM)] == UTF8_BOM:
+        del data[: len(UTF8_BOM)]
     return data

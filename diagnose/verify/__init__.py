@@ -4,6 +4,7 @@ plan.py says which fixes can be applied from outside (and how), run.py runs one 
 fix (diagnose/capture/verify.py) and reads back what it measured, model.py holds the result and
 numerics.py turns the measurements into the verdict a report shows.
 """
+
 from diagnose.verify.model import FixTrial, Verification
 from diagnose.verify.plan import APPLICABLE, plan_trials
 

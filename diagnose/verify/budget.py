@@ -1,4 +1,5 @@
 """The fixed step's budget, from the trace its verify child profiled, in the same terms as the report's."""
+
 from __future__ import annotations
 
 from pathlib import Path

@@ -3,6 +3,7 @@
 `Verification.to_dict()` is what a finding's `verify` list holds in findings.json (additive to
 diagnose.findings/1): plain numbers and strings, read by the renderers without this package.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -53,7 +54,12 @@ class Verification:
     def to_dict(self) -> dict:
         """Plain data for a finding's `verify` list."""
         best = self.best
-        return {"fix": self.fix, "applicable": self.applicable, "why": self.why,
-                "verdict": best.verdict if best else self.why, "best": best.variant if best else None,
-                "snippet": self.snippet,
-                "trials": [t.to_dict() for t in self.trials]}
+        return {
+            "fix": self.fix,
+            "applicable": self.applicable,
+            "why": self.why,
+            "verdict": best.verdict if best else self.why,
+            "best": best.variant if best else None,
+            "snippet": self.snippet,
+            "trials": [t.to_dict() for t in self.trials],
+        }

@@ -5,6 +5,7 @@ A fix that changes results beyond the tolerances is "faster but changes results"
 one within the rounding of the precision it computes in (bf16 autocast, TF32) is verified, and the
 report gives its relative error.
 """
+
 from __future__ import annotations
 
 import numpy as np

@@ -4,6 +4,7 @@ Each catalogue fix id (diagnose/fixes.py) that can be applied by wrapping the st
 the process environment) maps to its variants, the main one first: the child process
 (diagnose/capture/verify.py) knows each variant by name. Every other fix "needs a code change".
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -12,21 +13,28 @@ from diagnose.capture.verify import SCRIPT_VARIANTS  # what applies to a script 
 
 # fix id -> [(variant, what it does)], main variant first
 APPLICABLE: dict[str, list[tuple[str, str]]] = {
-    "cuda-graphs": [("cuda-graph", "torch.cuda.CUDAGraph capture of the step, replayed each call"),
-                    ("reduce-overhead", 'torch.compile(step, mode="reduce-overhead")')],
-    "torch-compile": [("compile", "torch.compile(step)"),
-                      ("max-autotune", 'torch.compile(step, mode="max-autotune")')],
-    "bf16-tensor-cores": [("tf32", 'torch.set_float32_matmul_precision("high") (TF32 matmuls)'),
-                          ("autocast-bf16", "torch.autocast(dtype=torch.bfloat16) around the step")],
+    "cuda-graphs": [
+        ("cuda-graph", "torch.cuda.CUDAGraph capture of the step, replayed each call"),
+        ("reduce-overhead", 'torch.compile(step, mode="reduce-overhead")'),
+    ],
+    "torch-compile": [("compile", "torch.compile(step)"), ("max-autotune", 'torch.compile(step, mode="max-autotune")')],
+    "bf16-tensor-cores": [
+        ("tf32", 'torch.set_float32_matmul_precision("high") (TF32 matmuls)'),
+        ("autocast-bf16", "torch.autocast(dtype=torch.bfloat16) around the step"),
+    ],
     "flash-attention": [("sdpa-flash", "torch.nn.attention.sdpa_kernel(SDPBackend.FLASH_ATTENTION) around the step")],
     "expandable-segments": [("expandable-segments", "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True")],
-    "dataloader-workers": [("dataloader-workers", "the step's DataLoader rebuilt with worker processes, "
-                                                  "persistent, and pinned memory")],
+    "dataloader-workers": [
+        ("dataloader-workers", "the step's DataLoader rebuilt with worker processes, persistent, and pinned memory")
+    ],
     "channels-last": [("channels-last", "the step's conv modules and 4-D input tensors put in torch.channels_last")],
-    "fused-optimizer": [("fused-optimizer", "the step's optimizers switched to fused=True"),
-                        ("foreach-optimizer", "the step's optimizers switched to foreach=True")],
-    "pinned-memory": [("dataloader-workers", "the step's DataLoader rebuilt with worker processes, "
-                                             "persistent, and pinned memory")],
+    "fused-optimizer": [
+        ("fused-optimizer", "the step's optimizers switched to fused=True"),
+        ("foreach-optimizer", "the step's optimizers switched to foreach=True"),
+    ],
+    "pinned-memory": [
+        ("dataloader-workers", "the step's DataLoader rebuilt with worker processes, persistent, and pinned memory")
+    ],
 }
 
 PROCESS_LEVEL = {"expandable-segments": {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}}
@@ -51,8 +59,9 @@ def variant_names() -> frozenset:
     return frozenset(name for variants in APPLICABLE.values() for name, _ in variants)
 
 
-def plan_trials(findings: list, op_names: set[str] | frozenset = frozenset(),
-                skip: frozenset = frozenset(), script: bool = False) -> list[Planned]:
+def plan_trials(
+    findings: list, op_names: set[str] | frozenset = frozenset(), skip: frozenset = frozenset(), script: bool = False
+) -> list[Planned]:
     """For every fix of every finding: the variants to run, or why it cannot be applied from outside.
 
     `op_names` are the CPU op names of the captured trace: flash-attention applies only where the step
@@ -67,13 +76,24 @@ def plan_trials(findings: list, op_names: set[str] | frozenset = frozenset(),
             if variants is None:
                 planned.append(Planned(index, fx.id, [], "needs a code change", snippet))
             elif fx.id == "flash-attention" and not any(n.startswith(SDPA_OPS) for n in op_names):
-                planned.append(Planned(index, fx.id, [], "needs a code change: the step does not call "
-                                                        "F.scaled_dot_product_attention", snippet))
+                planned.append(
+                    Planned(
+                        index,
+                        fx.id,
+                        [],
+                        "needs a code change: the step does not call F.scaled_dot_product_attention",
+                        snippet,
+                    )
+                )
             else:
                 kept = [v for v in variants if v[0] not in skip and (not script or v[0] in SCRIPT_VARIANTS)]
-                why = ("" if kept else "not tried: --verify-skip" if not script or any(
-                    v[0] in SCRIPT_VARIANTS for v in variants) else
-                    "needs the step as a function in script mode (model.py:NAME returning one step)")
+                why = (
+                    ""
+                    if kept
+                    else "not tried: --verify-skip"
+                    if not script or any(v[0] in SCRIPT_VARIANTS for v in variants)
+                    else "needs the step as a function in script mode (model.py:NAME returning one step)"
+                )
                 planned.append(Planned(index, fx.id, kept, why, "" if kept else snippet))
     return planned
 

@@ -3,6 +3,7 @@
 Never imports torch. A variant whose process fails, runs out of memory, times out or crashes is a
 FixTrial with status and error: the diagnosis is kept whatever the fixes do.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -22,12 +23,26 @@ from diagnose.safe_files import write_new
 from diagnose.capture.guard import guarded
 
 VERIFY_FOLDER = "verify"
-PHASES = {"start": "starting", "baseline": "running the unchanged step", "apply": "applying the fix",
-          "fixed": "running the fixed step", "profile": "profiling the fixed step"}
+PHASES = {
+    "start": "starting",
+    "baseline": "running the unchanged step",
+    "apply": "applying the fix",
+    "fixed": "running the fixed step",
+    "profile": "profiling the fixed step",
+}
 
 
-def run_variant(spec: CaptureSpec, variant: str, how: str, folder: Path, *, baseline_us: list[float],
-                timeout_s: float, python: str | None = None, compile_backend: str = "") -> FixTrial:
+def run_variant(
+    spec: CaptureSpec,
+    variant: str,
+    how: str,
+    folder: Path,
+    *,
+    baseline_us: list[float],
+    timeout_s: float,
+    python: str | None = None,
+    compile_backend: str = "",
+) -> FixTrial:
     """Run one variant in its own process and turn what it wrote into a FixTrial.
 
     `baseline_us` (the capture's unprofiled step times) is the baseline of a process-level variant and
@@ -35,8 +50,13 @@ def run_variant(spec: CaptureSpec, variant: str, how: str, folder: Path, *, base
     before the fixed step."""
     folder.mkdir(parents=True, exist_ok=True)
     env_extra = env_for(variant)
-    data = {**dataclasses.asdict(spec), "out_dir": str(folder), "variant": variant,
-            "baseline": not env_extra and spec.mode == "function", "compile_backend": compile_backend}
+    data = {
+        **dataclasses.asdict(spec),
+        "out_dir": str(folder),
+        "variant": variant,
+        "baseline": not env_extra and spec.mode == "function",
+        "compile_backend": compile_backend,
+    }
     spec_path = folder / "spec.json"
     write_new(spec_path, json.dumps(data).encode())
     env = dict(os.environ, PYTHONUNBUFFERED="1", **env_extra)
@@ -44,9 +64,14 @@ def run_variant(spec: CaptureSpec, variant: str, how: str, folder: Path, *, base
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [_package_root(), env.get("PYTHONPATH")]))
     with open(folder / "workload.log", "wb") as log:
         try:
-            proc = subprocess.Popen([python or sys.executable, "-m", "diagnose.capture.verify", str(spec_path)],
-                                    stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
-                                    start_new_session=True)
+            proc = subprocess.Popen(
+                [python or sys.executable, "-m", "diagnose.capture.verify", str(spec_path)],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=env,
+                start_new_session=True,
+            )
         except OSError as exc:
             return FixTrial(variant, how, "failed", numerics.FAILED, f"cannot start: {exc}", folder=str(folder))
         with guarded(proc, folder):
@@ -58,8 +83,9 @@ def run_variant(spec: CaptureSpec, variant: str, how: str, folder: Path, *, base
     return read_trial(folder, variant, how, proc.returncode, timed_out, timeout_s, baseline_us)
 
 
-def read_trial(folder: Path, variant: str, how: str, returncode: int, timed_out: bool, timeout_s: float,
-               baseline_us: list[float]) -> FixTrial:
+def read_trial(
+    folder: Path, variant: str, how: str, returncode: int, timed_out: bool, timeout_s: float, baseline_us: list[float]
+) -> FixTrial:
     """The FixTrial from a variant folder's verify.json (or from how its process ended)."""
     try:
         result = json.loads((folder / "verify.json").read_text())
@@ -78,8 +104,11 @@ def read_trial(folder: Path, variant: str, how: str, returncode: int, timed_out:
     trial = FixTrial(variant, how, status, error=message, numerics=result.get("numerics"), folder=str(folder))
     base = [float(x) for x in (result.get("baseline_us") or baseline_us) if x and x > 0]
     fixed = [float(x) for x in result.get("fixed_us") or [] if x and x > 0]
-    trial.baseline_basis = ("timed in the same process just before the fixed step" if result.get("baseline_us")
-                            else "the capture's own unprofiled steps")
+    trial.baseline_basis = (
+        "timed in the same process just before the fixed step"
+        if result.get("baseline_us")
+        else "the capture's own unprofiled steps"
+    )
     low = high = None
     if status == "ok" and base and fixed:
         trial.speedup, low, high = numerics.speedup(base, fixed)
@@ -101,9 +130,18 @@ def _phase(result: dict) -> str:
     return PHASES.get(result.get("phase"), str(result.get("phase") or "starting"))
 
 
-def verify_diagnosis(diagnosis, spec: CaptureSpec, out: Path, op_names: set[str], *, timeout_s: float,
-                     python: str | None = None, compile_backend: str = "", on_progress=None,
-                     skip: frozenset = frozenset()) -> list[Verification]:
+def verify_diagnosis(
+    diagnosis,
+    spec: CaptureSpec,
+    out: Path,
+    op_names: set[str],
+    *,
+    timeout_s: float,
+    python: str | None = None,
+    compile_backend: str = "",
+    on_progress=None,
+    skip: frozenset = frozenset(),
+) -> list[Verification]:
     """Try every auto-applicable fix of every finding (each variant once, shared between findings that
     name the same fix; none of `skip`) and set each finding's `verify` list; returns the Verifications."""
     report = on_progress or (lambda event: None)
@@ -113,9 +151,16 @@ def verify_diagnosis(diagnosis, spec: CaptureSpec, out: Path, op_names: set[str]
     todo = list(dict.fromkeys(v for p in planned for v in p.variants))
     for done, (variant, how) in enumerate(todo):
         report({"phase": "verify", "done": done, "total": len(todo), "variant": variant})
-        trials[variant] = run_variant(spec, variant, how, Path(out) / VERIFY_FOLDER / variant,
-                                      baseline_us=baseline_us, timeout_s=timeout_s, python=python,
-                                      compile_backend=compile_backend)
+        trials[variant] = run_variant(
+            spec,
+            variant,
+            how,
+            Path(out) / VERIFY_FOLDER / variant,
+            baseline_us=baseline_us,
+            timeout_s=timeout_s,
+            python=python,
+            compile_backend=compile_backend,
+        )
     verifications = []
     for finding in diagnosis.findings:
         finding.verify = []
