@@ -1,4 +1,4 @@
-"""Shared test helpers: where fixtures and peer traces live, and a cached loader."""
+"""Shared test helpers: where fixtures and peer traces live, and cached loads and analyses."""
 from __future__ import annotations
 
 import functools
@@ -19,6 +19,15 @@ def load_capture(name: str):
     from diagnose.trace import load_target
 
     return load_target(CAPTURES / name)
+
+
+@functools.lru_cache(maxsize=None)
+def diagnosis_of(path: Path):
+    """diagnose.analyze(path), made once per session (per xdist worker) for every test that reads the
+    same bundled target (golden, invariants, accounting): read it, never change it."""
+    from diagnose import analyze
+
+    return analyze(path)
 
 
 def has_cuda() -> bool:
