@@ -2,9 +2,16 @@
 from __future__ import annotations
 
 import functools
+import os
 from pathlib import Path
 
 import pytest
+
+# One intra-op thread for torch, in the test process and in every capture child it starts (they inherit
+# the environment): on a small shared CPU, the thread pool's barriers made the tests' tiny steps several
+# times slower and noisier, and a noisy step is timed again and again (the verify child's timing ran to
+# its 200-step cap). A value set outside the tests wins.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 ROOT = Path(__file__).resolve().parents[1]
 CAPTURES = ROOT / "fixtures" / "captures"
