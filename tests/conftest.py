@@ -1,10 +1,17 @@
-"""Shared test helpers: where fixtures and peer traces live, and a cached loader."""
+"""Shared test helpers: where fixtures and peer traces live, and cached loads and analyses."""
 from __future__ import annotations
 
 import functools
+import os
 from pathlib import Path
 
 import pytest
+
+# One intra-op thread for torch, in the test process and in every capture child it starts (they inherit
+# the environment): on a small shared CPU, the thread pool's barriers made the tests' tiny steps several
+# times slower and noisier, and a noisy step is timed again and again (the verify child's timing ran to
+# its 200-step cap). A value set outside the tests wins.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 ROOT = Path(__file__).resolve().parents[1]
 CAPTURES = ROOT / "fixtures" / "captures"
@@ -19,6 +26,15 @@ def load_capture(name: str):
     from diagnose.trace import load_target
 
     return load_target(CAPTURES / name)
+
+
+@functools.lru_cache(maxsize=None)
+def diagnosis_of(path: Path):
+    """diagnose.analyze(path), made once per session (per xdist worker) for every test that reads the
+    same bundled target (golden, invariants, accounting): read it, never change it."""
+    from diagnose import analyze
+
+    return analyze(path)
 
 
 def has_cuda() -> bool:

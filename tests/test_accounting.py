@@ -2,17 +2,15 @@
 that sum to it, and no verdict leaves a large unexplained part unnamed."""
 from __future__ import annotations
 
-import functools
 import sys
 
 import pytest
 
-from diagnose import analyze
 from diagnose.assemble import diagnose_trace
 from diagnose.metrics import Metrics
 from diagnose.trace import load_target
 
-from conftest import PEER_TRACES, ROOT, SYNTHETIC, load_capture
+from conftest import PEER_TRACES, ROOT, SYNTHETIC, diagnosis_of, load_capture
 
 sys.path.insert(0, str(ROOT / "fixtures" / "golden"))
 import make_golden  # noqa: E402
@@ -22,14 +20,9 @@ UNEXPLAINED_LIMIT = 0.10
 NCCL = PEER_TRACES / "hta" / "nccl_parser_config" / "nccl_data.json.gz"
 
 
-@functools.lru_cache(maxsize=None)
-def _diagnosis(path):
-    return analyze(path)
-
-
 @pytest.mark.parametrize("path", make_golden.targets(), ids=lambda p: str(p.relative_to(ROOT / "fixtures")))
 def test_buckets_sum_to_the_step_and_unexplained_is_small_or_named(path):
-    d = _diagnosis(path)
+    d = diagnosis_of(path)
     if d.workload_failed:
         assert d.verdict.startswith("The workload"), "a failed workload's verdict says so, not a step split"
         return
@@ -51,7 +44,7 @@ def test_buckets_sum_to_the_step_and_unexplained_is_small_or_named(path):
 
 @pytest.mark.parametrize("path", make_golden.targets(), ids=lambda p: str(p.relative_to(ROOT / "fixtures")))
 def test_no_verdict_shrugs(path):
-    verdict = _diagnosis(path).verdict
+    verdict = diagnosis_of(path).verdict
     assert "yet the GPU is busy only" not in verdict
     if verdict.startswith("No rule fired"):
         assert "The largest part of the rest is" in verdict

@@ -8,14 +8,13 @@ folders of fixtures/captures are analysed as they are.
 """
 from __future__ import annotations
 
-import functools
 import json
 import sys
 from pathlib import Path
 
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, diagnosis_of
 from diagnose.config import Config
 from diagnose.invariants import violations
 from diagnose.metrics.accounting import exposed_comm_split, with_rank_wait
@@ -32,10 +31,9 @@ DELAY_US = 20_000.0
 RANK_FOLDERS = sorted(p for p in CAPTURES.iterdir() if p.name.startswith(("ddp_", "fsdp_")) and rank_sources(p))
 
 
-@functools.lru_cache(maxsize=None)
 def _real(name: str):
-    """The Diagnosis of one real rank folder of fixtures/captures, made once for all the tests here."""
-    return analyse_ranks(CAPTURES / name, Config(), workers=2)
+    """The Diagnosis of one real rank folder of fixtures/captures, made once per session (conftest)."""
+    return diagnosis_of(CAPTURES / name)
 
 
 def _straggler(d):

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import importlib.util
 
-from conftest import ROOT
+from conftest import ROOT, diagnosis_of
 
 spec = importlib.util.spec_from_file_location("calibrate", ROOT / "benchmarks" / "calibrate.py")
 calibrate = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(calibrate)
+# calibrate's analyse(capture, Config()) is analyze(capture): take the session's (conftest), which the
+# golden, invariants and accounting tests make of the same captures
+calibrate._diagnosis = lambda name: diagnosis_of(calibrate.CAPTURES / name)
 
 
 def test_constants_in_the_code_are_what_the_calibration_captures_give():

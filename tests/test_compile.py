@@ -165,7 +165,8 @@ def test_a_cpu_capture_with_a_graph_break_names_its_line_and_fires(tmp_path, cap
 
 def test_a_cpu_capture_that_recompiles_every_step_names_the_guard_and_line(tmp_path, capsys, monkeypatch):
     """dynamic=False fed a longer sequence every step: dynamo's recompile reasons reach compile.json
-    (they are emitted only once the artifact is enabled) and compile-breaks recommends mark-dynamic."""
+    (they are emitted only once the artifact is enabled) and compile-breaks recommends mark-dynamic.
+    The guards and recompiles are dynamo's, as in the graph-break test (_backend: aot_eager)."""
     pytest.importorskip("torch", reason="capturing needs torch")
     from diagnose.cli import main
 
@@ -175,7 +176,8 @@ def test_a_cpu_capture_that_recompiles_every_step_names_the_guard_and_line(tmp_p
     workload = ROOT / "fixtures" / "workloads" / "compile_shapes.py"
     out = tmp_path / "cap"
     code = main(["-o", str(out), "--json", "--warmup", "1", "--steps", "2", "--timed-steps", "2",
-                 f"{workload}:make_step", "--param", "d_model=32", "--param", "batch=1", "--param", "start=8"])
+                 f"{workload}:make_step", "--param", "d_model=32", "--param", "batch=1", "--param", "start=8",
+                 "--param", f"backend={_backend()}"])
     data = json.loads(capsys.readouterr().out)
     assert code == 0
     recompiles = [e for e in json.loads((out / "compile.json").read_text())["events"] if e["kind"] == "recompile"]

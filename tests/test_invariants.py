@@ -2,19 +2,18 @@
 trace and hypothesis-generated synthetic traces, no impossible number is shown and no finding had
 to be dropped for one.
 
-Each target is analysed once per session (a module-level cache). The largest rank folders and
+Each target is analysed once per session (conftest.diagnosis_of, shared with the golden and accounting tests). The largest rank folders and
 peer traces, and the 160-example synthetic run (200 synthetic traces with the quick 40), are marked `slow`:
 `pytest -m "not slow" tests/test_invariants.py` is the quick pass (40 synthetic traces).
 """
 from __future__ import annotations
 
-import functools
 import json
 import sys
 
 import pytest
 
-from conftest import ROOT, SYNTHETIC
+from conftest import ROOT, SYNTHETIC, diagnosis_of
 from diagnose.findings import Diagnosis, Evidence, Finding
 from diagnose.invariants import enforce, violations
 
@@ -30,14 +29,6 @@ SLOW = {"ddp_accumulate", "ddp_no_sync", "fsdp_no_prefetch", "fsdp_prefetch", "d
         "rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz", "linear_kineto.json.gz",
         "worker0.1623212756351.pt.trace.json.gz", "ddp_heavy_healthy"}  # ddp_heavy_straggler stays quick
 TARGETS = make_golden.targets() + sorted(p for p in SYNTHETIC.glob("ranks_*") if p.is_dir())
-
-
-@functools.lru_cache(maxsize=None)
-def diagnosis_of(path) -> Diagnosis:
-    """The Diagnosis of one bundled target (once per session)."""
-    from diagnose import analyze
-
-    return analyze(path)
 
 
 def _param(path):

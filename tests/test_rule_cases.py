@@ -19,7 +19,7 @@ from diagnose.ncu import read_ncu
 from diagnose.rules import ALL_RULES
 from diagnose.trace import load_target
 
-from conftest import CAPTURES, CASES, PEER_TRACES, ROOT, SYNTHETIC, load_capture
+from conftest import CAPTURES, CASES, PEER_TRACES, ROOT, SYNTHETIC, diagnosis_of, load_capture
 
 NCU = ROOT / "fixtures" / "ncu"
 
@@ -69,14 +69,13 @@ def _run(rule_id, case, ncu=None):
     config = Config(overrides={k: float(v) for k, v in (case.get("set") or {}).items()})
     if "sweep" in case:
         diagnosis = diagnose_sweep(CAPTURES / case["sweep"], config, rules=[rule])
-    elif "ranks" in case:  # issue 12: a SYNTHETIC folder of every rank's trace
+    elif "ranks" in case or "rank_capture" in case:
+        # issue 12: a SYNTHETIC folder of every rank's trace, or a real capture of every rank (2x H200); with
+        # default thresholds the session's analysis of the folder (the same Diagnosis for any worker count)
         from diagnose.ranks.analyse import analyse_ranks
 
-        diagnosis = analyse_ranks(SYNTHETIC / case["ranks"], config, workers=1)
-    elif "rank_capture" in case:  # issue 12: a real capture of every rank (2x H200)
-        from diagnose.ranks.analyse import analyse_ranks
-
-        diagnosis = analyse_ranks(CAPTURES / case["rank_capture"], config, workers=1)
+        folder = SYNTHETIC / case["ranks"] if "ranks" in case else CAPTURES / case["rank_capture"]
+        diagnosis = analyse_ranks(folder, config, workers=1) if case.get("set") else diagnosis_of(folder)
     else:
         diagnosis = diagnose_trace(_load(case), config, rules=[rule], ncu=ncu)
     fired = [f for f in diagnosis.findings if f.rule == rule_id]
