@@ -1,4 +1,5 @@
 """Shared test helpers: where fixtures and peer traces live, and cached loads and analyses."""
+
 from __future__ import annotations
 
 import functools

@@ -14,6 +14,7 @@ touch what diagnose wrote, exit codes that tell the truth, no process outliving 
 Each hostile test also checks, with tests/hostile_guard.py, that nothing outside its output
 folder changed.
 """
+
 from __future__ import annotations
 
 import argparse

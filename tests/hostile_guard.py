@@ -6,6 +6,7 @@ folder that holds `out`: the test's inputs sit beside it) before and after the b
 modification time (caches left out). Any file created, removed, changed or re-pointed outside the
 output fails the test, naming it.
 """
+
 from __future__ import annotations
 
 import contextlib

@@ -9,6 +9,7 @@ GPU work after it moves later by as much, so every collective still ends togethe
 A rank given `extra_gpu_us` runs extra compute kernels on a side stream while it waits: more GPU
 work that does not delay its arrival.
 """
+
 from __future__ import annotations
 
 import gc
@@ -31,12 +32,23 @@ def read(path: Path) -> dict:
 def _first_collectives(events: list) -> list[tuple[float, float, float]]:
     """Per step (ProfilerStep# or diagnose/step range): (the step's start + 1 µs, where a late rank is
     held up; start and end of the kernel of the step's first record_param_comms)."""
-    steps = sorted((e["ts"], e["ts"] + e["dur"]) for e in events
-                   if e.get("ph") == "X" and e.get("cat") == "user_annotation" and str(e.get("name", "")).startswith(("ProfilerStep#", "diagnose/step")))
-    comms = sorted((e["ts"], e["args"]["External id"]) for e in events
-                   if e.get("name") == "record_param_comms" and e.get("cat") == "cpu_op")
-    kernels = {e["args"].get("External id"): e for e in events
-               if e.get("cat") == "kernel" and str(e.get("name", "")).startswith("ncclDevKernel")}
+    steps = sorted(
+        (e["ts"], e["ts"] + e["dur"])
+        for e in events
+        if e.get("ph") == "X"
+        and e.get("cat") == "user_annotation"
+        and str(e.get("name", "")).startswith(("ProfilerStep#", "diagnose/step"))
+    )
+    comms = sorted(
+        (e["ts"], e["args"]["External id"])
+        for e in events
+        if e.get("name") == "record_param_comms" and e.get("cat") == "cpu_op"
+    )
+    kernels = {
+        e["args"].get("External id"): e
+        for e in events
+        if e.get("cat") == "kernel" and str(e.get("name", "")).startswith("ncclDevKernel")
+    }
     out = []
     for start, end in steps:
         first = next(((ts, ext) for ts, ext in comms if start <= ts < end and ext in kernels), None)
@@ -48,10 +60,16 @@ def _first_collectives(events: list) -> list[tuple[float, float, float]]:
 
 def _late_gpu_starts(events: list, host_at: list[float]) -> list[float]:
     """Where a late rank's GPU work launched after each hold-up starts (its GPU waits for its host)."""
-    launched = {e["args"]["correlation"]: e["ts"] for e in events
-                if e.get("cat") == "cuda_runtime" and "correlation" in (e.get("args") or {})}
-    gpu = [(e["ts"], launched.get((e.get("args") or {}).get("correlation"), -1)) for e in events
-           if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")]
+    launched = {
+        e["args"]["correlation"]: e["ts"]
+        for e in events
+        if e.get("cat") == "cuda_runtime" and "correlation" in (e.get("args") or {})
+    }
+    gpu = [
+        (e["ts"], launched.get((e.get("args") or {}).get("correlation"), -1))
+        for e in events
+        if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")
+    ]
     return [min((ts for ts, at in gpu if at >= h), default=1e30) for h in host_at]
 
 
@@ -74,8 +92,17 @@ def _copy(trace: dict) -> dict:
         return msgspec.json.decode(msgspec.json.encode(trace))
 
 
-def make_rank(trace: dict, rank: int, world: int, *, clock_us: float = 0.0, late: bool = False,
-              delay_us: float = 0.0, range_name: str = "", extra_gpu_us: float = 0.0) -> dict:
+def make_rank(
+    trace: dict,
+    rank: int,
+    world: int,
+    *,
+    clock_us: float = 0.0,
+    late: bool = False,
+    delay_us: float = 0.0,
+    range_name: str = "",
+    extra_gpu_us: float = 0.0,
+) -> dict:
     """One SYNTHETIC rank from `trace` (module docstring)."""
     t = _copy(trace)
     events = t["traceEvents"]
@@ -104,16 +131,39 @@ def make_rank(trace: dict, rank: int, world: int, *, clock_us: float = 0.0, late
                 e["dur"] = dur + spans * delay_us
     for k, (h, s, e_) in enumerate(firsts):
         if late and delay_us:
-            added.append({"ph": "X", "cat": "user_annotation", "name": range_name, "pid": main["pid"],
-                          "tid": main["tid"], "ts": h + k * delay_us, "dur": delay_us, "args": {}})
+            added.append(
+                {
+                    "ph": "X",
+                    "cat": "user_annotation",
+                    "name": range_name,
+                    "pid": main["pid"],
+                    "tid": main["tid"],
+                    "ts": h + k * delay_us,
+                    "dur": delay_us,
+                    "args": {},
+                }
+            )
         if extra_gpu_us and not late:
             n = 4
             for j in range(n):
-                added.append({"ph": "X", "cat": "kernel", "name": "void synthetic_extra_work_kernel<float>()",
-                              "pid": 0, "tid": 99, "ts": e_ + k * delay_us + j * extra_gpu_us / n,
-                              "dur": extra_gpu_us / n * 0.98,
-                              "args": {"device": 0, "stream": 99, "grid": [132, 1, 1], "block": [256, 1, 1],
-                                       "correlation": 10 ** 9 + k * n + j}})
+                added.append(
+                    {
+                        "ph": "X",
+                        "cat": "kernel",
+                        "name": "void synthetic_extra_work_kernel<float>()",
+                        "pid": 0,
+                        "tid": 99,
+                        "ts": e_ + k * delay_us + j * extra_gpu_us / n,
+                        "dur": extra_gpu_us / n * 0.98,
+                        "args": {
+                            "device": 0,
+                            "stream": 99,
+                            "grid": [132, 1, 1],
+                            "block": [256, 1, 1],
+                            "correlation": 10**9 + k * n + j,
+                        },
+                    }
+                )
     events.extend(added)
     for e in events:
         if "ts" in e:
@@ -122,15 +172,32 @@ def make_rank(trace: dict, rank: int, world: int, *, clock_us: float = 0.0, late
     return t
 
 
-def make_folder(folder: Path, source: Path, world: int, *, late: int | None = None, delay_us: float = 0.0,
-                range_name: str = "", extra_gpu: dict | None = None, meta: dict | None = None) -> Path:
+def make_folder(
+    folder: Path,
+    source: Path,
+    world: int,
+    *,
+    late: int | None = None,
+    delay_us: float = 0.0,
+    range_name: str = "",
+    extra_gpu: dict | None = None,
+    meta: dict | None = None,
+) -> Path:
     """A SYNTHETIC rank folder (rank-K/trace.json) of `world` copies of `source`, rank `late` held up."""
     real = read(source)
     for k in range(world):
         sub = folder / f"rank-{k}"
         sub.mkdir(parents=True, exist_ok=True)
-        made = make_rank(real, k, world, clock_us=1000.0 * k - 3000.0 * (k % 3), late=k == late,
-                         delay_us=delay_us, range_name=range_name, extra_gpu_us=(extra_gpu or {}).get(k, 0.0))
+        made = make_rank(
+            real,
+            k,
+            world,
+            clock_us=1000.0 * k - 3000.0 * (k % 3),
+            late=k == late,
+            delay_us=delay_us,
+            range_name=range_name,
+            extra_gpu_us=(extra_gpu or {}).get(k, 0.0),
+        )
         (sub / "trace.json").write_bytes(msgspec.json.encode(made))
         if meta is not None:
             (sub / "meta.json").write_text(json.dumps(meta))

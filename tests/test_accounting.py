@@ -1,5 +1,6 @@
 """Step accounting (diagnose/metrics/accounting.py): every analysed step splits into named buckets
 that sum to it, and no verdict leaves a large unexplained part unnamed."""
+
 from __future__ import annotations
 
 import sys
@@ -27,8 +28,9 @@ def test_buckets_sum_to_the_step_and_unexplained_is_small_or_named(path):
         assert d.verdict.startswith("The workload"), "a failed workload's verdict says so, not a step split"
         return
     if not d.summary.get("gpu_ops_per_step"):
-        assert d.verdict.startswith(("No GPU activity", "GPU activity was not recorded")), \
+        assert d.verdict.startswith(("No GPU activity", "GPU activity was not recorded")), (
             "a trace without GPU records (CPU-only, or lost) has no GPU step to split"
+        )
         return
     acct = d.summary["accounting"]
     summed = [b for b in acct["buckets"] if b["in_sum"]]

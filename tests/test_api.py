@@ -1,4 +1,5 @@
 """The Python API for notebooks: analyze() and profile() return a Diagnosis with frames and HTML."""
+
 from __future__ import annotations
 
 import pytest
@@ -25,8 +26,14 @@ def test_analyze_with_overrides():
 
 def test_profile_a_callable(tmp_path):
     pytest.importorskip("torch", reason="capturing needs torch (.ci/run installs the CPU build)")
-    d = diagnose.profile(f"{ROOT / 'tests' / 'workloads' / 'tiny_cpu.py'}:make_step", out=tmp_path / "cap",
-                         warmup=1, steps=2, timed_steps=2, width=16)
+    d = diagnose.profile(
+        f"{ROOT / 'tests' / 'workloads' / 'tiny_cpu.py'}:make_step",
+        out=tmp_path / "cap",
+        warmup=1,
+        steps=2,
+        timed_steps=2,
+        width=16,
+    )
     assert not d.workload_failed
     assert d.capture["params"] == {"width": 16}
     assert (tmp_path / "cap" / "trace.json.gz").exists()

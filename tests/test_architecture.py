@@ -3,6 +3,7 @@
 Every import counts, those deferred inside functions too (they are the hidden cycles): a module
 may import only modules of its own layer or below, and the module graph has no cycle at all.
 """
+
 from __future__ import annotations
 
 import ast
@@ -11,11 +12,26 @@ from conftest import ROOT
 
 # Lowest first. A module belongs to the first layer with a prefix that matches its dotted name.
 LAYERS = [
-    ("base", ["diagnose.version", "diagnose.errors", "diagnose.safe_files", "diagnose.collectives", "diagnose.format", "diagnose.thresholds", "diagnose.devices", "diagnose.step_timing", "diagnose.measured_peaks"]),
+    (
+        "base",
+        [
+            "diagnose.version",
+            "diagnose.errors",
+            "diagnose.safe_files",
+            "diagnose.collectives",
+            "diagnose.format",
+            "diagnose.thresholds",
+            "diagnose.devices",
+            "diagnose.step_timing",
+            "diagnose.measured_peaks",
+        ],
+    ),
     ("capture", ["diagnose.capture"]),
     ("trace", ["diagnose.trace", "diagnose.ranks.discover"]),
-    ("analysis", ["diagnose.metrics", "diagnose.memory", "diagnose.ncu", "diagnose.ranks.profile",
-                  "diagnose.ranks.model"]),
+    (
+        "analysis",
+        ["diagnose.metrics", "diagnose.memory", "diagnose.ncu", "diagnose.ranks.profile", "diagnose.ranks.model"],
+    ),
     ("model", ["diagnose.findings", "diagnose.invariants", "diagnose.fixes", "diagnose.config", "diagnose.frameworks"]),
     ("engine", ["diagnose.engine"]),
     ("rules", ["diagnose.rules", "diagnose.rules_table", "diagnose.docs"]),
@@ -24,8 +40,21 @@ LAYERS = [
     ("diff", ["diagnose.diff"]),
     ("verify", ["diagnose.verify"]),
     ("renderers", ["diagnose.report"]),
-    ("front", ["diagnose.output", "diagnose.pipeline", "diagnose.diff_command", "diagnose.bundled", "diagnose.api", "diagnose.cli", "diagnose.probe_command",
-               "diagnose.__main__", "diagnose.fixtures", "diagnose"]),
+    (
+        "front",
+        [
+            "diagnose.output",
+            "diagnose.pipeline",
+            "diagnose.diff_command",
+            "diagnose.bundled",
+            "diagnose.api",
+            "diagnose.cli",
+            "diagnose.probe_command",
+            "diagnose.__main__",
+            "diagnose.fixtures",
+            "diagnose",
+        ],
+    ),
 ]
 
 
@@ -85,8 +114,12 @@ def test_every_module_has_a_layer():
 
 
 def test_no_module_imports_a_layer_above_its_own():
-    back = [f"{a} ({LAYERS[layer_of(a)][0]}) imports {b} ({LAYERS[layer_of(b)][0]})"
-            for a, targets in graph().items() for b in sorted(targets) if layer_of(b) > layer_of(a)]
+    back = [
+        f"{a} ({LAYERS[layer_of(a)][0]}) imports {b} ({LAYERS[layer_of(b)][0]})"
+        for a, targets in graph().items()
+        for b in sorted(targets)
+        if layer_of(b) > layer_of(a)
+    ]
     assert not back, "back edges:\n" + "\n".join(back)
 
 
@@ -100,7 +133,7 @@ def test_the_module_graph_has_no_cycle():
         stack.append(node)
         for nxt in sorted(edges.get(node, ())):
             if state.get(nxt) == 1:
-                return stack[stack.index(nxt):] + [nxt]
+                return stack[stack.index(nxt) :] + [nxt]
             if state.get(nxt) is None:
                 cycle = visit(nxt)
                 if cycle:
@@ -129,9 +162,9 @@ def test_the_readme_layout_matches_the_tree():
     import re
 
     text = (ROOT / "README.md").read_text()
-    block = text[text.index("## Layout"):]
-    block = block[block.index("```") + 3:]
-    block = block[:block.index("```")]
+    block = text[text.index("## Layout") :]
+    block = block[block.index("```") + 3 :]
+    block = block[: block.index("```")]
     named = set()
     for line in block.splitlines():
         if len(line) - len(line.lstrip()) > 2:
@@ -140,8 +173,14 @@ def test_the_readme_layout_matches_the_tree():
         named |= {w for w in first_column.split() if re.fullmatch(r"[\w.]+/|\w+\.(?:py|sh)", w)}
     packages = {p.name + "/" for p in (ROOT / "diagnose").iterdir() if (p / "__init__.py").exists()}
     modules = {p.name for p in (ROOT / "diagnose").glob("*.py") if p.name not in ("__init__.py", "__main__.py")}
-    top = {p.name + "/" for p in ROOT.iterdir() if p.is_dir() and not p.name.startswith(".")
-           and p.name not in ("build", "dist", "diagnose-out") and not p.name.endswith(".egg-info")}
+    top = {
+        p.name + "/"
+        for p in ROOT.iterdir()
+        if p.is_dir()
+        and not p.name.startswith(".")
+        and p.name not in ("build", "dist", "diagnose-out")
+        and not p.name.endswith(".egg-info")
+    }
     missing = (packages | modules | top) - named
     assert not missing, f"not in the README's layout: {sorted(missing)}"
     for name in named:
@@ -154,6 +193,12 @@ def test_no_source_names_an_issue_number():
     import re
 
     pattern = re.compile(r"\bissue ?#?\d+", re.IGNORECASE)
-    found = [f"{p.relative_to(ROOT)}:{i}" for folder in ("diagnose", "rules") for p in sorted((ROOT / folder).rglob("*"))
-             if p.suffix in (".py", ".j2") for i, line in enumerate(p.read_text().splitlines(), 1) if pattern.search(line)]
+    found = [
+        f"{p.relative_to(ROOT)}:{i}"
+        for folder in ("diagnose", "rules")
+        for p in sorted((ROOT / folder).rglob("*"))
+        if p.suffix in (".py", ".j2")
+        for i, line in enumerate(p.read_text().splitlines(), 1)
+        if pattern.search(line)
+    ]
     assert not found, found

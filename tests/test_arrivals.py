@@ -6,6 +6,7 @@ The rank folders here are SYNTHETIC (tests/synthetic_arrivals.py): copies of one
 start of every step, another given extra GPU work that does not delay its arrival. The real rank
 folders of fixtures/captures are analysed as they are.
 """
+
 from __future__ import annotations
 
 import json
@@ -45,8 +46,9 @@ def eight_ranks(tmp_path_factory):
     """8 SYNTHETIC ranks: rank 5's host loads data 20 ms longer at every step's start; rank 3 runs
     16 ms of extra GPU work per step while it waits (the most GPU work, never the last to arrive)."""
     folder = tmp_path_factory.mktemp("eight") / "ranks"
-    synthetic_arrivals.make_folder(folder, SOURCE, 8, late=5, delay_us=DELAY_US, range_name=LOADER,
-                                   extra_gpu={3: 16_000.0})
+    synthetic_arrivals.make_folder(
+        folder, SOURCE, 8, late=5, delay_us=DELAY_US, range_name=LOADER, extra_gpu={3: 16_000.0}
+    )
     return analyse_ranks(folder, Config(), workers=2)
 
 
@@ -76,8 +78,9 @@ def test_arrivals_align_the_ranks_clocks_by_collective_ends(eight_ranks):
 
 
 def test_a_host_only_straggler_is_found_with_its_host_cause(tmp_path):
-    folder = synthetic_arrivals.make_folder(tmp_path / "ranks", SOURCE, 2, late=1, delay_us=DELAY_US,
-                                            range_name="log_metrics")
+    folder = synthetic_arrivals.make_folder(
+        tmp_path / "ranks", SOURCE, 2, late=1, delay_us=DELAY_US, range_name="log_metrics"
+    )
     d = analyse_ranks(folder, Config(), workers=1)
     f = _straggler(d)
     assert f is not None and f.ranks == [1]
@@ -133,7 +136,8 @@ def test_the_breakdown_and_exposed_comm_show_the_same_exposed_time():
     reference = next(r for r in ranks["per_rank"] if r["rank"] == ranks["reference"])
     buckets = {b["id"]: b for b in d.summary["accounting"]["buckets"]}
     detail = next((c.detail for c in d.checked if c.rule == "exposed-comm"), None) or next(
-        f.basis for f in d.findings if f.rule == "exposed-comm")
+        f.basis for f in d.findings if f.rule == "exposed-comm"
+    )
     transfer, wait = exposed_comm_split(reference["exposed_comm_us"], reference["wait_us"])
     assert f"({transfer:,.0f} µs on rank {ranks['reference']})" in detail
     if wait:
@@ -143,8 +147,10 @@ def test_the_breakdown_and_exposed_comm_show_the_same_exposed_time():
 
 def test_overlap_hides_at_most_min_of_communication_and_compute():
     """The MI300X case of the issue: 15.6 ms of communication a step against 9.6 ms of compute."""
-    buckets = [{"id": "compute", "us_per_step": 9600.0, "share": 0.38, "in_sum": True},
-               {"id": "comm_exposed", "us_per_step": 15600.0, "share": 0.62, "in_sum": True}]
+    buckets = [
+        {"id": "compute", "us_per_step": 9600.0, "share": 0.38, "in_sum": True},
+        {"id": "comm_exposed", "us_per_step": 15600.0, "share": 0.62, "in_sum": True},
+    ]
     split = with_rank_wait(buckets, 4000.0)
     assert [b["id"] for b in split] == ["compute", "comm_exposed", "comm_wait"]
     assert split[1]["us_per_step"] == 11600.0 and split[2]["us_per_step"] == 4000.0
@@ -164,10 +170,20 @@ def _arrival_profile(rank, rows, clock=0.0):
     """A profile with one step of arrivals: rows of (key, host, start, end) on this rank's clock."""
     from diagnose.ranks.profile import RankProfile
 
-    return RankProfile(rank=rank, source=f"r{rank}", step_us=10_000.0, compute_us=5000.0, comm_us=0.0,
-                       exposed_us=0.0, steps_compute_us=[5000.0], steps_collectives=[[]], op_us={}, buckets=[],
-                       profiled_step_us=10_000.0,
-                       steps_arrivals=[[[k, h + clock, s + clock, e + clock, 0.0, 0.0] for k, h, s, e in rows]])
+    return RankProfile(
+        rank=rank,
+        source=f"r{rank}",
+        step_us=10_000.0,
+        compute_us=5000.0,
+        comm_us=0.0,
+        exposed_us=0.0,
+        steps_compute_us=[5000.0],
+        steps_collectives=[[]],
+        op_us={},
+        buckets=[],
+        profiled_step_us=10_000.0,
+        steps_arrivals=[[[k, h + clock, s + clock, e + clock, 0.0, 0.0] for k, h, s, e in rows]],
+    )
 
 
 def test_collectives_are_matched_by_key_not_by_time():
@@ -176,8 +192,11 @@ def test_collectives_are_matched_by_key_not_by_time():
     from diagnose.ranks.model import RankSet
 
     a = [("pg0|0|AllReduce|[4]", 0.0, 100.0, 600.0), ("pg0|1|AllReduce|[8]", 900.0, 1000.0, 1300.0)]
-    b = [("pg0|0|AllReduce|[4]", 350.0, 400.0, 600.0), ("pg1|0|Broadcast|[2]", 500.0, 650.0, 700.0),
-         ("pg0|1|AllReduce|[8]", 950.0, 1000.0, 1300.0)]
+    b = [
+        ("pg0|0|AllReduce|[4]", 350.0, 400.0, 600.0),
+        ("pg1|0|Broadcast|[2]", 500.0, 650.0, 700.0),
+        ("pg0|1|AllReduce|[8]", 950.0, 1000.0, 1300.0),
+    ]
     ranks = RankSet([_arrival_profile(0, a), _arrival_profile(1, b, clock=50_000.0)])
     arr = ranks.arrival
     assert arr.matched == 2 and arr.offsets_us[1] == pytest.approx(50_000.0)

@@ -1,4 +1,5 @@
 """Bad input gets one clear line on stderr and exit code 2, never a traceback."""
+
 from __future__ import annotations
 
 import gzip
@@ -75,8 +76,11 @@ def test_json_that_is_not_a_trace(capsys, tmp_path, doc):
 def test_trace_from_another_tool(capsys, tmp_path):
     """A Chrome trace with events, but none that torch.profiler writes."""
     path = tmp_path / "chrome.json"
-    path.write_text(json.dumps({"traceEvents": [
-        {"ph": "X", "cat": "blink", "name": "Paint", "ts": 1, "dur": 2, "pid": 1, "tid": 1}]}))
+    path.write_text(
+        json.dumps(
+            {"traceEvents": [{"ph": "X", "cat": "blink", "name": "Paint", "ts": 1, "dur": 2, "pid": 1, "tid": 1}]}
+        )
+    )
     code, _, err = run(capsys, str(path))
     assert_one_line_error(code, err, "another tool")
 
@@ -104,9 +108,16 @@ def test_no_target(capsys):
 def test_cpu_only_trace_runs_what_applies(capsys, tmp_path):
     """A trace with no GPU activity: exit 0, the GPU rules skipped with the reason."""
     path = tmp_path / "cpu.json"
-    path.write_text(json.dumps({"traceEvents": [
-        {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "ts": 10, "dur": 50, "pid": 1, "tid": 1},
-        {"ph": "X", "cat": "cpu_op", "name": "aten::add", "ts": 70, "dur": 5, "pid": 1, "tid": 1}]}))
+    path.write_text(
+        json.dumps(
+            {
+                "traceEvents": [
+                    {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "ts": 10, "dur": 50, "pid": 1, "tid": 1},
+                    {"ph": "X", "cat": "cpu_op", "name": "aten::add", "ts": 70, "dur": 5, "pid": 1, "tid": 1},
+                ]
+            }
+        )
+    )
     code, out, _ = run(capsys, str(path), "--json", "-o", str(tmp_path / "out"))
     assert code == 0
     data = json.loads(out)

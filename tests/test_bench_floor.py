@@ -1,4 +1,5 @@
 """The benchmark's floor decodes into diagnose's own Structs, and results.json stores no absolute paths."""
+
 import json
 import sys
 from pathlib import Path
@@ -19,11 +20,20 @@ def test_floor_decodes_into_diagnoses_own_records():
 
 def test_floor_child_decodes(tmp_path):
     import subprocess
+
     trace = tmp_path / "t.json"
-    trace.write_text(json.dumps({"traceEvents": [{"ph": "X", "name": "k", "ts": 1, "dur": 2,
-                                                  "args": {"correlation": 3, "grid": [1, 1, 1]}}]}))
-    out = subprocess.run([sys.executable, "-c", bench_vs_hta.FLOOR_CHILD, str(trace)], capture_output=True,
-                         text=True, check=True).stdout
+    trace.write_text(
+        json.dumps(
+            {
+                "traceEvents": [
+                    {"ph": "X", "name": "k", "ts": 1, "dur": 2, "args": {"correlation": 3, "grid": [1, 1, 1]}}
+                ]
+            }
+        )
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", bench_vs_hta.FLOOR_CHILD, str(trace)], capture_output=True, text=True, check=True
+    ).stdout
     assert bench_vs_hta._result(out)["events"] == 1
 
 

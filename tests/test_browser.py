@@ -1,5 +1,6 @@
 """The report in a real browser: headless Chromium renders it, runs its script without a console error,
 sorts a table on click, and takes a screenshot. Skipped where Chromium is not installed."""
+
 from __future__ import annotations
 
 import re
@@ -19,11 +20,33 @@ from conftest import load_capture
 CHROMIUM = shutil.which("chromium") or ("/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else None)
 pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="chromium not installed (.ci/run installs it)")
 
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync", "--hide-scrollbars",
-         "--host-resolver-rules=MAP * ~NOTFOUND", "--enable-logging=stderr", "--v=0"]
-SECTIONS = ("verdict", "summary", "findings", "finding-launch-overhead", "charts", "timeline", "kernel-chart",
-            "top-kernels-table", "steps-table", "rules", "capture")
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--hide-scrollbars",
+    "--host-resolver-rules=MAP * ~NOTFOUND",
+    "--enable-logging=stderr",
+    "--v=0",
+]
+SECTIONS = (
+    "verdict",
+    "summary",
+    "findings",
+    "finding-launch-overhead",
+    "charts",
+    "timeline",
+    "kernel-chart",
+    "top-kernels-table",
+    "steps-table",
+    "rules",
+    "capture",
+)
 
 
 def run_chromium(page: Path, profile: Path, *args: str) -> subprocess.CompletedProcess:
@@ -70,7 +93,7 @@ def test_clicking_a_column_header_sorts_the_table(eager, tmp_path):
     result = run_chromium(write_report(eager, tmp_path, click), tmp_path / "profile", "--dump-dom")
     table = re.search(r'<table class="sortable" id="steps-table">.*?</table>', result.stdout, re.S).group()
     assert 'aria-sort="descending"' in table
-    body = table[table.index("<tbody>"):]
+    body = table[table.index("<tbody>") :]
     cells = [re.findall(r"<td([^>]*)>", row) for row in re.findall(r"<tr>(.*?)</tr>", body, re.S)]
     shown = [float(re.search(r'data-sort="([^"]*)"', row[column]).group(1)) for row in cells]
     durations = [row["duration_us"] for row in eager.details.steps]
@@ -80,9 +103,16 @@ def test_clicking_a_column_header_sorts_the_table(eager, tmp_path):
 
 @pytest.mark.parametrize("status", ["ok", "oom"])
 def test_sparse_reports_render_without_console_errors(tmp_path, status):
-    d = Diagnosis(target="t.json", device={}, summary={}, findings=[], skipped=[],
-                  capture={"status": status, "error": {"type": "OutOfMemoryError", "message": "out of memory"}}
-                  if status != "ok" else {})
+    d = Diagnosis(
+        target="t.json",
+        device={},
+        summary={},
+        findings=[],
+        skipped=[],
+        capture={"status": status, "error": {"type": "OutOfMemoryError", "message": "out of memory"}}
+        if status != "ok"
+        else {},
+    )
     d.verdict = verdict(d)
     result = run_chromium(write_report(d, tmp_path), tmp_path / "profile", "--dump-dom")
     assert 'id="verdict"' in result.stdout and 'data-ready="1"' in result.stdout
@@ -92,8 +122,9 @@ def test_sparse_reports_render_without_console_errors(tmp_path, status):
 
 def test_screenshot_of_the_report(eager, tmp_path):
     shot = tmp_path / "report.png"
-    result = run_chromium(write_report(eager, tmp_path), tmp_path / "profile",
-                          f"--screenshot={shot}", "--window-size=1280,2000")
+    result = run_chromium(
+        write_report(eager, tmp_path), tmp_path / "profile", f"--screenshot={shot}", "--window-size=1280,2000"
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     data = shot.read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 20_000

@@ -1,5 +1,6 @@
 """Estimator constants come from the calibration captures only, and the held-out table in
 docs/measured-fixes.md is what benchmarks/calibrate.py computes from the captures and the verify runs."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -16,8 +17,11 @@ calibrate._diagnosis = lambda name: diagnosis_of(calibrate.CAPTURES / name)
 
 def test_constants_in_the_code_are_what_the_calibration_captures_give():
     rows = calibrate.derive()
-    assert {r["constant"] for r in rows} >= {"launch-overhead.graph_gap_us", "memory-bound.fused_call_us",
-                                             "attention-memory.flash_efficiency"}
+    assert {r["constant"] for r in rows} >= {
+        "launch-overhead.graph_gap_us",
+        "memory-bound.fused_call_us",
+        "attention-memory.flash_efficiency",
+    }
     assert [r["constant"] for r in rows if not calibrate.agrees(r)] == []
 
 

@@ -1,4 +1,5 @@
 """Capture on this machine's CPU: function mode, script mode and every way a workload can fail."""
+
 from __future__ import annotations
 
 import json
@@ -82,8 +83,9 @@ def test_factory_that_returns_no_callable(tmp_path, capsys):
 def test_failure_after_profiling_started_keeps_the_trace(tmp_path, capsys):
     """raises.py fails on its 3rd call: with 1 warm-up and 0 timed steps, that is inside profiling."""
     out = tmp_path / "cap"
-    code = main([f"{W / 'raises.py'}:make_step", "-o", str(out), "-q",
-                 "--warmup", "1", "--timed-steps", "0", "--steps", "3"])
+    code = main(
+        [f"{W / 'raises.py'}:make_step", "-o", str(out), "-q", "--warmup", "1", "--timed-steps", "0", "--steps", "3"]
+    )
     capsys.readouterr()
     meta = json.loads((out / "meta.json").read_text())
     assert code == 3 and meta["status"] == "failed"
@@ -92,8 +94,21 @@ def test_failure_after_profiling_started_keeps_the_trace(tmp_path, capsys):
 
 def test_sweep_writes_one_capture_per_value(tmp_path, capsys):
     out = tmp_path / "sweep"
-    code = main([f"{ROOT / 'fixtures' / 'workloads' / 'attention.py'}:make_step", "--param", "impl=naive",
-                 "--param", "heads=2", "--sweep", "seq=32,64", "-o", str(out), "--json", *FAST])
+    code = main(
+        [
+            f"{ROOT / 'fixtures' / 'workloads' / 'attention.py'}:make_step",
+            "--param",
+            "impl=naive",
+            "--param",
+            "heads=2",
+            "--sweep",
+            "seq=32,64",
+            "-o",
+            str(out),
+            "--json",
+            *FAST,
+        ]
+    )
     data = json.loads(capsys.readouterr().out)
     assert code == 0
     sweep = json.loads((out / "sweep.json").read_text())

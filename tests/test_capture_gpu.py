@@ -1,4 +1,5 @@
 """Capture on a CUDA GPU (marked `gpu`: skipped without one; run on the H200 machine)."""
+
 from __future__ import annotations
 
 import gzip
@@ -31,8 +32,10 @@ def test_eager_decode_is_launch_bound(tmp_path, capsys):
     assert data["findings"][0]["rule"] == "launch-overhead"
     mem = memory_doc(tmp_path)
     assert mem["snapshot"]["reserved_bytes"] > 0 and mem["stats"]["allocated_bytes.all.peak"] > 0
-    assert any(b["where"] and "tiny_decode.py" in b["where"] for b in mem["snapshot"]["top_blocks"]) or \
-        mem["snapshot"]["events"], "allocations recorded with the user code that made them"
+    assert (
+        any(b["where"] and "tiny_decode.py" in b["where"] for b in mem["snapshot"]["top_blocks"])
+        or mem["snapshot"]["events"]
+    ), "allocations recorded with the user code that made them"
 
 
 def test_graphed_decode_is_not(tmp_path, capsys):
@@ -42,8 +45,17 @@ def test_graphed_decode_is_not(tmp_path, capsys):
 
 
 def test_real_out_of_memory(tmp_path, capsys):
-    code, data, meta = run(tmp_path, capsys, f"{ROOT / 'tests' / 'workloads' / 'oom.py'}:make_step",
-                           "--param", "real=true", "--warmup", "1", "--timed-steps", "1")
+    code, data, meta = run(
+        tmp_path,
+        capsys,
+        f"{ROOT / 'tests' / 'workloads' / 'oom.py'}:make_step",
+        "--param",
+        "real=true",
+        "--warmup",
+        "1",
+        "--timed-steps",
+        "1",
+    )
     assert code == 3 and meta["status"] == "oom"
     assert "OutOfMemoryError" in meta["error"]["type"]
     mem = memory_doc(tmp_path)
@@ -53,9 +65,12 @@ def test_real_out_of_memory(tmp_path, capsys):
 
 def test_script_mode_on_gpu(tmp_path, capsys):
     script = tmp_path / "train.py"
-    script.write_text((ROOT / "tests" / "workloads" / "train_script.py").read_text()
-                      .replace("torch.nn.Linear(32, 32)", "torch.nn.Linear(32, 32).cuda()")
-                      .replace("torch.randn(16, 32)", "torch.randn(16, 32, device='cuda')"))
+    script.write_text(
+        (ROOT / "tests" / "workloads" / "train_script.py")
+        .read_text()
+        .replace("torch.nn.Linear(32, 32)", "torch.nn.Linear(32, 32).cuda()")
+        .replace("torch.randn(16, 32)", "torch.randn(16, 32, device='cuda')")
+    )
     code, data, meta = run(tmp_path, capsys, str(script), "--", "60")
     assert code == 0 and meta["steps"]["how"] == "each optimizer.step() call"
     assert data["summary"]["gpu_ops_per_step"] > 0

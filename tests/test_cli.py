@@ -1,4 +1,5 @@
 """The command line on the bundled captures: outputs, JSON schema, exit codes, thresholds."""
+
 from __future__ import annotations
 
 import json
@@ -47,7 +48,8 @@ def test_fail_on_from_pyproject(tmp_path, capsys, monkeypatch):
 
 def test_threshold_from_pyproject_and_set(tmp_path, capsys, monkeypatch):
     (tmp_path / "pyproject.toml").write_text(
-        '[tool.diagnose.thresholds]\n"launch-overhead.min_recoverable_share" = 0.99\n')
+        '[tool.diagnose.thresholds]\n"launch-overhead.min_recoverable_share" = 0.99\n'
+    )
     monkeypatch.chdir(tmp_path)
     main([str(CAPTURES / "decode_eager"), "--json", "--no-html"])
     assert json.loads(capsys.readouterr().out)["findings"] == []
@@ -72,7 +74,8 @@ def test_analysis_never_imports_torch(tmp_path):
     code = (
         "import sys; sys.modules['torch'] = None\n"
         "from diagnose.cli import main\n"
-        f"sys.exit(main([{str(CAPTURES / 'decode_eager')!r}, '-q', '-o', {str(tmp_path)!r}]))\n")
+        f"sys.exit(main([{str(CAPTURES / 'decode_eager')!r}, '-q', '-o', {str(tmp_path)!r}]))\n"
+    )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
     assert result.returncode == 0, result.stderr
 
@@ -80,9 +83,12 @@ def test_analysis_never_imports_torch(tmp_path):
 def test_a_reader_that_stops_early_is_no_error(tmp_path):
     """`diagnose ... | head -1`: the summary, the JSON and the quiet paths each exit as if read whole."""
     for flags in ([], ["--json"], ["-q"]):
-        proc = subprocess.Popen([sys.executable, "-m", "diagnose", str(CAPTURES / "decode_eager"),
-                                 "-o", str(tmp_path / "out"), *flags],
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "diagnose", str(CAPTURES / "decode_eager"), "-o", str(tmp_path / "out"), *flags],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            cwd=ROOT,
+        )
         proc.stdout.read(1)
         proc.stdout.close()  # stop reading after one byte, as `head -c1` would
         assert proc.wait(timeout=60) == 0, flags

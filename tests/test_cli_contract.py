@@ -2,6 +2,7 @@
 
 Every case checks the exit code and that no traceback reaches the user.
 """
+
 from __future__ import annotations
 
 import json
@@ -25,8 +26,14 @@ FAST = ["--warmup", "1", "--steps", "2", "--timed-steps", "3"]
 def run_cli(*args, cwd=None, env=None, timeout=120):
     """`python -m diagnose ARGS` as a user runs it (stdout piped): (exit code, stdout, stderr)."""
     full_env = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
-    proc = subprocess.run([sys.executable, "-m", "diagnose", *map(str, args)], capture_output=True, text=True,
-                          cwd=cwd or ROOT, env=full_env, timeout=timeout)
+    proc = subprocess.run(
+        [sys.executable, "-m", "diagnose", *map(str, args)],
+        capture_output=True,
+        text=True,
+        cwd=cwd or ROOT,
+        env=full_env,
+        timeout=timeout,
+    )
     assert "Traceback" not in proc.stderr and "Traceback" not in proc.stdout, proc.stderr
     return proc.returncode, proc.stdout, proc.stderr
 
@@ -39,14 +46,19 @@ def one_line_error(stderr: str) -> str:
 
 # --- --out ------------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("where", ["existing-file", "under-a-file", "dev-null", "read-only-dir"])
 def test_out_at_a_bad_place_is_exit_2_one_line(tmp_path, where):
     a_file = tmp_path / "file.txt"
     a_file.write_text("x")
     locked = tmp_path / "locked"
     locked.mkdir()
-    out = {"existing-file": a_file, "under-a-file": a_file / "out", "dev-null": "/dev/null",
-           "read-only-dir": locked / "out"}[where]
+    out = {
+        "existing-file": a_file,
+        "under-a-file": a_file / "out",
+        "dev-null": "/dev/null",
+        "read-only-dir": locked / "out",
+    }[where]
     if where == "read-only-dir":
         locked.chmod(0o500)
         if os.access(locked, os.W_OK):  # root ignores the mode bits: nothing to test on this machine
@@ -62,6 +74,7 @@ def test_out_at_a_bad_place_is_exit_2_one_line(tmp_path, where):
 
 
 # --- targets ----------------------------------------------------------------------------------
+
 
 def test_function_target_naming_nothing_is_a_usage_error_before_running(tmp_path):
     code, _, err = run_cli(f"{W / 'tiny_cpu.py'}:nosuch", "-o", tmp_path / "o", timeout=20)
@@ -96,6 +109,7 @@ def test_nsight_systems_reports_are_named_for_what_they_are(tmp_path, suffix):
 
 
 # --- scripts, modules, their arguments ------------------------------------------------------------
+
 
 def test_script_arguments_pass_through_without_a_separator(tmp_path):
     out = tmp_path / "cap"
@@ -135,6 +149,7 @@ def test_workload_options_on_a_trace_are_rejected(tmp_path, flag):
 
 # --- output ------------------------------------------------------------------------------------
 
+
 def test_piped_output_does_not_wrap(tmp_path):
     code, out, _ = run_cli(EAGER, "-o", tmp_path / "o")
     assert code == 0
@@ -151,8 +166,10 @@ def test_repr_of_a_diagnosis_is_one_short_line():
     assert "\n" not in text and len(text) < 200 and "launch-overhead" in text
 
 
-@pytest.mark.parametrize("fmt_name, marker", [("md", "**Verdict:**"), ("text", "Verdict:"), ("json", '"schema"'),
-                                              ("html", "<!doctype html>")])
+@pytest.mark.parametrize(
+    "fmt_name, marker",
+    [("md", "**Verdict:**"), ("text", "Verdict:"), ("json", '"schema"'), ("html", "<!doctype html>")],
+)
 def test_format_picks_any_renderer(tmp_path, fmt_name, marker):
     code, out, _ = run_cli(EAGER, "--format", fmt_name, "-o", tmp_path / "o")
     assert code == 0 and marker in out
@@ -176,24 +193,36 @@ def test_errors_are_one_line_without_a_blank_line_first(tmp_path):
 
 
 def test_one_step_is_not_one_steps(tmp_path):
-    code, out, _ = run_cli(CAPTURES.parent / "peer" / "hta" / "critical_path" / "alexnet" /
-                           "benchmark_result_2869224_1695835535_trace.json.gz", "-o", tmp_path / "o")
+    code, out, _ = run_cli(
+        CAPTURES.parent
+        / "peer"
+        / "hta"
+        / "critical_path"
+        / "alexnet"
+        / "benchmark_result_2869224_1695835535_trace.json.gz",
+        "-o",
+        tmp_path / "o",
+    )
     step_line = next(line for line in out.splitlines() if line.strip().startswith("step "))
     assert code == 0 and step_line.rstrip().endswith("· 1 step")
 
 
 # --- thresholds -------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("setting, expected", [
-    ("launch-overhead.min_recoverable_shar=0.3", "did you mean 'launch-overhead.min_recoverable_share'"),
-    ("launch-overhead.min_recoverable_share=1.5", "must lie in [0, 1]"),
-    ("launch-overhead.min_recoverable_share=nan", "finite number"),
-    ("memory-bound.min_chain_ops=inf", "finite number"),
-    ("memory-bound.min_chain_ops=2.5", "whole number"),
-    ("attention-memory.min_tokens=0", "whole number ≥ 1"),
-    ("launch-overhead.small_kernel_us=-1", "must be ≥ 0"),
-    ("launch-overhead.min_recoverable_share=lots", "must be a number"),
-])
+
+@pytest.mark.parametrize(
+    "setting, expected",
+    [
+        ("launch-overhead.min_recoverable_shar=0.3", "did you mean 'launch-overhead.min_recoverable_share'"),
+        ("launch-overhead.min_recoverable_share=1.5", "must lie in [0, 1]"),
+        ("launch-overhead.min_recoverable_share=nan", "finite number"),
+        ("memory-bound.min_chain_ops=inf", "finite number"),
+        ("memory-bound.min_chain_ops=2.5", "whole number"),
+        ("attention-memory.min_tokens=0", "whole number ≥ 1"),
+        ("launch-overhead.small_kernel_us=-1", "must be ≥ 0"),
+        ("launch-overhead.min_recoverable_share=lots", "must be a number"),
+    ],
+)
 def test_bad_thresholds_are_exit_2_naming_the_range(tmp_path, setting, expected):
     code, _, err = run_cli(EAGER, "--set", setting, "-o", tmp_path / "o")
     assert code == EXIT_BAD_INPUT and expected in one_line_error(err)
@@ -207,8 +236,15 @@ def test_every_key_a_hint_names_is_listed_by_diagnose_rules(tmp_path):
     assert suggested.split(".", 1)[1] in listing
 
 
-@pytest.mark.parametrize("toml", ['[tool.diagnose]\nthresholds = "x"\n', 'tool = "x"\n',
-                                  '[[tool.diagnose]]\nfail-on = "high"\n', b"[tool.diagnose]\n\xff\xfe = 1\n"])
+@pytest.mark.parametrize(
+    "toml",
+    [
+        '[tool.diagnose]\nthresholds = "x"\n',
+        'tool = "x"\n',
+        '[[tool.diagnose]]\nfail-on = "high"\n',
+        b"[tool.diagnose]\n\xff\xfe = 1\n",
+    ],
+)
 def test_bad_pyproject_is_exit_2_one_line(tmp_path, toml):
     (tmp_path / "pyproject.toml").write_bytes(toml if isinstance(toml, bytes) else toml.encode())
     code, _, err = run_cli(EAGER, "-o", tmp_path / "o", cwd=tmp_path)
@@ -232,9 +268,18 @@ def test_wording_a_new_user_tripped_over():
 
     page = render_html(diagnose.analyze(EAGER))
     assert "Cheat-sheet row" not in page and "The textbook case" in page
-    amd = diagnose.analyze(ROOT / "fixtures" / "peer" / "hta" / "amd_trace" / "mi250_minitoy_train_ROCm6_2_kineto.json.gz")
+    amd = diagnose.analyze(
+        ROOT / "fixtures" / "peer" / "hta" / "amd_trace" / "mi250_minitoy_train_ROCm6_2_kineto.json.gz"
+    )
     labels = [c["label"] for c in (amd.details.roofline or {}).get("ceilings", {}).get("compute", [])]
     assert labels and "FP32 CUDA cores" not in labels and "FP32 vector units" in labels
-    alexnet = diagnose.analyze(ROOT / "fixtures" / "peer" / "hta" / "critical_path" / "alexnet" /
-                               "benchmark_result_2869224_1695835535_trace.json.gz")
+    alexnet = diagnose.analyze(
+        ROOT
+        / "fixtures"
+        / "peer"
+        / "hta"
+        / "critical_path"
+        / "alexnet"
+        / "benchmark_result_2869224_1695835535_trace.json.gz"
+    )
     assert "marked steps at none found" not in alexnet.summary["steps_found_by"]

@@ -1,4 +1,5 @@
 """One answer to "is this communication": real kernel and op names from the fixtures and peer traces."""
+
 from __future__ import annotations
 
 import re
@@ -56,11 +57,20 @@ def test_amd_gemms_are_one_family_with_the_others():
     assert kernel_family("nvjet_hsh_256x128_64x4_1x2_h_bz_coopB_NNT") == "gemm"
 
 
-@pytest.mark.parametrize("name, expected", [
-    ("nccl:all_reduce", True), ("c10d::allreduce_", True), ("nccl:_all_gather_base", True),
-    ("nccl:_reduce_scatter_base", True), ("record_param_comms", True), ("nccl:broadcast", True),
-    ("fsdp::all_gather_copy_in", False), ("aten::mm", False), ("triton_poi_fused_all_reduce_0", False),
-])
+@pytest.mark.parametrize(
+    "name, expected",
+    [
+        ("nccl:all_reduce", True),
+        ("c10d::allreduce_", True),
+        ("nccl:_all_gather_base", True),
+        ("nccl:_reduce_scatter_base", True),
+        ("record_param_comms", True),
+        ("nccl:broadcast", True),
+        ("fsdp::all_gather_copy_in", False),
+        ("aten::mm", False),
+        ("triton_poi_fused_all_reduce_0", False),
+    ],
+)
 def test_collective_ops(name, expected):
     assert is_collective_op(name) is expected
 
@@ -68,6 +78,10 @@ def test_collective_ops(name, expected):
 def test_no_other_module_decides_what_a_collective_is():
     """The names of collective libraries appear in a compiled pattern in diagnose/collectives.py only."""
     pattern = re.compile(r"re\.compile\([^)]*(?:nccl|rccl|msccl|all_?reduce)", re.IGNORECASE | re.DOTALL)
-    offenders = [str(p.relative_to(ROOT)) for folder in ("diagnose", "rules") for p in (ROOT / folder).rglob("*.py")
-                 if p.name != "collectives.py" and pattern.search(p.read_text())]
+    offenders = [
+        str(p.relative_to(ROOT))
+        for folder in ("diagnose", "rules")
+        for p in (ROOT / folder).rglob("*.py")
+        if p.name != "collectives.py" and pattern.search(p.read_text())
+    ]
     assert not offenders, offenders

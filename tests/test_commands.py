@@ -1,4 +1,5 @@
 """The subcommands are units (diagnose/commands): found by the registry, and a new one is one module."""
+
 from __future__ import annotations
 
 import sys

@@ -1,5 +1,6 @@
 """torch.compile-aware diagnosis: compile.json from the capture, compiled regions in any trace,
 the compile-breaks rule, and launch-overhead's note on skipped CUDA graphs."""
+
 from __future__ import annotations
 
 import json
@@ -23,15 +24,21 @@ BREAKS = next(r for r in ALL_RULES if r.id == "compile-breaks")
 LAUNCH = next(r for r in ALL_RULES if r.id == "launch-overhead")
 WORKLOAD = ROOT / "fixtures" / "workloads" / "compile_breaks.py"
 
-BREAK_MSG = ("Graph break in user code at /home/u/model.py:37\n"
-             "Graph Break Reason: Encountered graph break when attempting to trace CALL: a function call:\n\n"
-             "Unsupported Tensor.item() call with capture_scalar_outputs=False\n"
-             "  Explanation: Dynamo does not support tracing `Tensor.item()`.")
-RECOMPILE_MSG = ("Recompiling function forward in /home/u/model.py:27\n"
-                 "    triggered by the following guard failure(s):\n"
-                 "    - 0/0: tensor 'x' size mismatch at index 1. expected 512, actual 513")
-SKIP_MSG = ("skipping cudagraphs due to cpu device (arg1_1). Found from : \n"
-            '   File "/home/u/model.py", line 44, in forward\n    return x * scale')
+BREAK_MSG = (
+    "Graph break in user code at /home/u/model.py:37\n"
+    "Graph Break Reason: Encountered graph break when attempting to trace CALL: a function call:\n\n"
+    "Unsupported Tensor.item() call with capture_scalar_outputs=False\n"
+    "  Explanation: Dynamo does not support tracing `Tensor.item()`."
+)
+RECOMPILE_MSG = (
+    "Recompiling function forward in /home/u/model.py:27\n"
+    "    triggered by the following guard failure(s):\n"
+    "    - 0/0: tensor 'x' size mismatch at index 1. expected 512, actual 513"
+)
+SKIP_MSG = (
+    "skipping cudagraphs due to cpu device (arg1_1). Found from : \n"
+    '   File "/home/u/model.py", line 44, in forward\n    return x * scale'
+)
 
 
 def test_messages_are_parsed_into_file_line_and_reason():
@@ -58,7 +65,9 @@ def test_the_log_listens_quietly_to_the_artifact_loggers(capsys):
     assert capsys.readouterr().err == ""  # nothing reaches the workload's own log
     doc = log.document()
     assert [(e["kind"], e["phase"], e["line"]) for e in doc["events"]] == [
-        ("graph_break", "profile", 37), ("cudagraph_skip", "profile", 44)]
+        ("graph_break", "profile", 37),
+        ("cudagraph_skip", "profile", 44),
+    ]
     assert doc["schema"] == "diagnose.compile/1"
 
 
@@ -79,8 +88,11 @@ def test_a_compile_record_is_checked_before_it_is_read(tmp_path):
     folder = _folder_with(tmp_path, "swiglu_compiled", "not json")
     warnings = []
     assert load_compile_record(load_target(folder), warnings) is None and "unreadable" in warnings[0]
-    folder = _folder_with(tmp_path / "b", "swiglu_compiled",
-                          {"schema": "diagnose.compile/1", "events": [{"kind": "graph_break", "line": -3}]})
+    folder = _folder_with(
+        tmp_path / "b",
+        "swiglu_compiled",
+        {"schema": "diagnose.compile/1", "events": [{"kind": "graph_break", "line": -3}]},
+    )
     with pytest.raises(InputError, match="compile.json"):
         load_compile_record(load_target(folder))
 
@@ -121,8 +133,11 @@ def test_launch_overhead_notes_skipped_cuda_graphs_and_keeps_its_finding(tmp_pat
     event = parse("cudagraph_skip", SKIP_MSG) | {"phase": "warmup"}
     folder = _folder_with(tmp_path, "decode_eager", {"schema": "diagnose.compile/1", "events": [event]})
     after = diagnose_trace(load_target(folder), Config(), rules=[LAUNCH]).findings[0]
-    assert (after.est_speedup, after.severity, after.recoverable_us) == \
-        (before.est_speedup, before.severity, before.recoverable_us)
+    assert (after.est_speedup, after.severity, after.recoverable_us) == (
+        before.est_speedup,
+        before.severity,
+        before.recoverable_us,
+    )
     note = next(e.value for e in after.evidence if e.metric == "note")
     assert "skipped them 1 time(s): cpu device (arg1_1) (model.py:44)" in note
 
@@ -145,9 +160,30 @@ def test_a_cpu_capture_with_a_graph_break_names_its_line_and_fires(tmp_path, cap
     monkeypatch.setenv("TORCHINDUCTOR_COMPILE_THREADS", "1")
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     out = tmp_path / "cap"
-    code = main(["-o", str(out), "--json", "--warmup", "10", "--steps", "4", "--timed-steps", "5",
-                 f"{WORKLOAD}:make_step", "--param", "layers=4", "--param", "d_model=32", "--param", "batch=1",
-                 "--param", "seq=8", "--param", f"backend={_backend()}"])
+    code = main(
+        [
+            "-o",
+            str(out),
+            "--json",
+            "--warmup",
+            "10",
+            "--steps",
+            "4",
+            "--timed-steps",
+            "5",
+            f"{WORKLOAD}:make_step",
+            "--param",
+            "layers=4",
+            "--param",
+            "d_model=32",
+            "--param",
+            "batch=1",
+            "--param",
+            "seq=8",
+            "--param",
+            f"backend={_backend()}",
+        ]
+    )
     data = json.loads(capsys.readouterr().out)
     assert code == 0
     doc = json.loads((out / "compile.json").read_text())
@@ -159,8 +195,9 @@ def test_a_cpu_capture_with_a_graph_break_names_its_line_and_fires(tmp_path, cap
     fired = [f for f in data["findings"] if f["rule"] == "compile-breaks"]
     assert fired, [c["detail"] for c in data["checked"] if c["rule"] == "compile-breaks"]
     finding = fired[0]
-    assert any(e["metric"] == "graph break at" and f"compile_breaks.py:{line}" in e["value"]
-               for e in finding["evidence"])
+    assert any(
+        e["metric"] == "graph break at" and f"compile_breaks.py:{line}" in e["value"] for e in finding["evidence"]
+    )
 
 
 def test_a_cpu_capture_that_recompiles_every_step_names_the_guard_and_line(tmp_path, capsys, monkeypatch):
@@ -175,9 +212,28 @@ def test_a_cpu_capture_that_recompiles_every_step_names_the_guard_and_line(tmp_p
     monkeypatch.delenv("TORCH_LOGS", raising=False)
     workload = ROOT / "fixtures" / "workloads" / "compile_shapes.py"
     out = tmp_path / "cap"
-    code = main(["-o", str(out), "--json", "--warmup", "1", "--steps", "2", "--timed-steps", "2",
-                 f"{workload}:make_step", "--param", "d_model=32", "--param", "batch=1", "--param", "start=8",
-                 "--param", f"backend={_backend()}"])
+    code = main(
+        [
+            "-o",
+            str(out),
+            "--json",
+            "--warmup",
+            "1",
+            "--steps",
+            "2",
+            "--timed-steps",
+            "2",
+            f"{workload}:make_step",
+            "--param",
+            "d_model=32",
+            "--param",
+            "batch=1",
+            "--param",
+            "start=8",
+            "--param",
+            f"backend={_backend()}",
+        ]
+    )
     data = json.loads(capsys.readouterr().out)
     assert code == 0
     recompiles = [e for e in json.loads((out / "compile.json").read_text())["events"] if e["kind"] == "recompile"]

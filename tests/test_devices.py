@@ -1,4 +1,5 @@
 """Peak figures per GPU (diagnose/devices.py)."""
+
 from __future__ import annotations
 
 import pytest
@@ -6,17 +7,20 @@ import pytest
 from diagnose import devices
 
 
-@pytest.mark.parametrize("info,expected", [
-    ({"name": "NVIDIA H200"}, "NVIDIA H200"),
-    ({"name": "NVIDIA H100 80GB HBM3"}, "NVIDIA H100 SXM"),
-    ({"name": "NVIDIA H100 PCIe"}, "NVIDIA H100 PCIe"),
-    ({"name": "NVIDIA A100-SXM4-80GB"}, "NVIDIA A100 80GB SXM"),
-    ({"name": "NVIDIA A100-PG509-200", "memory_bytes": 42297524224}, "NVIDIA A100 40GB"),
-    ({"name": "NVIDIA A100 80GB PCIe"}, "NVIDIA A100 80GB PCIe"),
-    ({"name": "Tesla V100-SXM2-32GB"}, "NVIDIA V100 SXM2"),
-    ({"name": "AMD Radeon Graphics", "sm_count": 104, "memory_bytes": 68702699520}, "AMD MI250 / MI210 (one GCD)"),
-    ({"name": "AMD Instinct MI300X"}, "AMD MI300X"),
-])
+@pytest.mark.parametrize(
+    "info,expected",
+    [
+        ({"name": "NVIDIA H200"}, "NVIDIA H200"),
+        ({"name": "NVIDIA H100 80GB HBM3"}, "NVIDIA H100 SXM"),
+        ({"name": "NVIDIA H100 PCIe"}, "NVIDIA H100 PCIe"),
+        ({"name": "NVIDIA A100-SXM4-80GB"}, "NVIDIA A100 80GB SXM"),
+        ({"name": "NVIDIA A100-PG509-200", "memory_bytes": 42297524224}, "NVIDIA A100 40GB"),
+        ({"name": "NVIDIA A100 80GB PCIe"}, "NVIDIA A100 80GB PCIe"),
+        ({"name": "Tesla V100-SXM2-32GB"}, "NVIDIA V100 SXM2"),
+        ({"name": "AMD Radeon Graphics", "sm_count": 104, "memory_bytes": 68702699520}, "AMD MI250 / MI210 (one GCD)"),
+        ({"name": "AMD Instinct MI300X"}, "AMD MI300X"),
+    ],
+)
 def test_lookup(info, expected):
     assert devices.lookup(info).name == expected
 

@@ -1,5 +1,6 @@
 """`diagnose diff`: statistics, matching, attribution on the bundled before/after pairs, the gate,
 the renderers (the Markdown table parsed with markdown-it-py), the CLI and `--baseline`."""
+
 from __future__ import annotations
 
 import functools
@@ -16,9 +17,13 @@ from diagnose.diff.matching import kernel_family, shape_changes
 from diagnose.diff.stats import gate_trips, ratio_interval, step_change
 
 # (before, after, the bucket that caused the change): the bundled H200 pairs of a pathology and its fix
-PAIRS = [("decode_eager", "decode_graphed", "launch"), ("matmul_fp32", "matmul_bf16", "compute"),
-         ("swiglu_eager", "swiglu_compiled", "compute"), ("sync_item", "sync_free", "sync_wait"),
-         ("host_loader_inline", "host_loader_workers", "host_work")]
+PAIRS = [
+    ("decode_eager", "decode_graphed", "launch"),
+    ("matmul_fp32", "matmul_bf16", "compute"),
+    ("swiglu_eager", "swiglu_compiled", "compute"),
+    ("sync_item", "sync_free", "sync_wait"),
+    ("host_loader_inline", "host_loader_workers", "host_work"),
+]
 
 
 @functools.lru_cache(maxsize=None)
@@ -30,6 +35,7 @@ def analysed(name: str):
 
 
 # --- statistics ---------------------------------------------------------------------------------
+
 
 def test_same_distribution_gives_no_significant_change():
     rng = np.random.default_rng(1)
@@ -62,10 +68,14 @@ def test_the_interval_is_reproducible_and_brackets_the_ratio():
 
 # --- matching ------------------------------------------------------------------------------------
 
+
 def test_cublas_choosing_another_tile_or_precision_is_one_gemm_family():
-    names = ["sm80_xmma_gemm_f32f32_f32f32_f32_nn_n_tilesize256x128x8_stage3_warpsize4x2x1_ffma_aligna4_alignc4"
-             "_execute_kernel__5x_cublas", "nvjet_sm90_tst_320x128_64x3_1x2_h_bz_coopB_NNT",
-             "nvjet_sm90_hsh_8x64_64x16_4x1_v_bz_bias_TNN"]
+    names = [
+        "sm80_xmma_gemm_f32f32_f32f32_f32_nn_n_tilesize256x128x8_stage3_warpsize4x2x1_ffma_aligna4_alignc4"
+        "_execute_kernel__5x_cublas",
+        "nvjet_sm90_tst_320x128_64x3_1x2_h_bz_coopB_NNT",
+        "nvjet_sm90_hsh_8x64_64x16_4x1_v_bz_bias_TNN",
+    ]
     assert {kernel_family(n) for n in names} == {"gemm"}
 
 
@@ -74,7 +84,9 @@ def test_template_arguments_and_argument_lists_are_stripped():
     b = "void at::native::vectorized_elementwise_kernel<8, at::native::AddFunctor<c10::BFloat16>, std::array<char*, 3> >(int, Y)"
     assert kernel_family(a) == kernel_family(b) == "at::native::vectorized_elementwise_kernel"
     assert kernel_family("triton_red_fused_add_mean_3") == "triton_red_fused_add_mean"
-    assert kernel_family("ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)") == "nccl AllReduce"
+    assert (
+        kernel_family("ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)") == "nccl AllReduce"
+    )
     assert kernel_family("Memcpy HtoD (Pageable -> Device)") == "Memcpy HtoD"
 
 
@@ -87,6 +99,7 @@ def test_an_op_with_new_input_shapes_is_a_shape_change():
 
 
 # --- the bundled pairs ---------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("before,after,cause", PAIRS)
 def test_the_fix_is_faster_and_attributed_to_its_cause(before, after, cause):
@@ -152,6 +165,7 @@ def test_profiled_durations_are_used_when_a_side_has_no_unprofiled_timing():
 
 # --- renderers -----------------------------------------------------------------------------------
 
+
 def test_markdown_renders_a_table_and_three_top_changes():
     from markdown_it import MarkdownIt
 
@@ -202,15 +216,38 @@ def test_every_renderer_has_a_diff_view():
 
 # --- the command line ----------------------------------------------------------------------------
 
+
 def test_cli_diff_writes_both_files_and_the_gate_sets_the_exit_code(tmp_path, capsys):
     out = tmp_path / "d"
-    code = main(["diff", str(CAPTURES / "decode_graphed"), str(CAPTURES / "decode_eager"),
-                 "--fail-on-regression", "5", "-o", str(out), "--format", "json"])
+    code = main(
+        [
+            "diff",
+            str(CAPTURES / "decode_graphed"),
+            str(CAPTURES / "decode_eager"),
+            "--fail-on-regression",
+            "5",
+            "-o",
+            str(out),
+            "--format",
+            "json",
+        ]
+    )
     data = json.loads(capsys.readouterr().out)
     assert code == 1 and data["gate"] == {"fail_on_regression_pct": 5.0, "tripped": True}
     assert (out / "diff.json").is_file() and (out / "diff.html").is_file()
-    assert main(["diff", str(CAPTURES / "decode_eager"), str(CAPTURES / "decode_graphed"),
-                 "--fail-on-regression", "5", "-q"]) == 0
+    assert (
+        main(
+            [
+                "diff",
+                str(CAPTURES / "decode_eager"),
+                str(CAPTURES / "decode_graphed"),
+                "--fail-on-regression",
+                "5",
+                "-q",
+            ]
+        )
+        == 0
+    )
 
 
 def test_cli_diff_analyses_each_side_once(monkeypatch, capsys):
@@ -223,13 +260,17 @@ def test_cli_diff_analyses_each_side_once(monkeypatch, capsys):
     assert len(calls) == 2
 
 
-@pytest.mark.parametrize("argv", [["diff", "nope", str(CAPTURES / "decode_eager")],
-                                  ["diff", str(CAPTURES / "decode_eager")],
-                                  ["diff", str(CAPTURES / "decode_eager"), str(CAPTURES / "decode_eager"),
-                                   "--fail-on-regression", "-3"],
-                                  ["diff", "model.py:make_step", str(CAPTURES / "decode_eager")],
-                                  [str(CAPTURES / "decode_eager"), "--fail-on-regression", "5"],
-                                  [str(CAPTURES / "decode_eager"), "--baseline", "/no/such/folder"]])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["diff", "nope", str(CAPTURES / "decode_eager")],
+        ["diff", str(CAPTURES / "decode_eager")],
+        ["diff", str(CAPTURES / "decode_eager"), str(CAPTURES / "decode_eager"), "--fail-on-regression", "-3"],
+        ["diff", "model.py:make_step", str(CAPTURES / "decode_eager")],
+        [str(CAPTURES / "decode_eager"), "--fail-on-regression", "5"],
+        [str(CAPTURES / "decode_eager"), "--baseline", "/no/such/folder"],
+    ],
+)
 def test_cli_bad_input_is_one_line_and_exit_2(argv, capsys, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "model.py").write_text("def make_step():\n    return lambda: None\n")
@@ -240,8 +281,19 @@ def test_cli_bad_input_is_one_line_and_exit_2(argv, capsys, tmp_path, monkeypatc
 
 def test_baseline_compares_the_run_with_the_folder(tmp_path, capsys):
     out = tmp_path / "run"
-    code = main([str(CAPTURES / "decode_eager"), "--baseline", str(CAPTURES / "decode_graphed"),
-                 "--fail-on-regression", "10", "-o", str(out), "--format", "md"])
+    code = main(
+        [
+            str(CAPTURES / "decode_eager"),
+            "--baseline",
+            str(CAPTURES / "decode_graphed"),
+            "--fail-on-regression",
+            "10",
+            "-o",
+            str(out),
+            "--format",
+            "md",
+        ]
+    )
     text = capsys.readouterr().out
     assert code == 1 and "Slower" in text
     assert {"findings.json", "report.html", "diff.json", "diff.html"} <= {p.name for p in out.iterdir()}
@@ -253,8 +305,18 @@ def test_baseline_compares_the_run_with_the_folder(tmp_path, capsys):
 TINY = dict(batch=2, seq=16, d_model=32, heads=4, layers=2, vocab=64, cpu_work=1, workers=0, device="cpu")
 
 
-@pytest.mark.parametrize("knob", [{}, {"tf32": False}, {"sdpa": "math"}, {"item_per_layer": True},
-                                  {"autocast": False}, {"batch": 1}, {"workers": 1}])
+@pytest.mark.parametrize(
+    "knob",
+    [
+        {},
+        {"tf32": False},
+        {"sdpa": "math"},
+        {"item_per_layer": True},
+        {"autocast": False},
+        {"batch": 1},
+        {"workers": 1},
+    ],
+)
 def test_the_regression_workload_runs_each_knob_on_cpu(knob):
     pytest.importorskip("torch")
     sys.path.insert(0, str(ROOT / "fixtures" / "workloads"))
@@ -309,8 +371,9 @@ def test_identical_reruns_do_not_trip_the_gate():
     reruns = sorted(p.name for p in CAPTURES.glob("regress_base_r*"))
     if not reruns or not (CAPTURES / "regress_base").is_dir():
         pytest.skip("the re-runs of regress_base are not recorded yet (python fixtures/record.py on a GPU)")
-    tripped = [n for n in reruns if diff_diagnoses(analysed("regress_base"), analysed(n),
-                                                   fail_on_regression=5).gate_tripped]
+    tripped = [
+        n for n in reruns if diff_diagnoses(analysed("regress_base"), analysed(n), fail_on_regression=5).gate_tripped
+    ]
     assert len(reruns) >= 10 and not tripped, f"false alarms: {tripped} of {len(reruns)}"
 
 
@@ -330,8 +393,11 @@ def test_a_drained_queue_is_credited_to_the_stall_only_when_the_launches_are_the
     from diagnose.diff.attribution import BucketChange, drained_queue_first
 
     def changes():
-        return [BucketChange("launch", "launch", 900, 7200), BucketChange("host_work", "host work", 0, 1500),
-                BucketChange("compute", "compute", 25000, 25010)]
+        return [
+            BucketChange("launch", "launch", 900, 7200),
+            BucketChange("host_work", "host work", 0, 1500),
+            BucketChange("compute", "compute", 25000, 25010),
+        ]
 
     same = drained_queue_first(changes(), {"gpu_ops_per_step": 379}, {"gpu_ops_per_step": 379}, 7810)
     assert [c.id for c in same[:2]] == ["host_work", "launch"] and "ran dry" in same[1].note

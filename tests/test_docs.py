@@ -1,4 +1,5 @@
 """Rule documentation: every rule documents itself, and docs/rules is regenerated from it."""
+
 from __future__ import annotations
 
 import re
@@ -13,7 +14,6 @@ from diagnose.rules import ALL_RULES
 from conftest import ROOT
 
 
-
 def test_every_rule_is_documented():
     for rule in ALL_RULES:
         doc = rule.doc()
@@ -24,16 +24,39 @@ def test_every_rule_is_documented():
 
 
 def test_generated_docs_are_current():
-    stale = [str(p.relative_to(ROOT)) for p, text in generate(ROOT / "docs").items()
-             if not p.exists() or p.read_text() != text]
+    stale = [
+        str(p.relative_to(ROOT))
+        for p, text in generate(ROOT / "docs").items()
+        if not p.exists() or p.read_text() != text
+    ]
     assert not stale, f"run `python -m diagnose.docs` to regenerate: {stale}"
 
 
 def test_fix_ids_are_the_stable_ones():
-    stable = {"cuda-graphs", "torch-compile", "triton-kernel", "bf16-tensor-cores", "fp8", "pad-dims",
-              "flash-attention", "flex-attention", "paged-attention", "kv-quantization", "w4a16",
-              "speculative-decoding", "fsdp2", "tensor-parallel", "gguf-mmap", "activation-checkpointing",
-              "remove-sync", "pinned-memory", "dataloader-workers", "larger-batch", "static-shapes", "shape-bucketing"}
+    stable = {
+        "cuda-graphs",
+        "torch-compile",
+        "triton-kernel",
+        "bf16-tensor-cores",
+        "fp8",
+        "pad-dims",
+        "flash-attention",
+        "flex-attention",
+        "paged-attention",
+        "kv-quantization",
+        "w4a16",
+        "speculative-decoding",
+        "fsdp2",
+        "tensor-parallel",
+        "gguf-mmap",
+        "activation-checkpointing",
+        "remove-sync",
+        "pinned-memory",
+        "dataloader-workers",
+        "larger-batch",
+        "static-shapes",
+        "shape-bucketing",
+    }
     assert stable <= set(CATALOGUE)
 
 

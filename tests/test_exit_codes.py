@@ -4,6 +4,7 @@
 step function that exits, os._exit before the profiled steps were measured). What was captured
 before a failure is kept in the output folder either way.
 """
+
 from __future__ import annotations
 
 import gzip
@@ -18,19 +19,21 @@ from conftest import ROOT
 
 W = ROOT / "tests" / "workloads"
 FAST = ["--warmup", "1", "--steps", "4", "--timed-steps", "2", "--no-html", "--json"]
-needs_torch = pytest.mark.skipif(__import__("importlib").util.find_spec("torch") is None,
-                                 reason="capturing needs torch (.ci/run installs the CPU build)")
+needs_torch = pytest.mark.skipif(
+    __import__("importlib").util.find_spec("torch") is None,
+    reason="capturing needs torch (.ci/run installs the CPU build)",
+)
 
 #            ending      script  module  function
 TABLE = {
-    "clean":    (0, 0, 0),
-    "raise":    (3, 3, 3),
-    "exit7":    (3, 3, 3),
-    "exit0":    (0, 0, 3),   # a script may end itself cleanly; a step function that exits has failed
-    "osexit0":  (3, 3, 3),   # os._exit before the profiled steps were all measured
-    "osexit5":  (3, 3, 3),
+    "clean": (0, 0, 0),
+    "raise": (3, 3, 3),
+    "exit7": (3, 3, 3),
+    "exit0": (0, 0, 3),  # a script may end itself cleanly; a step function that exits has failed
+    "osexit0": (3, 3, 3),  # os._exit before the profiled steps were all measured
+    "osexit5": (3, 3, 3),
     "segfault": (3, 3, 3),
-    "killpg":   (3, 3, 3),
+    "killpg": (3, 3, 3),
 }
 
 
@@ -46,15 +49,21 @@ def run(argv, tmp_path, capsys, monkeypatch):
 
 # Every ending in script mode; in the other modes the endings whose code differs by mode, and one of each
 # code (a capture costs seconds: the whole table would add minutes to the suite).
-CASES = [("script", e) for e in TABLE] + [("function", e) for e in ("clean", "raise", "exit0", "osexit0", "segfault")] \
+CASES = (
+    [("script", e) for e in TABLE]
+    + [("function", e) for e in ("clean", "raise", "exit0", "osexit0", "segfault")]
     + [("module", e) for e in ("clean", "exit7", "exit0")]
+)
 
 
 @needs_torch
 @pytest.mark.parametrize("mode, ending", CASES)
 def test_endings_in_each_capture_mode(tmp_path, capsys, monkeypatch, mode, ending):
-    argv = {"script": [str(W / "ending.py"), ending], "module": ["-m", "ending", ending],
-            "function": [f"{W / 'ending.py'}:make_step", "--param", f"end={ending}"]}[mode]
+    argv = {
+        "script": [str(W / "ending.py"), ending],
+        "module": ["-m", "ending", ending],
+        "function": [f"{W / 'ending.py'}:make_step", "--param", f"end={ending}"],
+    }[mode]
     expected = TABLE[ending][["script", "module", "function"].index(mode)]
     code, meta = run(argv, tmp_path, capsys, monkeypatch)
     assert code == expected, f"{mode} {ending}: exit {code}, meta status {meta and meta.get('status')}"

@@ -1,4 +1,5 @@
 """The framework a step runs under, recognised from real H200 captures, and fixes written in its API."""
+
 from __future__ import annotations
 
 import pytest
@@ -14,17 +15,20 @@ from diagnose.rules import ALL_RULES
 from conftest import load_capture
 
 
-@pytest.mark.parametrize("capture, expected", [
-    ("hf_trainer_fp32", ["transformers.Trainer", "accelerate"]),  # the Trainer runs its backward through accelerate
-    ("hf_trainer_bf16", ["transformers.Trainer", "accelerate"]),
-    ("hf_generate_dynamic", ["transformers.generate"]),
-    ("hf_generate_static", ["transformers.generate"]),
-    ("lightning_fp32", ["lightning"]),
-    ("tv_resnet50_nchw", ["torchvision"]),
-    ("conv_nchw", []),
-    ("decode_eager", []),
-    ("regress_base", []),
-])
+@pytest.mark.parametrize(
+    "capture, expected",
+    [
+        ("hf_trainer_fp32", ["transformers.Trainer", "accelerate"]),  # the Trainer runs its backward through accelerate
+        ("hf_trainer_bf16", ["transformers.Trainer", "accelerate"]),
+        ("hf_generate_dynamic", ["transformers.generate"]),
+        ("hf_generate_static", ["transformers.generate"]),
+        ("lightning_fp32", ["lightning"]),
+        ("tv_resnet50_nchw", ["torchvision"]),
+        ("conv_nchw", []),
+        ("decode_eager", []),
+        ("regress_base", []),
+    ],
+)
 def test_each_capture_names_the_framework_its_step_ran_under(capture, expected):
     found = [f.key for f in detect_frameworks(load_capture(capture))]
     assert [k for k in found if k in expected or k not in ("transformers",)] == expected
@@ -63,9 +67,11 @@ def test_torchvision_resnet_gets_channels_last_for_torchvision_and_plain_code_st
 
 
 def test_python_function_events_name_the_framework_and_import_time_does_not():
-    frames = [("/usr/lib/python3/site-packages/transformers/__init__.py", "<module>"),
-              ("/x/site-packages/lightning/pytorch/trainer/trainer.py", "<module>"),
-              ("/x/site-packages/transformers/trainer.py", "training_step")]
+    frames = [
+        ("/usr/lib/python3/site-packages/transformers/__init__.py", "<module>"),
+        ("/x/site-packages/lightning/pytorch/trainer/trainer.py", "<module>"),
+        ("/x/site-packages/transformers/trainer.py", "training_step"),
+    ]
     found = from_frames(frames, "python_function events")
     assert [f.key for f in found] == ["transformers.Trainer"]
     assert found[0].evidence == "python_function events: transformers/trainer.py training_step"
@@ -80,5 +86,7 @@ def test_a_fix_without_a_variant_for_the_framework_keeps_its_code():
 @pytest.mark.parametrize("fix_id, key", [(f, k) for f, variants in API_CODE.items() for k in variants])
 def test_every_api_variant_fits_the_report(fix_id, key):
     finding = Finding(rule="x", severity="high", title="t", evidence=[], fixes=[fix(fix_id)])
-    code = in_framework_api(finding, [Framework(key, "Python stack samples: a/long/path/to/its/file.py fn")]).fixes[0].code
+    code = (
+        in_framework_api(finding, [Framework(key, "Python stack samples: a/long/path/to/its/file.py fn")]).fixes[0].code
+    )
     assert max(len(line) for line in code.splitlines()) <= CODE_COLUMNS

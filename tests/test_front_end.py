@@ -1,5 +1,6 @@
 """The command line a new user expects: mistakes are exit 2 with a did-you-mean, colour follows
 NO_COLOR / FORCE_COLOR, a failing workload shows its traceback, diff rows are ordered by size."""
+
 from __future__ import annotations
 
 import pytest
@@ -38,11 +39,15 @@ def test_a_file_named_like_a_subcommand_is_still_a_target(tmp_path, monkeypatch,
     assert "did you mean" not in _error(capsys)
 
 
-@pytest.mark.parametrize("argv, wrong, right", [([A, "--fromat", "md"], "--fromat", "--format"),
-                                                (["--fromat", "md", A], "--fromat", "--format"),
-                                                ([A, "--jsn"], "--jsn", "--json"),
-                                                (["diff", A, B, "--fail-on-regresion", "5"], "--fail-on-regresion",
-                                                 "--fail-on-regression")])
+@pytest.mark.parametrize(
+    "argv, wrong, right",
+    [
+        ([A, "--fromat", "md"], "--fromat", "--format"),
+        (["--fromat", "md", A], "--fromat", "--format"),
+        ([A, "--jsn"], "--jsn", "--json"),
+        (["diff", A, B, "--fail-on-regresion", "5"], "--fail-on-regresion", "--fail-on-regression"),
+    ],
+)
 def test_a_misspelt_option_gets_the_nearest(argv, wrong, right, capsys):
     assert main(argv) == 2
     assert f"unknown option {wrong!r}; did you mean {right!r}?" in _error(capsys)
@@ -53,13 +58,18 @@ def test_an_extra_argument_after_a_trace_is_an_error(tmp_path, capsys):
     assert "unexpected argument(s)" in _error(capsys)
 
 
-@pytest.mark.parametrize("toml, says", [
-    ('[tool.diagnose]\nfaill-on = "high"\n', "unknown key 'faill-on' in [tool.diagnose]; did you mean 'fail-on'?"),
-    ('[tool.diagnose]\nthreshold = {}\n', "did you mean 'thresholds'?"),
-    ('[tool.diagnose]\nfail-on = "hgh"\n', "[tool.diagnose] fail-on must be one of high, medium, low"),
-    ('[tool.diagnose.thresholds]\n"launch-overhead.min_recoverable_shar" = 0.5\n',
-     "[tool.diagnose.thresholds]: unknown threshold 'launch-overhead.min_recoverable_shar'; did you mean"),
-])
+@pytest.mark.parametrize(
+    "toml, says",
+    [
+        ('[tool.diagnose]\nfaill-on = "high"\n', "unknown key 'faill-on' in [tool.diagnose]; did you mean 'fail-on'?"),
+        ("[tool.diagnose]\nthreshold = {}\n", "did you mean 'thresholds'?"),
+        ('[tool.diagnose]\nfail-on = "hgh"\n', "[tool.diagnose] fail-on must be one of high, medium, low"),
+        (
+            '[tool.diagnose.thresholds]\n"launch-overhead.min_recoverable_shar" = 0.5\n',
+            "[tool.diagnose.thresholds]: unknown threshold 'launch-overhead.min_recoverable_shar'; did you mean",
+        ),
+    ],
+)
 def test_pyproject_tool_table_is_validated(toml, says, tmp_path, monkeypatch, capsys):
     (tmp_path / "pyproject.toml").write_text(toml)
     monkeypatch.chdir(tmp_path)
@@ -69,8 +79,9 @@ def test_pyproject_tool_table_is_validated(toml, says, tmp_path, monkeypatch, ca
 
 
 def test_pyproject_known_keys_still_load(tmp_path):
-    (tmp_path / "pyproject.toml").write_text('[tool.diagnose]\nfail-on = "high"\n[tool.diagnose.thresholds]\n'
-                                             '"launch-overhead.min_recoverable_share" = 0.5\n')
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.diagnose]\nfail-on = "high"\n[tool.diagnose.thresholds]\n"launch-overhead.min_recoverable_share" = 0.5\n'
+    )
     from diagnose.engine import known_thresholds
     from diagnose.rules import ALL_RULES
 
@@ -80,10 +91,17 @@ def test_pyproject_known_keys_still_load(tmp_path):
         load_config(["nope.x=1"], start=tmp_path, known=known_thresholds(ALL_RULES))
 
 
-@pytest.mark.parametrize("env, tty, coloured", [({}, True, True), ({"NO_COLOR": "1"}, True, False),
-                                                ({"NO_COLOR": ""}, True, True), ({}, False, False),
-                                                ({"FORCE_COLOR": "1"}, False, True),
-                                                ({"FORCE_COLOR": "1", "NO_COLOR": "1"}, False, False)])
+@pytest.mark.parametrize(
+    "env, tty, coloured",
+    [
+        ({}, True, True),
+        ({"NO_COLOR": "1"}, True, False),
+        ({"NO_COLOR": ""}, True, True),
+        ({}, False, False),
+        ({"FORCE_COLOR": "1"}, False, True),
+        ({"FORCE_COLOR": "1", "NO_COLOR": "1"}, False, False),
+    ],
+)
 def test_colour_follows_no_color_and_force_color(env, tty, coloured, monkeypatch):
     from diagnose.report.richtext import colour
 
@@ -107,11 +125,13 @@ def test_a_failing_workloads_traceback_is_on_stderr(capsys):
     from diagnose.cli import _print_workload_error
 
     here = str(ROOT / "diagnose" / "capture" / "child.py")
-    tb = ("Traceback (most recent call last):\n"
-          f'  File "{here}", line 263, in run_script\n    runpy.run_path(spec.path, run_name="__main__")\n'
-          '  File "<frozen runpy>", line 291, in run_path\n'
-          '  File "boom.py", line 5, in outer\n    inner()\n'
-          '  File "boom.py", line 2, in inner\n    raise ValueError("boom")\nValueError: boom')
+    tb = (
+        "Traceback (most recent call last):\n"
+        f'  File "{here}", line 263, in run_script\n    runpy.run_path(spec.path, run_name="__main__")\n'
+        '  File "<frozen runpy>", line 291, in run_path\n'
+        '  File "boom.py", line 5, in outer\n    inner()\n'
+        '  File "boom.py", line 2, in inner\n    raise ValueError("boom")\nValueError: boom'
+    )
     _print_workload_error({"type": "ValueError", "message": "boom", "traceback": tb})
     err = capsys.readouterr().err
     assert 'File "boom.py", line 2, in inner' in err and "ValueError: boom" in err
@@ -124,8 +144,10 @@ def test_diff_rows_are_ordered_by_size_whatever_the_sign_and_shares_add_up():
     from diagnose.report.diff_views import bucket_rows
 
     deltas = {"compute": 50.0, "launch": -400.0, "copy": 10.0, "host": 300.0, "a": 5.0, "b": -3.0, "c": 2.0}
-    buckets = [SimpleNamespace(id=k, label=k, before_us=1000.0, after_us=1000.0 + d, delta_us=d)
-               for k, d in sorted(deltas.items(), key=lambda kv: -kv[1])]  # signed order, as attribution gives
+    buckets = [
+        SimpleNamespace(id=k, label=k, before_us=1000.0, after_us=1000.0 + d, delta_us=d)
+        for k, d in sorted(deltas.items(), key=lambda kv: -kv[1])
+    ]  # signed order, as attribution gives
     r = SimpleNamespace(buckets=buckets, step_delta_us=sum(deltas.values()))
     rows = bucket_rows(r, limit=4)
     assert [row["id"] for row in rows] == ["launch", "host", "compute", "rest"]

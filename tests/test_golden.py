@@ -3,6 +3,7 @@
 A refactor must not change what diagnose concludes; a change that means to re-runs
 `python fixtures/golden/make_golden.py` and the JSON diff shows what moved.
 """
+
 from __future__ import annotations
 
 import json

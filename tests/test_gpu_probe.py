@@ -1,5 +1,6 @@
 """The GPU probe: cached records per device, measured ceilings replacing the datasheet's achievable ones,
 and (on a GPU) bandwidth and bf16 rate within 10 % of what plain PyTorch measures there."""
+
 from __future__ import annotations
 
 import json
@@ -11,10 +12,14 @@ import pytest
 from diagnose import devices, measured_peaks
 from tests.conftest import ROOT
 
-RECORD = {"schema": measured_peaks.SCHEMA, "hbm_tbps": 4.4, "measured_at": "2026-12-02T14:00:00+00:00",
-          "tflops": {"bf16": 760.0, "fp16": 770.0, "tf32": 400.0, "fp32": 50.0, "fp8": 1400.0},
-          "bandwidth": {"method": "Triton copy and triad kernels"},
-          "device": {"name": "NVIDIA H200", "uuid": "GPU-1234", "torch": "2.11.0", "cuda": "13.0", "triton": "3.6"}}
+RECORD = {
+    "schema": measured_peaks.SCHEMA,
+    "hbm_tbps": 4.4,
+    "measured_at": "2026-12-02T14:00:00+00:00",
+    "tflops": {"bf16": 760.0, "fp16": 770.0, "tf32": 400.0, "fp32": 50.0, "fp8": 1400.0},
+    "bandwidth": {"method": "Triton copy and triad kernels"},
+    "device": {"name": "NVIDIA H200", "uuid": "GPU-1234", "torch": "2.11.0", "cuda": "13.0", "triton": "3.6"},
+}
 
 
 def test_measured_figures_replace_the_achievable_ones_and_keep_the_datasheet():
@@ -36,9 +41,18 @@ def test_an_unknown_gpu_gets_a_roofline_from_its_measured_figures():
     assert "no datasheet entry" in spec.source and spec.next_rung("bf16") == "fp8"
 
 
-@pytest.mark.parametrize("bad", [None, {}, dict(RECORD, schema="x"), dict(RECORD, hbm_tbps=-1),
-                                 dict(RECORD, hbm_tbps=float("nan")), dict(RECORD, tflops={"bf16": "fast"}),
-                                 dict(RECORD, tflops=[1])])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        None,
+        {},
+        dict(RECORD, schema="x"),
+        dict(RECORD, hbm_tbps=-1),
+        dict(RECORD, hbm_tbps=float("nan")),
+        dict(RECORD, tflops={"bf16": "fast"}),
+        dict(RECORD, tflops=[1]),
+    ],
+)
 def test_an_invalid_record_changes_nothing(bad):
     assert measured_peaks.with_measured(devices.H200, bad) is devices.H200
 
@@ -73,8 +87,9 @@ def test_probe_without_a_gpu_is_one_line_and_exit_2():
 
     if has_cuda():
         pytest.skip("a GPU is visible")
-    done = subprocess.run([sys.executable, "-m", "diagnose", "probe"], capture_output=True, text=True, cwd=ROOT,
-                          timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-m", "diagnose", "probe"], capture_output=True, text=True, cwd=ROOT, timeout=300
+    )
     assert done.returncode == 2, done.stderr
     assert len(done.stderr.strip().splitlines()) == 1 and "GPU" in done.stderr and "Traceback" not in done.stderr
 
@@ -101,7 +116,7 @@ def _plain_torch() -> tuple[float, float]:
     x = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
     y = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
     mm_s = per_call(lambda: x @ y)
-    return 2 * (1 << 30) / copy_s / 1e12, 2 * 8192 ** 3 / mm_s / 1e12
+    return 2 * (1 << 30) / copy_s / 1e12, 2 * 8192**3 / mm_s / 1e12
 
 
 @pytest.mark.gpu
@@ -109,8 +124,10 @@ def test_probe_on_a_gpu_is_within_10_percent_of_plain_pytorch(tmp_path):
     record, why = measured_peaks.run_probe(refresh=True, cache_folder=tmp_path)
     assert record is not None, why
     copy_tbps, bf16_tflops = _plain_torch()
-    print(f"probe {record['hbm_tbps']:.3f} TB/s, bf16 {record['tflops']['bf16']:.1f} TFLOP/s; "
-          f"plain torch copy {copy_tbps:.3f} TB/s, matmul {bf16_tflops:.1f} TFLOP/s")
+    print(
+        f"probe {record['hbm_tbps']:.3f} TB/s, bf16 {record['tflops']['bf16']:.1f} TFLOP/s; "
+        f"plain torch copy {copy_tbps:.3f} TB/s, matmul {bf16_tflops:.1f} TFLOP/s"
+    )
     assert abs(record["hbm_tbps"] / copy_tbps - 1) <= 0.10
     assert abs(record["tflops"]["bf16"] / bf16_tflops - 1) <= 0.10
     again, _ = measured_peaks.run_probe(cache_folder=tmp_path)

@@ -1,5 +1,6 @@
 """Fixes that can apply: a CUDA graph cannot hold a host sync, so launch-overhead names remove-sync first
 when the step syncs between its kernel launches, and prices both changes together."""
+
 from __future__ import annotations
 
 from diagnose.assemble import diagnose_trace
@@ -45,7 +46,12 @@ def test_a_step_without_syncs_goes_straight_to_cuda_graphs():
 
 
 def test_two_prerequisites_read_in_order():
-    f = Finding("launch-overhead", "high", "t", [], [fix("remove-sync", prerequisite=True),
-                                                     fix("fused-optimizer", prerequisite=True), fix("cuda-graphs")])
+    f = Finding(
+        "launch-overhead",
+        "high",
+        "t",
+        [],
+        [fix("remove-sync", prerequisite=True), fix("fused-optimizer", prerequisite=True), fix("cuda-graphs")],
+    )
     assert f.fix_phrase() == "remove-sync and fused-optimizer, then cuda-graphs"
     assert Finding("r", "low", "t", [], [fix("cuda-graphs"), fix("torch-compile")]).fix_phrase() == "cuda-graphs"

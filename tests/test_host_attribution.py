@@ -1,4 +1,5 @@
 """Naming the host code behind silent GPU idle time (stack samples), and the dynamic-shapes rule."""
+
 from __future__ import annotations
 
 import gzip
@@ -31,6 +32,7 @@ def _finding(trace, rule, **overrides):
 
 
 # -- the sampler (no torch needed) ------------------------------------------------------------
+
 
 def _spin(seconds):
     end = time.perf_counter() + seconds
@@ -93,6 +95,7 @@ def test_sampler_is_stopped_by_a_broken_stack_walk_not_the_workload():
 
 # -- attribution on a real trace with a synthetic samples file ----------------------------------
 
+
 def _synthetic_samples(folder, trace, stacks, frames, roots=("/usr/lib/python3.11/",)):
     """Write a SYNTHETIC pysamples file: samples every 0.5 ms over the measured steps, aligned to
     the trace through its first step range (in place of the sampler's clock marker)."""
@@ -103,10 +106,18 @@ def _synthetic_samples(folder, trace, stacks, frames, roots=("/usr/lib/python3.1
     t = np.arange(m.steps.start, m.steps.end, 500.0)
     rel_us = t - float(marker["ts"]) + 5_000.0
     rows = [[round(float(r), 1), i % len(stacks)] for i, r in enumerate(rel_us)]
-    doc = {"schema": "diagnose.pysamples/1", "interval_s": 0.0005, "synthetic": True,
-           "clock": {"marker": "diagnose/step 0", "marker_ns": marker_ns, "start_ns": start_ns},
-           "library_roots": list(roots), "cwd": "/home/user/project",
-           "frames": frames, "stacks": stacks, "samples": rows, "cost": {"samples": len(rows)}}
+    doc = {
+        "schema": "diagnose.pysamples/1",
+        "interval_s": 0.0005,
+        "synthetic": True,
+        "clock": {"marker": "diagnose/step 0", "marker_ns": marker_ns, "start_ns": start_ns},
+        "library_roots": list(roots),
+        "cwd": "/home/user/project",
+        "frames": frames,
+        "stacks": stacks,
+        "samples": rows,
+        "cost": {"samples": len(rows)},
+    }
     (folder / SAMPLES_FILE).write_bytes(gzip.compress(json.dumps(doc).encode()))
 
 
@@ -118,10 +129,12 @@ def _copy_capture(tmp_path, name):
 
 def test_host_bound_names_the_users_lines_from_samples(tmp_path):
     folder = _copy_capture(tmp_path, "host_loader_inline")
-    frames = [["/home/user/project/train.py", 10, "<module>"],
-              ["/home/user/project/train.py", 42, "build_batch"],
-              ["/usr/lib/python3.11/json/decoder.py", 353, "raw_decode"],
-              ["/home/user/project/train.py", 57, "tokenise"]]
+    frames = [
+        ["/home/user/project/train.py", 10, "<module>"],
+        ["/home/user/project/train.py", 42, "build_batch"],
+        ["/usr/lib/python3.11/json/decoder.py", 353, "raw_decode"],
+        ["/home/user/project/train.py", 57, "tokenise"],
+    ]
     _synthetic_samples(folder, load_target(folder), stacks=[[0, 1, 2], [0, 3]], frames=frames)
     trace = load_target(folder)
     samples, _ = python_samples(trace)
@@ -139,9 +152,16 @@ def test_host_bound_names_the_users_lines_from_samples(tmp_path):
 def test_attribution_shares_each_stretch_among_its_samples():
     from diagnose.metrics.pyframes import PySamples
 
-    s = PySamples(t=np.array([1.0, 2.0, 3.0, 12.0]), where=np.array(["a:1 f", "a:1 f", "b:2 g", "b:2 g"], dtype=object),
-                  file=np.array(["a", "a", "b", "b"], dtype=object), line=np.array([1, 1, 2, 2]),
-                  function=np.array(["f", "f", "g", "g"], dtype=object), interval_s=0.001, cost={}, path="")
+    s = PySamples(
+        t=np.array([1.0, 2.0, 3.0, 12.0]),
+        where=np.array(["a:1 f", "a:1 f", "b:2 g", "b:2 g"], dtype=object),
+        file=np.array(["a", "a", "b", "b"], dtype=object),
+        line=np.array([1, 1, 2, 2]),
+        function=np.array(["f", "f", "g", "g"], dtype=object),
+        interval_s=0.001,
+        cost={},
+        path="",
+    )
     out = s.attribute(np.array([[0.0, 6.0], [10.0, 14.0], [20.0, 21.0], [20_000.0, 20_002.0]]))
     got = dict(zip(out["where"], out["us"]))
     # [20, 21] has no sample inside: it goes to the nearest (12.0, within NEAREST_US); the last is far from any
@@ -163,6 +183,7 @@ def test_samples_without_their_clock_range_are_refused_with_a_warning(tmp_path):
 
 
 # -- trace mode --------------------------------------------------------------------------------
+
 
 def test_trace_mode_fires_lower_and_gives_the_command_that_would_name_the_code():
     trace = load_target(PEER_TRACES / "hta" / "triton_example" / "triton_example.json.gz")
@@ -204,12 +225,16 @@ def test_subtract_intervals():
 
 # -- dynamic-shapes ----------------------------------------------------------------------------
 
+
 def test_dynamic_shapes_names_the_op_its_cost_and_the_changing_shapes():
     finding, _ = _finding(load_capture("kv_concat"), SHAPES)
     ev = {e.metric: e.value for e in finding.evidence}
     assert finding.offenders[0]["op"] == "aten::_cudnn_attention_forward"
     assert ev["its host µs per step"] > 100 * ev["its kernels' µs per step"]
-    assert "1061, 128" in ev["shapes that changed between steps"] and "1064, 128" in ev["shapes that changed between steps"]
+    assert (
+        "1061, 128" in ev["shapes that changed between steps"]
+        and "1064, 128" in ev["shapes that changed between steps"]
+    )
     assert [x.id for x in finding.fixes] == ["static-shapes", "shape-bucketing"]
 
 
@@ -229,14 +254,33 @@ def test_dynamic_shapes_is_quiet_when_shapes_do_not_change():
 
 # -- workloads and capture (CPU) -----------------------------------------------------------------
 
+
 def test_python_batch_capture_writes_samples_that_name_the_workload(tmp_path, capsys):
     pytest.importorskip("torch")
     from diagnose.cli import main
 
     out = tmp_path / "cap"
     target = f"{ROOT / 'fixtures' / 'workloads' / 'python_batch.py'}:make_step"
-    code = main([target, "-o", str(out), "--json", "--warmup", "1", "--steps", "3", "--timed-steps", "2",
-                 "--param", "batch=64", "--param", "length=256", "--param", "d_model=16"])
+    code = main(
+        [
+            target,
+            "-o",
+            str(out),
+            "--json",
+            "--warmup",
+            "1",
+            "--steps",
+            "3",
+            "--timed-steps",
+            "2",
+            "--param",
+            "batch=64",
+            "--param",
+            "length=256",
+            "--param",
+            "d_model=16",
+        ]
+    )
     capsys.readouterr()
     assert code == 0
     meta = json.loads((out / "meta.json").read_text())

@@ -5,6 +5,7 @@ The trace is synthetic, built here: three ProfilerStep ranges of ops that launch
 allocator ([memory]) event after each launch, as torch.profiler(profile_memory=True) writes them.
 Each case breaks one field in every event of one family (or in every other one).
 """
+
 from __future__ import annotations
 
 import json
@@ -23,28 +24,72 @@ L = {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "ti
 OP = {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1}
 ALLOCATOR_FIELDS = ["Device Type", "Device Id", "Total Reserved", "Total Allocated", "Bytes", "Addr"]
 REQUIRED = {"Device Type", "Device Id", "Total Reserved", "Total Allocated"}  # an event without one is dropped
-WRONG = {"missing": DROP, "null": None, "a string": "x", "a numeric string": "12", "a list": [1],
-         "an object": {"a": 1}, "a bool": True, "negative": -1, "beyond int64": 2 ** 70, "a fraction": 1.5}
+WRONG = {
+    "missing": DROP,
+    "null": None,
+    "a string": "x",
+    "a numeric string": "12",
+    "a list": [1],
+    "an object": {"a": 1},
+    "a bool": True,
+    "negative": -1,
+    "beyond int64": 2**70,
+    "a fraction": 1.5,
+}
 
 
 def synthetic_trace(steps: int = 3, ops: int = 5) -> dict:
     """A small well-formed kineto trace (synthetic) with allocator events."""
     events, t = [], 0
     for s in range(steps):
-        events.append({"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{s}", "pid": 1, "tid": 1,
-                       "ts": t, "dur": 100})
+        events.append(
+            {"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{s}", "pid": 1, "tid": 1, "ts": t, "dur": 100}
+        )
         for i in range(ops):
             c = s * 10 + i
-            events.append({**OP, "ts": t + i * 20, "dur": 10,
-                           "args": {"External id": c, "Input Dims": [[4, 4], [4, 4]], "Input type": ["float", "float"]}})
+            events.append(
+                {
+                    **OP,
+                    "ts": t + i * 20,
+                    "dur": 10,
+                    "args": {"External id": c, "Input Dims": [[4, 4], [4, 4]], "Input type": ["float", "float"]},
+                }
+            )
             events.append({**L, "ts": t + i * 20 + 1, "dur": 2, "args": {"correlation": c, "External id": c}})
-            events.append({**K, "ts": t + i * 20 + 5, "dur": 8,
-                           "args": {"correlation": c, "External id": c, "device": 0, "stream": 7,
-                                    "grid": [1, 1, 1], "block": [128, 1, 1]}})
-            events.append({"ph": "i", "cat": "cpu_instant_event", "name": "[memory]", "pid": 1, "tid": 1, "s": "t",
-                           "ts": t + i * 20 + 2,
-                           "args": {"Device Type": 1, "Device Id": 0, "Addr": 1000 + c, "Bytes": 4096,
-                                    "Total Allocated": 2 ** 30 + c, "Total Reserved": 2 ** 33}})
+            events.append(
+                {
+                    **K,
+                    "ts": t + i * 20 + 5,
+                    "dur": 8,
+                    "args": {
+                        "correlation": c,
+                        "External id": c,
+                        "device": 0,
+                        "stream": 7,
+                        "grid": [1, 1, 1],
+                        "block": [128, 1, 1],
+                    },
+                }
+            )
+            events.append(
+                {
+                    "ph": "i",
+                    "cat": "cpu_instant_event",
+                    "name": "[memory]",
+                    "pid": 1,
+                    "tid": 1,
+                    "s": "t",
+                    "ts": t + i * 20 + 2,
+                    "args": {
+                        "Device Type": 1,
+                        "Device Id": 0,
+                        "Addr": 1000 + c,
+                        "Bytes": 4096,
+                        "Total Allocated": 2**30 + c,
+                        "Total Reserved": 2**33,
+                    },
+                }
+            )
         t += 100
     return {"schemaVersion": 1, "traceEvents": events}
 
@@ -86,8 +131,9 @@ def diagnosed(doc: dict, tmp_path, capsys, html: bool = False) -> dict:
     return json.loads(stdout, parse_constant=lambda name: pytest.fail(f"findings JSON holds {name}"))
 
 
-ALLOCATOR_WARNING = ("{} allocator events without a number for Device Type, Device Id, Total Allocated or "
-                     "Total Reserved were ignored")
+ALLOCATOR_WARNING = (
+    "{} allocator events without a number for Device Type, Device Id, Total Allocated or Total Reserved were ignored"
+)
 UNUSABLE = ["missing", "null", "a string", "a bool", "a list", "an object", "a fraction"]
 
 
@@ -107,7 +153,7 @@ def test_allocator_fields_of_mixed_types(field, tmp_path, capsys):
     warned = [w for w in data["warnings"] if "allocator events" in w]
     if field in REQUIRED:
         # usable: "12" (strings of digits are read as numbers), and for the ids -1 and 2**70 too
-        kept = {"12", -1, 2 ** 70} if field in ("Device Type", "Device Id") else {"12", 2 ** 70}
+        kept = {"12", -1, 2**70} if field in ("Device Type", "Device Id") else {"12", 2**70}
         dropped = sum(1 for n in range(15) if not _usable(values[n % len(values)], kept))
         assert warned == [ALLOCATOR_WARNING.format(dropped)], data["warnings"]
     else:
@@ -122,8 +168,10 @@ def _usable(value, kept) -> bool:
 def test_half_the_allocator_events_broken_keeps_the_other_half(field, tmp_path, capsys):
     doc = broken(is_memory, field, [None], skip_every_other=True)
     data = diagnosed(doc, tmp_path, capsys)
-    assert "8 allocator events without a number for Device Type, Device Id, Total Allocated or Total Reserved " \
-           "were ignored" in data["warnings"]
+    assert (
+        "8 allocator events without a number for Device Type, Device Id, Total Allocated or Total Reserved "
+        "were ignored" in data["warnings"]
+    )
     path = tmp_path / "t.json"
     path.write_text(json.dumps(doc))
     assert len(load_target(path).memory) == 7
@@ -142,8 +190,12 @@ def test_a_missing_total_reserved_is_no_nan_in_kv_fragmentation(tmp_path, capsys
     assert not [f for f in data["findings"] if f["rule"] == "kv-fragmentation"]
 
 
-FAMILIES = {"kernel": lambda e: e.get("cat") == "kernel", "launch": lambda e: e.get("cat") == "cuda_runtime",
-            "op": lambda e: e.get("cat") == "cpu_op", "step": lambda e: e.get("cat") == "user_annotation"}
+FAMILIES = {
+    "kernel": lambda e: e.get("cat") == "kernel",
+    "launch": lambda e: e.get("cat") == "cuda_runtime",
+    "op": lambda e: e.get("cat") == "cpu_op",
+    "step": lambda e: e.get("cat") == "user_annotation",
+}
 EVENT_FIELDS = ["ts", "dur", "name", "ph", "cat", "pid", "tid", "args"]
 EVENT_VALUES = [DROP, None, "x", "12", [1], {"a": 1}, True, 1e308, -5]
 
@@ -158,11 +210,23 @@ def test_event_fields_of_any_type(family, field, tmp_path, capsys):
         assert any("were ignored" in w or "dropped" in w for w in data["warnings"]), data["warnings"]
 
 
-ARG_FIELDS = ["correlation", "External id", "device", "stream", "grid", "block", "Input Dims", "Input type",
-              "registers per thread", "shared memory", "est. achieved occupancy %", "bytes"]
+ARG_FIELDS = [
+    "correlation",
+    "External id",
+    "device",
+    "stream",
+    "grid",
+    "block",
+    "Input Dims",
+    "Input type",
+    "registers per thread",
+    "shared memory",
+    "est. achieved occupancy %",
+    "bytes",
+]
 
 
 @pytest.mark.parametrize("field", ARG_FIELDS)
 def test_kernel_launch_and_op_args_of_any_type(field, tmp_path, capsys):
-    values = [DROP, None, "x", {"a": 1}, 2 ** 70, True, [1, "a"], -3]
+    values = [DROP, None, "x", {"a": 1}, 2**70, True, [1, "a"], -3]
     diagnosed(broken(lambda e: e.get("cat") in ("kernel", "cpu_op", "cuda_runtime"), field, values), tmp_path, capsys)

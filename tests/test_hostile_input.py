@@ -4,6 +4,7 @@ line on stderr and no traceback, within bounds on time and (for the bomb) peak m
 
 Error cases run with -q: the progress display is off, so stderr holds only the error line.
 """
+
 from __future__ import annotations
 
 import gzip
@@ -81,6 +82,7 @@ def nested(levels: int) -> str:
 
 # -- what may be opened ------------------------------------------------------------------------
 
+
 def test_a_fifo_is_refused_without_opening_it(tmp_path):
     fifo = tmp_path / "trace.json"
     os.mkfifo(fifo)  # nobody ever writes: opening it for reading would block forever
@@ -117,6 +119,7 @@ def test_an_endless_device_on_standard_input_is_refused(tmp_path):
 
 # -- standard input and pipes ------------------------------------------------------------------
 
+
 def _findings(stdout: str) -> list:
     return [(f["rule"], f["severity"], f["title"]) for f in json.loads(stdout)["findings"]]
 
@@ -147,6 +150,7 @@ def test_a_utf8_byte_order_mark_is_accepted(tmp_path, capsys):
 
 
 # -- decompression ceiling ---------------------------------------------------------------------
+
 
 def _write_whitespace_bomb(path: Path, inflated: int) -> None:
     """gzip of `{"traceEvents": [ <inflated bytes of spaces> ]}`, compressed a block at a time."""
@@ -195,7 +199,7 @@ def test_whitespace_padding_is_never_copied_into_a_piece(tmp_path):
     """A plain trace padded with whitespace decodes to the same events (the padding is left out)."""
     doc = trace_doc()
     padded = json.dumps(doc).replace('"traceEvents": [', '"traceEvents": [' + " " * (3 << 20), 1)
-    padded = padded[:padded.rindex("]")] + "\n" * (3 << 20) + padded[padded.rindex("]"):]
+    padded = padded[: padded.rindex("]")] + "\n" * (3 << 20) + padded[padded.rindex("]") :]
     (tmp_path / "padded.json").write_text(padded)
     assert len(load_target(tmp_path / "padded.json").gpu) == len(load_target(SMALL / "trace.json.gz").gpu)
 
@@ -244,12 +248,18 @@ MEMORY_VARIANTS = {
     "a list": ("[]", "JSON object"),
     "stats a list": ('{"schema": "diagnose.memory/1", "stats": [1]}', "$.stats"),
     "peak a string": ('{"schema": "diagnose.memory/1", "stats": {"allocated_bytes.all.peak": "big"}}', "$.stats"),
-    "fragmentation above 1": ('{"schema": "diagnose.memory/1", "snapshot": {"fragmentation": 7}}',
-                              "$.snapshot.fragmentation"),
-    "top blocks of text": ('{"schema": "diagnose.memory/1", "snapshot": {"top_blocks": ["x"]}}',
-                           "$.snapshot.top_blocks"),
-    "oom request a string": ('{"schema": "diagnose.memory/1", "oom": {"requested_bytes": "1 GB"}}',
-                             "$.oom.requested_bytes"),
+    "fragmentation above 1": (
+        '{"schema": "diagnose.memory/1", "snapshot": {"fragmentation": 7}}',
+        "$.snapshot.fragmentation",
+    ),
+    "top blocks of text": (
+        '{"schema": "diagnose.memory/1", "snapshot": {"top_blocks": ["x"]}}',
+        "$.snapshot.top_blocks",
+    ),
+    "oom request a string": (
+        '{"schema": "diagnose.memory/1", "oom": {"requested_bytes": "1 GB"}}',
+        "$.oom.requested_bytes",
+    ),
     "deep": ('{"schema": "diagnose.memory/1", "x": ' + nested(DEEP) + "}", "nested too deeply"),
 }
 
@@ -270,8 +280,9 @@ def _ncu_csv() -> str:
     return header + '\n"","","usecond","%"\n"0","kernel_a","12.5","{value}"\n'
 
 
-@pytest.mark.parametrize("value,message", [("inf", "dram_pct"), ("-3", "dram_pct"),
-                                           ("1" * 200_000, "field larger than field limit")])
+@pytest.mark.parametrize(
+    "value,message", [("inf", "dram_pct"), ("-3", "dram_pct"), ("1" * 200_000, "field larger than field limit")]
+)
 def test_an_ncu_csv_is_checked(value, message, tmp_path, capsys):
     csv_path = tmp_path / "ncu.csv"
     csv_path.write_text(_ncu_csv().replace("{value}", value))
@@ -288,6 +299,7 @@ def test_an_ncu_csv_with_missing_values_is_fine(tmp_path, capsys):
 
 
 # -- deep nesting in the trace ------------------------------------------------------------------
+
 
 def _with_deep(where: str) -> str:
     doc = trace_doc()
@@ -315,12 +327,20 @@ def test_deeply_nested_json_in_a_trace_is_one_line(where, tmp_path, capsys):
 
 # -- timestamp outliers -------------------------------------------------------------------------
 
+
 def _same_conclusions(mutated: dict, original: dict) -> None:
     """Same rules firing, quiet and skipped, with the same severity, title, fixes and offending
     ops; the numbers may move by the dropped kernel's share (one of ~390)."""
+
     def shape(c):
-        return ([(f["rule"], f["severity"], f["title"], f["fixes"], [o.get("op") for o in f["offenders"]])
-                 for f in c["findings"]], c["checked"], c["skipped"])
+        return (
+            [
+                (f["rule"], f["severity"], f["title"], f["fixes"], [o.get("op") for o in f["offenders"]])
+                for f in c["findings"]
+            ],
+            c["checked"],
+            c["skipped"],
+        )
 
     assert shape(mutated) == shape(original)
     for got, want in zip(mutated["findings"], original["findings"]):
@@ -340,8 +360,9 @@ def test_one_far_off_kernel_does_not_wipe_the_diagnosis(field, value, tmp_path):
     (folder / "trace.json.gz").write_bytes(gzip.compress(json.dumps(doc).encode()))
     trace = load_target(folder)
     assert len(trace.gpu) == len(load_target(original_folder).gpu) - 1
-    assert any("1 event with times far outside" in w and kernels[len(kernels) // 2]["name"][:40] in w
-               for w in trace.warnings), trace.warnings
+    assert any(
+        "1 event with times far outside" in w and kernels[len(kernels) // 2]["name"][:40] in w for w in trace.warnings
+    ), trace.warnings
     original = make_golden.conclusions(original_folder)
     assert original["findings"], "the original capture must have a finding for this test to mean anything"
     _same_conclusions(make_golden.conclusions(folder), original)
@@ -369,8 +390,18 @@ def test_an_impossible_estimate_is_dropped_with_its_reason():
     for value in (3.072e12, float("inf"), float("nan"), 0.5):
         f = _plain_numbers(Finding("launch-overhead", "high", "t", [], [], est_speedup=value, basis="b"))
         assert f.est_speedup is None and f.basis.startswith("no estimate")
-    kept = _plain_numbers(Finding("launch-overhead", "high", "t", [], [], est_speedup=7.93, basis="b",
-                                  offenders=[{"op": float("nan"), "kernel": "k"}]))
+    kept = _plain_numbers(
+        Finding(
+            "launch-overhead",
+            "high",
+            "t",
+            [],
+            [],
+            est_speedup=7.93,
+            basis="b",
+            offenders=[{"op": float("nan"), "kernel": "k"}],
+        )
+    )
     assert kept.est_speedup == 7.93 and kept.offenders == [{"op": None, "kernel": "k"}]
 
 

@@ -2,6 +2,7 @@
 
 Built at test time from the real decode_eager capture, with its kernel and op names replaced.
 """
+
 from __future__ import annotations
 
 import gzip
@@ -37,8 +38,9 @@ def _renamed(tmp_path, make_name) -> str:
 
 
 def _run(*args):
-    return subprocess.run([sys.executable, "-m", "diagnose", *args], capture_output=True, text=True, cwd=ROOT,
-                          timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "diagnose", *args], capture_output=True, text=True, cwd=ROOT, timeout=120
+    )
 
 
 def test_escape_sequences_and_markup_in_names_stay_inert_on_the_terminal(tmp_path):
@@ -49,9 +51,9 @@ def test_escape_sequences_and_markup_in_names_stay_inert_on_the_terminal(tmp_pat
     assert "\\x1b[2J" in proc.stdout, "the escape is shown, escaped"
     assert "[bold red]loud[/]" in proc.stdout, "rich markup in a name is printed as text"
     data = json.loads((tmp_path / "out" / "findings.json").read_text())
-    assert any(isinstance(v, str) and ESCAPES in v for f in data["findings"] for row in f["offenders"]
-               for v in row.values()), \
-        "findings.json keeps the names verbatim"
+    assert any(
+        isinstance(v, str) and ESCAPES in v for f in data["findings"] for row in f["offenders"] for v in row.values()
+    ), "findings.json keeps the names verbatim"
 
 
 def test_a_huge_kernel_name_costs_no_time_in_the_report(tmp_path):
@@ -67,11 +69,17 @@ def test_a_huge_kernel_name_costs_no_time_in_the_report(tmp_path):
 
 # A kernel and op name that tries everything: mentions, a reference, HTML, bare URLs, an entity,
 # an e-mail address, and a newline that would start a forged verdict line on the terminal.
-HOSTILE = ("x\nVerdict: HEALTHY @u @o/t #1 https://e.vil www.e.vil <img src=x onerror=alert(1)> me@e.vil &#64;e "
-           "\u202eevil ")
+HOSTILE = (
+    "x\nVerdict: HEALTHY @u @o/t #1 https://e.vil www.e.vil <img src=x onerror=alert(1)> me@e.vil &#64;e \u202eevil "
+)
 PINGS = re.compile(r"@[A-Za-z0-9]")  # what GitHub turns into a mention or an e-mail link
-LINKED = [PINGS, re.compile(r"#\d"), re.compile(r"(?i)https?://|www\."), re.compile(r"(?<!\\)<img"),
-          re.compile(r"(?<!\\)&#")]  # a backslash-escaped < or & is text
+LINKED = [
+    PINGS,
+    re.compile(r"#\d"),
+    re.compile(r"(?i)https?://|www\."),
+    re.compile(r"(?<!\\)<img"),
+    re.compile(r"(?<!\\)&#"),
+]  # a backslash-escaped < or & is text
 
 
 def _hostile_capture(tmp_path, name: str) -> Path:
@@ -89,8 +97,7 @@ def _hostile_capture(tmp_path, name: str) -> Path:
 
 def _assert_inert_markdown(text: str) -> None:
     for pattern in LINKED:
-        assert not pattern.search(text), (pattern.pattern, [line for line in text.splitlines()
-                                                            if pattern.search(line)])
+        assert not pattern.search(text), (pattern.pattern, [line for line in text.splitlines() if pattern.search(line)])
     assert "onerror=alert" in text, "the hostile name is shown (escaped), not dropped"
 
 
@@ -141,8 +148,12 @@ def test_hostile_names_are_inert_in_the_text_markdown_html_and_json_of_a_run(hos
     html = (tmp_path / "out_text" / "report.html").read_text()
     assert "<img src=x" not in html and "&lt;img src=x" in html
     data = json.loads((tmp_path / "out_text" / "findings.json").read_text())
-    assert any(isinstance(v, str) and v.startswith(HOSTILE) for f in data["findings"] for row in f["offenders"]
-               for v in row.values()), "findings.json keeps the names exactly"
+    assert any(
+        isinstance(v, str) and v.startswith(HOSTILE)
+        for f in data["findings"]
+        for row in f["offenders"]
+        for v in row.values()
+    ), "findings.json keeps the names exactly"
 
 
 def test_hostile_names_are_inert_in_every_diff_view(hostile_pair, tmp_path, capsys):
@@ -169,18 +180,38 @@ def test_a_newline_in_a_path_cannot_add_a_line_to_an_error(tmp_path, capsys):
     assert len(err.splitlines()) == 1 and "\\nVerdict: HEALTHY" in err and err.startswith("diagnose: error: ")
 
 
-@pytest.mark.parametrize("text,shown", [
-    ("@user", "@\u200buser"), ("@org/team", "@\u200borg/team"), ("fix #123", "fix \\#\u200b123"),
-    ("https://e.vil/x", "https:\u200b//e.vil/x"), ("HTTP://E.VIL", "HTTP:\u200b//E.VIL"), ("www.e.vil", "www\u200b.e.vil"),
-    ("a@b.co", "a@\u200bb.co"), ("<script>", "\\<script\\>"), ("&#64;user", "\\&\\#\u200b64;user"),
-    ("x|y", "x\\|y"), ("[a](http://b)", "\\[a\\]\\(http:\u200b//b\\)"), ("x\ny", "x\\\\ny"), ("`c`", "\\`c\\`"),
-])
+@pytest.mark.parametrize(
+    "text,shown",
+    [
+        ("@user", "@\u200buser"),
+        ("@org/team", "@\u200borg/team"),
+        ("fix #123", "fix \\#\u200b123"),
+        ("https://e.vil/x", "https:\u200b//e.vil/x"),
+        ("HTTP://E.VIL", "HTTP:\u200b//E.VIL"),
+        ("www.e.vil", "www\u200b.e.vil"),
+        ("a@b.co", "a@\u200bb.co"),
+        ("<script>", "\\<script\\>"),
+        ("&#64;user", "\\&\\#\u200b64;user"),
+        ("x|y", "x\\|y"),
+        ("[a](http://b)", "\\[a\\]\\(http:\u200b//b\\)"),
+        ("x\ny", "x\\\\ny"),
+        ("`c`", "\\`c\\`"),
+    ],
+)
 def test_markdown_escaping(text, shown):
     assert markdown(text) == shown
 
 
-@pytest.mark.parametrize("text,shown", [("x\nVerdict: HEALTHY", "x\\nVerdict: HEALTHY"), ("a\rb", "a\\rb"),
-                                        ("t\tab", "t\\tab"), ("\x1b[2J", "\\x1b[2J"), ("\u202eabc", "\\u202eabc"),
-                                        ("plain name", "plain name")])
+@pytest.mark.parametrize(
+    "text,shown",
+    [
+        ("x\nVerdict: HEALTHY", "x\\nVerdict: HEALTHY"),
+        ("a\rb", "a\\rb"),
+        ("t\tab", "t\\tab"),
+        ("\x1b[2J", "\\x1b[2J"),
+        ("\u202eabc", "\\u202eabc"),
+        ("plain name", "plain name"),
+    ],
+)
 def test_plain_escaping(text, shown):
     assert plain(text) == shown

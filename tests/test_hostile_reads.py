@@ -6,6 +6,7 @@ file's size and modification time compared before and after. The deterministic c
 file between two reads of the loader's own (source._read_block); the last one races a real
 writer that truncates and rewrites the file while a diagnose process analyses it.
 """
+
 from __future__ import annotations
 
 import gzip
@@ -64,7 +65,7 @@ def _rewrite(path):
     data = path.read_bytes()
     with open(path, "r+b") as f:  # same size, other bytes, a later modification time
         f.write(data[:100].replace(b"e", b"E"))
-    os.utime(path, ns=(time.time_ns(), time.time_ns() + 10 ** 9))
+    os.utime(path, ns=(time.time_ns(), time.time_ns() + 10**9))
 
 
 @pytest.mark.parametrize("change,how", [(_truncate, "shrank"), (_grow, "grew"), (_rewrite, "was rewritten")])
@@ -105,8 +106,23 @@ def test_a_real_writer_truncating_the_trace_never_kills_diagnose(tmp_path):
     writer = subprocess.Popen([sys.executable, "-c", _WRITER, str(path), str(len(full))])
     try:
         for attempt in range(3):
-            r = subprocess.run([sys.executable, "-m", "diagnose", str(path), "-o", str(tmp_path / f"o{attempt}"),
-                                "-q", "--json", "--no-html"], capture_output=True, text=True, cwd=ROOT, timeout=300)
+            r = subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "diagnose",
+                    str(path),
+                    "-o",
+                    str(tmp_path / f"o{attempt}"),
+                    "-q",
+                    "--json",
+                    "--no-html",
+                ],
+                capture_output=True,
+                text=True,
+                cwd=ROOT,
+                timeout=300,
+            )
             assert r.returncode in (0, 1, 2), (r.returncode, r.stderr[-2000:])
             assert r.returncode != -signal.SIGBUS
             assert "Traceback" not in r.stderr

@@ -7,6 +7,7 @@ Large files are sparse (their size is what is checked first), at the real ceilin
 run against a ceiling lowered to SMALL_CEILING, to stay fast (test_hostile_input.py inflates one
 against the real one).
 """
+
 from __future__ import annotations
 
 import gzip
@@ -64,6 +65,7 @@ def capture(tmp_path, src=SMALL):
 
 # -- Nsight Compute -------------------------------------------------------------------------------
 
+
 def test_a_huge_ncu_csv_is_refused_by_its_size(tmp_path, capsys):
     csv_path = tmp_path / "ncu.csv"
     sparse(csv_path, ncu_csv.NCU_MAX_BYTES + 1)
@@ -97,12 +99,16 @@ def test_an_ncu_report_past_its_ceiling_is_refused(tmp_path, capsys, monkeypatch
 
 # -- the files of a capture folder ----------------------------------------------------------------
 
-@pytest.mark.parametrize("name,src,what", [
-    ("meta.json", SMALL, "capture metadata"),
-    ("compile.json", CAPTURES / "compile_graphs_cpu_scalar", "torch.compile record"),
-    ("pysamples.json.gz", CAPTURES / "compile_graphs_cpu_scalar", "Python stack samples"),
-    ("memory.json.gz", CAPTURES / "compile_graphs_cpu_scalar", "memory record"),
-])
+
+@pytest.mark.parametrize(
+    "name,src,what",
+    [
+        ("meta.json", SMALL, "capture metadata"),
+        ("compile.json", CAPTURES / "compile_graphs_cpu_scalar", "torch.compile record"),
+        ("pysamples.json.gz", CAPTURES / "compile_graphs_cpu_scalar", "Python stack samples"),
+        ("memory.json.gz", CAPTURES / "compile_graphs_cpu_scalar", "memory record"),
+    ],
+)
 @pytest.mark.parametrize("how", ["sparse", "bomb"])
 def test_a_capture_side_file_past_the_ceiling_is_one_line(name, src, what, how, tmp_path, capsys, monkeypatch):
     if how == "bomb":
@@ -162,6 +168,7 @@ def test_a_source_line_from_a_device_or_a_huge_file_is_left_out(tmp_path):
 
 # -- pyproject.toml [tool.diagnose] ---------------------------------------------------------------
 
+
 def _with_pyproject(tmp_path, monkeypatch, text: str | None = None, size: int | None = None):
     project = tmp_path / "project"
     project.mkdir()
@@ -188,8 +195,12 @@ def test_a_hostile_pyproject_is_one_line(case, tmp_path, monkeypatch, capsys):
         _with_pyproject(tmp_path, monkeypatch, f"[tool.diagnose.thresholds]\n{dotted} = 1\n")
     code, err = one_line(capsys, SMALL / "trace.json.gz", "-o", tmp_path / "out")
     assert code == 2 and "pyproject.toml" in err
-    assert {"huge": "limit on a pyproject.toml", "deep arrays": "nested too deeply",
-            "deep inline tables": "nested too deeply", "deep tables": "nest more than"}[case] in err
+    assert {
+        "huge": "limit on a pyproject.toml",
+        "deep arrays": "nested too deeply",
+        "deep inline tables": "nested too deeply",
+        "deep tables": "nest more than",
+    }[case] in err
 
 
 def test_a_pyproject_nested_as_documented_still_works(tmp_path, monkeypatch, capsys):

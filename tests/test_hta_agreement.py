@@ -4,6 +4,7 @@ HTA (PyPI `holistictraceanalysis`) is not a project dependency: this test runs o
 installed (benchmarks/bench_vs_hta.py installs it in a separate venv and runs the same check at
 several sizes), and skips cleanly everywhere else.
 """
+
 from __future__ import annotations
 
 import importlib.util
@@ -13,8 +14,9 @@ import pytest
 
 from conftest import CAPTURES, ROOT
 
-pytestmark = pytest.mark.skipif(importlib.util.find_spec("hta") is None,
-                                reason="Holistic Trace Analysis (holistictraceanalysis) is not installed")
+pytestmark = pytest.mark.skipif(
+    importlib.util.find_spec("hta") is None, reason="Holistic Trace Analysis (holistictraceanalysis) is not installed"
+)
 
 
 def test_idle_and_kernel_time_per_stream_agree(tmp_path, monkeypatch):
@@ -35,4 +37,3 @@ def test_idle_and_kernel_time_per_stream_agree(tmp_path, monkeypatch):
         rows = idle[idle["stream"] == int(stream)]
         hta_idle = float(rows["idle_time"].sum())
         assert abs(d["idle_us"] - hta_idle) <= 0.01 * d["span_us"], (stream, d, hta_idle)
-

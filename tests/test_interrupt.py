@@ -5,6 +5,7 @@ through decoding a trace large enough to be decoded by two processes.
 The signal goes to diagnose alone (as `kill PID` sends it), once diagnose has started its helper
 processes; the bound leaves room for a busy 2-core machine.
 """
+
 from __future__ import annotations
 
 import shutil
@@ -48,8 +49,11 @@ def _alive(pid: int) -> bool:
 def _interrupt_mid_run(target: Path, out: Path, sig: int) -> tuple[int, float, list[int]]:
     """Start `diagnose target`, wait for its first helper process, send `sig`: (exit code, seconds
     from the signal to the exit, the helpers seen)."""
-    proc = subprocess.Popen([sys.executable, "-m", "diagnose", str(target), "-o", str(out), "-q"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "diagnose", str(target), "-o", str(out), "-q"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     try:
         deadline = time.monotonic() + 120
         helpers: list[int] = []

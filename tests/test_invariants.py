@@ -6,6 +6,7 @@ Each target is analysed once per session (conftest.diagnosis_of, shared with the
 peer traces, and the 160-example synthetic run (200 synthetic traces with the quick 40), are marked `slow`:
 `pytest -m "not slow" tests/test_invariants.py` is the quick pass (40 synthetic traces).
 """
+
 from __future__ import annotations
 
 import json
@@ -24,10 +25,22 @@ hypothesis = pytest.importorskip("hypothesis")
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-SLOW = {"ddp_accumulate", "ddp_no_sync", "fsdp_no_prefetch", "fsdp_prefetch", "ddp_straggler", "ddp_overlap",
-        "ddp_healthy", "ddp_exposed", "nccl_data.json.gz", "control.json.gz",
-        "rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz", "linear_kineto.json.gz",
-        "worker0.1623212756351.pt.trace.json.gz", "ddp_heavy_healthy"}  # ddp_heavy_straggler stays quick
+SLOW = {
+    "ddp_accumulate",
+    "ddp_no_sync",
+    "fsdp_no_prefetch",
+    "fsdp_prefetch",
+    "ddp_straggler",
+    "ddp_overlap",
+    "ddp_healthy",
+    "ddp_exposed",
+    "nccl_data.json.gz",
+    "control.json.gz",
+    "rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz",
+    "linear_kineto.json.gz",
+    "worker0.1623212756351.pt.trace.json.gz",
+    "ddp_heavy_healthy",
+}  # ddp_heavy_straggler stays quick
 TARGETS = make_golden.targets() + sorted(p for p in SYNTHETIC.glob("ranks_*") if p.is_dir())
 
 
@@ -47,14 +60,42 @@ def test_every_bundled_trace_satisfies_the_invariants(path):
 
 
 def test_the_invariants_catch_impossible_numbers():
-    d = Diagnosis("t", {}, {"step_time_us": 1000.0, "accounting": {"step_us": 999.0, "buckets": [
-        {"id": "compute", "share": 0.6, "us_per_step": 600, "in_sum": True},
-        {"id": "launch", "share": 0.4014, "us_per_step": 400, "in_sum": True}]}}, [
-        Finding("compute-bound", "high", "x", [Evidence("share of the FP32 datasheet peak", 176.4, ">=", 50, "%")],
-                [], est_speedup=2.8, recoverable_us=460.0),
-        Finding("memory-bound", "low", "y", [Evidence("saving", 4.3, ">=", 10, "%")], [],
+    d = Diagnosis(
+        "t",
+        {},
+        {
+            "step_time_us": 1000.0,
+            "accounting": {
+                "step_us": 999.0,
+                "buckets": [
+                    {"id": "compute", "share": 0.6, "us_per_step": 600, "in_sum": True},
+                    {"id": "launch", "share": 0.4014, "us_per_step": 400, "in_sum": True},
+                ],
+            },
+        },
+        [
+            Finding(
+                "compute-bound",
+                "high",
+                "x",
+                [Evidence("share of the FP32 datasheet peak", 176.4, ">=", 50, "%")],
+                [],
+                est_speedup=2.8,
+                recoverable_us=460.0,
+            ),
+            Finding(
+                "memory-bound",
+                "low",
+                "y",
+                [Evidence("saving", 4.3, ">=", 10, "%")],
+                [],
                 offenders=[{"chain": "a → b", "us_per_step": 452, "fused_us_per_step": 590}],
-                est_speedup=1.1, recoverable_us=-68.0)], [])
+                est_speedup=1.1,
+                recoverable_us=-68.0,
+            ),
+        ],
+        [],
+    )
     found = violations(d)
     assert any("above 100 %" in v for v in found)
     assert any("exceeds 1.852×" in v for v in found)
@@ -69,8 +110,13 @@ def test_the_invariants_catch_impossible_numbers():
 
 
 def test_exposed_comm_recovers_at_most_the_communication():
-    acc = {"step_us": 1000.0, "buckets": [{"id": "compute", "share": 0.54, "us_per_step": 540, "in_sum": True},
-                                          {"id": "comm_exposed", "share": 0.46, "us_per_step": 460, "in_sum": True}]}
+    acc = {
+        "step_us": 1000.0,
+        "buckets": [
+            {"id": "compute", "share": 0.54, "us_per_step": 540, "in_sum": True},
+            {"id": "comm_exposed", "share": 0.46, "us_per_step": 460, "in_sum": True},
+        ],
+    }
     finding = Finding("exposed-comm", "high", "x", [], [], est_speedup=2.8, recoverable_us=643.0)
     found = violations(Diagnosis("t", {}, {"step_time_us": 1000.0, "accounting": acc}, [finding], []))
     assert any("more than the 460.0 µs" in v for v in found)
@@ -79,8 +125,15 @@ def test_exposed_comm_recovers_at_most_the_communication():
 
 
 def test_enforce_drops_the_finding_and_says_why():
-    good = Finding("launch-overhead", "high", "ok", [Evidence("idle", 90, ">=", 25, "%")], [],
-                   est_speedup=1.5, recoverable_us=400.0)
+    good = Finding(
+        "launch-overhead",
+        "high",
+        "ok",
+        [Evidence("idle", 90, ">=", 25, "%")],
+        [],
+        est_speedup=1.5,
+        recoverable_us=400.0,
+    )
     bad = Finding("exposed-comm", "high", "too much", [], [], est_speedup=2.8, recoverable_us=460.0)
     d = Diagnosis("t", {}, {"step_time_us": 1000.0}, [good, bad], [])
     assert enforce(d)
@@ -94,22 +147,70 @@ def test_an_impossible_input_is_dropped_with_its_reason_not_shown(tmp_path):
     from diagnose import analyze
 
     m = k = n = 8192
-    events = [{"ph": "X", "cat": "user_annotation", "name": f"diagnose/step {s}", "pid": 1, "tid": 1,
-               "ts": s * 6000.0, "dur": 5600.0, "args": {}} for s in range(2)]
+    events = [
+        {
+            "ph": "X",
+            "cat": "user_annotation",
+            "name": f"diagnose/step {s}",
+            "pid": 1,
+            "tid": 1,
+            "ts": s * 6000.0,
+            "dur": 5600.0,
+            "args": {},
+        }
+        for s in range(2)
+    ]
     for s in range(2):
         t, corr = s * 6000.0 + 10, s + 1
-        events += [{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": t, "dur": 10,
-                    "args": {"External id": corr, "Input Dims": [[m, k], [k, n]], "Input type": ["float", "float"]}},
-                   {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": t + 2,
-                    "dur": 3, "args": {"correlation": corr, "External id": corr}},
-                   {"ph": "X", "cat": "kernel", "name": "void cutlass::Kernel2<cutlass_80_simt_sgemm_256x128_8x4_nn_align1>()",
-                    "pid": 0, "tid": 7, "ts": t + 10, "dur": 2 * m * k * n / (3 * FP32_FLOP_PER_US),
-                    "args": {"correlation": corr, "External id": corr, "device": 0, "stream": 7,
-                             "grid": [132, 1, 1], "block": [256, 1, 1]}}]
+        events += [
+            {
+                "ph": "X",
+                "cat": "cpu_op",
+                "name": "aten::mm",
+                "pid": 1,
+                "tid": 1,
+                "ts": t,
+                "dur": 10,
+                "args": {"External id": corr, "Input Dims": [[m, k], [k, n]], "Input type": ["float", "float"]},
+            },
+            {
+                "ph": "X",
+                "cat": "cuda_runtime",
+                "name": "cudaLaunchKernel",
+                "pid": 1,
+                "tid": 1,
+                "ts": t + 2,
+                "dur": 3,
+                "args": {"correlation": corr, "External id": corr},
+            },
+            {
+                "ph": "X",
+                "cat": "kernel",
+                "name": "void cutlass::Kernel2<cutlass_80_simt_sgemm_256x128_8x4_nn_align1>()",
+                "pid": 0,
+                "tid": 7,
+                "ts": t + 10,
+                "dur": 2 * m * k * n / (3 * FP32_FLOP_PER_US),
+                "args": {
+                    "correlation": corr,
+                    "External id": corr,
+                    "device": 0,
+                    "stream": 7,
+                    "grid": [132, 1, 1],
+                    "block": [256, 1, 1],
+                },
+            },
+        ]
     path = tmp_path / "impossible.json"
-    path.write_text(json.dumps({"traceName": "SYNTHETIC: FP32 GEMM above its datasheet peak",
-                                "deviceProperties": [{"id": 0, "name": "NVIDIA H200", "numSms": 132}],
-                                "traceEvents": events}))
+    path.write_text(
+        json.dumps(
+            {
+                "traceName": "SYNTHETIC: FP32 GEMM above its datasheet peak",
+                "deviceProperties": [{"id": 0, "name": "NVIDIA H200", "numSms": 132}],
+                "traceEvents": events,
+            }
+        )
+    )
     d = analyze(path)
     assert "compute-bound" not in [f.rule for f in d.findings] and violations(d) == []
     quiet = next(c.detail for c in d.checked if c.rule == "compute-bound")
@@ -120,8 +221,12 @@ def test_an_unmet_comparison_is_marked_and_shown():
     e = Evidence("rank 1: GPU work above the other ranks' median", 4.3, ">=", 10, "%")
     assert e.holds is False and e.text().endswith("(not met)")
     assert Evidence("idle", 30, ">=", 25, "%").holds is None
-    assert "holds" not in Diagnosis("t", {}, {}, [Finding("r", "low", "t", [Evidence("a", 1, ">", 0)], [])],
-                                    []).to_dict()["findings"][0]["evidence"][0]
+    assert (
+        "holds"
+        not in Diagnosis("t", {}, {}, [Finding("r", "low", "t", [Evidence("a", 1, ">", 0)], [])], []).to_dict()[
+            "findings"
+        ][0]["evidence"][0]
+    )
 
 
 # --- synthetic traces: well-formed kineto traces with random steps, GEMMs, elementwise chains,
@@ -140,21 +245,67 @@ def synthetic_trace(draw) -> dict:
     def launch(op: str, dims, types, kernel: str, dur: float, host: float, stream: int = 7, sync=False):
         nonlocal t, corr
         corr += 1
-        events.append({"ph": "X", "cat": "cpu_op", "name": op, "pid": 1, "tid": 1, "ts": t, "dur": host + 4,
-                       "args": {"External id": corr, "Input Dims": dims, "Input type": types}})
-        events.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1,
-                       "ts": t + host, "dur": 3, "args": {"correlation": corr, "External id": corr}})
+        events.append(
+            {
+                "ph": "X",
+                "cat": "cpu_op",
+                "name": op,
+                "pid": 1,
+                "tid": 1,
+                "ts": t,
+                "dur": host + 4,
+                "args": {"External id": corr, "Input Dims": dims, "Input type": types},
+            }
+        )
+        events.append(
+            {
+                "ph": "X",
+                "cat": "cuda_runtime",
+                "name": "cudaLaunchKernel",
+                "pid": 1,
+                "tid": 1,
+                "ts": t + host,
+                "dur": 3,
+                "args": {"correlation": corr, "External id": corr},
+            }
+        )
         gpu_ts = max(t + host + 5, gpu_free[stream])
-        events.append({"ph": "X", "cat": "kernel", "name": kernel, "pid": 0, "tid": stream, "ts": gpu_ts, "dur": dur,
-                       "args": {"correlation": corr, "External id": corr, "device": 0, "stream": stream,
-                                "grid": [132, 1, 1], "block": [256, 1, 1]}})
+        events.append(
+            {
+                "ph": "X",
+                "cat": "kernel",
+                "name": kernel,
+                "pid": 0,
+                "tid": stream,
+                "ts": gpu_ts,
+                "dur": dur,
+                "args": {
+                    "correlation": corr,
+                    "External id": corr,
+                    "device": 0,
+                    "stream": stream,
+                    "grid": [132, 1, 1],
+                    "block": [256, 1, 1],
+                },
+            }
+        )
         gpu_free[stream] = gpu_ts + dur
         t += host + 5
         if sync:
             corr += 1
             wait = max(gpu_free.values()) - t
-            events.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaStreamSynchronize", "pid": 1, "tid": 1,
-                           "ts": t, "dur": max(wait, 1), "args": {"correlation": corr}})
+            events.append(
+                {
+                    "ph": "X",
+                    "cat": "cuda_runtime",
+                    "name": "cudaStreamSynchronize",
+                    "pid": 1,
+                    "tid": 1,
+                    "ts": t,
+                    "dur": max(wait, 1),
+                    "args": {"correlation": corr},
+                }
+            )
             t += max(wait, 1) + 1
 
     gpu_free = {7: 0.0, 20: 0.0}
@@ -170,31 +321,78 @@ def synthetic_trace(draw) -> dict:
             m, k, n = sizes
             if op == "gemm":
                 flops = 2 * m * k * n
-                launch("aten::mm", [[m, k], [k, n]], GEMM_TYPES[kind], "nvjet_sm90_tst_128x64_64x4_1x2_h_bz_coopA_NNT"
-                       if kind != 1 else "void cutlass::Kernel2<cutlass_80_simt_sgemm_256x128_8x4_nn_align1>()",
-                       max(flops / ((FP32_FLOP_PER_US if kind == 1 else BF16_FLOP_PER_US) * speed), 2), host)
+                launch(
+                    "aten::mm",
+                    [[m, k], [k, n]],
+                    GEMM_TYPES[kind],
+                    "nvjet_sm90_tst_128x64_64x4_1x2_h_bz_coopA_NNT"
+                    if kind != 1
+                    else "void cutlass::Kernel2<cutlass_80_simt_sgemm_256x128_8x4_nn_align1>()",
+                    max(flops / ((FP32_FLOP_PER_US if kind == 1 else BF16_FLOP_PER_US) * speed), 2),
+                    host,
+                )
             elif op == "chain":
                 width = 4 if kind == 1 else 2
-                for name in ELEMENTWISE[:draw(st.integers(2, 5))]:
-                    launch(name, [[m, n], [m, n]], GEMM_TYPES[kind], "void at::native::vectorized_elementwise_kernel<4>()",
-                           max(3 * m * n * width / (HBM_BYTES_PER_US * speed), 1.5), host)
+                for name in ELEMENTWISE[: draw(st.integers(2, 5))]:
+                    launch(
+                        name,
+                        [[m, n], [m, n]],
+                        GEMM_TYPES[kind],
+                        "void at::native::vectorized_elementwise_kernel<4>()",
+                        max(3 * m * n * width / (HBM_BYTES_PER_US * speed), 1.5),
+                        host,
+                    )
             elif op == "comm":
-                launch("nccl:all_reduce", [[m * n]], ["float"], "ncclDevKernel_AllReduce_Sum_f32_RING_LL",
-                       max(m * n * 4 / 2e5 * speed, 5), host, stream=20)
+                launch(
+                    "nccl:all_reduce",
+                    [[m * n]],
+                    ["float"],
+                    "ncclDevKernel_AllReduce_Sum_f32_RING_LL",
+                    max(m * n * 4 / 2e5 * speed, 5),
+                    host,
+                    stream=20,
+                )
             elif op == "sync":
                 launch("aten::item", [[]], ["float"], "Memcpy DtoH (Device -> Pageable)", 2, host, sync=True)
             else:
                 for _ in range(draw(st.integers(1, 20))):
-                    launch("aten::add", [[8], [8]], ["float", "float"], "void at::native::elementwise_kernel<128, 2>()",
-                           2, host)
+                    launch(
+                        "aten::add",
+                        [[8], [8]],
+                        ["float", "float"],
+                        "void at::native::elementwise_kernel<128, 2>()",
+                        2,
+                        host,
+                    )
         t = max(t, *gpu_free.values()) + draw(st.floats(0, 200))
-        events.append({"ph": "X", "cat": "user_annotation", "name": f"diagnose/step {step}", "pid": 1, "tid": 1,
-                       "ts": start, "dur": t - start, "args": {}})
+        events.append(
+            {
+                "ph": "X",
+                "cat": "user_annotation",
+                "name": f"diagnose/step {step}",
+                "pid": 1,
+                "tid": 1,
+                "ts": start,
+                "dur": t - start,
+                "args": {},
+            }
+        )
         t += 1
-    return {"schemaVersion": 1, "traceName": "SYNTHETIC: invariants property test",
-            "deviceProperties": [{"id": 0, "name": "NVIDIA H200", "numSms": 132, "totalGlobalMem": 150109880320,
-                                  "computeMajor": 9, "computeMinor": 0}],
-            "traceEvents": sorted(events, key=lambda e: e["ts"])}
+    return {
+        "schemaVersion": 1,
+        "traceName": "SYNTHETIC: invariants property test",
+        "deviceProperties": [
+            {
+                "id": 0,
+                "name": "NVIDIA H200",
+                "numSms": 132,
+                "totalGlobalMem": 150109880320,
+                "computeMajor": 9,
+                "computeMinor": 0,
+            }
+        ],
+        "traceEvents": sorted(events, key=lambda e: e["ts"]),
+    }
 
 
 def _check_synthetic(trace: dict, tmp_path_factory) -> None:

@@ -1,4 +1,5 @@
 """The memory charts: well-formed SVG with axes and units, OOM points marked, untrusted strings escaped."""
+
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
@@ -63,13 +64,19 @@ def test_sweep_chart_marks_fits_and_ooms():
 
 def test_charts_escape_untrusted_strings():
     evil = '<script>alert("x")</script>&'
-    sweep = {"param": evil, "fits": {}, "points": [
-        {"value": 1024, "status": "ok", "peak_allocated_bytes": 1e9, "median_step_us": 100.0},
-        {"value": 2048, "status": "ok", "peak_allocated_bytes": 4e9, "median_step_us": 400.0},
-        {"value": 4096, "status": "oom", "error": evil}]}
+    sweep = {
+        "param": evil,
+        "fits": {},
+        "points": [
+            {"value": 1024, "status": "ok", "peak_allocated_bytes": 1e9, "median_step_us": 100.0},
+            {"value": 2048, "status": "ok", "peak_allocated_bytes": 4e9, "median_step_us": 400.0},
+            {"value": 4096, "status": "oom", "error": evil},
+        ],
+    }
     svg = sweep_chart(sweep)
     assert "<script>" not in svg and evil in "".join(texts(svg)) + "".join(
-        "".join(t.itertext()) for t in ET.fromstring(svg).iter("title"))
+        "".join(t.itertext()) for t in ET.fromstring(svg).iter("title")
+    )
     memory = {"timeline": {"points": [[0, 1, 2], [1, 3, 4]], "steps": [{"label": evil, "start": 0, "end": 1}]}}
     svg = memory_timeline_chart(memory)
     assert "<script>" not in svg

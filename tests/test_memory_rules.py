@@ -1,4 +1,5 @@
 """The memory rules and the memory record on the real H200 captures, and their edges on hand-built ops."""
+
 from __future__ import annotations
 
 import json
@@ -36,14 +37,20 @@ def evidence(f, prefix):
 def ops_trace(rows: list[dict]):
     """A trace with only CPU ops (no kernels, no memory): for the shape patterns."""
     trace = empty_trace("hand-made")
-    frame = pd.DataFrame([{"cat": "cpu_op", "dur": 1.0, "pid": 1, "tid": 1, "external_id": None,
-                           "input_types": None, **r} for r in rows], columns=OP_COLUMNS)
+    frame = pd.DataFrame(
+        [
+            {"cat": "cpu_op", "dur": 1.0, "pid": 1, "tid": 1, "external_id": None, "input_types": None, **r}
+            for r in rows
+        ],
+        columns=OP_COLUMNS,
+    )
     frame["end"] = frame["ts"] + frame["dur"]
     trace.ops = frame
     return trace
 
 
 # --- the memory record -------------------------------------------------------------------------
+
 
 def test_record_of_a_capture_folder():
     record = Context(load_capture("kv_concat"), Config()).memory
@@ -56,8 +63,8 @@ def test_record_of_a_capture_folder():
 def test_the_per_process_cap_is_the_limit_of_an_oom():
     record = load_memory(load_capture("train_oom_capped"))
     limit, source = record.limit
-    assert limit == 12 * 2 ** 30 and "12.00 GiB allowed" in source
-    assert record.out_of_memory and record.oom["requested_bytes"] == 256 * 2 ** 20
+    assert limit == 12 * 2**30 and "12.00 GiB allowed" in source
+    assert record.out_of_memory and record.oom["requested_bytes"] == 256 * 2**20
 
 
 def test_no_record_is_a_clear_skip():
@@ -82,6 +89,7 @@ def test_a_broken_memory_json_is_a_warning(tmp_path):
 
 # --- a failed capture without a trace ----------------------------------------------------------
 
+
 def test_oom_without_trace_runs_the_memory_rules_and_skips_the_timeline_rules():
     d = diagnose_trace(load_capture("train_oom_capped"))
     assert d.workload_failed and d.verdict.startswith("The workload ran out of memory")
@@ -97,9 +105,11 @@ def test_oom_without_trace_runs_the_memory_rules_and_skips_the_timeline_rules():
 
 # --- attention-memory --------------------------------------------------------------------------
 
+
 def test_attention_naive_numbers():
-    f = finding(diagnose_trace(load_capture("attention_naive_8k"), rules=[rule("attention-memory")]),
-                "attention-memory")
+    f = finding(
+        diagnose_trace(load_capture("attention_naive_8k"), rules=[rule("attention-memory")]), "attention-memory"
+    )
     assert f.severity == "high" and [x.id for x in f.fixes] == ["flash-attention", "flex-attention"]
     assert evidence(f, "score matrix [1, 16, 8192, 8192]") == 16 * 8192 * 8192
     assert 10.5 < evidence(f, "memory a fused kernel saves") < 10.8
@@ -114,16 +124,36 @@ def test_attention_sdpa_is_quiet_with_the_reason():
 
 
 def _hand_attention(softmax_parent: str | None = None):
-    qk = {"name": "aten::bmm", "ts": 1.0, "input_dims": [[8, 2048, 64], [8, 64, 2048]],
-          "input_types": ["c10::Half", "c10::Half"]}
-    sm = {"name": "aten::_softmax", "ts": 3.0, "input_dims": [[1, 8, 2048, 2048], [], []],
-          "input_types": ["c10::Half", "Scalar", "Scalar"]}
-    pv = {"name": "aten::bmm", "ts": 4.0, "input_dims": [[8, 2048, 2048], [8, 2048, 64]],
-          "input_types": ["c10::Half", "c10::Half"]}
+    qk = {
+        "name": "aten::bmm",
+        "ts": 1.0,
+        "input_dims": [[8, 2048, 64], [8, 64, 2048]],
+        "input_types": ["c10::Half", "c10::Half"],
+    }
+    sm = {
+        "name": "aten::_softmax",
+        "ts": 3.0,
+        "input_dims": [[1, 8, 2048, 2048], [], []],
+        "input_types": ["c10::Half", "Scalar", "Scalar"],
+    }
+    pv = {
+        "name": "aten::bmm",
+        "ts": 4.0,
+        "input_dims": [[8, 2048, 2048], [8, 2048, 64]],
+        "input_types": ["c10::Half", "c10::Half"],
+    }
     rows = [qk, sm, pv]
     if softmax_parent:
-        rows.insert(0, {"name": softmax_parent, "ts": 0.5, "dur": 10.0,
-                        "input_dims": [[1, 8, 2048, 64]] * 3, "input_types": ["c10::Half"] * 3})
+        rows.insert(
+            0,
+            {
+                "name": softmax_parent,
+                "ts": 0.5,
+                "dur": 10.0,
+                "input_dims": [[1, 8, 2048, 64]] * 3,
+                "input_types": ["c10::Half"] * 3,
+            },
+        )
     return rows
 
 
@@ -147,11 +177,23 @@ def test_sdpa_math_fallback_fires_without_timing():
 
 def test_dense_mask_passed_to_sdpa_fires_low():
     q = [1, 8, 4096, 64]
-    trace = ops_trace([{"name": "aten::scaled_dot_product_attention", "ts": 1.0, "dur": 5.0,
-                        "input_dims": [q, q, q, [1, 1, 4096, 4096], [], []],
-                        "input_types": ["c10::BFloat16"] * 3 + ["c10::BFloat16", "Scalar", "Scalar"]},
-                       {"name": "aten::_scaled_dot_product_efficient_attention", "ts": 2.0,
-                        "input_dims": [q, q, q, [1, 1, 4096, 4096]], "input_types": ["c10::BFloat16"] * 4}])
+    trace = ops_trace(
+        [
+            {
+                "name": "aten::scaled_dot_product_attention",
+                "ts": 1.0,
+                "dur": 5.0,
+                "input_dims": [q, q, q, [1, 1, 4096, 4096], [], []],
+                "input_types": ["c10::BFloat16"] * 3 + ["c10::BFloat16", "Scalar", "Scalar"],
+            },
+            {
+                "name": "aten::_scaled_dot_product_efficient_attention",
+                "ts": 2.0,
+                "input_dims": [q, q, q, [1, 1, 4096, 4096]],
+                "input_types": ["c10::BFloat16"] * 4,
+            },
+        ]
+    )
     (call,) = attention_calls(trace.ops)
     assert call.backend == "efficient" and call.mask.dims == (1, 1, 4096, 4096)
     f = finding(diagnose_trace(trace, rules=[rule("attention-memory")]), "attention-memory")
@@ -159,6 +201,7 @@ def test_dense_mask_passed_to_sdpa_fires_low():
 
 
 # --- kv-fragmentation --------------------------------------------------------------------------
+
 
 def test_kv_concat_numbers():
     f = finding(diagnose_trace(load_capture("kv_concat"), rules=[rule("kv-fragmentation")]), "kv-fragmentation")
@@ -172,18 +215,31 @@ def test_kv_concat_numbers():
 
 
 def test_kv_appends_pattern():
-    rows = [{"name": "aten::cat", "ts": float(i), "input_dims": [[[4, 8, 100 + i, 64], [4, 8, 1, 64]], []],
-             "input_types": ["TensorList", "Scalar"]} for i in range(3)]
-    rows += [{"name": "aten::cat", "ts": 9.0, "input_dims": [[[4, 8, 100, 64], [4, 8, 100, 64]], []]},
-             {"name": "aten::cat", "ts": 9.5, "input_dims": [[[1], [1], [1]], []]}]
+    rows = [
+        {
+            "name": "aten::cat",
+            "ts": float(i),
+            "input_dims": [[[4, 8, 100 + i, 64], [4, 8, 1, 64]], []],
+            "input_types": ["TensorList", "Scalar"],
+        }
+        for i in range(3)
+    ]
+    rows += [
+        {"name": "aten::cat", "ts": 9.0, "input_dims": [[[4, 8, 100, 64], [4, 8, 100, 64]], []]},
+        {"name": "aten::cat", "ts": 9.5, "input_dims": [[[1], [1], [1]], []]},
+    ]
     ops = ops_trace(rows).ops
     found = kv_appends(ops, step_index(ops, None), max_append=16, min_cache=64)
     assert [(a.cache_len, a.added, a.dim, a.out_dims) for a in found] == [
-        (100, 1, 2, (4, 8, 101, 64)), (101, 1, 2, (4, 8, 102, 64)), (102, 1, 2, (4, 8, 103, 64))]
+        (100, 1, 2, (4, 8, 101, 64)),
+        (101, 1, 2, (4, 8, 102, 64)),
+        (102, 1, 2, (4, 8, 103, 64)),
+    ]
     assert kv_appends(ops, step_index(ops, None), max_append=16, min_cache=128) == []
 
 
 # --- vram-limit --------------------------------------------------------------------------------
+
 
 def test_vram_limit_on_the_oom_training_step():
     f = finding(diagnose_trace(load_capture("train_oom_capped"), rules=[rule("vram-limit")]), "vram-limit")
@@ -195,8 +251,9 @@ def test_vram_limit_on_the_oom_training_step():
 
 
 def test_train_fits_breakdown_and_gpu_count():
-    d = diagnose_trace(load_capture("train_fits"), Config(overrides={"vram-limit.max_peak_share": 0.15}),
-                       rules=[rule("vram-limit")])
+    d = diagnose_trace(
+        load_capture("train_fits"), Config(overrides={"vram-limit.max_peak_share": 0.15}), rules=[rule("vram-limit")]
+    )
     parts = {p["part"]: p["bytes"] for p in d.details.memory["breakdown"]["parts"]}
     assert parts["parameters"] == parts["gradients"] == pytest.approx(4.2955 * GB, rel=1e-3)
     assert parts["optimizer state (AdamW)"] == pytest.approx(8.591 * GB, rel=1e-3)
@@ -211,6 +268,7 @@ def test_single_huge_request_is_not_a_vram_limit():
 
 
 # --- the report data ---------------------------------------------------------------------------
+
 
 def test_details_memory_timeline_and_breakdown():
     memory = diagnose_trace(load_capture("attention_naive_8k")).details.memory

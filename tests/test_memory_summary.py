@@ -1,4 +1,5 @@
 """The allocator-snapshot summary (capture side), on a hand-made snapshot in torch's format."""
+
 from __future__ import annotations
 
 from diagnose.capture.memory_summary import summarise_snapshot, user_frame
@@ -8,19 +9,29 @@ MB = 1 << 20
 
 def snapshot():
     """SYNTHETIC: two segments, one with a free hole, and a short event trace ending in an OOM."""
-    frames = [{"filename": "/site-packages/torch/nn/modules/linear.py", "line": 125, "name": "forward"},
-              {"filename": "/home/me/model.py", "line": 42, "name": "attention"}]
+    frames = [
+        {"filename": "/site-packages/torch/nn/modules/linear.py", "line": 125, "name": "forward"},
+        {"filename": "/home/me/model.py", "line": 42, "name": "attention"},
+    ]
     return {
         "segments": [
-            {"total_size": 64 * MB, "allocated_size": 48 * MB, "blocks": [
-                {"size": 32 * MB, "requested_size": 32 * MB, "state": "active_allocated", "frames": frames},
-                {"size": 16 * MB, "state": "inactive"},
-                {"size": 16 * MB, "state": "active_allocated", "frames": []}]},
+            {
+                "total_size": 64 * MB,
+                "allocated_size": 48 * MB,
+                "blocks": [
+                    {"size": 32 * MB, "requested_size": 32 * MB, "state": "active_allocated", "frames": frames},
+                    {"size": 16 * MB, "state": "inactive"},
+                    {"size": 16 * MB, "state": "active_allocated", "frames": []},
+                ],
+            },
             {"total_size": 20 * MB, "allocated_size": 0, "blocks": [{"size": 20 * MB, "state": "inactive"}]},
         ],
-        "device_traces": [[
-            {"action": "alloc", "addr": 1, "size": 32 * MB, "time_us": 10, "frames": frames},
-            {"action": "oom", "addr": 0, "size": 1 << 40, "time_us": 20, "frames": frames}]],
+        "device_traces": [
+            [
+                {"action": "alloc", "addr": 1, "size": 32 * MB, "time_us": 10, "frames": frames},
+                {"action": "oom", "addr": 0, "size": 1 << 40, "time_us": 20, "frames": frames},
+            ]
+        ],
     }
 
 
@@ -55,7 +66,8 @@ def test_the_recorder_writes_a_gzipped_record_that_the_analysis_reads(tmp_path):
         is_available=lambda: True,
         memory_stats=lambda: {"allocated_bytes.all.peak": 3 << 30, "reserved_bytes.all.peak": 4 << 30},
         get_device_properties=lambda index: types.SimpleNamespace(total_memory=80 << 30),
-        memory=types.SimpleNamespace(_snapshot=snapshot, _record_memory_history=lambda **kw: None))
+        memory=types.SimpleNamespace(_snapshot=snapshot, _record_memory_history=lambda **kw: None),
+    )
     recorder = MemoryRecorder(types.SimpleNamespace(cuda=cuda), tmp_path)
     stats = recorder.finish()
     assert stats["allocated_bytes.all.peak"] == 3 << 30

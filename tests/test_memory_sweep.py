@@ -1,4 +1,5 @@
 """Sweeps: growth fits on the real H200 sweeps, the wall, and the diagnosis of a sweep folder."""
+
 from __future__ import annotations
 
 import json
@@ -14,10 +15,10 @@ from conftest import CAPTURES
 
 
 def test_fit_power_is_exact_on_a_power_law():
-    fit = fit_power([1, 2, 4, 8], [3 * x ** 2 for x in (1, 2, 4, 8)])
+    fit = fit_power([1, 2, 4, 8], [3 * x**2 for x in (1, 2, 4, 8)])
     assert fit.exponent == pytest.approx(2.0) and fit.coefficient == pytest.approx(3.0)
     assert fit.r2 == pytest.approx(1.0) and fit.local == pytest.approx([2.0, 2.0, 2.0])
-    assert fit.reach(3 * 16 ** 2) == pytest.approx(16)
+    assert fit.reach(3 * 16**2) == pytest.approx(16)
     assert fit_power([4, 4], [1, 2]) is None and fit_power([1], [1]) is None
 
 
@@ -62,10 +63,11 @@ def test_not_a_sweep(tmp_path):
 
 
 def test_a_sweep_of_names_has_no_fit(tmp_path):
-    points = [{"value": v, "status": "ok", "folder": f"impl={v}", "peak_allocated_bytes": 10,
-               "median_step_us": 5} for v in ("naive", "sdpa")]
-    (tmp_path / "sweep.json").write_text(json.dumps({"schema": "diagnose.sweep/1", "param": "impl",
-                                                     "points": points}))
+    points = [
+        {"value": v, "status": "ok", "folder": f"impl={v}", "peak_allocated_bytes": 10, "median_step_us": 5}
+        for v in ("naive", "sdpa")
+    ]
+    (tmp_path / "sweep.json").write_text(json.dumps({"schema": "diagnose.sweep/1", "param": "impl", "points": points}))
     sweep = load_sweep(tmp_path)
     assert sweep.memory_fit is None and sweep.time_fit is None
     assert sweep.to_dict()["fits"]["peak_allocated"] is None

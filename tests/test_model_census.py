@@ -1,5 +1,6 @@
 """The capture child's census (meta.json `workload`): the models alive while the steps run and the
 libraries loaded, in function and script mode (CPU captures: tensors on the CPU are counted)."""
+
 from __future__ import annotations
 
 import json
@@ -29,8 +30,12 @@ def _capture(tmp_path, source: str, target_suffix: str = "") -> dict:
     path = tmp_path / "work.py"
     path.write_text(textwrap.dedent(source))
     out = tmp_path / "out"
-    done = subprocess.run([sys.executable, "-m", "diagnose", "-o", str(out), "--format", "json",
-                           f"{path}{target_suffix}"], capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-m", "diagnose", "-o", str(out), "--format", "json", f"{path}{target_suffix}"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode in (0, 1), done.stderr
     return json.loads((out / "meta.json").read_text())["workload"]
 

@@ -1,4 +1,5 @@
 """`--ncu-csv`, `--ncu` and a capture folder's own ncu.csv, through the command line."""
+
 from __future__ import annotations
 
 import gzip
@@ -27,8 +28,9 @@ def cli(capsys, *argv):
 
 def test_ncu_csv_on_a_real_pair(tmp_path, capsys):
     out = tmp_path / "out"
-    code, data, err = cli(capsys, str(CAPTURES / "swiglu_eager"), "--ncu-csv",
-                          str(NCU / "swiglu_eager.ncu.csv.gz"), "-o", str(out))
+    code, data, err = cli(
+        capsys, str(CAPTURES / "swiglu_eager"), "--ncu-csv", str(NCU / "swiglu_eager.ncu.csv.gz"), "-o", str(out)
+    )
     assert code == 0 and err == ""
     ncu = data["details"]["ncu"]
     assert ncu["matched"] == 10 and ncu["coverage"] == 1.0 and len(ncu["kernels"]) == 10
@@ -43,8 +45,14 @@ def test_ncu_csv_on_a_real_pair(tmp_path, capsys):
 
 
 def test_trace_file_with_ncu_csv(tmp_path, capsys):
-    code, data, _ = cli(capsys, str(CAPTURES / "matmul_bf16" / "trace.json.gz"), "--ncu-csv",
-                        str(NCU / "matmul_bf16.ncu.csv.gz"), "-o", str(tmp_path / "o"))
+    code, data, _ = cli(
+        capsys,
+        str(CAPTURES / "matmul_bf16" / "trace.json.gz"),
+        "--ncu-csv",
+        str(NCU / "matmul_bf16.ncu.csv.gz"),
+        "-o",
+        str(tmp_path / "o"),
+    )
     assert code == 0 and data["details"]["ncu"]["kernels"][0]["bound"] == "compute-bound"
 
 
@@ -68,15 +76,18 @@ def test_no_csv_no_ncu_details(tmp_path, capsys):
 
 
 def test_missing_csv_file_is_bad_input(tmp_path, capsys):
-    code, data, err = cli(capsys, str(CAPTURES / "matmul_bf16"), "--ncu-csv", str(tmp_path / "none.csv"),
-                          "-o", str(tmp_path / "o"))
+    code, data, err = cli(
+        capsys, str(CAPTURES / "matmul_bf16"), "--ncu-csv", str(tmp_path / "none.csv"), "-o", str(tmp_path / "o")
+    )
     assert code == 2 and data is None and err.count("\n") == 1 and "none.csv" in err
 
 
 def test_permission_error_csv_is_one_line_and_the_diagnosis_goes_on(tmp_path, capsys):
     csv = tmp_path / "denied.csv"
-    csv.write_text("==PROF== Connected to process 7\n==ERROR== ERR_NVGPUCTRPERM - The user does not have "
-                   "permission to access NVIDIA GPU Performance Counters on the target device 0.\n")
+    csv.write_text(
+        "==PROF== Connected to process 7\n==ERROR== ERR_NVGPUCTRPERM - The user does not have "
+        "permission to access NVIDIA GPU Performance Counters on the target device 0.\n"
+    )
     code, data, err = cli(capsys, str(CAPTURES / "matmul_bf16"), "--ncu-csv", str(csv), "-o", str(tmp_path / "o"))
     assert code == 0 and data["findings"][0]["rule"] == "compute-bound"
     assert err.count("\n") == 1 and "ERR_NVGPUCTRPERM" in err
@@ -85,8 +96,14 @@ def test_permission_error_csv_is_one_line_and_the_diagnosis_goes_on(tmp_path, ca
 
 
 def test_csv_of_another_workload_is_flagged(tmp_path, capsys):
-    code, data, _ = cli(capsys, str(CAPTURES / "matmul_bf16"), "--ncu-csv", str(NCU / "decode_eager.ncu.csv.gz"),
-                        "-o", str(tmp_path / "o"))
+    code, data, _ = cli(
+        capsys,
+        str(CAPTURES / "matmul_bf16"),
+        "--ncu-csv",
+        str(NCU / "decode_eager.ncu.csv.gz"),
+        "-o",
+        str(tmp_path / "o"),
+    )
     assert code == 0 and any("none of the 78 measured kernels matched" in w for w in data["warnings"])
 
 
@@ -109,14 +126,38 @@ def test_report_escapes_names_from_the_csv(tmp_path, capsys):
 
 
 def test_roofline_chart_escapes_and_marks_points():
-    roof = {"points": [{"kernel": '<img src=x onerror="boom">', "op": "aten::mm", "shapes": "[8×8] bf16",
-                        "intensity": 400.0, "tflops": 700.0, "measured": True, "bound": "compute-bound",
-                        "us_per_step": 10.0, "dram_pct": 20.0, "sm_pct": 93.0},
-                       {"kernel": "k2", "op": None, "shapes": None, "intensity": 0.2, "tflops": 0.5,
-                        "measured": False, "bound": None, "us_per_step": 5.0}],
-            "ceilings": {"device": "NVIDIA H200", "hbm_tbps": 4.8, "achievable_tbps": 4.3,
-                         "compute": [{"rung": "bf16", "label": "bf16 tensor", "peak_tflops": 989.4,
-                                      "achievable_tflops": 790.0}]}}
+    roof = {
+        "points": [
+            {
+                "kernel": '<img src=x onerror="boom">',
+                "op": "aten::mm",
+                "shapes": "[8×8] bf16",
+                "intensity": 400.0,
+                "tflops": 700.0,
+                "measured": True,
+                "bound": "compute-bound",
+                "us_per_step": 10.0,
+                "dram_pct": 20.0,
+                "sm_pct": 93.0,
+            },
+            {
+                "kernel": "k2",
+                "op": None,
+                "shapes": None,
+                "intensity": 0.2,
+                "tflops": 0.5,
+                "measured": False,
+                "bound": None,
+                "us_per_step": 5.0,
+            },
+        ],
+        "ceilings": {
+            "device": "NVIDIA H200",
+            "hbm_tbps": 4.8,
+            "achievable_tbps": 4.3,
+            "compute": [{"rung": "bf16", "label": "bf16 tensor", "peak_tflops": 989.4, "achievable_tflops": 790.0}],
+        },
+    }
     svg = charts.roofline_chart(roof)
     assert "<img" not in svg and "&lt;img" in svg
     assert "FLOP/byte" in svg and "TFLOP/s" in svg and "bf16 tensor: 989 TFLOP/s peak" in svg
@@ -158,7 +199,13 @@ def test_ncu_on_a_cpu_capture_has_nothing_to_measure(tmp_path, capsys, monkeypat
 
 
 def test_measured_columns_are_nan_free_json(tmp_path, capsys):
-    code, data, _ = cli(capsys, str(CAPTURES / "gemv_decode_1tok"), "--ncu-csv",
-                        str(NCU / "gemv_decode_1tok.ncu.csv.gz"), "-o", str(tmp_path / "o"))
+    code, data, _ = cli(
+        capsys,
+        str(CAPTURES / "gemv_decode_1tok"),
+        "--ncu-csv",
+        str(NCU / "gemv_decode_1tok.ncu.csv.gz"),
+        "-o",
+        str(tmp_path / "o"),
+    )
     frame = pd.DataFrame(data["details"]["ncu"]["kernels"])
     assert code == 0 and len(frame) == 40 and frame["sm_pct"].notna().all()

@@ -1,4 +1,5 @@
 """Reading Nsight Compute output (diagnose/ncu/csv.py): the real H200 CSVs and synthetic edge cases."""
+
 from __future__ import annotations
 
 import math
@@ -13,10 +14,12 @@ from diagnose.ncu.csv import PERMISSION_TEXT, parse_text, read_ncu
 from conftest import ROOT
 
 NCU = ROOT / "fixtures" / "ncu"
-HEADER = ('"ID","Process ID","Kernel Name","Block Size","Grid Size",'
-          '"dram__bytes.sum","gpu__time_duration.sum","sm__throughput.avg.pct_of_peak_sustained_elapsed",'
-          '"gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed",'
-          '"dram__throughput.avg.pct_of_peak_sustained_elapsed"')
+HEADER = (
+    '"ID","Process ID","Kernel Name","Block Size","Grid Size",'
+    '"dram__bytes.sum","gpu__time_duration.sum","sm__throughput.avg.pct_of_peak_sustained_elapsed",'
+    '"gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed",'
+    '"dram__throughput.avg.pct_of_peak_sustained_elapsed"'
+)
 UNITS = '"","","","","","{bytes}","{time}","%","%","%"'
 
 
@@ -25,8 +28,10 @@ def raw_csv(*rows: str, bytes_unit: str = "byte", time_unit: str = "ns", preambl
     return "\n".join([preamble, HEADER, UNITS.format(bytes=bytes_unit, time=time_unit), *rows]) + "\n"
 
 
-@pytest.mark.parametrize("name,rows", [("swiglu_eager", 10), ("matmul_bf16", 1), ("matmul_fp32", 1),
-                                       ("gemv_decode_1tok", 56), ("decode_eager", 78)])
+@pytest.mark.parametrize(
+    "name,rows",
+    [("swiglu_eager", 10), ("matmul_bf16", 1), ("matmul_fp32", 1), ("gemv_decode_1tok", 56), ("decode_eager", 78)],
+)
 def test_real_csvs_parse(name, rows):
     table = read_ncu(NCU / f"{name}.ncu.csv.gz")
     assert len(table.kernels) == rows and not table.problems
@@ -47,8 +52,9 @@ def test_matmul_bf16_numbers_and_thousands_separators():
     assert row["dram_bytes"] > 1e9
 
 
-@pytest.mark.parametrize("text", ["", "\n\n", "==PROF== Connected to process 1 (/usr/bin/python3)\n"
-                                              "==PROF== Disconnected from process 1\n"])
+@pytest.mark.parametrize(
+    "text", ["", "\n\n", "==PROF== Connected to process 1 (/usr/bin/python3)\n==PROF== Disconnected from process 1\n"]
+)
 def test_empty_or_only_preamble(text):
     table = parse_text(text)
     assert len(table.kernels) == 0
@@ -56,11 +62,13 @@ def test_empty_or_only_preamble(text):
 
 
 def test_counter_permission_error():
-    text = ("==PROF== Connected to process 4242 (/usr/bin/python3)\n"
-            "==ERROR== ERR_NVGPUCTRPERM - The user does not have permission to access NVIDIA GPU Performance "
-            "Counters on the target device 0. For instructions on enabling permissions and to get more "
-            "information see https://developer.nvidia.com/ERR_NVGPUCTRPERM\n"
-            "==PROF== Disconnected from process 4242\n==WARNING== No kernels were profiled.\n")
+    text = (
+        "==PROF== Connected to process 4242 (/usr/bin/python3)\n"
+        "==ERROR== ERR_NVGPUCTRPERM - The user does not have permission to access NVIDIA GPU Performance "
+        "Counters on the target device 0. For instructions on enabling permissions and to get more "
+        "information see https://developer.nvidia.com/ERR_NVGPUCTRPERM\n"
+        "==PROF== Disconnected from process 4242\n==WARNING== No kernels were profiled.\n"
+    )
     table = parse_text(text)
     assert table.permission_denied and len(table.kernels) == 0
     assert table.problems[0] == PERMISSION_TEXT
@@ -68,11 +76,15 @@ def test_counter_permission_error():
 
 
 def test_na_values_units_and_stray_lines():
-    text = raw_csv('"0","7","void k1<float>(float*)","(128, 1, 1)","(4, 1, 1)","1.5","2.5","n/a","n/a","1.0"',
-                   "some line the workload printed",
-                   '"1","7","k2","(256, 1, 1)","(1024, 2, 1)","2,048","1,000","80","20","15"',
-                   '"2","7","short row"',
-                   bytes_unit="Mbyte", time_unit="usecond", preamble="==PROF== Connected\n/tmp/out/findings.json")
+    text = raw_csv(
+        '"0","7","void k1<float>(float*)","(128, 1, 1)","(4, 1, 1)","1.5","2.5","n/a","n/a","1.0"',
+        "some line the workload printed",
+        '"1","7","k2","(256, 1, 1)","(1024, 2, 1)","2,048","1,000","80","20","15"',
+        '"2","7","short row"',
+        bytes_unit="Mbyte",
+        time_unit="usecond",
+        preamble="==PROF== Connected\n/tmp/out/findings.json",
+    )
     table = parse_text(text)
     k = table.kernels
     assert list(k["kernel"]) == ["void k1<float>(float*)", "k2"]
@@ -84,9 +96,11 @@ def test_na_values_units_and_stray_lines():
 
 
 def test_replay_failures_become_one_sentence():
-    text = raw_csv('"0","7","k","(1, 1, 1)","(1, 1, 1)","1","1","1","1","1"',
-                   preamble='==ERROR== Failed to profile "k_a" in process 9\n==ERROR== Failed to profile "k_b" in '
-                            'process 9\n==PROF== Trying to shutdown target application')
+    text = raw_csv(
+        '"0","7","k","(1, 1, 1)","(1, 1, 1)","1","1","1","1","1"',
+        preamble='==ERROR== Failed to profile "k_a" in process 9\n==ERROR== Failed to profile "k_b" in '
+        "process 9\n==PROF== Trying to shutdown target application",
+    )
     table = parse_text(text)
     assert len(table.kernels) == 1
     assert table.problems == ["2 kernel launches could not be replayed by ncu: no measurement for them"]
@@ -98,11 +112,20 @@ def test_header_without_rows():
 
 def test_details_page_is_pivoted():
     head = '"ID","Kernel Name","Block Size","Grid Size","Section Name","Metric Name","Metric Unit","Metric Value"'
-    rows = [('0', 'kern', 'Duration', 'usecond', '12.5'), ('0', 'kern', 'Compute (SM) Throughput', '%', '81.2'),
-            ('0', 'kern', 'Memory Throughput', '%', '30.1'), ('0', 'kern', 'Memory Throughput', 'Gbyte/second', '900'),
-            ('0', 'kern', 'DRAM Throughput', '%', '25.0'), ('1', 'other', 'Duration', 'msecond', '1.5')]
-    text = head + "\n" + "\n".join(f'"{i}","{k}","(128, 1, 1)","(264, 1, 1)","SOL","{m}","{u}","{v}"'
-                                   for i, k, m, u, v in rows) + "\n"
+    rows = [
+        ("0", "kern", "Duration", "usecond", "12.5"),
+        ("0", "kern", "Compute (SM) Throughput", "%", "81.2"),
+        ("0", "kern", "Memory Throughput", "%", "30.1"),
+        ("0", "kern", "Memory Throughput", "Gbyte/second", "900"),
+        ("0", "kern", "DRAM Throughput", "%", "25.0"),
+        ("1", "other", "Duration", "msecond", "1.5"),
+    ]
+    text = (
+        head
+        + "\n"
+        + "\n".join(f'"{i}","{k}","(128, 1, 1)","(264, 1, 1)","SOL","{m}","{u}","{v}"' for i, k, m, u, v in rows)
+        + "\n"
+    )
     k = parse_text(text).kernels
     first = k.iloc[0]
     assert first["duration_us"] == 12.5 and first["sm_pct"] == 81.2 and first["mem_pct"] == 30.1
@@ -126,10 +149,14 @@ def test_ncu_rep_without_the_module_is_one_clear_line(tmp_path, monkeypatch):
 
 
 def test_ncu_rep_through_a_report_module(tmp_path, monkeypatch):
-    values = {"sm__throughput.avg.pct_of_peak_sustained_elapsed": 90.0,
-              "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed": 40.0,
-              "dram__throughput.avg.pct_of_peak_sustained_elapsed": 30.0,
-              "gpu__time_duration.sum": 2500.0, "launch__grid_size": 264.0, "launch__block_size": 256.0}
+    values = {
+        "sm__throughput.avg.pct_of_peak_sustained_elapsed": 90.0,
+        "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed": 40.0,
+        "dram__throughput.avg.pct_of_peak_sustained_elapsed": 30.0,
+        "gpu__time_duration.sum": 2500.0,
+        "launch__grid_size": 264.0,
+        "launch__block_size": 256.0,
+    }
 
     class Metric:
         def __init__(self, value):

@@ -1,4 +1,5 @@
 """`--ncu` for real: capture, replay one step under Nsight Compute, attach (marked `gpu`; needs ncu too)."""
+
 from __future__ import annotations
 
 import json
@@ -19,8 +20,9 @@ def ncu_capture(tmp_path, capsys, target: str, *extra: str):
     if run.find_ncu() is None:
         pytest.skip("Nsight Compute (ncu) is not installed here")
     out = tmp_path / "cap"
-    code = main(["-o", str(out), "--json", "--ncu", "--warmup", "2", "--steps", "3", "--timed-steps", "5",
-                 *extra, target])
+    code = main(
+        ["-o", str(out), "--json", "--ncu", "--warmup", "2", "--steps", "3", "--timed-steps", "5", *extra, target]
+    )
     data = json.loads(capsys.readouterr().out)
     if any("ERR_NVGPUCTRPERM" in w for w in data["warnings"]):
         pytest.skip("this machine does not let Nsight Compute read the GPU counters")

@@ -1,4 +1,5 @@
 """Joining Nsight Compute rows to the trace's kernels and classifying them, on the real H200 pairs."""
+
 from __future__ import annotations
 
 import math
@@ -70,20 +71,29 @@ def test_rows_of_other_ranges_are_ignored():
     assert result.step_range == "diagnose:step 0" and result.ignored_rows == 1 and result.matched == 1
 
 
-@pytest.mark.parametrize("kineto,ncu", [
-    ("void at::native::vectorized_elementwise_kernel<8, at::native::(anonymous namespace)::silu_kernel("
-     "at::TensorIteratorBase&)::{lambda()#1}::operator()() const::{lambda()#6}::operator()() const::"
-     "{lambda(c10::BFloat16)#1}, std::array<char*, 2ul> >(int, ...)",
-     "void vectorized_elementwise_kernel<8, unnamed>::silu_kernel(TensorIteratorBase &)::[lambda() (instance 1)]"
-     "::operator ()() const::[lambda() (instance 6)]::operator ()() const::[lambda(c10::BFloat16) (instance 1)], "
-     "std::array<char *, 2>>(int, T2, T3)"),
-    ("void at::native::(anonymous namespace)::indexSelectSmallIndex<c10::Half, long, unsigned int, 2, 2, -2>("
-     "at::cuda::detail::TensorInfo<c10::Half, unsigned int>, ...)",
-     "void at::<unnamed>::indexSelectSmallIndex<c10::Half, long, unsigned int, 2, 2, (int)-2>(...)"),
-    ("void cublasLt::splitKreduce_kernel<32, 16, int, float, __nv_bfloat16, float, __nv_bfloat16, false>(...)",
-     "void cublasLt::splitKreduce_kernel<32, 16, int, float, __nv_bfloat16, float, __nv_bfloat16, 0>(...)"),
-    ("nvjet_sm90_tst_64x8_64x16_2x1_v_bz_TNT", "nvjet_sm90_tst_64x8_64x16_2x1_v_bz_TNT"),
-])
+@pytest.mark.parametrize(
+    "kineto,ncu",
+    [
+        (
+            "void at::native::vectorized_elementwise_kernel<8, at::native::(anonymous namespace)::silu_kernel("
+            "at::TensorIteratorBase&)::{lambda()#1}::operator()() const::{lambda()#6}::operator()() const::"
+            "{lambda(c10::BFloat16)#1}, std::array<char*, 2ul> >(int, ...)",
+            "void vectorized_elementwise_kernel<8, unnamed>::silu_kernel(TensorIteratorBase &)::[lambda() (instance 1)]"
+            "::operator ()() const::[lambda() (instance 6)]::operator ()() const::[lambda(c10::BFloat16) (instance 1)], "
+            "std::array<char *, 2>>(int, T2, T3)",
+        ),
+        (
+            "void at::native::(anonymous namespace)::indexSelectSmallIndex<c10::Half, long, unsigned int, 2, 2, -2>("
+            "at::cuda::detail::TensorInfo<c10::Half, unsigned int>, ...)",
+            "void at::<unnamed>::indexSelectSmallIndex<c10::Half, long, unsigned int, 2, 2, (int)-2>(...)",
+        ),
+        (
+            "void cublasLt::splitKreduce_kernel<32, 16, int, float, __nv_bfloat16, float, __nv_bfloat16, false>(...)",
+            "void cublasLt::splitKreduce_kernel<32, 16, int, float, __nv_bfloat16, float, __nv_bfloat16, 0>(...)",
+        ),
+        ("nvjet_sm90_tst_64x8_64x16_2x1_v_bz_TNT", "nvjet_sm90_tst_64x8_64x16_2x1_v_bz_TNT"),
+    ],
+)
 def test_name_forms_agree(kineto, ncu):
     assert base_name(kineto) == base_name(ncu)
     assert name_score(ncu, kineto) >= 1.0
@@ -102,8 +112,7 @@ def classes(name: str) -> pd.DataFrame:
 
 def test_swiglu_vectorised_elementwise_kernels_are_memory_bound():
     c = classes("swiglu_eager")
-    vectorised = c[c["name"].str.contains("vectorized_elementwise_kernel|reduce_kernel")
-                   & (c["measured_us"] > 10)]
+    vectorised = c[c["name"].str.contains("vectorized_elementwise_kernel|reduce_kernel") & (c["measured_us"] > 10)]
     assert len(vectorised) == 5
     assert (vectorised["bound"] == "memory-bound").all()
     tiny = c[c["measured_us"] < 10]
@@ -135,18 +144,26 @@ def test_gemv_weight_matmuls_are_memory_bound():
     assert len(gemv) == 24 and (gemv["bound"] == "memory-bound").all()
 
 
-@pytest.mark.parametrize("sm,mem,tensor,expected", [
-    (59.9, 59.9, math.nan, "latency-bound"), (70, 50, math.nan, "compute-bound"), (50, 70, math.nan, "memory-bound"),
-    (75, 74, 60, "compute-bound"), (75, 74, 0, "memory-bound"), (85, 95, 97, "compute-bound"),
-    (70, 95, 97, "memory-bound"), (65, 58, math.nan, "compute-bound"), (math.nan, 50, math.nan, "unknown"),
-])
+@pytest.mark.parametrize(
+    "sm,mem,tensor,expected",
+    [
+        (59.9, 59.9, math.nan, "latency-bound"),
+        (70, 50, math.nan, "compute-bound"),
+        (50, 70, math.nan, "memory-bound"),
+        (75, 74, 60, "compute-bound"),
+        (75, 74, 0, "memory-bound"),
+        (85, 95, 97, "compute-bound"),
+        (70, 95, 97, "memory-bound"),
+        (65, 58, math.nan, "compute-bound"),
+        (math.nan, 50, math.nan, "unknown"),
+    ],
+)
 def test_thresholds(sm, mem, tensor, expected):
     assert classify.classify_kernel(sm, mem, tensor_pct=tensor)[0] == expected
 
 
 def test_latency_reasons():
-    _, why = classify.classify_kernel(1, 2, blocks=1, sm_count=132, occupancy_pct=5, duration_us=2,
-                                      launches_in_step=80)
+    _, why = classify.classify_kernel(1, 2, blocks=1, sm_count=132, occupancy_pct=5, duration_us=2, launches_in_step=80)
     assert "small grid (1 block for 132 SMs" in why and "low occupancy" in why and "tiny launch" in why
     _, why = classify.classify_kernel(50, 40, blocks=10000, sm_count=132, occupancy_pct=90, duration_us=100)
     assert "stalled" in why

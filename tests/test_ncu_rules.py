@@ -1,4 +1,5 @@
 """The memory-bound and compute-bound rules with real H200 Nsight Compute CSVs attached (`--ncu-csv` API)."""
+
 from __future__ import annotations
 
 import pytest
@@ -57,8 +58,15 @@ def test_matmul_fp32_still_tensor_cores_unused():
     assert f.severity == "high" and f.fixes[0].id == "bf16-tensor-cores" and f.est_speedup >= 10
 
 
-@pytest.mark.parametrize("name,rule", [("gemv_decode_1tok", "compute-bound"), ("decode_eager", "memory-bound"),
-                                       ("decode_eager", "compute-bound"), ("matmul_bf16", "memory-bound")])
+@pytest.mark.parametrize(
+    "name,rule",
+    [
+        ("gemv_decode_1tok", "compute-bound"),
+        ("decode_eager", "memory-bound"),
+        ("decode_eager", "compute-bound"),
+        ("matmul_bf16", "memory-bound"),
+    ],
+)
 def test_quiet_cases_stay_quiet_with_measurements(name, rule):
     d = analyse(name)
     assert finding(d, rule) is None and any(c.rule == rule for c in d.checked)

@@ -1,4 +1,5 @@
 """The `--ncu` pass (diagnose/ncu/run.py) against a stand-in `ncu` script: command, output, every failure."""
+
 from __future__ import annotations
 
 import gzip
@@ -33,8 +34,14 @@ def swiglu_kernels():
 
 
 def spec(tmp_path) -> CaptureSpec:
-    return CaptureSpec(path="fixtures/workloads/swiglu.py", function="make_step", mode="function",
-                       out_dir=str(tmp_path / "cap"), warmup=2, steps=5)
+    return CaptureSpec(
+        path="fixtures/workloads/swiglu.py",
+        function="make_step",
+        mode="function",
+        out_dir=str(tmp_path / "cap"),
+        warmup=2,
+        steps=5,
+    )
 
 
 def test_selection_covers_the_step_or_the_hot_kernels():
@@ -64,12 +71,15 @@ def test_measure_writes_ncu_csv_and_relays_the_childs_phases(tmp_path, monkeypat
     csv = tmp_path / "swiglu.csv"
     csv.write_bytes(gzip.decompress((NCU / "swiglu_eager.ncu.csv.gz").read_bytes()))
     child = tmp_path / "child.py"  # stands for the capture child that ncu would start
-    child.write_text("import json, os\n"
-                     "out = os.fdopen(int(os.environ['DIAGNOSE_PROGRESS_FD']), 'w')\n"
-                     "for phase in ('build', 'warmup', 'profile', 'export'):\n"
-                     "    out.write(json.dumps({'phase': phase, 'done': 0, 'total': 1}) + '\\n')\n")
-    _, args = fake_ncu(tmp_path, monkeypatch, f"{shlex.quote(sys.executable)} {shlex.quote(str(child))}\n"
-                                              f"cat {shlex.quote(str(csv))}")
+    child.write_text(
+        "import json, os\n"
+        "out = os.fdopen(int(os.environ['DIAGNOSE_PROGRESS_FD']), 'w')\n"
+        "for phase in ('build', 'warmup', 'profile', 'export'):\n"
+        "    out.write(json.dumps({'phase': phase, 'done': 0, 'total': 1}) + '\\n')\n"
+    )
+    _, args = fake_ncu(
+        tmp_path, monkeypatch, f"{shlex.quote(sys.executable)} {shlex.quote(str(child))}\ncat {shlex.quote(str(csv))}"
+    )
     events = []
     out = tmp_path / "cap"
     out.mkdir()
@@ -84,13 +94,22 @@ def test_measure_writes_ncu_csv_and_relays_the_childs_phases(tmp_path, monkeypat
     assert outcome.seconds >= 0
 
 
-@pytest.mark.parametrize("body,expected", [
-    ('echo "==ERROR== ERR_NVGPUCTRPERM - The user does not have permission to access NVIDIA GPU Performance '
-     'Counters on the target device 0."; exit 1', "ERR_NVGPUCTRPERM"),
-    ('echo "==ERROR== Failed to profile \\"nvjet\\" in process 12"; echo "==WARNING== No kernels were profiled."; '
-     "exit 1", "could not be replayed"),
-    ("echo 'Traceback (most recent call last)'; exit 3", "exited with status 3"),
-])
+@pytest.mark.parametrize(
+    "body,expected",
+    [
+        (
+            'echo "==ERROR== ERR_NVGPUCTRPERM - The user does not have permission to access NVIDIA GPU Performance '
+            'Counters on the target device 0."; exit 1',
+            "ERR_NVGPUCTRPERM",
+        ),
+        (
+            'echo "==ERROR== Failed to profile \\"nvjet\\" in process 12"; echo "==WARNING== No kernels were profiled."; '
+            "exit 1",
+            "could not be replayed",
+        ),
+        ("echo 'Traceback (most recent call last)'; exit 3", "exited with status 3"),
+    ],
+)
 def test_measure_failures_are_one_line_each(tmp_path, monkeypatch, body, expected):
     fake_ncu(tmp_path, monkeypatch, body)
     out = tmp_path / "cap"

@@ -1,6 +1,7 @@
 """Traces of the kineto of PyTorch 1.8–1.12 (categories `Operator`, `Runtime`, `Kernel`, `Memcpy`,
 `Memset`; `external id`; string thread ids) are read like today's, and the TensorBoard profiler
 tutorial's two real V100 traces (fixtures/peer/kineto, BSD-3) get a performance engineer's verdict."""
+
 from __future__ import annotations
 
 import gzip
@@ -22,26 +23,103 @@ def _old_trace(tmp_path):
     """A tiny trace in the 1.9-era layout: one step range, a DataLoader range, an op launching one
     kernel and one memcpy (links by the lower-case `external id` and `correlation`)."""
     events = [
-        {"ph": "X", "cat": "Operator", "name": "ProfilerStep#3", "pid": 7, "tid": "7", "ts": 1000, "dur": 900,
-         "args": {"External id": 1}},
-        {"ph": "X", "cat": "Operator", "name": "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__",
-         "pid": 7, "tid": "7", "ts": 1010, "dur": 300, "args": {"External id": 2}},
-        {"ph": "X", "cat": "Operator", "name": "aten::relu", "pid": 7, "tid": "7", "ts": 1400, "dur": 50,
-         "args": {"External id": 3, "Input Dims": [[32, 64]], "Input type": ["float"]}},
-        {"ph": "X", "cat": "Operator", "name": "ReluBackward0", "pid": 7, "tid": "7", "ts": 1500, "dur": 40,
-         "args": {"External id": 4, "Input Dims": [[32, 64]], "Input type": ["float"]}},
-        {"ph": "X", "cat": "Runtime", "name": "cudaLaunchKernel", "pid": 7, "tid": "7", "ts": 1410, "dur": 10,
-         "args": {"correlation": 11, "external id": 3}},
-        {"ph": "X", "cat": "Runtime", "name": "cudaMemcpyAsync", "pid": 7, "tid": "7", "ts": 1100, "dur": 20,
-         "args": {"correlation": 12, "external id": 2}},
-        {"ph": "X", "cat": "Kernel", "name": "void at::native::vectorized_elementwise_kernel<4>()", "pid": 0,
-         "tid": "stream 7", "ts": 1430, "dur": 5,
-         "args": {"device": 0, "stream": 7, "correlation": 11, "external id": 3, "grid": [4, 1, 1],
-                  "block": [128, 1, 1]}},
-        {"ph": "X", "cat": "Memcpy", "name": "Memcpy HtoD (Pageable -> Device)", "pid": 0, "tid": "stream 7",
-         "ts": 1115, "dur": 4, "args": {"device": 0, "stream": 7, "correlation": 12, "external id": 2, "bytes": 8192}},
-        {"ph": "X", "cat": "Memset", "name": "Memset (Device)", "pid": 0, "tid": "stream 7", "ts": 1600, "dur": 1,
-         "args": {"device": 0, "stream": 7, "correlation": 13, "external id": 4, "bytes": 64}},
+        {
+            "ph": "X",
+            "cat": "Operator",
+            "name": "ProfilerStep#3",
+            "pid": 7,
+            "tid": "7",
+            "ts": 1000,
+            "dur": 900,
+            "args": {"External id": 1},
+        },
+        {
+            "ph": "X",
+            "cat": "Operator",
+            "name": "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__",
+            "pid": 7,
+            "tid": "7",
+            "ts": 1010,
+            "dur": 300,
+            "args": {"External id": 2},
+        },
+        {
+            "ph": "X",
+            "cat": "Operator",
+            "name": "aten::relu",
+            "pid": 7,
+            "tid": "7",
+            "ts": 1400,
+            "dur": 50,
+            "args": {"External id": 3, "Input Dims": [[32, 64]], "Input type": ["float"]},
+        },
+        {
+            "ph": "X",
+            "cat": "Operator",
+            "name": "ReluBackward0",
+            "pid": 7,
+            "tid": "7",
+            "ts": 1500,
+            "dur": 40,
+            "args": {"External id": 4, "Input Dims": [[32, 64]], "Input type": ["float"]},
+        },
+        {
+            "ph": "X",
+            "cat": "Runtime",
+            "name": "cudaLaunchKernel",
+            "pid": 7,
+            "tid": "7",
+            "ts": 1410,
+            "dur": 10,
+            "args": {"correlation": 11, "external id": 3},
+        },
+        {
+            "ph": "X",
+            "cat": "Runtime",
+            "name": "cudaMemcpyAsync",
+            "pid": 7,
+            "tid": "7",
+            "ts": 1100,
+            "dur": 20,
+            "args": {"correlation": 12, "external id": 2},
+        },
+        {
+            "ph": "X",
+            "cat": "Kernel",
+            "name": "void at::native::vectorized_elementwise_kernel<4>()",
+            "pid": 0,
+            "tid": "stream 7",
+            "ts": 1430,
+            "dur": 5,
+            "args": {
+                "device": 0,
+                "stream": 7,
+                "correlation": 11,
+                "external id": 3,
+                "grid": [4, 1, 1],
+                "block": [128, 1, 1],
+            },
+        },
+        {
+            "ph": "X",
+            "cat": "Memcpy",
+            "name": "Memcpy HtoD (Pageable -> Device)",
+            "pid": 0,
+            "tid": "stream 7",
+            "ts": 1115,
+            "dur": 4,
+            "args": {"device": 0, "stream": 7, "correlation": 12, "external id": 2, "bytes": 8192},
+        },
+        {
+            "ph": "X",
+            "cat": "Memset",
+            "name": "Memset (Device)",
+            "pid": 0,
+            "tid": "stream 7",
+            "ts": 1600,
+            "dur": 1,
+            "args": {"device": 0, "stream": 7, "correlation": 13, "external id": 4, "bytes": 64},
+        },
     ]
     path = tmp_path / "old.pt.trace.json.gz"
     with gzip.open(path, "wt") as f:
@@ -101,14 +179,23 @@ def test_old_convolution_gradients_have_flops():
     """PyTorch <= 1.12 ran a convolution's backward as two ops; each is one exact pass."""
     from diagnose.metrics.work import op_work
 
-    dx = op_work("aten::cudnn_convolution_backward_input", [[], [32, 64, 56, 56], [64, 64, 3, 3]],
-                 ["GenericList", "float", "float"])
+    dx = op_work(
+        "aten::cudnn_convolution_backward_input",
+        [[], [32, 64, 56, 56], [64, 64, 3, 3]],
+        ["GenericList", "float", "float"],
+    )
     assert dx.kind == "conv" and dx.flops == 2.0 * 32 * 64 * 56 * 56 * 64 * 9
-    dw = op_work("aten::cudnn_convolution_backward_weight", [[64, 64, 3, 3], [32, 64, 56, 56], [32, 64, 56, 56]],
-                 ["float", "float", "float"])
+    dw = op_work(
+        "aten::cudnn_convolution_backward_weight",
+        [[64, 64, 3, 3], [32, 64, 56, 56], [32, 64, 56, 56]],
+        ["float", "float", "float"],
+    )
     assert dw.flops == dx.flops
-    unknown = op_work("aten::cudnn_convolution_backward_weight", [[], [32, 64, 56, 56], [32, 64, 56, 56]],
-                      ["GenericList", "float", "float"])
+    unknown = op_work(
+        "aten::cudnn_convolution_backward_weight",
+        [[], [32, 64, 56, 56], [32, 64, 56, 56]],
+        ["GenericList", "float", "float"],
+    )
     assert unknown.kind == "conv" and unknown.flops != unknown.flops, "no filter shape, no FLOPs"
 
 

@@ -1,4 +1,5 @@
 """The output folder is written whole or not at all, and a bad --out is one line before anything runs."""
+
 from __future__ import annotations
 
 import os
@@ -89,8 +90,9 @@ def test_keep_on_error_commits_what_was_captured(tmp_path):
     assert (final / "meta.json").read_text() == '{"status": "failed"}'
 
 
-@pytest.mark.parametrize("interrupt", [KeyboardInterrupt, OSError(28, "No space left on device")],
-                         ids=["ctrl-c", "disk-full"])
+@pytest.mark.parametrize(
+    "interrupt", [KeyboardInterrupt, OSError(28, "No space left on device")], ids=["ctrl-c", "disk-full"]
+)
 def test_an_interrupt_or_a_failed_write_leaves_the_previous_folder_even_with_keep_on_error(tmp_path, interrupt):
     final = tmp_path / "out"
     write_folder(final, "before")
@@ -145,8 +147,9 @@ def test_a_staging_folder_left_by_a_killed_run_is_removed_by_the_next(tmp_path):
 def test_a_killed_writer_leaves_the_previous_folder(tmp_path):
     final = tmp_path / "out"
     write_folder(final, "before")
-    proc = subprocess.Popen([sys.executable, "-c", WRITER, str(final), "killed", "100000", "1"],
-                            stdout=subprocess.PIPE, cwd=ROOT, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", WRITER, str(final), "killed", "100000", "1"], stdout=subprocess.PIPE, cwd=ROOT, text=True
+    )
     assert proc.stdout.readline().strip() == "staged"
     time.sleep(0.2)
     proc.send_signal(signal.SIGKILL)
@@ -160,9 +163,16 @@ def test_two_concurrent_writers_leave_one_whole_folder(tmp_path, exchange):
     final = tmp_path / "out"
     parts = 25
     for round_ in range(10):
-        writers = [subprocess.Popen([sys.executable, "-c", WRITER, str(final), f"{tag}{round_}", str(parts), exchange],
-                                    stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=ROOT, text=True)
-                   for tag in "AB"]
+        writers = [
+            subprocess.Popen(
+                [sys.executable, "-c", WRITER, str(final), f"{tag}{round_}", str(parts), exchange],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+                cwd=ROOT,
+                text=True,
+            )
+            for tag in "AB"
+        ]
         for writer in writers:
             _, err = writer.communicate(timeout=60)
             assert writer.returncode == 0, err
@@ -174,19 +184,24 @@ def test_two_concurrent_writers_leave_one_whole_folder(tmp_path, exchange):
 
 # -- --out validation ---------------------------------------------------------------------------
 
+
 def test_a_new_folder_is_accepted_and_nothing_is_created(tmp_path):
     final = tmp_path / "a" / "b" / "out"
     assert check_out_path(final) == final
     assert list(tmp_path.iterdir()) == []
 
 
-@pytest.mark.parametrize("make, expected", [
-    (lambda tmp: (tmp / "f").write_text("x") and tmp / "f", "is a file, not a folder"),
-    (lambda tmp: (tmp / "f").write_text("x") and tmp / "f" / "out", "is a file, so no folder can be made under it"),
-    (lambda tmp: Path("/dev/null"), "a device or special file"),
-    (lambda tmp: Path("/dev/null/out"), "is a file, so no folder can be made under it"),
-    (lambda tmp: Path("/"), "filesystem root"),
-], ids=["existing-file", "under-a-file", "dev-null", "under-dev-null", "root"])
+@pytest.mark.parametrize(
+    "make, expected",
+    [
+        (lambda tmp: (tmp / "f").write_text("x") and tmp / "f", "is a file, not a folder"),
+        (lambda tmp: (tmp / "f").write_text("x") and tmp / "f" / "out", "is a file, so no folder can be made under it"),
+        (lambda tmp: Path("/dev/null"), "a device or special file"),
+        (lambda tmp: Path("/dev/null/out"), "is a file, so no folder can be made under it"),
+        (lambda tmp: Path("/"), "filesystem root"),
+    ],
+    ids=["existing-file", "under-a-file", "dev-null", "under-dev-null", "root"],
+)
 def test_paths_that_cannot_be_an_output_folder(tmp_path, make, expected):
     path = make(tmp_path)
     with pytest.raises(UsageError, match=expected) as caught:
@@ -194,9 +209,17 @@ def test_paths_that_cannot_be_an_output_folder(tmp_path, make, expected):
     assert "\n" not in str(caught.value)
 
 
-@pytest.mark.parametrize("names", [("model.py",), ("meta.json", "src/train.py"), ("index.html", "report.html"),
-                                   ("findings.json",), ("sweep.json", "diff.json")],
-                         ids=["project", "project-with-meta", "site", "old-findings", "look-alike"])
+@pytest.mark.parametrize(
+    "names",
+    [
+        ("model.py",),
+        ("meta.json", "src/train.py"),
+        ("index.html", "report.html"),
+        ("findings.json",),
+        ("sweep.json", "diff.json"),
+    ],
+    ids=["project", "project-with-meta", "site", "old-findings", "look-alike"],
+)
 def test_a_folder_without_the_manifest_is_never_replaced(tmp_path, names):
     """Whatever files it holds (even the names diagnose writes), a folder without diagnose's manifest stays."""
     folder = tmp_path / "project"

@@ -5,6 +5,7 @@ many places and shared among three processes; the frames, t0 and warnings must e
 single-process ones. A child that fails mid-decode (an exception, an abrupt exit, a signal)
 must make the parent decode everything itself, with the same result.
 """
+
 from __future__ import annotations
 
 import glob
@@ -60,14 +61,37 @@ def _mixed_trace(tmp_path) -> Path:
     events = []
     for i in range(400):
         late = i >= 200
-        events.append({"ph": "X", "cat": "cpu_op", "name": f"aten::op{i % 7}", "ts": 10.0 * i, "dur": 5,
-                       "pid": f"p{i % 3}" if late else 1, "tid": 7 if late else 7.5 if i % 2 else 7,
-                       "args": {"External id": i, "Input Dims": [[2, 3]] if i % 5 else None}})
-        events.append({"ph": "X", "cat": "kernel", "name": "k", "ts": 10.0 * i + 1, "dur": 2, "pid": 0, "tid": 7,
-                       "args": {"correlation": i, "device": 0, "stream": 7,
-                                "registers per thread": None if late else 32,
-                                "grid": [1, 1, 1] if i % 3 else None,
-                                "est. achieved occupancy %": i if i < 100 else None}})
+        events.append(
+            {
+                "ph": "X",
+                "cat": "cpu_op",
+                "name": f"aten::op{i % 7}",
+                "ts": 10.0 * i,
+                "dur": 5,
+                "pid": f"p{i % 3}" if late else 1,
+                "tid": 7 if late else 7.5 if i % 2 else 7,
+                "args": {"External id": i, "Input Dims": [[2, 3]] if i % 5 else None},
+            }
+        )
+        events.append(
+            {
+                "ph": "X",
+                "cat": "kernel",
+                "name": "k",
+                "ts": 10.0 * i + 1,
+                "dur": 2,
+                "pid": 0,
+                "tid": 7,
+                "args": {
+                    "correlation": i,
+                    "device": 0,
+                    "stream": 7,
+                    "registers per thread": None if late else 32,
+                    "grid": [1, 1, 1] if i % 3 else None,
+                    "est. achieved occupancy %": i if i < 100 else None,
+                },
+            }
+        )
     path = tmp_path / "synthetic_mixed.json"
     path.write_text(json.dumps({"traceEvents": events}, separators=(",", ":")))
     return path
@@ -131,10 +155,21 @@ def test_a_child_failing_mid_decode_leaves_the_parent_to_decode_it_all(how, monk
     assert seen["fell_back"] == 1
 
 
-@pytest.mark.parametrize("first,second", [
-    ([1, 2], [3.5, None]), ([1, None], ["a", "b"]), ([None, None], [1, 2]), ([1, 2], ["x", None]),
-    ([True, False], [1, 2]), ([True], [False]), ([2 ** 70, 1], [3, 4]), ([], [1.5]), (["a"], [[1, 2], None]), ([1.0, None], [2, 3]),
-])
+@pytest.mark.parametrize(
+    "first,second",
+    [
+        ([1, 2], [3.5, None]),
+        ([1, None], ["a", "b"]),
+        ([None, None], [1, 2]),
+        ([1, 2], ["x", None]),
+        ([True, False], [1, 2]),
+        ([True], [False]),
+        ([2**70, 1], [3, 4]),
+        ([], [1.5]),
+        (["a"], [[1, 2], None]),
+        ([1.0, None], [2, 3]),
+    ],
+)
 def test_joined_columns_equal_one_column_of_all_values(first, second):
     from diagnose.trace.frames import _compact, _join
 

@@ -1,4 +1,5 @@
 """Every trace recorded by others (fixtures/peer: HTA's, kineto's, param's and TraceLens's test data) is analysed without a crash, sensibly."""
+
 from __future__ import annotations
 
 import json
@@ -11,11 +12,19 @@ from diagnose.rules import ALL_RULES
 from conftest import PEER_TRACES
 
 TRACES = sorted(PEER_TRACES.glob("**/*.json.gz"))
-EXPECTED_DEVICE = {"amd_trace": "AMD", "ns_resolution_trace": "V100", "cpu_only": "no GPU",
-                   "resnet50_num_workers_0": "V100", "resnet50_num_workers_4": "V100", "param": "RTX 2080 Ti",
-                   "h100": "H100", "normalization": "MI300X",
-                   # vLLM's traces leave deviceProperties' names empty (the SM count and memory are there)
-                   "vllm_decode_full": None, "capture_traces": None}
+EXPECTED_DEVICE = {
+    "amd_trace": "AMD",
+    "ns_resolution_trace": "V100",
+    "cpu_only": "no GPU",
+    "resnet50_num_workers_0": "V100",
+    "resnet50_num_workers_4": "V100",
+    "param": "RTX 2080 Ti",
+    "h100": "H100",
+    "normalization": "MI300X",
+    # vLLM's traces leave deviceProperties' names empty (the SM count and memory are there)
+    "vllm_decode_full": None,
+    "capture_traces": None,
+}
 
 
 @pytest.mark.parametrize("path", TRACES, ids=lambda p: p.parent.name)
@@ -30,8 +39,11 @@ def test_peer_trace(path, tmp_path, capsys):
     else:
         assert name, "the device must be named where the trace says it"
         assert expected in name
-    judged = {f["rule"] for f in data["findings"]} | {c["rule"] for c in data["checked"]} | \
-        {s["rule"] for s in data["skipped"]}
+    judged = (
+        {f["rule"] for f in data["findings"]}
+        | {c["rule"] for c in data["checked"]}
+        | {s["rule"] for s in data["skipped"]}
+    )
     assert judged == {r.id for r in ALL_RULES}, "every rule is reported as fired, quiet or skipped"
     assert all(s["reason"] for s in data["skipped"])
     if path.parent.name == "cpu_only":

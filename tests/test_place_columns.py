@@ -2,6 +2,7 @@
 figures are the same, bit for bit and dtype for dtype, as the row-by-row placement it replaced
 (kept here as the reference): on real captures that reach every issue, and on a frame of the odd
 values a row can hold (missing tensor-core flags and bytes, measured classes, no time, unknown dtypes)."""
+
 from __future__ import annotations
 
 import math
@@ -72,13 +73,36 @@ def place_row(row, spec, t) -> dict:
         new_bytes = row.bytes * RUNG_BYTES.get(target, esize) / esize if issue != "misaligned" else row.bytes
         after = max(row.flops / tflops / 1e6, new_bytes / spec.achievable_tbps / 1e6) if tflops else math.nan
     saving = max(0.0, row.matrix_us - after) if not math.isnan(after) else 0.0
-    return {"op_name": row.op_name, "shapes": row.shapes, "kernel": row.kernel, "matrix_us": row.matrix_us,
-            "flops": row.flops, "bytes": row.bytes, "dtype": row.dtype, "rung": rung_run, "achieved": achieved,
-            "peak": peak, "intensity": intensity, "ridge": ridge, "compute_bound": compute_bound,
-            "issue": issue, "target": target, "after_us": after, "saving_us": saving, "bad_dims": bad_dims,
-            "impossible": impossible,
-            "m": row.m, "n": row.n, "k": row.k, "kind": row.kind, "measured": measured,
-            "sm_pct": row.sm_pct, "tensor_pct": row.tensor_pct, "dram_pct": row.dram_pct, "bound": row.bound}
+    return {
+        "op_name": row.op_name,
+        "shapes": row.shapes,
+        "kernel": row.kernel,
+        "matrix_us": row.matrix_us,
+        "flops": row.flops,
+        "bytes": row.bytes,
+        "dtype": row.dtype,
+        "rung": rung_run,
+        "achieved": achieved,
+        "peak": peak,
+        "intensity": intensity,
+        "ridge": ridge,
+        "compute_bound": compute_bound,
+        "issue": issue,
+        "target": target,
+        "after_us": after,
+        "saving_us": saving,
+        "bad_dims": bad_dims,
+        "impossible": impossible,
+        "m": row.m,
+        "n": row.n,
+        "k": row.k,
+        "kind": row.kind,
+        "measured": measured,
+        "sm_pct": row.sm_pct,
+        "tensor_pct": row.tensor_pct,
+        "dram_pct": row.dram_pct,
+        "bound": row.bound,
+    }
 
 
 def _misaligned_row(row, align: int) -> str | None:
@@ -103,8 +127,9 @@ def test_placement_matches_the_rows(name):
     known = _known(ctx.metrics.op_work)
     assert len(known)
     spec = ctx.metrics.device_spec
-    pd.testing.assert_frame_equal(cb._place_all(known, spec, DEFAULTS), _reference(known, spec, DEFAULTS),
-                                  check_exact=True)
+    pd.testing.assert_frame_equal(
+        cb._place_all(known, spec, DEFAULTS), _reference(known, spec, DEFAULTS), check_exact=True
+    )
 
 
 def test_placement_matches_the_rows_on_odd_values():
@@ -113,13 +138,15 @@ def test_placement_matches_the_rows_on_odd_values():
     rng = np.random.default_rng(7)
     rows = base.sample(200, replace=True, random_state=3).reset_index(drop=True)
     n = len(rows)
-    rows["tensor_core"] = pd.Series(rng.choice(np.array([True, False, None, pd.NA, math.nan], dtype=object), n),
-                                    dtype=object)
+    rows["tensor_core"] = pd.Series(
+        rng.choice(np.array([True, False, None, pd.NA, math.nan], dtype=object), n), dtype=object
+    )
     rows["tensor_pct"] = np.where(rng.random(n) < 0.5, rng.random(n) * 3, np.nan)
     rows["dtype"] = rng.choice(["float", "c10::BFloat16", "c10::Half", "double", "int", "c10::Float8_e4m3fn"], n)
     rows.loc[rng.random(n) < 0.1, "dtype"] = np.nan
-    rows["bound"] = pd.Series(rng.choice(np.array([None, "compute-bound", "memory-bound", "latency-bound"],
-                                                  dtype=object), n), dtype=object)
+    rows["bound"] = pd.Series(
+        rng.choice(np.array([None, "compute-bound", "memory-bound", "latency-bound"], dtype=object), n), dtype=object
+    )
     rows["dram_bytes"] = np.where(rng.random(n) < 0.5, rows["bytes"] * rng.random(n), np.nan)
     rows.loc[rng.random(n) < 0.1, "bytes"] = np.nan
     rows.loc[rng.random(n) < 0.1, "matrix_us"] = 0.0
@@ -128,5 +155,6 @@ def test_placement_matches_the_rows_on_odd_values():
     rows.loc[rng.random(n) < 0.1, "n"] = np.nan
     rows["kind"] = rng.choice(["gemm", "conv"], n)
     for spec in devices.KNOWN:
-        pd.testing.assert_frame_equal(cb._place_all(rows, spec, DEFAULTS), _reference(rows, spec, DEFAULTS),
-                                      check_exact=True)
+        pd.testing.assert_frame_equal(
+            cb._place_all(rows, spec, DEFAULTS), _reference(rows, spec, DEFAULTS), check_exact=True
+        )

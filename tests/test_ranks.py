@@ -5,6 +5,7 @@ The two-rank folders are made at test time: HTA's real A100 DDP rank (rank 0) be
 copy of it whose compute is slower (rank 1), and the hand-made SYNTHETIC folders of
 fixtures/synthetic/ranks_*.
 """
+
 from __future__ import annotations
 
 import json
@@ -45,9 +46,18 @@ def hta_diagnosis(hta_pair):
 
 
 def _profile(rank, compute, collectives, steps=2, ops=None):
-    return RankProfile(rank=rank, source=f"r{rank}", step_us=1000.0, compute_us=compute, comm_us=0.0,
-                       exposed_us=sum(d for _, d in collectives), steps_compute_us=[compute] * steps,
-                       steps_collectives=[list(collectives)] * steps, op_us=ops or {}, buckets=[])
+    return RankProfile(
+        rank=rank,
+        source=f"r{rank}",
+        step_us=1000.0,
+        compute_us=compute,
+        comm_us=0.0,
+        exposed_us=sum(d for _, d in collectives),
+        steps_compute_us=[compute] * steps,
+        steps_collectives=[list(collectives)] * steps,
+        op_us=ops or {},
+        buckets=[],
+    )
 
 
 # --- discovery ---
@@ -74,23 +84,35 @@ def test_rank_folders_and_file_names(tmp_path):
 
 # --- the cross-rank model ---
 def test_wait_is_a_collectives_duration_above_its_shortest_over_the_ranks():
-    ranks = RankSet([_profile(0, 1000, [["ncclAllReduce", 500.0], ["ncclAllReduce", 100.0]]),
-                     _profile(1, 1400, [["ncclAllReduce", 100.0], ["ncclAllReduce", 100.0]])])
+    ranks = RankSet(
+        [
+            _profile(0, 1000, [["ncclAllReduce", 500.0], ["ncclAllReduce", 100.0]]),
+            _profile(1, 1400, [["ncclAllReduce", 100.0], ["ncclAllReduce", 100.0]]),
+        ]
+    )
     assert ranks.wait_us(0) == pytest.approx(400.0) and ranks.wait_us(1) == 0.0
     assert ranks.transfer_us(0) == ranks.transfer_us(1) == pytest.approx(200.0)
     assert ranks.slowest().rank == 1
 
 
 def test_uneven_collective_counts_compare_what_every_rank_ran_and_say_so():
-    ranks = RankSet([_profile(0, 1000, [["ncclAllReduce", 300.0], ["ncclBroadcast", 50.0]]),
-                     _profile(1, 1000, [["ncclAllReduce", 100.0]])])
+    ranks = RankSet(
+        [
+            _profile(0, 1000, [["ncclAllReduce", 300.0], ["ncclBroadcast", 50.0]]),
+            _profile(1, 1000, [["ncclAllReduce", 100.0]]),
+        ]
+    )
     assert ranks.wait_us(0) == pytest.approx(200.0)
     assert any("different numbers of collectives" in w for w in ranks.warnings)
 
 
 def test_slow_ops_name_the_extra_work_and_leave_out_collectives():
-    ranks = RankSet([_profile(0, 1000, [], ops={"aten::mm": 900.0, "c10d::allreduce_": 500.0}),
-                     _profile(1, 1400, [], ops={"aten::mm": 900.0, "aten::extra": 400.0, "c10d::allreduce_": 10.0})])
+    ranks = RankSet(
+        [
+            _profile(0, 1000, [], ops={"aten::mm": 900.0, "c10d::allreduce_": 500.0}),
+            _profile(1, 1400, [], ops={"aten::mm": 900.0, "aten::extra": 400.0, "c10d::allreduce_": 10.0}),
+        ]
+    )
     assert [r["op"] for r in ranks.slow_ops(1)] == ["aten::extra"]
 
 
@@ -184,14 +206,43 @@ def test_peak_memory_does_not_grow_with_the_rank_count(tmp_path):
 
 # --- capture: --nproc-per-node through torch.distributed.run, CPU and gloo ---
 torch = pytest.importorskip("torch")
-TINY = ["--param", "d_model=32", "--param", "layers=1", "--param", "heads=2", "--param", "seq=8",
-        "--param", "batch=2", "--warmup", "1", "--steps", "2", "--timed-steps", "2", "--timeout", "240", "-q"]
+TINY = [
+    "--param",
+    "d_model=32",
+    "--param",
+    "layers=1",
+    "--param",
+    "heads=2",
+    "--param",
+    "seq=8",
+    "--param",
+    "batch=2",
+    "--warmup",
+    "1",
+    "--steps",
+    "2",
+    "--timed-steps",
+    "2",
+    "--timeout",
+    "240",
+    "-q",
+]
 
 
 def test_nproc_per_node_captures_every_rank_with_gloo(tmp_path):
     out = tmp_path / "ddp"
-    code = main(["--nproc-per-node", "2", f"{ROOT}/fixtures/workloads/ddp_train.py:make_step", *TINY,
-                 "--param", "straggler=true", "-o", str(out)])
+    code = main(
+        [
+            "--nproc-per-node",
+            "2",
+            f"{ROOT}/fixtures/workloads/ddp_train.py:make_step",
+            *TINY,
+            "--param",
+            "straggler=true",
+            "-o",
+            str(out),
+        ]
+    )
     assert code == 0, (out / "workload.log").read_text()[-3000:]
     meta = json.loads((out / "meta.json").read_text())
     assert meta["status"] == "ok" and [r["rank"] for r in meta["ranks"]] == [0, 1]
@@ -209,8 +260,24 @@ def test_nproc_per_node_captures_every_rank_with_gloo(tmp_path):
 
 def test_a_failing_rank_is_exit_3_with_its_error(tmp_path):
     out = tmp_path / "fails"
-    code = main(["--nproc-per-node", "2", f"{ROOT}/tests/workloads/rank_raises.py:make_step", "--warmup", "1",
-                 "--steps", "1", "--timed-steps", "1", "--timeout", "120", "-q", "-o", str(out)])
+    code = main(
+        [
+            "--nproc-per-node",
+            "2",
+            f"{ROOT}/tests/workloads/rank_raises.py:make_step",
+            "--warmup",
+            "1",
+            "--steps",
+            "1",
+            "--timed-steps",
+            "1",
+            "--timeout",
+            "120",
+            "-q",
+            "-o",
+            str(out),
+        ]
+    )
     assert code == 3
     findings = json.loads((out / "findings.json").read_text())
     assert "rank 1: rank one refuses" in findings["capture"]["error"]["message"]
@@ -220,9 +287,20 @@ def test_a_failing_rank_is_exit_3_with_its_error(tmp_path):
 def test_profile_function_mode_with_ranks(tmp_path):
     import diagnose
 
-    d = diagnose.profile(f"{ROOT}/fixtures/workloads/ddp_train.py:make_step", out=tmp_path / "api", warmup=1,
-                         steps=2, timed_steps=2, timeout_s=240, nproc_per_node=2, d_model=32, layers=1, heads=2,
-                         seq=8, batch=2)
+    d = diagnose.profile(
+        f"{ROOT}/fixtures/workloads/ddp_train.py:make_step",
+        out=tmp_path / "api",
+        warmup=1,
+        steps=2,
+        timed_steps=2,
+        timeout_s=240,
+        nproc_per_node=2,
+        d_model=32,
+        layers=1,
+        heads=2,
+        seq=8,
+        batch=2,
+    )
     assert not d.workload_failed and d.summary["ranks"]["count"] == 2
     assert all((tmp_path / "api" / f"rank-{k}" / "trace.json.gz").exists() for k in (0, 1))
 
@@ -231,18 +309,34 @@ def test_torchrun_arguments_pass_through():
     from diagnose.capture.distributed import Launch, torchrun_command
 
     single = torchrun_command(Path("s.json"), Launch(2), python="py")
-    assert single == ["py", "-m", "torch.distributed.run", "--nproc-per-node=2", "--standalone", "-m",
-                      "diagnose.capture.child", "s.json"]
+    assert single == [
+        "py",
+        "-m",
+        "torch.distributed.run",
+        "--nproc-per-node=2",
+        "--standalone",
+        "-m",
+        "diagnose.capture.child",
+        "s.json",
+    ]
     multi = torchrun_command(Path("s.json"), Launch(8, "2", "node0:29500", 1), python="py")
-    assert multi[3:8] == ["--nproc-per-node=8", "--nnodes=2", "--rdzv-backend=c10d", "--rdzv-endpoint=node0:29500",
-                          "--node-rank=1"]
+    assert multi[3:8] == [
+        "--nproc-per-node=8",
+        "--nnodes=2",
+        "--rdzv-backend=c10d",
+        "--rdzv-endpoint=node0:29500",
+        "--node-rank=1",
+    ]
 
 
-@pytest.mark.parametrize("argv,message", [
-    (["--nnodes", "2", "m.py:f"], "needs --nproc-per-node"),
-    (["--nproc-per-node", "2", "--nnodes", "2", "m.py:f"], "needs --rdzv-endpoint"),
-    (["--nproc-per-node", "0", "m.py:f"], "at least 1"),
-])
+@pytest.mark.parametrize(
+    "argv,message",
+    [
+        (["--nnodes", "2", "m.py:f"], "needs --nproc-per-node"),
+        (["--nproc-per-node", "2", "--nnodes", "2", "m.py:f"], "needs --rdzv-endpoint"),
+        (["--nproc-per-node", "0", "m.py:f"], "at least 1"),
+    ],
+)
 def test_distributed_usage_errors_are_exit_2(tmp_path, monkeypatch, capsys, argv, message):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "m.py").write_text("def f():\n    return lambda: None\n")
@@ -260,8 +354,18 @@ def test_nproc_per_node_on_two_gpus(tmp_path):
     if torch.cuda.device_count() < 2:
         pytest.skip("needs two CUDA GPUs")
     out = tmp_path / "ddp_gpu"
-    code = main(["--nproc-per-node", "2", f"{ROOT}/fixtures/workloads/ddp_train.py:make_step", "--param",
-                 "straggler=true", "-q", "-o", str(out)])
+    code = main(
+        [
+            "--nproc-per-node",
+            "2",
+            f"{ROOT}/fixtures/workloads/ddp_train.py:make_step",
+            "--param",
+            "straggler=true",
+            "-q",
+            "-o",
+            str(out),
+        ]
+    )
     assert code == 0
     data = json.loads((out / "findings.json").read_text())
     straggler = next(f for f in data["findings"] if f["rule"] == "straggler")  # launch-overhead may rank above it

@@ -1,4 +1,5 @@
 """README.md's sample output is what `diagnose demo` prints (docs/readme_sample.py writes it)."""
+
 from __future__ import annotations
 
 import sys

@@ -1,4 +1,5 @@
 """The HTML report: its sections and numbers, the failure banner, escaping of trace strings, no external URL."""
+
 from __future__ import annotations
 
 import copy
@@ -57,11 +58,23 @@ def cpu_only() -> Diagnosis:
 
 def failed_without_trace(status: str = "failed") -> Diagnosis:
     """A workload that died before profiling: no trace, no summary, no device."""
-    d = Diagnosis(target="fixtures/workloads/big.py:make_step", device={}, summary={}, findings=[],
-                  skipped=[Skipped("launch-overhead", "no GPU activity in the trace")],
-                  capture={"target": "fixtures/workloads/big.py:make_step", "mode": "function", "status": status,
-                           "error": {"type": "RuntimeError", "message": "shape mismatch in layer 3",
-                                     "traceback": 'Traceback (most recent call last):\n  File "big.py", line 9'}})
+    d = Diagnosis(
+        target="fixtures/workloads/big.py:make_step",
+        device={},
+        summary={},
+        findings=[],
+        skipped=[Skipped("launch-overhead", "no GPU activity in the trace")],
+        capture={
+            "target": "fixtures/workloads/big.py:make_step",
+            "mode": "function",
+            "status": status,
+            "error": {
+                "type": "RuntimeError",
+                "message": "shape mismatch in layer 3",
+                "traceback": 'Traceback (most recent call last):\n  File "big.py", line 9',
+            },
+        },
+    )
     d.verdict = verdict(d)
     return d
 
@@ -144,8 +157,10 @@ def test_charts_are_well_formed_svg_with_axes_and_legend(eager, eager_html):
 
 
 def test_short_name_drops_qualifiers_and_argument_lists():
-    name = ("void at::native::(anonymous namespace)::vectorized_layer_norm_kernel<c10::Half, float, false>"
-            "(int, float, c10::Half const*, c10::Half const*, c10::Half const*, float*, float*, c10::Half*)")
+    name = (
+        "void at::native::(anonymous namespace)::vectorized_layer_norm_kernel<c10::Half, float, false>"
+        "(int, float, c10::Half const*, c10::Half const*, c10::Half const*, float*, float*, c10::Half*)"
+    )
     assert short_name(name) == "vectorized_layer_norm_kernel<Half, float, false>"
     assert short_name("aten::addmm") == "aten::addmm"
     assert short_name("Memcpy HtoD (Pageable -> Device)") == "Memcpy HtoD (Pageable -> Device)"
@@ -175,12 +190,16 @@ def test_cpu_only_trace_lists_skipped_rules_with_reasons(cpu_only):
 def test_failed_workload_shows_the_banner_and_the_error(eager, status):
     d = copy.deepcopy(eager)
     d.capture["status"] = status
-    d.capture["error"] = {"type": "torch.OutOfMemoryError", "message": "CUDA out of memory. Tried to allocate 2.00 GiB",
-                          "traceback": "Traceback (most recent call last):\n  File \"step.py\", line 3, in step"}
+    d.capture["error"] = {
+        "type": "torch.OutOfMemoryError",
+        "message": "CUDA out of memory. Tried to allocate 2.00 GiB",
+        "traceback": 'Traceback (most recent call last):\n  File "step.py", line 3, in step',
+    }
     d.verdict = verdict(d)
     page = render_html(d)
-    banner = re.search(r'<section class="card verdict sev-failed banner" id="verdict" role="alert">.*?</section>',
-                       page, re.S)
+    banner = re.search(
+        r'<section class="card verdict sev-failed banner" id="verdict" role="alert">.*?</section>', page, re.S
+    )
     assert banner, "failure banner missing"
     assert f"status {status}" in banner.group()
     assert "CUDA out of memory. Tried to allocate 2.00 GiB" in banner.group()
@@ -211,8 +230,12 @@ def hostile(eager: Diagnosis, payload: str) -> Diagnosis:
     d.target = payload
     d.device["name"] = payload
     d.warnings = [payload]
-    d.capture.update(target=payload, status="failed", params={payload: payload},
-                     error={"type": payload, "message": payload, "traceback": payload})
+    d.capture.update(
+        target=payload,
+        status="failed",
+        params={payload: payload},
+        error={"type": payload, "message": payload, "traceback": payload},
+    )
     f = d.findings[0]
     f.title = f.why = f.basis = payload
     f.evidence[0].metric = payload

@@ -1,6 +1,7 @@
 """The report and the diff page at 800 and 1400 px in headless Chromium: nothing clipped, no chart
 text drawn smaller than legible, no two chart labels on top of each other, no page wider than the
 window. Skipped where Chromium is not installed (.ci/run installs it)."""
+
 from __future__ import annotations
 
 import functools
@@ -23,8 +24,18 @@ pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="chromium not installed
 
 # Captures whose reports hold every kind of part: long fix code, wide offender tables, a roofline
 # crowded with ceilings and points, memory charts, a failed run's traceback, rank views.
-REPORTS = ["decode_eager", "attention_naive_8k", "regress_base", "compile_breaks", "compile_new_shapes",
-           "train_oom_capped", "conv_nchw", "kv_concat", "host_loader_inline", "ddp_straggler"]
+REPORTS = [
+    "decode_eager",
+    "attention_naive_8k",
+    "regress_base",
+    "compile_breaks",
+    "compile_new_shapes",
+    "train_oom_capped",
+    "conv_nchw",
+    "kv_concat",
+    "host_loader_inline",
+    "ddp_straggler",
+]
 WIDTHS = (800, 1400)
 
 PROBE = """(() => {
@@ -119,9 +130,12 @@ def test_diff_page_wears_the_report_style():
 
 
 def test_the_probe_sees_a_clipped_table_and_a_small_label(tmp_path):
-    bad = ('<html><body><div class="table-wrap" style="width:300px;overflow:hidden"><table><tr><td style="white-space:nowrap">'
-           + "x" * 200 + '</td></tr></table></div><svg viewBox="0 0 1000 100" style="width:300px">'
-           '<text x="0" y="50" font-size="12">tiny</text><text x="2" y="50" font-size="12">over</text></svg>'
-           "</body></html>")
+    bad = (
+        '<html><body><div class="table-wrap" style="width:300px;overflow:hidden"><table><tr><td style="white-space:nowrap">'
+        + "x" * 200
+        + '</td></tr></table></div><svg viewBox="0 0 1000 100" style="width:300px">'
+        '<text x="0" y="50" font-size="12">tiny</text><text x="2" y="50" font-size="12">over</text></svg>'
+        "</body></html>"
+    )
     kinds = {p["kind"] for p in layout_problems(bad, 1400, tmp_path)}
     assert {"clipped", "overflow", "small-text", "collide"} <= kinds

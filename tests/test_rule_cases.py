@@ -5,6 +5,7 @@ CAPTURE.synthetic.ncu.csv.gz made from a real one) runs again with it attached a
 same outcome (fire, stay quiet, be skipped; the same fix when the case names one), unless the case
 names another outcome under `with_ncu` (true, false or skipped): measurements only add.
 """
+
 from __future__ import annotations
 
 import functools
@@ -28,8 +29,14 @@ def _cases():
     for path in sorted(CASES.glob("*.yaml")):
         spec = yaml.safe_load(path.read_text())
         for i, case in enumerate(spec["cases"]):
-            label = (case.get("capture") or case.get("synthetic") or case.get("sweep") or case.get("peer")
-                     or case.get("ranks") or case.get("rank_capture"))
+            label = (
+                case.get("capture")
+                or case.get("synthetic")
+                or case.get("sweep")
+                or case.get("peer")
+                or case.get("ranks")
+                or case.get("rank_capture")
+            )
             yield pytest.param(spec["rule"], case, id=f"{spec['rule']}:{i}:{label}")
 
 
@@ -45,8 +52,9 @@ def _load(case):
 
 def ncu_csv(capture: str):
     """The Nsight Compute CSV recorded for a capture (a real one first, else a synthetic one), or None."""
-    return next((p for p in (NCU / f"{capture}.ncu.csv.gz", NCU / f"{capture}.synthetic.ncu.csv.gz")
-                 if p.is_file()), None)
+    return next(
+        (p for p in (NCU / f"{capture}.ncu.csv.gz", NCU / f"{capture}.synthetic.ncu.csv.gz") if p.is_file()), None
+    )
 
 
 @functools.lru_cache(maxsize=None)
@@ -93,7 +101,8 @@ def test_case(rule_id, case):
     assert not skipped, f"{rule_id} was skipped: {skipped[0].reason}"
     assert bool(fired) == expected, (
         f"{rule_id} {'did not fire' if expected else 'fired'} on {case}: "
-        f"{[c.detail for c in diagnosis.checked] or [e.text() for f in fired for e in f.evidence]}")
+        f"{[c.detail for c in diagnosis.checked] or [e.text() for f in fired for e in f.evidence]}"
+    )
     if fired:
         finding = fired[0]
         if "severity" in case:
@@ -120,7 +129,8 @@ def test_case_with_ncu(rule_id, case):
     outcome = "skipped" if skipped else bool(fired)
     assert outcome == expected, (
         f"{rule_id} with Nsight Compute: {outcome} instead of {expected} on {case}: "
-        f"{[s.reason for s in skipped] or [c.detail for c in diagnosis.checked] or [x.id for f in fired for x in f.fixes]}")
+        f"{[s.reason for s in skipped] or [c.detail for c in diagnosis.checked] or [x.id for f in fired for x in f.fixes]}"
+    )
     if fired and "fix" in case and "with_ncu" not in case:
         assert case["fix"] in [x.id for x in fired[0].fixes]
 

@@ -5,6 +5,7 @@ The trace is synthetic (benchmarks/make_tiny_trace.py: 2 µs kernels and their l
 geometry, so every kernel's `blocks` is None). Timed against the same trace with launch geometry
 (`blocks` numbers), so the check holds however loaded the machine is.
 """
+
 from __future__ import annotations
 
 import json
@@ -55,8 +56,11 @@ def test_the_tiny_trace_generator_writes_what_it_says(tmp_path):
 
 def _peak_rss(trace, out) -> int:
     """The maximum resident set, in bytes, of `diagnose TRACE -o OUT -q` run in a child process."""
-    proc = subprocess.Popen([sys.executable, "-m", "diagnose", str(trace), "-o", str(out), "-q"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "diagnose", str(trace), "-o", str(out), "-q"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     _, status, usage = os.wait4(proc.pid, 0)
     proc.returncode = os.waitstatus_to_exitcode(status)
     assert proc.returncode == 0, proc.stderr.read().decode(errors="replace")

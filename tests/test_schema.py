@@ -1,4 +1,5 @@
 """`diagnose schema`: the JSON Schema of findings.json from the typed model, and files checked against it."""
+
 from __future__ import annotations
 
 import json
@@ -23,7 +24,9 @@ def test_schema_prints_a_json_schema_of_every_part(capsys):
     assert main(["schema"]) == 0
     schema = json.loads(capsys.readouterr().out)
     assert schema["title"] == SCHEMA
-    assert {"Diagnosis", "Finding", "Evidence", "Fix", "Skipped", "Checked", "Details", "CheatSheet"} <= set(schema["$defs"])
+    assert {"Diagnosis", "Finding", "Evidence", "Fix", "Skipped", "Checked", "Details", "CheatSheet"} <= set(
+        schema["$defs"]
+    )
     severity = schema["$defs"]["Finding"]["properties"]["severity"]
     assert set(severity["enum"]) == {"high", "medium", "low"}
 
@@ -38,12 +41,15 @@ def test_a_written_findings_json_fits_and_reads_back_typed(written, tmp_path, ca
     assert d.to_dict() == written
 
 
-@pytest.mark.parametrize("spoil, says", [
-    (lambda d: d["findings"][0].update(severity="urgent"), "severity"),
-    (lambda d: d["findings"][0]["evidence"][0].update(value=[1, 2]), "evidence"),
-    (lambda d: d.pop("findings"), "findings"),
-    (lambda d: d.update(schema="someone.else/3"), "not 'diagnose.findings/1'"),
-])
+@pytest.mark.parametrize(
+    "spoil, says",
+    [
+        (lambda d: d["findings"][0].update(severity="urgent"), "severity"),
+        (lambda d: d["findings"][0]["evidence"][0].update(value=[1, 2]), "evidence"),
+        (lambda d: d.pop("findings"), "findings"),
+        (lambda d: d.update(schema="someone.else/3"), "not 'diagnose.findings/1'"),
+    ],
+)
 def test_a_findings_json_that_does_not_fit_is_exit_2_naming_the_field(written, spoil, says, tmp_path, capsys):
     data = json.loads(json.dumps(written))
     spoil(data)

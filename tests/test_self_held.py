@@ -4,6 +4,7 @@ The reference is the loop it replaced: each op's own time is its span minus its 
 ops of the same thread nested in it by start order), and the silent time it holds is that own
 time's overlap with the covered stretches, summed left to right.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -42,8 +43,7 @@ def test_self_held_matches_the_loop_on_random_nestings():
         ts = np.round(rng.uniform(0, 100, n), int(rng.integers(0, 4)))
         dur = np.round(rng.exponential(rng.choice([1, 5, 30]), n), int(rng.integers(0, 4)))
         dur[rng.random(n) < 0.1] = 0  # zero-length ops; the random spans nest improperly too
-        ops = pd.DataFrame({"ts": ts, "end": ts + dur, "tid": rng.integers(0, 3, n)},
-                           index=rng.permutation(n) + 7)
+        ops = pd.DataFrame({"ts": ts, "end": ts + dur, "tid": rng.integers(0, 3, n)}, index=rng.permutation(n) + 7)
         m = int(rng.integers(0, 12))
         starts = rng.uniform(0, 110, m)
         covered = merge_intervals(starts, starts + rng.exponential(4, m))

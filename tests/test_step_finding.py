@@ -1,5 +1,6 @@
 """Steps are found in traces without ProfilerStep ranges (iteration marks, the user's own ranges, a
 repeating op pattern), a cold first step is left out, and the summary and report say how."""
+
 from __future__ import annotations
 
 import gzip
@@ -16,30 +17,80 @@ from conftest import PEER_TRACES
 PARAM = PEER_TRACES / "param" / "linear_kineto.json.gz"
 
 
-def _trace(tmp_path, iterations: int, marks=(), step_range: str | None = None, first_us: float = 1000.0,
-           period_us: float = 1000.0):
+def _trace(
+    tmp_path,
+    iterations: int,
+    marks=(),
+    step_range: str | None = None,
+    first_us: float = 1000.0,
+    period_us: float = 1000.0,
+):
     """A SYNTHETIC trace of `iterations` loop iterations, each: the `marks` ranges (names), two ops
     launching one kernel each; the first iteration lasts `first_us`, the others `period_us`."""
     events, t, corr = [], 0.0, 1
     for i in range(iterations):
         length = first_us if i == 0 else period_us
         if step_range:
-            events.append({"ph": "X", "cat": "user_annotation", "name": step_range, "pid": 1, "tid": 1,
-                           "ts": t, "dur": length * 0.9, "args": {}})
+            events.append(
+                {
+                    "ph": "X",
+                    "cat": "user_annotation",
+                    "name": step_range,
+                    "pid": 1,
+                    "tid": 1,
+                    "ts": t,
+                    "dur": length * 0.9,
+                    "args": {},
+                }
+            )
         offset = 0.0
         for name in marks:
-            events.append({"ph": "X", "cat": "user_annotation", "name": name, "pid": 1, "tid": 1,
-                           "ts": t + offset, "dur": 20, "args": {}})
+            events.append(
+                {
+                    "ph": "X",
+                    "cat": "user_annotation",
+                    "name": name,
+                    "pid": 1,
+                    "tid": 1,
+                    "ts": t + offset,
+                    "dur": 20,
+                    "args": {},
+                }
+            )
             offset += 30
         for op in ("aten::mm", "aten::relu"):
             at = t + offset + (length - 300 - offset) * (0 if op == "aten::mm" else 0.5)
             events += [
-                {"ph": "X", "cat": "cpu_op", "name": op, "pid": 1, "tid": 1, "ts": at, "dur": 40,
-                 "args": {"External id": corr}},
-                {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": at + 5,
-                 "dur": 10, "args": {"correlation": corr, "External id": corr}},
-                {"ph": "X", "cat": "kernel", "name": f"kernel_{op[6:]}", "pid": 0, "tid": 7, "ts": at + 20,
-                 "dur": 100, "args": {"correlation": corr, "External id": corr, "device": 0, "stream": 7}},
+                {
+                    "ph": "X",
+                    "cat": "cpu_op",
+                    "name": op,
+                    "pid": 1,
+                    "tid": 1,
+                    "ts": at,
+                    "dur": 40,
+                    "args": {"External id": corr},
+                },
+                {
+                    "ph": "X",
+                    "cat": "cuda_runtime",
+                    "name": "cudaLaunchKernel",
+                    "pid": 1,
+                    "tid": 1,
+                    "ts": at + 5,
+                    "dur": 10,
+                    "args": {"correlation": corr, "External id": corr},
+                },
+                {
+                    "ph": "X",
+                    "cat": "kernel",
+                    "name": f"kernel_{op[6:]}",
+                    "pid": 0,
+                    "tid": 7,
+                    "ts": at + 20,
+                    "dur": 100,
+                    "args": {"correlation": corr, "External id": corr, "device": 0, "stream": 7},
+                },
             ]
             corr += 1
         t += length
@@ -54,9 +105,14 @@ def test_profiler_steps_come_first(tmp_path):
     assert steps.how.startswith("ProfilerStep#N")
 
 
-@pytest.mark.parametrize("mark, edge", [("Optimizer.step#SGD.step", "optimizer's step"),
-                                        ("enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", "DataLoader"),
-                                        ("Optimizer.zero_grad#Adam.zero_grad", "zero_grad")])
+@pytest.mark.parametrize(
+    "mark, edge",
+    [
+        ("Optimizer.step#SGD.step", "optimizer's step"),
+        ("enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", "DataLoader"),
+        ("Optimizer.zero_grad#Adam.zero_grad", "zero_grad"),
+    ],
+)
 def test_iteration_marks(tmp_path, mark, edge):
     steps = find_steps(_trace(tmp_path, 6, marks=[mark]))
     assert edge in steps.how and "no ProfilerStep" in steps.how
@@ -132,8 +188,7 @@ def test_identical_layers_of_one_forward_are_not_steps(tmp_path):
     """SYNTHETIC: embedding, six identical layers, head: one forward, not six steps."""
     events, t = [], 0.0
     for name in ["aten::embedding"] + ["aten::rms_norm", "aten::mm", "aten::silu"] * 6 + ["aten::mm_head"]:
-        events.append({"ph": "X", "cat": "cpu_op", "name": name, "pid": 1, "tid": 1, "ts": t, "dur": 10,
-                       "args": {}})
+        events.append({"ph": "X", "cat": "cpu_op", "name": name, "pid": 1, "tid": 1, "ts": t, "dur": 10, "args": {}})
         t += 20
     path = tmp_path / "synthetic_layers.json"
     path.write_text(json.dumps({"traceEvents": events}))

@@ -1,4 +1,5 @@
 """What a path is, told once (diagnose/target.py), on real fixtures: each kind, and the paths that are none."""
+
 from __future__ import annotations
 
 import shutil
@@ -16,15 +17,18 @@ W = ROOT / "tests" / "workloads"
 TRACE = ROOT / "fixtures" / "peer" / "hta" / "triton_example" / "triton_example.json.gz"
 
 
-@pytest.mark.parametrize("path, kind", [
-    (CAPTURES / "decode_eager", "capture"),
-    (CAPTURES / "ddp_healthy", "ranks"),
-    (CAPTURES / "sweep_attention_naive", "sweep"),
-    (CAPTURES / "sweep_attention_naive" / "seq=2048", "capture"),
-    (CAPTURES / "decode_eager" / "trace.json.gz", "trace"),
-    (TRACE, "trace"),
-    (W / "echo_args.py", "script"),
-])
+@pytest.mark.parametrize(
+    "path, kind",
+    [
+        (CAPTURES / "decode_eager", "capture"),
+        (CAPTURES / "ddp_healthy", "ranks"),
+        (CAPTURES / "sweep_attention_naive", "sweep"),
+        (CAPTURES / "sweep_attention_naive" / "seq=2048", "capture"),
+        (CAPTURES / "decode_eager" / "trace.json.gz", "trace"),
+        (TRACE, "trace"),
+        (W / "echo_args.py", "script"),
+    ],
+)
 def test_each_fixture_resolves_to_its_kind(path, kind):
     target = resolve_target(str(path))
     assert (target.kind, target.path, target.function) == (kind, path, None)
@@ -63,13 +67,16 @@ def test_a_folder_of_kineto_files_is_ranks(tmp_path):
     assert resolve_target(str(tmp_path)).kind == "ranks"
 
 
-@pytest.mark.parametrize("text, error, says", [
-    (str(W / "no_such_script.py"), UsageError, "no such file"),
-    (f"{W / 'no_such_script.py'}:make_step", UsageError, "no such file"),
-    (f"{W / 'tiny_cpu.py'}:make_stp", UsageError, "defines no 'make_stp'"),
-    ("report.nsys-rep", InputError, "Nsight Systems report"),
-    ("prof.ncu-rep", InputError, "Nsight Compute report"),
-])
+@pytest.mark.parametrize(
+    "text, error, says",
+    [
+        (str(W / "no_such_script.py"), UsageError, "no such file"),
+        (f"{W / 'no_such_script.py'}:make_step", UsageError, "no such file"),
+        (f"{W / 'tiny_cpu.py'}:make_stp", UsageError, "defines no 'make_stp'"),
+        ("report.nsys-rep", InputError, "Nsight Systems report"),
+        ("prof.ncu-rep", InputError, "Nsight Compute report"),
+    ],
+)
 def test_paths_that_are_no_target_say_why(text, error, says):
     with pytest.raises(error, match=says):
         resolve_target(text)

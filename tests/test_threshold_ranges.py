@@ -7,6 +7,7 @@ Every rule is then run on real captures with every threshold at the lowest value
 accepts, and again at the highest (1 for a fraction, a huge number otherwise): no exception, strict
 JSON (no NaN or Infinity), every renderer still renders.
 """
+
 from __future__ import annotations
 
 import json
@@ -26,16 +27,26 @@ pytestmark = pytest.mark.hostile
 
 KNOWN = known_thresholds(ALL_RULES)
 # captures on which most rules fire or get far: memory, attention, KV cache, compile, launch, host, sync
-CAPTURES_USED = ["attention_naive_8k", "kv_concat", "compile_breaks", "decode_eager", "matmul_fp32",
-                 "train_oom_capped", "host_loader_inline", "sync_item", "gemv_decode_1tok"]
+CAPTURES_USED = [
+    "attention_naive_8k",
+    "kv_concat",
+    "compile_breaks",
+    "decode_eager",
+    "matmul_fp32",
+    "train_oom_capped",
+    "host_loader_inline",
+    "sync_item",
+    "gemv_decode_1tok",
+]
 
 
 def test_a_divisor_set_to_zero_is_refused_at_set_time(tmp_path, capsys):
     code = main([str(CAPTURES / "matmul_bf16"), "--set", "vram-limit.usable_share=0", "-o", str(tmp_path / "o")])
     err = capsys.readouterr().err
     assert code == 2 and not (tmp_path / "o").exists()
-    assert err.splitlines() == ["diagnose: error: threshold vram-limit.usable_share must be ≥ 0.01 (a rule divides "
-                                "by it), got 0"]
+    assert err.splitlines() == [
+        "diagnose: error: threshold vram-limit.usable_share must be ≥ 0.01 (a rule divides by it), got 0"
+    ]
 
 
 def test_a_divisor_set_to_zero_in_pyproject_is_refused(tmp_path, capsys, monkeypatch):

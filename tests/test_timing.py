@@ -1,4 +1,5 @@
 """The unprofiled step time: one summary (the true median) that the report and `diagnose diff` share."""
+
 from __future__ import annotations
 
 import json
@@ -21,8 +22,7 @@ def test_the_median_of_an_even_count_is_the_mean_of_the_middle_two():
 
 
 def test_a_stored_upper_median_is_rederived_from_the_steps():
-    old = {"source": "s", "unprofiled_step_us": [1.0, 2.0, 3.0, 4.0], "median_us": 3.0, "min_us": 1.0,
-           "mean_us": 2.5}
+    old = {"source": "s", "unprofiled_step_us": [1.0, 2.0, 3.0, 4.0], "median_us": 3.0, "min_us": 1.0, "mean_us": 2.5}
     assert normalised(old)["median_us"] == 2.5
     assert normalised({"source": "s", "unprofiled_step_us": []}) == {"source": "s", "unprofiled_step_us": []}
 

@@ -1,5 +1,6 @@
 """TraceLens's real traces (fixtures/peer/tracelens, MIT): Hugging Face models on an H100 recorded
 with_stack=True, and vLLM decode on an MI300X recorded during CUDA-graph capture and at replay."""
+
 from __future__ import annotations
 
 import json
@@ -64,10 +65,13 @@ def test_owlv2_resizing_in_the_loader(tmp_path, capsys):
     assert any("zoom" in str(o.get("code")) or "DataLoader" in str(o.get("host work")) for o in first["offenders"])
 
 
-@pytest.mark.parametrize("prefix, fixes", [
-    ("Falconsai", ["cuda-graphs"]),  # its one sync, the harness's cudaDeviceSynchronize, precedes every launch
-    ("gaunernst_bert", ["remove-sync", "cuda-graphs"]),  # aten::is_nonzero syncs between launches
-])
+@pytest.mark.parametrize(
+    "prefix, fixes",
+    [
+        ("Falconsai", ["cuda-graphs"]),  # its one sync, the harness's cudaDeviceSynchronize, precedes every launch
+        ("gaunernst_bert", ["remove-sync", "cuda-graphs"]),  # aten::is_nonzero syncs between launches
+    ],
+)
 def test_small_models_are_launch_bound(prefix, fixes, tmp_path, capsys):
     data = _run(_h100(prefix), tmp_path, capsys)
     first = data["findings"][0]
@@ -86,12 +90,33 @@ def test_qwen_prefill_is_gpu_bound(tmp_path, capsys):
 def test_trace_stacks_label_the_innermost_user_frame(tmp_path):
     events = [
         {"ph": "X", "cat": "python_function", "name": "app.py(10): main", "pid": 1, "tid": 1, "ts": 0, "dur": 1000},
-        {"ph": "X", "cat": "python_function", "name": "lib/pre.py(5): resize", "pid": 1, "tid": 1, "ts": 100,
-         "dur": 400},
-        {"ph": "X", "cat": "python_function", "name": "torch/nn/modules/module.py(1): _call_impl", "pid": 1,
-         "tid": 1, "ts": 600, "dur": 300},
-        {"ph": "X", "cat": "python_function", "name": "<built-in method conv2d>", "pid": 1, "tid": 1, "ts": 650,
-         "dur": 100},
+        {
+            "ph": "X",
+            "cat": "python_function",
+            "name": "lib/pre.py(5): resize",
+            "pid": 1,
+            "tid": 1,
+            "ts": 100,
+            "dur": 400,
+        },
+        {
+            "ph": "X",
+            "cat": "python_function",
+            "name": "torch/nn/modules/module.py(1): _call_impl",
+            "pid": 1,
+            "tid": 1,
+            "ts": 600,
+            "dur": 300,
+        },
+        {
+            "ph": "X",
+            "cat": "python_function",
+            "name": "<built-in method conv2d>",
+            "pid": 1,
+            "tid": 1,
+            "ts": 650,
+            "dur": 100,
+        },
         {"ph": "X", "cat": "cpu_op", "name": "aten::conv2d", "pid": 1, "tid": 1, "ts": 660, "dur": 80, "args": {}},
     ]
     path = tmp_path / "synthetic_stack.json"

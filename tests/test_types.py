@@ -8,6 +8,7 @@ Its output names the source files (rules/x.py, not diagnose/rules/x.py). By hand
 
     python -m pytest -q -o addopts="" tests/test_types.py
 """
+
 from __future__ import annotations
 
 import importlib.util
@@ -20,11 +21,33 @@ import pytest
 
 from conftest import ROOT
 
-PACKAGES = ["diagnose.metrics", "diagnose.memory", "diagnose.ncu", "diagnose.diff", "diagnose.report",
-            "diagnose.rules", "diagnose.ranks", "diagnose.trace", "diagnose.commands"]
-MODULES = ["diagnose.findings", "diagnose.engine", "diagnose.invariants", "diagnose.fixes", "diagnose.format",
-           "diagnose.thresholds", "diagnose.config", "diagnose.errors", "diagnose.collectives",
-           "diagnose.devices", "diagnose.step_timing", "diagnose.cli", "diagnose.pipeline", "diagnose.target"]
+PACKAGES = [
+    "diagnose.metrics",
+    "diagnose.memory",
+    "diagnose.ncu",
+    "diagnose.diff",
+    "diagnose.report",
+    "diagnose.rules",
+    "diagnose.ranks",
+    "diagnose.trace",
+    "diagnose.commands",
+]
+MODULES = [
+    "diagnose.findings",
+    "diagnose.engine",
+    "diagnose.invariants",
+    "diagnose.fixes",
+    "diagnose.format",
+    "diagnose.thresholds",
+    "diagnose.config",
+    "diagnose.errors",
+    "diagnose.collectives",
+    "diagnose.devices",
+    "diagnose.step_timing",
+    "diagnose.cli",
+    "diagnose.pipeline",
+    "diagnose.target",
+]
 
 
 def installed_tree(dest):
@@ -45,10 +68,23 @@ def run_mypy():
     cache = ROOT / ".mypy_cache"
     tree = installed_tree(cache / "tree")
     targets = [arg for name in PACKAGES for arg in ("-p", name)] + [arg for name in MODULES for arg in ("-m", name)]
-    done = subprocess.run([sys.executable, "-m", "mypy", "--config-file", str(ROOT / "pyproject.toml"),
-                           "--cache-dir", str(cache), "--show-error-codes",
-                           *targets],
-                          cwd=tree, capture_output=True, text=True, timeout=540)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mypy",
+            "--config-file",
+            str(ROOT / "pyproject.toml"),
+            "--cache-dir",
+            str(cache),
+            "--show-error-codes",
+            *targets,
+        ],
+        cwd=tree,
+        capture_output=True,
+        text=True,
+        timeout=540,
+    )
     output = re.sub(r"^diagnose/(rules|fixtures)/", r"\1/", done.stdout + done.stderr, flags=re.MULTILINE)
     return done.returncode, output
 

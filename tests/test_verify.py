@@ -3,6 +3,7 @@
 CPU tests run the real verify child on tiny workloads (a fake step whose speed the TF32 switch sets,
 bf16 autocast on an fp32 MLP, torch.compile with aot_eager); GPU tests are marked `gpu`.
 """
+
 from __future__ import annotations
 
 import json
@@ -26,18 +27,39 @@ DECODE = f"{ROOT / 'fixtures' / 'workloads' / 'tiny_decode.py'}:make_step"
 
 
 def spec(path, tmp_path, **params) -> CaptureSpec:
-    return CaptureSpec(path=str(path), mode="function", function="make_step", out_dir=str(tmp_path),
-                       params=params, warmup=2, steps=2, timed_steps=20)
+    return CaptureSpec(
+        path=str(path),
+        mode="function",
+        function="make_step",
+        out_dir=str(tmp_path),
+        params=params,
+        warmup=2,
+        steps=2,
+        timed_steps=20,
+    )
 
 
 def trial(tmp_path, path, variant, timeout_s=120.0, backend="", **params):
-    return run_variant(spec(path, tmp_path, **params), variant, variant, tmp_path / variant, baseline_us=[],
-                       timeout_s=timeout_s, compile_backend=backend)
+    return run_variant(
+        spec(path, tmp_path, **params),
+        variant,
+        variant,
+        tmp_path / variant,
+        baseline_us=[],
+        timeout_s=timeout_s,
+        compile_backend=backend,
+    )
 
 
 def finding(*fix_ids, est=2.0) -> Finding:
-    return Finding(rule="launch-overhead", severity="high", title="t", evidence=[Evidence("x", 1.0)],
-                   fixes=[fix(i) for i in fix_ids], est_speedup=est)
+    return Finding(
+        rule="launch-overhead",
+        severity="high",
+        title="t",
+        evidence=[Evidence("x", 1.0)],
+        fixes=[fix(i) for i in fix_ids],
+        est_speedup=est,
+    )
 
 
 # -- the child, end to end on a CPU ---------------------------------------------------------------
@@ -91,7 +113,7 @@ def test_compare_at_a_precision_keeps_changes_beyond_it():
         product = (a @ b).float()
     exact = {"r": a @ b}
     judged = compare(torch, exact, {"r": product}, "bfloat16")
-    assert judged["verdict"] == "within precision" and judged["max_rel_error"] < 2 ** -8, judged
+    assert judged["verdict"] == "within precision" and judged["max_rel_error"] < 2**-8, judged
     beyond = compare(torch, exact, {"r": product}, "tf32")
     assert beyond["verdict"] == "changes results" and "normwise relative error" in beyond["failures"][0]
 
@@ -121,8 +143,11 @@ def test_channels_last_puts_the_steps_conv_net_in_nhwc():
     assert note == "1 module(s) with 9 Conv2d and 1 4-D input tensor(s) put in torch.channels_last"
     convs = [m for m in cells["Sequential"].modules() if isinstance(m, torch.nn.Conv2d)]
     assert all(m.weight.is_contiguous(memory_format=torch.channels_last) for m in convs)
-    x = next(c.cell_contents for c in closure_cells(step) if isinstance(c.cell_contents, torch.Tensor)
-             and c.cell_contents.dim() == 4)
+    x = next(
+        c.cell_contents
+        for c in closure_cells(step)
+        if isinstance(c.cell_contents, torch.Tensor) and c.cell_contents.dim() == 4
+    )
     assert x.is_contiguous(memory_format=torch.channels_last) and not x.is_contiguous()
     assert [id(p) for p in cells["SGD"].param_groups[0]["params"]] == [id(p) for p in params]
     torch.testing.assert_close(step(), plain(), rtol=1e-4, atol=1e-5)
@@ -213,13 +238,16 @@ def test_plan_applies_only_what_can_be_applied_from_outside():
     assert [v for v, _ in sdpa[0].variants] == ["sdpa-flash"]
 
 
-@pytest.mark.parametrize("low,high,num,expected", [
-    (1.2, 1.5, {"verdict": "match"}, numerics.VERIFIED),
-    (1.2, 1.5, {"verdict": "changes results"}, numerics.CHANGES),
-    (1.2, 1.5, None, numerics.UNCOMPARED),
-    (0.9, 1.2, {"verdict": "match"}, numerics.NO_GAIN),
-    (0.5, 0.8, {"verdict": "match"}, numerics.SLOWER),
-])
+@pytest.mark.parametrize(
+    "low,high,num,expected",
+    [
+        (1.2, 1.5, {"verdict": "match"}, numerics.VERIFIED),
+        (1.2, 1.5, {"verdict": "changes results"}, numerics.CHANGES),
+        (1.2, 1.5, None, numerics.UNCOMPARED),
+        (0.9, 1.2, {"verdict": "match"}, numerics.NO_GAIN),
+        (0.5, 0.8, {"verdict": "match"}, numerics.SLOWER),
+    ],
+)
 def test_verdicts(low, high, num, expected):
     assert numerics.verdict("ok", low, high, num) == expected
     assert numerics.verdict("oom", low, high, num) == numerics.FAILED
@@ -279,14 +307,26 @@ def test_verify_entries_render_and_round_trip(tmp_path):
 def test_numerics_lines_name_the_precision_and_the_relative_error():
     from diagnose.report.verify_view import numerics_text
 
-    within = {"verdict": "within precision", "tensors": 12, "precision": "bfloat16", "max_rel_error": 0.0029,
-              "detail": "within bf16 rounding: max relative error 0.29% (3 of 12 tensors beyond the baseline "
-                        "dtype's tolerance)"}
+    within = {
+        "verdict": "within precision",
+        "tensors": 12,
+        "precision": "bfloat16",
+        "max_rel_error": 0.0029,
+        "detail": "within bf16 rounding: max relative error 0.29% (3 of 12 tensors beyond the baseline "
+        "dtype's tolerance)",
+    }
     assert numerics_text(within).startswith("outputs within bf16 rounding: max relative error 0.29%")
-    beyond = {"verdict": "changes results", "tensors": 12, "failed": 2, "precision": "tf32",
-              "max_abs_diff": 0.14, "max_rel_error": 0.031}
-    assert numerics_text(beyond) == ("changes results (2 of 12 tensors beyond the TF32 tolerance, max |Δ| 0.14, "
-                                     "max relative error 3.10%)")
+    beyond = {
+        "verdict": "changes results",
+        "tensors": 12,
+        "failed": 2,
+        "precision": "tf32",
+        "max_abs_diff": 0.14,
+        "max_rel_error": 0.031,
+    }
+    assert numerics_text(beyond) == (
+        "changes results (2 of 12 tensors beyond the TF32 tolerance, max |Δ| 0.14, max relative error 3.10%)"
+    )
     assert numerics.verdict("ok", 1.2, 1.4, within) == numerics.VERIFIED
     assert numerics.verdict("ok", 1.2, 1.4, beyond) == numerics.CHANGES
 
@@ -294,8 +334,14 @@ def test_numerics_lines_name_the_precision_and_the_relative_error():
 def test_prerequisite_fix_reads_in_the_verdict():
     from diagnose.engine import verdict as verdict_of
 
-    f = Finding(rule="launch-overhead", severity="high", title="CPU launch overhead", evidence=[],
-                fixes=[fix("fused-optimizer", prerequisite=True), fix("cuda-graphs")], est_speedup=4.0)
+    f = Finding(
+        rule="launch-overhead",
+        severity="high",
+        title="CPU launch overhead",
+        evidence=[],
+        fixes=[fix("fused-optimizer", prerequisite=True), fix("cuda-graphs")],
+        est_speedup=4.0,
+    )
     d = Diagnosis(target="t", device={}, summary={}, findings=[f], skipped=[])
     assert "est. 4× faster with fused-optimizer, then cuda-graphs" in verdict_of(d)
     assert Diagnosis.from_dict(d.to_dict()).findings[0].fixes[0].prerequisite is True
@@ -304,8 +350,15 @@ def test_prerequisite_fix_reads_in_the_verdict():
 
 
 def test_old_findings_json_without_verify_still_loads():
-    d = Diagnosis.from_dict({"target": "t", "device": {}, "summary": {}, "skipped": [], "findings": [
-        {"rule": "r", "severity": "low", "title": "t", "evidence": [], "fixes": []}]})
+    d = Diagnosis.from_dict(
+        {
+            "target": "t",
+            "device": {},
+            "summary": {},
+            "skipped": [],
+            "findings": [{"rule": "r", "severity": "low", "title": "t", "evidence": [], "fixes": []}],
+        }
+    )
     assert d.findings[0].verify is None
 
 
@@ -329,8 +382,14 @@ def test_verify_on_a_cpu_workload_without_findings_says_so(tmp_path, capsys):
 
 
 def test_script_mode_times_the_whole_run_with_the_fix(tmp_path):
-    script = CaptureSpec(path=str(WORKLOADS / "verify_script.py"), mode="script", out_dir=str(tmp_path),
-                         warmup=2, steps=2, timed_steps=20)
+    script = CaptureSpec(
+        path=str(WORKLOADS / "verify_script.py"),
+        mode="script",
+        out_dir=str(tmp_path),
+        warmup=2,
+        steps=2,
+        timed_steps=20,
+    )
     t = run_variant(script, "tf32", "tf32", tmp_path / "tf32", baseline_us=[4200.0] * 20, timeout_s=120)
     assert t.status == "ok", t.error
     assert t.baseline_basis == "the capture's own unprofiled steps" and t.n_fixed >= 10
@@ -339,8 +398,14 @@ def test_script_mode_times_the_whole_run_with_the_fix(tmp_path):
 
 
 def test_script_mode_takes_only_fixes_that_act_on_the_whole_run(tmp_path):
-    script = CaptureSpec(path=str(WORKLOADS / "verify_script.py"), mode="script", out_dir=str(tmp_path),
-                         warmup=2, steps=2, timed_steps=20)
+    script = CaptureSpec(
+        path=str(WORKLOADS / "verify_script.py"),
+        mode="script",
+        out_dir=str(tmp_path),
+        warmup=2,
+        steps=2,
+        timed_steps=20,
+    )
     t = run_variant(script, "cuda-graph", "cuda-graph", tmp_path / "g", baseline_us=[4200.0] * 20, timeout_s=120)
     assert t.status == "not applicable" and "needs the step as a function" in t.error
     planned = plan_trials([finding("cuda-graphs", "bf16-tensor-cores")], script=True)
@@ -380,16 +445,33 @@ def test_script_mode_verifies_tf32_on_a_gpu(tmp_path, capsys):
 
 @pytest.mark.gpu
 def test_bf16_autocast_on_fp32_matmul_is_within_bf16_on_gpu(tmp_path):
-    t = trial(tmp_path, ROOT / "fixtures" / "workloads" / "matmul.py", "autocast-bf16", dtype="float32",
-              m=2048, n=2048, k=2048)
+    t = trial(
+        tmp_path,
+        ROOT / "fixtures" / "workloads" / "matmul.py",
+        "autocast-bf16",
+        dtype="float32",
+        m=2048,
+        n=2048,
+        k=2048,
+    )
     assert t.status == "ok", t.error
     assert t.numerics["verdict"] == "within precision" and t.numerics["precision"] == "bfloat16"
     assert t.numerics["max_rel_error"] < 0.01
 
 
 def test_verify_in_script_mode_runs_through_the_cli(tmp_path, capsys):
-    code = main(["-o", str(tmp_path / "o"), "--json", "--no-html", "--steps", "1", "--verify",
-                 str(WORKLOADS / "train_script.py")])
+    code = main(
+        [
+            "-o",
+            str(tmp_path / "o"),
+            "--json",
+            "--no-html",
+            "--steps",
+            "1",
+            "--verify",
+            str(WORKLOADS / "train_script.py"),
+        ]
+    )
     data = json.loads(capsys.readouterr().out)
     assert code == 0
     assert not any("not yet" in w for w in data["warnings"])

@@ -6,6 +6,7 @@ must build each view at most once. silent_split is one view per distinct union o
 stretches: the host-bound rule's (all of them) and the accounting's (those outside syncs) are the
 same view unless a gap opened in a sync.
 """
+
 from __future__ import annotations
 
 import collections
@@ -18,20 +19,44 @@ from conftest import ROOT
 
 import diagnose
 from diagnose.memory import breakdown, patterns, record, timeline as memory_timeline
-from diagnose.metrics import (accounting, comm, compiled, host, launches, optimizer, pyframes, slow_ops, step_time, steps,
-                              timeline, work)
+from diagnose.metrics import (
+    accounting,
+    comm,
+    compiled,
+    host,
+    launches,
+    optimizer,
+    pyframes,
+    slow_ops,
+    step_time,
+    steps,
+    timeline,
+    work,
+)
 from diagnose.metrics.host import merge_intervals
 from diagnose.report.html import render_html
 from diagnose.report.json_report import render_json
 
 VIEWS = [
-    (steps, "find_steps"), (timeline, "build_timeline"), (step_time, "step_budget"),
-    (comm, "communication"), (comm, "rounds_per_step"), (launches, "join_launches"),
-    (work, "step_kernels"), (work, "op_instances"), (accounting, "step_accounting"),
-    (pyframes, "python_samples"), (slow_ops, "held_ops"), (record, "load_memory"),
-    (breakdown, "peak_breakdown"), (patterns, "attention_calls"),
-    (memory_timeline, "levels_in_steps"), (memory_timeline, "memory_timeline"),
-    (compiled, "compiled_steps"), (host, "sync_calls"), (optimizer, "optimizer_steps"),
+    (steps, "find_steps"),
+    (timeline, "build_timeline"),
+    (step_time, "step_budget"),
+    (comm, "communication"),
+    (comm, "rounds_per_step"),
+    (launches, "join_launches"),
+    (work, "step_kernels"),
+    (work, "op_instances"),
+    (accounting, "step_accounting"),
+    (pyframes, "python_samples"),
+    (slow_ops, "held_ops"),
+    (record, "load_memory"),
+    (breakdown, "peak_breakdown"),
+    (patterns, "attention_calls"),
+    (memory_timeline, "levels_in_steps"),
+    (memory_timeline, "memory_timeline"),
+    (compiled, "compiled_steps"),
+    (host, "sync_calls"),
+    (optimizer, "optimizer_steps"),
 ]
 
 # real captures (fixtures/captures) that between them reach every view above: decode attention
@@ -54,6 +79,7 @@ def builds(monkeypatch):
         def wrapper(*args, **kwargs):
             counts[label, key(args, kwargs)] += 1
             return fn(*args, **kwargs)
+
         wrapper.counts_view = fn
         return wrapper
 

@@ -1,4 +1,5 @@
 """FLOPs and bytes from shapes (diagnose/metrics/work.py), and op instances on real captures."""
+
 from __future__ import annotations
 
 import math
@@ -23,7 +24,7 @@ def test_tensors_keep_positions_and_skip_scalars():
 def test_mm():
     w = op_work("aten::mm", [[8192, 8192], [8192, 8192]], [BF16, BF16])
     assert w.kind == "gemm" and (w.m, w.n, w.k, w.batch) == (8192, 8192, 8192, 1)
-    assert w.flops == 2 * 8192 ** 3
+    assert w.flops == 2 * 8192**3
     assert w.bytes == 3 * 8192 * 8192 * 2
 
 
@@ -49,29 +50,37 @@ def test_bmm_and_matmul_broadcast():
 
 
 def test_scaled_mm_fp8_writes_bf16():
-    w = op_work("aten::_scaled_mm", [[8192, 8192], [8192, 8192], [], [], [], [], [], []],
-                [F8, F8, F32, F32, "", "", "Scalar", "Scalar"])
+    w = op_work(
+        "aten::_scaled_mm",
+        [[8192, 8192], [8192, 8192], [], [], [], [], [], []],
+        [F8, F8, F32, F32, "", "", "Scalar", "Scalar"],
+    )
     assert w.dtype == F8 and rung_of(w.dtype) == "fp8"
-    assert w.flops == 2 * 8192 ** 3
+    assert w.flops == 2 * 8192**3
     assert w.bytes == 2 * 8192 * 8192 + 8192 * 8192 * 2
 
 
 def test_conv_forward_and_backward():
-    fwd = op_work("aten::cudnn_convolution", [[128, 64, 96, 96], [64, 64, 3, 3], [], [], [], [], [], [], []],
-                  [F32, F32] + ["ScalarList"] * 7)
+    fwd = op_work(
+        "aten::cudnn_convolution",
+        [[128, 64, 96, 96], [64, 64, 3, 3], [], [], [], [], [], [], []],
+        [F32, F32] + ["ScalarList"] * 7,
+    )
     assert fwd.kind == "conv" and fwd.channels == (64, 64)
     assert fwd.flops == 2 * 128 * 64 * 96 * 96 * 64 * 9
     assert "upper bound" in fwd.note
-    bwd = op_work("aten::convolution_backward", [[128, 64, 48, 48], [128, 64, 96, 96], [64, 64, 3, 3]] + [[]] * 8,
-                  [F32] * 3 + ["ScalarList"] * 8)
+    bwd = op_work(
+        "aten::convolution_backward",
+        [[128, 64, 48, 48], [128, 64, 96, 96], [64, 64, 3, 3]] + [[]] * 8,
+        [F32] * 3 + ["ScalarList"] * 8,
+    )
     assert bwd.flops == 2 * (2 * 128 * 64 * 48 * 48 * 64 * 9)  # output pixels from the gradient
     grouped = op_work("aten::convolution", [[8, 32, 10, 10], [32, 1, 3, 3]], [F32, F32])
     assert grouped.flops == 2 * 8 * 32 * 100 * 1 * 9  # depthwise: C/g = 1
 
 
 def test_attention():
-    w = op_work("aten::_cudnn_attention_forward", [[1, 8, 1, 64], [1, 8, 256, 64], [1, 8, 256, 64]],
-                ["c10::Half"] * 3)
+    w = op_work("aten::_cudnn_attention_forward", [[1, 8, 1, 64], [1, 8, 256, 64], [1, 8, 256, 64]], ["c10::Half"] * 3)
     assert w.kind == "attention"
     assert w.flops == 2 * 8 * 1 * 256 * (64 + 64)
 
@@ -94,17 +103,27 @@ def test_copy_inplace_and_reductions():
     assert add_.bytes == (128 * 64 + 64 + 128 * 64) * 4
     mean = op_work("aten::mean", [[4096, 14336], [], [], []], [F32, "ScalarList", "Scalar", ""])
     assert mean.kind == "reduction" and mean.reduces and mean.bytes == 4096 * 14336 * 4
-    norm = op_work("aten::native_layer_norm", [[1, 1, 512], [], [512], [512], []],
-                   ["c10::Half", "ScalarList", "c10::Half", "c10::Half", "Scalar"])
+    norm = op_work(
+        "aten::native_layer_norm",
+        [[1, 1, 512], [], [512], [512], []],
+        ["c10::Half", "ScalarList", "c10::Half", "c10::Half", "Scalar"],
+    )
     assert norm.outputs == [Tensor((1, 1, 512), "c10::Half")]
-    idx = op_work("aten::index_copy_", [[1, 8, 256, 64], [], [1], [1, 8, 1, 64]],
-                  ["c10::Half", "Scalar", "long int", "c10::Half"], "memory")
+    idx = op_work(
+        "aten::index_copy_",
+        [[1, 8, 256, 64], [], [1], [1, 8, 1, 64]],
+        ["c10::Half", "Scalar", "long int", "c10::Half"],
+        "memory",
+    )
     assert idx.bytes == 2 * (8 + 8 * 64 * 2)  # the index and source read, as much written: not the whole cache
 
 
 def test_triton_kernel_args():
-    w = op_work("triton_red_fused__to_copy_add_mean_mul_pow_rsqrt_silu_0",
-                [[4096, 14336], [4096, 14336], [14336], [4096, 14336], [], []], [BF16] * 4 + ["Scalar"] * 2)
+    w = op_work(
+        "triton_red_fused__to_copy_add_mean_mul_pow_rsqrt_silu_0",
+        [[4096, 14336], [4096, 14336], [14336], [4096, 14336], [], []],
+        [BF16] * 4 + ["Scalar"] * 2,
+    )
     assert w.kind == "reduction"
     assert w.bytes == (3 * 4096 * 14336 + 14336) * 2
     mm = op_work("triton_tem_fused_mm_0", [[64, 128], [128, 32], [64, 32]], [BF16] * 3)
@@ -117,11 +136,14 @@ def test_unknown_ops():
     assert op_work("aten::foo", [[]], ["Scalar"], "other").kind == "other"
 
 
-@pytest.mark.parametrize("capture,instances_per_step,us_per_step", [
-    ("swiglu_eager", 10, 906.0),
-    ("matmul_fp32", 1, 21491.4),      # 5 kernels overlap the 4 windows; 4 were launched inside them
-    ("gemv_decode_1tok", 48, 776.8),
-])
+@pytest.mark.parametrize(
+    "capture,instances_per_step,us_per_step",
+    [
+        ("swiglu_eager", 10, 906.0),
+        ("matmul_fp32", 1, 21491.4),  # 5 kernels overlap the 4 windows; 4 were launched inside them
+        ("gemv_decode_1tok", 48, 776.8),
+    ],
+)
 def test_op_instances_on_captures(capture, instances_per_step, us_per_step):
     m = Metrics(load_capture(capture))
     ops = m.op_work

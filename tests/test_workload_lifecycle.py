@@ -1,5 +1,6 @@
 """How a workload's run ends: no process it started outlives diagnose, whatever ended it; os._exit,
 a script without torch and a wrong --python get honest outcomes; sweep points stay in their folder."""
+
 from __future__ import annotations
 
 import json
@@ -21,8 +22,10 @@ from conftest import ROOT
 
 W = ROOT / "tests" / "workloads"
 FAST = ["--warmup", "1", "--steps", "2", "--timed-steps", "3"]
-needs_torch = pytest.mark.skipif(__import__("importlib").util.find_spec("torch") is None,
-                                 reason="capturing needs torch (.ci/run installs the CPU build)")
+needs_torch = pytest.mark.skipif(
+    __import__("importlib").util.find_spec("torch") is None,
+    reason="capturing needs torch (.ci/run installs the CPU build)",
+)
 
 
 def alive(pid: int) -> bool:
@@ -67,10 +70,16 @@ def spawner(pids_file: Path, end: str, *extra: str) -> list[str]:
 
 # -- no orphans ---------------------------------------------------------------------------------
 
+
 @needs_torch
-@pytest.mark.parametrize("end, code, status", [
-    ("normal", 0, "ok"), ("raise", 3, "failed"), ("crash", 3, "crashed"),
-])
+@pytest.mark.parametrize(
+    "end, code, status",
+    [
+        ("normal", 0, "ok"),
+        ("raise", 3, "failed"),
+        ("crash", 3, "crashed"),
+    ],
+)
 def test_no_child_outlives_the_run(tmp_path, capsys, pids_file, end, code, status):
     out = tmp_path / "cap"
     assert main([*spawner(pids_file, end), "-o", str(out), "-q", *FAST]) == code
@@ -92,8 +101,9 @@ def test_no_child_outlives_a_timeout(tmp_path, capsys, pids_file):
 def test_a_child_that_ignores_sigterm_gets_sigkill(tmp_path, capsys, pids_file, monkeypatch):
     monkeypatch.setattr(runner, "TERM_GRACE_S", 1.0)
     started = time.monotonic()
-    assert main([*spawner(pids_file, "normal", "--param", "stubborn=true"), "-o", str(tmp_path / "cap"),
-                 "-q", *FAST]) == 0
+    assert (
+        main([*spawner(pids_file, "normal", "--param", "stubborn=true"), "-o", str(tmp_path / "cap"), "-q", *FAST]) == 0
+    )
     capsys.readouterr()
     assert_none_alive(pids_file)
     assert time.monotonic() - started < 60
@@ -119,9 +129,14 @@ def _signal_masks(pid: int) -> str:
 def diagnose_until_started(workload: list[str], tmp_path, pids_file) -> subprocess.Popen:
     """`python -m diagnose WORKLOAD` into tmp_path/cap, returned once the workload wrote `pids_file`
     (or ended, or 120 s passed)."""
-    proc = subprocess.Popen([sys.executable, "-m", "diagnose", *workload, "-o", str(tmp_path / "cap"), "-q", *FAST],
-                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            preexec_fn=_default_signals)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "diagnose", *workload, "-o", str(tmp_path / "cap"), "-q", *FAST],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=_default_signals,
+    )
     deadline = time.monotonic() + 120
     while not pids_file.exists() and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.1)
@@ -129,8 +144,11 @@ def diagnose_until_started(workload: list[str], tmp_path, pids_file) -> subproce
 
 
 @needs_torch
-@pytest.mark.parametrize("sig, code, said", [(signal.SIGINT, 130, "diagnose: interrupted"),
-                                             (signal.SIGTERM, 143, "diagnose: terminated")], ids=["ctrl-c", "sigterm"])
+@pytest.mark.parametrize(
+    "sig, code, said",
+    [(signal.SIGINT, 130, "diagnose: interrupted"), (signal.SIGTERM, 143, "diagnose: terminated")],
+    ids=["ctrl-c", "sigterm"],
+)
 def test_no_child_outlives_ctrl_c_or_sigterm(tmp_path, pids_file, sig, code, said):
     """SIGINT or SIGTERM to a `python -m diagnose` process while its workload hangs with children running."""
     proc = diagnose_until_started(spawner(pids_file, "hang"), tmp_path, pids_file)
@@ -140,8 +158,10 @@ def test_no_child_outlives_ctrl_c_or_sigterm(tmp_path, pids_file, sig, code, sai
         try:
             _, err = proc.communicate(timeout=120)
         except subprocess.TimeoutExpired:
-            pytest.fail(f"diagnose did not end within 120 s of {sig.name}: {_signal_masks(proc.pid)}; this worker's "
-                        f"SIGINT handler: {signal.getsignal(signal.SIGINT)}")
+            pytest.fail(
+                f"diagnose did not end within 120 s of {sig.name}: {_signal_masks(proc.pid)}; this worker's "
+                f"SIGINT handler: {signal.getsignal(signal.SIGINT)}"
+            )
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -151,8 +171,10 @@ def test_no_child_outlives_ctrl_c_or_sigterm(tmp_path, pids_file, sig, code, sai
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")], "a staging folder was left behind"
 
 
-SPAWN_AND_LEAVE = ("import subprocess, sys, time; p = subprocess.Popen(['sleep', '300']); "
-                   "print(p.pid, flush=True); time.sleep(float(sys.argv[1]))")
+SPAWN_AND_LEAVE = (
+    "import subprocess, sys, time; p = subprocess.Popen(['sleep', '300']); "
+    "print(p.pid, flush=True); time.sleep(float(sys.argv[1]))"
+)
 
 
 @pytest.mark.parametrize("lives_s, timeout_s", [(0, 60), (300, 1)], ids=["exits", "times-out"])
@@ -172,8 +194,10 @@ def test_the_ncu_pass_leaves_no_child(lives_s, timeout_s, tmp_path):
 
 def test_end_group_escalates_to_sigkill():
     """A group member that ignores SIGTERM is killed once the grace period is over."""
-    code = ("import signal, subprocess, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
-            "p = subprocess.Popen(['sleep', '300']); print(p.pid, flush=True); time.sleep(300)")
+    code = (
+        "import signal, subprocess, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+        "p = subprocess.Popen(['sleep', '300']); print(p.pid, flush=True); time.sleep(300)"
+    )
     proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, start_new_session=True)
     child = int(proc.stdout.readline())
     started = time.monotonic()
@@ -183,6 +207,7 @@ def test_end_group_escalates_to_sigkill():
 
 
 # -- outcomes -----------------------------------------------------------------------------------
+
 
 def capture_script(tmp_path, capsys, script, *args):
     """Capture a script with 1 warm-up, 2 profiled and 3 timed steps: 6 iterations end just before diagnose
@@ -231,11 +256,15 @@ def test_a_script_without_torch_gets_a_report_saying_so(tmp_path, capsys):
     assert (tmp_path / "cap" / "report.html").exists()
 
 
-@pytest.mark.parametrize("python, expected", [
-    ("/nonexistent/python", "no such file"),
-    (__file__, "not an executable file"),
-    ("/bin/false", "does not run as a Python 3 interpreter"),
-], ids=["missing", "not-executable", "not-python"])
+@pytest.mark.parametrize(
+    "python, expected",
+    [
+        ("/nonexistent/python", "no such file"),
+        (__file__, "not an executable file"),
+        ("/bin/false", "does not run as a Python 3 interpreter"),
+    ],
+    ids=["missing", "not-executable", "not-python"],
+)
 def test_check_python_refuses_what_cannot_run_the_workload(python, expected):
     with pytest.raises(UsageError, match=expected) as caught:
         runner.check_python(python)
@@ -248,13 +277,15 @@ def test_check_python_accepts_a_python():
 
 
 def test_a_missing_python_is_one_line_and_exit_2(tmp_path, capsys):
-    code = main([f"{W / 'tiny_cpu.py'}:make_step", "--python", "/nonexistent/python", "-o", str(tmp_path / "o"),
-                 "-q", *FAST])
+    code = main(
+        [f"{W / 'tiny_cpu.py'}:make_step", "--python", "/nonexistent/python", "-o", str(tmp_path / "o"), "-q", *FAST]
+    )
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1 and "/nonexistent/python" in err and "Traceback" not in err
 
 
 # -- sweep folders ------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("text", ["width=8,8", "width=8,8.0", "width=a/b,a_b", "width=X,x", "../w=1,2"])
 def test_sweeps_that_would_share_or_escape_a_folder_are_refused(text):
@@ -297,6 +328,7 @@ def test_run_sweep_checks_its_points_too(tmp_path):
 
 # -- processes that leave the group, and diagnose killed outright ---------------------------------
 
+
 def escaper(pids_file: Path, end: str) -> list[str]:
     return [f"{W / 'escaper.py'}:make_step", "--param", f"pids={pids_file}", "--param", f"end={end}"]
 
@@ -313,8 +345,13 @@ def wait_gone(pids: list[int], limit_s: float = 10.0) -> list[int]:
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="descendants are followed through /proc")
 def test_processes_that_left_the_group_are_ended_with_the_run(tmp_path, pids_file):
     """A setsid child and a daemon started by the workload do not outlive a normal run."""
-    done = subprocess.run([sys.executable, "-m", "diagnose", *escaper(pids_file, "normal"), "-o",
-                           str(tmp_path / "cap"), "-q", *FAST], cwd=ROOT, capture_output=True, text=True, timeout=180)
+    done = subprocess.run(
+        [sys.executable, "-m", "diagnose", *escaper(pids_file, "normal"), "-o", str(tmp_path / "cap"), "-q", *FAST],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
     assert done.returncode == 0, done.stderr
     pids = read_pids(pids_file)
     assert len(pids) == 2 and wait_gone(pids, 2.0) == []
@@ -330,14 +367,20 @@ def test_nothing_outlives_diagnose_killed_outright(tmp_path, pids_file, sig):
     try:
         assert pids_file.exists(), f"the workload never started: {proc.communicate(timeout=30)}"
         time.sleep(0.5)  # the watchdog polls the tree every 0.1 s
-        children = [int(line.split()[0]) for line in subprocess.run(
-            ["ps", "-o", "pid=", "--ppid", str(proc.pid)], capture_output=True, text=True).stdout.split()]
+        children = [
+            int(line.split()[0])
+            for line in subprocess.run(
+                ["ps", "-o", "pid=", "--ppid", str(proc.pid)], capture_output=True, text=True
+            ).stdout.split()
+        ]
         proc.send_signal(sig)
         try:
             _, err = proc.communicate(timeout=120)
         except subprocess.TimeoutExpired:
-            pytest.fail(f"diagnose did not end within 120 s of {sig.name}: {_signal_masks(proc.pid)}; this worker's "
-                        f"SIGINT handler: {signal.getsignal(signal.SIGINT)}")
+            pytest.fail(
+                f"diagnose did not end within 120 s of {sig.name}: {_signal_masks(proc.pid)}; this worker's "
+                f"SIGINT handler: {signal.getsignal(signal.SIGINT)}"
+            )
     finally:
         if proc.poll() is None:
             proc.kill()

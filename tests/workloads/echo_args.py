@@ -2,6 +2,7 @@
 
 Used by the CLI contract tests: what follows the script on diagnose's command line is the script's.
 """
+
 import sys
 
 import torch

@@ -1,4 +1,5 @@
 """A module run with `diagnose run -m`: a tiny CPU training loop that prints how it was run."""
+
 import sys
 
 import torch

@@ -3,6 +3,7 @@
 Script or module mode: `ending.py END`; function mode: `ending.py:make_step --param end=END`.
 END is one of: clean, raise, exit7, exit0, osexit0, osexit5, segfault, killpg.
 """
+
 import ctypes
 import os
 import signal

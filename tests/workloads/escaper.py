@@ -5,6 +5,7 @@ and a daemon (fork, setsid, fork again; the middle process exits, so the daemon 
 Their pids go to the file `pids`, written whole once both run. `end`: "normal" (the run ends
 cleanly) or "hang" (step 2 sleeps 300 s: for signals to diagnose itself).
 """
+
 import os
 import subprocess
 import time

@@ -4,6 +4,7 @@ Arguments: the number of iterations, then how it leaves: `os` (os._exit(CODE), w
 `finally` and atexit hook) or `posix` (posix._exit(CODE), which even a patched os._exit does
 not see), then CODE.
 """
+
 import os
 import posix
 import sys

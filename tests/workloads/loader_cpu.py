@@ -5,6 +5,7 @@ result depends only on which samples arrive (the same seeded order on both sides
 
 make_step(inline=True) makes its batches in the step itself: no DataLoader to rebuild.
 """
+
 import time
 
 import torch
@@ -31,9 +32,11 @@ def make_step(batch: int = 8, sample_ms: float = 2.0, inline: bool = False):
     total = torch.zeros(4)
     data = SlowSquares(sample_ms=sample_ms)
     if inline:
+
         def step():
             total.add_(torch.stack([data[i] for i in range(batch)]).sum(dim=0))
             return total.clone()
+
         return step
     batches = iter(DataLoader(data, batch_size=batch, shuffle=True))
 

@@ -1,6 +1,7 @@
 """GPU test script for --verify in script mode: fp32 matmuls inside a module, called in a loop as
 __main__ (each outermost call is a step). compute-bound fires with bf16-tensor-cores, whose tf32 and
 autocast-bf16 variants act on the whole run."""
+
 import torch
 
 

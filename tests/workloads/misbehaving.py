@@ -1,4 +1,5 @@
 """Test workloads that end badly without raising: a hang and a hard crash."""
+
 import os
 import signal
 import time

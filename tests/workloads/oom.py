@@ -3,6 +3,7 @@
 It is raised by hand so the test runs on machines without a GPU; on the H200 the GPU-marked test
 in tests/test_capture_gpu.py allocates for real.
 """
+
 import torch
 
 

@@ -1,4 +1,5 @@
 """Test workload: the step raises on its third call, after a couple of good ones."""
+
 import torch
 
 

@@ -1,4 +1,5 @@
 """A distributed workload whose rank 1 raises while building its step (CPU, gloo)."""
+
 import torch
 import torch.distributed as dist
 

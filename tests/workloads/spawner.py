@@ -7,6 +7,7 @@ written whole once everything runs. `end` says how the run ends: "normal", "rais
 exception on step 3), "hang" (step 2 sleeps 300 s: for --timeout and Ctrl-C) or "crash"
 (SIGKILL to itself on step 2).
 """
+
 import multiprocessing
 import os
 import signal

@@ -1,4 +1,5 @@
 """Test workload: a tiny MLP forward, small enough to profile quickly on a CPU."""
+
 import torch
 
 

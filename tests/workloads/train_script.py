@@ -1,4 +1,5 @@
 """Test workload in script mode: a tiny training loop with an optimizer, run as __main__."""
+
 import sys
 
 import torch

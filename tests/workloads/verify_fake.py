@@ -4,6 +4,7 @@ With torch.set_float32_matmul_precision("high") (the `tf32` variant) the step sl
 instead of `slow_ms`; with `changes=True` its result also moves by `shift`. So the verify plumbing
 has a known answer without a GPU: about slow/fast faster, outputs matching (or not).
 """
+
 import time
 
 import torch

@@ -1,5 +1,6 @@
 """Test script for --verify in script mode on a CPU: each outermost module call is a step that sleeps
 4 ms, or 1 ms under torch.set_float32_matmul_precision("high") (the `tf32` variant)."""
+
 import time
 
 import torch
