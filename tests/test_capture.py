@@ -144,7 +144,8 @@ def test_a_failing_workloads_traceback_reaches_stderr_and_workload_log(tmp_path,
     code = main(["-o", str(out), *FAST, f"{W / 'raises.py'}:make_step"])
     err = capsys.readouterr().err
     assert code == 3
-    where = f'File "{W / "raises.py"}", line 12, in step'
+    line = next(i for i, text in enumerate((W / "raises.py").read_text().splitlines(), 1) if "raise ValueError" in text)
+    where = f'File "{W / "raises.py"}", line {line}, in step'
     assert where in err and "ValueError: bad batch at step 3" in err
     log = (out / "workload.log").read_text()
     assert "Traceback (most recent call last)" in log and where in log

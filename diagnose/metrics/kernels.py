@@ -50,7 +50,9 @@ _NOT_GEMM = re.compile(r"implicit_?gemm|ImplicitGemmConv", _I)
 _REDUCTION = re.compile(
     r"layer_?norm|rms_?norm|softmax|batch_?norm|bn_fw|bn_bw|group_?norm|"
     r"RowwiseMoments|GammaBeta|norm_kernel|welford|argmax|argmin|cumsum|"
-    r"scan_kernel|DeviceReduce|DeviceScan|nll_loss|cross_entropy|_pool|pool_",
+    r"scan_kernel|DeviceReduce|DeviceScan|nll_loss|cross_entropy|_pool|pool_|"
+    # clip_grad_norm_'s foreach norm (its second pass) and cumsum's innermost-dimension scan
+    r"lpnorm_cleanup|tensor_kernel_scan",
     _I,
 )
 _MEMORY = re.compile(
@@ -62,7 +64,8 @@ _MEMORY = re.compile(
     r"DeviceCompact|DeviceSelect|DeviceScan",
     _I,
 )
-_ELEMENTWISE = re.compile(r"FillFunctor|fill_kernel|Functor|dropout|distribution_|triu_tril", _I)
+# philox::unpack_cudnn: the one-thread kernel that hands cuDNN's dropout its RNG seed and offset
+_ELEMENTWISE = re.compile(r"FillFunctor|fill_kernel|Functor|dropout|distribution_|triu_tril|philox::unpack", _I)
 
 _TC_YES = re.compile(
     r"nvjet|wgmma|gmma|hmma|imma|wmma|qmma|tensorop|tensor_op|OpClassTensorOp|"
