@@ -76,10 +76,7 @@ from diagnose.findings import Evidence, Finding
 from diagnose.fixes import comment, fix
 from diagnose.metrics.kernels import MEMORY_KINDS
 from diagnose.metrics.step_time import StepBudget
-from diagnose.metrics.work import best_bytes
-
-FP32_TYPES = ("float",)  # the trace's name of an fp32 op input (metrics/work.py reads the first input's)
-HALF_TYPES = ("c10::BFloat16", "c10::Half")
+from diagnose.metrics.work import best_bytes, rung_of
 
 
 class MemoryBound(Rule):
@@ -282,7 +279,8 @@ def _fusion(ctx, t, good: list[dict]) -> _Fusion:
     kernels = sum(c["ops"] for c in good) / n
     work = ctx.step_work()
     ops = work[0] if work is not None else None
-    half = bool(ops is not None and ops[(ops["kind"] == "gemm")]["dtype"].isin(HALF_TYPES).any())
+    gemm_dtypes = ops[ops["kind"] == "gemm"]["dtype"].dropna().unique() if ops is not None else []
+    half = any(rung_of(d) in ("bf16", "fp16") for d in gemm_dtypes)
     return _Fusion(
         half_matmuls=half,
         spec=spec,
@@ -411,7 +409,8 @@ def _chains(ops: pd.DataFrame, min_ops: int, bw: float, sm_count: int, peak_tbps
         tbps = np.where(
             measured, dram_time / time_us / 100 * peak_tbps, np.where(time_us != 0, moved / time_us / 1e6, 0.0)
         )
-    fp32_us = np.add.reduceat(np.where(frame["dtype"].isin(FP32_TYPES).to_numpy(), kernel_us, 0.0), starts)
+    is_fp32 = frame["dtype"].map(lambda d: rung_of(d) == "fp32" if isinstance(d, str) else False).to_numpy(bool)
+    fp32_us = np.add.reduceat(np.where(is_fp32, kernel_us, 0.0), starts)
     works, op_names = frame["work"].to_numpy(object), frame["op_name"].to_numpy(object)
     shapes, steps = frame["shapes"].to_numpy(object), frame["step"].to_numpy()
     single: dict = {}
