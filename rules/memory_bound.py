@@ -223,7 +223,7 @@ def _measure(ctx, t) -> "list[dict] | Quiet | Skip":
     if not good:
         best = max(known, key=lambda c: c["bw_share"], default=None)
         where = (
-            f"best chain at {best['tbps']:.2f} TB/s = {best['bw_share']:.0%} of achievable < {t['min_bw_share']:.0%}"
+            f"best chain at {_rate(best['tbps'])} = {best['bw_share']:.0%} of achievable < {t['min_bw_share']:.0%}"
             if best
             else "no chain with recorded shapes"
         )
@@ -231,6 +231,11 @@ def _measure(ctx, t) -> "list[dict] | Quiet | Skip":
             f"no bandwidth-bound unfused chain: {len(chains)} chains of ≥ {t['min_chain_ops']:.0f} kernels, {where}"
         )
     return good
+
+
+def _rate(tbps: float) -> str:
+    """A bandwidth with the unit that keeps its digits: "3.85 TB/s", or "0.61 GB/s" for a tiny chain."""
+    return f"{tbps:.2f} TB/s" if tbps >= 0.1 else f"{tbps * 1000:.3g} GB/s"
 
 
 @dataclasses.dataclass
