@@ -241,7 +241,9 @@ def run_rules(ctx: Context, rules) -> RuleResults:
         else:
             if result.sheet is None:
                 result.sheet = CheatSheet(**rule.cheat_sheet)
-            frameworks = ctx.metrics.shared("frameworks", lambda: detect_frameworks(ctx.trace))
+            frameworks = ctx.metrics.shared(
+                "frameworks", lambda: detect_frameworks(ctx.trace, ctx.metrics.python_samples)
+            )
             findings.append(_plain_numbers(in_framework_api(result, frameworks)))
     findings.sort(key=_impact, reverse=True)
     return RuleResults(findings, checked, skipped)

@@ -16,10 +16,6 @@ PyTorch code.
 from __future__ import annotations
 
 import dataclasses
-import gzip
-import json
-import re
-from pathlib import Path
 
 from diagnose.findings import Finding
 from diagnose.fixes import comment
@@ -68,7 +64,6 @@ SIGNATURES: tuple[tuple[str, str, frozenset | None], ...] = (
     ("torchvision", "torchvision/models/", None),
 )
 MODEL_MODULES = (("transformers.", "transformers"), ("timm.", "timm"), ("torchvision.models", "torchvision"))
-_PY_EVENT = re.compile(r"^(?P<file>.+?)\((?P<line>\d+)\): (?P<function>.+)$")
 
 
 def _match(file: str, function: str) -> str | None:
@@ -94,32 +89,6 @@ def from_frames(frames, where: str) -> list[Framework]:
     return [Framework(k, found[k]) for k in sorted(found, key=order.index)]
 
 
-def _sample_frames(trace) -> list[tuple[str, str]]:
-    files = (trace.capture or {}).get("files") or {}
-    folder = Path(str(trace.source or ""))
-    path = folder / (files.get("pysamples") or "pysamples.json.gz") if folder.is_dir() else None
-    if path is None or not path.is_file():
-        return []
-    try:
-        with gzip.open(path, "rt") as stream:
-            data = json.load(stream)
-        return [(str(f[0]), str(f[2])) for f in data.get("frames") or [] if isinstance(f, list) and len(f) >= 3]
-    except (OSError, ValueError, EOFError):
-        return []  # the samples' own reader reports an unusable file
-
-
-def _event_frames(trace) -> list[tuple[str, str]]:
-    python = getattr(trace, "python", None)
-    if python is None or not len(python):
-        return []
-    out = []
-    for name in python["name"].drop_duplicates():
-        hit = _PY_EVENT.match(str(name))
-        if hit:
-            out.append((hit["file"], hit["function"]))
-    return out
-
-
 def _model_frameworks(trace) -> list[Framework]:
     workload = (trace.capture or {}).get("workload") or {}
     out: list[Framework] = []
@@ -131,12 +100,14 @@ def _model_frameworks(trace) -> list[Framework]:
     return out
 
 
-def detect_frameworks(trace) -> list[Framework]:
-    """The frameworks the step runs under, most specific first (a Trainer before the model it trains)."""
-    found = from_frames(_sample_frames(trace), "Python stack samples")
-    found += [
-        f for f in from_frames(_event_frames(trace), "python_function events") if f.key not in {g.key for g in found}
-    ]
+def detect_frameworks(trace, samples=None) -> list[Framework]:
+    """The frameworks the step runs under, most specific first (a Trainer before the model it trains), from
+    the frames of its Python `samples` (Metrics.python_samples: the capture's stack samples or the trace's
+    python_function events) and the models the capture found."""
+    found = []
+    if samples is not None:
+        where = "python_function events" if samples.from_trace else "Python stack samples"
+        found = from_frames(samples.frames, where)
     found += [f for f in _model_frameworks(trace) if f.key not in {g.key for g in found}]
     return found
 

@@ -9,6 +9,7 @@ from diagnose.config import Config
 from diagnose.fixes import CODE_COLUMNS
 from diagnose.frameworks import API_CODE, Framework, detect_frameworks, from_frames, in_framework_api
 from diagnose.findings import Finding
+from diagnose.metrics import Metrics
 from diagnose.fixes import fix
 from diagnose.rules import ALL_RULES
 
@@ -30,7 +31,8 @@ from conftest import load_capture
     ],
 )
 def test_each_capture_names_the_framework_its_step_ran_under(capture, expected):
-    found = [f.key for f in detect_frameworks(load_capture(capture))]
+    trace = load_capture(capture)
+    found = [f.key for f in detect_frameworks(trace, Metrics(trace).python_samples)]
     assert [k for k in found if k in expected or k not in ("transformers",)] == expected
     assert "torchvision" not in found or capture.startswith("tv_")  # transformers imports torchvision: not evidence
 

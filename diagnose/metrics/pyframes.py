@@ -57,6 +57,8 @@ class PySamples:
     cost: dict
     path: str
     from_trace: bool = False  # made from the trace's python_function events, not sampled
+    # every (file, function) the stacks or events name, library frames included (frameworks.py reads them)
+    frames: tuple[tuple[str, str], ...] = ()
 
     def attribute(self, stretches: np.ndarray) -> pd.DataFrame:
         """Share each stretch's µs among the user lines sampled inside it, summed per line.
@@ -127,6 +129,7 @@ def trace_stacks(trace: Trace) -> PySamples | None:
         return None
     names = py["name"].astype(str)
     parts = names.str.extract(PY_EVENT)
+    everything = parts.dropna(subset=["file", "function"]).drop_duplicates(["file", "function"])
     user = parts["file"].notna() & ~parts["file"].fillna("").str.startswith(NOT_USER)
     frames = py[user.to_numpy()]
     if not len(frames):
@@ -158,6 +161,7 @@ def trace_stacks(trace: Trace) -> PySamples | None:
         cost={},
         path="the trace's python_function events (with_stack=True)",
         from_trace=True,
+        frames=tuple(zip(everything["file"].astype(str), everything["function"].astype(str))),
     )
 
 
@@ -216,6 +220,7 @@ def read_samples(path: Path, trace: Trace) -> PySamples:
         interval_s=float(data.get("interval_s") or 0.0),
         cost=data.get("cost") or {},
         path=str(path),
+        frames=tuple((str(f[0]), str(f[2])) for f in frames if isinstance(f, list) and len(f) >= 3),
     )
 
 
