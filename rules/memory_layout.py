@@ -38,6 +38,7 @@ from diagnose.fixes import fix
 from diagnose.trace.names import name_search
 
 LAYOUT_KERNEL = re.compile(r"nchwToNhwc|nhwcToNchw|nchw2nhwc|nhwc2nchw", re.IGNORECASE)
+BATCH_NORM_OP = re.compile(r"batch_norm", re.IGNORECASE)
 CONV_OP = re.compile(r"conv", re.IGNORECASE)
 
 
@@ -127,11 +128,10 @@ class MemoryLayout(Rule):
 
 def layout_parts(kernels, n: int) -> tuple[float, float]:
     """(batch-norm, convolution) kernel µs per step, conversions left out: what NHWC kernels replace."""
-    names = kernels["name"].astype(str)
     ops = kernels["op_name"].astype(str)
-    convert = names.str.contains(LAYOUT_KERNEL)
-    norm = ops.str.contains("batch_norm", case=False) & ~convert
-    conv = ops.str.contains(CONV_OP) & ~convert & ~norm
+    convert = name_search(kernels["name"], LAYOUT_KERNEL)
+    norm = name_search(ops, BATCH_NORM_OP) & ~convert
+    conv = name_search(ops, CONV_OP) & ~convert & ~norm
     return float(kernels[norm]["dur"].sum()) / n, float(kernels[conv]["dur"].sum()) / n
 
 
