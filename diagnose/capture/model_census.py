@@ -37,12 +37,12 @@ def libraries() -> dict[str, str]:
     return found
 
 
-def models(torch) -> dict:
-    """The outermost nn.Modules alive in the process and the bytes of the parameters and buffers they
+def models(torch, objects: list) -> dict:
+    """The outermost nn.Modules among `objects` (gc.get_objects()) and the bytes of the parameters and buffers they
     hold on the GPU (on the CPU when no GPU is visible), each tensor counted once however many modules
     share it."""
     on_gpu = torch.cuda.is_available()
-    modules = [o for o in gc.get_objects() if isinstance(o, torch.nn.Module)]
+    modules = [o for o in objects if isinstance(o, torch.nn.Module)]
     children = {id(child) for m in modules for child in m.children()}
     roots = [m for m in modules if id(m) not in children]
     seen: set[int] = set()
@@ -74,13 +74,13 @@ def models(torch) -> dict:
     return out
 
 
-def live_tensors(torch) -> dict:
-    """Bytes of the distinct storages of every tensor alive on the GPU (the CPU when none is visible), and
+def live_tensors(torch, objects: list) -> dict:
+    """Bytes of the distinct storages of every tensor among `objects` (gc.get_objects()) on the GPU (the CPU when none is visible), and
     the allocator's current total: what a step that holds its weights outside any nn.Module (raw tensors, a
     CUDA graph's captured inputs) keeps resident."""
     on_gpu = torch.cuda.is_available()
     storages: dict[int, tuple[int, str]] = {}
-    for obj in gc.get_objects():
+    for obj in objects:
         if not isinstance(obj, torch.Tensor) or obj.is_cuda != on_gpu or obj.is_meta:
             continue
         try:
@@ -105,8 +105,9 @@ def census(torch) -> dict:
     """The meta.json `workload` record: libraries and models (a failure to read them is recorded, not raised)."""
     record: dict = {"libraries": libraries()}
     try:
-        record.update(models(torch))
-        record.update(live_tensors(torch))
+        objects = gc.get_objects()  # one scan of the process for both
+        record.update(models(torch, objects))
+        record.update(live_tensors(torch, objects))
     except Exception as exc:  # an exotic object in gc must not fail the capture
         record["error"] = f"{type(exc).__name__}: {exc}"
     return record
