@@ -6,6 +6,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -14,28 +15,20 @@ from conftest import ROOT
 PYTHON_FOLDERS = ("diagnose", "rules", "tests", "benchmarks", "fixtures")  # README's code blocks are prose
 
 
-def test_ruff_finds_nothing():
-    ruff = shutil.which("ruff", path=str(__import__("pathlib").Path(sys.executable).parent)) or shutil.which("ruff")
+def _ruff(*args: str) -> subprocess.CompletedProcess:
+    """Run the ruff beside this interpreter (or on the PATH); skip when there is none."""
+    ruff = shutil.which("ruff", path=str(Path(sys.executable).parent)) or shutil.which("ruff")
     if ruff is None:
         pytest.skip("ruff is not installed (it comes with the [test] extra)")
-    done = subprocess.run(
-        [ruff, "check", "--output-format", "concise", "--no-cache", str(ROOT)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    return subprocess.run([ruff, *args], capture_output=True, text=True, timeout=120)
+
+
+def test_ruff_finds_nothing():
+    done = _ruff("check", "--output-format", "concise", "--no-cache", str(ROOT))
     assert done.returncode == 0, done.stdout + done.stderr
 
 
 def test_ruff_format_leaves_the_tree_as_it_is():
     """Formatting is checked too: `ruff format` over the tree changes nothing (run it before committing)."""
-    ruff = shutil.which("ruff", path=str(__import__("pathlib").Path(sys.executable).parent)) or shutil.which("ruff")
-    if ruff is None:
-        pytest.skip("ruff is not installed (it comes with the [test] extra)")
-    done = subprocess.run(
-        [ruff, "format", "--check", "--no-cache", *(str(ROOT / d) for d in PYTHON_FOLDERS)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    done = _ruff("format", "--check", "--no-cache", *(str(ROOT / d) for d in PYTHON_FOLDERS))
     assert done.returncode == 0, done.stdout + done.stderr
