@@ -92,3 +92,13 @@ def test_every_api_variant_fits_the_report(fix_id, key):
         in_framework_api(finding, [Framework(key, "Python stack samples: a/long/path/to/its/file.py fn")]).fixes[0].code
     )
     assert max(len(line) for line in code.splitlines()) <= CODE_COLUMNS
+
+
+def test_the_terminal_summary_shows_the_fix_in_the_frameworks_api(tmp_path, capsys):
+    from diagnose.cli import main
+
+    from conftest import CAPTURES
+
+    main(["-o", str(tmp_path / "out"), str(CAPTURES / "hf_trainer_fp32")])
+    out = capsys.readouterr().out
+    assert "in transformers.Trainer: args = TrainingArguments(..., bf16=True)" in out

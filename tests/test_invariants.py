@@ -417,3 +417,9 @@ def test_synthetic_traces_satisfy_the_invariants(trace, tmp_path_factory):
 @given(trace=synthetic_trace())
 def test_many_synthetic_traces_satisfy_the_invariants(trace, tmp_path_factory):
     _check_synthetic(trace, tmp_path_factory)
+
+
+def test_a_tiny_chains_bandwidth_keeps_its_digits():
+    from rules.memory_bound import _rate
+
+    assert _rate(3.851) == "3.85 TB/s" and _rate(0.00211) == "2.11 GB/s"

@@ -475,3 +475,12 @@ def test_verify_in_script_mode_runs_through_the_cli(tmp_path, capsys):
     data = json.loads(capsys.readouterr().out)
     assert code == 0
     assert not any("not yet" in w for w in data["warnings"])
+
+
+def test_a_fix_that_keeps_the_calls_is_compared_after_one_update_and_a_graph_after_its_replays():
+    from diagnose.capture.verify import COMPARE_AFTER, GRAPH_WARMUP_CALLS, compare_after
+
+    for variant in ("tf32", "autocast-bf16", "channels-last", "fused-optimizer", "foreach-optimizer", "sdpa-flash"):
+        assert compare_after(variant) == 1, variant
+    for variant in ("cuda-graph", "reduce-overhead", "compile"):
+        assert compare_after(variant) == COMPARE_AFTER > GRAPH_WARMUP_CALLS + 1, variant  # warm, capture, replay
