@@ -92,6 +92,27 @@ def test_bf16_autocast_is_judged_at_bf16_precision(tmp_path):
     assert t.verdict != numerics.CHANGES
 
 
+def test_a_tensor_that_varies_as_much_between_two_baseline_runs_is_within_that_variation():
+    import torch
+
+    from diagnose.capture.compare import compare, relative_differences
+
+    torch.manual_seed(0)
+    base = {"g": torch.randn(64), "w": torch.randn(64)}
+    again = {"g": base["g"] * 1.3, "w": base["w"].clone()}  # "g" differs 30 % between two baseline runs
+    noise = relative_differences(base, again)
+    assert noise["w"] == 0 and abs(noise["g"] - 0.3) < 1e-6
+    fixed = {"g": base["g"] * 1.45, "w": base["w"].clone()}
+    judged = compare(torch, base, fixed, "tf32", noise)
+    assert judged["verdict"] == "within run-to-run variation" and judged["run_to_run"]["within_it"] == 1
+    assert "1 of 2 tensors" in judged["detail"]
+    # the same error on a tensor the baseline reproduces exactly still changes results
+    assert compare(torch, base, {"g": base["g"], "w": base["w"] * 1.45}, "tf32", noise)["verdict"] == "changes results"
+    # twice the baseline's own difference is the bound
+    assert compare(torch, base, {"g": base["g"] * 1.7, "w": base["w"]}, "tf32", noise)["verdict"] == "changes results"
+    assert numerics.verdict("ok", 1.2, 1.4, judged) == numerics.VERIFIED
+
+
 def test_compare_at_a_precision_keeps_changes_beyond_it():
     import torch
 

@@ -58,7 +58,7 @@ from pathlib import Path
 
 from diagnose.safe_files import write_new
 
-from diagnose.capture.compare import TOLERANCES, compare, tolerance  # noqa: F401 (re-exported)
+from diagnose.capture.compare import TOLERANCES, compare, relative_differences, tolerance  # noqa: F401 (re-exported)
 from diagnose.capture.child import CaptureSession, is_out_of_memory, load_function, memory_summary
 from diagnose.capture.rewrite import NotApplicable, apply_channels_last, apply_optimizer, static_cache_generate
 from diagnose.capture.spec import CaptureSpec
@@ -267,6 +267,18 @@ class VerifySession(CaptureSession):
             return step
         raise ValueError(f"unknown fix variant {v!r} (known: {', '.join(VARIANTS)})")
 
+    def run_to_run(self, reference: dict) -> dict:
+        """How much the baseline differs from itself: a second baseline from the same seed, run as far as
+        the first, and each floating tensor's normwise relative difference (nondeterministic kernels:
+        atomics in a convolution's backward, cuDNN's choice of algorithm)."""
+        self.progress("verify-baseline")
+        step = self.build()
+        self.prepare(step, fixed=False)
+        again = snapshot(self.torch, step, self.run_calls(step, compare_after(self.variant)))
+        del step
+        self.free()
+        return relative_differences(reference, again)
+
     def check_generate_called(self) -> None:
         """static-cache acts on transformers' generate(): a run that never called it was not fixed."""
         if self.variant == "static-cache" and not self.generate_calls[0]:
@@ -331,6 +343,7 @@ class VerifySession(CaptureSession):
             self.result["baseline_us"] = [round(t * 1e6, 3) for t in self.time_steps(step)]
             del step
             self.free()
+            noise = self.run_to_run(reference)
         self.result["phase"] = "apply"
         self.progress("verify-apply")
         base = self.build()
@@ -341,7 +354,7 @@ class VerifySession(CaptureSession):
         self.check_generate_called()
         if reference is not None:
             self.result["numerics"] = compare(
-                torch, reference, snapshot(torch, base, out), fix_precision(torch, self.variant)
+                torch, reference, snapshot(torch, base, out), fix_precision(torch, self.variant), noise
             )
         self.run_calls(fixed, self.spec.warmup)
         self.progress("verify-timing")

@@ -39,6 +39,8 @@ def numerics_text(numerics: dict | None) -> str:
         return f"outputs match ({numerics.get('tensors', 0)} tensors)"
     if verdict == "within precision":
         return f"outputs {numerics.get('detail') or 'within the rounding of the fix precision'}"
+    if verdict == "within run-to-run variation":
+        return f"outputs {numerics.get('detail') or 'within the baseline run-to-run variation'}"
     if verdict == "changes results":
         worst, rel = numerics.get("max_abs_diff"), numerics.get("max_rel_error")
         labels = {"tf32": "TF32", "bfloat16": "bf16", "float16": "fp16"}
