@@ -131,7 +131,9 @@ def _spec(name, hbm, peaks, tc, measured=None, source=None, estimated=False, mis
     achievable = {r: measured.get(r, round(v * MEASURED_MMA_RATIO, 1)) for r, v in peaks.items()}
     bw = measured.get("hbm", round(hbm * MEASURED_BW_RATIO, 3))
     src = source or f"datasheet {_ratio_text()}"
-    return DeviceSpec(name, hbm, dict(peaks), bw, achievable, src, tuple(tc), estimated=estimated, bandwidth_missing=missing)
+    return DeviceSpec(
+        name, hbm, dict(peaks), bw, achievable, src, tuple(tc), estimated=estimated, bandwidth_missing=missing
+    )
 
 
 _HOPPER_TC = ("tf32", "bf16", "fp16", "fp8", "int8")
@@ -524,7 +526,11 @@ def estimate(device: dict) -> tuple[DeviceSpec | None, str]:
         rates = {r: v / 2 if r in GEFORCE_HALVED else v for r, v in rates.items()}
     peaks = {r: round(units * v * clock / 1000, 1) for r, v in rates.items()}
     hbm, bw_text, missing = _bandwidth(device, arch, units)
-    label = f"{arch.key} ({arch.family})" if arch.amd else f"compute capability {device.get('compute_capability')} ({arch.family})"
+    label = (
+        f"{arch.key} ({arch.family})"
+        if arch.amd
+        else f"compute capability {device.get('compute_capability')} ({arch.family})"
+    )
     bf16 = f"{peaks['bf16']:,.0f} TFLOP/s bf16" if "bf16" in peaks else f"{peaks['fp16']:,.0f} TFLOP/s fp16"
     source = (
         f"estimated from {units} {arch.unit}s of {label} at {clock_text}: {bf16} "
@@ -532,18 +538,7 @@ def estimate(device: dict) -> tuple[DeviceSpec | None, str]:
         f"bandwidth {bw_text}; achievable {_ratio_text()}"
     )
     shown = name or f"unnamed {arch.family} GPU ({units} {arch.unit}s)"
-    spec = _spec(
-        shown,
-        hbm,
-        peaks,
-        arch.tensor_core_rungs,
-        source=source,
-        estimated=True,
-        missing=missing,
-    )
-    if not math.isfinite(hbm):
-        spec = dataclasses.replace(spec, achievable_tbps=math.nan)
-    return spec, ""
+    return _spec(shown, hbm, peaks, arch.tensor_core_rungs, source=source, estimated=True, missing=missing), ""
 
 
 def _clock(device: dict, arch: Arch) -> tuple[float, str]:
@@ -562,7 +557,11 @@ def _bandwidth(device: dict, arch: Arch, units: int) -> tuple[float, str, str]:
         assert isinstance(mem_khz, int) and isinstance(bus, int)
         tbps = round(mem_khz * 1e3 * 2 * bus / 8 / 1e12, 3)  # double data rate × bus width in bytes
         if BANDWIDTH_TBPS_RANGE[0] <= tbps <= BANDWIDTH_TBPS_RANGE[1]:
-            return tbps, f"{tbps:g} TB/s from the recorded memory clock ({mem_khz / 1e3:,.0f} MHz) and bus ({bus:,} bits)", ""
+            return (
+                tbps,
+                f"{tbps:g} TB/s from the recorded memory clock ({mem_khz / 1e3:,.0f} MHz) and bus ({bus:,} bits)",
+                "",
+            )
     memory = device.get("memory_bytes")
     gib = memory / GIB if isinstance(memory, (int, float)) and memory > 0 else None
     for rule in arch.memory:
