@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pandas as pd
 import pytest
 
 from diagnose import analyze, devices, measured_peaks
+from diagnose.capture.child import device_info
 from diagnose.trace.model import Trace
 
 from conftest import ROOT
@@ -255,3 +258,36 @@ def test_precision_ladder():
     assert devices.V100_SXM.next_rung("fp32") == "fp16" and devices.V100_SXM.half_rung() == "fp16"
     assert devices.V100_SXM.peak("bf16") is None and devices.V100_SXM.peak("fp16") == 125.0
     assert devices.MI250_GCD.half_rung() == "bf16"
+
+
+def _torch(**props):
+    """A stand-in for the torch module as device_info reads it, with one GPU of these properties."""
+    base = dict(name="NVIDIA H200", major=9, minor=0, multi_processor_count=132, total_memory=150109880320)
+    device = SimpleNamespace(**(base | props))
+    cuda = SimpleNamespace(is_available=lambda: True, get_device_properties=lambda i: device)
+    return SimpleNamespace(__version__="2.11.0+cu130", version=SimpleNamespace(cuda="13.0"), cuda=cuda)
+
+
+def test_a_capture_records_the_clocks_and_the_rocm_architecture():
+    """What torch 2.11.0+cu130 reported on the lent H200 (2026-12-02): gcnArchName is the GPU's name on
+    CUDA, so it is not recorded as an architecture."""
+    cuda = device_info(
+        _torch(
+            gcnArchName="NVIDIA H200",
+            warp_size=32,
+            clock_rate=1980000,
+            memory_clock_rate=3201000,
+            memory_bus_width=6016,
+        )
+    )
+    assert (cuda["clock_khz"], cuda["memory_clock_khz"], cuda["memory_bus_bits"], cuda["warp_size"]) == (
+        1980000,
+        3201000,
+        6016,
+        32,
+    )
+    assert "gcn_arch" not in cuda
+    rocm = device_info(_torch(name="", gcnArchName="gfx942:sramecc+:xnack-", warp_size=64, memory_clock_rate=0))
+    assert rocm["gcn_arch"] == "gfx942" and "memory_clock_khz" not in rocm, "a 0 is the driver not saying"
+    older = device_info(_torch())
+    assert not {"gcn_arch", "clock_khz", "warp_size"} & set(older), "a torch without the attributes"
