@@ -129,6 +129,13 @@ def _missing_device_peaks(ctx: "Context") -> str | None:
     return None if ctx.metrics.device_spec is not None else describe_unknown(ctx.trace.device)
 
 
+def _missing_device_bandwidth(ctx: "Context") -> str | None:
+    spec = ctx.metrics.device_spec
+    if spec is None:
+        return _missing_device_peaks(ctx)
+    return None if spec.has_bandwidth else spec.bandwidth_missing or "the device's memory bandwidth is unknown"
+
+
 def _missing_steps(ctx: "Context") -> str | None:
     return None if ctx.metrics.steps.windows else "no measured step could be found in the trace"
 
@@ -153,7 +160,15 @@ NEEDS: dict[str, Need] = {
     "gpu": Need("GPU activity (kernels or copies)", _missing_gpu),
     "launch-links": Need("kernels linked to their host launch calls (CUDA runtime events)", _missing_launch_links),
     "steps": Need("at least one measured step", _missing_steps),
-    "device-peaks": Need("the device's bandwidth and FLOP/s ceilings (a GPU diagnose knows)", _missing_device_peaks),
+    "device-peaks": Need(
+        "the device's FLOP/s ceilings (a named GPU, or one whose architecture and SM count were recorded)",
+        _missing_device_peaks,
+    ),
+    "device-bandwidth": Need(
+        "the device's memory bandwidth (a named GPU, an HBM part told by its memory size, or a recorded "
+        "memory clock and bus width)",
+        _missing_device_bandwidth,
+    ),
     "ranks": Need("the traces of at least two ranks of one job", _missing_ranks),
     "steady-state": Need("steps that run the workload (not a CUDA/HIP graph being captured)", _missing_steady_state),
     "memory": Need(

@@ -5,7 +5,8 @@ A probe record (diagnose/capture/gpu_probe.py measures it) holds the achievable 
 and the matmul TFLOP/s of each precision on that GPU. It is cached as one JSON file per device and
 software stack under `cache_dir()`; a capture copies it into meta.json as `gpu_probe`. `with_measured`
 then replaces the achievable figures of the datasheet spec (diagnose/devices.py) by the measured ones
-and keeps the datasheet beside them; for a GPU with no datasheet entry the measured figures are the
+and keeps the datasheet beside them (or the estimate from the device's properties, which a measured
+bandwidth completes where the estimate had none); for a GPU with neither the measured figures are the
 only ceilings, and the spec's `source` says so.
 
 This module never imports torch: the capture side and `diagnose probe` call the child that does.
@@ -165,7 +166,8 @@ def with_measured(
             peaks[rung] = value
     return dataclasses.replace(
         spec,
-        hbm_tbps=max(spec.hbm_tbps, hbm),
+        hbm_tbps=max(spec.hbm_tbps, hbm) if spec.has_bandwidth else hbm,
+        bandwidth_missing="",
         achievable_tbps=hbm,
         peak_tflops=peaks,
         achievable_tflops=achievable,

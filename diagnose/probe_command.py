@@ -15,7 +15,7 @@ from diagnose.errors import EXIT_OK, InputError
 def probe_rows(record: dict) -> list[tuple[str, str, str, str]]:
     """(ceiling, measured, datasheet, measured ÷ datasheet) for the bandwidth and each measured precision."""
     device = record.get("device") or {}
-    sheet = devices.lookup(
+    sheet = devices.by_name(
         {
             "name": device.get("name"),
             "memory_bytes": device.get("total_memory_bytes"),

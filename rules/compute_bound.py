@@ -120,7 +120,7 @@ class ComputeBound(Rule):
         "fix": "BF16 / FP8 / NVFP4 tensor cores; pad matrix dims to multiples of 64/128",
         "impact": "2–4× FLOP throughput per clock",
     }
-    needs = ("gpu", "steps", "device-peaks")
+    needs = ("gpu", "steps", "device-peaks", "device-bandwidth")
     thresholds = (
         Threshold(
             "min_share",

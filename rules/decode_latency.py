@@ -79,7 +79,7 @@ class DecodeLatency(Rule):
         "fix": "W4A16 quantization (AWQ / Marlin kernels) + speculative decoding",
         "impact": "2–3× faster generation at the same quality",
     }
-    needs = ("gpu", "steps", "device-peaks")
+    needs = ("gpu", "steps", "device-peaks", "device-bandwidth")
     thresholds = (
         Threshold(
             "min_weight_share",

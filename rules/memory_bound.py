@@ -91,7 +91,7 @@ class MemoryBound(Rule):
         "fix": "fuse pointwise/reduction ops with torch.compile or a Triton kernel",
         "impact": "2–4× on those ops by removing intermediate round-trips to HBM",
     }
-    needs = ("gpu", "steps", "device-peaks")
+    needs = ("gpu", "steps", "device-peaks", "device-bandwidth")
     thresholds = (
         Threshold(
             "min_saving_share",

@@ -44,6 +44,12 @@ def test_graph_replay_is_judged_as_usual(tmp_path, capsys):
     assert "Graph capture" not in data["verdict"]
     assert data["summary"]["gpu_busy_fraction"] > 0.9
     assert "launch-overhead" in {c["rule"] for c in data["checked"]}
+    # deviceProperties name no GPU (304 CUs, compute capability 9.4, a 64-thread warp, 192 GiB):
+    # peaks estimated for gfx942, so the rules that need them run
+    assert data["device"]["name"] == "" and data["device"]["warp_size"] == 64
+    assert {"memory-bound", "decode-latency"} <= {c["rule"] for c in data["checked"]}
+    skipped = {s["rule"]: s["reason"] for s in data["skipped"]}
+    assert "shapes were not recorded" in skipped["compute-bound"]
 
 
 def test_with_stack_names_the_host_work(tmp_path, capsys):

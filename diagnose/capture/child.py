@@ -46,6 +46,15 @@ class Progress:
             self._stream.write(json.dumps({"phase": phase, "done": done, "total": total, **extra}) + "\n")
 
 
+PEAK_PROPERTIES = (
+    ("gcn_arch", "gcnArchName"),
+    ("warp_size", "warp_size"),
+    ("clock_khz", "clock_rate"),
+    ("memory_clock_khz", "memory_clock_rate"),
+    ("memory_bus_bits", "memory_bus_width"),
+)
+
+
 def device_info(torch) -> dict:
     """What ran the capture: GPU name, SM count, memory, torch/CUDA/Python versions."""
     info = {
@@ -61,6 +70,15 @@ def device_info(torch) -> dict:
             total_memory_bytes=props.total_memory,
             compute_capability=f"{props.major}.{props.minor}",
         )
+        # What the peak estimate of a GPU no name matches uses (diagnose/devices.py); older
+        # torch builds lack some, and a 0 means the driver did not say.
+        for key, attr in PEAK_PROPERTIES:
+            value = getattr(props, attr, None)
+            if isinstance(value, str):  # "gfx942:sramecc+:xnack-" on ROCm; not an architecture on CUDA
+                if value.startswith("gfx"):
+                    info[key] = value.split(":")[0]
+            elif isinstance(value, int) and value > 0:
+                info[key] = value
     else:
         info["name"] = "CPU only (no CUDA device visible)"
     return info

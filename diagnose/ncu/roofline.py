@@ -75,8 +75,8 @@ def roofline(metrics, limit: int = MAX_POINTS) -> dict:
     rungs = list(dict.fromkeys(p["rung"] for p in points if spec.peak(p["rung"])))
     ceilings = {
         "device": spec.name,
-        "hbm_tbps": spec.hbm_tbps,
-        "achievable_tbps": spec.achievable_tbps,
+        "hbm_tbps": spec.hbm_tbps if spec.has_bandwidth else None,
+        "achievable_tbps": spec.achievable_tbps if spec.has_bandwidth else None,
         "compute": [
             {
                 "rung": r,

@@ -11,6 +11,9 @@ import pandas as pd
 
 from diagnose.trace.names import name_search
 
+# What diagnose's capture records beside name, SM count, memory and compute capability
+# (diagnose/capture/child.py); kineto's deviceProperties hold the first two at most.
+CAPTURED_PROPERTIES = ("gcn_arch", "warp_size", "clock_khz", "memory_clock_khz", "memory_bus_bits")
 KERNEL_LAUNCH = re.compile(r"Launch(?:Kernel|CooperativeKernel)|cuLaunchKernel|hip\w*LaunchKernel|GraphLaunch")
 
 
@@ -79,12 +82,22 @@ class Trace:
 
     @property
     def device(self) -> dict:
-        """What the trace ran on: from the capture's own record, else the trace's deviceProperties."""
+        """What the trace ran on: from the capture's own record, else the trace's deviceProperties.
+
+        name, sm_count, memory_bytes and compute_capability, and where recorded the properties the
+        peak estimate uses (diagnose/devices.py): gcn_arch (ROCm), warp_size, clock_khz (SM boost
+        clock), memory_clock_khz and memory_bus_bits. kineto writes warpSize but no clocks; a
+        capture by diagnose records all of them that torch reports."""
         info: dict[str, Any] = {
             "name": None,
             "sm_count": None,
             "memory_bytes": None,
             "compute_capability": None,
+            "gcn_arch": None,
+            "warp_size": None,
+            "clock_khz": None,
+            "memory_clock_khz": None,
+            "memory_bus_bits": None,
             "torch": None,
             "cuda": None,
             "source": "unknown",
@@ -95,6 +108,11 @@ class Trace:
                 name=_typed(props.get("name"), str),
                 sm_count=_count(props.get("numSms")),
                 memory_bytes=_count(props.get("totalGlobalMem")),
+                gcn_arch=_typed(props.get("gcnArchName"), str),
+                warp_size=_count(props.get("warpSize")),
+                clock_khz=_count(props.get("clockRate")),
+                memory_clock_khz=_count(props.get("memoryClockRate")),
+                memory_bus_bits=_count(props.get("memoryBusWidth")),
                 source="trace",
             )
             major, minor = _count(props.get("computeMajor"), 0), _count(props.get("computeMinor", 0), 0)
@@ -107,6 +125,7 @@ class Trace:
                 sm_count=captured.get("sm_count"),
                 memory_bytes=captured.get("total_memory_bytes"),
                 compute_capability=captured.get("compute_capability"),
+                **{k: info[k] if captured.get(k) is None else captured[k] for k in CAPTURED_PROPERTIES},
                 source="capture",
             )
         info["torch"] = captured.get("torch")

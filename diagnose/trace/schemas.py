@@ -79,6 +79,11 @@ class CaptureDevice(msgspec.Struct):
     sm_count: Union[Count, None] = None
     total_memory_bytes: Union[Amount, None] = None
     compute_capability: Union[str, None] = None
+    gcn_arch: Union[str, None] = None
+    warp_size: Union[Count, None] = None
+    clock_khz: Union[Count, None] = None
+    memory_clock_khz: Union[Count, None] = None
+    memory_bus_bits: Union[Count, None] = None
     torch: Union[str, None] = None
     cuda: Union[str, None] = None
     python: Union[str, None] = None
