@@ -16,7 +16,7 @@ from typing import Callable, ClassVar
 
 from diagnose.config import Config
 from diagnose.findings import CheatSheet, Checked, Diagnosis, Finding, Severity, Skipped
-from diagnose.format import fmt
+from diagnose.vocabulary.units import fmt
 from diagnose.frameworks import detect_frameworks, in_framework_api
 from diagnose.memory.record import load_memory
 from diagnose.metrics import Metrics

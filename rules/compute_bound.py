@@ -3,7 +3,7 @@
 **Signal.** Every matmul and convolution of the measured steps is placed on the roofline from
 its recorded shapes (metrics/work.py): FLOPs, bytes, arithmetic intensity (FLOP/byte) and the
 achieved TFLOP/s (FLOPs ÷ kernel time), next to the datasheet peak of the precision it actually
-ran in. That precision comes from the dtypes and the kernel's name (metrics/kernels.py): fp32
+ran in. That precision comes from the dtypes and the kernel's name (diagnose/vocabulary/kernels.py): fp32
 data on a tensor-core kernel (`sm90_xmma_gemm_…tf32…`, cuDNN `tensor16x8x8`) is TF32; on an
 `ffma` / `sgemm` / `scudnn` kernel it is plain FP32 on CUDA cores; `nvjet`, `wgmma`/`gmma`,
 `hmma`, `tensorop`, `s1688`/`16816` and AMD `_MI16x16x1` kernels are tensor (matrix) cores.
@@ -89,7 +89,7 @@ from diagnose.engine import NO_STEP_WORK, Quiet, Rule, Skip, Threshold
 from diagnose.findings import Evidence, Finding, Fix, Severity
 from diagnose.fixes import fix
 from diagnose.metrics import Metrics
-from diagnose.metrics.work import DTYPE_BYTES, rung_of
+from diagnose.vocabulary.dtypes import dtype_bytes, precision
 from diagnose.ncu.classify import LATENCY_PCT
 
 MATRIX_KINDS = ("gemm", "conv")
@@ -364,8 +364,8 @@ def _place_all(known: pd.DataFrame, spec, t) -> pd.DataFrame:
     bound = known["bound"].tolist()
     with np.errstate(divide="ignore", invalid="ignore"):
         achieved = np.where(us > 0, flops / us / 1e6, 0.0)
-    rung = _per_distinct(known["dtype"], rung_of)
-    esize = _per_distinct(known["dtype"], lambda d: DTYPE_BYTES.get(d, 4))
+    rung = _per_distinct(known["dtype"], precision)
+    esize = _per_distinct(known["dtype"], lambda d: dtype_bytes(d, 4))
     tc = np.fromiter(
         map(_tensor_cores, known["tensor_core"].tolist(), known["tensor_pct"].tolist()), np.int8, len(known)
     )
@@ -573,7 +573,7 @@ def _fix_for(issue: str, part: pd.DataFrame, spec: DeviceSpec, n: int) -> Fix:
             )
         what = "convolutions" if (part["kind"] == "conv").all() else "matmuls"
         kernel = part["kernel"].iloc[0][:60]
-        dtypes = {rung_of(d) for d in part["dtype"]}
+        dtypes = {precision(d) for d in part["dtype"]}
         if dtypes <= {"bf16", "fp16"}:  # already 16-bit: autocast would change nothing
             how = (
                 f"These {what} already have {'/'.join(sorted(r for r in dtypes if r))} data but run on CUDA-core kernels "

@@ -74,9 +74,10 @@ from diagnose.devices import DeviceSpec
 from diagnose.engine import NO_STEP_WORK, Quiet, Rule, Skip, Threshold, severity_ladder
 from diagnose.findings import Evidence, Finding
 from diagnose.fixes import comment, fix
-from diagnose.metrics.kernels import MEMORY_KINDS
+from diagnose.vocabulary.dtypes import precision
+from diagnose.vocabulary.kernels import MEMORY_KINDS
 from diagnose.metrics.step_time import StepBudget
-from diagnose.metrics.work import best_bytes, rung_of
+from diagnose.metrics.work import best_bytes
 
 
 class MemoryBound(Rule):
@@ -285,7 +286,7 @@ def _fusion(ctx, t, good: list[dict]) -> _Fusion:
     work = ctx.step_work()
     ops = work[0] if work is not None else None
     gemm_dtypes = ops[ops["kind"] == "gemm"]["dtype"].dropna().unique() if ops is not None else []
-    half = any(rung_of(d) in ("bf16", "fp16") for d in gemm_dtypes)
+    half = any(precision(d) in ("bf16", "fp16") for d in gemm_dtypes)
     return _Fusion(
         half_matmuls=half,
         spec=spec,
@@ -414,7 +415,7 @@ def _chains(ops: pd.DataFrame, min_ops: int, bw: float, sm_count: int, peak_tbps
         tbps = np.where(
             measured, dram_time / time_us / 100 * peak_tbps, np.where(time_us != 0, moved / time_us / 1e6, 0.0)
         )
-    is_fp32 = frame["dtype"].map(lambda d: rung_of(d) == "fp32" if isinstance(d, str) else False).to_numpy(bool)
+    is_fp32 = frame["dtype"].map(lambda d: precision(d) == "fp32" if isinstance(d, str) else False).to_numpy(bool)
     fp32_us = np.add.reduceat(np.where(is_fp32, kernel_us, 0.0), starts)
     works, op_names = frame["work"].to_numpy(object), frame["op_name"].to_numpy(object)
     shapes, steps = frame["shapes"].to_numpy(object), frame["step"].to_numpy()

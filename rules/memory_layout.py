@@ -35,9 +35,9 @@ import re
 from diagnose.engine import Quiet, Rule, Threshold
 from diagnose.findings import Evidence, Finding
 from diagnose.fixes import fix
-from diagnose.trace.names import name_search
+from diagnose.trace.names import name_search, name_test
+from diagnose.vocabulary.kernels import is_layout_conversion
 
-LAYOUT_KERNEL = re.compile(r"nchwToNhwc|nhwcToNchw|nchw2nhwc|nhwc2nchw", re.IGNORECASE)
 BATCH_NORM_OP = re.compile(r"batch_norm", re.IGNORECASE)
 CONV_OP = re.compile(r"conv", re.IGNORECASE)
 
@@ -77,7 +77,7 @@ class MemoryLayout(Rule):
         m = ctx.metrics
         budget, n = m.budget, max(len(m.steps.windows), 1)
         kernels = m.step_kernels[m.step_kernels["cat"] == "kernel"]
-        layout = kernels[name_search(kernels["name"], LAYOUT_KERNEL)]
+        layout = kernels[name_test(kernels["name"], is_layout_conversion)]
         # never more than the GPU's busy time: conversions overlapping other work save only their own span
         convert_us = min(float(layout["dur"].sum()) / n, budget.busy_us)
         share = budget.share(convert_us)
@@ -129,7 +129,7 @@ class MemoryLayout(Rule):
 def layout_parts(kernels, n: int) -> tuple[float, float]:
     """(batch-norm, convolution) kernel µs per step, conversions left out: what NHWC kernels replace."""
     ops = kernels["op_name"].astype(str)
-    convert = name_search(kernels["name"], LAYOUT_KERNEL)
+    convert = name_test(kernels["name"], is_layout_conversion)
     norm = name_search(ops, BATCH_NORM_OP) & ~convert
     conv = name_search(ops, CONV_OP) & ~convert & ~norm
     return float(kernels[norm]["dur"].sum()) / n, float(kernels[conv]["dur"].sum()) / n

@@ -43,7 +43,6 @@ from diagnose.metrics.step_time import StepBudget
 from diagnose.metrics.timeline import Timeline
 from diagnose.trace.model import Trace
 
-STEP_MARKERS = ("diagnose/", "ProfilerStep#")
 LABELS = {
     "compute": "GPU compute",
     "comm_exposed": "GPU communication, exposed",

@@ -29,6 +29,7 @@ import pandas as pd
 
 from diagnose.ncu.classify import classify_table
 from diagnose.ncu.csv import NcuTable
+from diagnose.vocabulary.markers import NVTX_STEP
 
 MEASURED_COLUMNS = [
     "sm_pct",
@@ -44,7 +45,7 @@ MEASURED_COLUMNS = [
     "ncu_kernel",
 ]
 MAX_DP_CELLS = 4_000_000  # above this, a greedy in-order match replaces the alignment
-STEP_RANGE = re.compile(r"diagnose:step (\d+)")
+STEP_RANGE = NVTX_STEP
 _IDENT = re.compile(r"[A-Za-z_]\w*")
 _STOP = frozenset(
     """void at native std c10 cuda unnamed anonymous namespace const unsigned signed int long

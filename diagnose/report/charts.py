@@ -9,7 +9,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from diagnose.format import fmt, short_name
+from diagnose.format import short_name
+from diagnose.vocabulary.units import fmt
 from diagnose.report.svg import (
     WIDTH,
     Labels,

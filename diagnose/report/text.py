@@ -14,15 +14,15 @@ from rich.console import Console
 from rich.table import Table
 
 from diagnose.findings import Diagnosis
-from diagnose.format import fmt, plural
+from diagnose.vocabulary.units import fmt, plural
 from diagnose.report import Renderer
 from diagnose.report.diff_text import render_diff_text
 from diagnose.report.richtext import UNWRAPPED, safe
 from diagnose.report.verify_view import verify_lines
+from diagnose.vocabulary.markers import STEP_RANGE_HOWS
 
 SEVERITY_STYLE = {"high": "bold red", "medium": "bold yellow", "low": "cyan"}
 MAX_FINDINGS = 4
-OWN_STEP_RANGES = ("diagnose step ranges", "ProfilerStep#N ranges")  # how steps are normally found: not repeated
 
 
 def device_line(device: dict) -> str:
@@ -74,7 +74,7 @@ def print_summary(diagnosis: Diagnosis, console: Console, outputs: dict[str, str
             f"{plural(s.get('steps_analysed', 0), 'step')}"
         )
     found_by = s.get("steps_found_by") or ""
-    if s.get("cold_start_us") or not found_by.startswith(OWN_STEP_RANGES):
+    if s.get("cold_start_us") or not found_by.startswith(STEP_RANGE_HOWS):
         console.print(f"  steps: {safe(found_by)}")
     accounting = _accounting_line(s)
     if accounting:

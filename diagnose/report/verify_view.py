@@ -7,7 +7,8 @@ data of `Finding.verify` (diagnose/verify/model.py writes it).
 
 from __future__ import annotations
 
-from diagnose.format import fmt
+from diagnose.vocabulary.dtypes import precision_label
+from diagnose.vocabulary.units import fmt
 
 
 def trial_line(trial: dict, estimate: float | None = None, step_us: float | None = None) -> str:
@@ -41,8 +42,7 @@ def numerics_text(numerics: dict | None) -> str:
         return f"outputs {numerics.get('detail') or 'within the rounding of the fix precision'}"
     if verdict == "changes results":
         worst, rel = numerics.get("max_abs_diff"), numerics.get("max_rel_error")
-        labels = {"tf32": "TF32", "bfloat16": "bf16", "float16": "fp16"}
-        at = f" {labels.get(numerics['precision'], numerics['precision'])}" if numerics.get("precision") else ""
+        at = f" {precision_label(numerics['precision'])}" if numerics.get("precision") else ""
         return (
             f"changes results ({numerics.get('failed', 0)} of {numerics.get('tensors', 0)} tensors beyond "
             f"the{at} tolerance"
