@@ -49,7 +49,8 @@ _I = re.IGNORECASE
 _ATTENTION = re.compile(r"flash|fmha|sdpa|attention|attn_fwd|attn_bwd|cudnn::fusion::", _I)  # cuDNN's SDPA engine
 _CONV = re.compile(
     r"fprop|dgrad|wgrad|implicit_?gemm|conv(?!ert)|scudnn|winograd|fft2d|"
-    r"cudnn_(?:infer|train)_",
+    # cuDNN's own kernels and the offset tables its implicit-GEMM kernels read (cask_cudnn::compute…Offsets)
+    r"cudnn_(?:infer|train)_|cask_cudnn",
     _I,
 )
 _GEMM = re.compile(
@@ -61,7 +62,7 @@ _NOT_GEMM = re.compile(r"implicit_?gemm|ImplicitGemmConv", _I)
 _REDUCTION = re.compile(
     r"layer_?norm|rms_?norm|softmax|batch_?norm|bn_fw|bn_bw|group_?norm|"
     r"RowwiseMoments|GammaBeta|norm_kernel|welford|argmax|argmin|cumsum|"
-    r"scan_kernel|DeviceReduce|DeviceScan|nll_loss|cross_entropy|_pool|pool_|"
+    r"scan_kernel|DeviceReduce|DeviceScan|nll_loss|ClassNLLCriterion|cross_entropy|_pool(?!ed)|pool_|"
     # clip_grad_norm_'s foreach norm (its second pass) and cumsum's innermost-dimension scan
     r"lpnorm_cleanup|tensor_kernel_scan",
     _I,
@@ -72,11 +73,15 @@ _MEMORY = re.compile(
     r"multi_tensor_apply|DeviceRadixSort|DeviceSegmented|sort|memcpy|"
     # embedding backward (segment sums of the gradient rows) and cub's unique/compact
     r"compute_grad_weight|partials_per_segment|partial_segment|DeviceUniqueByKey|"
-    r"DeviceCompact|DeviceSelect|DeviceScan",
+    r"DeviceCompact|DeviceSelect|DeviceScan|"
+    # split / chunk-cat copies (FSDP, torch.split), index_add's indexFunc kernels, upsampling (a gather)
+    r"split_with_sizes_copy|chunk_cat|recat_copy|indexFunc(?:Large|Small)Index|upsample_",
     _I,
 )
 # philox::unpack_cudnn: the one-thread kernel that hands cuDNN's dropout its RNG seed and offset
-_ELEMENTWISE = re.compile(r"FillFunctor|fill_kernel|Functor|dropout|distribution_|triu_tril|philox::unpack", _I)
+_ELEMENTWISE = re.compile(
+    r"FillFunctor|fill_kernel|Functor|dropout|distribution_|triu_tril|philox::unpack|scalePackedTensor", _I
+)
 
 _TC_YES = re.compile(
     r"nvjet|wgmma|gmma|hmma|imma|wmma|qmma|tensorop|tensor_op|OpClassTensorOp|"
@@ -101,6 +106,9 @@ _FIRST = (
     (re.compile(r"cudnn.*ReduceSplitK", _I), "conv"),  # the split-K reduction of a cuDNN convolution
     (re.compile(r"splitKreduce|ReduceSplitK", _I), "gemm"),
     (re.compile(r"reduce_kernel"), "reduction"),
+    # vLLM's KV-cache write (`reshape_and_cache_flash_kernel`) copies keys and values into the cache
+    (re.compile(r"reshape_and_cache"), "memory"),
+    (re.compile(r"rotary_emb", _I), "elementwise"),  # rotary position embedding: sin/cos products
     (_ATTENTION, "attention"),
 )
 # cuDNN's NCHW <-> NHWC transposes around a convolution run on NHWC kernels
