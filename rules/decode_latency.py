@@ -62,6 +62,7 @@ from diagnose.trace.names import name_test
 from diagnose.vocabulary.dtypes import dtype_bytes, float_bits
 from diagnose.vocabulary.kernels import is_gemv, weight_bits
 from diagnose.vocabulary.ops import GEMM_OPS
+from diagnose.vocabulary.units import percent
 
 WEIGHT_OPS = GEMM_OPS - {"aten::bmm", "aten::baddbmm", "aten::addbmm"}
 W4_BITS = 4.125
@@ -177,7 +178,7 @@ class DecodeLatency(Rule):
                         f"reads the same {weights_gb:.2f} GB of weights, so while {rows} stay "
                         f"GEMV-shaped it costs about one step (measured on the H200: 4 tokens 916.7 µs vs 1 token "
                         f"1,008.5 µs). Up to {k:.0f}× tokens/s at full acceptance; ≈ {per_pass:.1f} tokens per pass "
-                        f"at {a:.0%} acceptance, before the draft model's own cost. Combines with W4A16."
+                        f"at {percent(a)} acceptance, before the draft model's own cost. Combines with W4A16."
                     ),
                 ),
             ],
@@ -243,7 +244,7 @@ def _measure(ctx, t, ops: pd.DataFrame, step_us: float, n: int) -> "_Streaming |
         if len(unshaped) and unshaped["bound"].notna().all():
             classes = ", ".join(sorted(set(unshaped["bound"])))
             return Quiet(
-                f"matmul kernels take {gemm_share:.0%} of the step, recorded without shapes; Nsight "
+                f"matmul kernels take {percent(gemm_share)} of the step, recorded without shapes; Nsight "
                 f"Compute measured them ({classes}): none streams weights from DRAM"
             )
         held = _census_weights(ctx)
@@ -251,11 +252,11 @@ def _measure(ctx, t, ops: pd.DataFrame, step_us: float, n: int) -> "_Streaming |
             return _from_census(ctx, m, step_us, n, unshaped, *held)
         if gemm_share >= t["min_weight_share"]:
             return Skip(
-                f"matmul kernels take {gemm_share:.0%} of the step but {_why_no_shapes(gemm)}, "
+                f"matmul kernels take {percent(gemm_share)} of the step but {_why_no_shapes(gemm)}, "
                 "so weight bytes per token cannot be estimated (a capture made by diagnose knows the "
                 "model's parameter bytes)"
             )
-        return Quiet(f"no weight matmul with recorded shapes (matmul kernels {gemm_share:.0%} of the step)")
+        return Quiet(f"no weight matmul with recorded shapes (matmul kernels {percent(gemm_share)} of the step)")
     rows = weights["m"].astype(float)
     gemv = weights[(rows <= t["max_rows"]) & (weights["n"].astype(float) > rows)].copy()
     if not len(gemv):
@@ -358,16 +359,16 @@ def _decide(s: _Streaming, t) -> Quiet | None:
     bw_share = s.weight_bytes / s.step_us / 1e6 / s.spec.achievable_tbps
     if s.from_census and s.share >= t["min_weight_share"] and bw_share < t["min_census_bandwidth_share"]:
         return Quiet(
-            f"matmuls replayed without shapes take {s.share:.0%} of the step, but the "
+            f"matmuls replayed without shapes take {percent(s.share)} of the step, but the "
             f"{s.weight_bytes / 1e6:,.0f} MB the capture's weights come to ÷ the {s.step_us:,.0f} µs step is "
-            f"{bw_share:.0%} of the achievable {s.spec.achievable_tbps:.2f} TB/s < "
-            f"{t['min_census_bandwidth_share']:.0%}: the step is not paced by reading its weights"
+            f"{percent(bw_share)} of the achievable {s.spec.achievable_tbps:.2f} TB/s < "
+            f"{percent(t['min_census_bandwidth_share'])}: the step is not paced by reading its weights"
         )
     if s.share >= t["min_weight_share"]:
         return None
     floor_us = s.weight_bytes / s.spec.achievable_tbps / 1e6
     return Quiet(
-        f"GEMV-shaped weight matmuls take {s.share:.1%} of the step < {t['min_weight_share']:.0%} "
+        f"GEMV-shaped weight matmuls take {percent(s.share)} of the step < {percent(t['min_weight_share'])} "
         f"({s.weight_bytes / 1e6:,.0f} MB of weights per step: {floor_us:,.1f} µs at full bandwidth "
         f"in a {s.step_us:,.0f} µs step); the step is limited elsewhere"
     )

@@ -37,6 +37,7 @@ from diagnose.findings import Evidence, Finding
 from diagnose.fixes import fix
 from diagnose.trace.names import name_search, name_test
 from diagnose.vocabulary.kernels import is_layout_conversion
+from diagnose.vocabulary.units import percent
 
 BATCH_NORM_OP = re.compile(r"batch_norm", re.IGNORECASE)
 CONV_OP = re.compile(r"conv", re.IGNORECASE)
@@ -84,7 +85,7 @@ class MemoryLayout(Rule):
         busy_share = convert_us / budget.busy_us if budget.busy_us > 0 else 0.0
         if share < t["min_share"]:
             return Quiet(
-                f"layout conversion kernels {share:.1%} of the step < {t['min_share']:.0%} "
+                f"layout conversion kernels {percent(share)} of the step < {percent(t['min_share'])} "
                 f"({len(layout) / n:.0f} per step)"
             )
         conv_ops = name_search(kernels["op_name"].astype(str), CONV_OP)

@@ -23,6 +23,7 @@ relative error ("within bf16 rounding: max relative error 0.29 %"); beyond, "cha
 from __future__ import annotations
 
 from diagnose.vocabulary.dtypes import precision as dtype_precision, precision_label
+from diagnose.vocabulary.units import percent
 
 # a dtype's precision (diagnose/vocabulary/dtypes.py) -> (rtol, atol); anything not listed
 # (integers, bool) must match exactly
@@ -123,7 +124,7 @@ def compare(torch, expected: dict, actual: dict, precision: str | None = None) -
     if verdict == WITHIN:
         result["detail"] = (
             f"within {precision_label(precision)} rounding: max relative error "
-            f"{(rel or 0.0):.2%} ({len(failures)} of {len(names)} tensors beyond the "
+            f"{percent((rel or 0.0), 2)} ({len(failures)} of {len(names)} tensors beyond the "
             "baseline dtype's tolerance)"
         )
     return result

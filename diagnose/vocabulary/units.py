@@ -43,13 +43,14 @@ def duration(us) -> str:
     return f"{fmt(us)} µs"
 
 
-def percent(fraction, digits: int = 1) -> str:
+def percent(fraction, digits: int = 1, signed: bool = False) -> str:
     """A fraction as a percentage, the one way every sentence, table and chart writes one.
 
     One rule: `digits` decimals (one unless asked), a trailing ".0" dropped, a thousands
     separator, a space before the sign; a share that is not zero but rounds to it is "< 0.1 %"
-    (with one digit), so a small share is never shown as none. 0.883 -> "88.3 %", 0.0786 ->
-    "7.9 %", 0.08 -> "8 %", 1 -> "100 %", 0.0004 -> "< 0.1 %", 12.5 -> "1,250 %"; "—" when unknown.
+    (with one digit), so a small share is never shown as none; `signed` writes a change's sign
+    ("+3.2 %", "-0.4 %"). 0.883 -> "88.3 %", 0.0786 -> "7.9 %", 0.08 -> "8 %", 1 -> "100 %",
+    0.0004 -> "< 0.1 %", 12.5 -> "1,250 %"; "—" when unknown.
     """
     if not is_number(fraction) or not math.isfinite(fraction):
         return "—"
@@ -60,7 +61,8 @@ def percent(fraction, digits: int = 1) -> str:
     if text in ("0", "-0") and value != 0:
         smallest = f"{10**-digits:.{digits}f}" if digits else "1"
         return f"< {smallest} %" if value > 0 else f"> -{smallest} %"
-    return f"{text.removeprefix('-') if text == '-0' else text} %"
+    text = text.removeprefix("-") if text == "-0" else text
+    return f"+{text} %" if signed and value > 0 else f"{text} %"
 
 
 def plural(count: int | float, noun: str, many: str | None = None) -> str:
