@@ -15,6 +15,7 @@ runs on tensor cores, a precision a fix computes in (`tf32`).
 from __future__ import annotations
 
 import functools
+from typing import overload
 
 # (spellings: the C++ name first, then torch's), precision (peak key), bytes per element
 _TABLE: tuple[tuple[tuple[str, ...], str | None, int], ...] = (
@@ -62,11 +63,20 @@ def is_dtype(name) -> bool:
     return _key(name) in _BY_NAME
 
 
-@functools.lru_cache(maxsize=1024)
-def dtype_bytes(name, default: float | None = None) -> float | None:
+@overload
+def dtype_bytes(name, default: int) -> int: ...
+@overload
+def dtype_bytes(name, default: None = None) -> int | None: ...
+def dtype_bytes(name, default: int | None = None) -> int | None:
     """Bytes per element of a dtype (`c10::BFloat16` or `bfloat16`: 2), `default` when unknown."""
+    size = _size(name)
+    return default if size is None else size
+
+
+@functools.lru_cache(maxsize=1024)
+def _size(name) -> int | None:
     entry = _BY_NAME.get(_key(name) or "")
-    return entry[1] if entry else default
+    return entry[1] if entry else None
 
 
 @functools.lru_cache(maxsize=1024)
