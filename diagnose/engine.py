@@ -16,7 +16,7 @@ from typing import Callable, ClassVar
 
 from diagnose.config import Config
 from diagnose.findings import CheatSheet, Checked, Diagnosis, Finding, Severity, Skipped
-from diagnose.format import fmt
+from diagnose.vocabulary.units import fmt, percent
 from diagnose.frameworks import detect_frameworks, in_framework_api
 from diagnose.memory.record import load_memory
 from diagnose.metrics import Metrics
@@ -355,14 +355,14 @@ def verdict(d: Diagnosis) -> str:
                 "a cold start, not a steady state; profile steps after a warm-up."
             )
         return (
-            f"No rule fired; the GPU computes only {_percent(compute)} of the step.{where}"
+            f"No rule fired; the GPU computes only {percent(compute)} of the step.{where}"
             f"{_unexplained_note(buckets, largest)}"
         )
     where = ""
     if largest and largest["share"] >= UNEXPLAINED_NAMED_SHARE:
         where = f"; the largest other part is {_bucket_text(largest)}"
     return (
-        f"No bottleneck found by the {ran} rules that ran; the GPU is busy {busy:.0%} of each step"
+        f"No bottleneck found by the {ran} rules that ran; the GPU is busy {percent(busy)} of each step"
         f"{where}.{_unexplained_note(buckets, largest)}"
     )
 
@@ -371,15 +371,10 @@ def _bucket_text(bucket: dict) -> str:
     """'host setup inside kernel-launching ops (aten::_cudnn_attention_forward), 95 % of the step'."""
     names = bucket.get("names") or []
     named = f" ({names[0]})" if names else ""
-    text = f"{bucket['label']}{named}, {_percent(bucket['share'])} of the step"
+    text = f"{bucket['label']}{named}, {percent(bucket['share'])} of the step"
     if bucket["id"] == "unexplained":
         text += f": {EXPLAIN_UNEXPLAINED}"
     return text
-
-
-def _percent(share: float) -> str:
-    """A share as a whole percentage, or with one decimal below 1 % (so 0.1 % does not read as 0 %)."""
-    return f"{share:.1%}" if 0 < share < 0.01 else f"{share:.0%}"
 
 
 def _unexplained_note(buckets: dict, named: dict | None) -> str:
@@ -387,4 +382,6 @@ def _unexplained_note(buckets: dict, named: dict | None) -> str:
     bucket = buckets.get("unexplained")
     if not bucket or bucket["share"] < UNEXPLAINED_NAMED_SHARE or (named and named["id"] == "unexplained"):
         return ""
-    return f" {bucket['share']:.0%} of the step is unexplained (host busy, nothing recorded): {EXPLAIN_UNEXPLAINED}."
+    return (
+        f" {percent(bucket['share'])} of the step is unexplained (host busy, nothing recorded): {EXPLAIN_UNEXPLAINED}."
+    )

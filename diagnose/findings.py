@@ -12,7 +12,7 @@ from typing import Literal
 
 import msgspec
 
-from diagnose.format import fmt
+from diagnose.vocabulary.units import fmt
 from diagnose.invariants import holds
 
 SCHEMA = "diagnose.findings/1"

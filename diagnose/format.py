@@ -11,9 +11,7 @@ HTML, no @mention that pings anyone, no #123 reference, no link made of a bare U
 
 from __future__ import annotations
 
-import math
 import re
-from typing import Any
 
 # Kernel names are untrusted and can be megabytes long: look at this much of one, at most.
 MAX_NAME_CHARS = 2000
@@ -25,49 +23,6 @@ _MD_SPECIAL = re.compile(r"([\\`*_{}\[\]<>()#+!|~&])")  # & too: an entity (&#64
 # the @ or #, inside the scheme's "://" or after "www" breaks each pattern and prints nothing.
 ZWSP = "\u200b"
 _LINKED = re.compile(r"(?<=[@#])|(?i:(?<=https:)|(?<=http:)|(?<=ftp:))(?=//)|(?i:(?<=\bwww))(?=\.)")
-
-
-def fmt(value: Any) -> str:
-    """Compact human formatting for evidence numbers: 2,717 · 88.3 · 2.24 · 0.0786."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return str(value)
-    if not math.isfinite(value):
-        return str(value)
-    if value == 0:
-        return "0"
-    magnitude = abs(value)
-    if float(value).is_integer() and magnitude < 1e15:
-        return f"{int(value):,}"
-    if magnitude >= 100:
-        return f"{value:,.0f}"
-    if magnitude >= 10:
-        return f"{value:.1f}"
-    return f"{value:.3g}"
-
-
-def is_number(value) -> bool:
-    """A real int or float (not a bool)."""
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
-def duration(us) -> str:
-    """A µs value for people: "232 µs", "2,717 µs", "110.6 ms"; "—" when unknown."""
-    if not is_number(us):
-        return "—"
-    if abs(us) >= 100_000:
-        return f"{us / 1000:,.1f} ms"
-    return f"{fmt(us)} µs"
-
-
-def percent(fraction) -> str:
-    """A fraction as a percentage: 0.0786 -> "7.9 %"."""
-    return f"{fmt(100 * fraction)} %" if is_number(fraction) else "—"
-
-
-def plural(count: int | float, noun: str, many: str | None = None) -> str:
-    """ "1 step", "4 steps" (`many` for irregular plurals)."""
-    word = noun if count == 1 else (many or noun + "s")
-    return f"{fmt(count)} {word}"
 
 
 def column_label(key: str) -> str:

@@ -10,6 +10,7 @@ from rich.table import Table
 
 from diagnose import devices, measured_peaks
 from diagnose.errors import EXIT_OK, InputError
+from diagnose.vocabulary.units import percent
 
 
 def probe_rows(record: dict) -> list[tuple[str, str, str, str]]:
@@ -29,7 +30,7 @@ def probe_rows(record: dict) -> list[tuple[str, str, str, str]]:
             "HBM bandwidth",
             f"{hbm:.2f} TB/s",
             f"{sheet.hbm_tbps:g} TB/s" if sheet else "—",
-            f"{hbm / sheet.hbm_tbps:.0%}" if sheet else "—",
+            f"{percent(hbm / sheet.hbm_tbps)}" if sheet else "—",
         )
     )
     for rung in measured_peaks.RUNGS:
@@ -42,7 +43,7 @@ def probe_rows(record: dict) -> list[tuple[str, str, str, str]]:
                 f"{rung} matmul",
                 f"{rate:,.0f} TFLOP/s",
                 f"{peak:,.0f} TFLOP/s" if peak else "—",
-                f"{rate / peak:.0%}" if peak else "—",
+                f"{percent(rate / peak)}" if peak else "—",
             )
         )
     return rows

@@ -11,7 +11,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from diagnose.errors import UsageError
-from diagnose.format import fmt
+from diagnose.vocabulary.units import fmt
 from diagnose.metrics.timeline import PARAMETERS
 from diagnose.rules import ALL_RULES
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from diagnose.format import fmt
+from diagnose.vocabulary.units import fmt
 
 COUNT_UNITS = {"count", "tokens", "positions", "rows", "kernels", "bytes", "steps"}
 

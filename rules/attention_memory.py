@@ -51,6 +51,7 @@ from diagnose.fixes import fix
 from diagnose.memory.details import breakdown, step_levels
 from diagnose.memory.patterns import SCORE_MATMULS, ScoreMatrix, has_shapes, score_matrices, shapes
 from diagnose.memory.units import gb, in_gb
+from diagnose.vocabulary.units import percent
 
 
 class AttentionMemory(Rule):
@@ -292,7 +293,7 @@ def _time_saved(ctx, t, s: ScoreMatrix):
     half = " (causal half)" if causal else ""
     basis = (
         f"time: the chain's kernels take {chain_us:,.0f} µs per step; a fused kernel does "
-        f"{flops / 1e9:,.1f} GFLOP{half} per call × {calls} at {t['flash_efficiency']:.0%} × "
+        f"{flops / 1e9:,.1f} GFLOP{half} per call × {calls} at {percent(t['flash_efficiency'])} × "
         f"{rate / t['flash_efficiency']:,.0f} TFLOP/s = {fused_us:,.0f} µs; "
         f"step {step_us:,.0f} → {after:,.0f} µs ({m.budget.basis})"
     )

@@ -49,6 +49,7 @@ from diagnose.fixes import CODE_COLUMNS, comment, fix
 from diagnose.format import short_name
 from diagnose.metrics.compiled import load_compile_record
 from diagnose.trace import schemas
+from diagnose.vocabulary.units import percent
 
 SOURCE_MAX_BYTES = 16 << 20
 MAX_LINE_CHARS = 400
@@ -104,11 +105,11 @@ class CompileBreaks(Rule):
         cost = between_us + recompile_us
         share = budget.share(cost)
         breaks = record.of("graph_break") if record is not None else None
-        summary = f"{graphs:g} compiled graph(s) per step, {share_between:.0%} of the step between them" + (
+        summary = f"{graphs:g} compiled graph(s) per step, {percent(share_between)} of the step between them" + (
             f", {recompiles} recompile(s) {where}" if recompiles else ""
         )
         if share < t["min_share"]:
-            return Quiet(f"{summary}: {share:.0%} of the step < {t['min_share']:.0%}")
+            return Quiet(f"{summary}: {percent(share)} of the step < {percent(t['min_share'])}")
         new_step = max(budget.step_us - cost, budget.busy_us, 1e-9)
         evidence = [
             Evidence("time between graphs and recompiling", round(share * 100, 1), ">=", t["min_share"] * 100, "%"),
@@ -148,7 +149,7 @@ class CompileBreaks(Rule):
             recoverable_us=round(budget.step_us - new_step, 1),
             basis=(
                 f"new step = max({budget.step_us:,.0f} − {between_us:,.0f} µs between graphs "
-                f"({share_between:.1%} of the profiled step) − {recompile_us:,.0f} µs compiling per step, "
+                f"({percent(share_between)} of the profiled step) − {recompile_us:,.0f} µs compiling per step, "
                 f"{budget.busy_us:,.0f} µs GPU busy) = {new_step:,.0f} µs; " + _time_base(budget)
             ),
             why=(

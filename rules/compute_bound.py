@@ -3,7 +3,7 @@
 **Signal.** Every matmul and convolution of the measured steps is placed on the roofline from
 its recorded shapes (metrics/work.py): FLOPs, bytes, arithmetic intensity (FLOP/byte) and the
 achieved TFLOP/s (FLOPs ÷ kernel time), next to the datasheet peak of the precision it actually
-ran in. That precision comes from the dtypes and the kernel's name (metrics/kernels.py): fp32
+ran in. That precision comes from the dtypes and the kernel's name (diagnose/vocabulary/kernels.py): fp32
 data on a tensor-core kernel (`sm90_xmma_gemm_…tf32…`, cuDNN `tensor16x8x8`) is TF32; on an
 `ffma` / `sgemm` / `scudnn` kernel it is plain FP32 on CUDA cores; `nvjet`, `wgmma`/`gmma`,
 `hmma`, `tensorop`, `s1688`/`16816` and AMD `_MI16x16x1` kernels are tensor (matrix) cores.
@@ -89,8 +89,9 @@ from diagnose.engine import NO_STEP_WORK, Quiet, Rule, Skip, Threshold
 from diagnose.findings import Evidence, Finding, Fix, Severity
 from diagnose.fixes import fix
 from diagnose.metrics import Metrics
-from diagnose.metrics.work import DTYPE_BYTES, rung_of
+from diagnose.vocabulary.dtypes import dtype_bytes, precision
 from diagnose.ncu.classify import LATENCY_PCT
+from diagnose.vocabulary.units import percent
 
 MATRIX_KINDS = ("gemm", "conv")
 RUNG_NAMES = {
@@ -177,7 +178,7 @@ class ComputeBound(Rule):
             Evidence("compute-bound matrix math per step", round(p.cb_share * 100, 1), ">=", t["min_share"] * 100, "%")
             if dominant
             else Evidence(
-                f"step saved by fixing it (matrix math {p.cb_share:.0%} of the step < {t['min_share']:.0%})",
+                f"step saved by fixing it (matrix math {percent(p.cb_share)} of the step < {percent(t['min_share'])})",
                 round(p.defect_saving * 100, 1),
                 ">=",
                 t["min_defect_saving"] * 100,
@@ -258,7 +259,7 @@ def _measure(ctx, t, ops: pd.DataFrame, step_us: float, n: int) -> "_Placed | Qu
     matrix = ops[ops["kind"].isin(MATRIX_KINDS)]
     matrix_share = m.per_step(matrix["matrix_us"].sum()) / step_us
     small = Quiet(
-        f"matmul/convolution kernels take {matrix_share:.0%} of the step < {t['min_share']:.0%}"
+        f"matmul/convolution kernels take {percent(matrix_share)} of the step < {percent(t['min_share'])}"
         f"{_fp32_note(matrix, step_us, n)}"
     )
     known = matrix[matrix["flops"].notna() & (matrix["flops"] > 0)]
@@ -268,7 +269,7 @@ def _measure(ctx, t, ops: pd.DataFrame, step_us: float, n: int) -> "_Placed | Qu
         if matrix_share < t["min_share"]:
             return small
         return Skip(
-            f"matmul/convolution kernels take {matrix_share:.0%} of the step but their ops' shapes "
+            f"matmul/convolution kernels take {percent(matrix_share)} of the step but their ops' shapes "
             f"were not recorded ({_no_shapes_reason(matrix)}), so their FLOPs and roofline position "
             "are unknown"
         )
@@ -305,8 +306,8 @@ def _decide(p: _Placed, t) -> Quiet | None:
     if p.cb_share < t["min_share"]:
         rows = p.rows
         return Quiet(
-            f"matrix math is {p.matrix_share:.0%} of the step but only {p.cb_share:.0%} is compute-bound "
-            f"< {t['min_share']:.0%} (median intensity {rows['intensity'].median():.1f} FLOP/B "
+            f"matrix math is {percent(p.matrix_share)} of the step but only {percent(p.cb_share)} is compute-bound "
+            f"< {percent(t['min_share'])} (median intensity {rows['intensity'].median():.1f} FLOP/B "
             f"against a ridge of {rows['ridge'].median():.0f}: memory-bound products, e.g. GEMV-"
             f"shaped decode, are the decode-latency rule's){_impossible_note(rows)}"
         )
@@ -364,8 +365,8 @@ def _place_all(known: pd.DataFrame, spec, t) -> pd.DataFrame:
     bound = known["bound"].tolist()
     with np.errstate(divide="ignore", invalid="ignore"):
         achieved = np.where(us > 0, flops / us / 1e6, 0.0)
-    rung = _per_distinct(known["dtype"], rung_of)
-    esize = _per_distinct(known["dtype"], lambda d: DTYPE_BYTES.get(d, 4))
+    rung = _per_distinct(known["dtype"], precision)
+    esize = _per_distinct(known["dtype"], lambda d: dtype_bytes(d, 4))
     tc = np.fromiter(
         map(_tensor_cores, known["tensor_core"].tolist(), known["tensor_pct"].tolist()), np.int8, len(known)
     )
@@ -573,7 +574,7 @@ def _fix_for(issue: str, part: pd.DataFrame, spec: DeviceSpec, n: int) -> Fix:
             )
         what = "convolutions" if (part["kind"] == "conv").all() else "matmuls"
         kernel = part["kernel"].iloc[0][:60]
-        dtypes = {rung_of(d) for d in part["dtype"]}
+        dtypes = {precision(d) for d in part["dtype"]}
         if dtypes <= {"bf16", "fp16"}:  # already 16-bit: autocast would change nothing
             how = (
                 f"These {what} already have {'/'.join(sorted(r for r in dtypes if r))} data but run on CUDA-core kernels "
@@ -613,14 +614,14 @@ def _fix_for(issue: str, part: pd.DataFrame, spec: DeviceSpec, n: int) -> Fix:
 
 def _quiet_detail(cb, spec, achieved, rung, peak, share) -> str:
     top = spec.next_rung(rung)
-    where = f"{achieved:,.0f} TFLOP/s = {achieved / peak:.0%} of the {RUNG_NAMES.get(rung, rung)} peak"
+    where = f"{achieved:,.0f} TFLOP/s = {percent(achieved / peak)} of the {RUNG_NAMES.get(rung, rung)} peak"
     if top is None:
         return (
-            f"compute-bound matrix math {share:.0%} of the step on {RUNG_NAMES.get(rung, rung)} at {where}: "
+            f"compute-bound matrix math {percent(share)} of the step on {RUNG_NAMES.get(rung, rung)} at {where}: "
             f"already the fastest precision of this GPU's tensor cores ({spec.name})"
         )
     return (
-        f"compute-bound matrix math {share:.0%} of the step at {where}: below the healthy range, but no "
+        f"compute-bound matrix math {percent(share)} of the step at {where}: below the healthy range, but no "
         "missing tensor cores or misaligned dimensions to blame (small or oddly shaped matrices?)"
     )
 
@@ -630,7 +631,7 @@ def _fp32_note(matrix: pd.DataFrame, step_us: float, n: int) -> str:
     if not len(slow):
         return ""
     return (
-        f"; note: {slow['matrix_us'].sum() / n / step_us:.0%} of the step is fp32 matrix math on CUDA cores "
+        f"; note: {percent(slow['matrix_us'].sum() / n / step_us)} of the step is fp32 matrix math on CUDA cores "
         "(tensor cores unused), not enough to dominate it"
     )
 

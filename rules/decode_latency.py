@@ -49,7 +49,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import re
 
 import numpy as np
 import pandas as pd
@@ -59,12 +58,14 @@ from diagnose.engine import NO_STEP_WORK, Quiet, Rule, Skip, Threshold
 from diagnose.findings import Evidence, Finding
 from diagnose.fixes import fix
 from diagnose.metrics.step_time import StepBudget
-from diagnose.metrics.work import DTYPE_BYTES, GEMM_OPS
+from diagnose.trace.names import name_test
+from diagnose.vocabulary.dtypes import dtype_bytes, float_bits
+from diagnose.vocabulary.kernels import is_gemv, weight_bits
+from diagnose.vocabulary.ops import GEMM_OPS
+from diagnose.vocabulary.units import percent
 
 WEIGHT_OPS = GEMM_OPS - {"aten::bmm", "aten::baddbmm", "aten::addbmm"}
 W4_BITS = 4.125
-# torch dtype names (as the capture's census writes them) of floating weights -> bits
-TORCH_FLOAT_BITS = {"float64": 64, "float32": 32, "float16": 16, "bfloat16": 16, "float8_e4m3fn": 8, "float8_e5m2": 8}
 
 
 class DecodeLatency(Rule):
@@ -177,7 +178,7 @@ class DecodeLatency(Rule):
                         f"reads the same {weights_gb:.2f} GB of weights, so while {rows} stay "
                         f"GEMV-shaped it costs about one step (measured on the H200: 4 tokens 916.7 µs vs 1 token "
                         f"1,008.5 µs). Up to {k:.0f}× tokens/s at full acceptance; ≈ {per_pass:.1f} tokens per pass "
-                        f"at {a:.0%} acceptance, before the draft model's own cost. Combines with W4A16."
+                        f"at {percent(a)} acceptance, before the draft model's own cost. Combines with W4A16."
                     ),
                 ),
             ],
@@ -243,7 +244,7 @@ def _measure(ctx, t, ops: pd.DataFrame, step_us: float, n: int) -> "_Streaming |
         if len(unshaped) and unshaped["bound"].notna().all():
             classes = ", ".join(sorted(set(unshaped["bound"])))
             return Quiet(
-                f"matmul kernels take {gemm_share:.0%} of the step, recorded without shapes; Nsight "
+                f"matmul kernels take {percent(gemm_share)} of the step, recorded without shapes; Nsight "
                 f"Compute measured them ({classes}): none streams weights from DRAM"
             )
         held = _census_weights(ctx)
@@ -251,11 +252,11 @@ def _measure(ctx, t, ops: pd.DataFrame, step_us: float, n: int) -> "_Streaming |
             return _from_census(ctx, m, step_us, n, unshaped, *held)
         if gemm_share >= t["min_weight_share"]:
             return Skip(
-                f"matmul kernels take {gemm_share:.0%} of the step but {_why_no_shapes(gemm)}, "
+                f"matmul kernels take {percent(gemm_share)} of the step but {_why_no_shapes(gemm)}, "
                 "so weight bytes per token cannot be estimated (a capture made by diagnose knows the "
                 "model's parameter bytes)"
             )
-        return Quiet(f"no weight matmul with recorded shapes (matmul kernels {gemm_share:.0%} of the step)")
+        return Quiet(f"no weight matmul with recorded shapes (matmul kernels {percent(gemm_share)} of the step)")
     rows = weights["m"].astype(float)
     gemv = weights[(rows <= t["max_rows"]) & (weights["n"].astype(float) > rows)].copy()
     if not len(gemv):
@@ -271,7 +272,7 @@ def _measure(ctx, t, ops: pd.DataFrame, step_us: float, n: int) -> "_Streaming |
         n,
         gemv,
         float(gemv["rows"].mode().iloc[0]),
-        8 * DTYPE_BYTES.get(gemv["dtype"].mode().iloc[0], 2),
+        8 * dtype_bytes(gemv["dtype"].mode().iloc[0], 2),
         "weight bytes estimated from shapes, kernel time measured",
     )
 
@@ -295,9 +296,10 @@ def _census_weights(ctx) -> tuple[float, int, str, str] | None:
         total, dtypes = census.get(total_key), census.get(dtypes_key) or {}
         if isinstance(total, (int, float)) and total > 0 and dtypes:
             dtype = max(dtypes, key=lambda d: dtypes[d])
-            if dtype not in TORCH_FLOAT_BITS:
+            bits = float_bits(dtype)  # torch's dtype names, as the capture's census writes them
+            if bits is None:
                 return None  # integer weights: already quantized, or not weights
-            return float(total), TORCH_FLOAT_BITS[dtype], dtype, what
+            return float(total), bits, dtype, what
     return None
 
 
@@ -357,16 +359,16 @@ def _decide(s: _Streaming, t) -> Quiet | None:
     bw_share = s.weight_bytes / s.step_us / 1e6 / s.spec.achievable_tbps
     if s.from_census and s.share >= t["min_weight_share"] and bw_share < t["min_census_bandwidth_share"]:
         return Quiet(
-            f"matmuls replayed without shapes take {s.share:.0%} of the step, but the "
+            f"matmuls replayed without shapes take {percent(s.share)} of the step, but the "
             f"{s.weight_bytes / 1e6:,.0f} MB the capture's weights come to ÷ the {s.step_us:,.0f} µs step is "
-            f"{bw_share:.0%} of the achievable {s.spec.achievable_tbps:.2f} TB/s < "
-            f"{t['min_census_bandwidth_share']:.0%}: the step is not paced by reading its weights"
+            f"{percent(bw_share)} of the achievable {s.spec.achievable_tbps:.2f} TB/s < "
+            f"{percent(t['min_census_bandwidth_share'])}: the step is not paced by reading its weights"
         )
     if s.share >= t["min_weight_share"]:
         return None
     floor_us = s.weight_bytes / s.spec.achievable_tbps / 1e6
     return Quiet(
-        f"GEMV-shaped weight matmuls take {s.share:.1%} of the step < {t['min_weight_share']:.0%} "
+        f"GEMV-shaped weight matmuls take {percent(s.share)} of the step < {percent(t['min_weight_share'])} "
         f"({s.weight_bytes / 1e6:,.0f} MB of weights per step: {floor_us:,.1f} µs at full bandwidth "
         f"in a {s.step_us:,.0f} µs step); the step is limited elsewhere"
     )
@@ -381,7 +383,7 @@ def _measured_streaming(gemm: pd.DataFrame) -> pd.DataFrame:
     cuBLAS `gemv` kernel name says the same without a class.
     """
     no_shapes = gemm["flops"].isna() & gemm["dram_bytes"].notna()
-    streaming = (gemm["bound"] == "memory-bound") | gemm["kernel"].astype(str).str.contains("gemv", case=False)
+    streaming = (gemm["bound"] == "memory-bound") | name_test(gemm["kernel"], is_gemv)
     out = gemm[no_shapes & streaming].copy()
     out["weight_bytes"] = out["dram_bytes"].astype(float)
     out["bytes"] = out["dram_bytes"].astype(float)
@@ -390,19 +392,15 @@ def _measured_streaming(gemm: pd.DataFrame) -> pd.DataFrame:
 
 def _bits_from_names(gemv: pd.DataFrame) -> int:
     """Bits per weight the kernels' names tell (fp8 / int4 kernels), else 16 (bf16/fp16, the common case)."""
-    names = " ".join(gemv["kernel"].astype(str)).lower()
-    if re.search(r"int4|w4a16|_4bit|marlin|tinygemm|int4pack", names):
-        return 4
-    if re.search(r"e4m3|e5m2|fp8|int8|i8i8", names):
-        return 8
-    return 16
+    said = [b for b in map(weight_bits, pd.unique(gemv["kernel"].astype(str))) if b is not None]
+    return min(said, default=16)
 
 
 def _weight_bytes(gemv: pd.DataFrame) -> np.ndarray:
     """Bytes of each op's weight, the second operand of x @ W (as nn.Linear, mm and addmm are used): K × N,
     the element size worked out once per distinct dtype."""
     dtypes = pd.unique(gemv["dtype"])
-    size = gemv["dtype"].map(dict(zip(dtypes, (DTYPE_BYTES.get(d, 2) for d in dtypes)))).to_numpy(float)
+    size = gemv["dtype"].map(dict(zip(dtypes, (dtype_bytes(d, 2) for d in dtypes)))).to_numpy(float)
     esize = np.where(gemv["op_name"].isin(["aten::_int_mm", "aten::_scaled_mm"]).to_numpy(bool), 1.0, size)
     return gemv["k"].to_numpy(float) * gemv["n"].to_numpy(float) * esize
 

@@ -47,6 +47,7 @@ from diagnose.findings import Evidence, Finding
 from diagnose.fixes import fix
 from diagnose.metrics.compiled import logged_recompiles
 from diagnose.metrics.slow_ops import compiled_versions, held_ops, shape_changes, step_shapes
+from diagnose.vocabulary.units import percent
 
 MAX_SHAPES_SHOWN = 4
 
@@ -103,11 +104,11 @@ class DynamicShapes(Rule):
         ratio = top.host_us / max(top.kernel_us, 1.0)
         needed = max(2, math.ceil(t["min_step_fraction"] * n))
         summary = (
-            f"{name} holds {share:.0%} of the step ({top.host_us / top.steps:,.0f} µs host vs "
+            f"{name} holds {percent(share)} of the step ({top.host_us / top.steps:,.0f} µs host vs "
             f"{top.kernel_us / top.steps:,.0f} µs of kernels in each step it holds) in {int(top.steps)} of {n} steps"
         )
         if share < t["min_share"]:
-            return Quiet(f"{summary}: < {t['min_share']:.0%} of the step")
+            return Quiet(f"{summary}: < {percent(t['min_share'])} of the step")
         if ratio < t["min_host_ratio"]:
             return Quiet(f"{summary}: host only {ratio:.1f}× its kernels' time < {t['min_host_ratio']:g}×")
         if top.steps < needed:

@@ -49,6 +49,7 @@ from diagnose.engine import Quiet, Rule, Threshold, severity_ladder
 from diagnose.findings import Evidence, Finding
 from diagnose.fixes import fix
 from diagnose.metrics.accounting import HOST_PACED, exposed_comm_split
+from diagnose.vocabulary.units import percent
 
 
 class ExposedComm(Rule):
@@ -119,15 +120,15 @@ class ExposedComm(Rule):
         saving = min(max(hide, skip), max(step - compute, 0.0), removable)
         if share < t["min_exposed_share"]:
             return Quiet(
-                f"{on}exposed communication {share:.1%} of the step < {t['min_exposed_share']:.0%} "
+                f"{on}exposed communication {percent(share)} of the step < {percent(t['min_exposed_share'])} "
                 f"({ctx.metrics.comm.comm_kernels_per_step:g} collectives per step, "
-                f"{ctx.metrics.comm.overlap_fraction:.0%} of their time overlapped with compute){note}"
+                f"{percent(ctx.metrics.comm.overlap_fraction)} of their time overlapped with compute){note}"
             )
         if saving / step < t["min_saving_share"]:
             return Quiet(
-                f"{on}exposed communication {share:.1%} of the step, but the GPU already waits "
-                f"{host_idle / step:.0%} of the step for the host: hiding the communication would move "
-                f"the GPU's idle time, not shorten the step ({saving / step:.1%} to gain){note}"
+                f"{on}exposed communication {percent(share)} of the step, but the GPU already waits "
+                f"{percent(host_idle / step)} of the step for the host: hiding the communication would move "
+                f"the GPU's idle time, not shorten the step ({percent(saving / step)} to gain){note}"
             )
         accumulate_first = skip > hide
         evidence = [

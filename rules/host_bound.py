@@ -59,6 +59,7 @@ from diagnose.findings import Evidence, Finding
 from diagnose.fixes import comment, fix
 from diagnose.metrics.pyframes import NO_SAMPLE
 from diagnose.trace.names import name_has
+from diagnose.vocabulary.units import percent
 
 LOWER = {"high": "medium", "medium": "low", "low": "low"}
 MAX_OFFENDERS = 8
@@ -96,7 +97,7 @@ class HostBound(Rule):
         named_share = budget.share(split.named_us * per_step)
         if share < t["min_host_share"]:
             return Quiet(
-                f"host work in GPU idle time {share:.0%} of the step < {t['min_host_share']:.0%}"
+                f"host work in GPU idle time {percent(share)} of the step < {percent(t['min_host_share'])}"
                 + _where_silent_went(split, budget, per_step)
             )
         samples = m.python_samples
@@ -189,7 +190,7 @@ class HostBound(Rule):
                 + (
                     ""
                     if samples is not None or budget.share(split.unnamed_us * per_step) < 0.01
-                    else f"; the code behind {budget.share(split.unnamed_us * per_step):.0%} of the step is not in "
+                    else f"; the code behind {percent(budget.share(split.unnamed_us * per_step))} of the step is not in "
                     f"the trace: `{command_for(ctx.trace)}` samples the Python stack and names it"
                 )
             ),
@@ -222,7 +223,7 @@ def _where_silent_went(split, budget, per_step: float) -> str:
     reasons other than host work is never reported as "host work 0 %" alone."""
     if split.total_us <= 0:
         return ""
-    pct = lambda us: f"{budget.share(us * per_step):.1%}"  # noqa: E731
+    pct = lambda us: f"{percent(budget.share(us * per_step))}"  # noqa: E731
     text = (
         f"; silent host time {pct(split.total_us)} of the step: named by CPU ops {pct(split.named_us)}, "
         f"in no recorded op {pct(split.unnamed_us)}, inside kernel-launching or compiling ops "

@@ -60,6 +60,7 @@ from diagnose.fixes import fix
 from diagnose.memory.details import breakdown, step_levels, step_windows
 from diagnose.memory.patterns import kv_appends, step_index
 from diagnose.memory.units import gb, in_gb
+from diagnose.vocabulary.units import percent
 
 GB = 1e9
 
@@ -353,7 +354,7 @@ def _quiet_detail(ctx, t, decode: list, weights: float, windows: list) -> str:
     if usage:
         read, held, share = usage
         why = (
-            f"{share:.0%} of it read (≥ {t['max_used_share']:.0%})"
+            f"{percent(share)} of it read (≥ {percent(t['max_used_share'])})"
             if share >= t["max_used_share"]
             else f"only {gb(held - read)} unread (< {t['min_unused_gb']:g} GB)"
         )
@@ -366,7 +367,7 @@ def _quiet_detail(ctx, t, decode: list, weights: float, windows: list) -> str:
         waste = record.peak_reserved - record.peak_allocated
         share = waste / record.peak_reserved
         why = (
-            f"{share:.0%} of it unallocated (< {t['min_waste_share']:.0%})"
+            f"{percent(share)} of it unallocated (< {percent(t['min_waste_share'])})"
             if share < t["min_waste_share"]
             else f"{gb(waste)} unallocated (< {t['min_waste_gb']:g} GB)"
         )

@@ -91,6 +91,7 @@ from diagnose.metrics.compiled import cudagraph_skips
 from diagnose.memory.details import step_windows
 from diagnose.memory.patterns import kv_appends, step_index
 from diagnose.metrics.optimizer import SINGLE
+from diagnose.vocabulary.units import percent
 
 KV_MAX_APPEND = 16  # positions a decode step appends (speculative decoding adds a few)
 KV_MIN_CACHE = 16  # positions a cache holds before it counts as one
@@ -170,13 +171,13 @@ class LaunchOverhead(Rule):
         note = f"; {skipped}" if skipped else ""
         if share < t["min_recoverable_share"]:
             return Quiet(
-                f"launch-bound idle {share:.0%} of the step < {t['min_recoverable_share']:.0%}"
+                f"launch-bound idle {percent(share)} of the step < {percent(t['min_recoverable_share'])}"
                 f" ({per_step:.0f} kernels per step, median {median_us:.1f} µs){note}"
             )
         host_per_launch = budget.step_us / max(per_step, 1)
         if median_us >= t["small_kernel_us"] and host_per_launch >= t["max_dispatch_us"]:
             return Quiet(
-                f"launch-paced idle {share:.0%} of the step, but kernels are not small (median "
+                f"launch-paced idle {percent(share)} of the step, but kernels are not small (median "
                 f"{median_us:.1f} µs >= {t['small_kernel_us']:g} µs) and the host spends "
                 f"{host_per_launch:,.0f} µs per kernel launched >= {t['max_dispatch_us']:g} µs: the host is "
                 f"doing more than dispatch (see the step accounting){note}"
@@ -221,7 +222,7 @@ class LaunchOverhead(Rule):
             fixes.insert(0, fix("fused-optimizer", code=optimizer_code(optimizer.name), prerequisite=True))
             basis_note = (
                 f"; first fused-optimizer: {optimizer.name} (foreach=False) launches "
-                f"{optimizer.launch_share:.0%} of the kernels and a CUDA graph cannot capture its step"
+                f"{percent(optimizer.launch_share)} of the kernels and a CUDA graph cannot capture its step"
             )
         host_counters = None if optimizer is not None else _host_counter_optimizer(m)
         if host_counters is not None:

@@ -74,9 +74,11 @@ from diagnose.devices import DeviceSpec
 from diagnose.engine import NO_STEP_WORK, Quiet, Rule, Skip, Threshold, severity_ladder
 from diagnose.findings import Evidence, Finding
 from diagnose.fixes import comment, fix
-from diagnose.metrics.kernels import MEMORY_KINDS
+from diagnose.vocabulary.dtypes import precision
+from diagnose.vocabulary.kernels import MEMORY_KINDS
 from diagnose.metrics.step_time import StepBudget
-from diagnose.metrics.work import best_bytes, rung_of
+from diagnose.metrics.work import best_bytes
+from diagnose.vocabulary.units import percent
 
 
 class MemoryBound(Rule):
@@ -214,7 +216,7 @@ def _measure(ctx, t) -> "list[dict] | Quiet | Skip":
     if not known and sum(c["time_us"] for c in unknown) / n >= t["min_saving_share"] * step_us:
         return Skip(
             "unfused elementwise chains take "
-            f"{sum(c['time_us'] for c in unknown) / n / step_us:.0%} of the step but their ops' "
+            f"{percent(sum(c['time_us'] for c in unknown) / n / step_us)} of the step but their ops' "
             "shapes were not recorded (profile with record_shapes=True; kernels replayed from "
             "a CUDA graph carry none, and `--ncu` measures their bytes instead), so their bytes "
             "cannot be estimated"
@@ -223,7 +225,7 @@ def _measure(ctx, t) -> "list[dict] | Quiet | Skip":
     if not good:
         best = max(known, key=lambda c: c["bw_share"], default=None)
         where = (
-            f"best chain at {_rate(best['tbps'])} = {best['bw_share']:.0%} of achievable < {t['min_bw_share']:.0%}"
+            f"best chain at {_rate(best['tbps'])} = {percent(best['bw_share'])} of achievable < {percent(t['min_bw_share'])}"
             if best
             else "no chain with recorded shapes"
         )
@@ -285,7 +287,7 @@ def _fusion(ctx, t, good: list[dict]) -> _Fusion:
     work = ctx.step_work()
     ops = work[0] if work is not None else None
     gemm_dtypes = ops[ops["kind"] == "gemm"]["dtype"].dropna().unique() if ops is not None else []
-    half = any(rung_of(d) in ("bf16", "fp16") for d in gemm_dtypes)
+    half = any(precision(d) in ("bf16", "fp16") for d in gemm_dtypes)
     return _Fusion(
         half_matmuls=half,
         spec=spec,
@@ -321,7 +323,7 @@ def _bf16_fix(good: list[dict], n: int, step_us: float, t) -> list:
             "bf16-tensor-cores",
             code=_bf16_chain_code(),
             how=(
-                f"{fp32_us / chain_us:.0%} of the chains' time is fp32 elementwise and normalisation work: in bf16 the "
+                f"{percent(fp32_us / chain_us)} of the chains' time is fp32 elementwise and normalisation work: in bf16 the "
                 f"same kernels move half the bytes, est. {step_us / after:.2f}× for the step without fusing "
                 f"({fp32_us:,.0f} µs → {fp32_us / 2:,.0f} µs per step); with fusion the two gains multiply."
             ),
@@ -350,7 +352,7 @@ def _decide(f: _Fusion, t) -> Quiet | None:
     if saving < t["min_saving_share"]:
         return Quiet(
             f"fusing {len(good) / n:.0f} bandwidth-bound chain(s) per step would save "
-            f"{max(saving, 0.0):.1%} of the step < {t['min_saving_share']:.1%} "
+            f"{percent(max(saving, 0.0))} of the step < {percent(t['min_saving_share'])} "
             f"({chain_us:,.0f} µs → {fused_us:,.0f} µs + {t['fused_call_us']:.0f} µs call)"
         )
     return None
@@ -414,7 +416,7 @@ def _chains(ops: pd.DataFrame, min_ops: int, bw: float, sm_count: int, peak_tbps
         tbps = np.where(
             measured, dram_time / time_us / 100 * peak_tbps, np.where(time_us != 0, moved / time_us / 1e6, 0.0)
         )
-    is_fp32 = frame["dtype"].map(lambda d: rung_of(d) == "fp32" if isinstance(d, str) else False).to_numpy(bool)
+    is_fp32 = frame["dtype"].map(lambda d: precision(d) == "fp32" if isinstance(d, str) else False).to_numpy(bool)
     fp32_us = np.add.reduceat(np.where(is_fp32, kernel_us, 0.0), starts)
     works, op_names = frame["work"].to_numpy(object), frame["op_name"].to_numpy(object)
     shapes, steps = frame["shapes"].to_numpy(object), frame["step"].to_numpy()
@@ -466,7 +468,7 @@ def _chains(ops: pd.DataFrame, min_ops: int, bw: float, sm_count: int, peak_tbps
 
 
 def _measured_pct(tbps: float, spec) -> str:
-    return f" = {tbps / spec.hbm_tbps:.0%} of the {spec.hbm_tbps:g} TB/s peak, Nsight Compute"
+    return f" = {percent(tbps / spec.hbm_tbps)} of the {spec.hbm_tbps:g} TB/s peak, Nsight Compute"
 
 
 def _bytes_basis(chains: list[dict]) -> str:
@@ -526,7 +528,7 @@ def _no_chain_detail(ops: pd.DataFrame, fused: pd.DataFrame, n: int, bw: float) 
     if len(fused):
         moved = best_bytes(fused).sum()
         us = float(fused["kernel_us"].sum())
-        rate = f", {moved / us / 1e6:.2f} TB/s = {moved / us / 1e6 / bw:.0%} of achievable" if us and moved else ""
+        rate = f", {moved / us / 1e6:.2f} TB/s = {percent(moved / us / 1e6 / bw)} of achievable" if us and moved else ""
         return (
             f"no chain of unfused elementwise/reduction kernels; {len(fused) / n:.0f} already-fused "
             f"kernel(s) per step ({fused['kernel'].iloc[0][:40]}…{rate})"

@@ -35,9 +35,10 @@ import re
 from diagnose.engine import Quiet, Rule, Threshold
 from diagnose.findings import Evidence, Finding
 from diagnose.fixes import fix
-from diagnose.trace.names import name_search
+from diagnose.trace.names import name_search, name_test
+from diagnose.vocabulary.kernels import is_layout_conversion
+from diagnose.vocabulary.units import percent
 
-LAYOUT_KERNEL = re.compile(r"nchwToNhwc|nhwcToNchw|nchw2nhwc|nhwc2nchw", re.IGNORECASE)
 BATCH_NORM_OP = re.compile(r"batch_norm", re.IGNORECASE)
 CONV_OP = re.compile(r"conv", re.IGNORECASE)
 
@@ -77,14 +78,14 @@ class MemoryLayout(Rule):
         m = ctx.metrics
         budget, n = m.budget, max(len(m.steps.windows), 1)
         kernels = m.step_kernels[m.step_kernels["cat"] == "kernel"]
-        layout = kernels[name_search(kernels["name"], LAYOUT_KERNEL)]
+        layout = kernels[name_test(kernels["name"], is_layout_conversion)]
         # never more than the GPU's busy time: conversions overlapping other work save only their own span
         convert_us = min(float(layout["dur"].sum()) / n, budget.busy_us)
         share = budget.share(convert_us)
         busy_share = convert_us / budget.busy_us if budget.busy_us > 0 else 0.0
         if share < t["min_share"]:
             return Quiet(
-                f"layout conversion kernels {share:.1%} of the step < {t['min_share']:.0%} "
+                f"layout conversion kernels {percent(share)} of the step < {percent(t['min_share'])} "
                 f"({len(layout) / n:.0f} per step)"
             )
         conv_ops = name_search(kernels["op_name"].astype(str), CONV_OP)
@@ -129,7 +130,7 @@ class MemoryLayout(Rule):
 def layout_parts(kernels, n: int) -> tuple[float, float]:
     """(batch-norm, convolution) kernel µs per step, conversions left out: what NHWC kernels replace."""
     ops = kernels["op_name"].astype(str)
-    convert = name_search(kernels["name"], LAYOUT_KERNEL)
+    convert = name_test(kernels["name"], is_layout_conversion)
     norm = name_search(ops, BATCH_NORM_OP) & ~convert
     conv = name_search(ops, CONV_OP) & ~convert & ~norm
     return float(kernels[norm]["dur"].sum()) / n, float(kernels[conv]["dur"].sum()) / n

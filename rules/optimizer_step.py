@@ -37,6 +37,7 @@ from diagnose.engine import Quiet, Rule, Threshold
 from diagnose.findings import Evidence, Finding
 from diagnose.fixes import fix, optimizer_code
 from diagnose.metrics.optimizer import SINGLE
+from diagnose.vocabulary.units import percent
 
 FUSED_TRAFFIC = {"Adam": 7 / 20, "AdamW": 7 / 20, "SGD": 5 / 8}
 DEFAULT_TRAFFIC = 0.5  # other optimizers: half the passes
@@ -76,15 +77,15 @@ class OptimizerStep(Rule):
         budget = ctx.metrics.budget
         if opt.time_share < t["min_share"]:
             return Quiet(
-                f"{opt.name} (single-tensor) takes {opt.time_share:.0%} of the step < "
-                f"{t['min_share']:.0%} ({opt.kernels:.0f} of {opt.step_kernels:.0f} kernels)"
+                f"{opt.name} (single-tensor) takes {percent(opt.time_share)} of the step < "
+                f"{percent(t['min_share'])} ({opt.kernels:.0f} of {opt.step_kernels:.0f} kernels)"
             )
         opt_us = opt.time_share * budget.step_us
         traffic = FUSED_TRAFFIC.get(opt.name, DEFAULT_TRAFFIC)
         fused_us = max(opt.gpu_us * traffic, t["fused_host_us"] * opt.calls)
         if fused_us >= opt_us:
             return Quiet(
-                f"{opt.name} (single-tensor) takes {opt.time_share:.0%} of the step, but a fused step "
+                f"{opt.name} (single-tensor) takes {percent(opt.time_share)} of the step, but a fused step "
                 f"would take about as long ({fused_us:,.0f} µs ≥ {opt_us:,.0f} µs)"
             )
         fixed = budget.step_us - opt_us + fused_us
@@ -116,7 +117,7 @@ class OptimizerStep(Rule):
             est_speedup=round(budget.step_us / fixed, 2),
             recoverable_us=round(opt_us - fused_us, 2),
             basis=(
-                f"fused step ≈ {budget.step_us:,.0f} − {opt_us:,.0f} µs optimizer ({opt.time_share:.0%} of the "
+                f"fused step ≈ {budget.step_us:,.0f} − {opt_us:,.0f} µs optimizer ({percent(opt.time_share)} of the "
                 f"profiled step) + max({opt.gpu_us:,.0f} µs GPU × {traffic:.2f} traffic kept, "
                 f"{t['fused_host_us']:g} µs × {opt.calls:g} calls) = {fixed:,.0f} µs; {budget.basis}"
             ),

@@ -66,6 +66,7 @@ import statistics
 from diagnose.engine import Quiet, Rule, Threshold, severity_ladder
 from diagnose.findings import Evidence, Finding
 from diagnose.fixes import fix
+from diagnose.vocabulary.units import percent
 
 
 class Straggler(Rule):
@@ -144,9 +145,9 @@ class Straggler(Rule):
         share = cost / step
         fired = work_skew >= t["min_work_skew"] or (slow is by_kernels and kernel_skew >= t["min_launch_skew"])
         detail = (
-            f"most work on rank {slow.rank}: GPU work {ranks.work_of(slow):,.0f} µs per step ({work_skew:+.1%} "
+            f"most work on rank {slow.rank}: GPU work {ranks.work_of(slow):,.0f} µs per step ({percent(work_skew, signed=True)} "
             f"against the others' median), {slow.kernels_per_step or 0:,.0f} kernels launched per step "
-            f"({extra_kernels:+,.0f}); the extra costs {cost:,.0f} µs ({share:.1%} of the step)"
+            f"({extra_kernels:+,.0f}); the extra costs {cost:,.0f} µs ({percent(share)} of the step)"
         )
         if not fired or share < t["min_cost_share"]:
             return Quiet(detail)
@@ -244,10 +245,10 @@ class Straggler(Rule):
         others = [r for r in arr.ranks if r != late]
         waits = ", ".join(f"rank {r} {arr.wait_us[r]:,.0f} µs" for r in arr.ranks)
         said = (
-            f"arrivals: rank {late} arrived last at {arr.last_share[late]:.0%} of the collectives, "
+            f"arrivals: rank {late} arrived last at {percent(arr.last_share[late])} of the collectives, "
             f"{lateness:,.0f} µs per step after the next-latest rank (wait per step: {waits}); "
-            f"its extra GPU work {gpu_extra:,.0f} µs ({gpu_skew:+.1%}), its extra silent host time before "
-            f"them {host_extra:,.0f} µs ({host_extra / profiled:.1%} of the profiled step)"
+            f"its extra GPU work {gpu_extra:,.0f} µs ({percent(gpu_skew, signed=True)}), its extra silent host time before "
+            f"them {host_extra:,.0f} µs ({percent(host_extra / profiled)} of the profiled step)"
         )
         if not gpu_counts and not host_counts:
             return (
@@ -255,7 +256,10 @@ class Straggler(Rule):
                 "different paces, and arrivals follow them)"
             )
         if arr.late_steps.get(late, 0.0) < t["min_late_steps"] or share < t["min_cost_share"]:
-            return said + f": last in {arr.late_steps.get(late, 0.0):.0%} of the steps, costing {share:.1%} of the step"
+            return (
+                said
+                + f": last in {percent(arr.late_steps.get(late, 0.0))} of the steps, costing {percent(share)} of the step"
+            )
         causes = []
         if gpu_counts:
             causes.append(f"GPU work ({gpu_extra:,.0f} µs per step above the other ranks' median)")
@@ -315,7 +319,7 @@ class Straggler(Rule):
                 Evidence(
                     f"rank {r}: wait in collectives / last arrivals / lateness per step",
                     round(arr.wait_us[r], 1),
-                    unit=f"µs wait, last at {arr.last_share[r]:.0%}, "
+                    unit=f"µs wait, last at {percent(arr.last_share[r])}, "
                     f"{arr.lateness_us[r]:,.0f} µs late, GPU work {ranks.work_of(ranks.profile(r)):,.0f} µs",
                 )
             )
@@ -368,9 +372,11 @@ class Straggler(Rule):
             return ""
         last = max(arrivals, key=arrivals.get)
         if last == slow.rank:
-            return f"; in the trace the others waited for rank {slow.rank} at {arrivals[last]:.0%} of the collectives"
+            return (
+                f"; in the trace the others waited for rank {slow.rank} at {percent(arrivals[last])} of the collectives"
+            )
         return (
-            f"; in the trace rank {last} arrived last at {arrivals[last]:.0%} of the collectives: under the "
+            f"; in the trace rank {last} arrived last at {percent(arrivals[last])} of the collectives: under the "
             f"profiler the ranks' hosts set the pace, so the waits follow the hosts, while the work measured "
             f"here does not depend on them"
         )

@@ -32,6 +32,7 @@ from __future__ import annotations
 from diagnose.engine import Quiet, Rule, Threshold
 from diagnose.findings import Evidence, Finding
 from diagnose.fixes import fix
+from diagnose.vocabulary.units import percent
 
 
 class SyncStall(Rule):
@@ -65,8 +66,8 @@ class SyncStall(Rule):
         share = budget.share(idle)
         if per_step < t["min_syncs_per_step"] or share < t["min_idle_share"]:
             return Quiet(
-                f"{per_step:.1f} syncs per step; GPU idle after syncs {share:.0%} of the step "
-                f"(fires at ≥ {t['min_syncs_per_step']:g} and ≥ {t['min_idle_share']:.0%})"
+                f"{per_step:.1f} syncs per step; GPU idle after syncs {percent(share)} of the step "
+                f"(fires at ≥ {t['min_syncs_per_step']:g} and ≥ {percent(t['min_idle_share'])})"
             )
         by_op = syncs.groupby("op_name").size().sort_values(ascending=False)
         evidence = [

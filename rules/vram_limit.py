@@ -46,6 +46,7 @@ from diagnose.fixes import fix
 from diagnose.memory.breakdown import STATES_PER_PARAM
 from diagnose.memory.details import breakdown
 from diagnose.memory.units import gb, in_gb, in_size
+from diagnose.vocabulary.units import percent
 
 _REQUEST = re.compile(r"Tried to allocate ([\d.]+) (B|KiB|MiB|GiB|TiB)")
 _UNITS = {"B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40}
@@ -90,12 +91,13 @@ class VramLimit(Rule):
         requested = _requested(record)
         if record.out_of_memory and requested >= t["single_request_share"] * limit:
             return Quiet(
-                f"the OOM came from one request of {gb(requested)} ({requested / limit:.0%} of "
+                f"the OOM came from one request of {gb(requested)} ({percent(requested / limit)} of "
                 f"{gb(limit)}): one huge tensor, not weights and optimizer state (see attention-memory)"
             )
         if not record.out_of_memory and share < t["max_peak_share"]:
             return Quiet(
-                f"reserved peak {gb(peak)} = {share:.0%} of {gb(limit)} < {t['max_peak_share']:.0%}" + _parts_text(bd)
+                f"reserved peak {gb(peak)} = {percent(share)} of {gb(limit)} < {percent(t['max_peak_share'])}"
+                + _parts_text(bd)
             )
         traceback = record.error.get("traceback") or ""
         training = bd.get("kind") == "training" or any(k in traceback for k in ("backward", "torch/optim", "autograd"))

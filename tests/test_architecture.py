@@ -18,7 +18,7 @@ LAYERS = [
             "diagnose.version",
             "diagnose.errors",
             "diagnose.safe_files",
-            "diagnose.collectives",
+            "diagnose.vocabulary",
             "diagnose.format",
             "diagnose.thresholds",
             "diagnose.devices",

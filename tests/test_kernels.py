@@ -1,11 +1,12 @@
-"""Kernel classification by name (diagnose/metrics/kernels.py) on names seen in real traces."""
+"""Kernel classification by name (diagnose/vocabulary/kernels.py) on names seen in real traces."""
 
 from __future__ import annotations
 
 import pandas as pd
 import pytest
 
-from diagnose.metrics.kernels import classify, is_fused, kernel_kind, tensor_core
+from diagnose.metrics.work import classify
+from diagnose.vocabulary.kernels import is_fused, kernel_kind, tensor_core
 
 CASES = [
     # name, kind, tensor cores

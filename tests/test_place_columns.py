@@ -17,7 +17,7 @@ import diagnose.rules.compute_bound as cb
 from diagnose import devices
 from diagnose.config import Config
 from diagnose.engine import Context
-from diagnose.metrics.work import DTYPE_BYTES, rung_of
+from diagnose.vocabulary.dtypes import dtype_bytes, precision
 from diagnose.trace.load import load_target
 
 RUNG_BYTES, MEASURED_TENSOR_PCT = cb.RUNG_BYTES, cb.MEASURED_TENSOR_PCT
@@ -28,7 +28,7 @@ CAPTURES = ["matmul_bf16_k8191", "matmul_fp32", "matmul_tf32", "matmul_fp8", "co
 
 def place_row(row, spec, t) -> dict:
     """The rule's placement of one op as it was written before the column version: the reference."""
-    rung = rung_of(row.dtype)
+    rung = precision(row.dtype)
     tc = row.tensor_core
     tc = None if tc is pd.NA or (isinstance(tc, float) and math.isnan(tc)) else bool(tc)
     if tc is None and not pd.isna(row.tensor_pct):
@@ -55,7 +55,7 @@ def place_row(row, spec, t) -> dict:
     if impossible:
         compute_bound = False
     issue, target = None, None
-    esize = DTYPE_BYTES.get(row.dtype, 4)
+    esize = dtype_bytes(row.dtype, 4)
     align = max(1, int(t["align_bytes"] // esize))
     bad_dims = _misaligned_row(row, align)
     if compute_bound:

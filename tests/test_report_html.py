@@ -14,7 +14,8 @@ from diagnose.engine import verdict
 from diagnose.findings import Checked, Diagnosis, Skipped
 from diagnose.format import short_name
 from diagnose.report.charts import step_timeline_chart, top_kernels_chart
-from diagnose.format import column_label, duration, percent
+from diagnose.format import column_label
+from diagnose.vocabulary.units import duration, percent
 from diagnose.report.html import render_html
 from diagnose.trace import load_target
 

@@ -31,6 +31,7 @@ PACKAGES = [
     "diagnose.ranks",
     "diagnose.trace",
     "diagnose.commands",
+    "diagnose.vocabulary",
 ]
 MODULES = [
     "diagnose.findings",
@@ -41,7 +42,6 @@ MODULES = [
     "diagnose.thresholds",
     "diagnose.config",
     "diagnose.errors",
-    "diagnose.collectives",
     "diagnose.devices",
     "diagnose.step_timing",
     "diagnose.cli",

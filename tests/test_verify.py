@@ -345,10 +345,10 @@ def test_numerics_lines_name_the_precision_and_the_relative_error():
         "tensors": 12,
         "precision": "bfloat16",
         "max_rel_error": 0.0029,
-        "detail": "within bf16 rounding: max relative error 0.29% (3 of 12 tensors beyond the baseline "
+        "detail": "within bf16 rounding: max relative error 0.29 % (3 of 12 tensors beyond the baseline "
         "dtype's tolerance)",
     }
-    assert numerics_text(within).startswith("outputs within bf16 rounding: max relative error 0.29%")
+    assert numerics_text(within).startswith("outputs within bf16 rounding: max relative error 0.29 %")
     beyond = {
         "verdict": "changes results",
         "tensors": 12,
@@ -358,7 +358,7 @@ def test_numerics_lines_name_the_precision_and_the_relative_error():
         "max_rel_error": 0.031,
     }
     assert numerics_text(beyond) == (
-        "changes results (2 of 12 tensors beyond the TF32 tolerance, max |Δ| 0.14, max relative error 3.10%)"
+        "changes results (2 of 12 tensors beyond the TF32 tolerance, max |Δ| 0.14, max relative error 3.1 %)"
     )
     assert numerics.verdict("ok", 1.2, 1.4, within) == numerics.VERIFIED
     assert numerics.verdict("ok", 1.2, 1.4, beyond) == numerics.CHANGES

@@ -7,7 +7,8 @@ import math
 import pytest
 
 from diagnose.metrics import Metrics
-from diagnose.metrics.work import Tensor, op_work, rung_of, tensors
+from diagnose.metrics.work import Tensor, op_work, tensors
+from diagnose.vocabulary.dtypes import precision
 
 from conftest import load_capture
 
@@ -55,7 +56,7 @@ def test_scaled_mm_fp8_writes_bf16():
         [[8192, 8192], [8192, 8192], [], [], [], [], [], []],
         [F8, F8, F32, F32, "", "", "Scalar", "Scalar"],
     )
-    assert w.dtype == F8 and rung_of(w.dtype) == "fp8"
+    assert w.dtype == F8 and precision(w.dtype) == "fp8"
     assert w.flops == 2 * 8192**3
     assert w.bytes == 2 * 8192 * 8192 + 8192 * 8192 * 2
 

@@ -27,6 +27,7 @@ from diagnose.capture.spec import CAPTURE_SCHEMA, CaptureSpec
 from diagnose.capture.steps import EnoughSteps, StepTracker
 from diagnose.safe_files import fresh_path, write_new
 from diagnose.step_timing import timing_summary
+from diagnose.vocabulary.markers import nvtx_label, step_label, warmup_label
 
 TRACE_FILE = "trace.json.gz"
 
@@ -145,7 +146,7 @@ class CaptureSession:
         nvtx = torch.cuda.is_available()
         if nvtx:
             with contextlib.suppress(Exception):
-                torch.cuda.nvtx.range_push(label.replace("/", ":"))
+                torch.cuda.nvtx.range_push(nvtx_label(label))
         try:
             with torch.profiler.record_function(label):
                 yield
@@ -247,11 +248,11 @@ class CaptureSession:
             times.append(time.perf_counter() - t0)
         self.record_timing(times, f"{spec.timed_steps} steps without the profiler, synchronised after each step")
         self.start_profiler()
-        with self.step_range("diagnose/warmup 0"):  # absorbs the profiler's own start-up cost
+        with self.step_range(warmup_label(0)):  # absorbs the profiler's own start-up cost
             step()
         for i in range(spec.steps):
             self.progress("profile", i, spec.steps)
-            with self.step_range(f"diagnose/step {i}"):
+            with self.step_range(step_label(i)):
                 step()
             self.meta["steps"]["profiled"] = i + 1
         self.sync()

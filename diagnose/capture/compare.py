@@ -28,12 +28,16 @@ variation": the fix changed it no more than running the baseline again does.
 
 from __future__ import annotations
 
-# dtype name -> (rtol, atol); anything not listed (integers, bool) must match exactly
+from diagnose.vocabulary.dtypes import precision as dtype_precision, precision_label
+from diagnose.vocabulary.units import percent
+
+# a dtype's precision (diagnose/vocabulary/dtypes.py) -> (rtol, atol); anything not listed
+# (integers, bool) must match exactly
 TOLERANCES = {
-    "float64": (1e-7, 1e-7),
-    "float32": (1e-4, 1e-5),
-    "float16": (1e-2, 1e-3),
-    "bfloat16": (5e-2, 1e-2),
+    "fp64": (1e-7, 1e-7),
+    "fp32": (1e-4, 1e-5),
+    "fp16": (1e-2, 1e-3),
+    "bf16": (5e-2, 1e-2),
 }
 
 # precision a fix computes in -> (rtol, atol) for tensors of a finer dtype. bf16 and fp16 are their
@@ -41,14 +45,13 @@ TOLERANCES = {
 # tolerance for TF32 convolution tests (5e-3) doubled for the few training updates compared.
 PRECISION_TOLERANCES = {
     "tf32": (1e-2, 5e-3),
-    "float16": TOLERANCES["float16"],
-    "bfloat16": TOLERANCES["bfloat16"],
+    "fp16": TOLERANCES["fp16"],
+    "bf16": TOLERANCES["bf16"],
 }
 # precision -> the largest normwise relative error within its rounding: 4 units of roundoff
 # (bf16 keeps 8 significant bits, TF32 and fp16 11).
-PRECISION_RELATIVE = {"tf32": 4 * 2.0**-11, "float16": 4 * 2.0**-11, "bfloat16": 4 * 2.0**-8}
-LABELS = {"tf32": "TF32", "float16": "fp16", "bfloat16": "bf16"}
-FINER = {"float32", "float64"}  # dtypes that a reduced-precision fix computes below
+PRECISION_RELATIVE = {"tf32": 4 * 2.0**-11, "fp16": 4 * 2.0**-11, "bf16": 4 * 2.0**-8}
+FINER = ("fp32", "fp64")  # precisions that a reduced-precision fix computes below
 
 MATCH, WITHIN, CHANGES, NOT_COMPARED = "match", "within precision", "changes results", "not compared"
 VARIATION = "within run-to-run variation"
@@ -57,7 +60,7 @@ NOISE_FACTOR = 2.0  # a fix's error up to twice the baseline's own run-to-run di
 
 def tolerance(dtype_name: str) -> tuple[float, float]:
     """(rtol, atol) for a tensor of the baseline's dtype; (0, 0) for exact types."""
-    return TOLERANCES.get(dtype_name, (0.0, 0.0))
+    return TOLERANCES.get(dtype_precision(dtype_name) or "", (0.0, 0.0))
 
 
 def _failure(torch, name: str, a, e, dtype: str, rtol: float, atol: float) -> str | None:
@@ -104,7 +107,8 @@ def compare(torch, expected: dict, actual: dict, precision: str | None = None, n
             "detail": "the step returns no tensor and its closure holds none",
             "tensors": 0,
         }
-    loose = PRECISION_TOLERANCES.get(precision or "")
+    rung = dtype_precision(precision) or ""  # "bfloat16" as --verify names it -> bf16
+    loose = PRECISION_TOLERANCES.get(rung)
     worst, rel, failures, beyond, varied = None, None, [], [], []
     for name in names:
         e, a = expected[name], actual[name]
@@ -122,8 +126,8 @@ def compare(torch, expected: dict, actual: dict, precision: str | None = None, n
         failed = _failure(torch, name, a, e, dtype, *tolerance(dtype))
         if failed:
             failures.append(failed)
-            if loose and dtype in FINER:
-                bound = PRECISION_RELATIVE[precision]
+            if loose and dtype_precision(dtype) in FINER:
+                bound = PRECISION_RELATIVE[rung]
                 normwise_ok = tensor_rel is not None and tensor_rel <= bound
                 again = None if normwise_ok else _failure(torch, name, a, e, dtype, *loose)
                 if again:
@@ -147,7 +151,7 @@ def compare(torch, expected: dict, actual: dict, precision: str | None = None, n
     if precision:
         result["precision"] = precision
         result["precision_tolerance"] = list(loose) if loose else None
-        result["precision_relative"] = PRECISION_RELATIVE.get(precision)
+        result["precision_relative"] = PRECISION_RELATIVE.get(rung)
         result["beyond_dtype"] = len(failures)
     if noise is not None:
         result["run_to_run"] = {
@@ -159,12 +163,12 @@ def compare(torch, expected: dict, actual: dict, precision: str | None = None, n
         result["detail"] = (
             f"within run-to-run variation: {len(varied)} of {len(names)} tensors differ from the baseline no "
             f"more than {NOISE_FACTOR:g}× as much as two runs of the baseline differ (max relative error "
-            f"{(rel or 0.0):.2%}; nondeterministic kernels)"
+            f"{percent((rel or 0.0), 2)}; nondeterministic kernels)"
         )
     if verdict == WITHIN:
         result["detail"] = (
-            f"within {LABELS.get(precision, precision)} rounding: max relative error "
-            f"{(rel or 0.0):.2%} ({len(failures)} of {len(names)} tensors beyond the "
+            f"within {precision_label(precision)} rounding: max relative error "
+            f"{percent((rel or 0.0), 2)} ({len(failures)} of {len(names)} tensors beyond the "
             "baseline dtype's tolerance)"
         )
     return result

@@ -10,6 +10,8 @@ from __future__ import annotations
 import contextlib
 import time
 
+from diagnose.vocabulary.markers import step_label, warmup_label
+
 
 class EnoughSteps(BaseException):
     """Raised from a hook once enough steps were profiled and timed; stops the user's script.
@@ -78,13 +80,13 @@ class StepTracker:
             if n == 0:  # the profiler runs from the start; what dynamo compiles now is the warm-up's
                 self.session.compile_phase("warmup")
             self.session.progress("warmup", n, spec.warmup)
-            self.open_annotation(f"diagnose/warmup {n}")
+            self.open_annotation(warmup_label(n))
         elif n < profiled_end:
             if n == spec.warmup:
                 self.session.compile_phase("profile")
             self.session.progress("profile", n - spec.warmup, spec.steps)
             self.session.meta["steps"]["profiled"] = n - spec.warmup
-            self.open_annotation(f"diagnose/step {n - spec.warmup}")
+            self.open_annotation(step_label(n - spec.warmup))
         else:
             if n == profiled_end:
                 self.session.meta["steps"]["profiled"] = spec.steps

@@ -63,6 +63,7 @@ from diagnose.capture.child import CaptureSession, is_out_of_memory, load_functi
 from diagnose.capture.rewrite import NotApplicable, apply_channels_last, apply_optimizer, static_cache_generate
 from diagnose.capture.spec import CaptureSpec
 from diagnose.capture.steps import EnoughSteps
+from diagnose.vocabulary.markers import step_label, warmup_label
 
 VERIFY_SCHEMA = "diagnose.verify/1"
 SEED = 0
@@ -368,10 +369,10 @@ class VerifySession(CaptureSession):
         self.progress("verify-profile")
         self.meta["steps"]["how"] = f"each call of the step with the fix {self.variant} applied"
         self.start_profiler()
-        with self.step_range("diagnose/warmup 0"):
+        with self.step_range(warmup_label(0)):
             fixed()
         for i in range(self.spec.steps):
-            with self.step_range(f"diagnose/step {i}"):
+            with self.step_range(step_label(i)):
                 fixed()
             self.meta["steps"]["profiled"] = i + 1
         self.sync()

@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 
 from diagnose.diff import matching
+from diagnose.vocabulary.kernels import COMM_FAMILY
 
 TOP_ITEMS = 5
 KERNEL_BUCKETS = {"compute": ("kernel",), "copy": ("memcpy", "memset"), "comm_exposed": ("kernel",)}
@@ -182,7 +183,7 @@ def _items(bucket: str, before, after, row_b: dict, row_a: dict) -> list[ItemCha
 
 def _only(families: dict, cats: tuple, bucket: str) -> dict:
     def is_comm(key: str) -> bool:
-        return key.startswith(matching.COMM_FAMILY)
+        return key.startswith(COMM_FAMILY)
 
     keep = {}
     for key, fam in families.items():

@@ -1,11 +1,8 @@
 """Match the work of two runs: kernels by name family, ops by name and input shapes.
 
-A kernel's *family* is what stays when the choices a library makes per call are stripped: cuBLAS
-and CUTLASS GEMMs (nvjet, xmma, cutlass, gemv…) are one family `gemm`, convolutions `conv`, fused
-attention `attention`, NCCL kernels one family per collective, a Triton kernel its name less the
-trailing index, and any other kernel its name less `void`, template arguments and the argument
-list. So cuBLAS picking another tile, or bf16 instead of fp32, is one change of the `gemm` family,
-not one kernel vanishing and another appearing.
+A kernel's *family* (diagnose/vocabulary/kernels.py: `kernel_family`) is what stays when the
+choices a library makes per call are stripped, so cuBLAS picking another tile, or bf16 instead of
+fp32, is one change of the `gemm` family, not one kernel vanishing and another appearing.
 
 An op is matched by its name and the input shapes it was called with; an op whose name matches
 but whose shapes differ is a *shape change* (a halved batch shows up there).
@@ -13,47 +10,10 @@ but whose shapes differ is a *shape change* (a halved batch shows up there).
 
 from __future__ import annotations
 
-import re
 from collections import defaultdict
 from typing import Mapping, TypeVar
 
-from diagnose.collectives import collective_kind, is_collective_kernel
-from diagnose.metrics.kernels import kernel_kind
-
-FAMILIES = ("attention", "conv", "gemm")  # kernel kinds (diagnose/metrics/kernels.py) that are one family each
-COMM_FAMILY = "nccl "  # the prefix of a collective's family: `nccl AllReduce` (RCCL and MSCCL alike)
-_TRAILING_INDEX = re.compile(r"_\d+$")
-
-
-def kernel_family(name: str) -> str:
-    """The family of a GPU op's name (see the module docstring)."""
-    text = str(name or "").strip()
-    if text.startswith(("Memcpy", "Memset")):
-        return text.split("(")[0].strip()
-    if is_collective_kernel(text):
-        return f"{COMM_FAMILY}{collective_kind(text) or 'collective'}"
-    if text.startswith("triton_"):
-        return _TRAILING_INDEX.sub("", text)
-    kind = kernel_kind(text)
-    if kind in FAMILIES:
-        return kind
-    return _bare(text)
-
-
-def _bare(text: str) -> str:
-    """`void ns::kernel<T, 4>(args)` → `ns::kernel` (anonymous namespaces dropped)."""
-    text = text.removeprefix("void ").replace("(anonymous namespace)::", "")
-    out, depth = [], 0
-    for ch in text:
-        if ch == "<":
-            depth += 1
-        elif ch == ">":
-            depth = max(depth - 1, 0)
-        elif ch == "(" and depth == 0:
-            break
-        elif depth == 0:
-            out.append(ch)
-    return "".join(out).strip() or text[:80]
+from diagnose.vocabulary.kernels import kernel_family
 
 
 def kernel_families(inventory: list[dict] | None) -> dict[str, dict]:

@@ -25,6 +25,7 @@ import dataclasses
 from diagnose.diff.attribution import BucketChange, ItemChange
 from diagnose.diff.changes import FindingChange
 from diagnose.diff.stats import StepChange
+from diagnose.vocabulary.units import percent
 
 DIFF_SCHEMA = "diagnose.diff/1"
 
@@ -99,7 +100,7 @@ class DiffReport:
         head = {"faster": "Faster", "slower": "Slower", "no significant change": "No significant change"}[s.verdict]
         text = (
             f"{head}: step {s.before_us:,.1f} µs → {s.after_us:,.1f} µs ({s.change_pct:+.1f} %, "
-            f"{s.confidence:.0%} interval {low:+.1f} % to {high:+.1f} %)"
+            f"{percent(s.confidence)} interval {low:+.1f} % to {high:+.1f} %)"
         )
         cause = self.top_cause
         if cause is not None and s.verdict != "no significant change":

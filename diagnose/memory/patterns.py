@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import re
 
 import numpy as np
 import pandas as pd
 
-from diagnose.metrics.work import DTYPE_BYTES, last_window
+from diagnose.metrics.work import last_window
+from diagnose.vocabulary.dtypes import dtype_bytes
+from diagnose.vocabulary.ops import SDPA_TOP, is_sdpa_backend_op, sdpa_backend
 
 SOFTMAX_OPS = {
     "aten::softmax",
@@ -42,9 +43,6 @@ MASK_OPS = {
     "aten::mul_",
     "aten::baddbmm",
 }
-SDPA_TOP = "aten::scaled_dot_product_attention"
-SDPA_BACKEND = re.compile(r"^aten::_scaled_dot_product_\w*attention\w*$")
-MATH = "aten::_scaled_dot_product_attention_math"
 CAT_OPS = {"aten::cat", "aten::concat", "aten::concatenate", "aten::_cat"}
 
 
@@ -61,7 +59,7 @@ class Shape:
 
     @property
     def itemsize(self) -> int:
-        return DTYPE_BYTES.get(self.dtype, 2)
+        return dtype_bytes(self.dtype, 2)
 
     @property
     def nbytes(self) -> float:
@@ -159,7 +157,7 @@ class ScoreMatrix:
     @property
     def nbytes(self) -> float:
         """One copy of the matrix in the softmax's dtype."""
-        return float(math.prod(self.dims) * DTYPE_BYTES.get(self.dtype, 2))
+        return float(math.prod(self.dims) * dtype_bytes(self.dtype, 2))
 
 
 def score_matrices(ops: pd.DataFrame, min_tokens: int, calls: list | None = None) -> list[ScoreMatrix]:
@@ -239,7 +237,7 @@ def attention_calls(ops: pd.DataFrame) -> list[AttentionCall]:
         return []
     names = ops["name"]
     # Match each distinct name once: a large trace has millions of ops but few names.
-    backend_names = {n for n in names.unique() if isinstance(n, str) and SDPA_BACKEND.match(n) and n != SDPA_TOP}
+    backend_names = {n for n in names.unique() if is_sdpa_backend_op(n)}
     backend_rows = ops[names.isin(backend_names)]
     top = ops[names == SDPA_TOP]
     rows = top if len(top) else backend_rows
@@ -256,15 +254,8 @@ def attention_calls(ops: pd.DataFrame) -> list[AttentionCall]:
         if name == SDPA_TOP:
             i = int(np.searchsorted(b_ts, r.ts, side="left"))
             name = b_names[i] if i < len(b_ts) and b_ts[i] <= r.ts + r.dur else ""
-        calls.append(AttentionCall(float(r.ts), qkv[0], qkv[1], qkv[2], mask, _backend(name)))
+        calls.append(AttentionCall(float(r.ts), qkv[0], qkv[1], qkv[2], mask, sdpa_backend(name)))
     return calls
-
-
-def _backend(name: str) -> str:
-    for key in ("math", "flash", "efficient", "cudnn"):
-        if key in name:
-            return key
-    return "unknown" if not name else name.removeprefix("aten::")
 
 
 @dataclasses.dataclass

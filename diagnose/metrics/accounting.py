@@ -42,8 +42,8 @@ from diagnose.metrics.pyframes import NO_SAMPLE, PySamples
 from diagnose.metrics.step_time import StepBudget
 from diagnose.metrics.timeline import Timeline
 from diagnose.trace.model import Trace
+from diagnose.vocabulary.units import percent
 
-STEP_MARKERS = ("diagnose/", "ProfilerStep#")
 LABELS = {
     "compute": "GPU compute",
     "comm_exposed": "GPU communication, exposed",
@@ -347,7 +347,7 @@ def _comm_detail(comm: Communication) -> str:
     names = ", ".join(f"{_short(r.name)} ×{r.calls_per_step:g}" for r in top.itertuples())
     return (
         f"{comm.comm_kernels_per_step:g} collectives per step ({names}); "
-        f"{comm.overlap_fraction:.0%} of their time overlapped with compute"
+        f"{percent(comm.overlap_fraction)} of their time overlapped with compute"
     )
 
 

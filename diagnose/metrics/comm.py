@@ -21,7 +21,7 @@ import re
 import numpy as np
 import pandas as pd
 
-from diagnose.collectives import is_collective_kernel
+from diagnose.vocabulary.collectives import is_collective_kernel
 from diagnose.metrics.host import intersect, length, merge_intervals
 from diagnose.trace.names import name_match
 
@@ -58,7 +58,7 @@ class Communication:
 
 
 def is_comm(names: pd.Series) -> np.ndarray:
-    """Whether each GPU op name is a collective-communication kernel (diagnose/collectives.py)."""
+    """Whether each GPU op name is a collective-communication kernel (diagnose/vocabulary/collectives.py)."""
     hits = {n for n in pd.unique(names) if is_collective_kernel(n)}
     return names.isin(hits).to_numpy(bool) if hits else np.zeros(len(names), dtype=bool)
 

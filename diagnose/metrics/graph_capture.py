@@ -18,6 +18,7 @@ import numpy as np
 from diagnose.metrics.steps import Steps
 from diagnose.trace.model import KERNEL_LAUNCH, Trace
 from diagnose.trace.names import name_match, name_search
+from diagnose.vocabulary.units import percent
 
 BEGIN = re.compile(r"^(?:cuda|hip)StreamBeginCapture")
 END = re.compile(r"^(?:cuda|hip)StreamEndCapture")
@@ -53,7 +54,7 @@ class GraphCapture:
         )
         return (
             f"{graphs} (cudaStreamBeginCapture … EndCapture) {verb} {self.captured_launches:,} of the "
-            f"{self.launches:,} kernel launches ({self.share:.0%})"
+            f"{self.launches:,} kernel launches ({percent(self.share)})"
         )
 
 

@@ -18,7 +18,6 @@ from diagnose.metrics.timeline import SYNC_CALL, name_matches
 from diagnose.trace.model import Trace
 from diagnose.trace.names import name_has, name_search
 
-STEP_MARKERS = ("diagnose/", "ProfilerStep#")
 # torch.compile's own ranges (dynamo tracing, AOT autograd, inductor codegen): compiling is setup
 # work that a new input shape repeats, like a kernel-launching op's plan building
 COMPILE_OP = re.compile(r"^(?:dynamo|entire_frame_compile)$|\(dynamo_timed\)$")

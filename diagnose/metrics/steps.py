@@ -14,7 +14,6 @@ allocations) and is left out; diagnose's own ranges start after its warm-up step
 from __future__ import annotations
 
 import dataclasses
-import re
 
 import numpy as np
 import pandas as pd
@@ -22,15 +21,8 @@ import pandas as pd
 from diagnose.metrics.launches import lookup
 from diagnose.trace.model import Trace
 from diagnose.trace.names import name_match
+from diagnose.vocabulary.markers import ITERATION_MARKS, OUR_STEP, PROFILER_STEP
 
-OUR_STEP = re.compile(r"^diagnose/step (\d+)$")
-PROFILER_STEP = re.compile(r"^ProfilerStep#(\d+)$")
-# (pattern, which edge of the range marks an iteration, how the steps were found)
-ITERATION_MARKS = (
-    (re.compile(r"^Optimizer\.step#"), "end", "the ends of the optimizer's step (Optimizer.step#…)"),
-    (re.compile(r"^enumerate\(DataLoader\)#"), "start", "the starts of the DataLoader's __next__"),
-    (re.compile(r"^Optimizer\.zero_grad#"), "start", "the starts of Optimizer.zero_grad#…"),
-)
 MIN_MARKS = 3  # marks that make a step (two whole steps at least)
 COLD_FACTOR = 2.0
 MIN_PATTERN_COVER = 0.8  # a repeating op pattern must span this share of the top-level ops

@@ -33,160 +33,24 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import re
 
 import numpy as np
 import pandas as pd
 
-from diagnose.metrics import kernels as K
-
-DTYPE_BYTES = {
-    "float": 4,
-    "double": 8,
-    "c10::Half": 2,
-    "c10::BFloat16": 2,
-    "c10::Float8_e4m3fn": 1,
-    "c10::Float8_e5m2": 1,
-    "c10::Float8_e4m3fnuz": 1,
-    "c10::Float8_e5m2fnuz": 1,
-    "c10::Float8_e8m0fnu": 1,
-    "c10::Float4_e2m1fn_x2": 1,
-    "long int": 8,
-    "long": 8,
-    "int64_t": 8,
-    "int": 4,
-    "unsigned int": 4,
-    "short": 2,
-    "short int": 2,
-    "signed char": 1,
-    "unsigned char": 1,
-    "bool": 1,
-    "c10::qint8": 1,
-    "c10::quint8": 1,
-    "c10::qint32": 4,
-    "c10::complex<float>": 8,
-    "c10::complex<double>": 16,
-    "c10::complex<c10::Half>": 4,
-}
-FLOAT_DTYPES = {"float", "double", "c10::Half", "c10::BFloat16"}
-FP8_DTYPES = {"c10::Float8_e4m3fn", "c10::Float8_e5m2", "c10::Float8_e4m3fnuz", "c10::Float8_e5m2fnuz"}
-INT8_DTYPES = {"signed char", "unsigned char", "c10::qint8", "c10::quint8"}
-
-GEMM_OPS = {
-    "aten::mm",
-    "aten::addmm",
-    "aten::bmm",
-    "aten::baddbmm",
-    "aten::addbmm",
-    "aten::matmul",
-    "aten::linear",
-    "aten::_scaled_mm",
-    "aten::_int_mm",
-    "aten::mv",
-    "aten::addmv",
-    "aten::_addmm_activation",
-}
-CONV_OPS = {
-    "aten::convolution",
-    "aten::_convolution",
-    "aten::cudnn_convolution",
-    "aten::conv1d",
-    "aten::conv2d",
-    "aten::conv3d",
-    "aten::cudnn_convolution_transpose",
-    "aten::miopen_convolution",
-    "aten::conv_transpose1d",
-    "aten::conv_transpose2d",
-    "aten::conv_transpose3d",
-    "aten::convolution_backward",
-    "aten::_convolution_backward",
-}
-# PyTorch <= 1.12 ran the two gradients as separate ops: (self_size, grad_output, weight) and
-# (weight_size, grad_output, self); trace/legacy.py fills in the size list old kineto left empty
-CONV_GRAD_OPS = {
-    "aten::cudnn_convolution_backward_input": "input",
-    "aten::cudnn_convolution_backward_weight": "weight",
-    "aten::miopen_convolution_backward_input": "input",
-    "aten::miopen_convolution_backward_weight": "weight",
-}
-ATTENTION = re.compile(r"attention", re.IGNORECASE)
-REDUCE_OPS = {
-    "aten::sum",
-    "aten::mean",
-    "aten::amax",
-    "aten::amin",
-    "aten::max",
-    "aten::min",
-    "aten::argmax",
-    "aten::argmin",
-    "aten::norm",
-    "aten::linalg_vector_norm",
-    "aten::var",
-    "aten::std",
-    "aten::var_mean",
-    "aten::std_mean",
-    "aten::prod",
-    "aten::logsumexp",
-    "aten::any",
-    "aten::all",
-    "aten::count_nonzero",
-    "aten::nansum",
-    "aten::_foreach_norm",
-}
-ROWWISE_OPS = {
-    "aten::softmax",
-    "aten::_softmax",
-    "aten::log_softmax",
-    "aten::_log_softmax",
-    "aten::native_layer_norm",
-    "aten::layer_norm",
-    "aten::rms_norm",
-    "aten::_fused_rms_norm",
-    "aten::native_batch_norm",
-    "aten::cudnn_batch_norm",
-    "aten::_native_batch_norm_legit",
-    "aten::_native_batch_norm_legit_no_training",
-    "aten::native_group_norm",
-    "aten::group_norm",
-    "aten::_softmax_backward_data",
-    "aten::_log_softmax_backward_data",
-    "aten::native_layer_norm_backward",
-    "aten::cumsum",
-    "aten::cumprod",
-}
-MEMORY_OPS = {
-    "aten::cat",
-    "aten::stack",
-    "aten::index_select",
-    "aten::embedding",
-    "aten::gather",
-    "aten::scatter",
-    "aten::scatter_add",
-    "aten::scatter_add_",
-    "aten::index_copy_",
-    "aten::index_put_",
-    "aten::_index_put_impl_",
-    "aten::index",
-    "aten::embedding_dense_backward",
-    "aten::index_add_",
-    "aten::masked_select",
-    "aten::nonzero",
-    "aten::sort",
-    "aten::topk",
-}
-GATHER_OPS = {"aten::index_select", "aten::embedding"}
-INPLACE_INDEX_OPS = {
-    "aten::index_copy_",
-    "aten::index_put_",
-    "aten::_index_put_impl_",
-    "aten::index_add_",
-    "aten::scatter_",
-    "aten::scatter_add_",
-    "aten::masked_scatter_",
-    "aten::index_fill_",
-}
-BOOL_OUT = re.compile(r"^aten::(?:eq|ne|lt|le|gt|ge|logical_\w+|isnan|isinf|isfinite)_?$")
-
+from diagnose.vocabulary import kernels as K
+from diagnose.vocabulary.dtypes import BF16, dtype_bytes, is_dtype, is_promoting_float, precision_label
+from diagnose.vocabulary.ops import (
+    CONV_GRAD_OPS,
+    CONV_OPS,
+    GATHER_OPS,
+    GEMM_OPS,
+    INPLACE_INDEX_OPS,
+    MEMORY_OPS,
+    REDUCE_OPS,
+    ROWWISE_OPS,
+    is_attention_op,
+    returns_bool,
+)
 
 MAX_NUMEL = 2**63  # torch sizes are int64: a recorded shape with more elements is garbage
 
@@ -204,7 +68,7 @@ class Tensor:
 
     @property
     def nbytes(self) -> float:
-        return self.numel * DTYPE_BYTES.get(self.dtype, 4)
+        return self.numel * dtype_bytes(self.dtype, 4)
 
 
 @dataclasses.dataclass
@@ -237,7 +101,7 @@ def tensors(input_dims, input_types) -> list[Tensor | None]:
         if (
             isinstance(dims, list)
             and all(isinstance(d, int) and not isinstance(d, bool) for d in dims)
-            and dtype in DTYPE_BYTES
+            and is_dtype(dtype)
             and (dims or dtype)
             and abs(math.prod(dims)) < MAX_NUMEL
         ):
@@ -245,17 +109,6 @@ def tensors(input_dims, input_types) -> list[Tensor | None]:
         else:
             out.append(None)
     return out
-
-
-def rung_of(dtype: str | None) -> str | None:
-    """The precision rung (peak-table key) of a tensor dtype: fp32, fp16, bf16, fp8, int8, fp64."""
-    if dtype is None:
-        return None
-    if dtype in FP8_DTYPES:
-        return "fp8"
-    if dtype in INT8_DTYPES:
-        return "int8"
-    return {"float": "fp32", "double": "fp64", "c10::Half": "fp16", "c10::BFloat16": "bf16"}.get(dtype)
 
 
 def op_work(op_name, input_dims, input_types, kernel_kind: str | None = None) -> Work | None:
@@ -272,7 +125,7 @@ def op_work(op_name, input_dims, input_types, kernel_kind: str | None = None) ->
         return _conv(op_name, args, present)
     if op_name in CONV_GRAD_OPS:
         return _conv_gradient(CONV_GRAD_OPS[op_name], args)
-    if ATTENTION.search(op_name):
+    if is_attention_op(op_name):
         return _attention(op_name, present)
     if not present:
         return Work(kind=kernel_kind or "other", note="no tensor shapes recorded")
@@ -365,12 +218,12 @@ def _broadcast(shapes: list[tuple[int, ...]]) -> tuple[int, ...]:
 
 
 def _promote(op_name: str, present: list[Tensor]) -> str:
-    if BOOL_OUT.match(op_name):
+    if returns_bool(op_name):
         return "bool"
-    floats = [t.dtype for t in present if t.dtype in FLOAT_DTYPES]
+    floats = [t.dtype for t in present if is_promoting_float(t.dtype)]
     if not floats:
         return present[0].dtype
-    return max(floats, key=lambda d: DTYPE_BYTES[d])
+    return max(floats, key=lambda d: dtype_bytes(d, 0))
 
 
 def _gemm(op_name: str, args: list[Tensor | None], present: list[Tensor]) -> Work | None:
@@ -388,10 +241,10 @@ def _gemm(op_name: str, args: list[Tensor | None], present: list[Tensor]) -> Wor
     if dims is None:
         return Work(kind="gemm", dtype=a.dtype, note=f"unrecognised matmul shapes {a.shape} x {b.shape}")
     batch, m, n, k = dims
-    out_bytes = {"_scaled_mm": 2, "_int_mm": 4}.get(base, DTYPE_BYTES.get(a.dtype, 4))
+    out_bytes = {"_scaled_mm": 2, "_int_mm": 4}.get(base, dtype_bytes(a.dtype, 4))
     flops = 2.0 * batch * m * n * k + (batch * m * n if extra else 0)
     moved = a.nbytes + b.nbytes + batch * m * n * out_bytes + sum(t.nbytes for t in extra)
-    out = Tensor((batch, m, n) if batch > 1 else (m, n), a.dtype if base != "_scaled_mm" else "c10::BFloat16")
+    out = Tensor((batch, m, n) if batch > 1 else (m, n), a.dtype if base != "_scaled_mm" else BF16)
     return Work(
         kind="gemm",
         flops=flops,
@@ -488,7 +341,7 @@ def _conv_gradient(which: str, args: list[Tensor | None]) -> Work:
     n, o, pixels = grad_out.shape[0], w.shape[0], math.prod(grad_out.shape[2:])
     c_per_group, taps = w.shape[1], math.prod(w.shape[2:])
     flops = 2.0 * n * o * pixels * c_per_group * taps
-    x_bytes = x.nbytes if x is not None else n * c_per_group * pixels * DTYPE_BYTES.get(grad_out.dtype, 4)
+    x_bytes = x.nbytes if x is not None else n * c_per_group * pixels * dtype_bytes(grad_out.dtype, 4)
     moved = grad_out.nbytes + w.nbytes + x_bytes
     return Work(
         kind="conv",
@@ -627,13 +480,13 @@ def op_instances(kern: pd.DataFrame, measured: pd.DataFrame | None = None) -> pd
     """
     if not len(kern):
         return pd.DataFrame(columns=INSTANCE_COLUMNS)
-    kern = kern.join(K.classify(kern["name"]))
+    kern = kern.join(classify(kern["name"]))
     has_op = kern["op_name"].notna() & kern["op_external_id"].notna()
     key = np.where(
         has_op, kern["op_external_id"].astype("Float64").fillna(-1).to_numpy(float), -1.0 - np.arange(len(kern))
     )
     kern["instance"] = pd.Series(key, index=kern.index, copy=False)
-    kern["is_matrix"] = kern["kind"].isin(("gemm", "conv", "attention"))
+    kern["is_matrix"] = kern["kind"].isin(K.MATRIX_KINDS)
     kern["matrix_dur"] = kern["dur"].where(kern["is_matrix"], 0.0)
     # numbers, not objects: a trace without launch geometry holds None in every row, and an object
     # column's groupby max runs in Python, group by group (minutes for a million kernels)
@@ -893,7 +746,7 @@ def _static_fields(op_name: str | None, dims, types, kernel_kind: str) -> dict:
     """What an instance's op, shapes and kernel kind decide: its work estimate and the columns from it."""
     work = op_work(op_name, dims, types, kernel_kind)
     kind = work.kind if work is not None and work.kind in K.KINDS and work.kind != "other" else kernel_kind
-    if kernel_kind in ("gemm", "conv", "attention") and kind in K.MEMORY_KINDS:
+    if kernel_kind in K.MATRIX_KINDS and kind in K.MEMORY_KINDS:
         kind = kernel_kind
     known = work is not None and not math.isnan(work.bytes)
     return {
@@ -915,8 +768,24 @@ def _shapes_text(work: Work | None) -> str | None:
     if work is None or not (work.inputs or work.outputs):
         return None
     dims = ", ".join("×".join(str(d) for d in t.shape) or "scalar" for t in work.inputs)
-    short = {"c10::BFloat16": "bf16", "c10::Half": "fp16", "float": "fp32", "double": "fp64"}
-    return f"[{dims}] {short.get(work.dtype or '', work.dtype or '')}".strip()
+    return f"[{dims}] {precision_label(work.dtype) if work.dtype else ''}".strip()
+
+
+def classify(names: pd.Series) -> pd.DataFrame:
+    """`kind`, `tensor_core` (True/False/<NA>) and `fused` for a column of kernel names, each name
+    classified once (diagnose/vocabulary/kernels.py)."""
+    unique = pd.unique(names)
+    table = pd.DataFrame(
+        {
+            "kind": [K.kernel_kind(n) for n in unique],
+            "tensor_core": pd.array([K.tensor_core(n) for n in unique], dtype="boolean"),
+            "fused": [K.is_fused(n) for n in unique],
+        },
+        index=unique,
+    )
+    out = table.reindex(names.to_numpy())
+    out.index = names.index
+    return out
 
 
 def best_bytes(frame: pd.DataFrame) -> pd.Series:

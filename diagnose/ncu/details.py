@@ -12,6 +12,7 @@ import math
 import pandas as pd
 
 from diagnose.ncu import classify
+from diagnose.vocabulary.units import percent
 
 MAX_ROWS = 40
 LOW_COVERAGE = 0.5
@@ -82,7 +83,7 @@ def join_warnings(metrics, label: str) -> list[str]:
         ]
     if join.matched and join.coverage < LOW_COVERAGE:
         return [
-            f"{label}: the measured kernels cover only {join.coverage:.0%} of a step's kernel time "
+            f"{label}: the measured kernels cover only {percent(join.coverage)} of a step's kernel time "
             f"({join.unmeasured_count} of {join.step_kernels} kernels unmeasured); the rest stays estimated"
         ]
     return []

@@ -29,6 +29,8 @@ import pandas as pd
 
 from diagnose.ncu.classify import classify_table
 from diagnose.ncu.csv import NcuTable
+from diagnose.vocabulary.markers import NVTX_STEP
+from diagnose.vocabulary.units import percent
 
 MEASURED_COLUMNS = [
     "sm_pct",
@@ -44,7 +46,7 @@ MEASURED_COLUMNS = [
     "ncu_kernel",
 ]
 MAX_DP_CELLS = 4_000_000  # above this, a greedy in-order match replaces the alignment
-STEP_RANGE = re.compile(r"diagnose:step (\d+)")
+STEP_RANGE = NVTX_STEP
 _IDENT = re.compile(r"[A-Za-z_]\w*")
 _STOP = frozenset(
     """void at native std c10 cuda unnamed anonymous namespace const unsigned signed int long
@@ -73,7 +75,7 @@ class JoinResult:
         """One line: how many kernels were matched and how much of the step's kernel time they cover."""
         text = (
             f"{self.matched} of {self.ncu_rows} Nsight Compute rows ({self.step_range}) matched the "
-            f"trace's {self.step_kernels} kernels of a step, covering {self.coverage:.0%} of its kernel time"
+            f"trace's {self.step_kernels} kernels of a step, covering {percent(self.coverage)} of its kernel time"
         )
         if self.unmatched_ncu:
             text += f"; {len(self.unmatched_ncu)} rows unmatched"

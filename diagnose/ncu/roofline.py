@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import pandas as pd
 
-from diagnose.metrics.work import best_bytes, rung_of
+from diagnose.metrics.work import best_bytes
+from diagnose.vocabulary.dtypes import precision
+from diagnose.vocabulary.kernels import MATRIX_KINDS
 
 MAX_POINTS = 14
-MATRIX_KINDS = ("gemm", "conv", "attention")
 RUNG_LABELS = {
     "fp32": "FP32 CUDA cores",
     "tf32": "TF32 tensor",
@@ -109,7 +110,7 @@ def _rung(kind, dtype, tensor_core) -> str:
     """The ceiling an op is held to: its matrix precision on tensor cores, else FP32 on CUDA cores."""
     if kind not in MATRIX_KINDS:
         return "fp32"
-    rung = rung_of(dtype) or "fp32"
+    rung = precision(dtype) or "fp32"
     if rung == "fp32" and tensor_core is True:
         return "tf32"
     if rung in ("bf16", "fp16", "fp8", "int8") and tensor_core is False:

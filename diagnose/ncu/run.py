@@ -33,10 +33,11 @@ from diagnose.ncu.join import base_name
 from diagnose.ncu.tool import find_ncu
 from diagnose.safe_files import write_new
 from diagnose.capture.guard import guarded
+from diagnose.vocabulary.markers import NVTX_FIRST_STEP_FILTER
 
 COVER = 0.9
 MAX_LAUNCHES = 120
-STEP_FILTER = "diagnose:step 0/"
+STEP_FILTER = NVTX_FIRST_STEP_FILTER
 CSV_NAME = "ncu.csv"
 LOG_NAME = "ncu.log"
 OUTPUT_MAX = 64 * 2**20  # characters of ncu's output kept (its CSV for MAX_LAUNCHES kernels is far smaller)

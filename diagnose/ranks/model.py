@@ -31,7 +31,7 @@ import statistics
 
 import numpy as np
 
-from diagnose.collectives import is_collective_kernel, is_collective_op
+from diagnose.vocabulary.collectives import is_collective_kernel, is_collective_op
 from diagnose.metrics.accounting import with_rank_wait
 from diagnose.ranks.profile import RankProfile
 

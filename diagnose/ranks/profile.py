@@ -38,7 +38,7 @@ import dataclasses
 import numpy as np
 import pandas as pd
 
-from diagnose.collectives import collective_key
+from diagnose.vocabulary.collectives import collective_key
 from diagnose.metrics import Metrics
 from diagnose.metrics.accounting import HOST_PACED
 from diagnose.metrics.comm import comm_rounds, in_windows, is_comm, launch_times
@@ -46,6 +46,7 @@ from diagnose.metrics.host import intersect, length, merge_intervals, subtract
 from diagnose.metrics.pyframes import NO_SAMPLE
 from diagnose.metrics.timeline import DEFAULTS as TIMELINE_DEFAULTS
 from diagnose.trace.names import name_starts
+from diagnose.vocabulary.markers import STEP_MARKERS
 
 TOP_OPS = 40
 MAX_KINDS = 600  # kernel kinds kept per rank for the cross-rank work measure; the rest count as they ran
@@ -152,7 +153,6 @@ def rank_profile(metrics: Metrics, rank: int, source: str, how: str = "order") -
 
 
 ARRIVAL_NAMES = 8  # host ranges kept per rank for naming the cause of a late arrival
-STEP_MARKERS = ("ProfilerStep#", "diagnose/")
 PYTHON_FRAMES = 5000  # python_function events looked at for naming silent lead-ins
 
 

@@ -9,7 +9,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from diagnose.format import fmt, short_name
+from diagnose.format import short_name
+from diagnose.vocabulary.units import fmt, percent
 from diagnose.report.svg import (
     WIDTH,
     Labels,
@@ -116,7 +117,7 @@ def step_budget_bar(summary: dict) -> str:
     body, x = [], 0.0
     for part in parts:
         w = part["us"] / total * 1000
-        tip = f"{part['label']}: {fmt(part['us'])} µs per step ({fmt(100 * part['share'])} %)"
+        tip = f"{part['label']}: {fmt(part['us'])} µs per step ({percent(part['share'])})"
         if part.get("detail"):
             tip += f"\n{part['detail']}"
         body.append(rect(x, 0, w, 24, part["colour"], tip))
@@ -530,7 +531,7 @@ def rank_budget_chart(ranks: list | None) -> str:
             split = any(c["id"] == "comm_wait" for c in r["buckets"])  # the wait has its own bucket
             if b["id"] == "comm_exposed" and r.get("wait_share") and not split:
                 tip += (
-                    f" (under the profiler, {fmt(100 * r['wait_share'])} % of the step was spent in collectives "
+                    f" (under the profiler, {percent(r['wait_share'])} of the step was spent in collectives "
                     "waiting for the slowest rank)"
                 )
             body.append(rect(x, y, w, bar, ACCOUNTING_COLOURS.get(b["id"], OTHER_OP_COLOUR), tip))

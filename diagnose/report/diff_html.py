@@ -13,7 +13,8 @@ from pathlib import Path
 import jinja2
 
 from diagnose.diff import DiffReport
-from diagnose.format import fmt, short_name
+from diagnose.format import short_name
+from diagnose.vocabulary.units import fmt
 from diagnose.report import diff_views as views
 from diagnose.version import __version__
 

@@ -8,6 +8,7 @@ from diagnose.diff import DiffReport
 from diagnose.report import diff_views as views
 from diagnose.report.mdtext import link as _link
 from diagnose.report.mdtext import md
+from diagnose.vocabulary.units import percent
 
 TOP_CHANGES = 3
 ICONS = {"faster": "🟢", "slower": "🔴", "no significant change": "⚪"}
@@ -28,7 +29,7 @@ def render_diff_markdown(r: DiffReport, *, outputs: dict[str, str] | None = None
         "| | before | after | change | share of change |",
         "| --- | --- | --- | --- | --- |",
         f"| step time | {md(views.us(r.step.before_us))} | {md(views.us(r.step.after_us))} | "
-        f"{md(f'{r.step.change_pct:+.1f} %')} | 100% |",
+        f"{md(f'{r.step.change_pct:+.1f} %')} | 100 % |",
     ]
     for row in views.bucket_rows(r, limit=4):
         lines.append(
@@ -38,7 +39,7 @@ def render_diff_markdown(r: DiffReport, *, outputs: dict[str, str] | None = None
     low, high = r.step.interval_pct
     lines += [
         "",
-        f"{r.step.confidence:.0%} interval of the change: {md(f'{low:+.1f} % to {high:+.1f} %')} "
+        f"{percent(r.step.confidence)} interval of the change: {md(f'{low:+.1f} % to {high:+.1f} %')} "
         f"({md(r.step.basis)}, {r.step.n_before} + {r.step.n_after} steps).",
         "",
     ]

@@ -6,6 +6,7 @@ from typing import Any
 
 from diagnose.diff import DiffReport
 from diagnose.format import short_name
+from diagnose.vocabulary.units import percent
 
 MAX_BUCKET_ROWS = 6
 VERDICT_CLASS = {"faster": "good", "slower": "bad", "no significant change": "same"}
@@ -67,7 +68,7 @@ def _percents(deltas: list[float], total: float) -> list[str]:
     off = round(sum(exact)) - sum(whole)
     for i in sorted(range(len(exact)), key=lambda i: -abs(exact[i] - whole[i]))[: abs(off)]:
         whole[i] += 1 if off > 0 else -1
-    return [f"{w}%".replace("-", "−") for w in whole]
+    return [f"{w} %".replace("-", "−") for w in whole]
 
 
 def top_change_lines(r: DiffReport, n: int = 3) -> list[str]:
@@ -91,7 +92,7 @@ def step_line(r: DiffReport) -> str:
     low, high = s.interval_pct
     basis = "unprofiled" if s.basis.startswith("unprofiled") else "profiled"
     return (
-        f"{s.before_us:,.1f} µs → {s.after_us:,.1f} µs ({s.change_pct:+.1f} %, {s.confidence:.0%} interval "
+        f"{s.before_us:,.1f} µs → {s.after_us:,.1f} µs ({s.change_pct:+.1f} %, {percent(s.confidence)} interval "
         f"{low:+.1f} % to {high:+.1f} %; {basis}, {s.n_before} + {s.n_after} steps)"
     ).replace("-", "−")
 

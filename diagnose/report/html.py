@@ -14,7 +14,8 @@ import jinja2
 from markupsafe import Markup
 
 from diagnose.findings import Diagnosis, Finding
-from diagnose.format import column_label, duration, fmt, is_number, percent, short_name
+from diagnose.format import column_label, short_name
+from diagnose.vocabulary.units import duration, fmt, is_number, percent
 from diagnose.memory.units import gb
 from diagnose.report import Renderer, charts, memory_charts
 from diagnose.report.verify_view import verify_lines

@@ -10,7 +10,7 @@ from __future__ import annotations
 import html
 import math
 
-from diagnose.format import fmt
+from diagnose.vocabulary.units import fmt
 
 WIDTH = 1040
 FONT = 12

@@ -14,15 +14,15 @@ from rich.console import Console
 from rich.table import Table
 
 from diagnose.findings import Diagnosis
-from diagnose.format import fmt, plural
+from diagnose.vocabulary.units import fmt, percent, plural
 from diagnose.report import Renderer
 from diagnose.report.diff_text import render_diff_text
 from diagnose.report.richtext import UNWRAPPED, safe
 from diagnose.report.verify_view import verify_lines
+from diagnose.vocabulary.markers import STEP_RANGE_HOWS
 
 SEVERITY_STYLE = {"high": "bold red", "medium": "bold yellow", "low": "cyan"}
 MAX_FINDINGS = 4
-OWN_STEP_RANGES = ("diagnose step ranges", "ProfilerStep#N ranges")  # how steps are normally found: not repeated
 
 
 def device_line(device: dict) -> str:
@@ -69,12 +69,12 @@ def print_summary(diagnosis: Diagnosis, console: Console, outputs: dict[str, str
     if s.get("step_time_us") is not None:
         basis = "unprofiled" if s.get("unprofiled_step_time_us") else "profiled"
         console.print(
-            f"  step {fmt(s['step_time_us'])} µs ({basis}) · GPU busy {s.get('gpu_busy_fraction', 0):.0%} · "
-            f"{fmt(s.get('gpu_ops_per_step', 0))} GPU ops/step · host wait {s.get('host_wait_share', 0):.0%} · "
+            f"  step {fmt(s['step_time_us'])} µs ({basis}) · GPU busy {percent(s.get('gpu_busy_fraction', 0))} · "
+            f"{fmt(s.get('gpu_ops_per_step', 0))} GPU ops/step · host wait {percent(s.get('host_wait_share', 0))} · "
             f"{plural(s.get('steps_analysed', 0), 'step')}"
         )
     found_by = s.get("steps_found_by") or ""
-    if s.get("cold_start_us") or not found_by.startswith(OWN_STEP_RANGES):
+    if s.get("cold_start_us") or not found_by.startswith(STEP_RANGE_HOWS):
         console.print(f"  steps: {safe(found_by)}")
     accounting = _accounting_line(s)
     if accounting:
@@ -126,7 +126,7 @@ def _accounting_line(summary: dict) -> str:
     buckets = (summary.get("accounting") or {}).get("buckets") or []
     parts = [b for b in buckets if b.get("share") and b.get("in_sum", True)]
     parts.sort(key=lambda b: b["share"], reverse=True)
-    return " · ".join(f"{b.get('label', b.get('id'))} {b['share']:.0%}" for b in parts[:5] if b["share"] >= 0.005)
+    return " · ".join(f"{b.get('label', b.get('id'))} {percent(b['share'])}" for b in parts[:5] if b["share"] >= 0.005)
 
 
 def _capture_note(capture: dict) -> str:

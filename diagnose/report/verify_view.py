@@ -7,7 +7,8 @@ data of `Finding.verify` (diagnose/verify/model.py writes it).
 
 from __future__ import annotations
 
-from diagnose.format import fmt
+from diagnose.vocabulary.dtypes import precision_label
+from diagnose.vocabulary.units import fmt, percent
 
 
 def trial_line(trial: dict, estimate: float | None = None, step_us: float | None = None) -> str:
@@ -43,13 +44,12 @@ def numerics_text(numerics: dict | None) -> str:
         return f"outputs {numerics.get('detail') or 'within the baseline run-to-run variation'}"
     if verdict == "changes results":
         worst, rel = numerics.get("max_abs_diff"), numerics.get("max_rel_error")
-        labels = {"tf32": "TF32", "bfloat16": "bf16", "float16": "fp16"}
-        at = f" {labels.get(numerics['precision'], numerics['precision'])}" if numerics.get("precision") else ""
+        at = f" {precision_label(numerics['precision'])}" if numerics.get("precision") else ""
         return (
             f"changes results ({numerics.get('failed', 0)} of {numerics.get('tensors', 0)} tensors beyond "
             f"the{at} tolerance"
             + (f", max |Δ| {fmt(worst)}" if worst is not None else "")
-            + (f", max relative error {rel:.2%}" if rel is not None else "")
+            + (f", max relative error {percent(rel, 2)}" if rel is not None else "")
             + ")"
         )
     return f"outputs not compared ({numerics.get('detail', '')})"
@@ -61,7 +61,7 @@ def budget_text(budget: dict | None, step_us: float | None, baseline_us: float |
     if baseline_us and fixed_us:
         parts.append(f"step {fmt(baseline_us)} → {fmt(fixed_us)} µs")
     if budget and budget.get("gpu_ops_per_step"):  # a CPU-only run has no GPU budget to show
-        parts.append(f"fixed step GPU busy {budget.get('gpu_busy_fraction', 0):.0%}")
+        parts.append(f"fixed step GPU busy {percent(budget.get('gpu_busy_fraction', 0))}")
         parts.append(f"{fmt(budget['gpu_ops_per_step'])} GPU ops/step")
     return " · ".join(parts)
 

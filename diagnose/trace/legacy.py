@@ -17,21 +17,16 @@ weight gradient depend on the filter's taps, which nothing else records (metrics
 
 from __future__ import annotations
 
-import re
 
 import numpy as np
 import pandas as pd
 
+from diagnose.vocabulary.markers import TORCH_RANGES
+from diagnose.vocabulary.ops import CONV_BACKWARD_PARENT, CONV_BACKWARD_SIZES
+
 GPU_CATEGORIES = {"Kernel": "kernel", "Memcpy": "memcpy", "Memset": "memset"}
 RUNTIME_CATEGORIES = {"Runtime", "Driver"}
 OP_CATEGORIES = {"Operator"}
-
-# the ranges torch itself opens with record_function; the user's own ranges are told apart by
-# having no `Input Dims` where the ops around them have them (record_shapes=True)
-BACKWARD_PARENT = "aten::cudnn_convolution_backward"
-# child op -> which argument of the enclosing op its unrecorded size list is (self 0, weight 2)
-BACKWARD_SIZES = {"aten::cudnn_convolution_backward_input": 0, "aten::cudnn_convolution_backward_weight": 2}
-ANNOTATION_NAMES = re.compile(r"^(ProfilerStep#\d+|enumerate\(DataLoader\)#|Optimizer\.(step|zero_grad)#)")
 
 
 def relabel_operators(ops: pd.DataFrame) -> pd.DataFrame:
@@ -42,7 +37,9 @@ def relabel_operators(ops: pd.DataFrame) -> pd.DataFrame:
     if not old.any():
         return ops
     names = ops["name"].astype(str)
-    annotation = names.str.match(ANNOTATION_NAMES).to_numpy(dtype=bool, copy=True)
+    # the ranges torch itself opens with record_function; the user's own ranges are told apart by
+    # having no `Input Dims` where the ops around them have them (record_shapes=True)
+    annotation = names.str.match(TORCH_RANGES).to_numpy(dtype=bool, copy=True)
     shapes = ops["input_dims"].map(lambda v: isinstance(v, list)).to_numpy()
     if (shapes & old).any():  # recorded with shapes: a range is an Operator row without any
         annotation |= ~shapes & ~names.str.contains("::", regex=False).to_numpy()
@@ -55,8 +52,8 @@ def relabel_operators(ops: pd.DataFrame) -> pd.DataFrame:
 def _fill_backward_sizes(ops: pd.DataFrame) -> None:
     """Write the enclosing convolution backward's tensor shape into its children's empty size list."""
     names = ops["name"]
-    parents = ops[names == BACKWARD_PARENT]
-    children = ops[names.isin(list(BACKWARD_SIZES))]
+    parents = ops[names == CONV_BACKWARD_PARENT]
+    children = ops[names.isin(list(CONV_BACKWARD_SIZES))]
     if not len(parents) or not len(children):
         return
     for tid, group in parents.groupby(parents["tid"].astype(str), sort=False):
@@ -69,7 +66,7 @@ def _fill_backward_sizes(ops: pd.DataFrame) -> None:
                 continue  # not inside a convolution backward
             dims, types = row.input_dims, row.input_types
             parent_dims, parent_types = group["input_dims"].iloc[p], group["input_types"].iloc[p]
-            arg = BACKWARD_SIZES[row.name]
+            arg = CONV_BACKWARD_SIZES[row.name]
             if not (
                 isinstance(dims, list)
                 and dims

@@ -18,6 +18,7 @@ from diagnose.trace import kineto, legacy, parallel, schemas, source
 from diagnose.trace.frames import build_frames
 from diagnose.trace.model import Trace
 from diagnose.trace.names import name_starts
+from diagnose.vocabulary.markers import OWN_PREFIX
 
 TRACE_NAMES = ("trace.json.gz", "trace.json")
 _BLANK = re.compile(rb"\s*")
@@ -54,7 +55,7 @@ def load_capture_folder(folder: Path, on_progress=None, max_bytes: int | None = 
     else:
         # diagnose wrote this trace: no events in it means the workload ran none, not a foreign file
         trace = load_trace_file(trace_path, allow_empty=True, on_progress=on_progress, max_bytes=max_bytes)
-    own = name_starts(trace.ops["name"], "diagnose/") if len(trace.ops) else None
+    own = name_starts(trace.ops["name"], OWN_PREFIX) if len(trace.ops) else None
     user_ops = int((~own).sum()) if own is not None else 0
     if meta.get("status") == "ok" and not (len(trace.gpu) or user_ops or len(trace.runtime)):
         trace.warnings.append(

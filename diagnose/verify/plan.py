@@ -11,6 +11,7 @@ import dataclasses
 
 from diagnose.capture.verify import SCRIPT_VARIANTS  # what applies to a script run as a whole
 from diagnose.metrics.optimizer import PREFIX as OPTIMIZER_RANGE
+from diagnose.vocabulary.ops import is_sdpa_op
 
 # fix id -> [(variant, what it does)], main variant first
 APPLICABLE: dict[str, list[tuple[str, str]]] = {
@@ -47,7 +48,6 @@ APPLICABLE: dict[str, list[tuple[str, str]]] = {
 PROCESS_LEVEL = {"expandable-segments": {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}}
 """Variants set in the environment before CUDA starts: no in-process baseline, the capture's own is used."""
 
-SDPA_OPS = ("aten::scaled_dot_product_attention", "aten::_scaled_dot_product")
 GENERATE = "transformers.generate"
 
 
@@ -83,7 +83,7 @@ def plan_trials(
             snippet = fx.code or fx.how
             if variants is None:
                 planned.append(Planned(index, fx.id, [], "needs a code change", snippet))
-            elif fx.id == "flash-attention" and not any(n.startswith(SDPA_OPS) for n in op_names):
+            elif fx.id == "flash-attention" and not any(is_sdpa_op(n) for n in op_names):
                 planned.append(
                     Planned(
                         index,

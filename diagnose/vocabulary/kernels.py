@@ -1,4 +1,4 @@
-"""Kernel classification from names alone: what kind of work a kernel does, and on which units.
+"""Kernel names: what kind of work a kernel does, on which units, and which family it belongs to.
 
 A kernel's name is the one thing every trace has, even when no CPU op or shape was recorded
 (CUDA-graph replays, traces from other tools). The patterns below cover the libraries PyTorch
@@ -20,6 +20,16 @@ reaches on NVIDIA and AMD GPUs, as their names appear in real traces:
 - AMD: Tensile `Cijk_*` GEMMs (`_MI16x16x1` names an MFMA instruction: matrix cores).
 - PyTorch's own elementwise (`elementwise_kernel`), reduction (`reduce_kernel`), norm, softmax,
   indexing and concatenation kernels.
+
+A kernel's *family* is what stays when the choices a library makes per call are stripped (what
+`diagnose diff` matches two runs by): cuBLAS and CUTLASS GEMMs (nvjet, xmma, cutlass, gemv…) are
+one family `gemm`, convolutions `conv`, fused attention `attention`, NCCL kernels one family per
+collective (`nccl AllReduce`, RCCL and MSCCL alike), a Triton kernel its name less the trailing
+index, and any other kernel its name less `void`, template arguments and the argument list. So
+cuBLAS picking another tile, or bf16 instead of fp32, is one change of the `gemm` family, not one
+kernel vanishing and another appearing.
+
+Every answer is cached per distinct name; nothing here needs pandas.
 """
 
 from __future__ import annotations
@@ -27,18 +37,20 @@ from __future__ import annotations
 import functools
 import re
 
-import pandas as pd
-
-from diagnose.collectives import is_collective_kernel
+from diagnose.vocabulary.collectives import collective_kind, is_collective_kernel
 
 KINDS = ("gemm", "conv", "attention", "elementwise", "reduction", "memory", "comm", "other")
 MEMORY_KINDS = ("elementwise", "reduction", "memory")
+MATRIX_KINDS = ("gemm", "conv", "attention")
+FAMILIES = ("attention", "conv", "gemm")  # kernel kinds that are one family each
+COMM_FAMILY = "nccl "  # the prefix of a collective's family: `nccl AllReduce` (RCCL and MSCCL alike)
 
 _I = re.IGNORECASE
 _ATTENTION = re.compile(r"flash|fmha|sdpa|attention|attn_fwd|attn_bwd|cudnn::fusion::", _I)  # cuDNN's SDPA engine
 _CONV = re.compile(
     r"fprop|dgrad|wgrad|implicit_?gemm|conv(?!ert)|scudnn|winograd|fft2d|"
-    r"cudnn_(?:infer|train)_",
+    # cuDNN's own kernels and the offset tables its implicit-GEMM kernels read (cask_cudnn::compute…Offsets)
+    r"cudnn_(?:infer|train)_|cask_cudnn",
     _I,
 )
 _GEMM = re.compile(
@@ -50,7 +62,7 @@ _NOT_GEMM = re.compile(r"implicit_?gemm|ImplicitGemmConv", _I)
 _REDUCTION = re.compile(
     r"layer_?norm|rms_?norm|softmax|batch_?norm|bn_fw|bn_bw|group_?norm|"
     r"RowwiseMoments|GammaBeta|norm_kernel|welford|argmax|argmin|cumsum|"
-    r"scan_kernel|DeviceReduce|DeviceScan|nll_loss|cross_entropy|_pool|pool_|"
+    r"scan_kernel|DeviceReduce|DeviceScan|nll_loss|ClassNLLCriterion|cross_entropy|_pool(?!ed)|pool_|"
     # clip_grad_norm_'s foreach norm (its second pass) and cumsum's innermost-dimension scan
     r"lpnorm_cleanup|tensor_kernel_scan",
     _I,
@@ -61,11 +73,15 @@ _MEMORY = re.compile(
     r"multi_tensor_apply|DeviceRadixSort|DeviceSegmented|sort|memcpy|"
     # embedding backward (segment sums of the gradient rows) and cub's unique/compact
     r"compute_grad_weight|partials_per_segment|partial_segment|DeviceUniqueByKey|"
-    r"DeviceCompact|DeviceSelect|DeviceScan",
+    r"DeviceCompact|DeviceSelect|DeviceScan|"
+    # split / chunk-cat copies (FSDP, torch.split), index_add's indexFunc kernels, upsampling (a gather)
+    r"split_with_sizes_copy|chunk_cat|recat_copy|indexFunc(?:Large|Small)Index|upsample_",
     _I,
 )
 # philox::unpack_cudnn: the one-thread kernel that hands cuDNN's dropout its RNG seed and offset
-_ELEMENTWISE = re.compile(r"FillFunctor|fill_kernel|Functor|dropout|distribution_|triu_tril|philox::unpack", _I)
+_ELEMENTWISE = re.compile(
+    r"FillFunctor|fill_kernel|Functor|dropout|distribution_|triu_tril|philox::unpack|scalePackedTensor", _I
+)
 
 _TC_YES = re.compile(
     r"nvjet|wgmma|gmma|hmma|imma|wmma|qmma|tensorop|tensor_op|OpClassTensorOp|"
@@ -81,6 +97,29 @@ _TC_NO = re.compile(
 )
 _HELPER = re.compile(r"epilogue|splitkreduce|reduce_?split_?k|Offsets|init_device_workspace|scalePacked", _I)
 _FUSED = re.compile(r"^triton_|^fused_|_fused_", _I)
+# tested before the library patterns, in this order
+_FIRST = (
+    (re.compile(r"^triton_(?:red|per)_"), "reduction"),
+    (re.compile(r"^triton_poi_"), "elementwise"),
+    (re.compile(r"index_elementwise|scatter_gather"), "memory"),
+    (re.compile(r"elementwise_kernel"), "elementwise"),
+    (re.compile(r"cudnn.*ReduceSplitK", _I), "conv"),  # the split-K reduction of a cuDNN convolution
+    (re.compile(r"splitKreduce|ReduceSplitK", _I), "gemm"),
+    (re.compile(r"reduce_kernel"), "reduction"),
+    # vLLM's KV-cache write (`reshape_and_cache_flash_kernel`) copies keys and values into the cache
+    (re.compile(r"reshape_and_cache"), "memory"),
+    (re.compile(r"rotary_emb", _I), "elementwise"),  # rotary position embedding: sin/cos products
+    (_ATTENTION, "attention"),
+)
+# cuDNN's NCHW <-> NHWC transposes around a convolution run on NHWC kernels
+_LAYOUT = re.compile(r"nchwToNhwc|nhwcToNchw|nchw2nhwc|nhwc2nchw", _I)
+_GEMV = re.compile(r"gemv", _I)
+# bits per weight a low-precision matmul kernel's name says: int4 (W4A16, Marlin, tinygemm), then 8-bit
+_WEIGHT_BITS = (
+    (re.compile(r"int4|w4a16|_4bit|marlin|tinygemm|int4pack", _I), 4),
+    (re.compile(r"e4m3|e5m2|fp8|int8|i8i8", _I), 8),
+)
+_TRAILING_INDEX = re.compile(r"_\d+$")
 
 
 @functools.lru_cache(maxsize=8192)
@@ -90,17 +129,7 @@ def kernel_kind(name: str) -> str:
         return "other"
     if is_collective_kernel(name):
         return "comm"
-    checks = (
-        (re.compile(r"^triton_(?:red|per)_"), "reduction"),
-        (re.compile(r"^triton_poi_"), "elementwise"),
-        (re.compile(r"index_elementwise|scatter_gather"), "memory"),
-        (re.compile(r"elementwise_kernel"), "elementwise"),
-        (re.compile(r"cudnn.*ReduceSplitK", _I), "conv"),  # the split-K reduction of a cuDNN convolution
-        (re.compile(r"splitKreduce|ReduceSplitK", _I), "gemm"),
-        (re.compile(r"reduce_kernel"), "reduction"),
-        (_ATTENTION, "attention"),
-    )
-    for pattern, kind in checks:
+    for pattern, kind in _FIRST:
         if pattern.search(name):
             return kind
     if _GEMM.search(name) and not _NOT_GEMM.search(name):
@@ -137,17 +166,57 @@ def is_fused(name: str) -> bool:
     return isinstance(name, str) and bool(_FUSED.search(name))
 
 
-def classify(names: pd.Series) -> pd.DataFrame:
-    """`kind`, `tensor_core` (True/False/<NA>) and `fused` for a column of kernel names."""
-    unique = pd.unique(names)
-    table = pd.DataFrame(
-        {
-            "kind": [kernel_kind(n) for n in unique],
-            "tensor_core": pd.array([tensor_core(n) for n in unique], dtype="boolean"),
-            "fused": [is_fused(n) for n in unique],
-        },
-        index=unique,
-    )
-    out = table.reindex(names.to_numpy())
-    out.index = names.index
-    return out
+@functools.lru_cache(maxsize=8192)
+def is_layout_conversion(name: str) -> bool:
+    """True for cuDNN's NCHW <-> NHWC layout conversion kernels (`nchwToNhwcKernel`, `nhwcToNchwKernel`)."""
+    return isinstance(name, str) and bool(_LAYOUT.search(name))
+
+
+@functools.lru_cache(maxsize=8192)
+def is_gemv(name: str) -> bool:
+    """True for a matrix-vector kernel (cuBLAS `gemv2T_kernel_val`, `gemvx`): it streams its matrix."""
+    return isinstance(name, str) and bool(_GEMV.search(name))
+
+
+@functools.lru_cache(maxsize=8192)
+def weight_bits(name: str) -> int | None:
+    """Bits per weight a matmul kernel's name says (4 for int4 kernels, 8 for fp8 / int8), None when it
+    does not say (bf16 / fp16 / fp32 kernels name no weight format)."""
+    if not isinstance(name, str):
+        return None
+    for pattern, bits in _WEIGHT_BITS:
+        if pattern.search(name):
+            return bits
+    return None
+
+
+@functools.lru_cache(maxsize=8192)
+def kernel_family(name: str) -> str:
+    """The family of a GPU op's name (see the module docstring)."""
+    text = str(name or "").strip()
+    if text.startswith(("Memcpy", "Memset")):
+        return text.split("(")[0].strip()
+    if is_collective_kernel(text):
+        return f"{COMM_FAMILY}{collective_kind(text) or 'collective'}"
+    if text.startswith("triton_"):
+        return _TRAILING_INDEX.sub("", text)
+    kind = kernel_kind(text)
+    if kind in FAMILIES:
+        return kind
+    return _bare(text)
+
+
+def _bare(text: str) -> str:
+    """`void ns::kernel<T, 4>(args)` → `ns::kernel` (anonymous namespaces dropped)."""
+    text = text.removeprefix("void ").replace("(anonymous namespace)::", "")
+    out, depth = [], 0
+    for ch in text:
+        if ch == "<":
+            depth += 1
+        elif ch == ">":
+            depth = max(depth - 1, 0)
+        elif ch == "(" and depth == 0:
+            break
+        elif depth == 0:
+            out.append(ch)
+    return "".join(out).strip() or text[:80]

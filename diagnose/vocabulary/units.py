@@ -1,0 +1,71 @@
+"""Numbers and units for people: counts, durations and percentages, written one way everywhere.
+
+The verdict and the evidence sentences (model layer), the rules and every renderer use these:
+`fmt` for a bare number (2,717 · 88.3 · 2.24 · 0.0786), `duration` for µs values ("232 µs",
+"110.6 ms"), `percent` for a share ("88.3 %", "8 %", "< 0.1 %"), `plural` for a count of things.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+
+def fmt(value: Any) -> str:
+    """Compact human formatting for evidence numbers: 2,717 · 88.3 · 2.24 · 0.0786."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return str(value)
+    if not math.isfinite(value):
+        return str(value)
+    if value == 0:
+        return "0"
+    magnitude = abs(value)
+    if float(value).is_integer() and magnitude < 1e15:
+        return f"{int(value):,}"
+    if magnitude >= 100:
+        return f"{value:,.0f}"
+    if magnitude >= 10:
+        return f"{value:.1f}"
+    return f"{value:.3g}"
+
+
+def is_number(value) -> bool:
+    """A real int or float (not a bool)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def duration(us) -> str:
+    """A µs value for people: "232 µs", "2,717 µs", "110.6 ms"; "—" when unknown."""
+    if not is_number(us):
+        return "—"
+    if abs(us) >= 100_000:
+        return f"{us / 1000:,.1f} ms"
+    return f"{fmt(us)} µs"
+
+
+def percent(fraction, digits: int = 1, signed: bool = False) -> str:
+    """A fraction as a percentage, the one way every sentence, table and chart writes one.
+
+    One rule: `digits` decimals (one unless asked), a trailing ".0" dropped, a thousands
+    separator, a space before the sign; a share that is not zero but rounds to it is "< 0.1 %"
+    (with one digit), so a small share is never shown as none; `signed` writes a change's sign
+    ("+3.2 %", "-0.4 %"). 0.883 -> "88.3 %", 0.0786 -> "7.9 %", 0.08 -> "8 %", 1 -> "100 %",
+    0.0004 -> "< 0.1 %", 12.5 -> "1,250 %"; "—" when unknown.
+    """
+    if not is_number(fraction) or not math.isfinite(fraction):
+        return "—"
+    value = 100 * fraction
+    text = f"{value:,.{digits}f}"
+    if digits and "." in text:
+        text = text.rstrip("0").rstrip(".")
+    if text in ("0", "-0") and value != 0:
+        smallest = f"{10**-digits:.{digits}f}" if digits else "1"
+        return f"< {smallest} %" if value > 0 else f"> -{smallest} %"
+    text = text.removeprefix("-") if text == "-0" else text
+    return f"+{text} %" if signed and value > 0 else f"{text} %"
+
+
+def plural(count: int | float, noun: str, many: str | None = None) -> str:
+    """ "1 step", "4 steps" (`many` for irregular plurals)."""
+    word = noun if count == 1 else (many or noun + "s")
+    return f"{fmt(count)} {word}"

@@ -1,0 +1,272 @@
+"""One vocabulary (diagnose/vocabulary): it alone says what kernel, collective, op and dtype names
+mean, and its answers on every real name of the bundled traces are pinned.
+
+- No module outside diagnose/vocabulary holds that vocabulary in a pattern or a table: the source
+  of every module of diagnose/ and rules/ is parsed, and a regular expression (re.compile,
+  re.search, …, pandas' .str.contains / .str.match), a set literal, a dict literal's keys, a tuple
+  or list tested with `in`, or a prefix given to startswith that names kernel, collective, dtype or
+  step-marker vocabulary fails the test, with its file and line.
+- Every percentage is written by `units.percent` (one style, "88.3 %"): no f-string of diagnose/
+  or rules/ formats a share with a `%` format spec of its own.
+- tests/data/kernel_names.tsv holds every distinct kernel name of fixtures/captures and
+  fixtures/peer with its kind, family, tensor-core use and collective kind; tests/data/dtypes.tsv
+  every recorded dtype (and torch's spellings) with its precision, bytes and bits. Both were
+  written by fixtures/collect_kernel_names.py (which reads the traces; this test reads only the
+  tables), one test per row.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import sys
+
+import pytest
+
+from diagnose.vocabulary import units
+from diagnose.vocabulary.collectives import collective_kind, is_collective_kernel
+from diagnose.vocabulary.dtypes import PRECISIONS, dtype_bytes, float_bits, precision, precision_label
+from diagnose.vocabulary.kernels import KINDS, kernel_family, kernel_kind, tensor_core
+
+from conftest import ROOT
+
+sys.path.insert(0, str(ROOT / "fixtures"))
+from collect_kernel_names import DTYPES, KERNELS, cell, read  # noqa: E402
+
+# Names that only the vocabulary may hold: libraries and instructions in kernel names, dtype
+# spellings, collectives, layout conversions, attention kernels and torch.profiler's step range.
+VOCABULARY = re.compile(
+    r"nccl|rccl|msccl|gemm|gemv|nvjet|xmma|wgmma|cutlass|cudnn|cublas|sm[5-9]\d_|"
+    r"nchw2?to_?nhwc|nhwc2?to_?nchw|flash|fmha|"
+    r"bfloat16|float16|float8|\bhalf\b|e4m3|e5m2|"
+    r"all_?reduce|all_?gather|reduce_?scatter|all_?to_?all|sendrecv|"
+    r"profilerstep",
+    re.IGNORECASE,
+)
+# A catalogue id (a fix, a --verify variant: `flash-attention`, `sdpa-flash`) is a name of this
+# project, not a name a trace holds: lower-case words joined by hyphens, which no kernel, op or
+# dtype name is. The vocabulary's own answers (the kinds `gemm`, `attention`; the precisions) are
+# what other modules are meant to hold.
+CATALOGUE_ID = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)+")
+ANSWERS = {*KINDS, *PRECISIONS}
+RE_FUNCTIONS = {"compile", "search", "match", "fullmatch", "findall", "finditer", "sub", "subn", "split"}
+STR_METHODS = {"contains", "match", "fullmatch", "extract", "extractall", "count", "findall", "replace", "split"}
+PREFIX_METHODS = {"startswith", "endswith", "removeprefix", "removesuffix"}
+
+
+def _strings(node: ast.AST) -> list[str]:
+    """The string a node is, when it is a literal string (implicit concatenation included)."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return [node.value]
+    if isinstance(node, ast.JoinedStr):
+        return ["".join(v.value for v in node.values if isinstance(v, ast.Constant) and isinstance(v.value, str))]
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        return _strings(node.left) + _strings(node.right)
+    return []
+
+
+def _elements(node: ast.AST) -> list[str]:
+    """The literal strings among a collection display's elements."""
+    if isinstance(node, (ast.Set, ast.Tuple, ast.List)):
+        return [s for e in node.elts for s in _strings(e)]
+    return _strings(node)
+
+
+def vocabulary_literals(source: str) -> list[tuple[int, str, str]]:
+    """(line, where, text) of every pattern or table literal in `source` that names vocabulary."""
+    found: list[tuple[int, str, str]] = []
+
+    def check(node: ast.AST, where: str, texts: list[str], pattern: bool = False) -> None:
+        for text in texts:
+            answer = not pattern and text in ANSWERS  # a pattern "gemm" is a pattern, not a kind
+            if VOCABULARY.search(text) and not CATALOGUE_ID.fullmatch(text) and not answer:
+                found.append((node.lineno, where, text))
+
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.args:
+            func, first = node.func, node.args[0]
+            owner = func.value
+            if isinstance(owner, ast.Name) and owner.id == "re" and func.attr in RE_FUNCTIONS:
+                check(node, f"re.{func.attr}", _strings(first), pattern=True)
+            elif isinstance(owner, ast.Attribute) and owner.attr == "str" and func.attr in STR_METHODS:
+                check(node, f".str.{func.attr}", _strings(first), pattern=True)
+            elif func.attr in PREFIX_METHODS or func.attr == "isin":
+                check(node, f".{func.attr}", _elements(first))
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("set", "frozenset"):
+            if node.args:
+                check(node, f"{node.func.id}()", _elements(node.args[0]))
+        elif isinstance(node, ast.Set):
+            check(node, "set literal", _elements(node))
+        elif isinstance(node, ast.Dict):
+            check(node, "dict literal key", [s for k in node.keys if k is not None for s in _strings(k)])
+        elif isinstance(node, ast.Compare) and any(isinstance(op, (ast.In, ast.NotIn)) for op in node.ops):
+            for right in node.comparators:
+                if isinstance(right, (ast.Tuple, ast.List, ast.Set)):
+                    check(node, "`in` literal", _elements(right))
+        elif isinstance(node, (ast.For, ast.comprehension)) and isinstance(node.iter, (ast.Tuple, ast.List)):
+            check(node.iter, "loop over a literal", _elements(node.iter))
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)) and isinstance(node.value, (ast.Tuple, ast.List)):
+            check(node, "tuple constant", _elements(node.value))
+    return found
+
+
+def sources():
+    """Every module of diagnose/ and rules/ outside diagnose/vocabulary."""
+    vocabulary = ROOT / "diagnose" / "vocabulary"
+    for path in [*sorted((ROOT / "diagnose").rglob("*.py")), *sorted((ROOT / "rules").glob("*.py"))]:
+        if vocabulary not in path.parents:
+            yield path
+
+
+def test_no_other_module_holds_kernel_collective_or_dtype_vocabulary():
+    offenders = [
+        f"{path.relative_to(ROOT)}:{line}: {where} {text[:80]!r}"
+        for path in sources()
+        for line, where, text in vocabulary_literals(path.read_text())
+    ]
+    assert not offenders, "ask diagnose/vocabulary instead:\n" + "\n".join(offenders)
+
+
+@pytest.mark.parametrize(
+    "snippet",
+    [
+        'import re\nNCCL = re.compile(r"nccl|rccl")\n',
+        'x = names.str.contains("gemm", case=False)\n',
+        'BYTES = {"c10::BFloat16": 2, "float": 4}\n',
+        'HALF = {"c10::Half", "float"}\n',
+        'ok = name.startswith(("ProfilerStep#", "diagnose/"))\n',
+        'flash = kind in ("flash", "math")\n',
+        'import re\nFP8 = re.search(r"e4m3|" "e5m2", text)\n',
+        'kinds = frozenset(["all_reduce", "broadcast"])\n',
+        'MARKERS = ("diagnose/", "ProfilerStep#")\n',
+        'for key in ("math", "flash", "efficient"):\n    pass\n',
+    ],
+)
+def test_the_check_catches_vocabulary_outside_the_module(snippet):
+    """The check is able to fail: each snippet holds vocabulary the way a module used to."""
+    assert vocabulary_literals(snippet)
+
+
+@pytest.mark.parametrize(
+    "snippet",
+    [
+        'import re\nLAUNCH = re.compile(r"cudaLaunchKernel|GraphLaunch")\n',
+        'FIXES = {"flash-attention": 1, "bf16-tensor-cores": 2}\n',
+        'VARIANTS = {"tf32", "autocast-bf16", "sdpa-flash"}\n',
+        'msg = f"the gemm took {x} us"\n',  # prose, not a pattern
+        'rungs = {"bf16": 1, "fp16": 2, "fp8": 3}\n',  # the vocabulary's own answers (peak keys)
+        'MATRIX = ("gemm", "conv")\n',  # kernel kinds: answers too
+    ],
+)
+def test_the_check_leaves_other_names_alone(snippet):
+    """Catalogue ids, the vocabulary's own answers and prose are not vocabulary."""
+    assert not vocabulary_literals(snippet)
+
+
+def percent_format_specs(source: str) -> list[int]:
+    """Lines of `source` that write a percentage with a format spec of their own (`{share:.0%}`)."""
+    lines = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.FormattedValue) and isinstance(node.format_spec, ast.JoinedStr):
+            spec = "".join(v.value for v in node.format_spec.values if isinstance(v, ast.Constant))
+            if spec.endswith("%"):
+                lines.append(node.lineno)
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "format":
+            if len(node.args) > 1 and any(s.endswith("%") for s in _strings(node.args[1])):
+                lines.append(node.lineno)
+    return lines
+
+
+def test_every_percentage_is_written_by_one_function():
+    """`units.percent` is the one style ("88.3 %"): no module writes a share with `:.0%` of its own."""
+    offenders = [f"{p.relative_to(ROOT)}:{line}" for p in sources() for line in percent_format_specs(p.read_text())]
+    assert not offenders, "use diagnose.vocabulary.units.percent:\n" + "\n".join(offenders)
+
+
+def test_the_percent_check_can_fail():
+    assert percent_format_specs('x = f"busy {share:.0%} of the step"\n') == [1]
+    assert percent_format_specs('x = format(share, ".1%")\n') == [1]
+    assert not percent_format_specs('x = f"busy {percent(share)} of the step, {n:,} kernels"\n')
+
+
+KERNEL_ROWS = read(KERNELS)
+DTYPE_ROWS = read(DTYPES)
+
+
+def test_the_tables_cover_the_bundled_traces():
+    """Hundreds of real names from both the H200 captures and the peer traces, every kind among them."""
+    sources = {r["source"].split("/")[1] for r in KERNEL_ROWS}
+    assert {"captures", "peer"} <= sources
+    assert len(KERNEL_ROWS) > 500
+    assert {r["kind"] for r in KERNEL_ROWS} == {
+        "gemm",
+        "conv",
+        "attention",
+        "elementwise",
+        "reduction",
+        "memory",
+        "comm",
+        "other",
+    }
+    assert {"fp32", "bf16", "fp16", "fp8", "fp64"} <= {r["precision"] for r in DTYPE_ROWS}
+
+
+@pytest.mark.parametrize("row", KERNEL_ROWS, ids=[f"{i}:{r['name'][:40]}" for i, r in enumerate(KERNEL_ROWS)])
+def test_kernel_names(row):
+    name = row["name"]
+    got = {
+        "kind": kernel_kind(name),
+        "family": kernel_family(name),
+        "tensor_core": cell(tensor_core(name)),
+        "collective": cell(is_collective_kernel(name)),
+        "collective_kind": cell(collective_kind(name)),
+    }
+    assert got == {k: row[k] for k in got}, row["source"]
+
+
+@pytest.mark.parametrize("row", DTYPE_ROWS, ids=[r["dtype"] for r in DTYPE_ROWS])
+def test_dtypes(row):
+    dtype = row["dtype"]
+    assert cell(precision(dtype)) == row["precision"]
+    assert cell(dtype_bytes(dtype)) == row["bytes"]
+    assert cell(float_bits(dtype)) == row["float_bits"]
+
+
+@pytest.mark.parametrize(
+    "torch_name, recorded",
+    [("float32", "float"), ("float64", "double"), ("float16", "c10::Half"), ("bfloat16", "c10::BFloat16")],
+)
+def test_both_spellings_of_a_dtype_agree(torch_name, recorded):
+    for ask in (precision, dtype_bytes, float_bits, precision_label):
+        assert ask(torch_name) == ask(recorded) == ask(f"torch.{torch_name}")
+
+
+def test_precision_labels():
+    """How --verify's precisions and the recorded dtypes are written for people."""
+    assert [precision_label(p) for p in ("tf32", "bfloat16", "float16", "float", "double")] == [
+        "TF32",
+        "bf16",
+        "fp16",
+        "fp32",
+        "fp64",
+    ]
+    assert precision_label("c10::Float8_e4m3fn") == "c10::Float8_e4m3fn"  # an fp8 keeps its format
+
+
+@pytest.mark.parametrize(
+    "fraction, text",
+    [
+        (0.883, "88.3 %"),
+        (0.0786, "7.9 %"),
+        (0.08, "8 %"),
+        (1, "100 %"),
+        (0, "0 %"),
+        (0.0004, "< 0.1 %"),
+        (12.5, "1,250 %"),
+        (-0.05, "-5 %"),
+        (None, "—"),
+        (float("nan"), "—"),
+    ],
+)
+def test_one_percent_style(fraction, text):
+    assert units.percent(fraction) == text
