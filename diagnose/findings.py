@@ -141,12 +141,9 @@ class Offender(msgspec.Struct, kw_only=True):
     @classmethod
     def from_row(cls, row: dict) -> "Offender":
         """An offender from its flat form (findings.json's row): `label` says which key names it; a row
-        without one (an older findings.json) is named by the first key of LABEL_KEYS it holds."""
-        row = dict(row)
-        label = row.pop("label", None)
-        if label not in LABEL_KEYS:
-            label = next((lab for lab, key in LABEL_KEYS.items() if key in row), "name")
-        return cls.of(label, row.pop(LABEL_KEYS[label], None), **row)
+        without one (an older findings.json) is named by the first key of LABEL_KEYS it holds.
+        msgspec.ValidationError names what does not fit (an unknown label, a value of the wrong type)."""
+        return msgspec.convert(_native_row(row), cls)
 
     @property
     def key(self) -> str:
@@ -166,6 +163,17 @@ class Offender(msgspec.Struct, kw_only=True):
         """The flat row: the name under `key`, then the measures the row has, then `extra`."""
         measures = {k: getattr(self, k) for k in OFFENDER_MEASURES if getattr(self, k) is not None}
         return {self.key: self.name, **measures, **self.extra}
+
+
+def _native_row(row: dict) -> dict:
+    """An offender's flat row (findings.json) in the Struct's own form: label, name, measures, extra."""
+    row = dict(row)
+    label = row.pop("label", None)
+    if label is None:
+        label = next((lab for lab, key in LABEL_KEYS.items() if key in row), "name")
+    name = row.pop(LABEL_KEYS[label], None) if isinstance(label, str) and label in LABEL_KEYS else None
+    measures = {k: row.pop(k) for k in OFFENDER_MEASURES if k in row}
+    return {"label": label, "name": name, **measures, "extra": row}
 
 
 def _offender_json(native: dict) -> dict:
@@ -541,16 +549,13 @@ def _native_offenders(finding):
     rows = finding.get("offenders") if isinstance(finding, dict) else None
     if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
         return finding
-    native = []
-    for row in rows:
-        o = Offender.from_row(row)
-        native.append({k: getattr(o, k) for k in o.__struct_fields__})
-    return {**finding, "offenders": native}
+    return {**finding, "offenders": [_native_row(r) for r in rows]}
 
 
 def typed(data, cls):
-    """`data` (plain dicts, numpy numbers among them) converted to the Struct `cls`, checked."""
-    return msgspec.convert(msgspec.to_builtins(data, enc_hook=_plain), cls)
+    """`data` (plain dicts, numpy numbers among them) converted to the Struct `cls`, checked; keys become
+    strings, as in JSON."""
+    return msgspec.convert(msgspec.to_builtins(data, enc_hook=_plain, str_keys=True), cls)
 
 
 def _plain(value):
