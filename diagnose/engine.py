@@ -24,6 +24,7 @@ from diagnose.findings import (
     Diagnosis,
     Finding,
     Offender,
+    OffenderLabel,
     Severity,
     Skipped,
 )
@@ -291,7 +292,7 @@ def _plain_number(value):
     return None if isinstance(value, float) and math.isnan(value) else value
 
 
-def top_offenders(rows, label: str, *, by: str | None = None, n: int = 8) -> list[Offender]:
+def top_offenders(rows, label: OffenderLabel, *, by: str | None = None, n: int = 8) -> list[Offender]:
     """The first `n` rows of `rows` (a DataFrame whose index or `LABEL_KEYS[label]` column names each
     row, its other columns the offender's; or a list of such dicts), most `by` first when given, as
     Offenders: numpy numbers become Python ones, NaN None (the order of ties is kept)."""

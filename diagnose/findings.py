@@ -133,7 +133,7 @@ class Offender(msgspec.Struct, kw_only=True):
     extra: dict[str, ExtraValue] = msgspec.field(default_factory=dict)
 
     @classmethod
-    def of(cls, label: str, name, **columns) -> "Offender":
+    def of(cls, label: OffenderLabel, name, **columns) -> "Offender":
         """An offender named `name` (a `label`), its columns split into the shared measures and `extra`."""
         common = {k: columns.pop(k) for k in OFFENDER_MEASURES if k in columns}
         return cls(label=label, name=name, **common, extra=columns)
@@ -183,7 +183,7 @@ def _offender_json(native: dict) -> dict:
     return {"label": label, LABEL_KEYS[label]: native.get("name"), **measures, **native.get("extra", {})}
 
 
-class Numerics(msgspec.Struct, omit_defaults=True):
+class Numerics(msgspec.Struct):
     """`--verify`'s check of a fixed step's outputs against the original's (diagnose/capture/compare.py)."""
 
     verdict: str | None = None  # match | within precision | changes results | not compared
@@ -200,7 +200,7 @@ class Numerics(msgspec.Struct, omit_defaults=True):
     beyond_dtype: int | None = None
 
 
-class TrialBudget(msgspec.Struct, omit_defaults=True):
+class TrialBudget(msgspec.Struct):
     """The fixed step's budget, from the trace its verify child profiled (diagnose/verify/budget.py)."""
 
     step_time_us: float | None = None

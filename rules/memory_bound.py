@@ -165,7 +165,7 @@ class MemoryBound(Rule):
                 fix("torch-compile", code=_compile_code()),
                 fix(
                     "triton-kernel",
-                    code=_triton_code(offenders[0].name if offenders else ""),
+                    code=_triton_code(str(offenders[0].name) if offenders else ""),
                     how=(
                         "Hand-fuse the chain into one autotuned Triton kernel; keeping each row on chip "
                         "also removes the second read a looped reduction does: "

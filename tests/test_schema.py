@@ -192,3 +192,15 @@ def test_an_offender_row_that_does_not_fit_is_named(written, spoil, says, tmp_pa
     assert main(["schema", str(path)]) == 2
     err = capsys.readouterr().err
     assert "offenders[0]" in err and says in err
+
+
+def test_the_typed_summary_keeps_every_number_the_metrics_give():
+    """typed() drops a key its Struct does not declare: every key Metrics.summary writes is declared."""
+    from diagnose.findings import Accounting
+    from diagnose.metrics import Metrics
+
+    from conftest import load_capture
+
+    summary = Metrics(load_capture("decode_eager")).summary()
+    assert set(summary) <= set(Summary.__struct_fields__)
+    assert set(summary["accounting"]) == set(Accounting.__struct_fields__)
