@@ -147,11 +147,22 @@ CATALOGUE: dict[str, tuple[str, str]] = {
 }
 
 
-def fix(fix_id: str, code: str = "", how: str | None = None, prerequisite: bool = False) -> Fix:
-    """A Fix from the catalogue, optionally with a case-specific code example or explanation;
-    `prerequisite`: the next fix of the finding needs this one first."""
-    title, default_how = CATALOGUE[fix_id]
-    return Fix(id=fix_id, title=title, how=how or default_how, code=code, prerequisite=prerequisite)
+def fix(
+    fix_id: str, code: str = "", how: str | None = None, prerequisite: bool = False, title: str | None = None
+) -> Fix:
+    """A Fix from the catalogue, optionally with a case-specific code example, explanation or title
+    (the form of the fix this case needs); `prerequisite`: the next fix of the finding needs this one first."""
+    default_title, default_how = CATALOGUE[fix_id]
+    return Fix(id=fix_id, title=title or default_title, how=how or default_how, code=code, prerequisite=prerequisite)
+
+
+def capturable_code(name: str) -> str:
+    """The optimizer built so that a CUDA graph can capture its step, for the optimizer class found."""
+    cls = name if name in ("Adam", "AdamW", "SGD", "Adagrad") else "AdamW"
+    return (
+        "# step counters and bias corrections stay on the GPU: a CUDA graph can capture opt.step()\n"
+        f"opt = torch.optim.{cls}(model.parameters(), lr=lr, capturable=True)  # or fused=True, capturable=True"
+    )
 
 
 def optimizer_code(name: str) -> str:

@@ -98,7 +98,9 @@ class CompileBreaks(Rule):
         per_step_share = (steps["between_us"] / steps["step_us"].clip(lower=1e-9)).where(steps["graphs"] >= 2, 0.0)
         share_between = float(per_step_share.median())  # the median step: a slow first step does not dilute it
         between_us = share_between * budget.step_us
-        recompile_us, recompiles, where = _recompile_cost(record, ctx.trace.capture or {}, len(steps))
+        recompile_us, recompiles, where = _recompile_cost(
+            record, ctx.trace.capture or {}, steps["step_us"], ctx.warnings
+        )
         cost = between_us + recompile_us
         share = budget.share(cost)
         breaks = record.of("graph_break") if record is not None else None
@@ -167,28 +169,37 @@ def _time_base(budget) -> str:
     return f"{time_base(budget)}: host time includes profiler overhead"
 
 
-def _recompile_cost(record, capture: dict, n_profiled: int) -> tuple[float, int, str]:
+def _recompile_cost(record, capture: dict, step_us, warnings: list[str]) -> tuple[float, int, str]:
     """(compile µs per step, recompiles, where) from dynamo's log: the timed steps when they compiled
-    (no profiler overhead), else the profiled ones; (0, 0, '') without a log or recompiles."""
+    (no profiler overhead), else the profiled ones; (0, 0, '') without a log or recompiles.
+
+    Compile time is booked to steps only when it fits in them: the steps' own wall time bounds what
+    compiling inside them can have cost. More than that ran between or before the steps (a capture
+    made before the warm-up had its own phase booked the warm-up's compiles to the profiled steps):
+    it is left out, with a warning."""
     if record is None:
         return 0.0, 0, ""
-    timed = len((capture.get("timing") or {}).get("unprofiled_step_us") or [])
+    timed_us = list((capture.get("timing") or {}).get("unprofiled_step_us") or [])
     # Frames compiled after the warm-up are recompiles even when dynamo's recompile log stayed silent
     # (torch 2.11 logs them only when TORCH_LOGS=recompiles is set): count the larger of the two.
-    if timed and record.phase_frames("timing"):
-        return (
-            record.phase_compile_s("timing") * 1e6 / timed,
-            max(len(record.of("recompile", ("timing",))), record.phase_frames("timing")),
-            f"in the {timed} timed steps",
+    if timed_us and record.phase_frames("timing"):
+        phase, steps, window_us, where = "timing", len(timed_us), sum(timed_us), f"in the {len(timed_us)} timed steps"
+    elif record.phase_frames("profile"):
+        # the profiled warm-up step (diagnose/warmup 0) runs under the profiler too: one step more
+        steps, window_us = len(step_us) + 1, float(step_us.sum() + step_us.max())
+        phase, where = "profile", "in the profiled steps"
+    else:
+        return 0.0, 0, ""
+    compile_us = record.phase_compile_s(phase) * 1e6
+    frames = max(len(record.of("recompile", (phase,))), record.phase_frames(phase))
+    if compile_us > window_us:
+        warnings.append(
+            f"dynamo compiled {frames} frame(s) for {compile_us / 1e6:,.2f} s in the {phase} phase, longer than "
+            f"the {steps} steps {where.removeprefix('in the ')} lasted ({window_us / 1e3:,.1f} ms): that "
+            "compiling ran outside the steps and is not booked to them"
         )
-    if record.phase_frames("profile"):
-        steps = n_profiled + 1  # the profiled warm-up step diagnose/warmup 0 runs under the profiler too
-        return (
-            record.phase_compile_s("profile") * 1e6 / steps,
-            max(len(record.of("recompile", ("profile",))), record.phase_frames("profile")),
-            "in the profiled steps",
-        )
-    return 0.0, 0, ""
+        return 0.0, 0, ""
+    return compile_us / steps, frames, where
 
 
 def _lines(events) -> list[str]:

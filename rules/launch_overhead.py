@@ -53,6 +53,14 @@ first). The estimate stays that of the graphed step, the two changes together ("
 with fused-optimizer, then cuda-graphs"); the optimizer-step rule estimates the fused optimizer
 alone.
 
+**A capturable optimizer first.** An optimizer built without `capturable=True` keeps its step
+counters on the CPU and reads them back to Python each step (`aten::item` inside its
+`Optimizer.step#` range); PyTorch refuses to capture such a step in a CUDA graph. Then the first
+fix is `fused-optimizer` written as `capturable=True` (or `fused=True, capturable=True`), and the
+estimate is for both changes. On sync_free (AdamW with foreach, 48 reads a step) `--verify`'s
+plain CUDA graph fails for this reason; its `capturable-cuda-graph` variant makes the optimizers
+capturable first.
+
 **Host syncs first.** A CUDA graph cannot hold a host-device synchronisation (`.item()`,
 `.tolist()`, `.cpu()`, `nonzero`, a blocking copy): capture fails on it, or the graph must be cut
 around it. When the measured steps make at least `max_graph_syncs_per_step` such calls between
@@ -77,7 +85,7 @@ import pandas as pd
 
 from diagnose.engine import Quiet, Rule, Threshold, severity_ladder, top_offenders
 from diagnose.findings import Evidence, Finding, Offender
-from diagnose.fixes import fix, optimizer_code
+from diagnose.fixes import capturable_code, fix, optimizer_code
 from diagnose.metrics.comm import is_comm
 from diagnose.metrics.compiled import cudagraph_skips
 from diagnose.memory.details import step_windows
@@ -215,6 +223,33 @@ class LaunchOverhead(Rule):
                 f"; first fused-optimizer: {optimizer.name} (foreach=False) launches "
                 f"{optimizer.launch_share:.0%} of the kernels and a CUDA graph cannot capture its step"
             )
+        host_counters = None if optimizer is not None else _host_counter_optimizer(m)
+        if host_counters is not None:
+            evidence.append(
+                Evidence(
+                    f"values read back to Python in {host_counters.name}.step per step (CPU step counters)",
+                    round(host_counters.host_reads, 1),
+                )
+            )
+            fixes.insert(
+                0,
+                fix(
+                    "fused-optimizer",
+                    code=capturable_code(host_counters.name),
+                    prerequisite=True,
+                    title="Make the optimizer capturable (capturable=True)",
+                    how=(
+                        f"torch.optim.{host_counters.name}(params, capturable=True) (or fused=True, capturable=True) "
+                        "keeps the step counters and bias corrections on the GPU, so a CUDA graph can capture "
+                        "the optimizer's step; without it PyTorch refuses the capture."
+                    ),
+                ),
+            )
+            basis_note += (
+                f"; first capturable=True: {host_counters.name} ({host_counters.impl}) keeps its step counters "
+                f"on the CPU and reads {host_counters.host_reads:.0f} of them back per step, so a CUDA graph "
+                "cannot capture its step"
+            )
         if syncs_first:
             evidence.append(
                 Evidence(
@@ -273,6 +308,12 @@ def _single_tensor_optimizer(m, min_share: float):
     """The single-tensor optimizer that launches at least `min_share` of the step's kernels, or None."""
     single = [o for o in m.optimizer_steps if o.impl == SINGLE and o.launch_share >= min_share]
     return single[0] if single else None
+
+
+def _host_counter_optimizer(m):
+    """The optimizer whose step keeps its counters on the CPU (not capturable=True), or None."""
+    found = [o for o in m.optimizer_steps if o.counters_on_host]
+    return found[0] if found else None
 
 
 def _syncs_between_launches(trace, m) -> tuple[float, str]:

@@ -242,3 +242,35 @@ def test_a_cpu_capture_that_recompiles_every_step_names_the_guard_and_line(tmp_p
     assert {e["line"] for e in recompiles} == {forward} and "size mismatch" in recompiles[0]["reason"]
     finding = next(f for f in data["findings"] if f["rule"] == "compile-breaks")
     assert finding["fixes"][0]["id"] == "mark-dynamic"
+
+
+def test_compile_seconds_longer_than_the_steps_are_not_booked_to_them():
+    # hf_generate_static (script mode, recorded before the warm-up had its own compile phase):
+    # compile.json books 16 s of compiling to the "profile" phase, whose 4 steps last a few ms
+    trace = load_target(ROOT / "fixtures" / "captures" / "hf_generate_static")
+    d = diagnose_trace(trace, rules=[BREAKS])
+    assert not d.findings and d.checked[0].rule == "compile-breaks"
+    assert any("not booked to them" in w and "16.06 s" in w for w in d.warnings)
+
+
+def test_a_script_capture_books_the_warm_ups_compiling_to_the_warm_up(tmp_path, monkeypatch):
+    """In script mode the profiler runs from the start; what dynamo compiles in the warm-up steps is
+    the warm-up's, not the profiled steps' (the steps then last far less than the compile took)."""
+    pytest.importorskip("torch", reason="capturing needs torch")
+    from diagnose.cli import main
+
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    script = tmp_path / "compiled_script.py"
+    script.write_text(
+        "import torch\n"
+        "model = torch.nn.Sequential(torch.nn.Linear(16, 16), torch.nn.ReLU())\n"
+        "compiled = torch.compile(model, backend='eager')\n"
+        "x = torch.randn(4, 16)\n"
+        "for _ in range(40):\n"
+        "    model(x) if False else compiled(x)\n"
+    )
+    out = tmp_path / "cap"
+    assert main(["-o", str(out), "--warmup", "3", "--steps", "2", "--timed-steps", "3", str(script)]) in (0, 1)
+    phases = json.loads((out / "compile.json").read_text())["phases"]
+    assert phases["warmup"]["frames_compiled"] >= 1
+    assert phases.get("profile", {}).get("frames_compiled", 0) == 0

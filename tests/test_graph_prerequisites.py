@@ -22,27 +22,47 @@ def _launch(name: str, **overrides) -> Finding | None:
 
 def test_syncs_between_launches_put_remove_sync_before_cuda_graphs():
     f, d = _launch("sync_item")
-    assert [x.id for x in f.fixes] == ["remove-sync", "cuda-graphs"] and f.fixes[0].prerequisite
-    assert f.fix_phrase() == "remove-sync, then cuda-graphs"
+    # sync_item's AdamW also keeps its step counters on the CPU: both prerequisites, in order
+    assert [x.id for x in f.fixes] == ["remove-sync", "fused-optimizer", "cuda-graphs"] and f.fixes[0].prerequisite
+    assert f.fix_phrase() == "remove-sync and fused-optimizer, then cuda-graphs"
     line = next(e for e in f.evidence if e.metric.startswith("host syncs per step"))
     sync = next(x for x in d.findings if x.rule == "sync-stall")
     per_step = next(e.value for e in sync.evidence if e.metric == "syncs per step")
     assert line.value == per_step - 1  # the end-of-step loss.item() stays outside the graph
-    assert "remove-sync, then cuda-graphs" in d.verdict
+    assert "remove-sync and fused-optimizer, then cuda-graphs" in d.verdict
     assert f.recoverable_us > sync.recoverable_us  # both changes: the graphed gaps and the idle after syncs
 
 
 def test_the_estimate_for_both_changes_includes_the_idle_after_the_syncs():
     both, _ = _launch("sync_item")
     graphs_only, _ = _launch("sync_item", **{"launch-overhead.max_graph_syncs_per_step": 1000})
-    assert [x.id for x in graphs_only.fixes] == ["cuda-graphs"]
+    assert [x.id for x in graphs_only.fixes] == ["fused-optimizer", "cuda-graphs"]
     assert both.est_speedup > graphs_only.est_speedup
 
 
 def test_a_step_without_syncs_goes_straight_to_cuda_graphs():
-    f, _ = _launch("sync_free")
+    f, _ = _launch("decode_eager")
     assert [x.id for x in f.fixes] == ["cuda-graphs"]
     assert not any(e.metric.startswith("host syncs per step") for e in f.evidence)
+
+
+def test_an_optimizer_with_its_step_counters_on_the_cpu_is_made_capturable_first():
+    f, d = _launch("sync_free")  # AdamW (foreach, capturable=False): 48 aten::item per step in its range
+    assert [x.id for x in f.fixes] == ["fused-optimizer", "cuda-graphs"] and f.fixes[0].prerequisite
+    assert "capturable=True" in f.fixes[0].code and "capturable" in f.fixes[0].title
+    line = next(e for e in f.evidence if "CPU step counters" in e.metric)
+    assert line.value == 48
+    assert not any(e.metric.startswith("host syncs per step") for e in f.evidence)
+    assert "first capturable=True" in f.basis
+
+
+def test_a_fused_optimizer_reads_nothing_back_and_needs_no_prerequisite():
+    from diagnose.metrics import Metrics
+
+    steps = Metrics(load_capture("opt_fused")).optimizer_steps
+    assert steps and steps[0].impl == "fused" and not steps[0].counters_on_host
+    foreach = Metrics(load_capture("opt_foreach")).optimizer_steps
+    assert foreach[0].impl == "foreach" and foreach[0].counters_on_host
 
 
 def test_two_prerequisites_read_in_order():

@@ -238,6 +238,18 @@ def test_plan_applies_only_what_can_be_applied_from_outside():
     assert [v for v, _ in sdpa[0].variants] == ["sdpa-flash"]
 
 
+def test_plan_tries_the_variants_whose_target_the_step_holds():
+    trained = plan_trials([finding("cuda-graphs")], {"Optimizer.step#AdamW.step"})
+    assert [v for v, _ in trained[0].variants] == ["cuda-graph", "reduce-overhead", "capturable-cuda-graph"]
+    generating = finding("static-shapes", "cuda-graphs")
+    for x in generating.fixes:
+        x.api = "transformers.generate"
+    planned = plan_trials([generating], set(), script=True)
+    assert [[v for v, _ in p.variants] for p in planned] == [["static-cache"], ["static-cache"]]
+    plain = plan_trials([finding("static-shapes")], set())
+    assert plain[0].variants == [] and "code change" in plain[0].why
+
+
 @pytest.mark.parametrize(
     "low,high,num,expected",
     [
@@ -484,3 +496,38 @@ def test_a_fix_that_keeps_the_calls_is_compared_after_one_update_and_a_graph_aft
         assert compare_after(variant) == 1, variant
     for variant in ("cuda-graph", "reduce-overhead", "compile"):
         assert compare_after(variant) == COMPARE_AFTER > GRAPH_WARMUP_CALLS + 1, variant  # warm, capture, replay
+
+
+def test_capturable_keeps_the_implementation_and_moves_the_counters():
+    torch = pytest.importorskip("torch")
+    from diagnose.capture.rewrite import apply_optimizer
+
+    model = torch.nn.Linear(4, 4)
+    opt = torch.optim.AdamW(model.parameters(), foreach=True)
+    model(torch.randn(2, 4)).sum().backward()
+    opt.step()
+
+    def step():
+        return opt.step()
+
+    assert apply_optimizer(torch, step, "capturable") == "AdamW (foreach → capturable=True)"
+    assert all(g["capturable"] and g["foreach"] for g in opt.param_groups)
+    assert all(s["step"].dtype == torch.float32 for s in opt.state.values())
+
+
+def test_static_cache_needs_transformers_or_says_so():
+    from diagnose.capture.rewrite import NotApplicable, static_cache_generate
+
+    try:
+        import transformers  # noqa: F401
+    except Exception:
+        with pytest.raises(NotApplicable, match="transformers is not importable"):
+            with static_cache_generate([0]):
+                pass
+    else:
+        from transformers.generation.utils import GenerationMixin
+
+        before, calls = GenerationMixin.generate, [0]
+        with static_cache_generate(calls):
+            assert GenerationMixin.generate is not before
+        assert GenerationMixin.generate is before and calls == [0]

@@ -1,5 +1,6 @@
 """Fixes that `--verify` applies by changing what the step's closure holds: the memory layout of its
-modules and image tensors (channels-last), and the implementation of its optimizers (fused, foreach).
+modules and image tensors (channels-last), the implementation of its optimizers (fused, foreach,
+capturable); and one that changes a library call: transformers' generate() with a static KV cache.
 
 The step is the zero-argument callable a factory returned; what it computes with lives in its
 closure cells (and in the closures of callables it holds, a few levels down). These functions find
@@ -10,6 +11,8 @@ the fix then needs a change in the code.
 
 from __future__ import annotations
 
+import contextlib
+import functools
 from typing import Iterator
 
 MAX_DEPTH = 3
@@ -68,9 +71,10 @@ def apply_channels_last(torch, step) -> str:
 
 
 def apply_optimizer(torch, step, impl: str) -> str:
-    """Switch every optimizer the step's closure holds to `impl` ("fused" or "foreach") for its next
-    steps; existing state is kept (a fused step counter moves to the parameter's device). Returns what
-    was changed."""
+    """Switch every optimizer the step's closure holds to `impl` ("fused", "foreach", or "capturable":
+    its own implementation with step counters on the GPU, which a CUDA graph can capture) for its next
+    steps; existing state is kept (a fused or capturable step counter moves to the parameter's device).
+    Returns what was changed."""
     optimizers = _values(step, torch.optim.Optimizer)
     if not optimizers:
         raise NotApplicable("the step's closure holds no torch.optim optimizer")
@@ -83,19 +87,48 @@ def apply_optimizer(torch, step, impl: str) -> str:
             if group.get("differentiable"):
                 raise NotApplicable(f"{name} is differentiable=True, which {impl} does not support")
             before = "fused" if group.get("fused") else "foreach" if group.get("foreach") else "single-tensor"
+            if impl == "capturable":  # keeps its implementation; step counters and math stay on the GPU
+                before += ", capturable" if group.get("capturable") else ""
+                group["capturable"] = True
+                continue
             group["fused"] = impl == "fused" if "fused" in group else None
             group["foreach"] = impl == "foreach"
-        if impl == "fused":
+        if impl in ("fused", "capturable"):
             opt._step_supports_amp_scaling = True  # as a fused optimizer's constructor sets it
             _counters_to_device(torch, opt)
-        changed.append(f"{name} ({before} → {impl})")
+        changed.append(f"{name} ({before} → {'capturable=True' if impl == 'capturable' else impl})")
     return f"{', '.join(changed)}"
 
 
 def _counters_to_device(torch, opt) -> None:
-    """A fused step keeps its step counter on the parameter's device; state made before the switch
+    """A fused or capturable step keeps its step counter on the parameter's device; state made before the switch
     holds it on the CPU."""
     for param, state in opt.state.items():
         count = state.get("step") if isinstance(state, dict) else None
         if isinstance(count, torch.Tensor) and count.device != param.device:
             state["step"] = count.to(param.device, torch.float32)
+
+
+@contextlib.contextmanager
+def static_cache_generate(calls: list):
+    """transformers' `generate()` with `cache_implementation="static"` for every call made inside: a
+    preallocated KV cache of fixed shapes, whose decoding forward transformers compiles (CUDA graphs).
+    Each call is counted in `calls` (one element). NotApplicable without transformers."""
+    try:
+        from transformers.generation.utils import GenerationMixin
+    except Exception as exc:  # not installed, or broken beside this torch
+        raise NotApplicable(f"transformers is not importable here ({type(exc).__name__})") from None
+    original = GenerationMixin.generate
+
+    @functools.wraps(original)
+    def generate(self, *args, **kwargs):
+        calls[0] += 1
+        if kwargs.get("past_key_values") is None:
+            kwargs["cache_implementation"] = "static"
+        return original(self, *args, **kwargs)
+
+    GenerationMixin.generate = generate
+    try:
+        yield
+    finally:
+        GenerationMixin.generate = original

@@ -75,9 +75,13 @@ class StepTracker:
         self.boundaries += 1
         profiled_end = spec.warmup + spec.steps
         if n < spec.warmup:
+            if n == 0:  # the profiler runs from the start; what dynamo compiles now is the warm-up's
+                self.session.compile_phase("warmup")
             self.session.progress("warmup", n, spec.warmup)
             self.open_annotation(f"diagnose/warmup {n}")
         elif n < profiled_end:
+            if n == spec.warmup:
+                self.session.compile_phase("profile")
             self.session.progress("profile", n - spec.warmup, spec.steps)
             self.session.meta["steps"]["profiled"] = n - spec.warmup
             self.open_annotation(f"diagnose/step {n - spec.warmup}")
@@ -85,6 +89,7 @@ class StepTracker:
             if n == profiled_end:
                 self.session.meta["steps"]["profiled"] = spec.steps
                 self.session.stop_profiler()
+                self.session.compile_phase("timing")
             self.session.sync()
             self.timing_marks.append(time.perf_counter())
             self.session.progress("timing", len(self.timing_marks) - 1, spec.timed_steps)

@@ -60,7 +60,7 @@ from diagnose.safe_files import write_new
 
 from diagnose.capture.compare import TOLERANCES, compare, tolerance  # noqa: F401 (re-exported)
 from diagnose.capture.child import CaptureSession, is_out_of_memory, load_function, memory_summary
-from diagnose.capture.rewrite import NotApplicable, apply_channels_last, apply_optimizer
+from diagnose.capture.rewrite import NotApplicable, apply_channels_last, apply_optimizer, static_cache_generate
 from diagnose.capture.spec import CaptureSpec
 from diagnose.capture.steps import EnoughSteps
 
@@ -101,9 +101,11 @@ VARIANTS = (
     "channels-last",
     "fused-optimizer",
     "foreach-optimizer",
+    "capturable-cuda-graph",
+    "static-cache",
 )
 LOADER_VARIANTS = ("dataloader-workers",)
-SCRIPT_VARIANTS = ("tf32", "autocast-bf16", "sdpa-flash", "expandable-segments")
+SCRIPT_VARIANTS = ("tf32", "autocast-bf16", "sdpa-flash", "expandable-segments", "static-cache")
 """What applies to a script or module run as a whole: a process setting or a context around the run."""
 LOADER_WORKERS = max(2, min(8, (os.cpu_count() or 2) // 2))
 
@@ -146,6 +148,7 @@ class VerifySession(CaptureSession):
             "notes": [],
         }
         self._restore = []
+        self.generate_calls = [0]  # static-cache: generate() calls the fix reached
 
     # -- bookkeeping -------------------------------------------------------------------------
     def write_result(self) -> None:
@@ -211,6 +214,17 @@ class VerifySession(CaptureSession):
         torch, v = self.torch, self.variant
         if v == "cuda-graph":
             return cuda_graph_step(torch, step)
+        if v == "capturable-cuda-graph":
+            self.result["notes"].append(apply_optimizer(torch, step, "capturable"))
+            return cuda_graph_step(torch, step)
+        if v == "static-cache":
+            calls = self.generate_calls
+
+            def static_cache_step():
+                with static_cache_generate(calls):
+                    return step()
+
+            return static_cache_step
         if v in ("compile", "max-autotune", "reduce-overhead"):
             mode = {"compile": None, "max-autotune": "max-autotune", "reduce-overhead": "reduce-overhead"}[v]
             kwargs = {"mode": mode} if mode else {}
@@ -253,6 +267,15 @@ class VerifySession(CaptureSession):
             return step
         raise ValueError(f"unknown fix variant {v!r} (known: {', '.join(VARIANTS)})")
 
+    def check_generate_called(self) -> None:
+        """static-cache acts on transformers' generate(): a run that never called it was not fixed."""
+        if self.variant == "static-cache" and not self.generate_calls[0]:
+            raise NotApplicable("the step never called transformers' generate()")
+        if self.variant == "static-cache":
+            self.result["notes"].append(
+                f'{self.generate_calls[0]} generate() call(s) with cache_implementation="static"'
+            )
+
     # -- driver ------------------------------------------------------------------------------
     def run_verify_script(self) -> None:
         """Script mode: the whole run again with the fix around it, steps timed by the capture's hooks."""
@@ -271,6 +294,8 @@ class VerifySession(CaptureSession):
                 from torch.nn.attention import SDPBackend, sdpa_kernel
 
                 stack.enter_context(sdpa_kernel(SDPBackend.FLASH_ATTENTION))
+            elif self.variant == "static-cache":
+                stack.enter_context(static_cache_generate(self.generate_calls))
             try:
                 self.run_script()
             except EnoughSteps:
@@ -278,6 +303,7 @@ class VerifySession(CaptureSession):
             except SystemExit as exc:
                 if exc.code not in (None, 0):
                     raise RuntimeError(f"the script exited with status {exc.code}") from None
+        self.check_generate_called()
         self.result["fixed_us"] = list((self.meta.get("timing") or {}).get("unprofiled_step_us") or [])
         self.result["numerics"] = {
             "verdict": "not compared",
@@ -312,6 +338,7 @@ class VerifySession(CaptureSession):
         fixed = self.wrap(base)
         self.result["phase"] = "fixed"
         out = self.run_calls(fixed, compare_after(self.variant))
+        self.check_generate_called()
         if reference is not None:
             self.result["numerics"] = compare(
                 torch, reference, snapshot(torch, base, out), fix_precision(torch, self.variant)

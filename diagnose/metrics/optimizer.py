@@ -5,6 +5,11 @@ Kernels whose launch call lies inside that range on the same host thread are the
 implementation is read off the ops inside the range: `aten::_fused_*` ops are a fused optimizer
 (`fused=True`), `aten::_foreach_*` ops a multi-tensor one (`foreach=True`), neither a single-tensor
 one (`foreach=False`: a few elementwise ops per parameter tensor, each its own launch).
+
+An optimizer built without `capturable=True` keeps its step counters on the CPU and reads them
+back to Python every step (`aten::item` inside the range: Adam's bias corrections); a CUDA graph
+cannot capture such a step (PyTorch refuses: "capturable is False"). A fused step shows no such
+read, though it too needs the flag to be captured: the trace cannot tell that.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from diagnose.trace.names import name_starts
 
 PREFIX = "Optimizer.step#"
 SINGLE, FOREACH, FUSED = "single-tensor", "foreach", "fused"
+HOST_READS = ("aten::item",)
 
 
 @dataclasses.dataclass
@@ -31,6 +37,7 @@ class OptimizerStep:
     gpu_us: float  # GPU time of those kernels per step
     step_kernels: float  # all kernels of the step, per step
     profiled_step_us: float
+    host_reads: float = 0.0  # values read back to Python inside its ranges per step (`aten::item`)
 
     @property
     def launch_share(self) -> float:
@@ -41,6 +48,11 @@ class OptimizerStep:
     def time_share(self) -> float:
         """Its range as a share of the profiled step."""
         return min(1.0, self.host_us / self.profiled_step_us) if self.profiled_step_us else 0.0
+
+    @property
+    def counters_on_host(self) -> bool:
+        """True when its step reads values back to Python (CPU step counters: not capturable=True)."""
+        return self.impl != FUSED and self.host_reads > 0
 
 
 def optimizer_steps(metrics) -> list[OptimizerStep]:
@@ -92,6 +104,7 @@ def optimizer_steps(metrics) -> list[OptimizerStep]:
                 gpu_us=float(mine["dur"].sum()) / n,
                 step_kernels=len(kernels) / n,
                 profiled_step_us=profiled,
+                host_reads=float(names.isin(HOST_READS).sum()) / n,
             )
         )
     return sorted(found, key=lambda o: o.kernels, reverse=True)

@@ -10,13 +10,20 @@ from __future__ import annotations
 import dataclasses
 
 from diagnose.capture.verify import SCRIPT_VARIANTS  # what applies to a script run as a whole
+from diagnose.metrics.optimizer import PREFIX as OPTIMIZER_RANGE
 
 # fix id -> [(variant, what it does)], main variant first
 APPLICABLE: dict[str, list[tuple[str, str]]] = {
     "cuda-graphs": [
         ("cuda-graph", "torch.cuda.CUDAGraph capture of the step, replayed each call"),
         ("reduce-overhead", 'torch.compile(step, mode="reduce-overhead")'),
+        (
+            "capturable-cuda-graph",
+            "the step's optimizers made capturable=True (step counters on the GPU), then a CUDA graph",
+        ),
+        ("static-cache", 'transformers generate(cache_implementation="static"): compiled decoding'),
     ],
+    "static-shapes": [("static-cache", 'transformers generate(cache_implementation="static"): a fixed-shape KV cache')],
     "torch-compile": [("compile", "torch.compile(step)"), ("max-autotune", 'torch.compile(step, mode="max-autotune")')],
     "bf16-tensor-cores": [
         ("tf32", 'torch.set_float32_matmul_precision("high") (TF32 matmuls)'),
@@ -41,6 +48,7 @@ PROCESS_LEVEL = {"expandable-segments": {"PYTORCH_CUDA_ALLOC_CONF": "expandable_
 """Variants set in the environment before CUDA starts: no in-process baseline, the capture's own is used."""
 
 SDPA_OPS = ("aten::scaled_dot_product_attention", "aten::_scaled_dot_product")
+GENERATE = "transformers.generate"
 
 
 @dataclasses.dataclass
@@ -86,6 +94,10 @@ def plan_trials(
                     )
                 )
             else:
+                variants = [v for v in variants if _fits(v[0], finding, op_names)]
+                if not variants:
+                    planned.append(Planned(index, fx.id, [], "needs a code change", snippet))
+                    continue
                 kept = [v for v in variants if v[0] not in skip and (not script or v[0] in SCRIPT_VARIANTS)]
                 why = (
                     ""
@@ -96,6 +108,16 @@ def plan_trials(
                 )
                 planned.append(Planned(index, fx.id, kept, why, "" if kept else snippet))
     return planned
+
+
+def _fits(variant: str, finding, op_names) -> bool:
+    """Whether what `variant` acts on is in the step: an optimizer to make capturable (an
+    `Optimizer.step#` range), transformers' generate() (a fix written in its API)."""
+    if variant == "capturable-cuda-graph":
+        return any(n.startswith(OPTIMIZER_RANGE) for n in op_names)
+    if variant == "static-cache":
+        return any(x.api == GENERATE for x in finding.fixes)
+    return True
 
 
 def env_for(variant: str) -> dict[str, str]:
