@@ -44,7 +44,7 @@ seconds = time.perf_counter() - t
 peak_kib = max(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
 print(json.dumps({"seconds": round(seconds, 2), "peak_mib": round(peak_kib / 1024, 1),
                   "parent_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
-                  "ranks": d.summary["ranks"]["count"], "findings": [[f.rule, f.ranks] for f in d.findings]}))
+                  "ranks": d.summary.ranks.count, "findings": [[f.rule, f.ranks] for f in d.findings]}))
 """
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from diagnose.config import Config
 from diagnose.engine import Context, run_rules, verdict
-from diagnose.findings import Details, Diagnosis
+from diagnose.findings import Details, Diagnosis, Summary, typed
 from diagnose.invariants import enforce
 from diagnose.memory.details import memory_details
 from diagnose.metrics import views
@@ -62,16 +62,16 @@ def diagnose_trace(
     return d
 
 
-def summary(ctx: Context) -> dict:
-    """The headline numbers (Metrics.summary), with how the steps were found; {} for an empty trace."""
+def summary(ctx: Context) -> Summary:
+    """The headline numbers (Metrics.summary), with how the steps were found; empty for an empty trace."""
     trace = ctx.trace
     if not (trace.has_gpu_activity or len(trace.ops)):
-        return {}
+        return Summary()
     out = ctx.metrics.summary()
     how = ((trace.capture or {}).get("steps") or {}).get("how")
     if how and not how.startswith("none found"):
         out["steps_found_by"] = f"{out['steps_found_by']}; the capture marked a step as {how}"
-    return out
+    return typed(out, Summary)
 
 
 def details(ctx: Context, ncu=None, ncu_seconds: float | None = None) -> Details:

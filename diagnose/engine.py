@@ -15,7 +15,19 @@ import sys
 from typing import Callable, ClassVar
 
 from diagnose.config import Config
-from diagnose.findings import CheatSheet, Checked, Diagnosis, Finding, Severity, Skipped
+from diagnose.findings import (
+    LABEL_KEYS,
+    OFFENDER_MEASURES,
+    Bucket,
+    CheatSheet,
+    Checked,
+    Diagnosis,
+    Finding,
+    Offender,
+    OffenderLabel,
+    Severity,
+    Skipped,
+)
 from diagnose.vocabulary.units import fmt, percent
 from diagnose.frameworks import detect_frameworks, in_framework_api
 from diagnose.memory.record import load_memory
@@ -35,6 +47,8 @@ __all__ = [
     "Threshold",
     "known_thresholds",
     "run_rules",
+    "time_base",
+    "top_offenders",
     "verdict",
 ]
 
@@ -279,11 +293,47 @@ def _plain_numbers(finding: Finding) -> Finding:
     for ev in finding.evidence:
         ev.value = ev.value if isinstance(ev.value, (str, bool)) else float(ev.value)
         ev.threshold = None if ev.threshold is None else float(ev.threshold)
-    finding.offenders = [
-        {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in row.items()}
-        for row in finding.offenders
-    ]
+    for o in finding.offenders:
+        for name in OFFENDER_MEASURES:
+            setattr(o, name, _plain_number(getattr(o, name)))
+        o.extra = {k: _plain_number(v) for k, v in o.extra.items()}
     return finding
+
+
+def _plain_number(value):
+    """A numpy number as a Python one, NaN as None; anything else as it is."""
+    if hasattr(value, "item") and not isinstance(value, (list, dict, str)):
+        value = value.item()
+    return None if isinstance(value, float) and math.isnan(value) else value
+
+
+def top_offenders(rows, label: OffenderLabel, *, by: str | None = None, n: int = 8) -> list[Offender]:
+    """The first `n` rows of `rows` (a DataFrame whose index or `LABEL_KEYS[label]` column names each
+    row, its other columns the offender's; or a list of such dicts), most `by` first when given, as
+    Offenders: numpy numbers become Python ones, NaN None (the order of ties is kept)."""
+    import pandas as pd
+
+    key = LABEL_KEYS[label]
+    if isinstance(rows, pd.DataFrame):
+        frame = rows if key in rows.columns else rows.rename_axis(key).reset_index()
+        records = frame.to_dict("records")
+    else:
+        records = list(rows)
+    if by is not None:
+        records = sorted(records, key=lambda r: r[by], reverse=True)
+    out = []
+    for record in records[:n]:
+        columns = {k: _plain_number(v) for k, v in record.items() if k != key}
+        out.append(Offender.of(label, _plain_number(record[key]), **columns))
+    return out
+
+
+def time_base(budget) -> str:
+    """The phrase an estimate's basis uses to say which step time it starts from: the capture's
+    unprofiled median where it timed steps without the profiler, else the profiled step."""
+    if budget.unprofiled_step_us:
+        return f"step time = unprofiled median {budget.unprofiled_step_us:,.1f} µs"
+    return "step time = profiled step (no unprofiled timing in the capture)"
 
 
 def _impact(finding: Finding) -> tuple:
@@ -309,10 +359,10 @@ def verdict(d: Diagnosis) -> str:
             d.capture.get("status") or "", "failed"
         )
         return f"The workload {what}: {err.get('type', '')}: {err.get('message', '')}".strip().rstrip(":")
-    accounting = d.summary.get("accounting") or {}
-    buckets = {b["id"]: b for b in accounting.get("buckets", []) if b.get("in_sum", True)}
-    largest = buckets.get(accounting.get("largest_non_compute") or "")
-    capture = d.summary.get("graph_capture")
+    s = d.summary
+    buckets = {b.id: b for b in (s.accounting.buckets if s.accounting else []) if b.in_sum}
+    largest = buckets.get((s.accounting.largest_non_compute if s.accounting else None) or "")
+    capture = s.graph_capture
     if capture and not d.findings:
         return (
             f"Graph capture, not a steady state: {capture}. The kernels run when the graph is replayed; "
@@ -324,19 +374,15 @@ def verdict(d: Diagnosis) -> str:
             f" (est. {fmt(top.est_speedup)}× faster with {top.fix_phrase()})" if top.est_speedup and top.fixes else ""
         )
         extra, named = "", None
-        if (
-            largest
-            and largest["share"] >= LOSS_NAMED_SHARE
-            and (top.recoverable_us or 0) < 0.5 * largest["us_per_step"]
-        ):
+        if largest and largest.share >= LOSS_NAMED_SHARE and (top.recoverable_us or 0) < 0.5 * largest.us_per_step:
             extra, named = f" Meanwhile {_bucket_text(largest)}.", largest
         return f"{top.title}{gain}.{extra}{_unexplained_note(buckets, named)}"
-    busy = d.summary.get("gpu_busy_fraction")
+    busy = s.gpu_busy_fraction
     ran = len(d.checked)
-    if not d.summary.get("gpu_ops_per_step"):
+    if not s.gpu_ops_per_step:
         if any(w.startswith(NO_TORCH_WARNING) for w in d.warnings):
             return "The workload ran no PyTorch operation while it was profiled: there is nothing to diagnose."
-        launches = d.summary.get("unrecorded_launches")
+        launches = s.unrecorded_launches
         if launches:
             return (
                 f"{lost_gpu_text(launches)}: the host launched kernels but the trace kept no GPU record "
@@ -346,10 +392,10 @@ def verdict(d: Diagnosis) -> str:
         return f"No GPU activity in this trace (a CPU-only run): {len(d.skipped)} GPU rules skipped, {ran} ran."
     if busy is None:
         return f"No bottleneck found; {len(d.skipped)} rules could not run on this trace."
-    compute = buckets.get("compute", {}).get("share", busy)
+    compute = buckets["compute"].share if "compute" in buckets else busy
     if busy < 0.5:
         where = f" The largest part of the rest is {_bucket_text(largest)}." if largest else ""
-        if largest and largest["id"] == "host_in_ops" and largest["share"] >= COLD_SETUP_SHARE:
+        if largest and largest.id == "host_in_ops" and largest.share >= COLD_SETUP_SHARE:
             where += (
                 " That is first-call setup (module loading, kernel and algorithm selection): the window is "
                 "a cold start, not a steady state; profile steps after a warm-up."
@@ -359,7 +405,7 @@ def verdict(d: Diagnosis) -> str:
             f"{_unexplained_note(buckets, largest)}"
         )
     where = ""
-    if largest and largest["share"] >= UNEXPLAINED_NAMED_SHARE:
+    if largest and largest.share >= UNEXPLAINED_NAMED_SHARE:
         where = f"; the largest other part is {_bucket_text(largest)}"
     return (
         f"No bottleneck found by the {ran} rules that ran; the GPU is busy {percent(busy)} of each step"
@@ -367,21 +413,18 @@ def verdict(d: Diagnosis) -> str:
     )
 
 
-def _bucket_text(bucket: dict) -> str:
+def _bucket_text(bucket: Bucket) -> str:
     """'host setup inside kernel-launching ops (aten::_cudnn_attention_forward), 95 % of the step'."""
-    names = bucket.get("names") or []
-    named = f" ({names[0]})" if names else ""
-    text = f"{bucket['label']}{named}, {percent(bucket['share'])} of the step"
-    if bucket["id"] == "unexplained":
+    named = f" ({bucket.names[0]})" if bucket.names else ""
+    text = f"{bucket.label}{named}, {percent(bucket.share)} of the step"
+    if bucket.id == "unexplained":
         text += f": {EXPLAIN_UNEXPLAINED}"
     return text
 
 
-def _unexplained_note(buckets: dict, named: dict | None) -> str:
+def _unexplained_note(buckets: dict, named: Bucket | None) -> str:
     """A sentence naming unexplained time when it is a large share and the verdict has not named it yet."""
     bucket = buckets.get("unexplained")
-    if not bucket or bucket["share"] < UNEXPLAINED_NAMED_SHARE or (named and named["id"] == "unexplained"):
+    if not bucket or bucket.share < UNEXPLAINED_NAMED_SHARE or (named and named.id == "unexplained"):
         return ""
-    return (
-        f" {percent(bucket['share'])} of the step is unexplained (host busy, nothing recorded): {EXPLAIN_UNEXPLAINED}."
-    )
+    return f" {percent(bucket.share)} of the step is unexplained (host busy, nothing recorded): {EXPLAIN_UNEXPLAINED}."

@@ -4,6 +4,11 @@ Every class here is a msgspec Struct: findings.json is their encoding (`Diagnosi
 findings.json is read back typed and checked (`Diagnosis.from_dict`), and `diagnose schema` prints
 the JSON Schema of `diagnose.findings/1` made from them (`findings_schema`). Changes stay additive:
 a field added later has a default, so an older findings.json still reads.
+
+An offender row is written flat, as before the rows were typed: the key its `label` names holds
+what the row names ("op": "aten::mm"), beside `label` itself, its common measures and its extra
+columns. A row from an older findings.json has no `label`; it is read by the first naming key it
+holds (`Offender.from_row`).
 """
 
 from __future__ import annotations
@@ -72,6 +77,183 @@ class CheatSheet(msgspec.Struct):
     impact: str = ""
 
 
+OffenderLabel = Literal[
+    "op",
+    "kernel",
+    "code",
+    "host work",
+    "chain",
+    "collective",
+    "allocation",
+    "live blocks",
+    "part",
+    "rank",
+    "graph break",
+    "host range",
+    "score matrix",
+    "name",
+]
+# label -> the key that holds the row's name in findings.json; in this order an older row without
+# `label` is read by the first key it holds
+LABEL_KEYS: dict[str, str] = {
+    "op": "op",
+    "kernel": "kernel",
+    "code": "code",
+    "host work": "host work",
+    "chain": "chain",
+    "collective": "collective",
+    "allocation": "allocated_by",
+    "live blocks": "live_block_by",
+    "part": "part",
+    "rank": "offender",
+    "graph break": "where",
+    "host range": "host_range",
+    "score matrix": "score_matrix",
+    "name": "name",
+}
+ExtraValue = str | int | float | bool | list[int | float] | dict[str, float] | None
+OFFENDER_MEASURES = ("us_per_step", "calls_per_step", "kernels_per_step", "share_of_step", "rank")
+
+
+class Offender(msgspec.Struct, kw_only=True):
+    """One row of what a finding blames: the thing it names (`label` says what that is: an op, a kernel,
+    a file:line of the user's code, a chain of ops, an allocation site...), the measures rows share, and
+    the rule's own columns in `extra` (in the order the rule gave them).
+
+    `Offender.of` builds one from keyword columns; `row()` is its flat form, the key of the name first
+    (what findings.json holds, less `label`, and what the report's table shows)."""
+
+    label: OffenderLabel
+    name: str | list[int] | None = None  # a score matrix is named by its dims
+    us_per_step: float | None = None
+    calls_per_step: float | None = None
+    kernels_per_step: float | None = None
+    share_of_step: float | None = None  # of the step, 0..1
+    rank: int | None = None  # with several ranks: the rank the row is measured on
+    extra: dict[str, ExtraValue] = msgspec.field(default_factory=dict)
+
+    @classmethod
+    def of(cls, label: OffenderLabel, name, **columns) -> "Offender":
+        """An offender named `name` (a `label`), its columns split into the shared measures and `extra`."""
+        common = {k: columns.pop(k) for k in OFFENDER_MEASURES if k in columns}
+        return cls(label=label, name=name, **common, extra=columns)
+
+    @classmethod
+    def from_row(cls, row: dict) -> "Offender":
+        """An offender from its flat form (findings.json's row): `label` says which key names it; a row
+        without one (an older findings.json) is named by the first key of LABEL_KEYS it holds.
+        msgspec.ValidationError names what does not fit (an unknown label, a value of the wrong type)."""
+        return msgspec.convert(_native_row(row), cls)
+
+    @property
+    def key(self) -> str:
+        """The column that holds the row's name ("op", "allocated_by", ...)."""
+        return LABEL_KEYS[self.label]
+
+    def get(self, column: str, default=None):
+        """The value of one column of `row()` (the name under `key`), `default` where the row has none."""
+        if column == self.key:
+            return self.name
+        if column in OFFENDER_MEASURES:
+            value = getattr(self, column)
+            return default if value is None else value
+        return self.extra.get(column, default)
+
+    def row(self) -> dict:
+        """The flat row: the name under `key`, then the measures the row has, then `extra`."""
+        measures = {k: getattr(self, k) for k in OFFENDER_MEASURES if getattr(self, k) is not None}
+        return {self.key: self.name, **measures, **self.extra}
+
+
+def _native_row(row: dict) -> dict:
+    """An offender's flat row (findings.json) in the Struct's own form: label, name, measures, extra."""
+    row = dict(row)
+    label = row.pop("label", None)
+    if label is None:
+        label = next((lab for lab, key in LABEL_KEYS.items() if key in row), "name")
+    name = row.pop(LABEL_KEYS[label], None) if isinstance(label, str) and label in LABEL_KEYS else None
+    measures = {k: row.pop(k) for k in OFFENDER_MEASURES if k in row}
+    return {"label": label, "name": name, **measures, "extra": row}
+
+
+def _offender_json(native: dict) -> dict:
+    """findings.json's flat row from an Offender's builtins (`label` first, then `row()`'s columns)."""
+    label = native["label"]
+    measures = {k: native[k] for k in OFFENDER_MEASURES if native.get(k) is not None}
+    return {"label": label, LABEL_KEYS[label]: native.get("name"), **measures, **native.get("extra", {})}
+
+
+class RunToRun(msgspec.Struct):
+    """How much two runs of the baseline differ from each other (diagnose/capture/compare.py)."""
+
+    tensors_that_vary: int = 0
+    max_rel_difference: float = 0.0
+    within_it: int = 0  # fixed tensors judged within that variation
+
+
+class Numerics(msgspec.Struct):
+    """`--verify`'s check of a fixed step's outputs against the original's (diagnose/capture/compare.py)."""
+
+    verdict: str | None = (
+        None  # match | within precision | within run-to-run variation | changes results | not compared
+    )
+    tensors: int | None = None
+    detail: str | None = None
+    max_abs_diff: float | None = None
+    max_rel_error: float | None = None
+    failures: list[str] | None = None
+    failed: int | None = None
+    tolerances: dict[str, list[float]] | None = None
+    precision: str | None = None
+    precision_tolerance: list[float] | None = None
+    precision_relative: float | None = None
+    beyond_dtype: int | None = None
+    run_to_run: RunToRun | None = None
+
+
+class TrialBudget(msgspec.Struct):
+    """The fixed step's budget, from the trace its verify child profiled (diagnose/verify/budget.py)."""
+
+    step_time_us: float | None = None
+    gpu_busy_fraction: float | None = None
+    gpu_ops_per_step: float | None = None
+    host_wait_share: float | None = None
+    time_basis: str | None = None
+    buckets_us: dict[str, float] = msgspec.field(default_factory=dict)
+
+
+class Trial(msgspec.Struct):
+    """One variant of a fix, as `--verify` measured it (diagnose/verify/model.py FixTrial)."""
+
+    variant: str
+    how: str
+    status: str  # ok | failed | oom | timeout | crashed | not applicable
+    verdict: str = ""
+    error: str = ""
+    speedup: float | None = None  # baseline ÷ fixed median step
+    interval: list[float] | None = None  # [low, high] of the speedup, 95 %
+    baseline_us: float | None = None
+    fixed_us: float | None = None
+    n_baseline: int = 0
+    n_fixed: int = 0
+    baseline_basis: str = ""
+    numerics: Numerics | None = None
+    budget: TrialBudget | None = None
+    folder: str = ""
+
+
+class Verify(msgspec.Struct):
+    """One fix of one finding under `--verify`: the variants tried (or why none could be), the best one."""
+
+    fix: str
+    applicable: bool
+    why: str = ""
+    verdict: str = ""
+    best: str | None = None  # the variant the verdict is of
+    snippet: str = ""
+    trials: list[Trial] = msgspec.field(default_factory=list)
+
+
 class Finding(msgspec.Struct):
     """A bottleneck a rule found, with everything needed to believe and act on it."""
 
@@ -80,12 +262,12 @@ class Finding(msgspec.Struct):
     title: str
     evidence: list[Evidence]
     fixes: list[Fix]
-    offenders: list[dict] = msgspec.field(default_factory=list)
+    offenders: list[Offender] = msgspec.field(default_factory=list)
     est_speedup: float | None = None
     basis: str = ""
     recoverable_us: float | None = None
     why: str = ""
-    verify: list | None = None  # --verify: one entry per fix, measured (diagnose/verify/model.py Verification.to_dict)
+    verify: list[Verify] | None = None  # --verify: one entry per fix, measured
     ranks: list | None = None  # with several ranks: the ranks it holds on (None: a single trace)
     sheet: CheatSheet | None = None  # the rule's cheat-sheet row, filled in when the Diagnosis is assembled
 
@@ -115,6 +297,139 @@ class Checked(msgspec.Struct):
 
     rule: str
     detail: str
+
+
+class ByName(msgspec.Struct):
+    """Part of an accounting bucket, by what names it (an op, a DataLoader range, a file:line)."""
+
+    name: str
+    us_per_step: float
+
+
+class Bucket(msgspec.Struct):
+    """One bucket of the step accounting (diagnose/metrics/accounting.py): µs per step and its share."""
+
+    id: str
+    label: str
+    us_per_step: float
+    share: float
+    detail: str = ""
+    names: list[str] = msgspec.field(default_factory=list)
+    in_sum: bool = True  # False: overlapped with compute, shown beside the step, not in its sum
+    by_name: list[ByName] = msgspec.field(default_factory=list)
+
+
+class Accounting(msgspec.Struct):
+    """The step split into buckets that sum to it (`summary.accounting`)."""
+
+    step_us: float
+    buckets: list[Bucket] = msgspec.field(default_factory=list)
+    largest_non_compute: str | None = None
+    basis: str = ""
+
+    def bucket(self, id: str) -> Bucket | None:
+        """The summed bucket `id`, None where the step has none."""
+        return next((b for b in self.buckets if b.id == id and b.in_sum), None)
+
+
+class IdleSplit(msgspec.Struct):
+    """The GPU's idle time per step by cause (µs; diagnose/metrics/timeline.py)."""
+
+    host_launch: float = 0.0
+    host_other: float = 0.0
+    host_after_sync: float = 0.0
+    kernel_wait: float = 0.0
+    other_wait: float = 0.0
+
+
+class RankRow(msgspec.Struct):
+    """One rank of `summary.ranks` (per step, µs; diagnose/ranks/model.py RankSet.summary)."""
+
+    rank: int
+    source: str = ""
+    rank_from: str = ""
+    step_us: float | None = None
+    step_basis: str = ""
+    unprofiled_step_us: float | None = None
+    profiled_step_us: float | None = None
+    wait_share: float | None = None
+    compute_us: float | None = None
+    work_us: float | None = None
+    kernels_per_step: float | None = None
+    forwards_per_step: float | None = None
+    comm_rounds_per_step: float | None = None
+    comm_us: float | None = None
+    exposed_comm_us: float | None = None
+    wait_us: float | None = None
+    transfer_us: float | None = None
+    findings: list[str] = msgspec.field(default_factory=list)
+
+
+class ArrivalRow(msgspec.Struct):
+    """One rank's arrivals at the collectives (`summary.ranks.arrivals.per_rank`)."""
+
+    rank: int
+    last_share: float | None = None
+    lateness_us: float | None = None
+    late_steps: float | None = None
+    host_last_share: float | None = None
+    host_lateness_us: float | None = None
+    wait_us: float | None = None
+    transfer_us: float | None = None
+    lead_in_us: float | None = None
+    silent_lead_in_us: float | None = None
+
+
+class ArrivalsSummary(msgspec.Struct):
+    """Collectives matched across ranks by key, on aligned clocks (`summary.ranks.arrivals`)."""
+
+    basis: str = ""
+    matched: int = 0
+    steps: int = 0
+    dropped: int = 0
+    clock_offset_us: dict[str, float] = msgspec.field(default_factory=dict)
+    end_spread_us: float | None = None
+    per_rank: list[ArrivalRow] = msgspec.field(default_factory=list)
+
+
+class RankSummary(msgspec.Struct):
+    """With several ranks: the ranks side by side (`summary.ranks`, diagnose/ranks/model.py)."""
+
+    count: int
+    reference: int
+    step_basis: str = ""
+    comm_split: str = ""
+    arrivals: ArrivalsSummary | None = None
+    work: str = ""
+    per_rank: list[RankRow] = msgspec.field(default_factory=list)
+
+
+class Summary(msgspec.Struct):
+    """The headline numbers of the report (diagnose/metrics Metrics.summary); every field None for a
+    trace with no operation (written as `{}`)."""
+
+    steps_analysed: int | None = None
+    steps_found_by: str | None = None
+    cold_start_us: float | None = None
+    unrecorded_launches: int | None = None
+    graph_capture: str | None = None  # the CUDA-graph replay that dominates the step, in words
+    step_time_us: float | None = None  # the step estimates start from (unprofiled where timed)
+    profiled_step_time_us: float | None = None
+    unprofiled_step_time_us: float | None = None
+    gpu_busy_fraction: float | None = None
+    gpu_busy_fraction_profiled: float | None = None
+    gpu_busy_us_per_step: float | None = None
+    gpu_ops_per_step: float | None = None
+    idle_us_per_step: IdleSplit | None = None
+    host_wait_share: float | None = None
+    time_basis: str | None = None
+    accounting: Accounting | None = None
+    ranks: RankSummary | None = None  # with several ranks only
+
+    @property
+    def empty(self) -> bool:
+        """True for the summary of a trace with no operation."""
+        return all(getattr(self, f) is None for f in self.__struct_fields__)
 
 
 class Details(msgspec.Struct, omit_defaults=True):
@@ -148,7 +463,7 @@ class Diagnosis(msgspec.Struct):
 
     target: str
     device: dict
-    summary: dict
+    summary: Summary
     findings: list[Finding]
     skipped: list[Skipped]
     checked: list[Checked] = msgspec.field(default_factory=list)
@@ -170,10 +485,16 @@ class Diagnosis(msgspec.Struct):
     def to_dict(self) -> dict:
         """Plain data for JSON (the stable, versioned schema)."""
         data = msgspec.to_builtins(self, enc_hook=_plain)
+        summary = data["summary"]
+        if self.summary.empty:
+            data["summary"] = {}
+        elif summary.get("ranks") is None:
+            summary.pop("ranks", None)
         for finding in data["findings"]:  # additive fields appear only when they hold something
             for key in ("ranks", "sheet"):
                 if finding.get(key) is None:
                     finding.pop(key, None)
+            finding["offenders"] = [_offender_json(o) for o in finding["offenders"]]
             for e in finding["evidence"]:  # `holds` only on a comparison that is not met
                 if e.get("holds") is None:
                     e.pop("holds", None)
@@ -182,7 +503,11 @@ class Diagnosis(msgspec.Struct):
     @classmethod
     def from_dict(cls, data: dict) -> "Diagnosis":
         """Rebuild a Diagnosis from its JSON form, checked against the model (msgspec.ValidationError
-        names the field that does not fit)."""
+        names the field that does not fit). Offender rows are read from their flat form, with or
+        without `label` (Offender.from_row)."""
+        findings = data.get("findings") if isinstance(data, dict) else None
+        if isinstance(findings, list):
+            data = {**data, "findings": [_native_offenders(f) for f in findings]}
         return msgspec.convert(data, cls)
 
     def worst_severity(self) -> str | None:
@@ -229,6 +554,21 @@ class Diagnosis(msgspec.Struct):
         return self.capture.get("status") not in (None, "ok")
 
 
+def _native_offenders(finding):
+    """A finding's JSON with its offender rows in the Offender's own form (rows that are not objects are
+    left for msgspec to name)."""
+    rows = finding.get("offenders") if isinstance(finding, dict) else None
+    if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
+        return finding
+    return {**finding, "offenders": [_native_row(r) for r in rows]}
+
+
+def typed(data, cls):
+    """`data` (plain dicts, numpy numbers among them) converted to the Struct `cls`, checked; keys become
+    strings, as in JSON."""
+    return msgspec.convert(msgspec.to_builtins(data, enc_hook=_plain, str_keys=True), cls)
+
+
 def _plain(value):
     """numpy scalars and arrays (in details and offenders) as plain numbers and lists."""
     if hasattr(value, "tolist"):
@@ -255,6 +595,17 @@ def check_findings_file(path) -> Diagnosis:
 
 
 def findings_schema() -> dict:
-    """The JSON Schema of findings.json (`diagnose.findings/1`), from the model itself."""
+    """The JSON Schema of findings.json (`diagnose.findings/1`), from the model itself; an offender is
+    described in its flat form (module docstring): `label`, the measures, and any other column."""
     schema = msgspec.json.schema(Diagnosis)
+    offender = schema["$defs"]["Offender"]
+    props = offender["properties"]
+    extra = props.pop("extra")["additionalProperties"]
+    name = props.pop("name")
+    offender["properties"] = {**props, **{key: name for key in LABEL_KEYS.values() if key not in props}}
+    offender["additionalProperties"] = extra
+    offender["required"] = []  # `label` is new: an older findings.json's rows have none
+    offender["description"] = (
+        offender.get("description", "") + "\n\nWritten flat: the key LABEL_KEYS[label] holds the name."
+    ).strip()
     return {"$schema": "https://json-schema.org/draft/2020-12/schema", "title": SCHEMA, **schema}

@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import math
 
-from diagnose.engine import Quiet, Rule, Skip, Threshold
+from diagnose.engine import Quiet, Rule, Skip, Threshold, top_offenders
 from diagnose.findings import Evidence, Finding, Severity
 from diagnose.fixes import fix
 from diagnose.memory.details import breakdown, step_levels
@@ -113,16 +113,20 @@ class AttentionMemory(Rule):
         evidence, basis = [], []
         est_speedup = recoverable = None
         severity: Severity = "low"
-        offenders = [
-            {
-                "score_matrix": list(s.dims),
-                "dtype": s.dtype,
-                "one_copy_bytes": s.nbytes,
-                "how": s.how,
-                "dense_mask": list(s.mask.dims) if s.mask else None,
-            }
-            for s in scores
-        ]
+        offenders = top_offenders(
+            [
+                {
+                    "score_matrix": list(s.dims),
+                    "dtype": s.dtype,
+                    "one_copy_bytes": s.nbytes,
+                    "how": s.how,
+                    "dense_mask": list(s.mask.dims) if s.mask else None,
+                }
+                for s in scores
+            ],
+            "score matrix",
+            n=len(scores),
+        )
         if scores:
             s = scores[0]
             evidence += [
@@ -161,15 +165,16 @@ class AttentionMemory(Rule):
             evidence += _sweep_evidence(ctx.sweep, t)
             severity = "high"
             basis.append(_sweep_basis(ctx.sweep))
-        offenders += [
+        allocating = [
             {
                 "allocated_by": a["where"],
                 "bytes_allocated": a["bytes"],
                 "allocations": a["count"],
                 "largest_bytes": a["largest"],
             }
-            for a in ((breakdown(ctx) or {}).get("top_allocating") or [])[:3]
+            for a in (breakdown(ctx) or {}).get("top_allocating") or []
         ]
+        offenders += top_offenders(allocating, "allocation", n=3)
         return Finding(
             rule=self.id,
             severity=severity,

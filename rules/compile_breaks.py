@@ -42,9 +42,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from diagnose.engine import Quiet, Rule, Skip, Threshold, severity_ladder
+from diagnose.engine import Quiet, Rule, Skip, Threshold, severity_ladder, time_base, top_offenders
 from diagnose.errors import InputError
-from diagnose.findings import Evidence, Finding
+from diagnose.findings import Evidence, Finding, Offender
 from diagnose.fixes import CODE_COLUMNS, comment, fix
 from diagnose.format import short_name
 from diagnose.metrics.compiled import load_compile_record
@@ -164,12 +164,10 @@ class CompileBreaks(Rule):
 
 
 def _time_base(budget) -> str:
+    """The shared time-base phrase, with where the share between graphs is measured."""
     if budget.unprofiled_step_us:
-        return (
-            f"step = unprofiled median {budget.unprofiled_step_us:,.0f} µs; the share between graphs is "
-            f"measured on the median profiled step"
-        )
-    return "profiled step time (no unprofiled timing: host time includes profiler overhead)"
+        return f"{time_base(budget)}; the share between graphs is measured on the median profiled step"
+    return f"{time_base(budget)}: host time includes profiler overhead"
 
 
 def _recompile_cost(record, capture: dict, step_us, warnings: list[str]) -> tuple[float, int, str]:
@@ -215,8 +213,8 @@ def _lines(events) -> list[str]:
     return [f"{Path(f).name}:{int(ln)} ({r})" for (f, ln), r in zip(counts.index, counts["reason"])]
 
 
-def _offenders(record, cs) -> list[dict]:
-    out = []
+def _offenders(record, cs) -> list[Offender]:
+    breaks, between = [], []
     if record is not None:
         for kind in ("graph_break", "recompile"):
             ev = record.of(kind)
@@ -228,7 +226,7 @@ def _offenders(record, cs) -> list[dict]:
                 .agg(n=("kind", "size"), function=("function", "first"))
             )
             for (file, line, reason), row in grouped.head(MAX_SHOWN).iterrows():
-                out.append(
+                breaks.append(
                     {
                         "kind": kind,
                         "where": f"{file}:{int(line)}" if file else "(not located)",
@@ -238,7 +236,7 @@ def _offenders(record, cs) -> list[dict]:
                     }
                 )
     for row in cs.between_ops.head(MAX_SHOWN).itertuples():
-        out.append(
+        between.append(
             {
                 "kind": "eager op between graphs",
                 "op": row.name,
@@ -246,7 +244,7 @@ def _offenders(record, cs) -> list[dict]:
                 "host_us_per_step": round(row.host_us_per_step, 1),
             }
         )
-    return out
+    return top_offenders(breaks, "graph break", n=len(breaks)) + top_offenders(between, "op", n=MAX_SHOWN)
 
 
 def _source_line(file: str, line: int) -> str:

@@ -85,8 +85,8 @@ import numpy as np
 import pandas as pd
 
 from diagnose.devices import DeviceSpec
-from diagnose.engine import NO_STEP_WORK, Quiet, Rule, Skip, Threshold
-from diagnose.findings import Evidence, Finding, Fix, Severity
+from diagnose.engine import NO_STEP_WORK, Quiet, Rule, Skip, Threshold, time_base, top_offenders
+from diagnose.findings import Evidence, Finding, Fix, Offender, Severity
 from diagnose.fixes import fix
 from diagnose.metrics import Metrics
 from diagnose.vocabulary.dtypes import dtype_bytes, precision
@@ -220,7 +220,7 @@ class ComputeBound(Rule):
             basis=(
                 f"{_measured_basis(cb)}; per op, time after = "
                 f"max(FLOPs ÷ achievable TFLOP/s of the target precision, bytes ÷ {spec.achievable_tbps:.3g} TB/s); "
-                f"step {step_us:,.0f} − {saving:,.0f} µs saved = {after:,.0f} µs; {_time_base(p.metrics.budget)}; "
+                f"step {step_us:,.0f} − {saving:,.0f} µs saved = {after:,.0f} µs; {time_base(p.metrics.budget)}; "
                 f"{spec.name}: {spec.source}"
             ),
             why=(
@@ -636,7 +636,7 @@ def _fp32_note(matrix: pd.DataFrame, step_us: float, n: int) -> str:
     )
 
 
-def _offenders(cb: pd.DataFrame, n: int) -> list[dict]:
+def _offenders(cb: pd.DataFrame, n: int) -> list[Offender]:
     grouped = cb.groupby(["op_name", "shapes", "kernel"], dropna=False, sort=False)
     rows = []
     for (op, shapes, kernel), g in grouped:
@@ -659,17 +659,11 @@ def _offenders(cb: pd.DataFrame, n: int) -> list[dict]:
                 ),
             }
         )
-    return sorted(rows, key=lambda r: r["us_per_step"], reverse=True)[:8]
+    return top_offenders(rows, "op", by="us_per_step")
 
 
 def _plain(value):
     return None if value is None or (isinstance(value, float) and math.isnan(value)) else value
-
-
-def _time_base(budget) -> str:
-    if budget.unprofiled_step_us:
-        return f"step time = unprofiled median {budget.unprofiled_step_us:,.1f} µs"
-    return "step time = profiled step (no unprofiled timing in the capture)"
 
 
 def _layout_code() -> str:

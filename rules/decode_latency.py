@@ -54,8 +54,8 @@ import numpy as np
 import pandas as pd
 
 from diagnose.devices import DeviceSpec
-from diagnose.engine import NO_STEP_WORK, Quiet, Rule, Skip, Threshold
-from diagnose.findings import Evidence, Finding
+from diagnose.engine import NO_STEP_WORK, Quiet, Rule, Skip, Threshold, time_base, top_offenders
+from diagnose.findings import Evidence, Finding, Offender
 from diagnose.fixes import fix
 from diagnose.metrics.step_time import StepBudget
 from diagnose.trace.names import name_test
@@ -188,7 +188,7 @@ class DecodeLatency(Rule):
                 f"W4A16: step − GEMV time + GEMV time × {W4_BITS}/{s.bits} bits = {step_us:,.0f} − {s.gemv_us:,.0f} + "
                 f"{w4_us:,.0f} = {after:,.0f} µs per step, assuming the 4-bit kernels reach the same share of "
                 f"bandwidth as today's ({tbps:.2f} TB/s); {s.bytes_basis}; not measured with real W4A16 kernels; "
-                f"{_time_base(s.budget)}; "
+                f"{time_base(s.budget)}; "
                 f"{spec.name}: {spec.source}"
             ),
             why=(
@@ -405,7 +405,7 @@ def _weight_bytes(gemv: pd.DataFrame) -> np.ndarray:
     return gemv["k"].to_numpy(float) * gemv["n"].to_numpy(float) * esize
 
 
-def _offenders(gemv: pd.DataFrame, n: int) -> list[dict]:
+def _offenders(gemv: pd.DataFrame, n: int) -> list[Offender]:
     rows = []
     for (op, shapes, kernel), g in gemv.groupby(["op_name", "shapes", "kernel"], dropna=False, sort=False):
         us = float(g["kernel_us"].sum())
@@ -420,13 +420,7 @@ def _offenders(gemv: pd.DataFrame, n: int) -> list[dict]:
                 "tb_per_s": round(float(g["bytes"].sum()) / us / 1e6, 2) if us else None,
             }
         )
-    return sorted(rows, key=lambda r: r["us_per_step"], reverse=True)[:8]
-
-
-def _time_base(budget) -> str:
-    if budget.unprofiled_step_us:
-        return f"step time = unprofiled median {budget.unprofiled_step_us:,.1f} µs"
-    return "step time = profiled step (no unprofiled timing in the capture)"
+    return top_offenders(rows, "op", by="us_per_step")
 
 
 def _w4a16_code() -> str:

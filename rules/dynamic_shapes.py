@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import math
 
-from diagnose.engine import Quiet, Rule, Threshold, severity_ladder
+from diagnose.engine import Quiet, Rule, Threshold, severity_ladder, top_offenders
 from diagnose.findings import Evidence, Finding
 from diagnose.fixes import fix
 from diagnose.metrics.compiled import logged_recompiles
@@ -143,17 +143,20 @@ class DynamicShapes(Rule):
             severity=severity_ladder(share, t),
             title=self.title,
             evidence=evidence,
-            offenders=[
-                {
-                    "op": r.name,
-                    "step": int(r.step),
-                    "host_us": round(r.host_us, 1),
-                    "held_us": round(r.held_us * budget.host_scale, 1),
-                    "kernel_us": round(r.kernel_us, 1),
-                    "input_shapes": r.shapes or "(not recorded)",
-                }
-                for r in calls.head(8).itertuples()
-            ],
+            offenders=top_offenders(
+                [
+                    {
+                        "op": r.name,
+                        "step": int(r.step),
+                        "host_us": round(r.host_us, 1),
+                        "held_us": round(r.held_us * budget.host_scale, 1),
+                        "kernel_us": round(r.kernel_us, 1),
+                        "input_shapes": r.shapes or "(not recorded)",
+                    }
+                    for r in calls.head(8).itertuples()
+                ],
+                "op",
+            ),
             fixes=[fix("static-shapes", code=_static_code(compiled)), fix("shape-bucketing", code=_bucket_code())],
             est_speedup=round(budget.step_us / new_step, 2),
             recoverable_us=round(budget.step_us - new_step, 1),

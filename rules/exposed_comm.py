@@ -45,7 +45,7 @@ needs compute to overlap with, and a straggling rank is not fixed by overlap.
 
 from __future__ import annotations
 
-from diagnose.engine import Quiet, Rule, Threshold, severity_ladder
+from diagnose.engine import Quiet, Rule, Threshold, severity_ladder, top_offenders
 from diagnose.findings import Evidence, Finding
 from diagnose.fixes import fix
 from diagnose.metrics.accounting import HOST_PACED, exposed_comm_split
@@ -176,15 +176,18 @@ class ExposedComm(Rule):
             severity=severity_ladder(share, t),
             title=self.title,
             evidence=evidence,
-            offenders=[
-                {
-                    "collective": row.name.split("(")[0],
-                    "calls_per_step": round(row.calls_per_step, 1),
-                    "us_per_step": round(row.us_per_step, 1),
-                    "exposed_us_per_step": round(row.exposed_us_per_step, 1),
-                }
-                for row in ctx.metrics.comm.collectives.head(8).itertuples()
-            ],
+            offenders=top_offenders(
+                [
+                    {
+                        "collective": row.name.split("(")[0],
+                        "calls_per_step": round(row.calls_per_step, 1),
+                        "us_per_step": round(row.us_per_step, 1),
+                        "exposed_us_per_step": round(row.exposed_us_per_step, 1),
+                    }
+                    for row in ctx.metrics.comm.collectives.head(8).itertuples()
+                ],
+                "collective",
+            ),
             fixes=fixes[::-1] if accumulate_first else fixes,
             est_speedup=round(step / new_step, 2),
             recoverable_us=round(step - new_step, 1),

@@ -54,7 +54,7 @@ from __future__ import annotations
 
 import shlex
 
-from diagnose.engine import Quiet, Rule, Threshold, severity_ladder
+from diagnose.engine import Quiet, Rule, Threshold, severity_ladder, top_offenders
 from diagnose.findings import Evidence, Finding
 from diagnose.fixes import comment, fix
 from diagnose.metrics.pyframes import NO_SAMPLE
@@ -112,14 +112,17 @@ class HostBound(Rule):
         offenders = []
         if samples is not None:
             lines = samples.attribute(split.host)
-            offenders = [
-                {
-                    "code": row.where,
-                    "us_per_step": round(row.us * per_step, 1),
-                    "share_of_step": round(budget.share(row.us * per_step), 4),
-                }
-                for row in lines.head(MAX_OFFENDERS).itertuples()
-            ]
+            offenders = top_offenders(
+                [
+                    {
+                        "code": row.where,
+                        "us_per_step": round(row.us * per_step, 1),
+                        "share_of_step": round(budget.share(row.us * per_step), 4),
+                    }
+                    for row in lines.head(MAX_OFFENDERS).itertuples()
+                ],
+                "code",
+            )
             if samples.from_trace:
                 named = lines.loc[lines["where"] != NO_SAMPLE, "us"].sum() * per_step
                 evidence.append(
@@ -140,15 +143,18 @@ class HostBound(Rule):
             evidence.append(Evidence("command that would name the code", command_for(ctx.trace)))
             if named_share < t["min_host_share"]:
                 severity = LOWER[severity]  # the finding rests on time nothing in the trace names
-        offenders += [
-            {"host work": row.name, "us_per_step": round(row.overlap_us * per_step, 1)}
-            for row in split.fillers.head(MAX_OFFENDERS).itertuples()
-        ]
+        offenders += top_offenders(
+            [
+                {"host work": row.name, "us_per_step": round(row.overlap_us * per_step, 1)}
+                for row in split.fillers.head(MAX_OFFENDERS).itertuples()
+            ],
+            "host work",
+        )
         if pageable["count"]:
             evidence.append(Evidence("pageable host-to-device copies per step", pageable["count"]))
             evidence.append(Evidence("time in pageable copies per step", round(pageable["us"], 1), unit="µs"))
         loader = name_has(split.fillers["name"], "DataLoader").any() if len(split.fillers) else False
-        top_code = offenders[0].get("code") if offenders and "code" in offenders[0] else None
+        top_code = offenders[0].name if offenders and offenders[0].label == "code" else None
         fixes = [fix("dataloader-workers", code=_loader_code(top_code)), fix("pinned-memory", code=_pinned_code())]
         if pageable["count"] and not loader and top_code is None:
             fixes.reverse()

@@ -54,8 +54,8 @@ import math
 
 import pandas as pd
 
-from diagnose.engine import Quiet, Rule, Skip, Threshold
-from diagnose.findings import Evidence, Finding
+from diagnose.engine import Quiet, Rule, Skip, Threshold, top_offenders
+from diagnose.findings import Evidence, Finding, Offender
 from diagnose.fixes import fix
 from diagnose.memory.details import breakdown, step_levels, step_windows
 from diagnose.memory.patterns import kv_appends, step_index
@@ -389,23 +389,22 @@ def _title(concat, prealloc, frag) -> str:
     return "Allocator fragmentation: far more memory reserved than tensors hold"
 
 
-def _offenders(ctx) -> list[dict]:
+def _offenders(ctx) -> list[Offender]:
     """The user code that allocated the most during the profiled steps, and the largest live blocks."""
     bd = breakdown(ctx) or {}
-    out = [
+    allocating = [
         {
             "allocated_by": a["where"],
             "bytes_allocated": a["bytes"],
             "allocations": a["count"],
             "largest_bytes": a["largest"],
         }
-        for a in (bd.get("top_allocating") or [])[:4]
+        for a in bd.get("top_allocating") or []
     ]
-    out += [
-        {"live_block_by": a["where"], "bytes_live": a["bytes"], "blocks": a["count"]}
-        for a in (bd.get("top_live") or [])[:2]
+    live = [
+        {"live_block_by": a["where"], "bytes_live": a["bytes"], "blocks": a["count"]} for a in bd.get("top_live") or []
     ]
-    return out
+    return top_offenders(allocating, "allocation", n=4) + top_offenders(live, "live blocks", n=2)
 
 
 def _paged_code() -> str:

@@ -83,8 +83,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from diagnose.engine import Quiet, Rule, Threshold, severity_ladder
-from diagnose.findings import Evidence, Finding
+from diagnose.engine import Quiet, Rule, Threshold, severity_ladder, top_offenders
+from diagnose.findings import Evidence, Finding, Offender
 from diagnose.fixes import capturable_code, fix, optimizer_code
 from diagnose.metrics.comm import is_comm
 from diagnose.metrics.compiled import cudagraph_skips
@@ -353,7 +353,7 @@ def _sync_code(op: str) -> str:
     )
 
 
-def _offenders(m, host_gaps: pd.DataFrame, n: int, scale: float) -> list[dict]:
+def _offenders(m, host_gaps: pd.DataFrame, n: int, scale: float) -> list[Offender]:
     """The CPU ops whose kernels most often waited for their launch (idle on the step's time base)."""
     if not len(host_gaps):
         return []
@@ -366,16 +366,17 @@ def _offenders(m, host_gaps: pd.DataFrame, n: int, scale: float) -> list[dict]:
     grouped = joined.groupby("op_name").agg(
         launches=("dur_x", "size"), waited_us=("dur_x", "sum"), kernel_us=("dur_y", "median")
     )
-    grouped = grouped.sort_values("waited_us", ascending=False).head(8)
-    return [
+    grouped = grouped.sort_values("waited_us", ascending=False)
+    rows = [
         {
             "op": op,
             "kernels_per_step": round(row.launches / n, 1),
             "idle_before_us_per_step": round(row.waited_us / n * scale, 1),
             "median_kernel_us": round(float(row.kernel_us), 2) if pd.notna(row.kernel_us) else None,
         }
-        for op, row in grouped.iterrows()
+        for op, row in grouped.head(8).iterrows()
     ]
+    return top_offenders(rows, "op")
 
 
 def _kv_appends_per_step(ctx, steps: int) -> float:

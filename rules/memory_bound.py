@@ -71,8 +71,8 @@ import numpy as np
 import pandas as pd
 
 from diagnose.devices import DeviceSpec
-from diagnose.engine import NO_STEP_WORK, Quiet, Rule, Skip, Threshold, severity_ladder
-from diagnose.findings import Evidence, Finding
+from diagnose.engine import NO_STEP_WORK, Quiet, Rule, Skip, Threshold, severity_ladder, time_base, top_offenders
+from diagnose.findings import Evidence, Finding, Offender
 from diagnose.fixes import comment, fix
 from diagnose.vocabulary.dtypes import precision
 from diagnose.vocabulary.kernels import MEMORY_KINDS
@@ -167,7 +167,7 @@ class MemoryBound(Rule):
                 fix("torch-compile", code=_compile_code()),
                 fix(
                     "triton-kernel",
-                    code=_triton_code(offenders[0].get("chain", "") if offenders else ""),
+                    code=_triton_code(str(offenders[0].name) if offenders else ""),
                     how=(
                         "Hand-fuse the chain into one autotuned Triton kernel; keeping each row on chip "
                         "also removes the second read a looped reduction does: "
@@ -183,7 +183,7 @@ class MemoryBound(Rule):
                 f"{_bytes_basis(good)}; fused step ≈ {step_us:,.0f} − "
                 f"{chain_us:,.0f} µs in the chains + {fused_bytes / n / 1e6:,.0f} MB single-pass ÷ "
                 f"{bw:.3g} TB/s achievable = {fused_us:,.0f} µs + {t['fused_call_us']:.0f} µs to enter "
-                f"compiled code = {after:,.0f} µs per step; {_time_base(budget)}; "
+                f"compiled code = {after:,.0f} µs per step; {time_base(budget)}; "
                 f"{spec.name}: {spec.source}"
             ),
             why=(
@@ -358,12 +358,6 @@ def _decide(f: _Fusion, t) -> Quiet | None:
     return None
 
 
-def _time_base(budget) -> str:
-    if budget.unprofiled_step_us:
-        return f"step time = unprofiled median {budget.unprofiled_step_us:,.1f} µs"
-    return "step time = profiled step (no unprofiled timing in the capture)"
-
-
 def _chains(ops: pd.DataFrame, min_ops: int, bw: float, sm_count: int, peak_tbps: float) -> list[dict]:
     """Runs of at least `min_ops` consecutive unfused memory-class op instances, per step and
     stream in GPU order, each summarised as a dict (time, bytes, bandwidth, single-pass bytes...).
@@ -536,7 +530,7 @@ def _no_chain_detail(ops: pd.DataFrame, fused: pd.DataFrame, n: int, bw: float) 
     return "no chain of unfused elementwise/reduction kernels in the measured steps"
 
 
-def _offenders(chains: list[dict], n: int) -> list[dict]:
+def _offenders(chains: list[dict], n: int) -> list[Offender]:
     grouped: dict = {}
     for c in chains:
         key = (c["names"], c["shapes"])
@@ -556,8 +550,8 @@ def _offenders(chains: list[dict], n: int) -> list[dict]:
         g["count"] += 1
         for k in ("time_us", "bytes", "fused_bytes", "fused_us"):
             g[k] += c[k]
-    rows = sorted(grouped.values(), key=lambda g: g["time_us"] - g["fused_us"], reverse=True)[:8]
-    return [
+    rows = sorted(grouped.values(), key=lambda g: g["time_us"] - g["fused_us"], reverse=True)
+    rows = [
         {
             "chain": g["chain"],
             "first_op_shapes": g["first_shapes"],
@@ -571,6 +565,7 @@ def _offenders(chains: list[dict], n: int) -> list[dict]:
         }
         for g in rows
     ]
+    return top_offenders(rows, "chain")
 
 
 def _compile_code() -> str:

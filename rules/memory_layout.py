@@ -32,8 +32,8 @@ from __future__ import annotations
 
 import re
 
-from diagnose.engine import Quiet, Rule, Threshold
-from diagnose.findings import Evidence, Finding
+from diagnose.engine import Quiet, Rule, Threshold, top_offenders
+from diagnose.findings import Evidence, Finding, Offender
 from diagnose.fixes import fix
 from diagnose.trace.names import name_search, name_test
 from diagnose.vocabulary.kernels import is_layout_conversion
@@ -136,13 +136,13 @@ def layout_parts(kernels, n: int) -> tuple[float, float]:
     return float(kernels[norm]["dur"].sum()) / n, float(kernels[conv]["dur"].sum()) / n
 
 
-def _offenders(layout, n: int) -> list[dict]:
+def _offenders(layout, n: int) -> list[Offender]:
     """The ops that launched the conversions, most time first."""
     if not len(layout):
         return []
     by = layout.assign(op=layout["op_name"].fillna("(no CPU op recorded)")).groupby("op")
     rows = by.agg(kernels=("dur", "size"), us=("dur", "sum")).sort_values("us", ascending=False).head(8)
-    return [
+    rows = [
         {
             "op": op,
             "conversion_kernels_per_step": round(r.kernels / n, 1),
@@ -150,6 +150,7 @@ def _offenders(layout, n: int) -> list[dict]:
         }
         for op, r in rows.iterrows()
     ]
+    return top_offenders(rows, "op")
 
 
 def _code() -> str:

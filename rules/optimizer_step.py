@@ -33,7 +33,7 @@ against 8) and `fused_host_us` of host work per optimizer call. On opt_single: 2
 
 from __future__ import annotations
 
-from diagnose.engine import Quiet, Rule, Threshold
+from diagnose.engine import Quiet, Rule, Threshold, top_offenders
 from diagnose.findings import Evidence, Finding
 from diagnose.fixes import fix, optimizer_code
 from diagnose.metrics.optimizer import SINGLE
@@ -103,16 +103,20 @@ class OptimizerStep(Rule):
             severity="high" if opt.time_share >= t["high_share"] else "medium",
             title=self.title,
             evidence=evidence,
-            offenders=[
-                {
-                    "op": f"Optimizer.step#{o.name}.step",
-                    "implementation": o.impl,
-                    "kernels_per_step": round(o.kernels, 1),
-                    "gpu_us_per_step": round(o.gpu_us, 1),
-                    "share_of_step": round(o.time_share, 3),
-                }
-                for o in found
-            ],
+            offenders=top_offenders(
+                [
+                    {
+                        "op": f"Optimizer.step#{o.name}.step",
+                        "implementation": o.impl,
+                        "kernels_per_step": round(o.kernels, 1),
+                        "gpu_us_per_step": round(o.gpu_us, 1),
+                        "share_of_step": round(o.time_share, 3),
+                    }
+                    for o in found
+                ],
+                "op",
+                n=len(found),
+            ),
             fixes=[fix("fused-optimizer", code=optimizer_code(opt.name))],
             est_speedup=round(budget.step_us / fixed, 2),
             recoverable_us=round(opt_us - fused_us, 2),

@@ -63,8 +63,8 @@ from __future__ import annotations
 import re
 import statistics
 
-from diagnose.engine import Quiet, Rule, Threshold, severity_ladder
-from diagnose.findings import Evidence, Finding
+from diagnose.engine import Quiet, Rule, Threshold, severity_ladder, top_offenders
+from diagnose.findings import Evidence, Finding, Offender
 from diagnose.fixes import fix
 from diagnose.vocabulary.units import percent
 
@@ -185,16 +185,18 @@ class Straggler(Rule):
             )
         note = "" if ranks.arrival else self._arrival_note(ranks, slow)  # else check() adds the arrivals
         offenders = [
-            {
-                "offender": f"rank {slow.rank}",
-                "rank": slow.rank,
-                "work_us_per_step": round(ranks.work_of(slow), 1),
-                "others_median_work_us": round(work_median, 1),
-                "skew_pct": round(work_skew * 100, 1),
-                "extra_kernels_per_step": round(extra_kernels, 1),
-            }
+            Offender.of(
+                "rank",
+                f"rank {slow.rank}",
+                rank=slow.rank,
+                work_us_per_step=round(ranks.work_of(slow), 1),
+                others_median_work_us=round(work_median, 1),
+                skew_pct=round(work_skew * 100, 1),
+                extra_kernels_per_step=round(extra_kernels, 1),
+            )
         ]
-        offenders += [{**row, "rank": slow.rank} for row in ranks.slow_ops(slow.rank)]
+        slow_ops = ranks.slow_ops(slow.rank)
+        offenders += top_offenders([{**row, "rank": slow.rank} for row in slow_ops], "op", n=len(slow_ops))
         return Finding(
             rule=self.id,
             severity=severity_ladder(share, t, "high_cost_share", "medium_cost_share"),
@@ -324,20 +326,23 @@ class Straggler(Rule):
                 )
             )
         offenders = [
-            {
-                "offender": f"rank {late}",
-                "rank": late,
-                "lateness_us_per_step": round(lateness, 1),
-                "last_share": arr.last_share[late],
-                "cause": kind,
-                "wait_us_per_step": {str(r): arr.wait_us[r] for r in arr.ranks},
-                "extra_gpu_work_us": round(gpu_extra, 1),
-                "extra_host_us": round(host_extra, 1),
-            }
+            Offender.of(
+                "rank",
+                f"rank {late}",
+                rank=late,
+                lateness_us_per_step=round(lateness, 1),
+                last_share=arr.last_share[late],
+                cause=kind,
+                wait_us_per_step={str(r): arr.wait_us[r] for r in arr.ranks},
+                extra_gpu_work_us=round(gpu_extra, 1),
+                extra_host_us=round(host_extra, 1),
+            )
         ]
-        offenders += [{"host_range": n, "rank": late, "extra_us_per_step": round(u, 1)} for n, u in names[:5]]
+        ranges = [{"host_range": n, "rank": late, "extra_us_per_step": round(u, 1)} for n, u in names]
+        offenders += top_offenders(ranges, "host range", n=5)
         if gpu_counts:
-            offenders += [{**row, "rank": late} for row in ranks.slow_ops(late)]
+            slow_ops = ranks.slow_ops(late)
+            offenders += top_offenders([{**row, "rank": late} for row in slow_ops], "op", n=len(slow_ops))
         new_step = max(step - cost, 1e-9)
         return Finding(
             rule=self.id,

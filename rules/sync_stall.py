@@ -29,7 +29,7 @@ kernels. Host-side time is rescaled to the unprofiled step time when it was meas
 
 from __future__ import annotations
 
-from diagnose.engine import Quiet, Rule, Threshold
+from diagnose.engine import Quiet, Rule, Threshold, top_offenders
 from diagnose.findings import Evidence, Finding
 from diagnose.fixes import fix
 from diagnose.vocabulary.units import percent
@@ -81,14 +81,17 @@ class SyncStall(Rule):
             severity=_severity(share, t),
             title=self.title,
             evidence=evidence,
-            offenders=[
-                {
-                    "op": op,
-                    "syncs_per_step": round(count / n, 1),
-                    "call": syncs.loc[syncs["op_name"] == op, "name"].mode().iat[0],
-                }
-                for op, count in by_op.head(8).items()
-            ],
+            offenders=top_offenders(
+                [
+                    {
+                        "op": op,
+                        "syncs_per_step": round(count / n, 1),
+                        "call": syncs.loc[syncs["op_name"] == op, "name"].mode().iat[0],
+                    }
+                    for op, count in by_op.head(8).items()
+                ],
+                "op",
+            ),
             fixes=[fix("remove-sync", code=_code(by_op.index[0] if len(by_op) else ""))],
             est_speedup=round(budget.step_us / new_step, 2),
             recoverable_us=round(idle, 1),

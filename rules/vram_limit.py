@@ -40,8 +40,8 @@ from __future__ import annotations
 import math
 import re
 
-from diagnose.engine import Quiet, Rule, Skip, Threshold
-from diagnose.findings import Evidence, Finding
+from diagnose.engine import Quiet, Rule, Skip, Threshold, top_offenders
+from diagnose.findings import Evidence, Finding, Offender
 from diagnose.fixes import fix
 from diagnose.memory.breakdown import STATES_PER_PARAM
 from diagnose.memory.details import breakdown
@@ -242,13 +242,13 @@ def _parts_text(bd: dict) -> str:
     return " (" + ", ".join(f"{p['part']} {gb(p['bytes'])}" for p in parts) + ")"
 
 
-def _offenders(bd: dict) -> list[dict]:
-    out = [{"part": p["part"], "bytes": p["bytes"], "how": p["how"]} for p in bd.get("parts") or []]
-    out += [
+def _offenders(bd: dict) -> list[Offender]:
+    parts = [{"part": p["part"], "bytes": p["bytes"], "how": p["how"]} for p in bd.get("parts") or []]
+    live = [
         {"live_block_by": a["where"], "bytes_live": a["bytes"], "blocks": a["count"], "largest_bytes": a["largest"]}
-        for a in (bd.get("top_live") or [])[:3]
+        for a in bd.get("top_live") or []
     ]
-    return out
+    return top_offenders(parts, "part", n=len(parts)) + top_offenders(live, "live blocks", n=3)
 
 
 def _fsdp_code() -> str:

@@ -27,20 +27,20 @@ def test_buckets_sum_to_the_step_and_unexplained_is_small_or_named(path):
     if d.workload_failed:
         assert d.verdict.startswith("The workload"), "a failed workload's verdict says so, not a step split"
         return
-    if not d.summary.get("gpu_ops_per_step"):
+    if not d.summary.gpu_ops_per_step:
         assert d.verdict.startswith(("No GPU activity", "GPU activity was not recorded")), (
             "a trace without GPU records (CPU-only, or lost) has no GPU step to split"
         )
         return
-    acct = d.summary["accounting"]
-    summed = [b for b in acct["buckets"] if b["in_sum"]]
-    assert [b["id"] for b in summed][0] == "compute"
-    total = sum(b["us_per_step"] for b in summed)
-    assert total == pytest.approx(acct["step_us"], rel=SUM_TOLERANCE)
-    assert acct["step_us"] == pytest.approx(d.summary["step_time_us"], rel=1e-6)
-    assert all(b["us_per_step"] >= 0 for b in acct["buckets"])
-    unexplained = next(b for b in summed if b["id"] == "unexplained")
-    if unexplained["share"] >= UNEXPLAINED_LIMIT:
+    acct = d.summary.accounting
+    summed = [b for b in acct.buckets if b.in_sum]
+    assert [b.id for b in summed][0] == "compute"
+    total = sum(b.us_per_step for b in summed)
+    assert total == pytest.approx(acct.step_us, rel=SUM_TOLERANCE)
+    assert acct.step_us == pytest.approx(d.summary.step_time_us, rel=1e-6)
+    assert all(b.us_per_step >= 0 for b in acct.buckets)
+    unexplained = next(b for b in summed if b.id == "unexplained")
+    if unexplained.share >= UNEXPLAINED_LIMIT:
         assert "unexplained" in d.verdict and "with_stack=True" in d.verdict, d.verdict
 
 
@@ -98,7 +98,7 @@ def test_nccl_trace_counts_collectives_as_communication_and_launch_overhead_stay
     quiet = {c.rule: c.detail for c in d.checked}
     assert "kernels are not small" in quiet["launch-overhead"]
     assert "exposed communication" in quiet["exposed-comm"]
-    acct = {b["id"]: b for b in d.summary["accounting"]["buckets"]}
-    assert 0.05 < acct["comm_exposed"]["share"] < 0.07
-    assert "ncclKernel_AllReduce" in acct["comm_exposed"]["names"][0]
+    acct = {b.id: b for b in d.summary.accounting.buckets}
+    assert 0.05 < acct["comm_exposed"].share < 0.07
+    assert "ncclKernel_AllReduce" in acct["comm_exposed"].names[0]
     assert "launch / dispatch" in d.verdict

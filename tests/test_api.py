@@ -13,10 +13,10 @@ def test_analyze_returns_frames_and_html():
     d = diagnose.analyze(CAPTURES / "decode_eager")
     frame = d.findings_frame()
     assert frame.loc[0, "rule"] == "launch-overhead" and "cuda-graphs" in frame.loc[0, "fixes"]
-    assert len(d.kernels_frame()) > 0 and len(d.steps_frame()) == d.summary["steps_analysed"]
+    assert len(d.kernels_frame()) > 0 and len(d.steps_frame()) == d.summary.steps_analysed
     html = d._repr_html_()
     assert html.startswith("<iframe srcdoc=") and "&lt;" in html and "<script" not in html
-    assert "each call of the callable" in d.summary["steps_found_by"]
+    assert "each call of the callable" in d.summary.steps_found_by
 
 
 def test_analyze_with_overrides():

@@ -53,14 +53,14 @@ def eight_ranks(tmp_path_factory):
 
 
 def test_eight_ranks_name_the_late_arriver_not_the_rank_that_works_most(eight_ranks):
-    per_rank = {r["rank"]: r for r in eight_ranks.summary["ranks"]["per_rank"]}
-    assert max(per_rank, key=lambda r: per_rank[r]["work_us"]) == 3  # the most GPU work is rank 3's
+    per_rank = {r.rank: r for r in eight_ranks.summary.ranks.per_rank}
+    assert max(per_rank, key=lambda r: per_rank[r].work_us) == 3  # the most GPU work is rank 3's
     f = _straggler(eight_ranks)
-    assert f is not None and f.ranks == [5] and f.offenders[0]["rank"] == 5
-    assert f.offenders[0]["cause"] == "input"
+    assert f is not None and f.ranks == [5] and f.offenders[0].rank == 5
+    assert f.offenders[0].label == "rank" and f.offenders[0].get("cause") == "input"
     assert "basis: arrivals" in f.basis and LOADER in f.basis
     # wait per rank: every other rank waits the hold-up, rank 5 (almost) nothing
-    waits = f.offenders[0]["wait_us_per_step"]
+    waits = f.offenders[0].get("wait_us_per_step")
     assert all(waits[str(r)] == pytest.approx(DELAY_US, rel=0.02) for r in range(8) if r != 5)
     assert waits["5"] < 0.1 * DELAY_US
     assert sum("wait in collectives" in e.metric for e in f.evidence) == 8
@@ -68,13 +68,13 @@ def test_eight_ranks_name_the_late_arriver_not_the_rank_that_works_most(eight_ra
 
 
 def test_arrivals_align_the_ranks_clocks_by_collective_ends(eight_ranks):
-    arrivals = eight_ranks.summary["ranks"]["arrivals"]
-    offsets = arrivals["clock_offset_us"]
+    arrivals = eight_ranks.summary.ranks.arrivals
+    offsets = arrivals.clock_offset_us
     # the synthetic clocks: rank k's ts shifted by 1000 k − 3000 (k mod 3) µs
     for k in range(8):
-        assert offsets[k] == pytest.approx(1000.0 * k - 3000.0 * (k % 3), abs=1.0)
-    assert arrivals["end_spread_us"] < 1.0 and arrivals["matched"] == 39
-    assert "kernel end times" in arrivals["basis"]
+        assert offsets[str(k)] == pytest.approx(1000.0 * k - 3000.0 * (k % 3), abs=1.0)
+    assert arrivals.end_spread_us < 1.0 and arrivals.matched == 39
+    assert "kernel end times" in arrivals.basis
 
 
 def test_a_host_only_straggler_is_found_with_its_host_cause(tmp_path):
@@ -84,7 +84,7 @@ def test_a_host_only_straggler_is_found_with_its_host_cause(tmp_path):
     d = analyse_ranks(folder, Config(), workers=1)
     f = _straggler(d)
     assert f is not None and f.ranks == [1]
-    assert f.offenders[0]["cause"] == "logging" and f.offenders[0]["extra_gpu_work_us"] < 0.01 * DELAY_US
+    assert f.offenders[0].get("cause") == "logging" and f.offenders[0].get("extra_gpu_work_us") < 0.01 * DELAY_US
     assert "host time outside CUDA calls" in f.basis and "log_metrics" in f.basis
     assert "asynchronous" in f.fixes[0].how
     assert f.recoverable_us == pytest.approx(DELAY_US, rel=0.02)
@@ -108,7 +108,7 @@ def test_real_controls_stay_quiet_and_say_why(name):
 
 def test_real_stragglers_name_their_rank_and_basis():
     heavy = _straggler(_real("ddp_heavy_straggler"))
-    assert heavy.ranks == [1] and "basis: arrivals" in heavy.basis and heavy.offenders[0]["cause"] == "gpu"
+    assert heavy.ranks == [1] and "basis: arrivals" in heavy.basis and heavy.offenders[0].get("cause") == "gpu"
     paced = _straggler(_real("ddp_straggler"))
     # the rank with the extra work is not the last to arrive under the profiler: judged by work
     assert paced.ranks == [1] and "basis: work" in paced.basis and "rank 0 arrived last" in paced.basis
@@ -132,17 +132,17 @@ def test_no_estimate_exceeds_its_bound(folder):
 
 def test_the_breakdown_and_exposed_comm_show_the_same_exposed_time():
     d = _real("ddp_exposed")
-    ranks = d.summary["ranks"]
-    reference = next(r for r in ranks["per_rank"] if r["rank"] == ranks["reference"])
-    buckets = {b["id"]: b for b in d.summary["accounting"]["buckets"]}
+    ranks = d.summary.ranks
+    reference = next(r for r in ranks.per_rank if r.rank == ranks.reference)
+    buckets = {b.id: b for b in d.summary.accounting.buckets}
     detail = next((c.detail for c in d.checked if c.rule == "exposed-comm"), None) or next(
         f.basis for f in d.findings if f.rule == "exposed-comm"
     )
-    transfer, wait = exposed_comm_split(reference["exposed_comm_us"], reference["wait_us"])
-    assert f"({transfer:,.0f} µs on rank {ranks['reference']})" in detail
+    transfer, wait = exposed_comm_split(reference.exposed_comm_us, reference.wait_us)
+    assert f"({transfer:,.0f} µs on rank {ranks.reference})" in detail
     if wait:
-        assert buckets["comm_wait"]["us_per_step"] > 0
-    assert sum(b["share"] for b in buckets.values() if b.get("in_sum", True)) == pytest.approx(1.0, abs=1e-9)
+        assert buckets["comm_wait"].us_per_step > 0
+    assert sum(b.share for b in buckets.values() if b.in_sum) == pytest.approx(1.0, abs=1e-9)
 
 
 def test_overlap_hides_at_most_min_of_communication_and_compute():

@@ -12,7 +12,7 @@ import pytest
 
 from diagnose.assemble import diagnose_trace
 from diagnose.engine import verdict
-from diagnose.findings import Diagnosis
+from diagnose.findings import Diagnosis, Summary
 from diagnose.report.html import render_html
 
 from conftest import load_capture
@@ -106,7 +106,7 @@ def test_sparse_reports_render_without_console_errors(tmp_path, status):
     d = Diagnosis(
         target="t.json",
         device={},
-        summary={},
+        summary=Summary(),
         findings=[],
         skipped=[],
         capture={"status": status, "error": {"type": "OutOfMemoryError", "message": "out of memory"}}

@@ -282,4 +282,4 @@ def test_wording_a_new_user_tripped_over():
         / "alexnet"
         / "benchmark_result_2869224_1695835535_trace.json.gz"
     )
-    assert "marked steps at none found" not in alexnet.summary["steps_found_by"]
+    assert "marked steps at none found" not in alexnet.summary.steps_found_by

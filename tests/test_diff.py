@@ -392,6 +392,7 @@ def test_large_sides_are_analysed_at_the_same_time_with_the_same_result(monkeypa
 
 def test_a_drained_queue_is_credited_to_the_stall_only_when_the_launches_are_the_same():
     from diagnose.diff.attribution import BucketChange, drained_queue_first
+    from diagnose.findings import Summary
 
     def changes():
         return [
@@ -400,9 +401,11 @@ def test_a_drained_queue_is_credited_to_the_stall_only_when_the_launches_are_the
             BucketChange("compute", "compute", 25000, 25010),
         ]
 
-    same = drained_queue_first(changes(), {"gpu_ops_per_step": 379}, {"gpu_ops_per_step": 379}, 7810)
+    same = drained_queue_first(changes(), Summary(gpu_ops_per_step=379), Summary(gpu_ops_per_step=379), 7810)
     assert [c.id for c in same[:2]] == ["host_work", "launch"] and "ran dry" in same[1].note
-    more_work = drained_queue_first(changes(), {"gpu_ops_per_step": 379}, {"gpu_ops_per_step": 600}, 7810)
+    more_work = drained_queue_first(changes(), Summary(gpu_ops_per_step=379), Summary(gpu_ops_per_step=600), 7810)
     assert more_work[0].id == "launch" and not more_work[0].note, "more launches: dispatch itself grew"
     small = [BucketChange("launch", "launch", 900, 7200), BucketChange("host_work", "host work", 0, 100)]
-    assert drained_queue_first(small, {"gpu_ops_per_step": 379}, {"gpu_ops_per_step": 379}, 6400)[0].id == "launch"
+    assert (
+        drained_queue_first(small, Summary(gpu_ops_per_step=379), Summary(gpu_ops_per_step=379), 6400)[0].id == "launch"
+    )

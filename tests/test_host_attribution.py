@@ -141,9 +141,9 @@ def test_host_bound_names_the_users_lines_from_samples(tmp_path):
     assert samples is not None and set(samples.where) == {"train.py:42 build_batch", "train.py:57 tokenise"}
     finding, _ = _finding(trace, HOST)
     assert finding.severity == "high"
-    codes = [o["code"] for o in finding.offenders if "code" in o]
+    codes = [o.name for o in finding.offenders if o.label == "code"]
     assert set(codes[:2]) == {"train.py:42 build_batch", "train.py:57 tokenise"}  # library frame skipped
-    by_line = {o["code"]: o["us_per_step"] for o in finding.offenders if "code" in o}
+    by_line = {o.name: o.us_per_step for o in finding.offenders if o.label == "code"}
     work = next(e.value for e in finding.evidence if e.metric == "host work per step")
     assert sum(by_line.values()) == pytest.approx(work, rel=0.01)  # the lines account for the host work
     assert not any(e.metric == "command that would name the code" for e in finding.evidence)
@@ -229,7 +229,7 @@ def test_subtract_intervals():
 def test_dynamic_shapes_names_the_op_its_cost_and_the_changing_shapes():
     finding, _ = _finding(load_capture("kv_concat"), SHAPES)
     ev = {e.metric: e.value for e in finding.evidence}
-    assert finding.offenders[0]["op"] == "aten::_cudnn_attention_forward"
+    assert (finding.offenders[0].label, finding.offenders[0].name) == ("op", "aten::_cudnn_attention_forward")
     assert ev["its host µs per step"] > 100 * ev["its kernels' µs per step"]
     assert (
         "1061, 128" in ev["shapes that changed between steps"]

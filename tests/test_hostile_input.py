@@ -385,7 +385,7 @@ def test_loading_stays_fast(tmp_path):
 def test_an_impossible_estimate_is_dropped_with_its_reason():
     """Whatever a rule computes from a broken input, no finding promises an absurd or negative speedup."""
     from diagnose.engine import _plain_numbers
-    from diagnose.findings import Finding
+    from diagnose.findings import Finding, Offender
 
     for value in (3.072e12, float("inf"), float("nan"), 0.5):
         f = _plain_numbers(Finding("launch-overhead", "high", "t", [], [], est_speedup=value, basis="b"))
@@ -399,10 +399,10 @@ def test_an_impossible_estimate_is_dropped_with_its_reason():
             [],
             est_speedup=7.93,
             basis="b",
-            offenders=[{"op": float("nan"), "kernel": "k"}],
+            offenders=[Offender.of("op", "k", us_per_step=float("nan"), tb_per_s=float("nan"), kernel="k")],
         )
     )
-    assert kept.est_speedup == 7.93 and kept.offenders == [{"op": None, "kernel": "k"}]
+    assert kept.est_speedup == 7.93 and kept.offenders[0].row() == {"op": "k", "kernel": "k", "tb_per_s": None}
 
 
 def test_a_gzipped_memory_record_is_read_and_a_bomb_is_refused(tmp_path, capsys):

@@ -15,7 +15,7 @@ import sys
 import pytest
 
 from conftest import ROOT, SYNTHETIC, diagnosis_of
-from diagnose.findings import Diagnosis, Evidence, Finding
+from diagnose.findings import Diagnosis, Evidence, Finding, Offender, Summary, typed
 from diagnose.invariants import enforce, violations
 
 sys.path.insert(0, str(ROOT / "fixtures" / "golden"))
@@ -63,16 +63,19 @@ def test_the_invariants_catch_impossible_numbers():
     d = Diagnosis(
         "t",
         {},
-        {
-            "step_time_us": 1000.0,
-            "accounting": {
-                "step_us": 999.0,
-                "buckets": [
-                    {"id": "compute", "share": 0.6, "us_per_step": 600, "in_sum": True},
-                    {"id": "launch", "share": 0.4014, "us_per_step": 400, "in_sum": True},
-                ],
+        typed(
+            {
+                "step_time_us": 1000.0,
+                "accounting": {
+                    "step_us": 999.0,
+                    "buckets": [
+                        {"id": "compute", "label": "compute", "share": 0.6, "us_per_step": 600, "in_sum": True},
+                        {"id": "launch", "label": "launch", "share": 0.4014, "us_per_step": 400, "in_sum": True},
+                    ],
+                },
             },
-        },
+            Summary,
+        ),
         [
             Finding(
                 "compute-bound",
@@ -89,7 +92,7 @@ def test_the_invariants_catch_impossible_numbers():
                 "y",
                 [Evidence("saving", 4.3, ">=", 10, "%")],
                 [],
-                offenders=[{"chain": "a → b", "us_per_step": 452, "fused_us_per_step": 590}],
+                offenders=[Offender.of("chain", "a → b", us_per_step=452, fused_us_per_step=590)],
                 est_speedup=1.1,
                 recoverable_us=-68.0,
             ),
@@ -113,15 +116,16 @@ def test_exposed_comm_recovers_at_most_the_communication():
     acc = {
         "step_us": 1000.0,
         "buckets": [
-            {"id": "compute", "share": 0.54, "us_per_step": 540, "in_sum": True},
-            {"id": "comm_exposed", "share": 0.46, "us_per_step": 460, "in_sum": True},
+            {"id": "compute", "label": "compute", "share": 0.54, "us_per_step": 540, "in_sum": True},
+            {"id": "comm_exposed", "label": "comm_exposed", "share": 0.46, "us_per_step": 460, "in_sum": True},
         ],
     }
     finding = Finding("exposed-comm", "high", "x", [], [], est_speedup=2.8, recoverable_us=643.0)
-    found = violations(Diagnosis("t", {}, {"step_time_us": 1000.0, "accounting": acc}, [finding], []))
+    summary = typed({"step_time_us": 1000.0, "accounting": acc}, Summary)
+    found = violations(Diagnosis("t", {}, summary, [finding], []))
     assert any("more than the 460.0 µs" in v for v in found)
     finding.recoverable_us, finding.est_speedup = 460.0, 1.85
-    assert violations(Diagnosis("t", {}, {"step_time_us": 1000.0, "accounting": acc}, [finding], [])) == []
+    assert violations(Diagnosis("t", {}, summary, [finding], [])) == []
 
 
 def test_enforce_drops_the_finding_and_says_why():
@@ -135,7 +139,7 @@ def test_enforce_drops_the_finding_and_says_why():
         recoverable_us=400.0,
     )
     bad = Finding("exposed-comm", "high", "too much", [], [], est_speedup=2.8, recoverable_us=460.0)
-    d = Diagnosis("t", {}, {"step_time_us": 1000.0}, [good, bad], [])
+    d = Diagnosis("t", {}, Summary(step_time_us=1000.0), [good, bad], [])
     assert enforce(d)
     assert [f.rule for f in d.findings] == ["launch-overhead"]
     assert any(w.startswith("dropped the exposed-comm finding") for w in d.warnings)
@@ -223,7 +227,7 @@ def test_an_unmet_comparison_is_marked_and_shown():
     assert Evidence("idle", 30, ">=", 25, "%").holds is None
     assert (
         "holds"
-        not in Diagnosis("t", {}, {}, [Finding("r", "low", "t", [Evidence("a", 1, ">", 0)], [])], []).to_dict()[
+        not in Diagnosis("t", {}, Summary(), [Finding("r", "low", "t", [Evidence("a", 1, ">", 0)], [])], []).to_dict()[
             "findings"
         ][0]["evidence"][0]
     )

@@ -62,9 +62,9 @@ def _profile(rank, compute, collectives, steps=2, ops=None):
 
 # --- discovery ---
 def test_ranks_come_from_distributed_info_not_from_file_order(hta_diagnosis):
-    per_rank = hta_diagnosis.summary["ranks"]["per_rank"]
-    assert [(r["rank"], r["rank_from"]) for r in per_rank] == [(0, "distributedInfo"), (1, "distributedInfo")]
-    assert per_rank[0]["source"].endswith("b.pt.trace.json.gz")  # the real one is rank 0 by its distributedInfo
+    per_rank = hta_diagnosis.summary.ranks.per_rank
+    assert [(r.rank, r.rank_from) for r in per_rank] == [(0, "distributedInfo"), (1, "distributedInfo")]
+    assert per_rank[0].source.endswith("b.pt.trace.json.gz")  # the real one is rank 0 by its distributedInfo
 
 
 def test_rank_folders_and_file_names(tmp_path):
@@ -119,9 +119,9 @@ def test_slow_ops_name_the_extra_work_and_leave_out_collectives():
 # --- the rules across ranks, on a real rank and its slowed copy ---
 def test_straggler_names_the_slowed_rank_on_the_real_pair(hta_diagnosis):
     straggler = next(f for f in hta_diagnosis.findings if f.rule == "straggler")
-    assert straggler.ranks == [1] and straggler.offenders[0]["rank"] == 1
+    assert straggler.ranks == [1] and straggler.offenders[0].rank == 1
     assert straggler.fixes[0].id == "balance-ranks"
-    assert "aten::convolution_backward" in [o.get("op") for o in straggler.offenders]
+    assert "aten::convolution_backward" in [o.name for o in straggler.offenders if o.label == "op"]
     assert hta_diagnosis.findings[0].rule == "straggler"
 
 
@@ -130,8 +130,8 @@ def test_exposed_comm_counts_only_transfer_across_ranks(hta_diagnosis):
     assert not any(f.rule == "exposed-comm" for f in hta_diagnosis.findings)
     detail = next(c.detail for c in hta_diagnosis.checked if c.rule == "exposed-comm")
     assert "the wait for the slowest rank is the straggler rule's" in detail
-    rank0 = hta_diagnosis.summary["ranks"]["per_rank"][0]
-    assert rank0["wait_us"] > 0.8 * rank0["exposed_comm_us"]
+    rank0 = hta_diagnosis.summary.ranks.per_rank[0]
+    assert rank0.wait_us > 0.8 * rank0.exposed_comm_us
 
 
 def test_single_rank_rules_say_on_which_ranks_they_hold(tmp_path):
@@ -144,7 +144,7 @@ def test_single_rank_rules_say_on_which_ranks_they_hold(tmp_path):
 def test_one_worker_and_two_workers_agree(hta_pair, hta_diagnosis):
     one = analyse_ranks(hta_pair, Config(), workers=1)
     assert one.to_dict()["findings"] == hta_diagnosis.to_dict()["findings"]
-    assert one.summary["ranks"] == hta_diagnosis.summary["ranks"]
+    assert one.summary.ranks == hta_diagnosis.summary.ranks
 
 
 # --- findings.json stays diagnose.findings/1, additive only ---
@@ -301,7 +301,7 @@ def test_profile_function_mode_with_ranks(tmp_path):
         seq=8,
         batch=2,
     )
-    assert not d.workload_failed and d.summary["ranks"]["count"] == 2
+    assert not d.workload_failed and d.summary.ranks.count == 2
     assert all((tmp_path / "api" / f"rank-{k}" / "trace.json.gz").exists() for k in (0, 1))
 
 

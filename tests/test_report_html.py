@@ -11,7 +11,7 @@ from markupsafe import escape
 
 from diagnose.assemble import diagnose_trace
 from diagnose.engine import verdict
-from diagnose.findings import Checked, Diagnosis, Skipped
+from diagnose.findings import Checked, Diagnosis, Offender, Skipped, Summary
 from diagnose.format import short_name
 from diagnose.report.charts import step_timeline_chart, top_kernels_chart
 from diagnose.format import column_label
@@ -62,7 +62,7 @@ def failed_without_trace(status: str = "failed") -> Diagnosis:
     d = Diagnosis(
         target="fixtures/workloads/big.py:make_step",
         device={},
-        summary={},
+        summary=Summary(),
         findings=[],
         skipped=[Skipped("launch-overhead", "no GPU activity in the trace")],
         capture={
@@ -91,9 +91,9 @@ def test_first_screen_shows_verdict_device_and_headline_numbers(eager, eager_htm
     for fact in ("NVIDIA H200", "132", "2.11.0+cu130", "13.0"):
         assert f"<b>{fact}</b>" in eager_html
     assert esc(eager.target) in eager_html
-    assert duration(s["step_time_us"]) in eager_html
+    assert duration(s.step_time_us) in eager_html
     assert "measured without the profiler" in eager_html
-    assert percent(s["gpu_busy_fraction"]) in eager_html
+    assert percent(s.gpu_busy_fraction) in eager_html
     assert duration(top.recoverable_us) in eager_html
     assert f"{top.est_speedup:.3g}×" in eager_html
     assert eager_html.index('id="verdict"') < eager_html.index('id="summary"') < eager_html.index('id="findings"')
@@ -115,16 +115,17 @@ def test_each_finding_shows_evidence_fixes_estimate_and_why(eager, eager_html):
         assert esc(f.why) in eager_html and "Why this happens" in eager_html
 
 
-def test_offenders_table_has_a_column_per_key(eager, eager_html):
+def test_offenders_table_has_a_column_per_key_the_name_first(eager, eager_html):
     f = eager.findings[0]
     table = re.search(rf'<table class="sortable" id="finding-{f.rule}-offenders">.*?</table>', eager_html, re.S)
     assert table, "offenders table missing"
     headers = re.findall(r"<th[^>]*>([^<]*)</th>", table.group())
-    assert headers == [column_label(k) for k in f.offenders[0]]
+    assert headers == [column_label(k) for k in f.offenders[0].row()]
+    assert headers[0] == column_label(f.offenders[0].key) == "op"
     assert column_label("idle_before_us_per_step") == "idle before µs per step"
     assert table.group().count("<tr>") == len(f.offenders) + 1
     for row in f.offenders:
-        assert esc(row["op"]) in table.group()
+        assert esc(row.name) in table.group()
 
 
 def test_top_kernels_table_shortens_names_and_keeps_the_full_one(eager, eager_html):
@@ -221,7 +222,7 @@ def test_no_banner_when_the_workload_ran(eager_html):
 
 
 def test_empty_diagnosis_renders():
-    page = render_html(Diagnosis(target="t.json", device={}, summary={}, findings=[], skipped=[]))
+    page = render_html(Diagnosis(target="t.json", device={}, summary=Summary(), findings=[], skipped=[]))
     assert "No step summary" in page and "No rule ran." in page
 
 
@@ -241,7 +242,7 @@ def hostile(eager: Diagnosis, payload: str) -> Diagnosis:
     f.title = f.why = f.basis = payload
     f.evidence[0].metric = payload
     f.fixes[0].title = f.fixes[0].how = f.fixes[0].code = payload
-    f.offenders = [{payload: payload, "op": payload, "kernel": payload + "x" * 80}]
+    f.offenders = [Offender.of("op", payload, **{payload: payload, "kernel": payload + "x" * 80})]
     for k in d.details.top_kernels:
         k.update(name=payload, op=payload, input_dims=payload)
     d.details.top_kernels[0]["name"] = "void ns::" + payload + "(" + payload + ")"

@@ -116,7 +116,7 @@ def test_case(rule_id, case):
         if "first_fix" in case:
             assert finding.fixes[0].id == case["first_fix"], [x.id for x in finding.fixes]
         if "offender_rank" in case:
-            assert finding.offenders[0]["rank"] == case["offender_rank"]
+            assert finding.offenders[0].rank == case["offender_rank"]
 
 
 @pytest.mark.parametrize("rule_id,case", list(_ncu_cases()))

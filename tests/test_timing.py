@@ -33,7 +33,7 @@ def test_report_and_diff_quote_the_same_step_time(name):
     steps = meta["timing"]["unprofiled_step_us"]
     trace = load_capture(name)
     d = diagnose_trace(trace)
-    shown = d.summary["unprofiled_step_time_us"]
+    shown = d.summary.unprofiled_step_time_us
     unprofiled, _ = step_samples(trace.capture, [])
     change = step_change(unprofiled, unprofiled, "unprofiled")
     assert shown == pytest.approx(statistics.median(steps), abs=1e-3)

@@ -12,7 +12,7 @@ import pytest
 
 from diagnose.capture.spec import CaptureSpec
 from diagnose.cli import main
-from diagnose.findings import Diagnosis, Evidence, Finding
+from diagnose.findings import Diagnosis, Evidence, Finding, Numerics, Summary
 from diagnose.fixes import fix
 from diagnose.verify import numerics
 from diagnose.verify.plan import plan_trials
@@ -323,13 +323,13 @@ def test_verify_entries_render_and_round_trip(tmp_path):
     d.findings = [finding("bf16-tensor-cores", "remove-sync")]
     pipeline.verify_fixes(d, trace, s, meta, tmp_path / "cap", timeout_s=120, python=None)
     entries = d.findings[0].verify
-    assert [e["fix"] for e in entries] == ["bf16-tensor-cores", "remove-sync"]
-    tf32 = entries[0]["trials"][0]
-    assert tf32["variant"] == "tf32" and tf32["verdict"] == numerics.VERIFIED
-    assert entries[0]["best"] == "tf32" and not entries[1]["applicable"]
-    assert "synchron" in entries[1]["snippet"] or ".item()" in entries[1]["snippet"]
+    assert [e.fix for e in entries] == ["bf16-tensor-cores", "remove-sync"]
+    tf32 = entries[0].trials[0]
+    assert tf32.variant == "tf32" and tf32.verdict == numerics.VERIFIED
+    assert entries[0].best == "tf32" and not entries[1].applicable
+    assert "synchron" in entries[1].snippet or ".item()" in entries[1].snippet
     again = Diagnosis.from_dict(json.loads(report.get("json").render(d)))
-    assert again.findings[0].verify == json.loads(json.dumps(entries))
+    assert again.findings[0].verify == entries
     text = report.get("text").render(d)
     assert "verify: bf16-tensor-cores → tf32: verified · measured" in text and "est. 2×" in text
     assert "remove-sync: needs a code change" in text
@@ -348,7 +348,7 @@ def test_numerics_lines_name_the_precision_and_the_relative_error():
         "detail": "within bf16 rounding: max relative error 0.29 % (3 of 12 tensors beyond the baseline "
         "dtype's tolerance)",
     }
-    assert numerics_text(within).startswith("outputs within bf16 rounding: max relative error 0.29 %")
+    assert numerics_text(Numerics(**within)).startswith("outputs within bf16 rounding: max relative error 0.29 %")
     beyond = {
         "verdict": "changes results",
         "tensors": 12,
@@ -357,7 +357,7 @@ def test_numerics_lines_name_the_precision_and_the_relative_error():
         "max_abs_diff": 0.14,
         "max_rel_error": 0.031,
     }
-    assert numerics_text(beyond) == (
+    assert numerics_text(Numerics(**beyond)) == (
         "changes results (2 of 12 tensors beyond the TF32 tolerance, max |Δ| 0.14, max relative error 3.1 %)"
     )
     assert numerics.verdict("ok", 1.2, 1.4, within) == numerics.VERIFIED
@@ -375,7 +375,7 @@ def test_prerequisite_fix_reads_in_the_verdict():
         fixes=[fix("fused-optimizer", prerequisite=True), fix("cuda-graphs")],
         est_speedup=4.0,
     )
-    d = Diagnosis(target="t", device={}, summary={}, findings=[f], skipped=[])
+    d = Diagnosis(target="t", device={}, summary=Summary(), findings=[f], skipped=[])
     assert "est. 4× faster with fused-optimizer, then cuda-graphs" in verdict_of(d)
     assert Diagnosis.from_dict(d.to_dict()).findings[0].fixes[0].prerequisite is True
     f.fixes[0].prerequisite = False

@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 
 from diagnose.diff import matching
+from diagnose.findings import Bucket, Summary
 from diagnose.vocabulary.kernels import COMM_FAMILY
 
 TOP_ITEMS = 5
@@ -100,14 +101,14 @@ def bucket_changes(before, after) -> list[BucketChange]:
     rows_a = _buckets(after.summary)
     out = []
     for key, b, a in matching.match(rows_b, rows_a):
-        row = a or b or {}  # match gives every key a side
+        row = a or b  # match gives every key a side
         change = BucketChange(
             key,
-            row.get("label", key),
-            (b or {}).get("us_per_step", 0.0) or 0.0,
-            (a or {}).get("us_per_step", 0.0) or 0.0,
+            row.label if row else key,
+            (b.us_per_step if b else 0.0) or 0.0,
+            (a.us_per_step if a else 0.0) or 0.0,
         )
-        change.items = _items(key, before, after, b or {}, a or {})
+        change.items = _items(key, before, after, b, a)
         out.append(change)
     total = sum(c.delta_us for c in out)
     return drained_queue_first(rank(out, total), before.summary, after.summary, total)
@@ -119,14 +120,16 @@ STALL_OF_LAUNCH = 0.15  # ...and this share of the launch bucket's own change, t
 SAME_LAUNCHES = 0.10  # GPU ops per step within this fraction: the host dispatches the same work
 
 
-def drained_queue_first(changes: list[BucketChange], before: dict, after: dict, total: float) -> list[BucketChange]:
+def drained_queue_first(
+    changes: list[BucketChange], before: Summary, after: Summary, total: float
+) -> list[BucketChange]:
     """When launch idle grew most but the host dispatches the same work, and a host stall grew with
     it, the stall comes first: it let the GPU's queue run dry, after which every launch of the step
     is exposed (measured on the H200: 1.5 ms of loading in the main process at the step start cost
     6.3 ms of launch idle). The launch bucket stays, second, saying it follows from the stall."""
     if not changes or changes[0].id != "launch" or total <= 0:
         return changes
-    ops_b, ops_a = before.get("gpu_ops_per_step") or 0, after.get("gpu_ops_per_step") or 0
+    ops_b, ops_a = before.gpu_ops_per_step or 0, after.gpu_ops_per_step or 0
     if not ops_b or abs(ops_a - ops_b) > SAME_LAUNCHES * ops_b:
         return changes
     launch = changes[0]
@@ -154,12 +157,12 @@ def rank(changes: list[BucketChange], total: float) -> list[BucketChange]:
     return sorted(changes, key=lambda c: (c.delta_us * sign <= 0, -abs(c.delta_us)))
 
 
-def _buckets(summary: dict) -> dict[str, dict]:
-    rows = ((summary or {}).get("accounting") or {}).get("buckets") or []
-    return {r["id"]: r for r in rows if r.get("in_sum", True)}
+def _buckets(summary: Summary) -> dict[str, Bucket]:
+    rows = summary.accounting.buckets if summary.accounting else []
+    return {r.id: r for r in rows if r.in_sum}
 
 
-def _items(bucket: str, before, after, row_b: dict, row_a: dict) -> list[ItemChange]:
+def _items(bucket: str, before, after, row_b: Bucket | None, row_a: Bucket | None) -> list[ItemChange]:
     inv_b, inv_a = before.details.inventory, after.details.inventory
     if bucket in KERNEL_BUCKETS:
         cats = KERNEL_BUCKETS[bucket]
@@ -172,9 +175,9 @@ def _items(bucket: str, before, after, row_b: dict, row_a: dict) -> list[ItemCha
     elif bucket == "launch":
         items = _launch_items(matching.op_table(inv_b), matching.op_table(inv_a), row_b, row_a)
     elif bucket in HOST_BUCKETS:
-        names_b = {r["name"]: r for r in row_b.get("by_name") or []}
-        names_a = {r["name"]: r for r in row_a.get("by_name") or []}
-        items = [ItemChange("host range", key, _us(b), _us(a)) for key, b, a in matching.match(names_b, names_a)]
+        names_b = {r.name: r.us_per_step for r in (row_b.by_name if row_b else [])}
+        names_a = {r.name: r.us_per_step for r in (row_a.by_name if row_a else [])}
+        items = [ItemChange("host range", key, b, a) for key, b, a in matching.match(names_b, names_a)]
     else:
         return []
     moved = [i for i in items if abs(i.delta_us) > 0.0005]
@@ -195,7 +198,7 @@ def _only(families: dict, cats: tuple, bucket: str) -> dict:
     return keep
 
 
-def _launch_items(ops_b: dict, ops_a: dict, row_b: dict, row_a: dict) -> list[ItemChange]:
+def _launch_items(ops_b: dict, ops_a: dict, row_b: Bucket | None, row_a: Bucket | None) -> list[ItemChange]:
     """Ops charged their share of the launch bucket: µs per launch × kernels launched per step."""
     per_b = _per_launch(ops_b, row_b)
     per_a = _per_launch(ops_a, row_a)
@@ -211,9 +214,9 @@ def _launch_items(ops_b: dict, ops_a: dict, row_b: dict, row_a: dict) -> list[It
     return items
 
 
-def _per_launch(ops: dict, row: dict) -> float:
+def _per_launch(ops: dict, row: Bucket | None) -> float:
     launches = sum(v["kernels_per_step"] for v in ops.values())
-    return (row.get("us_per_step") or 0.0) / launches if launches else 0.0
+    return ((row.us_per_step if row else 0.0) or 0.0) / launches if launches else 0.0
 
 
 def _family_detail(b: dict | None, a: dict | None) -> str:

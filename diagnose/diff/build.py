@@ -68,13 +68,11 @@ def _samples(before: Diagnosis, after: Diagnosis) -> tuple[tuple[list[float], li
 
 
 def _time_base(d: Diagnosis) -> bool:
-    return bool((d.summary or {}).get("unprofiled_step_time_us"))
+    return bool(d.summary.unprofiled_step_time_us)
 
 
 def _side(d: Diagnosis, path: str) -> Side:
-    return Side(
-        d.target, d.device, (d.summary or {}).get("step_time_us"), d.verdict, [f.rule for f in d.findings], str(path)
-    )
+    return Side(d.target, d.device, d.summary.step_time_us, d.verdict, [f.rule for f in d.findings], str(path))
 
 
 def _side_warnings(before: Diagnosis, after: Diagnosis) -> list[str]:

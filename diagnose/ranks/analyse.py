@@ -17,11 +17,13 @@ import multiprocessing
 import os
 from pathlib import Path
 
+import msgspec
+
 from diagnose.assemble import capture_summary, diagnose_trace
 from diagnose.config import Config
 from diagnose.engine import Context, run_rules, verdict
 from diagnose.errors import InputError
-from diagnose.findings import Diagnosis, Finding
+from diagnose.findings import Bucket, Diagnosis, Finding, RankSummary, typed
 from diagnose.invariants import enforce
 from diagnose.metrics.accounting import largest_non_compute, with_rank_wait
 from diagnose.ranks.discover import RankSource, rank_sources
@@ -88,11 +90,12 @@ def analyse_ranks(
     d = diagnose_trace(trace, config, ranks=ranks)
     _merge_findings(d, chosen)
     d.target = str(folder)
-    d.summary["ranks"] = ranks.summary()
-    accounting = d.summary.get("accounting")
-    if accounting and accounting.get("buckets"):  # the same exposed time as exposed-comm's (with_rank_wait)
-        accounting["buckets"] = with_rank_wait(accounting["buckets"], ranks.wait_us(ranks.reference))
-        accounting["largest_non_compute"] = largest_non_compute(accounting["buckets"])
+    d.summary.ranks = typed(ranks.summary(), RankSummary)
+    accounting = d.summary.accounting
+    if accounting and accounting.buckets:  # the same exposed time as exposed-comm's (with_rank_wait)
+        buckets = with_rank_wait(msgspec.to_builtins(accounting.buckets), ranks.wait_us(ranks.reference))
+        accounting.buckets = typed(buckets, list[Bucket])
+        accounting.largest_non_compute = largest_non_compute(buckets)
     d.details.ranks = ranks.budgets()
     _failed_rank(d, chosen)
     d.warnings = list(dict.fromkeys([*warnings, *ranks.warnings, *d.warnings]))

@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from diagnose.findings import Bucket, Summary
 from diagnose.format import short_name
 from diagnose.vocabulary.units import fmt, percent
 from diagnose.report.svg import (
@@ -70,28 +71,29 @@ ACCOUNTING_COLOURS = {  # step-accounting bucket id -> colour; the buckets add u
 }
 
 
-def step_budget_parts(summary: dict) -> list[dict]:
+def step_budget_parts(summary: Summary) -> list[dict]:
     """The parts of one step that add up to its time, with µs and share: the step accounting's buckets
     (metrics/accounting.py) where the summary has them, else GPU busy and each idle class."""
-    step = summary.get("step_time_us") or 0.0
-    if step <= 0 or not summary.get("gpu_ops_per_step"):
+    step = summary.step_time_us or 0.0
+    if step <= 0 or not summary.gpu_ops_per_step:
         return []
-    buckets = (summary.get("accounting") or {}).get("buckets")
+    buckets = summary.accounting.buckets if summary.accounting else []
     if buckets:
         return [
             {
-                "label": b["label"],
-                "colour": ACCOUNTING_COLOURS.get(b["id"], OTHER_OP_COLOUR),
-                "us": float(b["us_per_step"]),
-                "share": float(b["share"]),
-                "detail": b.get("detail") or "",
+                "label": b.label,
+                "colour": ACCOUNTING_COLOURS.get(b.id, OTHER_OP_COLOUR),
+                "us": float(b.us_per_step),
+                "share": float(b.share),
+                "detail": b.detail or "",
             }
             for b in buckets
-            if b.get("in_sum", True) and b.get("us_per_step", 0) > 0
+            if b.in_sum and b.us_per_step > 0
         ]
+    idle = summary.idle_us_per_step
     values: dict[str, float] = {
-        "busy": summary.get("gpu_busy_us_per_step") or 0.0,
-        **(summary.get("idle_us_per_step") or {}),
+        "busy": summary.gpu_busy_us_per_step or 0.0,
+        **({f: getattr(idle, f) for f in idle.__struct_fields__} if idle else {}),
     }
     parts: list[dict[str, Any]] = [
         {"label": label, "colour": colour, "us": float(values.get(key) or 0.0), "detail": ""}
@@ -100,15 +102,15 @@ def step_budget_parts(summary: dict) -> list[dict]:
     return [{**part, "share": part["us"] / step} for part in parts if part["us"] > 0]
 
 
-def overlapped_comm(summary: dict) -> dict | None:
+def overlapped_comm(summary: Summary) -> Bucket | None:
     """The communication hidden behind compute (shown beside the accounting, not part of its sum)."""
-    for b in (summary.get("accounting") or {}).get("buckets") or []:
-        if not b.get("in_sum", True) and b.get("us_per_step", 0) > 0:
+    for b in summary.accounting.buckets if summary.accounting else []:
+        if not b.in_sum and b.us_per_step > 0:
             return b
     return None
 
 
-def step_budget_bar(summary: dict) -> str:
+def step_budget_bar(summary: Summary) -> str:
     """Where one step's time goes, as one stacked bar that stretches to the page width (legend in HTML)."""
     parts = step_budget_parts(summary)
     total = sum(part["us"] for part in parts)

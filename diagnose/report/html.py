@@ -78,8 +78,8 @@ def _environment() -> jinja2.Environment:
 
 def report_context(d: Diagnosis) -> dict:
     """Everything the template shows, as plain display-ready data."""
-    summary, details = d.summary or {}, d.details
-    step_us = summary.get("step_time_us")
+    summary, details = d.summary, d.details
+    step_us = summary.step_time_us
     return {
         "d": d,
         "version": __version__,
@@ -88,7 +88,7 @@ def report_context(d: Diagnosis) -> dict:
         "device": device_facts(d.device or {}),
         "tiles": headline_tiles(d),
         "findings": [finding_view(f, step_us) for f in d.findings],
-        "has_gpu": details.top_kernels is not None or bool(summary.get("gpu_ops_per_step")),
+        "has_gpu": details.top_kernels is not None or bool(summary.gpu_ops_per_step),
         "charts": {
             "budget": Markup(charts.step_budget_bar(summary)),
             "timeline": Markup(charts.step_timeline_chart(details.step_timeline or {})),
@@ -209,31 +209,31 @@ def device_facts(device: dict) -> list[tuple[str, str]]:
 
 def headline_tiles(d: Diagnosis) -> list[dict]:
     """The numbers on the first screen: step time, GPU busy share, and what the top finding recovers."""
-    s = d.summary or {}
+    s = d.summary
     tiles = []
-    if s.get("step_time_us") is not None:
-        measured = s.get("unprofiled_step_time_us") is not None
+    if s.step_time_us is not None:
+        measured = s.unprofiled_step_time_us is not None
         tiles.append(
             {
                 "label": "step time",
-                "value": duration(s["step_time_us"]),
+                "value": duration(s.step_time_us),
                 "note": "measured without the profiler" if measured else "profiled: includes profiler overhead",
                 "tone": "" if measured else "warn",
             }
         )
-    if s.get("gpu_busy_fraction") is not None:
-        busy_us = s.get("gpu_busy_us_per_step")
+    if s.gpu_busy_fraction is not None:
+        busy_us = s.gpu_busy_us_per_step
         tiles.append(
             {
                 "label": "GPU busy",
-                "value": percent(s["gpu_busy_fraction"]),
+                "value": percent(s.gpu_busy_fraction),
                 "note": f"{duration(busy_us)} of work per step" if busy_us else "no GPU work in the steps",
                 "tone": "",
             }
         )
     top = d.findings[0] if d.findings else None
     if top and top.recoverable_us:
-        share = f" ({percent(top.recoverable_us / s['step_time_us'])} of the step)" if s.get("step_time_us") else ""
+        share = f" ({percent(top.recoverable_us / s.step_time_us)} of the step)" if s.step_time_us else ""
         tiles.append(
             {
                 "label": "recoverable per step",
@@ -252,11 +252,11 @@ def headline_tiles(d: Diagnosis) -> list[dict]:
                 "tone": "good",
             }
         )
-    if not top and s.get("gpu_ops_per_step"):
+    if not top and s.gpu_ops_per_step:
         tiles.append(
             {
                 "label": "GPU ops per step",
-                "value": fmt(s["gpu_ops_per_step"]),
+                "value": fmt(s.gpu_ops_per_step),
                 "note": "kernels, copies and memsets",
                 "tone": "",
             }
@@ -273,7 +273,7 @@ def finding_view(f: Finding, step_us: float | None) -> dict:
         "anchor": f"finding-{f.rule}",
         "sheet": sheet,
         "evidence": [{"text": e.text(), "is_test": e.is_test, "unmet": e.holds is False} for e in f.evidence],
-        "offenders": records_table(f.offenders),
+        "offenders": records_table([o.row() for o in f.offenders]),
         "recoverable": duration(f.recoverable_us) if f.recoverable_us else "",
         "recoverable_share": percent(share) if share is not None else "",
         "verify": verify_lines(f),

@@ -39,9 +39,7 @@ def render_markdown(d: Diagnosis, *, outputs: dict[str, str] | None = None, **_)
                 lines.append(f"- **fix** `{f.fixes[0].id}`: {md(f.fixes[0].title)}")
             lines += [f"- **verify** {md(line)}" for line in verify_lines(f)]
             if f.offenders:
-                first = f.offenders[0]
-                label = first.get("op") or first.get("kernel") or first.get("name") or next(iter(first.values()))
-                lines.append(f"- top offender: {md(short_name(label, 80))}")
+                lines.append(f"- top offender: {md(short_name(f.offenders[0].name, 80))}")
             lines.append("")
     elif d.checked:
         lines += [f"No finding: {len(d.checked)} rules ran quiet, {len(d.skipped)} could not run.", ""]
@@ -53,15 +51,15 @@ def render_markdown(d: Diagnosis, *, outputs: dict[str, str] | None = None, **_)
 
 
 def _headline_rows(d: Diagnosis) -> list[tuple[str, str]]:
-    s = d.summary or {}
+    s = d.summary
     rows = []
-    if s.get("step_time_us") is not None:
-        basis = "unprofiled" if s.get("unprofiled_step_time_us") else "profiled"
-        rows.append((f"step time ({basis})", duration(s["step_time_us"])))
-    if s.get("gpu_busy_fraction") is not None:
-        rows.append(("GPU busy", percent(s["gpu_busy_fraction"])))
-    if s.get("host_wait_share") is not None:
-        rows.append(("host wait", percent(s["host_wait_share"])))
+    if s.step_time_us is not None:
+        basis = "unprofiled" if s.unprofiled_step_time_us else "profiled"
+        rows.append((f"step time ({basis})", duration(s.step_time_us)))
+    if s.gpu_busy_fraction is not None:
+        rows.append(("GPU busy", percent(s.gpu_busy_fraction)))
+    if s.host_wait_share is not None:
+        rows.append(("host wait", percent(s.host_wait_share)))
     if d.device.get("name"):
         rows.append(("device", str(d.device["name"])))
     return rows

@@ -13,7 +13,7 @@ import io
 from rich.console import Console
 from rich.table import Table
 
-from diagnose.findings import Diagnosis
+from diagnose.findings import Diagnosis, Summary
 from diagnose.vocabulary.units import fmt, percent, plural
 from diagnose.report import Renderer
 from diagnose.report.diff_text import render_diff_text
@@ -66,15 +66,15 @@ def print_summary(diagnosis: Diagnosis, console: Console, outputs: dict[str, str
     style = "bold red" if d.workload_failed else "bold"
     console.print(f"\n[{style}]Verdict:[/] {safe(d.verdict)}")
     s = d.summary
-    if s.get("step_time_us") is not None:
-        basis = "unprofiled" if s.get("unprofiled_step_time_us") else "profiled"
+    if s.step_time_us is not None:
+        basis = "unprofiled" if s.unprofiled_step_time_us else "profiled"
         console.print(
-            f"  step {fmt(s['step_time_us'])} µs ({basis}) · GPU busy {percent(s.get('gpu_busy_fraction', 0))} · "
-            f"{fmt(s.get('gpu_ops_per_step', 0))} GPU ops/step · host wait {percent(s.get('host_wait_share', 0))} · "
-            f"{plural(s.get('steps_analysed', 0), 'step')}"
+            f"  step {fmt(s.step_time_us)} µs ({basis}) · GPU busy {percent(s.gpu_busy_fraction or 0)} · "
+            f"{fmt(s.gpu_ops_per_step or 0)} GPU ops/step · host wait {percent(s.host_wait_share or 0)} · "
+            f"{plural(s.steps_analysed or 0, 'step')}"
         )
-    found_by = s.get("steps_found_by") or ""
-    if s.get("cold_start_us") or not found_by.startswith(STEP_RANGE_HOWS):
+    found_by = s.steps_found_by or ""
+    if s.cold_start_us or not found_by.startswith(STEP_RANGE_HOWS):
         console.print(f"  steps: {safe(found_by)}")
     accounting = _accounting_line(s)
     if accounting:
@@ -99,10 +99,8 @@ def print_summary(diagnosis: Diagnosis, console: Console, outputs: dict[str, str
         for line in verify_lines(f):  # --verify
             console.print(f"    verify: {safe(line)}")
         if f.offenders:
-            first = f.offenders[0]
-            label = first.get("op") or first.get("kernel") or first.get("name") or next(iter(first.values()))
             console.print(
-                f"    top offender: {safe(label)}"
+                f"    top offender: {safe(f.offenders[0].name)}"
                 + (f" (+{len(f.offenders) - 1} more)" if len(f.offenders) > 1 else "")
             )
     if len(d.findings) > MAX_FINDINGS:
@@ -121,12 +119,12 @@ def print_summary(diagnosis: Diagnosis, console: Console, outputs: dict[str, str
         console.print("\n" + " · ".join(f"{k}: {safe(v)}" for k, v in outputs.items()))
 
 
-def _accounting_line(summary: dict) -> str:
+def _accounting_line(summary: Summary) -> str:
     """The step accounting's largest buckets in one line ("GPU compute 12 % · launch 80 % · ...")."""
-    buckets = (summary.get("accounting") or {}).get("buckets") or []
-    parts = [b for b in buckets if b.get("share") and b.get("in_sum", True)]
-    parts.sort(key=lambda b: b["share"], reverse=True)
-    return " · ".join(f"{b.get('label', b.get('id'))} {percent(b['share'])}" for b in parts[:5] if b["share"] >= 0.005)
+    buckets = summary.accounting.buckets if summary.accounting else []
+    parts = [b for b in buckets if b.share and b.in_sum]
+    parts.sort(key=lambda b: b.share, reverse=True)
+    return " · ".join(f"{b.label or b.id} {percent(b.share)}" for b in parts[:5] if b.share >= 0.005)
 
 
 def _capture_note(capture: dict) -> str:

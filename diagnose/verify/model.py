@@ -1,12 +1,14 @@
 """The result of `--verify`: one FixTrial per variant tried, one Verification per fix of a finding.
 
-`Verification.to_dict()` is what a finding's `verify` list holds in findings.json (additive to
-diagnose.findings/1): plain numbers and strings, read by the renderers without this package.
+`Verification.record()` is what a finding's `verify` list holds: a diagnose.findings Verify (additive
+to diagnose.findings/1), read by the renderers without this package.
 """
 
 from __future__ import annotations
 
 import dataclasses
+
+from diagnose.findings import Verify, typed
 
 
 @dataclasses.dataclass
@@ -51,8 +53,12 @@ class Verification:
 
         return max(self.trials, key=rank) if self.trials else None
 
+    def record(self) -> Verify:
+        """The typed entry of a finding's `verify` list."""
+        return typed(self.to_dict(), Verify)
+
     def to_dict(self) -> dict:
-        """Plain data for a finding's `verify` list."""
+        """Plain data of a finding's `verify` entry."""
         best = self.best
         return {
             "fix": self.fix,

@@ -166,6 +166,6 @@ def verify_diagnosis(
         finding.verify = []
     for p in planned:
         v = Verification(p.fix, bool(p.variants), p.why, [trials[name] for name, _ in p.variants], p.snippet)
-        diagnosis.findings[p.finding].verify.append(v.to_dict())
+        diagnosis.findings[p.finding].verify.append(v.record())
         verifications.append(v)
     return verifications
