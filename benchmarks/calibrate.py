@@ -50,6 +50,7 @@ CALIBRATION = (
     "attention_sdpa_8k",
     "conv_nchw",
     "conv_channels_last",
+    "gemv_decode_1tok_w4a16",
 )
 
 # held out, fixed by a code change: (capture with the finding, rule, fix, capture with the fix applied)
@@ -59,7 +60,7 @@ PAIRS = [
     ("compile_breaks_print", "compile-breaks", "fix-graph-break", "compile_fullgraph"),
     ("compile_new_shapes", "compile-breaks", "mark-dynamic", "compile_bucketed"),
     ("sync_item", "sync-stall", "remove-sync", "sync_free"),
-    ("gemv_decode_1tok", "decode-latency", "w4a16", "gemv_decode_1tok_w4a16"),
+    ("gemv_decode_1tok_graphed", "decode-latency", "w4a16", "gemv_decode_1tok_w4a16_graphed"),
     ("matmul_bf16_k8191", "compute-bound", "pad-dims", "matmul_bf16"),
     ("regress_sdpa_math", "attention-memory", "flash-attention", "regress_base"),
     ("attention_naive_8k", "attention-memory", "flash-attention", "attention_sdpa_8k"),
@@ -146,6 +147,21 @@ def derive() -> list[dict]:
             "causal attention FLOPs (unmasked half) per unprofiled step ÷ achievable bf16, attention_sdpa_8k",
         ),
     ]
+    int4 = _metrics("gemv_decode_1tok_w4a16")
+    kernels = int4.step_kernels[int4.step_kernels["cat"] == "kernel"]
+    tinygemm_us = float(kernels.loc[kernels["name"].str.contains("tinygemm"), "dur"].sum()) / int4.budget.n_steps
+    int4_bytes = 8 * 3 * 4096 * 14336 * 4.125 / 8  # gemv_decode.py's 8 layers of 4096 × 14336 SwiGLU weights
+    share = int4_bytes / tinygemm_us / 1e6 / int4.device_spec.achievable_tbps
+    rows.append(
+        (
+            "decode-latency.w4_bandwidth_share",
+            share,
+            "to 0.01",
+            round(share, 2),
+            _threshold("decode-latency", "w4_bandwidth_share"),
+            "4-bit weight bytes ÷ tinygemm kernel time ÷ achievable bandwidth, gemv_decode_1tok_w4a16",
+        )
+    )
     for key, index, what in (("nhwc_batch_norm_ratio", 0, "batch-norm"), ("nhwc_conv_ratio", 1, "convolution")):
         ratio = _layout_parts("conv_channels_last")[index] / _layout_parts("conv_nchw")[index]
         rows.append(
