@@ -106,7 +106,7 @@ def test_graphed_decode_fires_from_measured_bytes_with_w4a16_first():
     d = graph_like("gemv_decode_1tok", with_csv=True)
     f = finding(d, "decode-latency")
     assert f is not None and f.severity == "high" and f.fixes[0].id == "w4a16"
-    assert 1.8 <= f.est_speedup <= 2.6  # 2.19× from the shapes of the same capture
+    assert 1.25 <= f.est_speedup <= 1.6  # 1.44× from the shapes of the same capture
     weights = next(e for e in f.evidence if e.metric == "weight bytes read per step")
     assert 2.7 <= weights.value <= 3.0  # measured 2.88 GB against 2.82 GB from shapes
     assert "measured by Nsight Compute (no shapes recorded)" in f.basis
