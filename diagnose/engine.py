@@ -271,7 +271,10 @@ def run_rules(ctx: Context, rules) -> RuleResults:
             if result.sheet is None:
                 result.sheet = CheatSheet(**rule.cheat_sheet)
             frameworks = ctx.metrics.shared(
-                "frameworks", lambda: detect_frameworks(ctx.trace, ctx.metrics.python_samples)
+                "frameworks",
+                lambda: detect_frameworks(
+                    ctx.trace, ctx.metrics.python_samples, compiled=bool(ctx.metrics.compiled.compiled)
+                ),
             )
             findings.append(_plain_numbers(in_framework_api(result, frameworks)))
     findings.sort(key=_impact, reverse=True)

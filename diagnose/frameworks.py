@@ -29,6 +29,7 @@ class Framework:
 
     key: str
     evidence: str
+    compiled: bool = False  # the step already runs torch.compile'd code (a variant of the API may say so)
 
 
 LIGHTNING_RUN = frozenset(
@@ -100,16 +101,17 @@ def _model_frameworks(trace) -> list[Framework]:
     return out
 
 
-def detect_frameworks(trace, samples=None) -> list[Framework]:
+def detect_frameworks(trace, samples=None, compiled: bool = False) -> list[Framework]:
     """The frameworks the step runs under, most specific first (a Trainer before the model it trains), from
     the frames of its Python `samples` (Metrics.python_samples: the capture's stack samples or the trace's
-    python_function events) and the models the capture found."""
+    python_function events) and the models the capture found; `compiled`: the measured steps enter
+    torch.compile'd regions."""
     found = []
     if samples is not None:
         where = "python_function events" if samples.from_trace else "Python stack samples"
         found = from_frames(samples.frames, where)
     found += [f for f in _model_frameworks(trace) if f.key not in {g.key for g in found}]
-    return found
+    return [dataclasses.replace(f, compiled=compiled) for f in found] if compiled else found
 
 
 def family(key: str) -> str:
@@ -205,8 +207,40 @@ API_CODE: dict[str, dict[str, str]] = {
 }
 
 
+_GENERATE_COMPILED = (
+    "# generate() already runs the decoding forward compiled (a static cache: torch.compile'd regions\n"
+    "# in every step); the idle left is generate()'s own per-token Python between the forwards,\n"
+)
+# fix id -> framework key -> code, when the step already runs compiled code: what is left to change
+COMPILED_API_CODE: dict[str, dict[str, str]] = {
+    "cuda-graphs": {
+        "transformers.generate": _GENERATE_COMPILED
+        + (
+            "# which no cache option removes. Decode more sequences per call, or drive the compiled\n"
+            "# forward from a loop of your own captured whole (gpt-fast style):\n"
+            'out = model.generate(**batched_inputs, max_new_tokens=..., cache_implementation="static")'
+        ),
+    },
+    "remove-sync": {
+        "transformers.generate": _GENERATE_COMPILED
+        + (
+            "# and its stopping checks read a flag back each token. With a fixed length there is less to check:\n"
+            "out = model.generate(**inputs, max_new_tokens=N, min_new_tokens=N)  # no early EOS stop"
+        ),
+    },
+    "static-shapes": {
+        "transformers.generate": _GENERATE_COMPILED + "# and the cache is already static: nothing to change here"
+    },
+}
+
+
 def api_code(fix_id: str, frameworks: list[Framework]) -> tuple[str, Framework] | None:
-    """The code of `fix_id` in the API of the first framework that has it (by key, then by library)."""
+    """The code of `fix_id` in the API of the first framework that has it (by key, then by library); a
+    framework whose step already runs compiled code takes the variant that says what is left."""
+    for framework in frameworks:
+        variants = (COMPILED_API_CODE.get(fix_id) or {}) if framework.compiled else {}
+        if framework.key in variants:
+            return variants[framework.key], framework
     variants = API_CODE.get(fix_id) or {}
     for framework in frameworks:
         for key in (framework.key, family(framework.key)):

@@ -7,7 +7,7 @@ import pytest
 from diagnose.assemble import diagnose_trace
 from diagnose.config import Config
 from diagnose.fixes import CODE_COLUMNS
-from diagnose.frameworks import API_CODE, Framework, detect_frameworks, from_frames, in_framework_api
+from diagnose.frameworks import API_CODE, COMPILED_API_CODE, Framework, detect_frameworks, from_frames, in_framework_api
 from diagnose.findings import Finding
 from diagnose.metrics import Metrics
 from diagnose.fixes import fix
@@ -85,13 +85,32 @@ def test_a_fix_without_a_variant_for_the_framework_keeps_its_code():
     assert out.fixes[0].code == "plain" and out.fixes[0].api == ""
 
 
-@pytest.mark.parametrize("fix_id, key", [(f, k) for f, variants in API_CODE.items() for k in variants])
-def test_every_api_variant_fits_the_report(fix_id, key):
+@pytest.mark.parametrize(
+    "fix_id, key, compiled",
+    [(f, k, False) for f, variants in API_CODE.items() for k in variants]
+    + [(f, k, True) for f, variants in COMPILED_API_CODE.items() for k in variants],
+)
+def test_every_api_variant_fits_the_report(fix_id, key, compiled):
     finding = Finding(rule="x", severity="high", title="t", evidence=[], fixes=[fix(fix_id)])
-    code = (
-        in_framework_api(finding, [Framework(key, "Python stack samples: a/long/path/to/its/file.py fn")]).fixes[0].code
-    )
+    where = Framework(key, "Python stack samples: a/long/path/to/its/file.py fn", compiled=compiled)
+    code = in_framework_api(finding, [where]).fixes[0].code
     assert max(len(line) for line in code.splitlines()) <= CODE_COLUMNS
+
+
+def test_generate_that_already_runs_compiled_is_not_told_to_compile_again():
+    plain = Finding(rule="x", severity="high", title="t", evidence=[], fixes=[fix("cuda-graphs")])
+    eager = in_framework_api(plain, [Framework("transformers.generate", "samples")]).fixes[0].code
+    assert 'cache_implementation="static"' in eager and "already" not in eager
+    again = Finding(rule="x", severity="high", title="t", evidence=[], fixes=[fix("cuda-graphs")])
+    compiled = in_framework_api(again, [Framework("transformers.generate", "samples", compiled=True)]).fixes[0].code
+    assert "already runs the decoding forward compiled" in compiled
+    # the static-cache capture (quiet at the default threshold: 23.6 % launch-bound idle < 25 %)
+    d = diagnose_trace(
+        load_capture("hf_generate_static"), Config(overrides={"launch-overhead.min_recoverable_share": 0.2})
+    )
+    launch = next(f for f in d.findings if f.rule == "launch-overhead")
+    graphs = next(x for x in launch.fixes if x.id == "cuda-graphs")
+    assert graphs.api == "transformers.generate" and "already runs the decoding forward compiled" in graphs.code
 
 
 def test_the_terminal_summary_shows_the_fix_in_the_frameworks_api(tmp_path, capsys):
