@@ -83,7 +83,8 @@ class Rule:
     order: ClassVar[int] = 50  # where it stands in reports: time rules first, memory rules last
     title: ClassVar[str]
     cheat_sheet: ClassVar[dict]  # bottleneck, signal, fix, impact
-    needs: ClassVar[tuple[str, ...]] = ()
+    # each entry a need (NEEDS key), or a tuple of alternatives of which one suffices ("ops or an allocator record")
+    needs: ClassVar[tuple[str | tuple[str, ...], ...]] = ()
     thresholds: ClassVar[tuple[Threshold, ...]] = ()
 
     def check(self, ctx: "Context", t: dict[str, float]) -> Finding | Quiet | Skip:
@@ -164,6 +165,10 @@ def _missing_steady_state(ctx: "Context") -> str | None:
     )
 
 
+def _missing_ops(ctx: "Context") -> str | None:
+    return None if len(ctx.trace.ops) else "no CPU ops in the trace"
+
+
 def _missing_ranks(ctx: "Context") -> str | None:
     if ctx.ranks is not None and len(ctx.ranks) >= 2:
         return None
@@ -184,6 +189,7 @@ NEEDS: dict[str, Need] = {
         _missing_device_bandwidth,
     ),
     "ranks": Need("the traces of at least two ranks of one job", _missing_ranks),
+    "ops": Need("CPU ops (the host side of the trace)", _missing_ops),
     "steady-state": Need("steps that run the workload (not a CUDA/HIP graph being captured)", _missing_steady_state),
     "memory": Need(
         "an allocator record (memory.json beside the trace, meta.json's memory block, or allocator "
@@ -231,9 +237,15 @@ class Context:
             return None
         return ops, step_us, max(len(m.steps.windows), 1)
 
-    def missing(self, need: str) -> str | None:
-        """Why `need` is not available in this trace, or None when it is."""
-        return NEEDS[need].missing(self)
+    def missing(self, need: str | tuple[str, ...]) -> str | None:
+        """Why `need` is not available in this trace, or None when it is; for alternatives, None when
+        one of them is, else every reason joined ("no CPU ops in the trace, and no allocator record…")."""
+        if isinstance(need, str):
+            return NEEDS[need].missing(self)
+        reasons = [NEEDS[n].missing(self) for n in need]
+        if not all(reasons):
+            return None
+        return ", and ".join(r for r in reasons if r)
 
 
 def severity_ladder(value: float, t: dict, high: str = "high_share", medium: str = "medium_share") -> Severity:

@@ -77,7 +77,7 @@ class KVFragmentation(Rule):
         "fix": "PagedAttention (as in vLLM) + FP8/INT4 KV quantization (or MLA)",
         "impact": "2–5× more concurrent sequences",
     }
-    needs = ()
+    needs = (("ops", "memory"),)
     thresholds = (
         Threshold("max_append", 16, "positions", "a cat adding at most this many positions to a cache is an append"),
         Threshold("min_cache_tokens", 64, "positions", "cache length from which a cat counts as a KV-cache append"),
@@ -104,8 +104,6 @@ class KVFragmentation(Rule):
     def check(self, ctx, t):
         """Look for concatenated or oversized KV caches and for allocator fragmentation."""
         ops, record = ctx.trace.ops, ctx.memory
-        if not len(ops) and record is None:
-            return Skip("no ops and no allocator record in the trace: nothing to judge memory by")
         windows = step_windows(ctx)
         steps = step_index(ops, windows) if len(ops) else []
         appends = (
