@@ -54,7 +54,7 @@ import math
 
 import pandas as pd
 
-from diagnose.engine import Quiet, Rule, Skip, Threshold, top_offenders
+from diagnose.engine import Quiet, Rule, Threshold, top_offenders
 from diagnose.findings import Evidence, Finding, Offender
 from diagnose.fixes import fix
 from diagnose.memory.details import breakdown, step_levels, step_windows
