@@ -35,8 +35,7 @@ def rule_page(rule, cases_dir: Path | None = None) -> str:
         "| --- | --- | --- | --- |",
     ]
     lines += [f"| `{t.name}` | {t.default:g} | {t.unit} | {t.doc} |" for t in rule.thresholds]
-    needs = ", ".join(n if isinstance(n, str) else " or ".join(n) for n in rule.needs)
-    lines += ["", f"Needs: {needs or 'nothing'} (skipped, with the reason, when missing).", ""]
+    lines += ["", f"Needs: {rule.needs_text() or 'nothing'} (skipped, with the reason, when missing).", ""]
     cases = _cases(rule.id, cases_dir or ROOT / "fixtures" / "cases")
     if cases:
         lines += [

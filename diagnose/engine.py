@@ -92,6 +92,11 @@ class Rule:
         raise NotImplementedError
 
     @classmethod
+    def needs_text(cls) -> str:
+        """The needs as one line: "gpu, steps, ops or memory"."""
+        return ", ".join(n if isinstance(n, str) else " or ".join(n) for n in cls.needs)
+
+    @classmethod
     def doc(cls) -> str:
         """The rule's documentation: its module docstring."""
         return inspect.getdoc(sys.modules[cls.__module__]) or ""

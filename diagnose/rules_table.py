@@ -39,7 +39,7 @@ def print_rules(console: Console) -> None:
     for rule in ALL_RULES:
         sheet = rule.cheat_sheet
         thresholds = "\n".join(threshold_line(t) for t in rule.thresholds)
-        needs = f"\n(needs {', '.join(rule.needs)})" if rule.needs else ""
+        needs = f"\n(needs {rule.needs_text()})" if rule.needs else ""
         table.add_row(rule.id, escape(f"{sheet['bottleneck']}\n→ {sheet['fix']}{needs}"), thresholds)
     table.add_row(
         "timeline",
@@ -114,7 +114,7 @@ def rules_markdown(rule=None) -> str:
         th = "<br>".join(f"`{t.name}` = {fmt(t.default)} {cell(t.unit)}" for t in r.thresholds)
         lines.append(
             f"| `{r.id}` | {cell(sheet.get('bottleneck', ''))} | {cell(sheet.get('fix', ''))} | "
-            f"{', '.join(r.needs)} | {th} |"
+            f"{r.needs_text()} | {th} |"
         )
     return "\n".join(lines) + "\n"
 
@@ -125,7 +125,7 @@ def print_rule(console: Console, rule) -> None:
     console.print(f"[bold]{escape(rule.id)}[/]: {escape(rule.title)}")
     console.print(escape(f"  {sheet.get('bottleneck', '')} → {sheet.get('fix', '')}"))
     if rule.needs:
-        console.print(escape(f"  needs: {', '.join(rule.needs)}"))
+        console.print(escape(f"  needs: {rule.needs_text()}"))
     for t in rule.thresholds:
         console.print(f"  --set {escape(rule.id)}.{threshold_line(t)}: {escape(t.doc)}")
     console.print()
