@@ -20,8 +20,9 @@ bf16 tolerance alone rejected it). Within, the verdict is "within precision" wit
 relative error ("within bf16 rounding: max relative error 0.29 %"); beyond, "changes results".
 
 Some steps differ from themselves: a convolution's backward sums with atomics, cuDNN picks among
-algorithms, so two runs of the same baseline from the same seed disagree. `--verify` runs the
-baseline twice and passes each tensor's normwise difference between the two (`noise`); a tensor
+algorithms, so two runs of the same baseline from the same seed disagree. When a fix changes
+results, `--verify` runs the baseline a second time and passes each tensor's normwise difference
+between the two (`noise`); a tensor
 whose difference from the baseline is at most `NOISE_FACTOR` times that is "within run-to-run
 variation": the fix changed it no more than running the baseline again does.
 """

@@ -58,7 +58,13 @@ from pathlib import Path
 
 from diagnose.safe_files import write_new
 
-from diagnose.capture.compare import TOLERANCES, compare, relative_differences, tolerance  # noqa: F401 (re-exported)
+from diagnose.capture.compare import (  # noqa: F401 (TOLERANCES, tolerance re-exported)
+    CHANGES,
+    TOLERANCES,
+    compare,
+    relative_differences,
+    tolerance,
+)
 from diagnose.capture.child import CaptureSession, is_out_of_memory, load_function, memory_summary
 from diagnose.capture.rewrite import NotApplicable, apply_channels_last, apply_optimizer, static_cache_generate
 from diagnose.capture.spec import CaptureSpec
@@ -344,7 +350,6 @@ class VerifySession(CaptureSession):
             self.result["baseline_us"] = [round(t * 1e6, 3) for t in self.time_steps(step)]
             del step
             self.free()
-            noise = self.run_to_run(reference)
         self.result["phase"] = "apply"
         self.progress("verify-apply")
         base = self.build()
@@ -353,10 +358,11 @@ class VerifySession(CaptureSession):
         self.result["phase"] = "fixed"
         out = self.run_calls(fixed, compare_after(self.variant))
         self.check_generate_called()
+        judged = None
         if reference is not None:
-            self.result["numerics"] = compare(
-                torch, reference, snapshot(torch, base, out), fix_precision(torch, self.variant), noise
-            )
+            judged = snapshot(torch, base, out)
+            self.result["numerics"] = compare(torch, reference, judged, fix_precision(torch, self.variant))
+        del out
         self.run_calls(fixed, self.spec.warmup)
         self.progress("verify-timing")
         times = self.time_steps(fixed)
@@ -377,8 +383,23 @@ class VerifySession(CaptureSession):
             self.meta["steps"]["profiled"] = i + 1
         self.sync()
         self.stop_profiler()
+        if judged is not None and self.result["numerics"].get("verdict") == CHANGES:
+            # Only a fix that changes results needs the baseline's own variation to be judged by, and
+            # only once the fixed step is gone: two copies of a large model need not fit at once.
+            del fixed, base
+            self.free()
+            self.undo_settings()  # the second baseline runs as the first did: without the fix's settings
+            noise = self.run_to_run(reference)
+            self.result["numerics"] = compare(torch, reference, judged, fix_precision(torch, self.variant), noise)
         self.result["status"] = "ok"
         self.result["phase"] = "done"
+
+    def undo_settings(self) -> None:
+        """Undo the fix's process-wide settings (TF32), once."""
+        undo, self._restore = self._restore, []
+        for step in undo:
+            with contextlib.suppress(Exception):
+                step()
 
     def free(self) -> None:
         """Let the baseline's memory go before the fixed step is built."""
@@ -424,9 +445,7 @@ class VerifySession(CaptureSession):
         finally:
             with contextlib.suppress(BaseException):
                 self.stop_profiler()
-            for undo in self._restore:
-                with contextlib.suppress(Exception):
-                    undo()
+            self.undo_settings()
             self.meta["memory"] = memory_summary(torch)
             self.write_meta()
             self.write_result()
