@@ -156,12 +156,23 @@ def fix(
     return Fix(id=fix_id, title=title or default_title, how=how or default_how, code=code, prerequisite=prerequisite)
 
 
-def capturable_code(name: str) -> str:
-    """The optimizer built so that a CUDA graph can capture its step, for the optimizer class found."""
+def capturable_fix(name: str) -> Fix:
+    """fused-optimizer in the form a CUDA graph needs first: the optimizer class found built with
+    capturable=True (a prerequisite of the graph)."""
     cls = name if name in ("Adam", "AdamW", "SGD", "Adagrad") else "AdamW"
-    return (
-        "# step counters and bias corrections stay on the GPU: a CUDA graph can capture opt.step()\n"
-        f"opt = torch.optim.{cls}(model.parameters(), lr=lr, capturable=True)  # or fused=True, capturable=True"
+    return fix(
+        "fused-optimizer",
+        code=(
+            "# step counters and bias corrections stay on the GPU: a CUDA graph can capture opt.step()\n"
+            f"opt = torch.optim.{cls}(model.parameters(), lr=lr, capturable=True)  # or fused=True, capturable=True"
+        ),
+        prerequisite=True,
+        title="Make the optimizer capturable (capturable=True)",
+        how=(
+            f"torch.optim.{name}(params, capturable=True) (or fused=True, capturable=True) keeps the step "
+            "counters and bias corrections on the GPU, so a CUDA graph can capture the optimizer's step; "
+            "without it PyTorch refuses the capture."
+        ),
     )
 
 

@@ -184,11 +184,13 @@ def _recompile_cost(record, capture: dict, step_us, warnings: list[str]) -> tupl
     # Frames compiled after the warm-up are recompiles even when dynamo's recompile log stayed silent
     # (torch 2.11 logs them only when TORCH_LOGS=recompiles is set): count the larger of the two.
     if timed_us and record.phase_frames("timing"):
-        phase, steps, window_us, where = "timing", len(timed_us), sum(timed_us), f"in the {len(timed_us)} timed steps"
+        phase, steps, window_us = "timing", len(timed_us), sum(timed_us)
+        counted = f"{steps} timed steps"
+        where = f"in the {counted}"
     elif record.phase_frames("profile"):
         # the profiled warm-up step (diagnose/warmup 0) runs under the profiler too: one step more
         steps, window_us = len(step_us) + 1, float(step_us.sum() + step_us.max())
-        phase, where = "profile", "in the profiled steps"
+        phase, where, counted = "profile", "in the profiled steps", f"{steps} profiled steps"
     else:
         return 0.0, 0, ""
     compile_us = record.phase_compile_s(phase) * 1e6
@@ -196,7 +198,7 @@ def _recompile_cost(record, capture: dict, step_us, warnings: list[str]) -> tupl
     if compile_us > window_us:
         warnings.append(
             f"dynamo compiled {frames} frame(s) for {compile_us / 1e6:,.2f} s in the {phase} phase, longer than "
-            f"the {steps} steps {where.removeprefix('in the ')} lasted ({window_us / 1e3:,.1f} ms): that "
+            f"the {counted} lasted ({window_us / 1e3:,.1f} ms): that "
             "compiling ran outside the steps and is not booked to them"
         )
         return 0.0, 0, ""

@@ -85,7 +85,7 @@ import pandas as pd
 
 from diagnose.engine import Quiet, Rule, Threshold, severity_ladder, top_offenders
 from diagnose.findings import Evidence, Finding, Offender
-from diagnose.fixes import capturable_code, fix, optimizer_code
+from diagnose.fixes import capturable_fix, fix, optimizer_code
 from diagnose.metrics.comm import is_comm
 from diagnose.metrics.compiled import cudagraph_skips
 from diagnose.memory.details import step_windows
@@ -232,20 +232,7 @@ class LaunchOverhead(Rule):
                     round(host_counters.host_reads, 1),
                 )
             )
-            fixes.insert(
-                0,
-                fix(
-                    "fused-optimizer",
-                    code=capturable_code(host_counters.name),
-                    prerequisite=True,
-                    title="Make the optimizer capturable (capturable=True)",
-                    how=(
-                        f"torch.optim.{host_counters.name}(params, capturable=True) (or fused=True, capturable=True) "
-                        "keeps the step counters and bias corrections on the GPU, so a CUDA graph can capture "
-                        "the optimizer's step; without it PyTorch refuses the capture."
-                    ),
-                ),
-            )
+            fixes.insert(0, capturable_fix(host_counters.name))
             basis_note += (
                 f"; first capturable=True: {host_counters.name} ({host_counters.impl}) keeps its step counters "
                 f"on the CPU and reads {host_counters.host_reads:.0f} of them back per step, so a CUDA graph "

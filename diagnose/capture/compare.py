@@ -73,16 +73,24 @@ def _failure(torch, name: str, a, e, dtype: str, rtol: float, atol: float) -> st
     return None
 
 
+def _difference(expected, actual) -> tuple[float | None, float | None]:
+    """(‖actual − expected‖₂ ÷ ‖expected‖₂, max |actual − expected|) of two floating tensors of one
+    shape; the ratio is 0 for two zero tensors and None when only the expected one is zero; (None,
+    None) for anything else."""
+    if not (expected.is_floating_point() and expected.shape == actual.shape and expected.numel()):
+        return None, None
+    delta = (actual.double() - expected.double()).nan_to_num(0.0)
+    largest = float(delta.abs().max())
+    scale = float(expected.double().nan_to_num(0.0).norm())
+    if scale > 0:
+        return float(delta.norm()) / scale, largest
+    return (0.0 if largest == 0 else None), largest
+
+
 def relative_error(expected, actual) -> float | None:
     """‖actual − expected‖₂ ÷ ‖expected‖₂ of two floating tensors (0 for two zero tensors, None when only
     the expected one is zero or they are not floating tensors of one shape)."""
-    if not (expected.is_floating_point() and expected.shape == actual.shape and expected.numel()):
-        return None
-    delta = (actual.double() - expected.double()).nan_to_num(0.0)
-    scale = float(expected.double().nan_to_num(0.0).norm())
-    if scale > 0:
-        return float(delta.norm()) / scale
-    return 0.0 if float(delta.norm()) == 0 else None
+    return _difference(expected, actual)[0]
 
 
 def relative_differences(first: dict, second: dict) -> dict:
@@ -119,11 +127,11 @@ def compare(torch, expected: dict, actual: dict, precision: str | None = None, n
             beyond.append(failures[-1])
             continue
         a = a.to(e.dtype)
-        tensor_rel = relative_error(e, a)
-        if e.is_floating_point() and e.numel():
-            worst = max(worst or 0.0, float((a.double() - e.double()).nan_to_num(0.0).abs().max()))
-            if tensor_rel is not None:
-                rel = max(rel or 0.0, tensor_rel)
+        tensor_rel, largest = _difference(e, a)
+        if largest is not None:
+            worst = max(worst or 0.0, largest)
+        if tensor_rel is not None:
+            rel = max(rel or 0.0, tensor_rel)
         failed = _failure(torch, name, a, e, dtype, *tolerance(dtype))
         if failed:
             failures.append(failed)

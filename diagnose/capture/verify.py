@@ -358,10 +358,10 @@ class VerifySession(CaptureSession):
         self.result["phase"] = "fixed"
         out = self.run_calls(fixed, compare_after(self.variant))
         self.check_generate_called()
-        judged = None
+        judged, precision = None, fix_precision(torch, self.variant)
         if reference is not None:
             judged = snapshot(torch, base, out)
-            self.result["numerics"] = compare(torch, reference, judged, fix_precision(torch, self.variant))
+            self.result["numerics"] = compare(torch, reference, judged, precision)
         del out
         self.run_calls(fixed, self.spec.warmup)
         self.progress("verify-timing")
@@ -390,7 +390,7 @@ class VerifySession(CaptureSession):
             self.free()
             self.undo_settings()  # the second baseline runs as the first did: without the fix's settings
             noise = self.run_to_run(reference)
-            self.result["numerics"] = compare(torch, reference, judged, fix_precision(torch, self.variant), noise)
+            self.result["numerics"] = compare(torch, reference, judged, precision, noise)
         self.result["status"] = "ok"
         self.result["phase"] = "done"
 
