@@ -136,7 +136,7 @@ class DecodeLatency(Rule):
         same_share_us = s.gemv_us * W4_BITS / s.bits  # 4-bit kernels as efficient as today's (Marlin-class)
         after = max(step_us - s.gemv_us + w4_us, 1e-9)
         speedup = step_us / after
-        best = step_us / max(step_us - s.gemv_us + same_share_us, 1e-9)
+        best = max(step_us / max(step_us - s.gemv_us + same_share_us, 1e-9), speedup)  # a ceiling, never below
         k, a = t["draft_tokens"], t["acceptance"]
         per_pass = (1 - a ** (k + 1)) / (1 - a) if a < 1 else k + 1
         moved = gemv["bytes"] if "bytes" in gemv and gemv["bytes"].notna().all() else gemv["weight_bytes"]

@@ -142,3 +142,19 @@ def test_misaligned_matmul_keeps_pad_dims_when_ncu_calls_it_latency_bound():
     sm = next(e for e in f.evidence if e.metric.startswith("SM throughput"))
     assert sm.op == "<" and sm.value == pytest.approx(30.4)
     assert "stay compute-bound" in f.basis
+
+
+@pytest.mark.parametrize("name", ["gemv_decode_1tok", "gemv_decode_1tok_graphed"])
+@pytest.mark.parametrize("share", [0.39, 0.99])  # 0.99: int4 kernels faster than today's (73-89 % of achievable)
+def test_the_w4a16_ceiling_is_never_below_its_estimate(name, share):
+    import re
+
+    from conftest import load_capture
+
+    from diagnose.assemble import diagnose_trace
+
+    config = Config(overrides={"decode-latency.w4_bandwidth_share": share})
+    f = finding(diagnose_trace(load_capture(name), config), "decode-latency")
+    how = next(x.how for x in f.fixes if x.id == "w4a16")
+    ceiling = float(re.search(r"up to ([\d.]+)×", how).group(1))
+    assert f.est_speedup <= ceiling
