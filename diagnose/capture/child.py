@@ -85,6 +85,33 @@ def device_info(torch) -> dict:
     return info
 
 
+@contextlib.contextmanager
+def without_lazy_inductor(torch, profiler):
+    """Start `profiler` without importing torch._inductor when the workload has not imported it.
+
+    torch.profiler's start looks up `torch._inductor` only to read whether inductor's CUDA graphs are
+    on, and that lookup imports inductor and dynamo: 2-3 s of every capture on a small CPU. A process
+    that never imported inductor has its settings at their defaults, the environment's; that is what
+    the profiler is told instead. Once inductor is imported, the profiler reads it itself.
+    """
+    if "torch._inductor" in sys.modules or not callable(torch.__dict__.get("__getattr__")):
+        yield
+        return
+    lazy = torch.__dict__["__getattr__"]
+
+    def lookup(name):
+        if name == "_inductor":
+            raise AttributeError(name)
+        return lazy(name)
+
+    profiler.has_cudagraphs = os.environ.get("TORCHINDUCTOR_CUDAGRAPHS") == "1"
+    torch.__getattr__ = lookup
+    try:
+        yield
+    finally:
+        torch.__getattr__ = lazy
+
+
 def load_function(path: str, name: str):
     """Import the file at `path` as a module (its folder on sys.path) and return `name` from it."""
     file = Path(path).resolve()
@@ -169,7 +196,8 @@ class CaptureSession:
         )
         if self.memory is not None:
             self.memory.start_history()
-        self.profiler.start()
+        with without_lazy_inductor(torch, self.profiler):
+            self.profiler.start()
         self.compile_phase("profile")
         self.sampler = StackSampler()  # the main thread's Python stack, only while profiling
         self.sampler.start(mark=torch.profiler.record_function)

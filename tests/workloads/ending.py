@@ -10,6 +10,7 @@ import signal
 import sys
 
 import torch
+from plain_sgd import sgd_step
 
 AT_STEP = 5  # inside the profiled steps with --warmup 1 --steps 4 --timed-steps 2
 
@@ -49,11 +50,7 @@ def make_step(end="clean"):
 if __name__ == "__main__":
     how = sys.argv[1] if len(sys.argv) > 1 else "clean"
     model = torch.nn.Linear(16, 16)
-    opt = torch.optim.SGD(model.parameters(), lr=0.1)
     for i in range(40):
-        loss = model(torch.randn(4, 16)).pow(2).mean()
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
+        sgd_step(model, model(torch.randn(4, 16)).pow(2).mean())
         if i + 1 == AT_STEP:
             end_now(how)
