@@ -463,11 +463,16 @@ L = {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "ti
 OP = {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1}
 
 
-@settings(
-    max_examples=150,
+# 150 random traces a run, in three tests of 50 so that the workers share them; the first also runs the
+# explicit examples.
+ADVERSARIAL = settings(
+    max_examples=50,
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow, HealthCheck.data_too_large],
 )
+
+
+@ADVERSARIAL
 @given(raw=trace_bytes())
 @example(raw=_doc([{**K, "ts": 1, "dur": 2, "args": {"correlation": 2**64 + 3}}]))
 @example(
@@ -565,6 +570,20 @@ OP = {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1}
 )
 def test_malformed_traces_never_crash(raw, tmp_path_factory, capsys):
     """Any bytes: a clean exit 2, or a diagnosis (exit 0/1) with valid findings JSON."""
+    check(raw, tmp_path_factory.mktemp("adv"), capsys)
+
+
+@ADVERSARIAL
+@given(raw=trace_bytes())
+def test_more_malformed_traces_never_crash(raw, tmp_path_factory, capsys):
+    """The same property on 50 more random traces."""
+    check(raw, tmp_path_factory.mktemp("adv"), capsys)
+
+
+@ADVERSARIAL
+@given(raw=trace_bytes())
+def test_still_more_malformed_traces_never_crash(raw, tmp_path_factory, capsys):
+    """And on 50 more."""
     check(raw, tmp_path_factory.mktemp("adv"), capsys)
 
 

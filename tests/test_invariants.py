@@ -3,7 +3,7 @@ trace and hypothesis-generated synthetic traces, no impossible number is shown a
 to be dropped for one.
 
 Each target is analysed once per session (conftest.diagnosis_of, shared with the golden and accounting tests). The largest rank folders and
-peer traces, and the 160-example synthetic run (200 synthetic traces with the quick 40), are marked `slow`:
+peer traces, and four of the five shards of synthetic traces (40 each, 200 in all), are marked `slow`:
 `pytest -m "not slow" tests/test_invariants.py` is the quick pass (40 synthetic traces).
 """
 
@@ -22,7 +22,7 @@ sys.path.insert(0, str(ROOT / "fixtures" / "golden"))
 import make_golden  # noqa: E402
 
 hypothesis = pytest.importorskip("hypothesis")
-from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import HealthCheck, given, seed, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 SLOW = {
@@ -410,17 +410,25 @@ def _check_synthetic(trace: dict, tmp_path_factory) -> None:
 HEALTH = [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.function_scoped_fixture]
 
 
-@settings(max_examples=40, deadline=None, derandomize=True, suppress_health_check=HEALTH)
-@given(trace=synthetic_trace())
-def test_synthetic_traces_satisfy_the_invariants(trace, tmp_path_factory):
-    _check_synthetic(trace, tmp_path_factory)
+SHARDS = 5  # 5 x 40 synthetic traces, each shard a test of its own so that the workers share them
+EXAMPLES_PER_SHARD = 40
 
 
-@pytest.mark.slow
-@settings(max_examples=160, deadline=None, derandomize=True, suppress_health_check=HEALTH)
-@given(trace=synthetic_trace())
-def test_many_synthetic_traces_satisfy_the_invariants(trace, tmp_path_factory):
-    _check_synthetic(trace, tmp_path_factory)
+def _invariants_shard(shard: int):
+    """One shard of the synthetic traces: its own fixed seed, so every run draws the same traces."""
+
+    @seed(shard)
+    @settings(max_examples=EXAMPLES_PER_SHARD, deadline=None, database=None, suppress_health_check=HEALTH)
+    @given(trace=synthetic_trace())
+    def test(trace, tmp_path_factory):
+        _check_synthetic(trace, tmp_path_factory)
+
+    test.__name__ = f"test_synthetic_traces_satisfy_the_invariants_{shard}"
+    return pytest.mark.slow(test) if shard else test
+
+
+for _shard in range(SHARDS):
+    globals()[f"test_synthetic_traces_satisfy_the_invariants_{_shard}"] = _invariants_shard(_shard)
 
 
 def test_a_tiny_chains_bandwidth_keeps_its_digits():
