@@ -234,3 +234,12 @@ def test_w4a16_speeds_up_the_graphed_decode_within_4_bit_rounding(tmp_path):
     assert t.numerics["verdict"] == "within precision", t.numerics
     assert t.numerics["max_rel_error"] < t.numerics["precision_relative"]
     assert t.interval[0] > 1.0 and t.verdict == numerics.VERIFIED, (t.speedup, t.interval)
+
+
+def test_fp8_verifies_a_bf16_mlp_on_a_cpu_within_its_rounding(tmp_path):
+    t = trial(tmp_path, MLP, "fp8", dtype="bfloat16", width=64, layers=2)
+    assert t.status == "ok", t.error
+    assert t.numerics["verdict"] == "within precision" and t.numerics["precision"] == "fp8", t.numerics
+    assert "FP8 weight and activation rounding" in t.numerics["detail"]
+    fp32 = trial(tmp_path / "f", MLP, "fp8", width=64, layers=2)
+    assert fp32.status == "not applicable" and "16-bit" in fp32.error
