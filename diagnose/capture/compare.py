@@ -19,6 +19,16 @@ normwise error 0.29 %, 0.74 of bf16's unit roundoff, measured on a CPU; on the H
 bf16 tolerance alone rejected it). Within, the verdict is "within precision" with the largest
 relative error ("within bf16 rounding: max relative error 0.29 %"); beyond, "changes results".
 
+A fix that quantizes the weights (w4a16: 4-bit integers; fp8: e4m3 weights and activations,
+diagnose/capture/quantize.py) changes results by design, in every dtype, bf16 included: its
+`precision` is `int4` or `fp8` and it passes the weights' own measured quantization error
+(`weight_error`, the largest ‖W_q − W‖_F ÷ ‖W‖_F of the step's weights). A floating tensor of any
+dtype that misses its dtype's tolerance is then within the fix's rounding when its normwise
+relative error is at most `quantize.error_bound` (twice that error; quantize.py derives it); no
+elementwise test, which quantized products miss everywhere. Within, the verdict is "within
+precision" ("within 4-bit weight rounding: normwise relative error 5.4 % (bound 20 %: 2 × the
+weights' 10 % quantization error)"); beyond, "changes results".
+
 Some steps differ from themselves: a convolution's backward sums with atomics, cuDNN picks among
 algorithms, so two runs of the same baseline from the same seed disagree. When a fix changes
 results, `--verify` runs the baseline a second time and passes each tensor's normwise difference
@@ -29,6 +39,7 @@ variation": the fix changed it no more than running the baseline again does.
 
 from __future__ import annotations
 
+from diagnose.capture.quantize import bound_text, error_bound, label as quantized_label
 from diagnose.vocabulary.dtypes import precision as dtype_precision, precision_label
 from diagnose.vocabulary.units import percent
 
@@ -105,10 +116,19 @@ def relative_differences(first: dict, second: dict) -> dict:
     return out
 
 
-def compare(torch, expected: dict, actual: dict, precision: str | None = None, noise: dict | None = None) -> dict:
+def compare(
+    torch,
+    expected: dict,
+    actual: dict,
+    precision: str | None = None,
+    noise: dict | None = None,
+    weight_error: float | None = None,
+) -> dict:
     """The numerics verdict: "match", "within precision" (only with a `precision`), "within run-to-run
     variation" (only with the baseline's own `noise`), "changes results" or "not compared" (nothing to
-    compare), with the largest absolute and relative differences."""
+    compare), with the largest absolute and relative differences. With a `weight_error` (a fix that
+    quantizes weights, `precision` int4 or fp8) every floating tensor is judged normwise against
+    `error_bound(precision, weight_error)`."""
     names = [n for n in expected if n in actual]
     if not names:
         return {
@@ -118,6 +138,7 @@ def compare(torch, expected: dict, actual: dict, precision: str | None = None, n
         }
     rung = dtype_precision(precision) or ""  # "bfloat16" as --verify names it -> bf16
     loose = PRECISION_TOLERANCES.get(rung)
+    quantized = error_bound(precision or "", weight_error) if weight_error is not None else None
     worst, rel, failures, beyond, varied = None, None, [], [], []
     for name in names:
         e, a = expected[name], actual[name]
@@ -135,7 +156,15 @@ def compare(torch, expected: dict, actual: dict, precision: str | None = None, n
         failed = _failure(torch, name, a, e, dtype, *tolerance(dtype))
         if failed:
             failures.append(failed)
-            if loose and dtype_precision(dtype) in FINER:
+            if quantized is not None and e.is_floating_point():
+                within = tensor_rel is not None and tensor_rel <= quantized
+                again = (
+                    None
+                    if within
+                    else f"{failed}; normwise relative error "
+                    f"{tensor_rel if tensor_rel is not None else float('nan'):.3g} > {quantized:.3g}"
+                )
+            elif loose and dtype_precision(dtype) in FINER:
                 bound = PRECISION_RELATIVE[rung]
                 normwise_ok = tensor_rel is not None and tensor_rel <= bound
                 again = None if normwise_ok else _failure(torch, name, a, e, dtype, *loose)
@@ -160,7 +189,7 @@ def compare(torch, expected: dict, actual: dict, precision: str | None = None, n
     if precision:
         result["precision"] = precision
         result["precision_tolerance"] = list(loose) if loose else None
-        result["precision_relative"] = PRECISION_RELATIVE.get(rung)
+        result["precision_relative"] = PRECISION_RELATIVE.get(rung) if quantized is None else quantized
         result["beyond_dtype"] = len(failures)
     if noise is not None:
         result["run_to_run"] = {
@@ -174,7 +203,13 @@ def compare(torch, expected: dict, actual: dict, precision: str | None = None, n
             f"more than {NOISE_FACTOR:g}× as much as two runs of the baseline differ (max relative error "
             f"{percent((rel or 0.0), 2)}; nondeterministic kernels)"
         )
-    if verdict == WITHIN:
+    if verdict == WITHIN and quantized is not None:
+        result["detail"] = (
+            f"within {quantized_label(precision or '')} rounding: normwise relative error {percent((rel or 0.0), 2)} "
+            f"(bound {percent(quantized, 1)}: {bound_text(precision or '', weight_error or 0.0)}; "
+            f"{len(failures)} of {len(names)} tensors beyond the baseline dtype's tolerance)"
+        )
+    elif verdict == WITHIN:
         result["detail"] = (
             f"within {precision_label(precision)} rounding: max relative error "
             f"{percent((rel or 0.0), 2)} ({len(failures)} of {len(names)} tensors beyond the "

@@ -40,6 +40,12 @@ Integer and bool tensors (token ids) must match exactly.
 channels-last, fused-optimizer and foreach-optimizer change what the step's closure holds
 (diagnose/capture/rewrite.py): its conv modules and image tensors, its optimizers.
 
+w4a16 and fp8 quantize the step's weights (diagnose/capture/quantize.py): a TorchFunctionMode is
+entered around the fixed step's build (so a CUDA graph its factory captures records the quantized
+kernels) and around each of its calls, and runs F.linear / matmul by a weight on a quantized copy
+of it. The outputs are judged against the weights' own rounding (`quantize.error_bound`, the
+largest normwise error of a quantized weight × 2): "within 4-bit weight rounding" up to it.
+
 Writes into the output folder: verify.json (what happened), and for a fix that ran, meta.json and
 trace.json.gz of the profiled fixed steps (a capture folder diagnose can load).
 """
@@ -66,6 +72,7 @@ from diagnose.capture.compare import (  # noqa: F401 (TOLERANCES, tolerance re-e
     tolerance,
 )
 from diagnose.capture.child import CaptureSession, is_out_of_memory, load_function, memory_summary
+from diagnose.capture.quantize import KINDS as WEIGHT_KINDS, weight_quantizer
 from diagnose.capture.rewrite import NotApplicable, apply_channels_last, apply_optimizer, static_cache_generate
 from diagnose.capture.spec import CaptureSpec
 from diagnose.capture.steps import EnoughSteps
@@ -110,10 +117,14 @@ VARIANTS = (
     "foreach-optimizer",
     "capturable-cuda-graph",
     "static-cache",
+    "w4a16",
+    "fp8",
 )
 LOADER_VARIANTS = ("dataloader-workers",)
-SCRIPT_VARIANTS = ("tf32", "autocast-bf16", "sdpa-flash", "expandable-segments", "static-cache")
-"""What applies to a script or module run as a whole: a process setting or a context around the run."""
+SCRIPT_VARIANTS = ("tf32", "autocast-bf16", "sdpa-flash", "expandable-segments", "static-cache", "w4a16", "fp8")
+"""What applies to a script or module run as a whole: a process setting or a context around the run (the
+weight quantizers' function mode is one: entered before the script runs, it quantizes each weight the
+first time it is multiplied by, outside a graph capture)."""
 LOADER_WORKERS = max(2, min(8, (os.cpu_count() or 2) // 2))
 
 
@@ -156,17 +167,20 @@ class VerifySession(CaptureSession):
         }
         self._restore = []
         self.generate_calls = [0]  # static-cache: generate() calls the fix reached
+        self.quantizer = None  # w4a16 / fp8: the function mode that quantizes the fixed step's weights
 
     # -- bookkeeping -------------------------------------------------------------------------
     def write_result(self) -> None:
         """Write verify.json atomically."""
         write_new(self.out / "verify.json", json.dumps(self.result, indent=2, default=str).encode())
 
-    def build(self):
-        """A fresh step from the factory, with the same seed each time."""
+    def build(self, around=None):
+        """A fresh step from the factory, with the same seed each time (inside the context `around`, if any:
+        a weight quantizer, which a graph captured by the factory then records)."""
         self.torch.manual_seed(SEED)
         factory = load_function(self.spec.path, self.spec.function)
-        step = factory(**self.spec.params)
+        with around if around is not None else contextlib.nullcontext():
+            step = factory(**self.spec.params)
         if not callable(step):
             raise TypeError(f"{self.spec.function}(**params) must return a zero-argument callable")
         return step
@@ -261,6 +275,14 @@ class VerifySession(CaptureSession):
             return flash_step
         if v in LOADER_VARIANTS:
             return step
+        if v in WEIGHT_KINDS:
+            mode = self.quantizer
+
+            def quantized_step():
+                with mode:
+                    return step()
+
+            return quantized_step
         if v == "channels-last":
             self.result["notes"].append(apply_channels_last(torch, step))
             return step
@@ -285,6 +307,13 @@ class VerifySession(CaptureSession):
         del step
         self.free()
         return relative_differences(reference, again)
+
+    def check_quantized(self) -> None:
+        """w4a16 / fp8: NotApplicable when no weight was quantized; the note says what was."""
+        if self.quantizer is None:
+            return
+        self.quantizer.check()
+        self.result["notes"].append(self.quantizer.note())
 
     def check_generate_called(self) -> None:
         """static-cache acts on transformers' generate(): a run that never called it was not fixed."""
@@ -315,6 +344,9 @@ class VerifySession(CaptureSession):
                 stack.enter_context(sdpa_kernel(SDPBackend.FLASH_ATTENTION))
             elif self.variant == "static-cache":
                 stack.enter_context(static_cache_generate(self.generate_calls))
+            elif self.variant in WEIGHT_KINDS:
+                self.quantizer = weight_quantizer(self.torch, WEIGHT_KINDS[self.variant])
+                stack.enter_context(self.quantizer)
             try:
                 self.run_script()
             except EnoughSteps:
@@ -323,6 +355,7 @@ class VerifySession(CaptureSession):
                 if exc.code not in (None, 0):
                     raise RuntimeError(f"the script exited with status {exc.code}") from None
         self.check_generate_called()
+        self.check_quantized()
         self.result["fixed_us"] = list((self.meta.get("timing") or {}).get("unprofiled_step_us") or [])
         self.result["numerics"] = {
             "verdict": "not compared",
@@ -352,16 +385,20 @@ class VerifySession(CaptureSession):
             self.free()
         self.result["phase"] = "apply"
         self.progress("verify-apply")
-        base = self.build()
+        if self.variant in WEIGHT_KINDS:
+            self.quantizer = weight_quantizer(torch, WEIGHT_KINDS[self.variant])
+        base = self.build(self.quantizer)
         self.prepare(base, fixed=True)
         fixed = self.wrap(base)
         self.result["phase"] = "fixed"
         out = self.run_calls(fixed, compare_after(self.variant))
         self.check_generate_called()
+        self.check_quantized()
         judged, precision = None, fix_precision(torch, self.variant)
+        weight_error = self.quantizer.weight_error() if self.quantizer is not None else None
         if reference is not None:
             judged = snapshot(torch, base, out)
-            self.result["numerics"] = compare(torch, reference, judged, precision)
+            self.result["numerics"] = compare(torch, reference, judged, precision, weight_error=weight_error)
         del out
         self.run_calls(fixed, self.spec.warmup)
         self.progress("verify-timing")
@@ -387,10 +424,11 @@ class VerifySession(CaptureSession):
             # Only a fix that changes results needs the baseline's own variation to be judged by, and
             # only once the fixed step is gone: two copies of a large model need not fit at once.
             del fixed, base
+            self.quantizer = None  # its quantized copies go with the fixed step
             self.free()
             self.undo_settings()  # the second baseline runs as the first did: without the fix's settings
             noise = self.run_to_run(reference)
-            self.result["numerics"] = compare(torch, reference, judged, precision, noise)
+            self.result["numerics"] = compare(torch, reference, judged, precision, noise, weight_error)
         self.result["status"] = "ok"
         self.result["phase"] = "done"
 
@@ -454,8 +492,11 @@ class VerifySession(CaptureSession):
 
 def fix_precision(torch, variant: str) -> str | None:
     """The reduced precision a variant computes in (None: the baseline's dtype): TF32 matmuls, bf16
-    autocast, and channels-last, whose convolutions cuDNN runs in TF32 on both sides when
-    torch.backends.cudnn.allow_tf32 is on (PyTorch's default) but with other kernels."""
+    autocast, channels-last, whose convolutions cuDNN runs in TF32 on both sides when
+    torch.backends.cudnn.allow_tf32 is on (PyTorch's default) but with other kernels, and the
+    quantized weights of w4a16 (int4) and fp8."""
+    if variant in WEIGHT_KINDS:
+        return WEIGHT_KINDS[variant]
     if variant == "tf32":
         return "tf32"
     if variant == "autocast-bf16":

@@ -43,7 +43,24 @@ APPLICABLE: dict[str, list[tuple[str, str]]] = {
     "pinned-memory": [
         ("dataloader-workers", "the step's DataLoader rebuilt with worker processes, persistent, and pinned memory")
     ],
+    "w4a16": [
+        (
+            "w4a16",
+            "the step's weights quantized to 4 bits (group-128 scales) and multiplied by tinygemm "
+            "(torch._weight_int4pack_mm), from a TorchFunctionMode around the step's build and calls",
+        )
+    ],
+    "fp8": [
+        (
+            "fp8",
+            "the step's weights and activations in FP8 e4m3 (per-tensor scales) multiplied by torch._scaled_mm, "
+            "from a TorchFunctionMode around the step's build and calls",
+        )
+    ],
 }
+# variant -> the rules whose findings it answers: quantized weights pay off where the step streams its weights
+# (decode-latency) or where FP8 tensor cores double a compute-bound matmul's rate (compute-bound)
+RULES_OF = {"w4a16": ("decode-latency",), "fp8": ("compute-bound",)}
 
 PROCESS_LEVEL = {"expandable-segments": {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}}
 """Variants set in the environment before CUDA starts: no in-process baseline, the capture's own is used."""
@@ -112,7 +129,11 @@ def plan_trials(
 
 def _fits(variant: str, finding, op_names) -> bool:
     """Whether what `variant` acts on is in the step: an optimizer to make capturable (an
-    `Optimizer.step#` range), transformers' generate() (a fix written in its API)."""
+    `Optimizer.step#` range), transformers' generate() (a fix written in its API), weights to
+    quantize where the finding is one that quantized weights answer (`RULES_OF`: a graph replay
+    records no matmul ops, so the finding, not the ops, says the step multiplies by weights)."""
+    if variant in RULES_OF:
+        return finding.rule in RULES_OF[variant]
     if variant == "capturable-cuda-graph":
         return any(n.startswith(OPTIMIZER_RANGE) for n in op_names)
     if variant == "static-cache":
