@@ -40,13 +40,18 @@ when it was measured.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
+import pandas as pd
+
 from diagnose.engine import Quiet, Rule, Threshold, severity_ladder, top_offenders
-from diagnose.findings import Evidence, Finding
+from diagnose.findings import Evidence, Finding, Offender, Severity
 from diagnose.fixes import fix
+from diagnose.metrics import Metrics
 from diagnose.metrics.compiled import logged_recompiles
 from diagnose.metrics.slow_ops import compiled_versions, held_ops, shape_changes, step_shapes
+from diagnose.metrics.step_time import StepBudget
 from diagnose.vocabulary.units import percent
 
 MAX_SHAPES_SHOWN = 4
@@ -78,101 +83,181 @@ class DynamicShapes(Rule):
 
     def check(self, ctx, t):
         """Find the op that holds the most silent host time per step and judge whether shapes drive it."""
-        m = ctx.metrics
-        budget, windows = m.budget, m.steps.windows
-        n = budget.n_steps
-        held = held_ops(ctx.trace, windows, m.timeline.silent, t["min_held_us"])
-        if len(held) and logged_recompiles(ctx.trace, ctx.warnings):  # compile-breaks prices them (its docstring)
-            held = held[~held["compile"].astype(bool)]
-            if not len(held):
-                return Quiet(
-                    "the host time held in the measured steps is torch.compile recompiling, which dynamo "
-                    "logged (compile.json): compile-breaks prices it with dynamo's reasons"
-                )
+        held = _held(ctx, t)
+        if isinstance(held, Quiet):
+            return held
+        top = _measure(ctx.metrics, held, t)
+        quiet = _decide(top, t)
+        if quiet is not None:
+            return quiet
+        changes = _changes(ctx.trace, ctx.metrics.steps.windows, top.calls)
+        severity = _decide_shapes(top, changes, t)
+        if isinstance(severity, Quiet):
+            return severity
+        assert changes is not None  # _decide_shapes is quiet without shapes
+        return _word(self, top, changes, severity, _estimate(top), t)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Top:
+    """The op holding the most silent host time, and its calls (what `_measure` found)."""
+
+    budget: StepBudget
+    n: int  # measured steps
+    per_step: float  # µs over the window -> µs of a step
+    name: str
+    top: pd.Series  # its held_us, host_us, kernel_us summed over the steps, and steps (how many it holds)
+    share: float  # of the step it holds
+    ratio: float  # host ÷ kernel time
+    needed: int  # steps it must recur in
+    calls: pd.DataFrame  # its held calls
+
+
+def _held(ctx, t: dict[str, float]) -> pd.DataFrame | Quiet:
+    """The kernel-launching op calls holding at least `min_held_us` of silent host time, less dynamo's
+    logged recompiles (compile-breaks prices them); Quiet when none are left."""
+    m = ctx.metrics
+    held = held_ops(ctx.trace, m.steps.windows, m.timeline.silent, t["min_held_us"])
+    if len(held) and logged_recompiles(ctx.trace, ctx.warnings):  # compile-breaks prices them (its docstring)
+        held = held[~held["compile"].astype(bool)]
         if not len(held):
-            return Quiet(f"no kernel-launching op holds ≥ {t['min_held_us']:,.0f} µs of silent host time")
-        per_step = budget.host_scale / n
-        by_name = held.groupby("name").agg(
-            held_us=("held_us", "sum"),
-            host_us=("host_us", "sum"),
-            kernel_us=("kernel_us", "sum"),
-            steps=("step", "nunique"),
-        )
-        by_name = by_name.sort_values("held_us", ascending=False, kind="stable")
-        name, top = by_name.index[0], by_name.iloc[0]
-        share = budget.share(top.held_us * per_step)
-        ratio = top.host_us / max(top.kernel_us, 1.0)
-        needed = max(2, math.ceil(t["min_step_fraction"] * n))
-        summary = (
-            f"{name} holds {percent(share)} of the step ({top.host_us / top.steps:,.0f} µs host vs "
-            f"{top.kernel_us / top.steps:,.0f} µs of kernels in each step it holds) in {int(top.steps)} of {n} steps"
-        )
-        if share < t["min_share"]:
-            return Quiet(f"{summary}: < {percent(t['min_share'])} of the step")
-        if ratio < t["min_host_ratio"]:
-            return Quiet(f"{summary}: host only {ratio:.1f}× its kernels' time < {t['min_host_ratio']:g}×")
-        if top.steps < needed:
             return Quiet(
-                f"{summary}: it does not recur (needs {needed} steps); one-time setup such as a first "
-                "call's initialisation is not shape churn: profile after warm-up"
+                "the host time held in the measured steps is torch.compile recompiling, which dynamo "
+                "logged (compile.json): compile-breaks prices it with dynamo's reasons"
             )
-        calls = held[held["name"] == name]
-        changes = _changes(ctx.trace, windows, calls)
-        if changes is None:
-            return Quiet(
-                f"{summary}, but the trace records no input shapes (record_shapes=False): cannot tell "
-                "whether they change between steps"
-            )
-        if not changes:
-            return Quiet(f"{summary}, with the same input shapes every step: not shape-driven")
-        work = top.held_us * per_step
-        new_step = max(budget.step_us - work, budget.busy_us, 1e-9)
-        evidence = [
-            Evidence(
-                f"host time {name} holds with no CUDA call", round(share * 100, 1), ">=", t["min_share"] * 100, "%"
-            ),
-            Evidence("its host µs per step", round(top.host_us / top.steps, 1), unit="µs"),
-            Evidence("its kernels' µs per step", round(top.kernel_us / top.steps, 1), unit="µs"),
-            Evidence("host ÷ kernel time", round(ratio, 1), ">=", t["min_host_ratio"], "×"),
-            Evidence("steps where it recurs", int(top.steps), ">=", needed),
-            Evidence("shapes that changed between steps", "; ".join(changes[:MAX_SHAPES_SHOWN])),
-        ]
-        compiled = bool(calls["compile"].any())
-        return Finding(
-            rule=self.id,
-            severity=severity_ladder(share, t),
-            title=self.title,
-            evidence=evidence,
-            offenders=top_offenders(
-                [
-                    {
-                        "op": r.name,
-                        "step": int(r.step),
-                        "host_us": round(r.host_us, 1),
-                        "held_us": round(r.held_us * budget.host_scale, 1),
-                        "kernel_us": round(r.kernel_us, 1),
-                        "input_shapes": r.shapes or "(not recorded)",
-                    }
-                    for r in calls.head(8).itertuples()
-                ],
-                "op",
-            ),
-            fixes=[fix("static-shapes", code=_static_code(compiled)), fix("shape-bucketing", code=_bucket_code())],
-            est_speedup=round(budget.step_us / new_step, 2),
-            recoverable_us=round(budget.step_us - new_step, 1),
-            basis=(
-                f"new step = max({budget.step_us:,.0f} − {work:,.0f} µs held by {name}, "
-                f"{budget.busy_us:,.0f} µs GPU busy) = {new_step:,.0f} µs; {budget.basis}"
-            ),
-            why=(
-                "cuDNN and cuBLAS pick and build an execution plan per input shape, autotuners benchmark "
-                "per shape, and torch.compile specialises its graph to the shapes it saw; all of that is "
-                "cached, so a fixed shape pays once. A length that grows every step (a KV cache that is "
-                "concatenated onto, variable-length batches) pays every step, on the host, while the GPU "
-                "waits. Keeping the shape fixed, or rounding it to a few buckets, turns the per-step cost "
-                "into a one-time one."
-            ),
+    if not len(held):
+        return Quiet(f"no kernel-launching op holds ≥ {t['min_held_us']:,.0f} µs of silent host time")
+    return held
+
+
+def _measure(m: Metrics, held: pd.DataFrame, t: dict[str, float]) -> _Top:
+    """Sum the held calls by op and take the op holding the most."""
+    budget = m.budget
+    n = budget.n_steps
+    per_step = budget.host_scale / n
+    by_name = held.groupby("name").agg(
+        held_us=("held_us", "sum"),
+        host_us=("host_us", "sum"),
+        kernel_us=("kernel_us", "sum"),
+        steps=("step", "nunique"),
+    )
+    by_name = by_name.sort_values("held_us", ascending=False, kind="stable")
+    name, top = by_name.index[0], by_name.iloc[0]
+    return _Top(
+        budget=budget,
+        n=n,
+        per_step=per_step,
+        name=name,
+        top=top,
+        share=budget.share(top.held_us * per_step),
+        ratio=top.host_us / max(top.kernel_us, 1.0),
+        needed=max(2, math.ceil(t["min_step_fraction"] * n)),
+        calls=held[held["name"] == name],
+    )
+
+
+def _summary(x: _Top) -> str:
+    """The top op's share of the step, host and kernel time, and the steps it holds, as one line."""
+    top = x.top
+    return (
+        f"{x.name} holds {percent(x.share)} of the step ({top.host_us / top.steps:,.0f} µs host vs "
+        f"{top.kernel_us / top.steps:,.0f} µs of kernels in each step it holds) in {int(top.steps)} of {x.n} steps"
+    )
+
+
+def _decide(x: _Top, t: dict[str, float]) -> Quiet | None:
+    """Quiet when the op holds less than `min_share` of the step, its host time is under `min_host_ratio`
+    times its kernels', or it does not recur in `needed` steps; None to go on to the shapes."""
+    if x.share < t["min_share"]:
+        return Quiet(f"{_summary(x)}: < {percent(t['min_share'])} of the step")
+    if x.ratio < t["min_host_ratio"]:
+        return Quiet(f"{_summary(x)}: host only {x.ratio:.1f}× its kernels' time < {t['min_host_ratio']:g}×")
+    if x.top.steps < x.needed:
+        return Quiet(
+            f"{_summary(x)}: it does not recur (needs {x.needed} steps); one-time setup such as a first "
+            "call's initialisation is not shape churn: profile after warm-up"
         )
+    return None
+
+
+def _decide_shapes(x: _Top, changes: list[str] | None, t: dict[str, float]) -> Severity | Quiet:
+    """Quiet without recorded shapes, or when they never change; else the severity of the held share."""
+    if changes is None:
+        return Quiet(
+            f"{_summary(x)}, but the trace records no input shapes (record_shapes=False): cannot tell "
+            "whether they change between steps"
+        )
+    if not changes:
+        return Quiet(f"{_summary(x)}, with the same input shapes every step: not shape-driven")
+    return severity_ladder(x.share, t)
+
+
+def _estimate(x: _Top) -> float:
+    """The new step, µs: max(step − the op's held time, GPU busy)."""
+    return max(x.budget.step_us - x.top.held_us * x.per_step, x.budget.busy_us, 1e-9)
+
+
+def _word(rule: Rule, x: _Top, changes: list[str], severity: Severity, new_step: float, t: dict[str, float]) -> Finding:
+    """The finding: evidence, the op's held calls, the fixes, the basis."""
+    budget = x.budget
+    return Finding(
+        rule=rule.id,
+        severity=severity,
+        title=rule.title,
+        evidence=_evidence(x, changes, t),
+        offenders=_offenders(x),
+        fixes=[
+            fix("static-shapes", code=_static_code(bool(x.calls["compile"].any()))),
+            fix("shape-bucketing", code=_bucket_code()),
+        ],
+        est_speedup=round(budget.step_us / new_step, 2),
+        recoverable_us=round(budget.step_us - new_step, 1),
+        basis=(
+            f"new step = max({budget.step_us:,.0f} − {x.top.held_us * x.per_step:,.0f} µs held by {x.name}, "
+            f"{budget.busy_us:,.0f} µs GPU busy) = {new_step:,.0f} µs; {budget.basis}"
+        ),
+        why=(
+            "cuDNN and cuBLAS pick and build an execution plan per input shape, autotuners benchmark "
+            "per shape, and torch.compile specialises its graph to the shapes it saw; all of that is "
+            "cached, so a fixed shape pays once. A length that grows every step (a KV cache that is "
+            "concatenated onto, variable-length batches) pays every step, on the host, while the GPU "
+            "waits. Keeping the shape fixed, or rounding it to a few buckets, turns the per-step cost "
+            "into a one-time one."
+        ),
+    )
+
+
+def _evidence(x: _Top, changes: list[str], t: dict[str, float]) -> list[Evidence]:
+    """The held share, host and kernel time, their ratio, the steps it recurs in, the shape changes."""
+    top = x.top
+    return [
+        Evidence(
+            f"host time {x.name} holds with no CUDA call", round(x.share * 100, 1), ">=", t["min_share"] * 100, "%"
+        ),
+        Evidence("its host µs per step", round(top.host_us / top.steps, 1), unit="µs"),
+        Evidence("its kernels' µs per step", round(top.kernel_us / top.steps, 1), unit="µs"),
+        Evidence("host ÷ kernel time", round(x.ratio, 1), ">=", t["min_host_ratio"], "×"),
+        Evidence("steps where it recurs", int(top.steps), ">=", x.needed),
+        Evidence("shapes that changed between steps", "; ".join(changes[:MAX_SHAPES_SHOWN])),
+    ]
+
+
+def _offenders(x: _Top) -> list[Offender]:
+    """The op's held calls, one row each."""
+    return top_offenders(
+        [
+            {
+                "op": r.name,
+                "step": int(r.step),
+                "host_us": round(r.host_us, 1),
+                "held_us": round(r.held_us * x.budget.host_scale, 1),
+                "kernel_us": round(r.kernel_us, 1),
+                "input_shapes": r.shapes or "(not recorded)",
+            }
+            for r in x.calls.head(8).itertuples()
+        ],
+        "op",
+    )
 
 
 def _changes(trace, windows, calls) -> list[str] | None:

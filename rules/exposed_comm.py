@@ -45,10 +45,14 @@ needs compute to overlap with, and a straggling rank is not fixed by overlap.
 
 from __future__ import annotations
 
+import dataclasses
+
 from diagnose.engine import Quiet, Rule, Threshold, severity_ladder, top_offenders
-from diagnose.findings import Evidence, Finding
+from diagnose.findings import Evidence, Finding, Offender, Severity
 from diagnose.fixes import fix
+from diagnose.metrics import Metrics
 from diagnose.metrics.accounting import HOST_PACED, exposed_comm_split
+from diagnose.metrics.comm import Communication
 from diagnose.vocabulary.units import percent
 
 
@@ -103,112 +107,12 @@ class ExposedComm(Rule):
     ):
         """The finding (or Quiet) for `exposed` µs per step of exposed transfer and `comm_us` of collective
         transfer in all, on a step split as `accounting` (with `rounds` = (forwards, rounds) per step)."""
-        budget = ctx.metrics.budget
-        step = budget.step_us or 1e-9
-        share = exposed / step
-        on = f"rank {rank}: " if rank is not None else ""
-        host_idle = sum(b.us for b in accounting.buckets if b.id in HOST_PACED)
-        compute = ctx.metrics.comm.compute_us
-        # overlap hides at most min(communication, compute) per step, less what it hides already
-        hide_bound = max(min(comm_us, compute) - ctx.metrics.comm.comm_overlapped_us, 0.0)
-        hide = min(max(exposed - host_idle, 0.0), hide_bound)
-        forwards, n_rounds = rounds
-        skip = (n_rounds - 1) / n_rounds * comm_us if forwards >= 2 and n_rounds >= 2 else 0.0
-        # removing every collective gives at most the step's exposed transfer (on the step's own base), the
-        # same exposed time as the step breakdown's (exposed_comm_split)
-        removable = exposed_comm_split(sum(b.us for b in accounting.buckets if b.id == "comm_exposed"), wait_us)[0]
-        saving = min(max(hide, skip), max(step - compute, 0.0), removable)
-        if share < t["min_exposed_share"]:
-            return Quiet(
-                f"{on}exposed communication {percent(share)} of the step < {percent(t['min_exposed_share'])} "
-                f"({ctx.metrics.comm.comm_kernels_per_step:g} collectives per step, "
-                f"{percent(ctx.metrics.comm.overlap_fraction)} of their time overlapped with compute){note}"
-            )
-        if saving / step < t["min_saving_share"]:
-            return Quiet(
-                f"{on}exposed communication {percent(share)} of the step, but the GPU already waits "
-                f"{percent(host_idle / step)} of the step for the host: hiding the communication would move "
-                f"the GPU's idle time, not shorten the step ({percent(saving / step)} to gain){note}"
-            )
-        accumulate_first = skip > hide
-        evidence = [
-            Evidence("exposed communication per step", round(share * 100, 1), ">=", t["min_exposed_share"] * 100, "%"),
-            Evidence(
-                "step to gain (hiding it beyond the GPU's idle for the host, or skipping all-reduces)",
-                round(saving / step * 100, 1),
-                ">=",
-                t["min_saving_share"] * 100,
-                "%",
-            ),
-            Evidence("exposed communication time per step", round(exposed, 1), unit="µs"),
-            Evidence(
-                "GPU idle waiting for the host per step (hides communication already)", round(host_idle, 1), unit="µs"
-            ),
-            Evidence(
-                "collective time overlapped with compute", round(ctx.metrics.comm.overlap_fraction * 100, 1), unit="%"
-            ),
-            Evidence("collectives per step", round(ctx.metrics.comm.comm_kernels_per_step, 1)),
-            Evidence(
-                "most that overlap can still hide per step: min(communication, compute) less what it hides already",
-                round(hide_bound, 1),
-                unit="µs",
-            ),
-            *extra,
-        ]
-        if forwards >= 2:
-            evidence.append(
-                Evidence(
-                    "forward passes / rounds of collectives per optimizer step",
-                    round(forwards, 1),
-                    unit=f"forwards, {n_rounds:g} rounds of collectives",
-                )
-            )
-        fixes = [fix("overlap-comm", code=_overlap_code()), fix("grad-accumulation", code=_accumulation_code())]
-        new_step = max(step - saving, 1e-9)
-        how = (
-            f"{n_rounds:g} rounds of collectives per step, all but one skipped with no_sync: "
-            f"({n_rounds:g} − 1)/{n_rounds:g} × {comm_us:,.0f} µs of collective transfer"
-            if accumulate_first
-            else f"{exposed:,.0f} µs exposed − {host_idle:,.0f} µs the GPU already waits for the host"
-        )
-        return Finding(
-            rule=self.id,
-            severity=severity_ladder(share, t),
-            title=self.title,
-            evidence=evidence,
-            offenders=top_offenders(
-                [
-                    {
-                        "collective": row.name.split("(")[0],
-                        "calls_per_step": round(row.calls_per_step, 1),
-                        "us_per_step": round(row.us_per_step, 1),
-                        "exposed_us_per_step": round(row.exposed_us_per_step, 1),
-                    }
-                    for row in ctx.metrics.comm.collectives.head(8).itertuples()
-                ],
-                "collective",
-            ),
-            fixes=fixes[::-1] if accumulate_first else fixes,
-            est_speedup=round(step / new_step, 2),
-            recoverable_us=round(step - new_step, 1),
-            basis=(
-                f"new step = {step:,.0f} − {saving:,.0f} µs ({how}) = {new_step:,.0f} µs, never below the GPU "
-                f"compute nor more than the step's exposed communication ({removable:,.0f} µs); hiding it is "
-                f"bounded by min(communication {comm_us:,.0f}, compute {compute:,.0f}) − "
-                f"{ctx.metrics.comm.comm_overlapped_us:,.0f} µs already hidden = {hide_bound:,.0f} µs; an upper "
-                f"bound (a straggling rank is not fixed by overlap){note}; {budget.basis}"
-            ),
-            why=(
-                "A collective has to finish before anything that needs its result can run. DDP starts "
-                "all-reducing a gradient bucket as soon as backward has filled it, so most of the traffic "
-                "hides under the rest of backward; what is left exposed is usually the last bucket, "
-                "buckets too large to become ready early, or all-reduces run on every micro-batch of "
-                "gradient accumulation. Smaller buckets start sooner, prefetching in FSDP2 gathers the "
-                "next layer's weights while this one computes, and no_sync skips the all-reduce on all "
-                "but the last micro-batch."
-            ),
-            ranks=ranks,
-        )
+        x = _measure(ctx.metrics, exposed, comm_us, accounting, rounds, wait_us)
+        saving = _estimate(x)
+        severity = _decide(x, saving, t, f"rank {rank}: " if rank is not None else "", note)
+        if isinstance(severity, Quiet):
+            return severity
+        return _word(self, x, saving, severity, t, extra, ranks, note)
 
     # --- across ranks, exposed transfer apart from synchronisation wait ---
     def _across_ranks(self, ctx, t):
@@ -290,4 +194,178 @@ def _accumulation_code() -> str:
         "        loss.backward()\n"
         "optimizer.step()\n"
         "optimizer.zero_grad(set_to_none=True)"
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class _Exposed:
+    """One rank's exposed transfer and the bounds on hiding or skipping it, per step (what `_measure` found)."""
+
+    comm: Communication
+    basis: str  # the step's time base
+    step: float  # µs
+    exposed: float  # exposed transfer, µs
+    comm_us: float  # collective transfer in all, µs
+    host_idle: float  # GPU idle waiting for the host, µs (hides communication already)
+    compute: float  # compute kernel time, µs
+    hide_bound: float  # the most overlap can still hide: min(communication, compute) less what it hides
+    hide: float  # what overlap would save: exposed beyond the host idle, within `hide_bound`
+    forwards: float  # forward passes per optimizer step
+    n_rounds: float  # rounds of collectives per optimizer step
+    skip: float  # what no_sync would save: all rounds but one
+    removable: float  # the step's exposed transfer on its own base: no saving exceeds it
+
+    @property
+    def share(self) -> float:
+        """The exposed transfer as a share of the step."""
+        return self.exposed / self.step
+
+
+def _measure(m: Metrics, exposed: float, comm_us: float, accounting, rounds, wait_us: float) -> _Exposed:
+    """The step, the GPU's idle for the host and its compute, and what overlap or no_sync could save."""
+    budget = m.budget
+    step = budget.step_us or 1e-9
+    host_idle = sum(b.us for b in accounting.buckets if b.id in HOST_PACED)
+    compute = m.comm.compute_us
+    # overlap hides at most min(communication, compute) per step, less what it hides already
+    hide_bound = max(min(comm_us, compute) - m.comm.comm_overlapped_us, 0.0)
+    forwards, n_rounds = rounds
+    # removing every collective gives at most the step's exposed transfer (on the step's own base), the
+    # same exposed time as the step breakdown's (exposed_comm_split)
+    removable = exposed_comm_split(sum(b.us for b in accounting.buckets if b.id == "comm_exposed"), wait_us)[0]
+    return _Exposed(
+        comm=m.comm,
+        basis=budget.basis,
+        step=step,
+        exposed=exposed,
+        comm_us=comm_us,
+        host_idle=host_idle,
+        compute=compute,
+        hide_bound=hide_bound,
+        hide=min(max(exposed - host_idle, 0.0), hide_bound),
+        forwards=forwards,
+        n_rounds=n_rounds,
+        skip=(n_rounds - 1) / n_rounds * comm_us if forwards >= 2 and n_rounds >= 2 else 0.0,
+        removable=removable,
+    )
+
+
+def _estimate(x: _Exposed) -> float:
+    """µs per step saved: the better of hiding and skipping, never more than the step less its compute,
+    nor more than the step's exposed transfer."""
+    return min(max(x.hide, x.skip), max(x.step - x.compute, 0.0), x.removable)
+
+
+def _decide(x: _Exposed, saving: float, t: dict[str, float], on: str, note: str) -> Severity | Quiet:
+    """Quiet below `min_exposed_share` of exposed transfer, or below `min_saving_share` to gain (the GPU
+    waits for the host anyway); else the severity of the exposed share."""
+    if x.share < t["min_exposed_share"]:
+        return Quiet(
+            f"{on}exposed communication {percent(x.share)} of the step < {percent(t['min_exposed_share'])} "
+            f"({x.comm.comm_kernels_per_step:g} collectives per step, "
+            f"{percent(x.comm.overlap_fraction)} of their time overlapped with compute){note}"
+        )
+    if saving / x.step < t["min_saving_share"]:
+        return Quiet(
+            f"{on}exposed communication {percent(x.share)} of the step, but the GPU already waits "
+            f"{percent(x.host_idle / x.step)} of the step for the host: hiding the communication would move "
+            f"the GPU's idle time, not shorten the step ({percent(saving / x.step)} to gain){note}"
+        )
+    return severity_ladder(x.share, t)
+
+
+def _word(
+    rule: Rule, x: _Exposed, saving: float, severity: Severity, t: dict[str, float], extra: list, ranks, note: str
+) -> Finding:
+    """The finding: evidence, the collectives, the fixes (no_sync first when skipping saves more), the basis."""
+    fixes = [fix("overlap-comm", code=_overlap_code()), fix("grad-accumulation", code=_accumulation_code())]
+    new_step = max(x.step - saving, 1e-9)
+    return Finding(
+        rule=rule.id,
+        severity=severity,
+        title=rule.title,
+        evidence=_evidence(x, saving, t, extra),
+        offenders=_offenders(x.comm),
+        fixes=fixes[::-1] if x.skip > x.hide else fixes,
+        est_speedup=round(x.step / new_step, 2),
+        recoverable_us=round(x.step - new_step, 1),
+        basis=_basis(x, saving, new_step, note),
+        why=(
+            "A collective has to finish before anything that needs its result can run. DDP starts "
+            "all-reducing a gradient bucket as soon as backward has filled it, so most of the traffic "
+            "hides under the rest of backward; what is left exposed is usually the last bucket, "
+            "buckets too large to become ready early, or all-reduces run on every micro-batch of "
+            "gradient accumulation. Smaller buckets start sooner, prefetching in FSDP2 gathers the "
+            "next layer's weights while this one computes, and no_sync skips the all-reduce on all "
+            "but the last micro-batch."
+        ),
+        ranks=ranks,
+    )
+
+
+def _evidence(x: _Exposed, saving: float, t: dict[str, float], extra: list) -> list[Evidence]:
+    """The exposed share and the gain against their thresholds, the bounds, then `extra` and the rounds."""
+    evidence = [
+        Evidence("exposed communication per step", round(x.share * 100, 1), ">=", t["min_exposed_share"] * 100, "%"),
+        Evidence(
+            "step to gain (hiding it beyond the GPU's idle for the host, or skipping all-reduces)",
+            round(saving / x.step * 100, 1),
+            ">=",
+            t["min_saving_share"] * 100,
+            "%",
+        ),
+        Evidence("exposed communication time per step", round(x.exposed, 1), unit="µs"),
+        Evidence(
+            "GPU idle waiting for the host per step (hides communication already)", round(x.host_idle, 1), unit="µs"
+        ),
+        Evidence("collective time overlapped with compute", round(x.comm.overlap_fraction * 100, 1), unit="%"),
+        Evidence("collectives per step", round(x.comm.comm_kernels_per_step, 1)),
+        Evidence(
+            "most that overlap can still hide per step: min(communication, compute) less what it hides already",
+            round(x.hide_bound, 1),
+            unit="µs",
+        ),
+        *extra,
+    ]
+    if x.forwards >= 2:
+        evidence.append(
+            Evidence(
+                "forward passes / rounds of collectives per optimizer step",
+                round(x.forwards, 1),
+                unit=f"forwards, {x.n_rounds:g} rounds of collectives",
+            )
+        )
+    return evidence
+
+
+def _offenders(comm: Communication) -> list[Offender]:
+    """The collectives of the step, most time first."""
+    return top_offenders(
+        [
+            {
+                "collective": row.name.split("(")[0],
+                "calls_per_step": round(row.calls_per_step, 1),
+                "us_per_step": round(row.us_per_step, 1),
+                "exposed_us_per_step": round(row.exposed_us_per_step, 1),
+            }
+            for row in comm.collectives.head(8).itertuples()
+        ],
+        "collective",
+    )
+
+
+def _basis(x: _Exposed, saving: float, new_step: float, note: str) -> str:
+    """How the new step was reckoned: from skipping all rounds but one, or from hiding the exposed time."""
+    how = (
+        f"{x.n_rounds:g} rounds of collectives per step, all but one skipped with no_sync: "
+        f"({x.n_rounds:g} − 1)/{x.n_rounds:g} × {x.comm_us:,.0f} µs of collective transfer"
+        if x.skip > x.hide
+        else f"{x.exposed:,.0f} µs exposed − {x.host_idle:,.0f} µs the GPU already waits for the host"
+    )
+    return (
+        f"new step = {x.step:,.0f} − {saving:,.0f} µs ({how}) = {new_step:,.0f} µs, never below the GPU "
+        f"compute nor more than the step's exposed communication ({x.removable:,.0f} µs); hiding it is "
+        f"bounded by min(communication {x.comm_us:,.0f}, compute {x.compute:,.0f}) − "
+        f"{x.comm.comm_overlapped_us:,.0f} µs already hidden = {x.hide_bound:,.0f} µs; an upper "
+        f"bound (a straggling rank is not fixed by overlap){note}; {x.basis}"
     )

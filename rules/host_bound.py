@@ -52,16 +52,22 @@ step ÷ new step. Host-side time is rescaled to the unprofiled step time when it
 
 from __future__ import annotations
 
+import dataclasses
 import shlex
 
+import pandas as pd
+
 from diagnose.engine import Quiet, Rule, Threshold, severity_ladder, top_offenders
-from diagnose.findings import Evidence, Finding
+from diagnose.findings import Evidence, Finding, Fix, Offender, Severity
 from diagnose.fixes import comment, fix
-from diagnose.metrics.pyframes import NO_SAMPLE
+from diagnose.metrics import Metrics
+from diagnose.metrics.host import SilentSplit
+from diagnose.metrics.pyframes import NO_SAMPLE, PySamples
+from diagnose.metrics.step_time import StepBudget
 from diagnose.trace.names import name_has
 from diagnose.vocabulary.units import percent
 
-LOWER = {"high": "medium", "medium": "low", "low": "low"}
+LOWER: dict[Severity, Severity] = {"high": "medium", "medium": "low", "low": "low"}
 MAX_OFFENDERS = 8
 
 
@@ -87,127 +93,231 @@ class HostBound(Rule):
 
     def check(self, ctx, t):
         """Measure host work inside the GPU's idle time and name what filled it."""
-        m = ctx.metrics
-        budget = m.budget
-        n = budget.n_steps
-        split = m.silent
-        per_step = budget.host_scale / n  # µs over the window -> µs of an (unprofiled) step
-        work = split.host_us * per_step
-        share = budget.share(work)
-        named_share = budget.share(split.named_us * per_step)
-        if share < t["min_host_share"]:
+        work = _measure(ctx)
+        if work.share < t["min_host_share"]:
             return Quiet(
-                f"host work in GPU idle time {percent(share)} of the step < {percent(t['min_host_share'])}"
-                + _where_silent_went(split, budget, per_step)
+                f"host work in GPU idle time {percent(work.share)} of the step < {percent(t['min_host_share'])}"
+                + _where_silent_went(work.split, work.budget, work.per_step)
             )
-        samples = m.python_samples
-        pageable = _pageable_copies(m.step_kernels, n)
-        severity = severity_ladder(share, t)
-        evidence = [
-            Evidence("host work while the GPU idles", round(share * 100, 1), ">=", t["min_host_share"] * 100, "%"),
-            Evidence("host work per step", round(work, 1), unit="µs"),
-            Evidence("GPU busy per step", round(budget.share(budget.busy_us) * 100, 1), unit="%"),
-            Evidence("of it named by CPU ops or DataLoader ranges", round(named_share * 100, 1), unit="%"),
-        ]
-        offenders = []
-        if samples is not None:
-            lines = samples.attribute(split.host)
-            offenders = top_offenders(
-                [
-                    {
-                        "code": row.where,
-                        "us_per_step": round(row.us * per_step, 1),
-                        "share_of_step": round(budget.share(row.us * per_step), 4),
-                    }
-                    for row in lines.head(MAX_OFFENDERS).itertuples()
-                ],
-                "code",
-            )
-            if samples.from_trace:
-                named = lines.loc[lines["where"] != NO_SAMPLE, "us"].sum() * per_step
-                evidence.append(
-                    Evidence(
-                        "of it named by the trace's python_function events (with_stack)",
-                        round(budget.share(named) * 100, 1),
-                        unit="%",
-                    )
-                )
-            else:
-                sampled = lines.loc[lines["where"] != NO_SAMPLE, "samples"].sum()
-                evidence.append(Evidence("Python stack samples inside the host work", int(sampled)))
-        else:
-            unnamed = budget.share(split.unnamed_us * per_step)
+        named = _measure_named(ctx.metrics, work)
+        severity = _decide(work, named, t)
+        new_step, estimate = _estimate(work, named, t)
+        return _word(self, ctx, work, named, severity, new_step, estimate, t)
+
+
+@dataclasses.dataclass(frozen=True)
+class _HostWork:
+    """The host work inside the GPU's idle time, per step (what `_measure` found)."""
+
+    budget: StepBudget
+    n: int  # measured steps
+    split: SilentSplit
+    per_step: float  # µs over the window -> µs of an (unprofiled) step
+    work: float  # host work per step, µs
+    share: float  # `work` as a share of the step
+    named_share: float  # the part CPU ops or DataLoader ranges name, as a share of the step
+
+
+@dataclasses.dataclass(frozen=True)
+class _Named:
+    """What names the host work and what feeds the step (what `_measure_named` found, once the rule fires)."""
+
+    samples: PySamples | None  # the capture's Python stack samples
+    lines: pd.DataFrame | None  # the host work attributed to code lines by the samples
+    pageable: dict  # pageable host-to-device copies per step: count, us
+    loader: bool  # a DataLoader range fills some of the host work
+    compiled: bool  # no DataLoader, and the step runs torch.compile'd code
+
+
+def _measure(ctx) -> _HostWork:
+    """The silent host time of the measured steps minus setup, on the step's time base."""
+    m = ctx.metrics
+    budget = m.budget
+    n = budget.n_steps
+    split = m.silent
+    per_step = budget.host_scale / n  # µs over the window -> µs of an (unprofiled) step
+    work = split.host_us * per_step
+    return _HostWork(
+        budget=budget,
+        n=n,
+        split=split,
+        per_step=per_step,
+        work=work,
+        share=budget.share(work),
+        named_share=budget.share(split.named_us * per_step),
+    )
+
+
+def _measure_named(m: Metrics, work: _HostWork) -> _Named:
+    """The Python samples and the code lines they name, the pageable copies, and whether a DataLoader
+    or compiled code sits in the step."""
+    samples = m.python_samples
+    pageable = _pageable_copies(m.step_kernels, work.n)
+    lines = samples.attribute(work.split.host) if samples is not None else None
+    fillers = work.split.fillers
+    loader = bool(name_has(fillers["name"], "DataLoader").any()) if len(fillers) else False
+    return _Named(
+        samples=samples,
+        lines=lines,
+        pageable=pageable,
+        loader=loader,
+        compiled=bool(not loader and m.compiled.compiled),
+    )
+
+
+def _decide(work: _HostWork, named: _Named, t: dict[str, float]) -> Severity:
+    """The severity of the host-work share, a step lower when there are no Python samples and less
+    than `min_host_share` of the step is named by any op (the finding rests on unnamed time)."""
+    severity = severity_ladder(work.share, t)
+    if named.samples is None and work.named_share < t["min_host_share"]:
+        severity = LOWER[severity]  # the finding rests on time nothing in the trace names
+    return severity
+
+
+def _estimate(work: _HostWork, named: _Named, t: dict[str, float]) -> tuple[float, float | None]:
+    """(new step µs, speedup): new step = max(step − host work, GPU busy). No speedup for one step whose
+    host time nothing names: it may be one-time work (JIT compiling, loading), not a per-step cost."""
+    budget = work.budget
+    new_step = max(budget.step_us - work.work, budget.busy_us, 1e-9)
+    if work.n < 2 and named.samples is None and work.named_share < t["min_host_share"]:
+        return new_step, None
+    return new_step, round(budget.step_us / new_step, 2)
+
+
+def _word(
+    rule: Rule,
+    ctx,
+    work: _HostWork,
+    named: _Named,
+    severity: Severity,
+    new_step: float,
+    estimate: float | None,
+    t: dict[str, float],
+) -> Finding:
+    """The finding: evidence, the code and ops that did the host work, the fixes, the basis."""
+    offenders = _offenders(work, named)
+    fixes, compiled_note = _fixes(named, offenders)
+    return Finding(
+        rule=rule.id,
+        severity=severity,
+        title=rule.title,
+        evidence=_evidence(ctx, work, named, t),
+        offenders=offenders[:MAX_OFFENDERS],
+        fixes=fixes,
+        est_speedup=estimate,
+        recoverable_us=round(work.budget.step_us - new_step, 1) if estimate else None,
+        basis=_basis(work, new_step, estimate) + compiled_note + _unnamed_note(ctx, work, named),
+        why=(
+            "The GPU can only run what the host has queued. When the main process spends its time "
+            "decoding, augmenting, tokenising or copying the next batch, nothing is queued and the GPU "
+            "idles. CUDA graphs do not help here: the batch still has to be made. Doing that work in "
+            "DataLoader worker processes, ahead of time, and copying from pinned memory without "
+            "blocking, lets it overlap with the GPU's work on the current batch."
+        ),
+    )
+
+
+def _evidence(ctx, work: _HostWork, named: _Named, t: dict[str, float]) -> list[Evidence]:
+    """The host-work share and size, how much of it ops or samples name, and the pageable copies."""
+    budget, split, per_step = work.budget, work.split, work.per_step
+    evidence = [
+        Evidence("host work while the GPU idles", round(work.share * 100, 1), ">=", t["min_host_share"] * 100, "%"),
+        Evidence("host work per step", round(work.work, 1), unit="µs"),
+        Evidence("GPU busy per step", round(budget.share(budget.busy_us) * 100, 1), unit="%"),
+        Evidence("of it named by CPU ops or DataLoader ranges", round(work.named_share * 100, 1), unit="%"),
+    ]
+    if named.samples is not None and named.lines is not None:
+        lines = named.lines
+        if named.samples.from_trace:
+            in_lines = lines.loc[lines["where"] != NO_SAMPLE, "us"].sum() * per_step
             evidence.append(
-                Evidence("of it in no recorded op (Python the trace cannot name)", round(unnamed * 100, 1), unit="%")
-            )
-            evidence.append(Evidence("command that would name the code", command_for(ctx.trace)))
-            if named_share < t["min_host_share"]:
-                severity = LOWER[severity]  # the finding rests on time nothing in the trace names
-        offenders += top_offenders(
-            [
-                {"host work": row.name, "us_per_step": round(row.overlap_us * per_step, 1)}
-                for row in split.fillers.head(MAX_OFFENDERS).itertuples()
-            ],
-            "host work",
-        )
-        if pageable["count"]:
-            evidence.append(Evidence("pageable host-to-device copies per step", pageable["count"]))
-            evidence.append(Evidence("time in pageable copies per step", round(pageable["us"], 1), unit="µs"))
-        loader = name_has(split.fillers["name"], "DataLoader").any() if len(split.fillers) else False
-        top_code = offenders[0].name if offenders and offenders[0].label == "code" else None
-        fixes = [fix("dataloader-workers", code=_loader_code(top_code)), fix("pinned-memory", code=_pinned_code())]
-        if pageable["count"] and not loader and top_code is None:
-            fixes.reverse()
-        compiled_note = ""
-        if not loader and m.compiled.compiled:
-            fixes.insert(0, fix("cuda-graphs", code=_whole_step_graph_code()))
-            compiled_note = (
-                "; the step runs torch.compile'd code and reads from no DataLoader, so its host work is "
-                "the compiled call's own Python, which one CUDA graph of the whole step skips"
-            )
-        new_step = max(budget.step_us - work, budget.busy_us, 1e-9)
-        estimate, basis = (
-            round(budget.step_us / new_step, 2),
-            (
-                f"new step = max({budget.step_us:,.0f} − {work:,.0f} µs of host work, "
-                f"{budget.busy_us:,.0f} µs GPU busy) = {new_step:,.0f} µs; {budget.basis}"
-            ),
-        )
-        if n < 2 and samples is None and named_share < t["min_host_share"]:
-            # One step, and the time rests on code nothing names: it may be one-time work (JIT
-            # compiling, loading) rather than a per-step cost; no speedup is promised for it.
-            estimate = None
-            basis = (
-                f"no estimate: one analysed step whose host time no op names may be one-time work "
-                f"(compiling, loading); profile several steps after warm-up; {budget.basis}"
-            )
-        return Finding(
-            rule=self.id,
-            severity=severity,
-            title=self.title,
-            evidence=evidence,
-            offenders=offenders[:MAX_OFFENDERS],
-            fixes=fixes,
-            est_speedup=estimate,
-            recoverable_us=round(budget.step_us - new_step, 1) if estimate else None,
-            basis=(
-                basis
-                + compiled_note
-                + (
-                    ""
-                    if samples is not None or budget.share(split.unnamed_us * per_step) < 0.01
-                    else f"; the code behind {percent(budget.share(split.unnamed_us * per_step))} of the step is not in "
-                    f"the trace: `{command_for(ctx.trace)}` samples the Python stack and names it"
+                Evidence(
+                    "of it named by the trace's python_function events (with_stack)",
+                    round(budget.share(in_lines) * 100, 1),
+                    unit="%",
                 )
-            ),
-            why=(
-                "The GPU can only run what the host has queued. When the main process spends its time "
-                "decoding, augmenting, tokenising or copying the next batch, nothing is queued and the GPU "
-                "idles. CUDA graphs do not help here: the batch still has to be made. Doing that work in "
-                "DataLoader worker processes, ahead of time, and copying from pinned memory without "
-                "blocking, lets it overlap with the GPU's work on the current batch."
-            ),
+            )
+        else:
+            sampled = lines.loc[lines["where"] != NO_SAMPLE, "samples"].sum()
+            evidence.append(Evidence("Python stack samples inside the host work", int(sampled)))
+    else:
+        unnamed = budget.share(split.unnamed_us * per_step)
+        evidence.append(
+            Evidence("of it in no recorded op (Python the trace cannot name)", round(unnamed * 100, 1), unit="%")
         )
+        evidence.append(Evidence("command that would name the code", command_for(ctx.trace)))
+    if named.pageable["count"]:
+        evidence.append(Evidence("pageable host-to-device copies per step", named.pageable["count"]))
+        evidence.append(Evidence("time in pageable copies per step", round(named.pageable["us"], 1), unit="µs"))
+    return evidence
+
+
+def _offenders(work: _HostWork, named: _Named) -> list[Offender]:
+    """The code lines the samples name (when there are samples), then the ops that filled the host work."""
+    budget, per_step = work.budget, work.per_step
+    offenders = []
+    if named.lines is not None:
+        offenders = top_offenders(
+            [
+                {
+                    "code": row.where,
+                    "us_per_step": round(row.us * per_step, 1),
+                    "share_of_step": round(budget.share(row.us * per_step), 4),
+                }
+                for row in named.lines.head(MAX_OFFENDERS).itertuples()
+            ],
+            "code",
+        )
+    return offenders + top_offenders(
+        [
+            {"host work": row.name, "us_per_step": round(row.overlap_us * per_step, 1)}
+            for row in work.split.fillers.head(MAX_OFFENDERS).itertuples()
+        ],
+        "host work",
+    )
+
+
+def _fixes(named: _Named, offenders: list[Offender]) -> tuple[list[Fix], str]:
+    """(the fixes, the basis note for compiled code): DataLoader workers and pinned memory (pinned memory
+    first when pageable copies, and neither a DataLoader nor a code line, explain it); one CUDA graph of the
+    whole step first for compiled code that reads from no DataLoader."""
+    name = offenders[0].name if offenders and offenders[0].label == "code" else None
+    top_code = name if isinstance(name, str) else None  # a code line's name is its "file:line function"
+    fixes = [fix("dataloader-workers", code=_loader_code(top_code)), fix("pinned-memory", code=_pinned_code())]
+    if named.pageable["count"] and not named.loader and top_code is None:
+        fixes.reverse()
+    if not named.compiled:
+        return fixes, ""
+    fixes.insert(0, fix("cuda-graphs", code=_whole_step_graph_code()))
+    return fixes, (
+        "; the step runs torch.compile'd code and reads from no DataLoader, so its host work is "
+        "the compiled call's own Python, which one CUDA graph of the whole step skips"
+    )
+
+
+def _basis(work: _HostWork, new_step: float, estimate: float | None) -> str:
+    """How the estimate was made, or why there is none."""
+    budget = work.budget
+    if estimate is None:
+        return (
+            f"no estimate: one analysed step whose host time no op names may be one-time work "
+            f"(compiling, loading); profile several steps after warm-up; {budget.basis}"
+        )
+    return (
+        f"new step = max({budget.step_us:,.0f} − {work.work:,.0f} µs of host work, "
+        f"{budget.busy_us:,.0f} µs GPU busy) = {new_step:,.0f} µs; {budget.basis}"
+    )
+
+
+def _unnamed_note(ctx, work: _HostWork, named: _Named) -> str:
+    """Without samples, the share of the step whose code the trace does not name and the command that would."""
+    unnamed = work.budget.share(work.split.unnamed_us * work.per_step)
+    if named.samples is not None or unnamed < 0.01:
+        return ""
+    return (
+        f"; the code behind {percent(unnamed)} of the step is not in "
+        f"the trace: `{command_for(ctx.trace)}` samples the Python stack and names it"
+    )
 
 
 def command_for(trace) -> str:

@@ -80,17 +80,21 @@ kernel time).
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pandas as pd
 
 from diagnose.engine import Quiet, Rule, Threshold, severity_ladder, top_offenders
-from diagnose.findings import Evidence, Finding, Offender
+from diagnose.findings import Evidence, Finding, Fix, Offender, Severity
 from diagnose.fixes import capturable_fix, fix, optimizer_code
 from diagnose.metrics.comm import is_comm
 from diagnose.metrics.compiled import cudagraph_skips
 from diagnose.memory.details import step_windows
 from diagnose.memory.patterns import kv_appends, step_index
-from diagnose.metrics.optimizer import SINGLE
+from diagnose.metrics import Metrics
+from diagnose.metrics.optimizer import SINGLE, OptimizerStep
+from diagnose.metrics.step_time import StepBudget
 from diagnose.vocabulary.units import percent
 
 KV_MAX_APPEND = 16  # positions a decode step appends (speculative decoding adds a few)
@@ -154,142 +158,262 @@ class LaunchOverhead(Rule):
 
     def check(self, ctx, t):
         """Sum the launch-bound idle time and compare it with the step."""
-        m = ctx.metrics
-        budget, gaps, n = m.budget, m.timeline.gaps, m.budget.n_steps
-        graph = gaps["graph"].astype(bool)
-        comm = is_comm(gaps["next_name"])
-        host = gaps[(gaps["kind"] == "host") & ~graph & ~comm & ~gaps["after_sync"].astype(bool)]
-        kern = gaps[(gaps["kind"] == "kernel") & ~graph & ~comm]
-        host_us = float(host["paced_us"].sum()) / n * budget.host_scale
-        kernel_us = float((kern["dur"] - t["graph_gap_us"]).clip(lower=0).sum()) / n
-        recoverable = host_us + kernel_us
-        share = budget.share(recoverable)
-        kernels = m.step_kernels[m.step_kernels["cat"] == "kernel"]
-        per_step = len(kernels) / n
-        median_us = float(kernels["dur"].median()) if len(kernels) else 0.0
-        skipped = cudagraph_skips(ctx.trace, ctx.warnings)
-        note = f"; {skipped}" if skipped else ""
-        if share < t["min_recoverable_share"]:
-            return Quiet(
-                f"launch-bound idle {percent(share)} of the step < {percent(t['min_recoverable_share'])}"
-                f" ({per_step:.0f} kernels per step, median {median_us:.1f} µs){note}"
-            )
-        host_per_launch = budget.step_us / max(per_step, 1)
-        if median_us >= t["small_kernel_us"] and host_per_launch >= t["max_dispatch_us"]:
-            return Quiet(
-                f"launch-paced idle {percent(share)} of the step, but kernels are not small (median "
-                f"{median_us:.1f} µs >= {t['small_kernel_us']:g} µs) and the host spends "
-                f"{host_per_launch:,.0f} µs per kernel launched >= {t['max_dispatch_us']:g} µs: the host is "
-                f"doing more than dispatch (see the step accounting){note}"
-            )
-        syncs_per_step, sync_op = _syncs_between_launches(ctx.trace, m)
-        syncs_first = syncs_per_step >= t["max_graph_syncs_per_step"]
-        if syncs_first:  # removing the syncs also recovers the idle that follows them
-            recoverable += budget.host_after_sync_us
-        graphed = budget.step_us - recoverable + per_step * t["graph_gap_us"] + t["graph_launch_us"]
-        graphed = max(graphed, budget.busy_us, 1e-9)
-        speedup = budget.step_us / graphed
-        small_share = float((kernels["dur"] < t["small_kernel_us"]).mean()) if len(kernels) else 0.0
-        evidence = [
-            Evidence("launch-bound idle per step", round(share * 100, 1), ">=", t["min_recoverable_share"] * 100, "%"),
-            Evidence(
-                "median kernel duration",
-                round(median_us, 2),
-                "<" if median_us < t["small_kernel_us"] else ">=",
-                t["small_kernel_us"],
-                "µs",
-            ),
-            Evidence("kernels shorter than 10 µs", round(small_share * 100, 1), unit="%"),
-            Evidence("kernels per step", round(per_step, 1)),
-            Evidence("GPU busy per step", round(budget.share(budget.busy_us) * 100, 1), unit="%"),
-            Evidence("host time per kernel launched", round(host_per_launch, 2), unit="µs"),
-        ]
-        if skipped:
-            evidence.append(Evidence("note", skipped))
-        fixes = [fix("cuda-graphs", code=_graph_code())]
-        optimizer = _single_tensor_optimizer(m, t["optimizer_launch_share"])
-        basis_note = ""
-        if optimizer is not None:
-            evidence.append(
-                Evidence(
-                    f"kernels launched by {optimizer.name}.step (single-tensor)",
-                    round(optimizer.launch_share * 100, 1),
-                    ">=",
-                    t["optimizer_launch_share"] * 100,
-                    "%",
-                )
-            )
-            fixes.insert(0, fix("fused-optimizer", code=optimizer_code(optimizer.name), prerequisite=True))
-            basis_note = (
-                f"; first fused-optimizer: {optimizer.name} (foreach=False) launches "
-                f"{percent(optimizer.launch_share)} of the kernels and a CUDA graph cannot capture its step"
-            )
-        host_counters = None if optimizer is not None else _host_counter_optimizer(m)
-        if host_counters is not None:
-            evidence.append(
-                Evidence(
-                    f"values read back to Python in {host_counters.name}.step per step (CPU step counters)",
-                    round(host_counters.host_reads, 1),
-                )
-            )
-            fixes.insert(0, capturable_fix(host_counters.name))
-            basis_note += (
-                f"; first capturable=True: {host_counters.name} ({host_counters.impl}) keeps its step counters "
-                f"on the CPU and reads {host_counters.host_reads:.0f} of them back per step, so a CUDA graph "
-                "cannot capture its step"
-            )
-        if syncs_first:
-            evidence.append(
-                Evidence(
-                    "host syncs per step between kernel launches (a graph cannot hold one)",
-                    round(syncs_per_step, 1),
-                    ">=",
-                    t["max_graph_syncs_per_step"],
-                )
-            )
-            fixes.insert(0, fix("remove-sync", code=_sync_code(sync_op), prerequisite=True))
-            basis_note += (
-                f"; first remove-sync: {syncs_per_step:.1f} host syncs per step (most made by "
-                f"{sync_op}) sit between kernel launches, where a CUDA graph cannot hold them; the "
-                f"recoverable time includes the {budget.host_after_sync_us:,.0f} µs idle after them"
-            )
-        kv_per_step = _kv_appends_per_step(ctx, n)
-        if kv_per_step >= t["min_kv_appends_per_step"]:
-            evidence.append(
-                Evidence(
-                    "KV-cache appends by torch.cat per step (a graph replays fixed shapes)",
-                    round(kv_per_step, 1),
-                    ">=",
-                    t["min_kv_appends_per_step"],
-                )
-            )
-            fixes.insert(0, fix("static-shapes", code=_static_kv_code(), prerequisite=True))
-            basis_note += (
-                f"; first static-shapes: {kv_per_step:.0f} torch.cat appends per step grow the KV cache, "
-                "so every step has new shapes and no graph can replay it: preallocate the cache"
-            )
-        return Finding(
-            rule=self.id,
-            severity=severity_ladder(share, t),
-            title=self.title,
-            evidence=evidence,
-            offenders=_offenders(m, host, n, budget.host_scale),
-            fixes=fixes,
-            est_speedup=round(speedup, 2),
-            recoverable_us=round(recoverable, 2),
-            basis=(
-                f"graphed step ≈ {budget.step_us:,.0f} − {recoverable:,.0f} recoverable + "
-                f"{per_step:.0f} kernels × {t['graph_gap_us']} µs + {t['graph_launch_us']:.0f} µs "
-                f"replay = {graphed:,.0f} µs per step; {budget.basis}{basis_note}"
-            ),
-            why=(
-                "Every eager PyTorch op costs the host several microseconds (Python, the dispatcher, "
-                "cudaLaunchKernel) before its kernel can start. When kernels finish faster than the host "
-                "issues them, the GPU sits idle between them and the step runs at the host's pace. A CUDA "
-                "graph records the step's kernels once; replaying it is a single launch, so the per-kernel "
-                "host cost disappears and the kernels run back to back."
-            ),
+        idle = _measure(ctx, t)
+        severity = _decide(idle, t)
+        if isinstance(severity, Quiet):
+            return severity
+        firsts = _measure_firsts(ctx, t)
+        recoverable, graphed, speedup = _estimate(idle, firsts, t)
+        return _word(self, idle, firsts, severity, recoverable, graphed, speedup, t)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Idle:
+    """The launch-bound idle of the measured steps and the kernels around it (what `_measure` found)."""
+
+    metrics: Metrics
+    budget: StepBudget
+    n: int  # measured steps
+    host: pd.DataFrame  # the host-wait gaps counted: launch-paced, not graphed, not comm, not after a sync
+    recoverable: float  # µs per step, on the step's time base
+    share: float  # `recoverable` as a share of the step
+    per_step: float  # kernels per step
+    median_us: float  # median kernel duration
+    small_share: float  # share of kernels shorter than small_kernel_us
+    host_per_launch: float  # µs of step per kernel launched
+    skipped: str  # inductor's reason for skipping CUDA graphs, or ""
+
+
+@dataclasses.dataclass(frozen=True)
+class _Firsts:
+    """What a CUDA graph cannot capture and must be fixed first (what `_measure_firsts` found)."""
+
+    syncs_per_step: float  # host syncs between the step's first and last kernel launch
+    sync_op: str  # the op that makes most of them
+    syncs_first: bool  # at least max_graph_syncs_per_step: remove-sync comes first
+    optimizer: OptimizerStep | None  # a single-tensor optimizer launching many of the kernels
+    host_counters: OptimizerStep | None  # an optimizer with its step counters on the CPU
+    kv_per_step: float  # KV-cache appends by torch.cat per step
+
+
+def _measure(ctx, t: dict[str, float]) -> _Idle:
+    """The launch-bound idle per step: host waits that were launch-paced (rescaled to the step's time
+    base) plus the part of each kernel wait beyond a graph's gap; the kernels' count and sizes."""
+    m = ctx.metrics
+    budget, gaps, n = m.budget, m.timeline.gaps, m.budget.n_steps
+    graph = gaps["graph"].astype(bool)
+    comm = is_comm(gaps["next_name"])
+    host = gaps[(gaps["kind"] == "host") & ~graph & ~comm & ~gaps["after_sync"].astype(bool)]
+    kern = gaps[(gaps["kind"] == "kernel") & ~graph & ~comm]
+    host_us = float(host["paced_us"].sum()) / n * budget.host_scale
+    kernel_us = float((kern["dur"] - t["graph_gap_us"]).clip(lower=0).sum()) / n
+    recoverable = host_us + kernel_us
+    kernels = m.step_kernels[m.step_kernels["cat"] == "kernel"]
+    per_step = len(kernels) / n
+    return _Idle(
+        metrics=m,
+        budget=budget,
+        n=n,
+        host=host,
+        recoverable=recoverable,
+        share=budget.share(recoverable),
+        per_step=per_step,
+        median_us=float(kernels["dur"].median()) if len(kernels) else 0.0,
+        small_share=float((kernels["dur"] < t["small_kernel_us"]).mean()) if len(kernels) else 0.0,
+        host_per_launch=budget.step_us / max(per_step, 1),
+        skipped=cudagraph_skips(ctx.trace, ctx.warnings),
+    )
+
+
+def _decide(idle: _Idle, t: dict[str, float]) -> Severity | Quiet:
+    """Quiet when the idle is below `min_recoverable_share` of the step, or when the kernels are not
+    small and the host spends `max_dispatch_us` or more per launch (more than dispatch); else the
+    severity of the recoverable share."""
+    note = f"; {idle.skipped}" if idle.skipped else ""
+    if idle.share < t["min_recoverable_share"]:
+        return Quiet(
+            f"launch-bound idle {percent(idle.share)} of the step < {percent(t['min_recoverable_share'])}"
+            f" ({idle.per_step:.0f} kernels per step, median {idle.median_us:.1f} µs){note}"
         )
+    if idle.median_us >= t["small_kernel_us"] and idle.host_per_launch >= t["max_dispatch_us"]:
+        return Quiet(
+            f"launch-paced idle {percent(idle.share)} of the step, but kernels are not small (median "
+            f"{idle.median_us:.1f} µs >= {t['small_kernel_us']:g} µs) and the host spends "
+            f"{idle.host_per_launch:,.0f} µs per kernel launched >= {t['max_dispatch_us']:g} µs: the host is "
+            f"doing more than dispatch (see the step accounting){note}"
+        )
+    return severity_ladder(idle.share, t)
+
+
+def _measure_firsts(ctx, t: dict[str, float]) -> _Firsts:
+    """What must change before a graph can capture the step: host syncs between launches, a
+    single-tensor optimizer launching most kernels, CPU step counters, a KV cache grown by torch.cat."""
+    m = ctx.metrics
+    syncs_per_step, sync_op = _syncs_between_launches(ctx.trace, m)
+    optimizer = _single_tensor_optimizer(m, t["optimizer_launch_share"])
+    host_counters = None if optimizer is not None else _host_counter_optimizer(m)
+    return _Firsts(
+        syncs_per_step=syncs_per_step,
+        sync_op=sync_op,
+        syncs_first=syncs_per_step >= t["max_graph_syncs_per_step"],
+        optimizer=optimizer,
+        host_counters=host_counters,
+        kv_per_step=_kv_appends_per_step(ctx, m.budget.n_steps),
+    )
+
+
+def _estimate(idle: _Idle, firsts: _Firsts, t: dict[str, float]) -> tuple[float, float, float]:
+    """(recoverable µs per step, graphed step µs, speedup): graphed step ≈ step − recoverable +
+    kernels × graph_gap_us + graph_launch_us, never below the GPU busy time. Removing the syncs
+    first also recovers the idle that follows them."""
+    budget = idle.budget
+    recoverable = idle.recoverable
+    if firsts.syncs_first:  # removing the syncs also recovers the idle that follows them
+        recoverable += budget.host_after_sync_us
+    graphed = budget.step_us - recoverable + idle.per_step * t["graph_gap_us"] + t["graph_launch_us"]
+    graphed = max(graphed, budget.busy_us, 1e-9)
+    return recoverable, graphed, budget.step_us / graphed
+
+
+def _word(
+    rule: Rule,
+    idle: _Idle,
+    firsts: _Firsts,
+    severity: Severity,
+    recoverable: float,
+    graphed: float,
+    speedup: float,
+    t: dict[str, float],
+) -> Finding:
+    """The finding: evidence, the fixes (those a graph needs first, then cuda-graphs), the basis."""
+    budget = idle.budget
+    steps = _first_steps(idle, firsts, t)
+    evidence = _evidence(idle, t) + [e for e, _, _ in steps]
+    fixes = [f for _, f, _ in reversed(steps)] + [fix("cuda-graphs", code=_graph_code())]
+    basis_note = "".join(note for _, _, note in steps)
+    return Finding(
+        rule=rule.id,
+        severity=severity,
+        title=rule.title,
+        evidence=evidence,
+        offenders=_offenders(idle.metrics, idle.host, idle.n, budget.host_scale),
+        fixes=fixes,
+        est_speedup=round(speedup, 2),
+        recoverable_us=round(recoverable, 2),
+        basis=(
+            f"graphed step ≈ {budget.step_us:,.0f} − {recoverable:,.0f} recoverable + "
+            f"{idle.per_step:.0f} kernels × {t['graph_gap_us']} µs + {t['graph_launch_us']:.0f} µs "
+            f"replay = {graphed:,.0f} µs per step; {budget.basis}{basis_note}"
+        ),
+        why=(
+            "Every eager PyTorch op costs the host several microseconds (Python, the dispatcher, "
+            "cudaLaunchKernel) before its kernel can start. When kernels finish faster than the host "
+            "issues them, the GPU sits idle between them and the step runs at the host's pace. A CUDA "
+            "graph records the step's kernels once; replaying it is a single launch, so the per-kernel "
+            "host cost disappears and the kernels run back to back."
+        ),
+    )
+
+
+def _evidence(idle: _Idle, t: dict[str, float]) -> list[Evidence]:
+    """The evidence of the idle itself: its share, the kernels' sizes and count, the host per launch."""
+    budget = idle.budget
+    evidence = [
+        Evidence("launch-bound idle per step", round(idle.share * 100, 1), ">=", t["min_recoverable_share"] * 100, "%"),
+        Evidence(
+            "median kernel duration",
+            round(idle.median_us, 2),
+            "<" if idle.median_us < t["small_kernel_us"] else ">=",
+            t["small_kernel_us"],
+            "µs",
+        ),
+        Evidence("kernels shorter than 10 µs", round(idle.small_share * 100, 1), unit="%"),
+        Evidence("kernels per step", round(idle.per_step, 1)),
+        Evidence("GPU busy per step", round(budget.share(budget.busy_us) * 100, 1), unit="%"),
+        Evidence("host time per kernel launched", round(idle.host_per_launch, 2), unit="µs"),
+    ]
+    if idle.skipped:
+        evidence.append(Evidence("note", idle.skipped))
+    return evidence
+
+
+_FirstStep = tuple[Evidence, Fix, str]  # a fix a graph needs first: its evidence, the fix, its basis note
+
+
+def _first_steps(idle: _Idle, firsts: _Firsts, t: dict[str, float]) -> list[_FirstStep]:
+    """The fixes a graph needs first, in the order their evidence and notes are written (the fixes
+    themselves are listed in the reverse order: the last found is the first to do)."""
+    steps: list[_FirstStep] = []
+    if firsts.optimizer is not None:
+        steps.append(_optimizer_first(firsts.optimizer, t))
+    if firsts.host_counters is not None:
+        steps.append(_counters_first(firsts.host_counters))
+    if firsts.syncs_first:
+        steps.append(_sync_first(idle, firsts, t))
+    if firsts.kv_per_step >= t["min_kv_appends_per_step"]:
+        steps.append(_kv_first(firsts.kv_per_step, t))
+    return steps
+
+
+def _optimizer_first(optimizer: OptimizerStep, t: dict[str, float]) -> _FirstStep:
+    """fused-optimizer first: a single-tensor optimizer launches most of the kernels."""
+    return (
+        Evidence(
+            f"kernels launched by {optimizer.name}.step (single-tensor)",
+            round(optimizer.launch_share * 100, 1),
+            ">=",
+            t["optimizer_launch_share"] * 100,
+            "%",
+        ),
+        fix("fused-optimizer", code=optimizer_code(optimizer.name), prerequisite=True),
+        f"; first fused-optimizer: {optimizer.name} (foreach=False) launches "
+        f"{percent(optimizer.launch_share)} of the kernels and a CUDA graph cannot capture its step",
+    )
+
+
+def _counters_first(host_counters: OptimizerStep) -> _FirstStep:
+    """capturable=True first: the optimizer keeps its step counters on the CPU."""
+    return (
+        Evidence(
+            f"values read back to Python in {host_counters.name}.step per step (CPU step counters)",
+            round(host_counters.host_reads, 1),
+        ),
+        capturable_fix(host_counters.name),
+        f"; first capturable=True: {host_counters.name} ({host_counters.impl}) keeps its step counters "
+        f"on the CPU and reads {host_counters.host_reads:.0f} of them back per step, so a CUDA graph "
+        "cannot capture its step",
+    )
+
+
+def _sync_first(idle: _Idle, firsts: _Firsts, t: dict[str, float]) -> _FirstStep:
+    """remove-sync first: host syncs sit between the step's kernel launches."""
+    return (
+        Evidence(
+            "host syncs per step between kernel launches (a graph cannot hold one)",
+            round(firsts.syncs_per_step, 1),
+            ">=",
+            t["max_graph_syncs_per_step"],
+        ),
+        fix("remove-sync", code=_sync_code(firsts.sync_op), prerequisite=True),
+        f"; first remove-sync: {firsts.syncs_per_step:.1f} host syncs per step (most made by "
+        f"{firsts.sync_op}) sit between kernel launches, where a CUDA graph cannot hold them; the "
+        f"recoverable time includes the {idle.budget.host_after_sync_us:,.0f} µs idle after them",
+    )
+
+
+def _kv_first(kv_per_step: float, t: dict[str, float]) -> _FirstStep:
+    """static-shapes first: torch.cat grows a KV cache every step, so no two steps share shapes."""
+    return (
+        Evidence(
+            "KV-cache appends by torch.cat per step (a graph replays fixed shapes)",
+            round(kv_per_step, 1),
+            ">=",
+            t["min_kv_appends_per_step"],
+        ),
+        fix("static-shapes", code=_static_kv_code(), prerequisite=True),
+        f"; first static-shapes: {kv_per_step:.0f} torch.cat appends per step grow the KV cache, "
+        "so every step has new shapes and no graph can replay it: preallocate the cache",
+    )
 
 
 def _single_tensor_optimizer(m, min_share: float):
