@@ -49,9 +49,9 @@ PHASES_CHILD = r"""
 import json, sys, time
 t0 = time.perf_counter()
 import diagnose, diagnose.rules
-from diagnose import assemble
-from diagnose.config import Config
-from diagnose.engine import Context, run_rules
+from diagnose.rulebook import assemble
+from diagnose.model.config import Config
+from diagnose.rulebook.engine import Context, run_rules
 from diagnose.report.html import render_html
 from diagnose.report.json_report import render_json
 from diagnose.trace.load import load_target

@@ -27,10 +27,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from diagnose.config import Config  # noqa: E402
-from diagnose.devices import H200  # noqa: E402
+from diagnose.model.config import Config  # noqa: E402
+from diagnose.base.devices import H200  # noqa: E402
 from diagnose.metrics import Metrics  # noqa: E402
-from diagnose.pipeline import analyse  # noqa: E402
+from diagnose.front.pipeline import analyse  # noqa: E402
 from diagnose.rules import ALL_RULES  # noqa: E402
 from diagnose.trace.load import load_target  # noqa: E402
 from rules.memory_layout import layout_parts  # noqa: E402

@@ -10,7 +10,7 @@ d = diagnose.profile("model.py:make_step", batch=1)   # capture on this machine'
 
 from __future__ import annotations
 
-from diagnose.version import __version__
+from diagnose.base.version import __version__
 
 __all__ = ["__version__", "analyze", "profile"]
 
@@ -22,8 +22,8 @@ def analyze(target, overrides: dict | None = None, ncu_csv=None):
     """
     from pathlib import Path
 
-    from diagnose import pipeline
-    from diagnose.api import Report
+    from diagnose.front import pipeline
+    from diagnose.front.api import Report
 
     return Report.of(pipeline.analyse(Path(target), _config(overrides), ncu_csv=Path(ncu_csv) if ncu_csv else None))
 
@@ -48,11 +48,11 @@ def profile(
     """
     from pathlib import Path
 
-    from diagnose import pipeline
-    from diagnose.api import Report
+    from diagnose.front import pipeline
+    from diagnose.front.api import Report
     from diagnose.capture.spec import CaptureOptions
-    from diagnose.errors import UsageError
-    from diagnose.target import resolve_target
+    from diagnose.base.errors import UsageError
+    from diagnose.front.target import resolve_target
 
     parsed = resolve_target(target)
     if parsed.kind != "function":
@@ -72,8 +72,8 @@ def profile(
 
 def _config(overrides: dict | None):
     """A Config from Python overrides, checked like --set."""
-    from diagnose.config import Config, _check
-    from diagnose.engine import known_thresholds
+    from diagnose.model.config import Config, _check
+    from diagnose.rulebook.engine import known_thresholds
     from diagnose.rules import ALL_RULES
 
     known = known_thresholds(ALL_RULES)

@@ -2,6 +2,6 @@
 
 import sys
 
-from diagnose.cli import main
+from diagnose.front.cli import main
 
 sys.exit(main())

@@ -45,9 +45,9 @@ from __future__ import annotations
 
 import math
 
-from diagnose.engine import Quiet, Rule, Skip, Threshold, top_offenders
-from diagnose.findings import Evidence, Finding, Severity
-from diagnose.fixes import fix
+from diagnose.rulebook.engine import Quiet, Rule, Skip, Threshold, top_offenders
+from diagnose.model.findings import Evidence, Finding, Severity
+from diagnose.model.fixes import fix
 from diagnose.memory.details import breakdown, step_levels
 from diagnose.memory.patterns import SCORE_MATMULS, ScoreMatrix, has_shapes, score_matrices, shapes
 from diagnose.memory.units import gb, in_gb
@@ -150,7 +150,7 @@ class AttentionMemory(Rule):
             else:
                 basis.append(
                     "time not estimated (no kernels of the chain in the measured steps, or a GPU without "
-                    "figures in diagnose/devices.py)"
+                    "figures in diagnose/base/devices.py)"
                 )
         for c in masked[:1]:
             evidence.append(

@@ -42,11 +42,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from diagnose.engine import Quiet, Rule, Skip, Threshold, severity_ladder, time_base, top_offenders
-from diagnose.errors import InputError
-from diagnose.findings import Evidence, Finding, Offender
-from diagnose.fixes import CODE_COLUMNS, comment, fix
-from diagnose.format import short_name
+from diagnose.rulebook.engine import Quiet, Rule, Skip, Threshold, severity_ladder, time_base, top_offenders
+from diagnose.base.errors import InputError
+from diagnose.model.findings import Evidence, Finding, Offender
+from diagnose.model.fixes import CODE_COLUMNS, comment, fix
+from diagnose.base.format import short_name
 from diagnose.metrics.compiled import load_compile_record
 from diagnose.trace import schemas
 from diagnose.vocabulary.units import percent

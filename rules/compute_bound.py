@@ -84,10 +84,10 @@ import math
 import numpy as np
 import pandas as pd
 
-from diagnose.devices import DeviceSpec
-from diagnose.engine import NO_STEP_WORK, Quiet, Rule, Skip, Threshold, time_base, top_offenders
-from diagnose.findings import Evidence, Finding, Fix, Offender, Severity
-from diagnose.fixes import fix
+from diagnose.base.devices import DeviceSpec
+from diagnose.rulebook.engine import NO_STEP_WORK, Quiet, Rule, Skip, Threshold, time_base, top_offenders
+from diagnose.model.findings import Evidence, Finding, Fix, Offender, Severity
+from diagnose.model.fixes import fix
 from diagnose.metrics import Metrics
 from diagnose.vocabulary.dtypes import dtype_bytes, precision
 from diagnose.ncu.classify import LATENCY_PCT

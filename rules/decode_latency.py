@@ -61,10 +61,10 @@ import math
 import numpy as np
 import pandas as pd
 
-from diagnose.devices import DeviceSpec
-from diagnose.engine import NO_STEP_WORK, Quiet, Rule, Skip, Threshold, time_base, top_offenders
-from diagnose.findings import Evidence, Finding, Offender
-from diagnose.fixes import fix
+from diagnose.base.devices import DeviceSpec
+from diagnose.rulebook.engine import NO_STEP_WORK, Quiet, Rule, Skip, Threshold, time_base, top_offenders
+from diagnose.model.findings import Evidence, Finding, Offender
+from diagnose.model.fixes import fix
 from diagnose.metrics.step_time import StepBudget
 from diagnose.trace.names import name_test
 from diagnose.vocabulary.dtypes import dtype_bytes, float_bits

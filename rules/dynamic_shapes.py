@@ -45,9 +45,9 @@ import math
 
 import pandas as pd
 
-from diagnose.engine import Quiet, Rule, Threshold, severity_ladder, top_offenders
-from diagnose.findings import Evidence, Finding, Offender, Severity
-from diagnose.fixes import fix
+from diagnose.rulebook.engine import Quiet, Rule, Threshold, severity_ladder, top_offenders
+from diagnose.model.findings import Evidence, Finding, Offender, Severity
+from diagnose.model.fixes import fix
 from diagnose.metrics import Metrics
 from diagnose.metrics.compiled import logged_recompiles
 from diagnose.metrics.slow_ops import compiled_versions, held_ops, shape_changes, step_shapes

@@ -47,9 +47,9 @@ from __future__ import annotations
 
 import dataclasses
 
-from diagnose.engine import Quiet, Rule, Threshold, severity_ladder, top_offenders
-from diagnose.findings import Evidence, Finding, Offender, Severity
-from diagnose.fixes import fix
+from diagnose.rulebook.engine import Quiet, Rule, Threshold, severity_ladder, top_offenders
+from diagnose.model.findings import Evidence, Finding, Offender, Severity
+from diagnose.model.fixes import fix
 from diagnose.metrics import Metrics
 from diagnose.metrics.accounting import HOST_PACED, exposed_comm_split
 from diagnose.metrics.comm import Communication

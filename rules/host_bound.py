@@ -57,9 +57,9 @@ import shlex
 
 import pandas as pd
 
-from diagnose.engine import Quiet, Rule, Threshold, severity_ladder, top_offenders
-from diagnose.findings import Evidence, Finding, Fix, Offender, Severity
-from diagnose.fixes import comment, fix
+from diagnose.rulebook.engine import Quiet, Rule, Threshold, severity_ladder, top_offenders
+from diagnose.model.findings import Evidence, Finding, Fix, Offender, Severity
+from diagnose.model.fixes import comment, fix
 from diagnose.metrics import Metrics
 from diagnose.metrics.host import SilentSplit
 from diagnose.metrics.pyframes import NO_SAMPLE, PySamples

@@ -54,9 +54,9 @@ import math
 
 import pandas as pd
 
-from diagnose.engine import Quiet, Rule, Threshold, top_offenders
-from diagnose.findings import Evidence, Finding, Offender
-from diagnose.fixes import fix
+from diagnose.rulebook.engine import Quiet, Rule, Threshold, top_offenders
+from diagnose.model.findings import Evidence, Finding, Offender
+from diagnose.model.fixes import fix
 from diagnose.memory.details import breakdown, step_levels, step_windows
 from diagnose.memory.patterns import kv_appends, step_index
 from diagnose.memory.units import gb, in_gb

@@ -85,9 +85,9 @@ import dataclasses
 import numpy as np
 import pandas as pd
 
-from diagnose.engine import Quiet, Rule, Threshold, severity_ladder, top_offenders
-from diagnose.findings import Evidence, Finding, Fix, Offender, Severity
-from diagnose.fixes import capturable_fix, fix, optimizer_code
+from diagnose.rulebook.engine import Quiet, Rule, Threshold, severity_ladder, top_offenders
+from diagnose.model.findings import Evidence, Finding, Fix, Offender, Severity
+from diagnose.model.fixes import capturable_fix, fix, optimizer_code
 from diagnose.metrics.comm import is_comm
 from diagnose.metrics.compiled import cudagraph_skips
 from diagnose.memory.details import step_windows

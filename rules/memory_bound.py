@@ -70,10 +70,19 @@ import math
 import numpy as np
 import pandas as pd
 
-from diagnose.devices import DeviceSpec
-from diagnose.engine import NO_STEP_WORK, Quiet, Rule, Skip, Threshold, severity_ladder, time_base, top_offenders
-from diagnose.findings import Evidence, Finding, Offender
-from diagnose.fixes import comment, fix
+from diagnose.base.devices import DeviceSpec
+from diagnose.rulebook.engine import (
+    NO_STEP_WORK,
+    Quiet,
+    Rule,
+    Skip,
+    Threshold,
+    severity_ladder,
+    time_base,
+    top_offenders,
+)
+from diagnose.model.findings import Evidence, Finding, Offender
+from diagnose.model.fixes import comment, fix
 from diagnose.vocabulary.dtypes import precision
 from diagnose.vocabulary.kernels import MEMORY_KINDS
 from diagnose.metrics.step_time import StepBudget

@@ -32,9 +32,9 @@ from __future__ import annotations
 
 import re
 
-from diagnose.engine import Quiet, Rule, Threshold, top_offenders
-from diagnose.findings import Evidence, Finding, Offender
-from diagnose.fixes import fix
+from diagnose.rulebook.engine import Quiet, Rule, Threshold, top_offenders
+from diagnose.model.findings import Evidence, Finding, Offender
+from diagnose.model.fixes import fix
 from diagnose.trace.names import name_search, name_test
 from diagnose.vocabulary.kernels import is_layout_conversion
 from diagnose.vocabulary.units import percent

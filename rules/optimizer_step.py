@@ -33,9 +33,9 @@ against 8) and `fused_host_us` of host work per optimizer call. On opt_single: 2
 
 from __future__ import annotations
 
-from diagnose.engine import Quiet, Rule, Threshold, top_offenders
-from diagnose.findings import Evidence, Finding
-from diagnose.fixes import fix, optimizer_code
+from diagnose.rulebook.engine import Quiet, Rule, Threshold, top_offenders
+from diagnose.model.findings import Evidence, Finding
+from diagnose.model.fixes import fix, optimizer_code
 from diagnose.metrics.optimizer import SINGLE
 from diagnose.vocabulary.units import percent
 

@@ -63,9 +63,9 @@ from __future__ import annotations
 import re
 import statistics
 
-from diagnose.engine import Quiet, Rule, Threshold, severity_ladder, top_offenders
-from diagnose.findings import Evidence, Finding, Offender
-from diagnose.fixes import fix
+from diagnose.rulebook.engine import Quiet, Rule, Threshold, severity_ladder, top_offenders
+from diagnose.model.findings import Evidence, Finding, Offender
+from diagnose.model.fixes import fix
 from diagnose.vocabulary.units import percent
 
 

@@ -29,9 +29,9 @@ kernels. Host-side time is rescaled to the unprofiled step time when it was meas
 
 from __future__ import annotations
 
-from diagnose.engine import Quiet, Rule, Threshold, top_offenders
-from diagnose.findings import Evidence, Finding
-from diagnose.fixes import fix
+from diagnose.rulebook.engine import Quiet, Rule, Threshold, top_offenders
+from diagnose.model.findings import Evidence, Finding
+from diagnose.model.fixes import fix
 from diagnose.vocabulary.units import percent
 
 

@@ -40,9 +40,9 @@ from __future__ import annotations
 import math
 import re
 
-from diagnose.engine import Quiet, Rule, Skip, Threshold, top_offenders
-from diagnose.findings import Evidence, Finding, Offender
-from diagnose.fixes import fix
+from diagnose.rulebook.engine import Quiet, Rule, Skip, Threshold, top_offenders
+from diagnose.model.findings import Evidence, Finding, Offender
+from diagnose.model.fixes import fix
 from diagnose.memory.breakdown import STATES_PER_PARAM
 from diagnose.memory.details import breakdown
 from diagnose.memory.units import gb, in_gb, in_size

@@ -14,7 +14,7 @@ import json
 
 import pytest
 
-from diagnose.cli import main
+from diagnose.front.cli import main
 
 hypothesis = pytest.importorskip("hypothesis")
 from hypothesis import HealthCheck, example, given, settings  # noqa: E402
@@ -446,7 +446,7 @@ def check(raw: bytes, tmp_path, capsys) -> None:
         return
     assert code in (0, 1), (code, err)
     data = json.loads(out, parse_constant=_no_constant)  # strict JSON: no NaN or Infinity
-    assert data["schema"] == "diagnose.findings/1"
+    assert data["schema"] == "diagnose.model.findings/1"
     assert (tmp_path / "out" / "findings.json").is_file()
 
 

@@ -12,49 +12,22 @@ from conftest import ROOT
 
 # Lowest first. A module belongs to the first layer with a prefix that matches its dotted name.
 LAYERS = [
-    (
-        "base",
-        [
-            "diagnose.version",
-            "diagnose.errors",
-            "diagnose.safe_files",
-            "diagnose.vocabulary",
-            "diagnose.format",
-            "diagnose.thresholds",
-            "diagnose.devices",
-            "diagnose.step_timing",
-            "diagnose.measured_peaks",
-        ],
-    ),
+    ("base", ["diagnose.base", "diagnose.vocabulary"]),
     ("capture", ["diagnose.capture"]),
     ("trace", ["diagnose.trace", "diagnose.ranks.discover"]),
     (
         "analysis",
         ["diagnose.metrics", "diagnose.memory", "diagnose.ncu", "diagnose.ranks.profile", "diagnose.ranks.model"],
     ),
-    ("model", ["diagnose.findings", "diagnose.invariants", "diagnose.fixes", "diagnose.config", "diagnose.frameworks"]),
-    ("engine", ["diagnose.engine"]),
-    ("rules", ["diagnose.rules", "diagnose.rules_table", "diagnose.docs"]),
-    ("assemble", ["diagnose.assemble"]),
+    ("model", ["diagnose.model"]),
+    ("engine", ["diagnose.rulebook.engine"]),
+    ("rules", ["diagnose.rules", "diagnose.rulebook.rules_table", "diagnose.rulebook.docs"]),
+    ("assemble", ["diagnose.rulebook"]),
     ("ranks", ["diagnose.ranks"]),
     ("diff", ["diagnose.diff"]),
     ("verify", ["diagnose.verify"]),
     ("renderers", ["diagnose.report"]),
-    (
-        "front",
-        [
-            "diagnose.output",
-            "diagnose.pipeline",
-            "diagnose.diff_command",
-            "diagnose.bundled",
-            "diagnose.api",
-            "diagnose.cli",
-            "diagnose.probe_command",
-            "diagnose.__main__",
-            "diagnose.fixtures",
-            "diagnose",
-        ],
-    ),
+    ("front", ["diagnose.front", "diagnose.commands", "diagnose.__main__", "diagnose.fixtures", "diagnose"]),
 ]
 
 

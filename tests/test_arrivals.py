@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT, diagnosis_of
-from diagnose.config import Config
-from diagnose.invariants import violations
+from diagnose.model.config import Config
+from diagnose.model.invariants import violations
 from diagnose.metrics.accounting import exposed_comm_split, with_rank_wait
 from diagnose.ranks.analyse import analyse_ranks
 from diagnose.ranks.discover import rank_sources

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from diagnose.assemble import diagnose_trace
-from diagnose.engine import verdict
-from diagnose.findings import Diagnosis, Summary
+from diagnose.rulebook.assemble import diagnose_trace
+from diagnose.rulebook.engine import verdict
+from diagnose.model.findings import Diagnosis, Summary
 from diagnose.report.html import render_html
 
 from conftest import load_capture

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from diagnose.cli import main
+from diagnose.front.cli import main
 
 from conftest import ROOT
 

@@ -6,7 +6,7 @@ import json
 import subprocess
 import sys
 
-from diagnose.cli import main
+from diagnose.front.cli import main
 
 from conftest import CAPTURES, ROOT
 
@@ -18,7 +18,7 @@ def test_decode_eager_writes_report_and_findings(tmp_path, capsys):
     assert code == 0
     assert "launch-overhead" in text and "cuda-graphs" in text
     data = json.loads((out / "findings.json").read_text())
-    assert data["schema"] == "diagnose.findings/1"
+    assert data["schema"] == "diagnose.model.findings/1"
     assert data["device"]["name"] == "NVIDIA H200"
     top = data["findings"][0]
     assert top["rule"] == "launch-overhead"
@@ -73,7 +73,7 @@ def test_analysis_never_imports_torch(tmp_path):
     """The analysis side must run where torch is absent: block its import and analyse a capture."""
     code = (
         "import sys; sys.modules['torch'] = None\n"
-        "from diagnose.cli import main\n"
+        "from diagnose.front.cli import main\n"
         f"sys.exit(main([{str(CAPTURES / 'decode_eager')!r}, '-q', '-o', {str(tmp_path)!r}]))\n"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)

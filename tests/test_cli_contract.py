@@ -13,8 +13,8 @@ import sys
 
 import pytest
 
-from diagnose.cli import CountedOf, main
-from diagnose.errors import EXIT_BAD_INPUT
+from diagnose.front.cli import CountedOf, main
+from diagnose.base.errors import EXIT_BAD_INPUT
 
 from conftest import CAPTURES, ROOT
 
@@ -130,7 +130,7 @@ def test_dash_m_runs_a_module_with_its_arguments(tmp_path):
 
 def test_options_after_a_trace_are_diagnoses_own(tmp_path):
     code, out, _ = run_cli(EAGER, "--json", "-o", tmp_path / "o", "--no-html")
-    assert code == 0 and json.loads(out)["schema"] == "diagnose.findings/1"
+    assert code == 0 and json.loads(out)["schema"] == "diagnose.model.findings/1"
     assert not (tmp_path / "o" / "report.html").exists()
 
 
@@ -254,7 +254,7 @@ def test_bad_pyproject_is_exit_2_one_line(tmp_path, toml):
 
 def test_python_api_overrides_are_checked_too():
     import diagnose
-    from diagnose.errors import UsageError
+    from diagnose.base.errors import UsageError
 
     with pytest.raises(UsageError, match="must lie in"):
         diagnose.analyze(EAGER, overrides={"launch-overhead.min_recoverable_share": 2.0})

@@ -7,7 +7,7 @@ import sys
 import pytest
 
 from diagnose import commands
-from diagnose.cli import main
+from diagnose.front.cli import main
 
 CENSUS = '''
 from diagnose.commands import common

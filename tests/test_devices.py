@@ -1,4 +1,4 @@
-"""Peak figures per GPU (diagnose/devices.py)."""
+"""Peak figures per GPU (diagnose/base/devices.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,11 @@ from types import SimpleNamespace
 import pandas as pd
 import pytest
 
-from diagnose import analyze, devices, measured_peaks
+from diagnose import analyze
+
+from diagnose.base import devices
+
+from diagnose.base import measured_peaks
 from diagnose.capture.child import device_info
 from diagnose.trace.model import Trace
 

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from conftest import CAPTURES, ROOT
 
-from diagnose.cli import main
+from diagnose.front.cli import main
 from diagnose.diff import DIFF_SCHEMA, diff_diagnoses
 from diagnose.diff.matching import shape_changes
 from diagnose.vocabulary.kernels import kernel_family
@@ -29,8 +29,8 @@ PAIRS = [
 
 @functools.lru_cache(maxsize=None)
 def analysed(name: str):
-    from diagnose import pipeline
-    from diagnose.config import Config
+    from diagnose.front import pipeline
+    from diagnose.model.config import Config
 
     return pipeline.analyse(CAPTURES / name, Config())
 
@@ -252,7 +252,7 @@ def test_cli_diff_writes_both_files_and_the_gate_sets_the_exit_code(tmp_path, ca
 
 
 def test_cli_diff_analyses_each_side_once(monkeypatch, capsys):
-    from diagnose import pipeline
+    from diagnose.front import pipeline
 
     calls = []
     real = pipeline.analyse
@@ -380,8 +380,8 @@ def test_identical_reruns_do_not_trip_the_gate():
 
 def test_large_sides_are_analysed_at_the_same_time_with_the_same_result(monkeypatch):
     """Above the size threshold BEFORE is analysed in a forked process while AFTER is analysed here."""
-    from diagnose import diff_command
-    from diagnose.config import Config
+    from diagnose.front import diff_command
+    from diagnose.model.config import Config
 
     paths = [CAPTURES / "sync_item", CAPTURES / "sync_free"]
     sequential = diff_command.analyse_both(paths, Config())
@@ -392,7 +392,7 @@ def test_large_sides_are_analysed_at_the_same_time_with_the_same_result(monkeypa
 
 def test_a_drained_queue_is_credited_to_the_stall_only_when_the_launches_are_the_same():
     from diagnose.diff.attribution import BucketChange, drained_queue_first
-    from diagnose.findings import Summary
+    from diagnose.model.findings import Summary
 
     def changes():
         return [

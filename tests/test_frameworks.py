@@ -4,13 +4,20 @@ from __future__ import annotations
 
 import pytest
 
-from diagnose.assemble import diagnose_trace
-from diagnose.config import Config
-from diagnose.fixes import CODE_COLUMNS
-from diagnose.frameworks import API_CODE, COMPILED_API_CODE, Framework, detect_frameworks, from_frames, in_framework_api
-from diagnose.findings import Finding
+from diagnose.rulebook.assemble import diagnose_trace
+from diagnose.model.config import Config
+from diagnose.model.fixes import CODE_COLUMNS
+from diagnose.model.frameworks import (
+    API_CODE,
+    COMPILED_API_CODE,
+    Framework,
+    detect_frameworks,
+    from_frames,
+    in_framework_api,
+)
+from diagnose.model.findings import Finding
 from diagnose.metrics import Metrics
-from diagnose.fixes import fix
+from diagnose.model.fixes import fix
 from diagnose.rules import ALL_RULES
 
 from conftest import load_capture
@@ -114,7 +121,7 @@ def test_generate_that_already_runs_compiled_is_not_told_to_compile_again():
 
 
 def test_the_terminal_summary_shows_the_fix_in_the_frameworks_api(tmp_path, capsys):
-    from diagnose.cli import main
+    from diagnose.front.cli import main
 
     from conftest import CAPTURES
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from diagnose.cli import main
-from diagnose.config import load_config
-from diagnose.errors import UsageError
+from diagnose.front.cli import main
+from diagnose.model.config import load_config
+from diagnose.base.errors import UsageError
 
 from conftest import CAPTURES, ROOT
 
@@ -82,7 +82,7 @@ def test_pyproject_known_keys_still_load(tmp_path):
     (tmp_path / "pyproject.toml").write_text(
         '[tool.diagnose]\nfail-on = "high"\n[tool.diagnose.thresholds]\n"launch-overhead.min_recoverable_share" = 0.5\n'
     )
-    from diagnose.engine import known_thresholds
+    from diagnose.rulebook.engine import known_thresholds
     from diagnose.rules import ALL_RULES
 
     config = load_config(start=tmp_path, known=known_thresholds(ALL_RULES))
@@ -122,7 +122,7 @@ def test_no_color_output_has_no_escape_codes_and_force_color_has(tmp_path, monke
 
 
 def test_a_failing_workloads_traceback_is_on_stderr(capsys):
-    from diagnose.cli import _print_workload_error
+    from diagnose.front.cli import _print_workload_error
 
     here = str(ROOT / "diagnose" / "capture" / "child.py")
     tb = (
@@ -189,7 +189,7 @@ def test_rules_table_never_breaks_a_name_at_80_columns():
 
     from diagnose.metrics.timeline import PARAMETERS
     from diagnose.rules import ALL_RULES
-    from diagnose.rules_table import print_rules
+    from diagnose.rulebook.rules_table import print_rules
 
     buffer = io.StringIO()
     print_rules(Console(file=buffer, width=80, highlight=False))

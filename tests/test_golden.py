@@ -28,7 +28,7 @@ def test_every_target_has_a_golden_entry():
 def schema_validator():
     """A validator of the JSON Schema that `diagnose schema` prints (jsonschema: an independent reader)."""
     jsonschema = pytest.importorskip("jsonschema")
-    from diagnose.findings import findings_schema
+    from diagnose.model.findings import findings_schema
 
     schema = findings_schema()
     jsonschema.Draft202012Validator.check_schema(schema)
@@ -37,7 +37,7 @@ def schema_validator():
 
 @pytest.mark.parametrize("path", TARGETS, ids=lambda p: str(p.relative_to(ROOT / "fixtures")))
 def test_conclusions_unchanged_and_findings_json_fits_its_schema(path, schema_validator):
-    from diagnose.findings import Diagnosis
+    from diagnose.model.findings import Diagnosis
     from diagnose.report.json_report import render_json
 
     text = render_json(diagnosis_of(path))  # make_golden.findings_json(path), from the session's analysis

@@ -9,7 +9,9 @@ import sys
 
 import pytest
 
-from diagnose import devices, measured_peaks
+from diagnose.base import devices
+
+from diagnose.base import measured_peaks
 from tests.conftest import ROOT
 
 RECORD = {

@@ -3,10 +3,10 @@ when the step syncs between its kernel launches, and prices both changes togethe
 
 from __future__ import annotations
 
-from diagnose.assemble import diagnose_trace
-from diagnose.config import Config
-from diagnose.findings import Finding
-from diagnose.fixes import fix
+from diagnose.rulebook.assemble import diagnose_trace
+from diagnose.model.config import Config
+from diagnose.model.findings import Finding
+from diagnose.model.fixes import fix
 from diagnose.rules import ALL_RULES
 
 from conftest import load_capture

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from diagnose.capture.sampler import StackSampler
-from diagnose.config import Config
-from diagnose.assemble import diagnose_trace
+from diagnose.model.config import Config
+from diagnose.rulebook.assemble import diagnose_trace
 from diagnose.metrics import Metrics
 from diagnose.metrics.host import silent_split, subtract
 from diagnose.metrics.pyframes import NO_SAMPLE, SAMPLES_FILE, python_samples
@@ -257,7 +257,7 @@ def test_dynamic_shapes_is_quiet_when_shapes_do_not_change():
 
 def test_python_batch_capture_writes_samples_that_name_the_workload(tmp_path, capsys):
     pytest.importorskip("torch")
-    from diagnose.cli import main
+    from diagnose.front.cli import main
 
     out = tmp_path / "cap"
     target = f"{ROOT / 'fixtures' / 'workloads' / 'python_batch.py'}:make_step"

@@ -21,8 +21,8 @@ from pathlib import Path
 import pytest
 
 from conftest import CAPTURES, ROOT
-from diagnose.cli import main
-from diagnose.errors import InputError
+from diagnose.front.cli import main
+from diagnose.base.errors import InputError
 from diagnose.trace import load_target, source
 
 sys.path.insert(0, str(ROOT / "fixtures" / "golden"))
@@ -61,7 +61,7 @@ def assert_one_line_error(stderr: str, *fragments: str) -> None:
 
 
 def cli(capsys, *args) -> tuple[int, str]:
-    """diagnose.cli.main in this process: (exit code, stderr)."""
+    """diagnose.front.cli.main in this process: (exit code, stderr)."""
     code = main([*map(str, args), "-q"])
     return code, capsys.readouterr().err
 
@@ -384,8 +384,8 @@ def test_loading_stays_fast(tmp_path):
 
 def test_an_impossible_estimate_is_dropped_with_its_reason():
     """Whatever a rule computes from a broken input, no finding promises an absurd or negative speedup."""
-    from diagnose.engine import _plain_numbers
-    from diagnose.findings import Finding, Offender
+    from diagnose.rulebook.engine import _plain_numbers
+    from diagnose.model.findings import Finding, Offender
 
     for value in (3.072e12, float("inf"), float("nan"), 0.5):
         f = _plain_numbers(Finding("launch-overhead", "high", "t", [], [], est_speedup=value, basis="b"))
@@ -408,7 +408,7 @@ def test_an_impossible_estimate_is_dropped_with_its_reason():
 def test_a_gzipped_memory_record_is_read_and_a_bomb_is_refused(tmp_path, capsys):
     import gzip
 
-    from diagnose.assemble import diagnose_trace
+    from diagnose.rulebook.assemble import diagnose_trace
     from diagnose.trace import load_target
 
     folder = copy_capture(tmp_path, CAPTURES / "attention_sdpa_8k")

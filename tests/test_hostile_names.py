@@ -18,8 +18,8 @@ import pytest
 from conftest import CAPTURES, ROOT
 from hostile_guard import untouched_outside
 
-from diagnose.cli import main
-from diagnose.format import markdown, plain
+from diagnose.front.cli import main
+from diagnose.base.format import markdown, plain
 
 pytestmark = pytest.mark.hostile
 

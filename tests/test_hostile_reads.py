@@ -20,8 +20,8 @@ import pytest
 from conftest import CAPTURES, ROOT
 from hostile_guard import untouched_outside
 
-from diagnose.cli import main
-from diagnose.errors import InputError
+from diagnose.front.cli import main
+from diagnose.base.errors import InputError
 from diagnose.trace import load_target, source
 
 pytestmark = pytest.mark.hostile

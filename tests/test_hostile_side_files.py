@@ -20,7 +20,7 @@ import pytest
 from conftest import CAPTURES
 from hostile_guard import untouched_outside
 
-from diagnose.cli import main
+from diagnose.front.cli import main
 from diagnose.ncu import csv as ncu_csv
 from diagnose.trace import schemas
 
@@ -182,7 +182,7 @@ def _with_pyproject(tmp_path, monkeypatch, text: str | None = None, size: int | 
 
 @pytest.mark.parametrize("case", ["huge", "deep arrays", "deep inline tables", "deep tables"])
 def test_a_hostile_pyproject_is_one_line(case, tmp_path, monkeypatch, capsys):
-    from diagnose import config
+    from diagnose.model import config
 
     if case == "huge":
         _with_pyproject(tmp_path, monkeypatch, size=config.PYPROJECT_MAX_BYTES + 1)

@@ -1,4 +1,4 @@
-"""Every Diagnosis satisfies diagnose/invariants.py: over every bundled capture, rank folder, peer
+"""Every Diagnosis satisfies diagnose/model/invariants.py: over every bundled capture, rank folder, peer
 trace and hypothesis-generated synthetic traces, no impossible number is shown and no finding had
 to be dropped for one.
 
@@ -15,8 +15,8 @@ import sys
 import pytest
 
 from conftest import ROOT, SYNTHETIC, diagnosis_of
-from diagnose.findings import Diagnosis, Evidence, Finding, Offender, Summary, typed
-from diagnose.invariants import enforce, violations
+from diagnose.model.findings import Diagnosis, Evidence, Finding, Offender, Summary, typed
+from diagnose.model.invariants import enforce, violations
 
 sys.path.insert(0, str(ROOT / "fixtures" / "golden"))
 import make_golden  # noqa: E402

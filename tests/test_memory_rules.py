@@ -7,10 +7,10 @@ import json
 import pandas as pd
 import pytest
 
-from diagnose.config import Config
-from diagnose.assemble import diagnose_trace
-from diagnose.engine import Context
-from diagnose.findings import Diagnosis
+from diagnose.model.config import Config
+from diagnose.rulebook.assemble import diagnose_trace
+from diagnose.rulebook.engine import Context
+from diagnose.model.findings import Diagnosis
 from diagnose.memory.patterns import attention_calls, kv_appends, score_matrices, step_index
 from diagnose.memory.record import load_memory
 from diagnose.rules import ALL_RULES

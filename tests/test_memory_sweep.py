@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from diagnose.errors import InputError
+from diagnose.base.errors import InputError
 from diagnose.memory import load_sweep
-from diagnose.pipeline import analyse_sweep as diagnose_sweep
+from diagnose.front.pipeline import analyse_sweep as diagnose_sweep
 from diagnose.memory.sweep import fit_power, is_sweep_folder
 
 from conftest import CAPTURES

@@ -8,7 +8,7 @@ import json
 import pandas as pd
 import pytest
 
-from diagnose.cli import main
+from diagnose.front.cli import main
 from diagnose.ncu import run
 from diagnose.report import charts
 

@@ -8,7 +8,7 @@ import types
 
 import pytest
 
-from diagnose.errors import InputError
+from diagnose.base.errors import InputError
 from diagnose.ncu.csv import PERMISSION_TEXT, parse_text, read_ncu
 
 from conftest import ROOT

@@ -8,8 +8,8 @@ from types import SimpleNamespace
 import numpy as np
 import pandas as pd
 
-from diagnose.engine import time_base, top_offenders
-from diagnose.findings import Offender
+from diagnose.rulebook.engine import time_base, top_offenders
+from diagnose.model.findings import Offender
 
 from conftest import ROOT
 
@@ -53,7 +53,7 @@ def test_the_time_base_says_which_step_the_estimate_starts_from():
 
 
 def test_no_rule_words_the_time_base_or_builds_offender_dicts_of_its_own():
-    """The phrase lives in diagnose/engine.py only; every rule's offenders go through the shared helpers."""
+    """The phrase lives in diagnose/rulebook/engine.py only; every rule's offenders go through the shared helpers."""
     phrase = re.compile(r"unprofiled median|no unprofiled timing in the capture")
     for path in sorted((ROOT / "rules").glob("*.py")):
         text = path.read_text()

@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from diagnose.cli import main
+from diagnose.front.cli import main
 from diagnose.trace import load_target
 
 from conftest import PEER_TRACES

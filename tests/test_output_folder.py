@@ -12,15 +12,15 @@ from pathlib import Path
 
 import pytest
 
-from diagnose import output
-from diagnose.errors import UsageError
-from diagnose.output import OutputFolder, check_out_path
+from diagnose.front import output
+from diagnose.base.errors import UsageError
+from diagnose.front.output import OutputFolder, check_out_path
 
 from conftest import ROOT
 
 WRITER = textwrap.dedent("""
     import sys, time
-    from diagnose import output
+    from diagnose.front import output
     final, tag, parts, exchange = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4] == "1"
     if not exchange:
         output._renameat2 = lambda: None

@@ -183,8 +183,8 @@ def test_joined_columns_equal_one_column_of_all_values(first, second):
 
 
 def test_loading_reports_progress_on_one_core_and_on_several(monkeypatch):
-    from diagnose.config import Config
-    from diagnose.pipeline import analyse
+    from diagnose.model.config import Config
+    from diagnose.front.pipeline import analyse
 
     path = Path(CAPTURES[0])
     for processes in (1, 2):

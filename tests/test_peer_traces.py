@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from diagnose.cli import main
+from diagnose.front.cli import main
 from diagnose.rules import ALL_RULES
 
 from conftest import PEER_TRACES

@@ -14,9 +14,9 @@ import pytest
 from conftest import ROOT
 
 import diagnose.rules.compute_bound as cb
-from diagnose import devices
-from diagnose.config import Config
-from diagnose.engine import Context
+from diagnose.base import devices
+from diagnose.model.config import Config
+from diagnose.rulebook.engine import Context
 from diagnose.vocabulary.dtypes import dtype_bytes, precision
 from diagnose.trace.load import load_target
 

@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 
 from conftest import PEER_TRACES, ROOT, SYNTHETIC
-from diagnose.cli import main
-from diagnose.config import Config
-from diagnose.errors import InputError
+from diagnose.front.cli import main
+from diagnose.model.config import Config
+from diagnose.base.errors import InputError
 from diagnose.ranks.analyse import analyse_ranks
 from diagnose.ranks.discover import is_rank_folder, rank_sources
 from diagnose.ranks.model import RankSet
@@ -147,10 +147,10 @@ def test_one_worker_and_two_workers_agree(hta_pair, hta_diagnosis):
     assert one.summary.ranks == hta_diagnosis.summary.ranks
 
 
-# --- findings.json stays diagnose.findings/1, additive only ---
+# --- findings.json stays diagnose.model.findings/1, additive only ---
 def test_findings_json_is_additive(hta_diagnosis, tmp_path):
     data = hta_diagnosis.to_dict()
-    assert data["schema"] == "diagnose.findings/1"
+    assert data["schema"] == "diagnose.model.findings/1"
     assert data["summary"]["ranks"]["count"] == 2 and len(data["details"]["ranks"]) == 2
     assert all("ranks" in f for f in data["findings"])
     single = analyse_single = __import__("diagnose").analyze(str(HTA_RANK)).to_dict()

@@ -9,12 +9,12 @@ import xml.etree.ElementTree as ET
 import pytest
 from markupsafe import escape
 
-from diagnose.assemble import diagnose_trace
-from diagnose.engine import verdict
-from diagnose.findings import Checked, Diagnosis, Offender, Skipped, Summary
-from diagnose.format import short_name
+from diagnose.rulebook.assemble import diagnose_trace
+from diagnose.rulebook.engine import verdict
+from diagnose.model.findings import Checked, Diagnosis, Offender, Skipped, Summary
+from diagnose.base.format import short_name
 from diagnose.report.charts import step_timeline_chart, top_kernels_chart
-from diagnose.format import column_label
+from diagnose.base.format import column_label
 from diagnose.vocabulary.units import duration, percent
 from diagnose.report.html import render_html
 from diagnose.trace import load_target

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from diagnose.assemble import diagnose_trace
+from diagnose.rulebook.assemble import diagnose_trace
 from diagnose.report.html import render_html
 from diagnose.report.svg import LEGIBLE_PX
 from diagnose.trace import load_target

@@ -13,9 +13,9 @@ import functools
 import yaml
 import pytest
 
-from diagnose.config import Config
-from diagnose.assemble import diagnose_trace
-from diagnose.pipeline import analyse_sweep as diagnose_sweep
+from diagnose.model.config import Config
+from diagnose.rulebook.assemble import diagnose_trace
+from diagnose.front.pipeline import analyse_sweep as diagnose_sweep
 from diagnose.ncu import read_ncu
 from diagnose.rules import ALL_RULES
 from diagnose.trace import load_target

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from diagnose.cli import main
-from diagnose.findings import LABEL_KEYS, SCHEMA, CheatSheet, Diagnosis, Finding, Offender, Summary, Verify
+from diagnose.front.cli import main
+from diagnose.model.findings import LABEL_KEYS, SCHEMA, CheatSheet, Diagnosis, Finding, Offender, Summary, Verify
 
 from conftest import CAPTURES, ROOT
 
@@ -46,7 +46,7 @@ def test_a_written_findings_json_fits_and_reads_back_typed(written, tmp_path, ca
     path = tmp_path / "findings.json"
     path.write_text(json.dumps(written))
     assert main(["schema", str(path)]) == 0
-    assert "fits diagnose.findings/1" in capsys.readouterr().out
+    assert "fits diagnose.model.findings/1" in capsys.readouterr().out
     d = Diagnosis.from_dict(written)
     assert isinstance(d.findings[0].sheet, CheatSheet) and d.findings[0].sheet.bottleneck
     assert d.to_dict() == written
@@ -58,7 +58,7 @@ def test_a_written_findings_json_fits_and_reads_back_typed(written, tmp_path, ca
         (lambda d: d["findings"][0].update(severity="urgent"), "severity"),
         (lambda d: d["findings"][0]["evidence"][0].update(value=[1, 2]), "evidence"),
         (lambda d: d.pop("findings"), "findings"),
-        (lambda d: d.update(schema="someone.else/3"), "not 'diagnose.findings/1'"),
+        (lambda d: d.update(schema="someone.else/3"), "not 'diagnose.model.findings/1'"),
     ],
 )
 def test_a_findings_json_that_does_not_fit_is_exit_2_naming_the_field(written, spoil, says, tmp_path, capsys):
@@ -107,7 +107,7 @@ def test_a_findings_json_from_before_the_typed_model_reads_typed():
 
 def test_the_old_findings_json_fits_the_schema():
     jsonschema = pytest.importorskip("jsonschema")
-    from diagnose.findings import findings_schema
+    from diagnose.model.findings import findings_schema
 
     validator = jsonschema.Draft202012Validator(findings_schema())
     assert [e.message for e in validator.iter_errors(json.loads(OLD_FINDINGS.read_text()))] == []
@@ -196,7 +196,7 @@ def test_an_offender_row_that_does_not_fit_is_named(written, spoil, says, tmp_pa
 
 def test_the_typed_summary_keeps_every_number_the_metrics_give():
     """typed() drops a key its Struct does not declare: every key Metrics.summary writes is declared."""
-    from diagnose.findings import Accounting
+    from diagnose.model.findings import Accounting
     from diagnose.metrics import Metrics
 
     from conftest import load_capture

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from diagnose.cli import main
+from diagnose.front.cli import main
 from diagnose.metrics.steps import find_steps
 from diagnose.trace import load_target
 

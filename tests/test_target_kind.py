@@ -1,4 +1,4 @@
-"""What a path is, told once (diagnose/target.py), on real fixtures: each kind, and the paths that are none."""
+"""What a path is, told once (diagnose/front/target.py), on real fixtures: each kind, and the paths that are none."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from conftest import CAPTURES, ROOT
-from diagnose import pipeline
-from diagnose.config import Config
-from diagnose.errors import InputError, UsageError
-from diagnose.target import Target, as_target, recorded, resolve_target
+from diagnose.front import pipeline
+from diagnose.model.config import Config
+from diagnose.base.errors import InputError, UsageError
+from diagnose.front.target import Target, as_target, recorded, resolve_target
 
 W = ROOT / "tests" / "workloads"
 TRACE = ROOT / "fixtures" / "peer" / "hta" / "triton_example" / "triton_example.json.gz"

@@ -17,10 +17,10 @@ import pytest
 from conftest import CAPTURES, load_capture
 
 from diagnose import report
-from diagnose.assemble import diagnose_trace
-from diagnose.cli import main
-from diagnose.config import Config
-from diagnose.engine import known_thresholds
+from diagnose.rulebook.assemble import diagnose_trace
+from diagnose.front.cli import main
+from diagnose.model.config import Config
+from diagnose.rulebook.engine import known_thresholds
 from diagnose.rules import ALL_RULES
 
 pytestmark = pytest.mark.hostile

@@ -7,9 +7,9 @@ import statistics
 
 import pytest
 
-from diagnose.assemble import diagnose_trace
+from diagnose.rulebook.assemble import diagnose_trace
 from diagnose.diff.stats import step_change, step_samples
-from diagnose.step_timing import normalised, timing_summary
+from diagnose.base.step_timing import normalised, timing_summary
 
 from conftest import CAPTURES, load_capture
 

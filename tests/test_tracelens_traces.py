@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from diagnose.cli import main
+from diagnose.front.cli import main
 from diagnose.metrics.pyframes import trace_stacks
 from diagnose.trace import load_target
 

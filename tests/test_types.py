@@ -34,19 +34,19 @@ PACKAGES = [
     "diagnose.vocabulary",
 ]
 MODULES = [
-    "diagnose.findings",
-    "diagnose.engine",
-    "diagnose.invariants",
-    "diagnose.fixes",
-    "diagnose.format",
-    "diagnose.thresholds",
-    "diagnose.config",
-    "diagnose.errors",
-    "diagnose.devices",
-    "diagnose.step_timing",
-    "diagnose.cli",
-    "diagnose.pipeline",
-    "diagnose.target",
+    "diagnose.model.findings",
+    "diagnose.rulebook.engine",
+    "diagnose.model.invariants",
+    "diagnose.model.fixes",
+    "diagnose.base.format",
+    "diagnose.base.thresholds",
+    "diagnose.model.config",
+    "diagnose.base.errors",
+    "diagnose.base.devices",
+    "diagnose.base.step_timing",
+    "diagnose.front.cli",
+    "diagnose.front.pipeline",
+    "diagnose.front.target",
 ]
 
 

@@ -11,9 +11,9 @@ import json
 import pytest
 
 from diagnose.capture.spec import CaptureSpec
-from diagnose.cli import main
-from diagnose.findings import Diagnosis, Evidence, Finding, Numerics, Summary
-from diagnose.fixes import fix
+from diagnose.front.cli import main
+from diagnose.model.findings import Diagnosis, Evidence, Finding, Numerics, Summary
+from diagnose.model.fixes import fix
 from diagnose.verify import numerics
 from diagnose.verify.plan import plan_trials
 from diagnose.verify.run import read_trial, run_variant
@@ -309,15 +309,16 @@ def test_median_interval_and_tolerances():
 
 def test_verify_entries_render_and_round_trip(tmp_path):
     """Plumbing end to end: a captured CPU diagnosis, a finding naming fixes, verify, every renderer."""
-    from diagnose import pipeline, report
+    from diagnose import report
+    from diagnose.front import pipeline
     from diagnose.capture.runner import run_capture
-    from diagnose.config import Config
+    from diagnose.model.config import Config
     from diagnose.trace.load import load_capture_folder
 
     s = spec(FAKE, tmp_path / "cap")
     meta = run_capture(s, timeout_s=120)
     trace = load_capture_folder(tmp_path / "cap")
-    from diagnose.assemble import diagnose_trace
+    from diagnose.rulebook.assemble import diagnose_trace
 
     d = diagnose_trace(trace, Config())
     d.findings = [finding("bf16-tensor-cores", "remove-sync")]
@@ -365,7 +366,7 @@ def test_numerics_lines_name_the_precision_and_the_relative_error():
 
 
 def test_prerequisite_fix_reads_in_the_verdict():
-    from diagnose.engine import verdict as verdict_of
+    from diagnose.rulebook.engine import verdict as verdict_of
 
     f = Finding(
         rule="launch-overhead",

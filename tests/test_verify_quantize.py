@@ -13,8 +13,8 @@ from diagnose.capture import quantize
 from diagnose.capture.compare import CHANGES, WITHIN, compare
 from diagnose.capture.rewrite import NotApplicable
 from diagnose.capture.spec import CaptureSpec
-from diagnose.findings import Evidence, Finding
-from diagnose.fixes import fix
+from diagnose.model.findings import Evidence, Finding
+from diagnose.model.fixes import fix
 from diagnose.verify import numerics
 from diagnose.verify.plan import plan_trials
 from diagnose.verify.run import run_variant

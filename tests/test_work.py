@@ -176,8 +176,8 @@ def test_gathers_count_the_rows_not_the_table():
 
 
 def test_rules_weighing_kernel_work_are_quiet_when_the_steps_ran_no_kernel():
-    from diagnose.assemble import diagnose_trace
-    from diagnose.engine import NO_STEP_WORK
+    from diagnose.rulebook.assemble import diagnose_trace
+    from diagnose.rulebook.engine import NO_STEP_WORK
 
     trace = load_capture("host_loader_inline")
     trace.gpu = trace.gpu[trace.gpu["cat"] != "kernel"].reset_index(drop=True)  # copies and memsets only

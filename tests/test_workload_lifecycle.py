@@ -15,8 +15,8 @@ import pytest
 
 from diagnose.capture import runner, sweep
 from diagnose.capture.spec import CaptureSpec
-from diagnose.cli import main
-from diagnose.errors import UsageError
+from diagnose.front.cli import main
+from diagnose.base.errors import UsageError
 
 from conftest import ROOT
 

@@ -25,8 +25,8 @@ from diagnose.capture.model_census import census
 from diagnose.capture.sampler import StackSampler
 from diagnose.capture.spec import CAPTURE_SCHEMA, CaptureSpec
 from diagnose.capture.steps import EnoughSteps, StepTracker
-from diagnose.safe_files import fresh_path, write_new
-from diagnose.step_timing import timing_summary
+from diagnose.base.safe_files import fresh_path, write_new
+from diagnose.base.step_timing import timing_summary
 from diagnose.vocabulary.markers import nvtx_label, step_label, warmup_label
 
 TRACE_FILE = "trace.json.gz"
@@ -71,7 +71,7 @@ def device_info(torch) -> dict:
             total_memory_bytes=props.total_memory,
             compute_capability=f"{props.major}.{props.minor}",
         )
-        # What the peak estimate of a GPU no name matches uses (diagnose/devices.py); older
+        # What the peak estimate of a GPU no name matches uses (diagnose/base/devices.py); older
         # torch builds lack some, and a 0 means the driver did not say.
         for key, attr in PEAK_PROPERTIES:
             value = getattr(props, attr, None)

@@ -25,7 +25,7 @@ import logging
 import os
 import re
 import sys
-from diagnose.safe_files import write_new
+from diagnose.base.safe_files import write_new
 from pathlib import Path
 
 COMPILE_FILE = "compile.json"

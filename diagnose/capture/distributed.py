@@ -25,8 +25,8 @@ from pathlib import Path
 from diagnose.capture.guard import guarded
 from diagnose.capture.runner import TRACE_FILE, _finalise_meta, _package_root, end_group, wait_or_kill
 from diagnose.capture.spec import CAPTURE_SCHEMA, CaptureSpec
-from diagnose.errors import UsageError
-from diagnose.safe_files import write_new
+from diagnose.base.errors import UsageError
+from diagnose.base.safe_files import write_new
 
 LAUNCHER = "torch.distributed.run"
 RANK_ENV = "DIAGNOSE_RANK_FOLDERS"

@@ -10,7 +10,7 @@ rather than against a datasheet.
   compute capability 8.9 and up; random operands (zeros run faster than real data).
 
 Each figure is the median of `REPEATS` timed calls (CUDA events) after `WARMUP` untimed ones.
-The result is cached per device (diagnose/measured_peaks.py): a capture or `diagnose probe` measures
+The result is cached per device (diagnose/base/measured_peaks.py): a capture or `diagnose probe` measures
 once per GPU and software stack.
 
     python -m diagnose.capture.gpu_probe [--refresh] [--cache-dir DIR]   # prints the record as JSON
@@ -25,7 +25,7 @@ import statistics
 import sys
 import time
 
-from diagnose import measured_peaks
+from diagnose.base import measured_peaks
 
 BUFFER_BYTES = 1 << 30
 MATMUL_N = 8192

@@ -31,7 +31,7 @@ import sys
 import time
 from pathlib import Path
 
-STAGING_MARK = ".diagnose-staging-"  # as diagnose/output.py names its staging folders
+STAGING_MARK = ".diagnose-staging-"  # as diagnose/front/output.py names its staging folders
 POLL_S = 0.1
 _PR_SET_CHILD_SUBREAPER = 36
 

@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 
 from diagnose.capture.memory_summary import summarise_snapshot
-from diagnose.safe_files import fresh_path
+from diagnose.base.safe_files import fresh_path
 
 HISTORY_ENTRIES = 20000
 MEMORY_FILE = "memory.json.gz"  # gzipped: the snapshot summary is mostly repeated frame text

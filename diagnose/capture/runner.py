@@ -25,10 +25,10 @@ from pathlib import Path
 from typing import Callable
 
 from diagnose.capture.guard import guarded, process_table
-from diagnose import measured_peaks
+from diagnose.base import measured_peaks
 from diagnose.capture.spec import CaptureSpec, read_meta
-from diagnose.errors import UsageError
-from diagnose.safe_files import write_new
+from diagnose.base.errors import UsageError
+from diagnose.base.safe_files import write_new
 
 ProgressCallback = Callable[[dict], None]
 

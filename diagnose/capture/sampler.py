@@ -32,7 +32,7 @@ import sysconfig
 import tempfile
 import threading
 import time
-from diagnose.safe_files import fresh_path
+from diagnose.base.safe_files import fresh_path
 from pathlib import Path
 
 SAMPLES_FILE = "pysamples.json.gz"

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from diagnose.capture.runner import run_capture
 from diagnose.capture.spec import CaptureSpec, parse_scalar
-from diagnose.safe_files import write_new
+from diagnose.base.safe_files import write_new
 
 SWEEP_SCHEMA = "diagnose.sweep/1"
 

@@ -62,7 +62,7 @@ import time
 import traceback
 from pathlib import Path
 
-from diagnose.safe_files import write_new
+from diagnose.base.safe_files import write_new
 
 from diagnose.capture.compare import (  # noqa: F401 (TOLERANCES, tolerance re-exported)
     CHANGES,

@@ -28,7 +28,7 @@ module, diagnose/commands/census.py:
 
 `diagnose census ...` then reaches it, `diagnose --help` lists its summary, `diagnose censsu` is
 answered with "did you mean `diagnose census`?", and errors, signals and exit codes are handled
-by the entry point (diagnose/cli.py) as for every other command. Keep the module's top-level
+by the entry point (diagnose/front/cli.py) as for every other command. Keep the module's top-level
 imports light (the standard library, `common`): every command line imports every command.
 """
 
@@ -41,7 +41,7 @@ import pkgutil
 from pathlib import Path
 
 from diagnose.commands.common import Command, overview
-from diagnose.errors import UsageError
+from diagnose.base.errors import UsageError
 
 DEFAULT = "run"  # the command of a command line that names none (`diagnose model.py`)
 

@@ -17,9 +17,9 @@ from typing import ClassVar
 
 from rich.console import Console
 
-from diagnose.errors import UsageError
-from diagnose.findings import SEVERITIES
-from diagnose.version import __version__
+from diagnose.base.errors import UsageError
+from diagnose.model.findings import SEVERITIES
+from diagnose.base.version import __version__
 
 HEADER = """\
 Find what limits a PyTorch GPU workload and which fix to apply.
@@ -208,8 +208,8 @@ def percent(text: str) -> float:
 
 def load_config(settings: list[str], fail_on: str | None):
     """The thresholds and --fail-on: `--set` over pyproject.toml's [tool.diagnose], checked against the rules."""
-    from diagnose.config import load_config as load
-    from diagnose.engine import known_thresholds
+    from diagnose.model.config import load_config as load
+    from diagnose.rulebook.engine import known_thresholds
     from diagnose.rules import ALL_RULES
 
     return load(settings, fail_on, known=known_thresholds(ALL_RULES))

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from diagnose.commands import common
 from diagnose.commands.run import Run, RunOptions
-from diagnose.format import plain
+from diagnose.base.format import plain
 
 
 class DemoCommand(common.Command):
@@ -31,7 +31,7 @@ class DemoCommand(common.Command):
 
     def run(self, args: argparse.Namespace) -> int:
         """Capture the bundled workload where there is a CUDA GPU, else analyse its bundled H200 capture."""
-        from diagnose import bundled
+        from diagnose.front import bundled
         from diagnose.capture.probe import cuda_available
 
         options = RunOptions.of(args)

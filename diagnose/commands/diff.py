@@ -1,4 +1,4 @@
-"""`diagnose diff BEFORE AFTER`: compare two runs (the work is diagnose/diff_command.py's)."""
+"""`diagnose diff BEFORE AFTER`: compare two runs (the work is diagnose/front/diff_command.py's)."""
 
 from __future__ import annotations
 
@@ -50,7 +50,7 @@ class DiffCommand(common.Command):
 
     def run(self, args: argparse.Namespace) -> int:
         """Analyse both sides once, compare, print, write, gate."""
-        from diagnose.diff_command import run_diff
+        from diagnose.front.diff_command import run_diff
 
         return run_diff(args, common.load_config(args.set, None))
 

@@ -1,4 +1,4 @@
-"""`diagnose probe`: measure this machine's GPU beside the datasheet (the work is diagnose/probe_command.py's)."""
+"""`diagnose probe`: measure this machine's GPU beside the datasheet (the work is diagnose/front/probe_command.py's)."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ class ProbeCommand(common.Command):
 
     def run(self, args: argparse.Namespace) -> int:
         """Probe the GPU in a child process and print what it measured."""
-        from diagnose import probe_command
+        from diagnose.front import probe_command
 
         return probe_command.run(args.refresh, args.format == "json", args.python)
 

@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from diagnose.commands import common
-from diagnose.errors import EXIT_OK
+from diagnose.base.errors import EXIT_OK
 
 
 class RulesCommand(common.Command):
@@ -19,14 +19,14 @@ class RulesCommand(common.Command):
 
     def add_arguments(self, p: argparse.ArgumentParser) -> None:
         """RULE, and --format."""
-        from diagnose.rules_table import FORMATS
+        from diagnose.rulebook.rules_table import FORMATS
 
         p.add_argument("rule", nargs="?", help="one rule, with its documentation")
         p.add_argument("--format", choices=FORMATS, default="text", help="text (default), json or md")
 
     def run(self, args: argparse.Namespace) -> int:
         """Print the rules table, or one rule's documentation, in the chosen format."""
-        from diagnose import rules_table
+        from diagnose.rulebook import rules_table
 
         rule = rules_table.find_rule(args.rule) if args.rule else None
         if args.format == "json":

@@ -20,10 +20,10 @@ from rich.console import Console
 
 from diagnose.capture.spec import CaptureOptions
 from diagnose.commands import common
-from diagnose.errors import EXIT_FINDING, EXIT_OK, EXIT_WORKLOAD_FAILED, UsageError
-from diagnose.findings import SEVERITIES, Diagnosis
-from diagnose.format import plain
-from diagnose.output import OutputFolder
+from diagnose.base.errors import EXIT_FINDING, EXIT_OK, EXIT_WORKLOAD_FAILED, UsageError
+from diagnose.model.findings import SEVERITIES, Diagnosis
+from diagnose.base.format import plain
+from diagnose.front.output import OutputFolder
 
 SUMMARY = """\
   diagnose [run] TARGET   diagnose a workload or a trace (`run` may be left out):
@@ -183,8 +183,8 @@ class Run:
     `verify` after a single capture), `write` (the outputs, then `baseline`) and `show`."""
 
     def __init__(self, options: RunOptions, config, err: Console):
-        from diagnose import pipeline
-        from diagnose.target import resolve_target
+        from diagnose.front import pipeline
+        from diagnose.front.target import resolve_target
 
         self.options, self.config, self.err = options, config, err
         module = options.module is not None
@@ -220,7 +220,7 @@ class Run:
         """Usage errors that need no work: flags the target cannot take, flags that need another."""
         o = self.options
         if o.baseline is not None:
-            from diagnose.diff_command import check_baseline
+            from diagnose.front.diff_command import check_baseline
 
             check_baseline(o.baseline)
         elif o.fail_on_regression is not None:
@@ -238,7 +238,7 @@ class Run:
                 if wanted:
                     raise UsageError(f"{flag} needs a workload to run (model.py:NAME); {self.target.path} is a trace")
             return
-        from diagnose import pipeline
+        from diagnose.front import pipeline
 
         _ = self.capture_options  # a bad --param is refused before anything runs
         pipeline.check_can_capture(o.python)
@@ -255,7 +255,7 @@ class Run:
 
     def analyse(self, on_progress) -> Diagnosis:
         """The diagnosis of a recording (trace, capture, rank or sweep folder)."""
-        from diagnose import pipeline
+        from diagnose.front import pipeline
 
         o = self.options
         diagnosis = pipeline.analyse(
@@ -279,7 +279,7 @@ class Run:
 
     def capture(self, folder: OutputFolder, on_progress) -> Diagnosis:
         """One capture (with --ncu, --ncu-csv), then --verify; its diagnosis names the final folder."""
-        from diagnose import pipeline
+        from diagnose.front import pipeline
 
         o = self.options
         captured = pipeline.capture(
@@ -298,7 +298,7 @@ class Run:
 
     def verify(self, captured, folder: OutputFolder, on_progress) -> None:
         """--verify: apply each fix that can be applied from outside the code, measure it, record the outcome."""
-        from diagnose import pipeline
+        from diagnose.front import pipeline
 
         pipeline.verify_fixes(
             captured.diagnosis,
@@ -314,7 +314,7 @@ class Run:
 
     def sweep(self, folder: OutputFolder, on_progress) -> Diagnosis:
         """--sweep NAME=V1,...: one capture per value, then the sweep's diagnosis."""
-        from diagnose import pipeline
+        from diagnose.front import pipeline
 
         diagnosis = pipeline.sweep_and_analyse(
             self.target,
@@ -328,7 +328,7 @@ class Run:
 
     def torchrun(self, folder: OutputFolder, on_progress) -> Diagnosis:
         """--nproc-per-node N: every rank captured through torchrun, then the cross-rank diagnosis."""
-        from diagnose import pipeline
+        from diagnose.front import pipeline
         from diagnose.capture.distributed import Launch, check_launch
 
         o = self.options
@@ -344,7 +344,7 @@ class Run:
 
     def write(self, diagnosis: Diagnosis, folder: OutputFolder) -> tuple[dict[str, str], object]:
         """Write findings.json and the reports, then --baseline's diff; ({what: final path}, DiffReport or None)."""
-        from diagnose import pipeline
+        from diagnose.front import pipeline
 
         written = public(folder, pipeline.write_outputs(diagnosis, folder.path, html=not self.options.no_html))
         return written, self.baseline(diagnosis, folder, written)
@@ -353,7 +353,7 @@ class Run:
         """--baseline FOLDER: the DiffReport of the baseline against this run, its files added to `written`."""
         if self.options.baseline is None:
             return None
-        from diagnose.diff_command import compare_with_baseline
+        from diagnose.front.diff_command import compare_with_baseline
 
         result, files = compare_with_baseline(
             diagnosis,
@@ -376,7 +376,7 @@ class Run:
                 if note.startswith(("--ncu", "ncu.", "--verify")):
                     print(f"diagnose: {plain(note)}", file=sys.stderr)
         if compared is not None:  # with --baseline, stdout shows the diff
-            from diagnose.diff_command import exit_code, show
+            from diagnose.front.diff_command import exit_code, show
 
             show(compared, o, written)
             if diagnosis.workload_failed:

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from diagnose.commands import common
-from diagnose.errors import EXIT_OK
+from diagnose.base.errors import EXIT_OK
 
 
 class SchemaCommand(common.Command):
@@ -18,7 +18,7 @@ class SchemaCommand(common.Command):
     usage = "diagnose schema [FINDINGS.json ...]"
     summary = "  diagnose schema [FILE]  the JSON Schema of findings.json; with files, check them against it\n"
     description = (
-        "Print the JSON Schema of findings.json (diagnose.findings/1); with files, check each "
+        "Print the JSON Schema of findings.json (diagnose.model.findings/1); with files, check each "
         "against it instead (exit 0 when all fit, 2 naming the first field that does not)."
     )
 
@@ -28,7 +28,7 @@ class SchemaCommand(common.Command):
 
     def run(self, args: argparse.Namespace) -> int:
         """Print the schema, or check each file (InputError, exit 2, naming the file and the field)."""
-        from diagnose.findings import SCHEMA, check_findings_file, findings_schema
+        from diagnose.model.findings import SCHEMA, check_findings_file, findings_schema
 
         if not args.files:
             common.print_out(json.dumps(findings_schema(), indent=2))

@@ -19,7 +19,7 @@ from __future__ import annotations
 import dataclasses
 
 from diagnose.diff import matching
-from diagnose.findings import Bucket, Summary
+from diagnose.model.findings import Bucket, Summary
 from diagnose.vocabulary.kernels import COMM_FAMILY
 
 TOP_ITEMS = 5

@@ -7,8 +7,8 @@ from diagnose.diff.attribution import bucket_changes
 from diagnose.diff.changes import finding_changes
 from diagnose.diff.model import DiffReport, Side
 from diagnose.diff.stats import MIN_EFFECT, gate_trips, step_change, step_samples
-from diagnose.errors import InputError
-from diagnose.findings import Diagnosis
+from diagnose.base.errors import InputError
+from diagnose.model.findings import Diagnosis
 
 
 def diff_diagnoses(

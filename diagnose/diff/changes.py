@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from diagnose.findings import SEVERITIES, Finding
+from diagnose.model.findings import SEVERITIES, Finding
 
 
 @dataclasses.dataclass

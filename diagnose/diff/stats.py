@@ -21,7 +21,7 @@ import dataclasses
 
 import numpy as np
 
-from diagnose.thresholds import Threshold
+from diagnose.base.thresholds import Threshold
 
 RESAMPLES = 4000
 CONFIDENCE = 0.95

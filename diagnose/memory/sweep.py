@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from diagnose.errors import InputError
+from diagnose.base.errors import InputError
 from diagnose.trace import schemas
 
 SWEEP_FILE = "sweep.json"

@@ -7,7 +7,9 @@ from typing import Any, Callable
 
 import pandas as pd
 
-from diagnose import devices, measured_peaks
+from diagnose.base import devices
+
+from diagnose.base import measured_peaks
 from diagnose.metrics import work
 from diagnose.metrics.accounting import Accounting, silent_outside_syncs, step_accounting
 from diagnose.metrics.comm import Communication, communication, rounds_per_step
@@ -151,7 +153,7 @@ class Metrics:
 
     @functools.cached_property
     def device_spec(self) -> devices.DeviceSpec | None:
-        """Peak and achievable ceilings of the trace's GPU: the datasheet's (diagnose/devices.py), with the
+        """Peak and achievable ceilings of the trace's GPU: the datasheet's (diagnose/base/devices.py), with the
         achievable figures a capture's `diagnose probe` measured on the GPU itself; None when neither exists."""
         device = self.trace.device
         return measured_peaks.with_measured(devices.lookup(device), (self.trace.capture or {}).get("gpu_probe"), device)

@@ -26,7 +26,7 @@ import pandas as pd
 
 from diagnose.metrics.launches import lookup
 from diagnose.metrics.steps import Steps
-from diagnose.thresholds import Threshold
+from diagnose.base.thresholds import Threshold
 from diagnose.trace.model import Trace
 from diagnose.trace.names import name_search
 

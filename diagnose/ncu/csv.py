@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from diagnose.errors import InputError
+from diagnose.base.errors import InputError
 from diagnose.trace import schemas
 
 NCU_MAX_BYTES = 256 << 20  # a raw-page CSV is ~10 kB per kernel: tens of thousands of kernels

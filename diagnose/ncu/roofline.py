@@ -5,7 +5,7 @@ arithmetic intensity (FLOPs ÷ bytes), y its achieved throughput (FLOPs ÷ kerne
 profiled kernel time). FLOPs always come from the recorded shapes (metrics/work.py); the bytes
 are Nsight Compute's measured DRAM bytes where they were attached (a *measured* point), else
 the shape-based estimate. Ops without FLOPs or bytes (copies, unknown shapes) have no place on
-the chart. Ceilings come from diagnose/devices.py: the datasheet HBM bandwidth and compute peaks
+the chart. Ceilings come from diagnose/base/devices.py: the datasheet HBM bandwidth and compute peaks
 (solid) and the achievable ones (dashed).
 """
 

@@ -31,7 +31,7 @@ from diagnose.capture.runner import end_group, wait_or_kill
 from diagnose.ncu.csv import NO_HEADER, NO_ROWS, NO_TABLE, REQUESTED_METRICS, NcuTable, parse_text
 from diagnose.ncu.join import base_name
 from diagnose.ncu.tool import find_ncu
-from diagnose.safe_files import write_new
+from diagnose.base.safe_files import write_new
 from diagnose.capture.guard import guarded
 from diagnose.vocabulary.markers import NVTX_FIRST_STEP_FILTER
 

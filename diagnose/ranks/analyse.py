@@ -19,12 +19,12 @@ from pathlib import Path
 
 import msgspec
 
-from diagnose.assemble import capture_summary, diagnose_trace
-from diagnose.config import Config
-from diagnose.engine import Context, run_rules, verdict
-from diagnose.errors import InputError
-from diagnose.findings import Bucket, Diagnosis, Finding, RankSummary, typed
-from diagnose.invariants import enforce
+from diagnose.rulebook.assemble import capture_summary, diagnose_trace
+from diagnose.model.config import Config
+from diagnose.rulebook.engine import Context, run_rules, verdict
+from diagnose.base.errors import InputError
+from diagnose.model.findings import Bucket, Diagnosis, Finding, RankSummary, typed
+from diagnose.model.invariants import enforce
 from diagnose.metrics.accounting import largest_non_compute, with_rank_wait
 from diagnose.ranks.discover import RankSource, rank_sources
 from diagnose.ranks.model import RankSet
@@ -99,7 +99,7 @@ def analyse_ranks(
     d.details.ranks = ranks.budgets()
     _failed_rank(d, chosen)
     d.warnings = list(dict.fromkeys([*warnings, *ranks.warnings, *d.warnings]))
-    enforce(d)  # the merged findings and the rank rows, held to diagnose/invariants.py
+    enforce(d)  # the merged findings and the rank rows, held to diagnose/model/invariants.py
     d.verdict = verdict(d)
     return d
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from diagnose.findings import Bucket, Summary
-from diagnose.format import short_name
+from diagnose.model.findings import Bucket, Summary
+from diagnose.base.format import short_name
 from diagnose.vocabulary.units import fmt, percent
 from diagnose.report.svg import (
     WIDTH,

@@ -13,10 +13,10 @@ from pathlib import Path
 import jinja2
 
 from diagnose.diff import DiffReport
-from diagnose.format import short_name
+from diagnose.base.format import short_name
 from diagnose.vocabulary.units import fmt
 from diagnose.report import diff_views as views
-from diagnose.version import __version__
+from diagnose.base.version import __version__
 
 BAR_PX = 320
 SEVERITY = {"good": "none", "bad": "high", "same": "unknown"}  # the report's verdict colours: green, red, grey

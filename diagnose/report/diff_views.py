@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from diagnose.diff import DiffReport
-from diagnose.format import short_name
+from diagnose.base.format import short_name
 from diagnose.vocabulary.units import percent
 
 MAX_BUCKET_ROWS = 6

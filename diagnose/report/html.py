@@ -13,13 +13,13 @@ from pathlib import Path
 import jinja2
 from markupsafe import Markup
 
-from diagnose.findings import Diagnosis, Finding
-from diagnose.format import column_label, short_name
+from diagnose.model.findings import Diagnosis, Finding
+from diagnose.base.format import column_label, short_name
 from diagnose.vocabulary.units import duration, fmt, is_number, percent
 from diagnose.memory.units import gb
 from diagnose.report import Renderer, charts, memory_charts
 from diagnose.report.verify_view import verify_lines
-from diagnose.version import __version__
+from diagnose.base.version import __version__
 
 TEMPLATES = Path(__file__).parent / "templates"
 LONG_TEXT = 60

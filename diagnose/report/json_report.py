@@ -5,12 +5,12 @@ from __future__ import annotations
 import json
 import math
 
-from diagnose.findings import Diagnosis
+from diagnose.model.findings import Diagnosis
 from diagnose.report import Renderer
 
 
 def render_json(diagnosis: Diagnosis, indent: int | None = 2, **_) -> str:
-    """The Diagnosis as JSON (schema `diagnose.findings/1`); NaN and infinities become null."""
+    """The Diagnosis as JSON (schema `diagnose.model.findings/1`); NaN and infinities become null."""
     return json.dumps(_clean(diagnosis.to_dict()), indent=indent, ensure_ascii=False)
 
 
@@ -33,7 +33,7 @@ def _clean(value):
 
 RENDERER = Renderer(
     "json",
-    "findings.json: the versioned schema diagnose.findings/1",
+    "findings.json: the versioned schema diagnose.model.findings/1",
     render_json,
     filename="findings.json",
     label="findings",

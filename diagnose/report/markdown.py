@@ -7,8 +7,8 @@ kernel called `|` or `<script>` cannot break the table or inject markup.
 
 from __future__ import annotations
 
-from diagnose.findings import Diagnosis
-from diagnose.format import short_name
+from diagnose.model.findings import Diagnosis
+from diagnose.base.format import short_name
 from diagnose.vocabulary.units import duration, fmt, percent
 from diagnose.report import Renderer
 from diagnose.report.diff_markdown import render_diff_markdown

@@ -3,7 +3,7 @@ format.markdown (escaping, mentions, references and bare URLs made inert), `link
 
 from __future__ import annotations
 
-from diagnose.format import markdown as md
+from diagnose.base.format import markdown as md
 
 __all__ = ["md", "link"]
 

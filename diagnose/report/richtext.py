@@ -6,7 +6,7 @@ import os
 
 from rich.markup import escape
 
-from diagnose.format import plain
+from diagnose.base.format import plain
 
 UNWRAPPED = 100_000  # piped output: one line stays one line
 

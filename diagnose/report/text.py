@@ -13,7 +13,7 @@ import io
 from rich.console import Console
 from rich.table import Table
 
-from diagnose.findings import Diagnosis, Summary
+from diagnose.model.findings import Diagnosis, Summary
 from diagnose.vocabulary.units import fmt, percent, plural
 from diagnose.report import Renderer
 from diagnose.report.diff_text import render_diff_text

@@ -2,12 +2,12 @@
 
 Each line: the fix and variant, the estimate, the measured speedup with its 95 % interval, the
 numerics verdict, and the fixed step's budget next to the original step's. Reads the typed
-`Finding.verify` entries (diagnose.findings Verify; diagnose/verify/model.py writes them).
+`Finding.verify` entries (diagnose.model.findings Verify; diagnose/verify/model.py writes them).
 """
 
 from __future__ import annotations
 
-from diagnose.findings import Numerics, Trial, TrialBudget
+from diagnose.model.findings import Numerics, Trial, TrialBudget
 from diagnose.vocabulary.dtypes import precision_label
 from diagnose.vocabulary.units import fmt, percent
 

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import msgspec
 
-from diagnose.errors import InputError
-from diagnose import step_timing
+from diagnose.base.errors import InputError
+from diagnose.base import step_timing
 from diagnose.trace import kineto, legacy, parallel, schemas, source
 from diagnose.trace.frames import build_frames
 from diagnose.trace.model import Trace

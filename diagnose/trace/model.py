@@ -85,7 +85,7 @@ class Trace:
         """What the trace ran on: from the capture's own record, else the trace's deviceProperties.
 
         name, sm_count, memory_bytes and compute_capability, and where recorded the properties the
-        peak estimate uses (diagnose/devices.py): gcn_arch (ROCm), warp_size, clock_khz (SM boost
+        peak estimate uses (diagnose/base/devices.py): gcn_arch (ROCm), warp_size, clock_khz (SM boost
         clock), memory_clock_khz and memory_bus_bits. kineto writes warpSize but no clocks; a
         capture by diagnose records all of them that torch reports."""
         info: dict[str, Any] = {

@@ -24,7 +24,7 @@ from typing import Annotated, Union
 
 import msgspec
 
-from diagnose.errors import InputError
+from diagnose.base.errors import InputError
 
 SIDE_FILE_MAX_BYTES = 256 << 20
 MAX_NUMBER = 1e18  # larger than any byte count, µs duration or count a capture records
@@ -116,7 +116,7 @@ class CaptureMeta(msgspec.Struct):
     memory: Union[CaptureMemory, None] = None
     warnings: Union[list[str], None] = None
     workload: Union[dict, None] = None  # libraries and models (diagnose/capture/model_census.py)
-    gpu_probe: Union[dict, None] = None  # diagnose/measured_peaks.py checks its fields
+    gpu_probe: Union[dict, None] = None  # diagnose/base/measured_peaks.py checks its fields
 
 
 class OomRecord(msgspec.Struct):

@@ -39,7 +39,7 @@ import stat
 import zlib
 from pathlib import Path
 
-from diagnose.errors import InputError
+from diagnose.base.errors import InputError
 
 MAX_TRACE_BYTES = 4 << 30
 INFLATE_RATIO = 100

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from diagnose.errors import DiagnoseError
+from diagnose.base.errors import DiagnoseError
 from diagnose.metrics import Metrics
 from diagnose.trace.load import load_capture_folder
 

@@ -1,14 +1,14 @@
 """The result of `--verify`: one FixTrial per variant tried, one Verification per fix of a finding.
 
-`Verification.record()` is what a finding's `verify` list holds: a diagnose.findings Verify (additive
-to diagnose.findings/1), read by the renderers without this package.
+`Verification.record()` is what a finding's `verify` list holds: a diagnose.model.findings Verify (additive
+to diagnose.model.findings/1), read by the renderers without this package.
 """
 
 from __future__ import annotations
 
 import dataclasses
 
-from diagnose.findings import Verify, typed
+from diagnose.model.findings import Verify, typed
 
 
 @dataclasses.dataclass

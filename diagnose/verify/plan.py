@@ -1,6 +1,6 @@
 """Which fixes `--verify` can apply from outside the user's code, and with which variants.
 
-Each catalogue fix id (diagnose/fixes.py) that can be applied by wrapping the step callable (or by
+Each catalogue fix id (diagnose/model/fixes.py) that can be applied by wrapping the step callable (or by
 the process environment) maps to its variants, the main one first: the child process
 (diagnose/capture/verify.py) knows each variant by name. Every other fix "needs a code change".
 """

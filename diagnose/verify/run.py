@@ -19,7 +19,7 @@ from diagnose.verify import numerics
 from diagnose.verify.budget import fixed_budget
 from diagnose.verify.model import FixTrial, Verification
 from diagnose.verify.plan import env_for, plan_trials
-from diagnose.safe_files import write_new
+from diagnose.base.safe_files import write_new
 from diagnose.capture.guard import guarded
 
 VERIFY_FOLDER = "verify"

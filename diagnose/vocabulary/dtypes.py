@@ -5,8 +5,8 @@ A dtype reaches diagnose spelt two ways: torch.profiler records C++ names in `In
 own (`float32`, `bfloat16`, `float8_e4m3fn`, as `str(torch.bfloat16)` less its `torch.` prefix).
 Both spellings of one dtype give the same answers here.
 
-The *precision* of a floating or 8-bit dtype is its key in the peak tables (diagnose/devices.py,
-diagnose/measured_peaks.py): `fp64`, `fp32`, `fp16`, `bf16`, `fp8`, `int8`; None for the other
+The *precision* of a floating or 8-bit dtype is its key in the peak tables (diagnose/base/devices.py,
+diagnose/base/measured_peaks.py): `fp64`, `fp32`, `fp16`, `bf16`, `fp8`, `int8`; None for the other
 integer, boolean and complex types, whose matmuls no peak describes, and for the scale and
 packed formats (`Float8_e8m0fnu`, `Float4_e2m1fn_x2`). TF32 is no dtype: it is how fp32 data
 runs on tensor cores, a precision a fix computes in (`tf32`).

@@ -2,7 +2,7 @@
 
 `Report` is the plain Diagnosis plus what a notebook wants: its HTML report as the cell's display,
 and `render(format)` for any registered renderer. It lives above the renderers, so the model
-(diagnose/findings.py) never imports them.
+(diagnose/model/findings.py) never imports them.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 import html
 
 from diagnose import report
-from diagnose.findings import Diagnosis
+from diagnose.model.findings import Diagnosis
 
 
 class Report(Diagnosis):

@@ -4,7 +4,7 @@ device spec the rules use once a capture carries them.
 A probe record (diagnose/capture/gpu_probe.py measures it) holds the achievable HBM bandwidth in TB/s
 and the matmul TFLOP/s of each precision on that GPU. It is cached as one JSON file per device and
 software stack under `cache_dir()`; a capture copies it into meta.json as `gpu_probe`. `with_measured`
-then replaces the achievable figures of the datasheet spec (diagnose/devices.py) by the measured ones
+then replaces the achievable figures of the datasheet spec (diagnose/base/devices.py) by the measured ones
 and keeps the datasheet beside them (or the estimate from the device's properties, which a measured
 bandwidth completes where the estimate had none); for a GPU with neither the measured figures are the
 only ceilings, and the spec's `source` says so.
@@ -23,8 +23,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from diagnose import devices
-from diagnose.safe_files import write_new
+from diagnose.base import devices
+from diagnose.base.safe_files import write_new
 
 SCHEMA = "diagnose.gpu-probe/1"
 PROBE_TIMEOUT_S = 300.0
@@ -96,7 +96,7 @@ def run_probe(
     if cache_folder:
         command += ["--cache-dir", str(cache_folder)]
     env = dict(os.environ)
-    root = str(Path(__file__).resolve().parents[1])
+    root = str(Path(__file__).resolve().parents[2])
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [root, env.get("PYTHONPATH")]))
     try:
         done = subprocess.run(

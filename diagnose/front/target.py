@@ -22,7 +22,7 @@ import re
 from pathlib import Path
 from typing import Literal
 
-from diagnose.errors import InputError, UsageError
+from diagnose.base.errors import InputError, UsageError
 from diagnose.memory.sweep import is_sweep_folder
 from diagnose.ranks.discover import is_rank_folder
 

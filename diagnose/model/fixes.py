@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import textwrap
 
-from diagnose.findings import Fix
+from diagnose.model.findings import Fix
 
 CODE_COLUMNS = 100  # the widest line of a fix's code: the report shows it whole at 1400 px
 

@@ -4,15 +4,15 @@ Everything a renderer shows is computed here, once, from the trace, its Metrics 
 results: the summary numbers, the verdict, and the typed `Details` sections (top kernels with
 their Nsight Compute columns, the median step's timeline, the per-step table, memory, roofline,
 the ncu join). Renderers (diagnose/report) only read the Diagnosis; nothing writes on the trace. Last, the
-Diagnosis is held to diagnose/invariants.py: a finding with an impossible number is dropped.
+Diagnosis is held to diagnose/model/invariants.py: a finding with an impossible number is dropped.
 """
 
 from __future__ import annotations
 
-from diagnose.config import Config
-from diagnose.engine import Context, run_rules, verdict
-from diagnose.findings import Details, Diagnosis, Summary, typed
-from diagnose.invariants import enforce
+from diagnose.model.config import Config
+from diagnose.rulebook.engine import Context, run_rules, verdict
+from diagnose.model.findings import Details, Diagnosis, Summary, typed
+from diagnose.model.invariants import enforce
 from diagnose.memory.details import memory_details
 from diagnose.metrics import views
 from diagnose.ncu.details import enrich_top_kernels, join_warnings, ncu_details

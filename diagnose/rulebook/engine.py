@@ -14,8 +14,8 @@ import math
 import sys
 from typing import Callable, ClassVar
 
-from diagnose.config import Config
-from diagnose.findings import (
+from diagnose.model.config import Config
+from diagnose.model.findings import (
     LABEL_KEYS,
     OFFENDER_MEASURES,
     Bucket,
@@ -29,11 +29,11 @@ from diagnose.findings import (
     Skipped,
 )
 from diagnose.vocabulary.units import fmt, percent
-from diagnose.frameworks import detect_frameworks, in_framework_api
+from diagnose.model.frameworks import detect_frameworks, in_framework_api
 from diagnose.memory.record import load_memory
 from diagnose.metrics import Metrics
 from diagnose.metrics.timeline import PARAMETERS as TIMELINE_PARAMETERS
-from diagnose.thresholds import Threshold
+from diagnose.base.thresholds import Threshold
 from diagnose.trace.model import Trace
 
 __all__ = [
@@ -144,7 +144,7 @@ def _missing_launch_links(ctx: "Context") -> str | None:
 
 
 def _missing_device_peaks(ctx: "Context") -> str | None:
-    from diagnose.devices import describe_unknown
+    from diagnose.base.devices import describe_unknown
 
     return None if ctx.metrics.device_spec is not None else describe_unknown(ctx.trace.device)
 

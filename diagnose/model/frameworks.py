@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from diagnose.findings import Finding
-from diagnose.fixes import comment
+from diagnose.model.findings import Finding
+from diagnose.model.fixes import comment
 
 IMPORT_TIME = "<module>"
 

@@ -8,8 +8,10 @@ import json
 from rich.console import Console
 from rich.table import Table
 
-from diagnose import devices, measured_peaks
-from diagnose.errors import EXIT_OK, InputError
+from diagnose.base import devices
+
+from diagnose.base import measured_peaks
+from diagnose.base.errors import EXIT_OK, InputError
 from diagnose.vocabulary.units import percent
 
 

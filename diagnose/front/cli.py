@@ -19,8 +19,8 @@ import threading
 from diagnose import commands
 from diagnose.commands.progress import CountedOf
 from diagnose.commands.run import print_workload_error as _print_workload_error
-from diagnose.errors import DiagnoseError
-from diagnose.format import plain
+from diagnose.base.errors import DiagnoseError
+from diagnose.base.format import plain
 
 __all__ = ["main", "Terminated", "CountedOf", "_print_workload_error"]
 

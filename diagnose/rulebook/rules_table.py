@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from diagnose.errors import UsageError
+from diagnose.base.errors import UsageError
 from diagnose.vocabulary.units import fmt
 from diagnose.metrics.timeline import PARAMETERS
 from diagnose.rules import ALL_RULES

@@ -34,7 +34,7 @@ Every GPU gets a spec, in this order (`lookup`):
    A spec whose bandwidth could not be inferred (a GDDR card known only by its properties: its
    bandwidth depends on a bus width and memory clock a kineto trace does not record) has NaN
    bandwidth and `bandwidth_missing` saying why; the rules that need bandwidth (the "device-
-   bandwidth" need in diagnose/engine.py) are skipped with that sentence, the rest run.
+   bandwidth" need in diagnose/rulebook/engine.py) are skipped with that sentence, the rest run.
 
 Sources (dense, no sparsity; read 2026-12 from the vendors' published datasheets and whitepapers):
 NVIDIA V100, A100, A10, A30, H100 (SXM, PCIe, NVL), H200, H800, H20, L4, L40S and B200 datasheets
@@ -582,4 +582,4 @@ def describe_unknown(device: dict | None) -> str:
     """Why no spec was found, for a Skip reason: the name not matched and the property that was missing."""
     name = (device or {}).get("name") or "unnamed GPU"
     _, why = estimate(device or {})
-    return f"no peak figures for the GPU '{name}': not a named GPU, and {why}; add it to diagnose/devices.py"
+    return f"no peak figures for the GPU '{name}': not a named GPU, and {why}; add it to diagnose/base/devices.py"

@@ -12,8 +12,8 @@ import difflib
 import tomllib
 from pathlib import Path
 
-from diagnose.errors import InputError, UsageError
-from diagnose.findings import SEVERITIES
+from diagnose.base.errors import InputError, UsageError
+from diagnose.model.findings import SEVERITIES
 from diagnose.trace import schemas
 
 PYPROJECT_MAX_BYTES = 4 << 20  # far more than any project's pyproject.toml

@@ -2,7 +2,7 @@
 
 Every class here is a msgspec Struct: findings.json is their encoding (`Diagnosis.to_dict`), a
 findings.json is read back typed and checked (`Diagnosis.from_dict`), and `diagnose schema` prints
-the JSON Schema of `diagnose.findings/1` made from them (`findings_schema`). Changes stay additive:
+the JSON Schema of `diagnose.model.findings/1` made from them (`findings_schema`). Changes stay additive:
 a field added later has a default, so an older findings.json still reads.
 
 An offender row is written flat, as before the rows were typed: the key its `label` names holds
@@ -18,9 +18,9 @@ from typing import Literal
 import msgspec
 
 from diagnose.vocabulary.units import fmt
-from diagnose.invariants import holds
+from diagnose.model.invariants import holds
 
-SCHEMA = "diagnose.findings/1"
+SCHEMA = "diagnose.model.findings/1"
 SEVERITIES = ("high", "medium", "low")
 Severity = Literal["high", "medium", "low"]
 
@@ -57,7 +57,7 @@ class Evidence(msgspec.Struct):
 
 
 class Fix(msgspec.Struct):
-    """A recommended fix, by stable id (diagnose/fixes.py lists them), with a code example for the case."""
+    """A recommended fix, by stable id (diagnose/model/fixes.py lists them), with a code example for the case."""
 
     id: str
     title: str
@@ -436,7 +436,7 @@ class Details(msgspec.Struct, omit_defaults=True):
     """The report's supporting data, one named section each; a section the run has nothing for is None.
 
     Each section is plain data (lists and dicts of numbers and strings), built once by
-    diagnose/assemble.py and read by every renderer:
+    diagnose/rulebook/assemble.py and read by every renderer:
       top_kernels    the GPU ops that take most time per step (metrics/views.py; ncu columns when measured)
       step_timeline  the median step's GPU ops and classified gaps (metrics/views.py)
       steps          the per-step table, profiled time (metrics/views.py)
@@ -581,7 +581,7 @@ def check_findings_file(path) -> Diagnosis:
     field that does not fit (or the schema it claims, when that is not this one)."""
     from pathlib import Path
 
-    from diagnose.errors import InputError
+    from diagnose.base.errors import InputError
     from diagnose.trace.schemas import read_json_object
 
     path = Path(path)
@@ -595,7 +595,7 @@ def check_findings_file(path) -> Diagnosis:
 
 
 def findings_schema() -> dict:
-    """The JSON Schema of findings.json (`diagnose.findings/1`), from the model itself; an offender is
+    """The JSON Schema of findings.json (`diagnose.model.findings/1`), from the model itself; an offender is
     described in its flat form (module docstring): `label`, the measures, and any other column."""
     schema = msgspec.json.schema(Diagnosis)
     offender = schema["$defs"]["Offender"]

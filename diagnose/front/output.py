@@ -36,14 +36,14 @@ import stat
 from pathlib import Path
 from typing import Iterable
 
-from diagnose.errors import UsageError
-from diagnose.safe_files import write_new
-from diagnose.version import __version__
+from diagnose.base.errors import UsageError
+from diagnose.base.safe_files import write_new
+from diagnose.base.version import __version__
 
 STAGING_MARK = ".diagnose-staging-"
 REPLACED_MARK = ".diagnose-replaced-"
 MANIFEST = "diagnose-output.json"
-MANIFEST_SCHEMA = "diagnose.output/1"
+MANIFEST_SCHEMA = "diagnose.front.output/1"
 
 _NAME_ROOM = 100  # bytes of the final name kept in the staging name (names are limited to 255 bytes)
 _NAME_MAX = 255

@@ -16,14 +16,16 @@ import os
 import sys
 from pathlib import Path
 
-from diagnose import pipeline, report
+from diagnose import report
+
+from diagnose.front import pipeline
 from diagnose.diff import DiffReport, diff_diagnoses
-from diagnose.errors import EXIT_FINDING, EXIT_OK, UsageError
-from diagnose.findings import Diagnosis
-from diagnose.output import OutputFolder
+from diagnose.base.errors import EXIT_FINDING, EXIT_OK, UsageError
+from diagnose.model.findings import Diagnosis
+from diagnose.front.output import OutputFolder
 from diagnose.report.richtext import colour
-from diagnose.safe_files import write_new
-from diagnose.target import Target, as_target, resolve_target
+from diagnose.base.safe_files import write_new
+from diagnose.front.target import Target, as_target, resolve_target
 
 
 def run_diff(args, config) -> int:

@@ -1,6 +1,6 @@
 """The paths of a run: capture a workload then analyse it, analyse an existing trace or sweep, write outputs.
 
-Every path ends in a Diagnosis (diagnose/assemble.py builds it) and `write_outputs`, which writes
+Every path ends in a Diagnosis (diagnose/rulebook/assemble.py builds it) and `write_outputs`, which writes
 findings.json and each renderer's file (report.html) into the output folder; a capture folder
 also holds trace.json.gz, meta.json, workload.log (and with `--ncu` ncu.csv and ncu.log), so a run
 can be re-analysed anywhere. Nsight Compute measurements come from the `--ncu` pass, from
@@ -15,19 +15,19 @@ import json
 from pathlib import Path
 
 from diagnose import report
-from diagnose.assemble import diagnose_trace
+from diagnose.rulebook.assemble import diagnose_trace
 from diagnose.capture.runner import check_python
 from diagnose.capture.spec import CaptureOptions, CaptureSpec
-from diagnose.config import Config
-from diagnose.errors import InputError, UsageError
-from diagnose.findings import Diagnosis
+from diagnose.model.config import Config
+from diagnose.base.errors import InputError, UsageError
+from diagnose.model.findings import Diagnosis
 from diagnose.memory.sweep import load_sweep
 from diagnose.metrics import Metrics
 from diagnose.ncu import read_ncu
 from diagnose.trace.load import load_capture_folder, load_target
 from diagnose.trace.model import Trace
-from diagnose.safe_files import write_new
-from diagnose.target import Target, as_target
+from diagnose.base.safe_files import write_new
+from diagnose.front.target import Target, as_target
 
 NCU_FILES = ("ncu.csv", "ncu.csv.gz", "ncu.ncu-rep")
 
@@ -35,7 +35,7 @@ NCU_FILES = ("ncu.csv", "ncu.csv.gz", "ncu.ncu-rep")
 def analyse(
     target: Target | Path, config: Config, ncu_csv: Path | None = None, on_progress=None, max_bytes: int | None = None
 ) -> Diagnosis:
-    """Analysis mode, no torch: a recorded target (a path is resolved by diagnose/target.py), by the
+    """Analysis mode, no torch: a recorded target (a path is resolved by diagnose/front/target.py), by the
     analysis of its kind: a trace file, a capture folder (with its ncu.csv, if any), a rank folder
     or a sweep folder. `ncu_csv` attaches Nsight Compute results to a trace or capture.
 
@@ -333,7 +333,7 @@ def capture_distributed_and_analyse(
     d.target = spec.target
     d.capture.update({k: meta[k] for k in ("status", "error") if meta.get(k) is not None})
     d.capture["distributed"] = meta["distributed"]
-    from diagnose.engine import verdict
+    from diagnose.rulebook.engine import verdict
 
     d.verdict = verdict(d)
     return d
