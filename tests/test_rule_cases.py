@@ -1,5 +1,10 @@
 """Runs every case in fixtures/cases/*.yaml: the rule must fire, stay quiet or be skipped as stated.
 
+A case is judged on the analysis a user gets, every rule at once: a case at default thresholds reads
+the session's analysis of its target (conftest.diagnosis_of, shared with the golden, accounting and
+invariant tests), so a target with twenty cases is analysed once, not twenty times. A case that sets
+thresholds runs its rule alone with them.
+
 A case on a capture that has a Nsight Compute CSV (fixtures/ncu/CAPTURE.ncu.csv.gz, or a
 CAPTURE.synthetic.ncu.csv.gz made from a real one) runs again with it attached and must reach the
 same outcome (fire, stay quiet, be skipped; the same fix when the case names one), unless the case
@@ -9,6 +14,7 @@ names another outcome under `with_ncu` (true, false or skipped): measurements on
 from __future__ import annotations
 
 import functools
+from pathlib import Path
 
 import yaml
 import pytest
@@ -50,6 +56,21 @@ def _load(case):
     return load_target(SYNTHETIC / case["synthetic"])
 
 
+def _path(case) -> Path:
+    """The bundled target a case names."""
+    if "capture" in case:
+        return CAPTURES / case["capture"]
+    if "peer" in case:
+        return PEER_TRACES / case["peer"]
+    return SYNTHETIC / case["synthetic"]
+
+
+@functools.lru_cache(maxsize=None)
+def _with_ncu(capture: str):
+    """Every rule on a capture with its Nsight Compute table attached, once per session."""
+    return diagnose_trace(load_capture(capture), Config(), ncu=ncu_table(capture))
+
+
 def ncu_csv(capture: str):
     """The Nsight Compute CSV recorded for a capture (a real one first, else a synthetic one), or None."""
     return next(
@@ -84,6 +105,10 @@ def _run(rule_id, case, ncu=None):
 
         folder = SYNTHETIC / case["ranks"] if "ranks" in case else CAPTURES / case["rank_capture"]
         diagnosis = analyse_ranks(folder, config, workers=1) if case.get("set") else diagnosis_of(folder)
+    elif ncu is not None and not case.get("set"):
+        diagnosis = _with_ncu(case["capture"])
+    elif not case.get("set") and ncu is None:
+        diagnosis = diagnosis_of(_path(case))
     else:
         diagnosis = diagnose_trace(_load(case), config, rules=[rule], ncu=ncu)
     fired = [f for f in diagnosis.findings if f.rule == rule_id]

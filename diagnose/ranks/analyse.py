@@ -1,13 +1,15 @@
-"""Analyse a folder of rank traces: each rank in a worker process, then the cross-rank view.
+"""Analyse a folder of rank traces: each rank measured on its own, then the cross-rank view.
 
-Each rank's trace is decoded and measured in a worker process (`workers` of them, so at most that
-many traces are in memory at once); a worker sends back only the rank's compact profile
-(profile.py) and the single-rank findings, never the trace. The parent builds the RankSet
-(model.py), loads one trace again, the reference rank's (the lowest), and runs every rule on it
+The parent analyses the first rank itself while worker processes (`workers` in all, the parent
+counted, so at most that many traces are in memory at once) take the others; a worker sends back
+only the rank's compact profile (profile.py) and the single-rank findings, never the trace. The
+parent builds the RankSet (model.py) and runs every rule on the reference rank's trace (the lowest)
 with the RankSet in the context: the single-rank rules as on one trace, the cross-rank rules
-(straggler, exposed-comm across ranks) on all ranks. Each finding says on which ranks it holds;
-a finding that holds on other ranks but not on the reference is taken from the first of them.
-Peak memory is one trace per worker plus one in the parent, whatever the number of ranks.
+(straggler, exposed-comm across ranks) on all ranks. When the reference is the rank the parent
+measured, its trace and views are reused; else its trace is loaded again. Each finding says on
+which ranks it holds; a finding that holds on other ranks but not on the reference is taken from
+the first of them. Peak memory is one trace per worker plus one in the parent, whatever the number
+of ranks.
 """
 
 from __future__ import annotations
@@ -47,6 +49,11 @@ def default_workers() -> int:
 
 def analyse_rank(source: RankSource, config: Config, max_bytes: int | None = None) -> dict:
     """One rank, in a worker: its profile, its single-rank findings and what its capture said."""
+    return _analysed_rank(source, config, max_bytes)[0]
+
+
+def _analysed_rank(source: RankSource, config: Config, max_bytes: int | None) -> tuple[dict, Context]:
+    """analyse_rank's result, with the Context it was measured in (trace and Metrics)."""
     trace = load_target(source.path, **({"max_bytes": max_bytes} if max_bytes else {}))
     rank, how = source.rank, source.how
     if how != "folder":
@@ -57,13 +64,14 @@ def analyse_rank(source: RankSource, config: Config, max_bytes: int | None = Non
     results = run_rules(ctx, [r for r in ALL_RULES if r.id not in CROSS_RANK_RULES])
     profile = rank_profile(ctx.metrics, rank, str(source.path), how)
     profile.findings = [f.rule for f in results.findings]
-    return {
+    result = {
         "profile": profile.to_dict(),
         "findings": {f.rule: f for f in results.findings},
         "capture": capture_summary(trace),
         "path": str(source.path),
         "how": how,
     }
+    return result, ctx
 
 
 def analyse_ranks(
@@ -80,14 +88,18 @@ def analyse_ranks(
     if not sources:
         raise InputError(f"{folder}: no rank traces in it (rank-K/ folders or several kineto trace files)")
     report = on_progress or (lambda event: None)
-    results = _run_workers(sources, config, workers or default_workers(), max_bytes, report)
+    results, kept = _run_workers(sources, config, workers or default_workers(), max_bytes, report)
     chosen, warnings = _one_per_rank(results)
     profiles = [RankProfile.from_dict(r["profile"]) for r in chosen]
     reference = chosen[0]
     ranks = RankSet(profiles, reference=profiles[0].rank)
     report({"phase": "rules"})
-    trace = load_target(Path(reference["path"]), **({"max_bytes": max_bytes} if max_bytes else {}))
-    d = diagnose_trace(trace, config, ranks=ranks)
+    if reference is results[0]:  # the parent measured the reference itself: its views are reused
+        d = diagnose_trace(kept.trace, config, ranks=ranks, metrics=kept.metrics)
+    else:
+        del kept  # one trace in the parent at a time
+        trace = load_target(Path(reference["path"]), **({"max_bytes": max_bytes} if max_bytes else {}))
+        d = diagnose_trace(trace, config, ranks=ranks)
     _merge_findings(d, chosen)
     d.target = str(folder)
     d.summary.ranks = typed(ranks.summary(), RankSummary)
@@ -104,29 +116,34 @@ def analyse_ranks(
     return d
 
 
-def _run_workers(sources, config, workers: int, max_bytes, report) -> list[dict]:
-    """analyse_rank on every source, `workers` processes at a time (in this process when 1)."""
+def _run_workers(sources, config, workers: int, max_bytes, report) -> tuple[list[dict], Context]:
+    """analyse_rank on every source, with the Context of the first: the parent analyses the first source
+    itself (the reference rank, as a rule, whose views the cross-rank pass then reuses) while
+    `workers` - 1 processes take the others (none when `workers` is 1: all in this process)."""
     total = len(sources)
     report({"phase": "ranks", "done": 0, "total": total})
-    if workers <= 1:
-        out: list = []
-        for i, source in enumerate(sources):
-            out.append(analyse_rank(source, config, max_bytes))
+    out: list = [None] * total
+    if workers <= 1 or total == 1:
+        out[0], kept = _analysed_rank(sources[0], config, max_bytes)
+        report({"phase": "ranks", "done": 1, "total": total})
+        for i, source in enumerate(sources[1:], start=1):
+            out[i] = analyse_rank(source, config, max_bytes)
             report({"phase": "ranks", "done": i + 1, "total": total})
-        return out
+        return out, kept
     context = multiprocessing.get_context("fork" if hasattr(os, "fork") else "spawn")
-    out = [None] * total
-    pool = concurrent.futures.ProcessPoolExecutor(max_workers=workers, mp_context=context)
+    pool = concurrent.futures.ProcessPoolExecutor(max_workers=max(1, workers - 1), mp_context=context)
     try:
-        futures = {pool.submit(analyse_rank, s, config, max_bytes): i for i, s in enumerate(sources)}
-        for done, future in enumerate(concurrent.futures.as_completed(futures)):
+        futures = {pool.submit(analyse_rank, s, config, max_bytes): i for i, s in enumerate(sources) if i}
+        out[0], kept = _analysed_rank(sources[0], config, max_bytes)
+        report({"phase": "ranks", "done": 1, "total": total})
+        for done, future in enumerate(concurrent.futures.as_completed(futures), start=2):
             out[futures[future]] = future.result()  # an InputError is re-raised here, as one line
-            report({"phase": "ranks", "done": done + 1, "total": total})
+            report({"phase": "ranks", "done": done, "total": total})
     except BaseException:
         _stop_workers(pool)
         raise
     pool.shutdown(wait=True)
-    return out
+    return out, kept
 
 
 def _stop_workers(pool: concurrent.futures.ProcessPoolExecutor) -> None:
