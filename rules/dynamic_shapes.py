@@ -117,7 +117,10 @@ def _held(ctx, t: dict[str, float]) -> pd.DataFrame | Quiet:
     """The kernel-launching op calls holding at least `min_held_us` of silent host time, less dynamo's
     logged recompiles (compile-breaks prices them); Quiet when none are left."""
     m = ctx.metrics
-    held = held_ops(ctx.trace, m.steps.windows, m.timeline.silent, t["min_held_us"])
+    held = m.shared(
+        f"held_ops:{t['min_held_us']!r}",
+        lambda: held_ops(ctx.trace, m.steps.windows, m.timeline.silent, t["min_held_us"]),
+    )
     if len(held) and logged_recompiles(ctx.trace, ctx.warnings):  # compile-breaks prices them (its docstring)
         held = held[~held["compile"].astype(bool)]
         if not len(held):

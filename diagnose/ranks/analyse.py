@@ -95,7 +95,7 @@ def analyse_ranks(
     ranks = RankSet(profiles, reference=profiles[0].rank)
     report({"phase": "rules"})
     if reference is results[0]:  # the parent measured the reference itself: its views are reused
-        d = diagnose_trace(kept.trace, config, ranks=ranks, metrics=kept.metrics)
+        d = diagnose_trace(kept.trace, config, ranks=ranks, context=kept)
     else:
         del kept  # one trace in the parent at a time
         trace = load_target(Path(reference["path"]), **({"max_bytes": max_bytes} if max_bytes else {}))

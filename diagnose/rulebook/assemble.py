@@ -34,18 +34,21 @@ def diagnose_trace(
     ncu_label: str = "--ncu",
     ncu_seconds: float | None = None,
     ranks=None,
-    metrics=None,
+    context: Context | None = None,
 ) -> Diagnosis:
     """Run the rules (all of them, or `rules`) on `trace` and assemble the Diagnosis.
 
     `sweep` (a diagnose.memory.Sweep) when the trace is one point of a parameter sweep; `ncu` (an
     NcuTable) when Nsight Compute measured the same workload, `ncu_label` naming where it came
     from and `ncu_seconds` how long its pass took; `notes` go first among the warnings; `ranks` (a
-    diagnose.ranks.model.RankSet) when the trace is one rank of several analysed together; `metrics`
-    (diagnose.metrics.Metrics) when the views of this trace, with the same configuration and `ncu`,
-    were already built."""
+    diagnose.ranks.model.RankSet) when the trace is one rank of several analysed together; `context`
+    when rules already ran on this trace with this configuration and `ncu` (a rank measured on its
+    own before the cross-rank pass): its views are reused, and it takes `sweep` and `ranks`."""
     config = config or Config()
-    ctx = Context(trace, config, sweep=sweep, ncu=ncu, ranks=ranks, metrics=metrics)
+    if context is None:
+        ctx = Context(trace, config, sweep=sweep, ncu=ncu, ranks=ranks)
+    else:
+        ctx, ctx.sweep, ctx.ranks = context, sweep, ranks
     results = run_rules(ctx, rules or ALL_RULES)
     d = Diagnosis(
         target=(trace.capture or {}).get("target") or trace.source,

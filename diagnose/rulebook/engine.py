@@ -212,15 +212,14 @@ class Context:
     """What a rule sees: the trace, its shared metrics (with Nsight Compute measurements when given),
     the configuration, the allocator record (`memory`, read on first use), for a parameter
     sweep the Sweep (diagnose/memory/sweep.py) and, for one rank of several, the RankSet of all of
-    them (`ranks`, diagnose/ranks/model.py; None for a single trace). `metrics` reuses the Metrics
-    already built for this trace with the same configuration and Nsight Compute table. The trace is only
-    read; what reading it taught (the allocator record's warnings) collects in `warnings`."""
+    them (`ranks`, diagnose/ranks/model.py; None for a single trace). The trace is only read; what reading it taught
+    (the allocator record's warnings) collects in `warnings`."""
 
-    def __init__(self, trace: Trace, config: Config, sweep=None, ncu=None, ranks=None, metrics: Metrics | None = None):
+    def __init__(self, trace: Trace, config: Config, sweep=None, ncu=None, ranks=None):
         self.trace = trace
         self.ranks = ranks
         self.config = config
-        self.metrics = metrics if metrics is not None else Metrics(trace, config.section("timeline"), ncu)
+        self.metrics = Metrics(trace, config.section("timeline"), ncu)
         self.sweep = sweep
         self.warnings: list[str] = []
 
