@@ -29,13 +29,35 @@ def load_capture(name: str):
     return load_target(CAPTURES / name)
 
 
+SHARED_CACHE = "DIAGNOSE_TEST_SHARED_CACHE"  # a folder the controller makes for the session's workers
+
+
 @functools.lru_cache(maxsize=None)
 def diagnosis_of(path: Path):
-    """diagnose.analyze(path), made once per session (per xdist worker) for every test that reads the
-    same bundled target (golden, invariants, accounting): read it, never change it."""
+    """diagnose.analyze(path), made once per session for every test that reads the same bundled target
+    (golden, invariants, accounting, rule cases): read it, never change it. Under xdist the workers
+    share it through a pickle in the session's folder, made by the first worker that asks while the
+    others wait on its lock, so no target is analysed twice in one run."""
     from diagnose import analyze
 
-    return analyze(path)
+    folder = os.environ.get(SHARED_CACHE)
+    if not folder or not Path(folder).is_dir():
+        return analyze(path)
+    import fcntl
+    import hashlib
+    import pickle
+
+    stem = Path(folder) / hashlib.sha1(str(Path(path).resolve()).encode()).hexdigest()
+    with open(stem.with_suffix(".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        done = stem.with_suffix(".pickle")
+        if done.exists():
+            return pickle.loads(done.read_bytes())
+        diagnosis = analyze(path)
+        partial = stem.with_suffix(".partial")
+        partial.write_bytes(pickle.dumps(diagnosis, protocol=pickle.HIGHEST_PROTOCOL))
+        partial.replace(done)
+        return diagnosis
 
 
 def has_cuda() -> bool:
@@ -61,11 +83,27 @@ def pytest_configure(config):
     """Compile the project's sources to bytecode once, before the workers start: the suite starts
     hundreds of `python -m diagnose` and capture children, and where PYTHONDONTWRITEBYTECODE is set
     (as on the development container) each of them would compile diagnose's modules again (about
-    0.3 s a process). Reading bytecode is unaffected by that setting; only writing it is."""
+    0.3 s a process). Reading bytecode is unaffected by that setting; only writing it is. Under xdist,
+    also make the folder through which the workers share their analyses (diagnosis_of)."""
     if hasattr(config, "workerinput"):
         return
+    if getattr(config.option, "numprocesses", None) and not os.environ.get(SHARED_CACHE):
+        import tempfile
+
+        config._diagnose_shared_cache = tempfile.mkdtemp(prefix="diagnose-test-analyses-")
+        os.environ[SHARED_CACHE] = config._diagnose_shared_cache
     import compileall
 
     for folder in ("diagnose", "rules", "tests/workloads", "fixtures/workloads"):
         if (ROOT / folder).is_dir():
             compileall.compile_dir(ROOT / folder, quiet=2, workers=1)
+
+
+def pytest_unconfigure(config):
+    """Remove the session's shared analyses (only the controller made them)."""
+    folder = getattr(config, "_diagnose_shared_cache", None)
+    if folder:
+        import shutil
+
+        shutil.rmtree(folder, ignore_errors=True)
+        os.environ.pop(SHARED_CACHE, None)
