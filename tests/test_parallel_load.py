@@ -1,8 +1,8 @@
 """The multi-process loader (diagnose/trace/parallel.py) builds exactly the frames one process builds.
 
-Pieces are made tiny (a few kB) and the size floor removed, so that every real trace is cut in
-many places and shared among three processes; the frames, t0 and warnings must equal the
-single-process ones. A child that fails mid-decode (an exception, an abrupt exit, a signal)
+Pieces are made small (3 kB, or about a 250th of a large trace) and the size floor removed, so that
+every real trace is cut in a few hundred places at least and shared among three processes; the
+frames, t0 and warnings must equal the single-process ones. A child that fails mid-decode (an exception, an abrupt exit, a signal)
 must make the parent decode everything itself, with the same result.
 """
 
@@ -36,7 +36,13 @@ def _single(path, monkeypatch):
         return load_trace_file(Path(path))
 
 
-def _parallel(path, monkeypatch, processes=3, chunk=3000):
+def _parallel(path, monkeypatch, processes=3, chunk=None):
+    """The frames of `path` decoded by `processes` processes in pieces of `chunk` bytes (by default 3 kB,
+    or about 1/250 of the decoded trace, taking gzip to shrink a trace about tenfold: a few hundred cuts,
+    where 3 kB pieces of a 25 MB trace would cost 8,000 hand-overs and seconds a test)."""
+    if chunk is None:
+        size = os.path.getsize(path) * (10 if str(path).endswith(".gz") else 1)
+        chunk = max(3000, size // 250)
     with monkeypatch.context() as m:
         m.setattr(kineto, "CHUNK_BYTES", chunk)
         m.setattr(parallel, "_processes", lambda decoded: min(processes, len(decoded.pieces())))
