@@ -1,4 +1,4 @@
-"""The attack set of issue 27 in one command, with one summary line at the end:
+"""The attack set (hostile input of every kind) in one command, with one summary line at the end:
 
     python tests/hostile.py            # every hostile test file
     python tests/hostile.py --quick    # without the files that run workloads (torch, minutes)

@@ -162,13 +162,14 @@ def test_the_readme_layout_matches_the_tree():
 
 
 def test_no_source_names_an_issue_number():
-    """Code says what it does, not which ticket asked for it: no `issue N` in diagnose/ or rules/."""
+    """Code says what it does, not which ticket asked for it: no `issue N` in the package, the rules, the
+    tests, the benchmarks or the fixtures' scripts."""
     import re
 
     pattern = re.compile(r"\bissue ?#?\d+", re.IGNORECASE)
     found = [
         f"{p.relative_to(ROOT)}:{i}"
-        for folder in ("diagnose", "rules")
+        for folder in ("diagnose", "rules", "tests", "benchmarks", "fixtures")
         for p in sorted((ROOT / folder).rglob("*"))
         if p.suffix in (".py", ".j2")
         for i, line in enumerate(p.read_text().splitlines(), 1)

@@ -1,4 +1,4 @@
-"""Every field of every trace event may be missing, null or of the wrong type (issue 27): the event
+"""Every field of every trace event may be missing, null or of the wrong type: the event
 is coerced or dropped with a counted warning, never a traceback, and no number printed is NaN.
 
 The trace is synthetic, built here: three ProfilerStep ranges of ops that launch kernels, with an

@@ -1,4 +1,4 @@
-"""Hostile input (issue 17, the input side): each family is built here at test time, small (bombs
+"""Hostile input (the input side): each family is built here at test time, small (bombs
 are streamed, never files in the repository), and must end in its documented exit code with one
 line on stderr and no traceback, within bounds on time and (for the bomb) peak memory.
 

@@ -65,7 +65,7 @@ def test_a_huge_kernel_name_costs_no_time_in_the_report(tmp_path):
     assert (tmp_path / "out" / "report.html").stat().st_size > 0
 
 
-# -- inert in every renderer (issue 27) ---------------------------------------------------------
+# -- inert in every renderer ---------------------------------------------------------
 
 # A kernel and op name that tries everything: mentions, a reference, HTML, bare URLs, an entity,
 # an e-mail address, and a newline that would start a forged verdict line on the terminal.

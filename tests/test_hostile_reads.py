@@ -1,4 +1,4 @@
-"""A trace that changes while diagnose reads it (issue 27): exit 2 with one line, never a signal.
+"""A trace that changes while diagnose reads it: exit 2 with one line, never a signal.
 
 Plain traces were memory-mapped, and a mapped file that another process truncates kills the
 reader with SIGBUS (no message, staging left behind). They are read into memory now, with the

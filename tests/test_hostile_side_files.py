@@ -1,4 +1,4 @@
-"""Every file diagnose reads beside a trace has a ceiling, like traces (issue 27): --ncu-csv,
+"""Every file diagnose reads beside a trace has a ceiling, like traces: --ncu-csv,
 meta.json, memory.json, compile.json, sweep.json, Python samples, pyproject.toml's
 [tool.diagnose] and the source files a compile record points at. Past it (or gzip inflating past
 it, or a FIFO or device in its place): exit 2 with one line, fast, nothing read into memory.

@@ -1,4 +1,4 @@
-"""Several ranks of one job (issue 12): discovery, the cross-rank model and rules, rank folders in trace
+"""Several ranks of one job: discovery, the cross-rank model and rules, rank folders in trace
 mode, bounded memory, and the `--nproc-per-node` capture path on CPU with gloo.
 
 The two-rank folders are made at test time: HTA's real A100 DDP rank (rank 0) beside a SYNTHETIC

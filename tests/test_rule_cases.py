@@ -99,7 +99,7 @@ def _run(rule_id, case, ncu=None):
     if "sweep" in case:
         diagnosis = diagnose_sweep(CAPTURES / case["sweep"], config, rules=[rule])
     elif "ranks" in case or "rank_capture" in case:
-        # issue 12: a SYNTHETIC folder of every rank's trace, or a real capture of every rank (2x H200); with
+        # a SYNTHETIC folder of every rank's trace, or a real capture of every rank (2x H200); with
         # default thresholds the session's analysis of the folder (the same Diagnosis for any worker count)
         from diagnose.ranks.analyse import analyse_ranks
 

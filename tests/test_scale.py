@@ -1,4 +1,4 @@
-"""Many tiny events cost time in proportion to their number (issue 27): nothing runs Python once
+"""Many tiny events cost time in proportion to their number: nothing runs Python once
 per kernel or per op instance where a column of objects would make pandas fall back to it.
 
 The trace is synthetic (benchmarks/make_tiny_trace.py: 2 µs kernels and their launches, no launch

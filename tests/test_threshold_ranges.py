@@ -1,7 +1,6 @@
 """Thresholds declare the range of values they take, and a value outside it is refused at --set
 time (or when pyproject.toml is read) with one line: a threshold a rule divides by is declared
-with a `minimum` above 0, so `--set vram-limit.usable_share=0` is exit 2, not a ZeroDivisionError
-(issue 27).
+with a `minimum` above 0, so `--set vram-limit.usable_share=0` is exit 2, not a ZeroDivisionError.
 
 Every rule is then run on real captures with every threshold at the lowest value its range
 accepts, and again at the highest (1 for a fraction, a huge number otherwise): no exception, strict

@@ -1,4 +1,4 @@
-"""`--verify` (issue 13): fixes applied from outside, timed as the baseline is, outputs compared.
+"""`--verify`: fixes applied from outside, timed as the baseline is, outputs compared.
 
 CPU tests run the real verify child on tiny workloads (a fake step whose speed the TF32 switch sets,
 bf16 autocast on an fp32 MLP, torch.compile with aot_eager); GPU tests are marked `gpu`.
@@ -81,7 +81,7 @@ def test_fake_step_that_changes_results_is_never_verified(tmp_path):
 
 
 def test_bf16_autocast_is_judged_at_bf16_precision(tmp_path):
-    """Issue 25: bf16 autocast on an fp32 workload misses the fp32 tolerance but is within bf16 rounding;
+    """bf16 autocast on an fp32 workload misses the fp32 tolerance but is within bf16 rounding;
     it is verified with its relative error, not reported as changing results."""
     t = trial(tmp_path, MLP, "autocast-bf16")
     assert t.status == "ok", t.error
@@ -144,7 +144,7 @@ OPTIM = ROOT / "fixtures" / "workloads" / "optimizer_step.py"
 
 
 def test_channels_last_puts_the_steps_conv_net_in_nhwc():
-    """Issue 25: the conv workload's model and input are converted in the step's closure, in place (the
+    """The conv workload's model and input are converted in the step's closure, in place (the
     optimizer still updates the same parameters), and the step computes the same loss. In-process: the
     child that runs it (VerifySession.wrap) is exercised end to end by the optimizer variants below."""
     import importlib.util
