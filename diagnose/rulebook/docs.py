@@ -90,9 +90,14 @@ def generate(docs_dir: Path) -> dict[Path, str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Write the pages."""
-    argv = sys.argv[1:] if argv is None else argv
-    docs_dir = Path(argv[0]) if argv else ROOT / "docs"
+    """Write the pages (`python -m diagnose.rulebook.docs [DOCS_DIR]`; --help says so)."""
+    import argparse
+
+    parser = argparse.ArgumentParser(
+        prog="python -m diagnose.rulebook.docs", description="Write the rule pages from the rules' docstrings."
+    )
+    parser.add_argument("docs_dir", nargs="?", type=Path, default=ROOT / "docs", help="default: the repository's docs/")
+    docs_dir = parser.parse_args(sys.argv[1:] if argv is None else argv).docs_dir
     for path, text in generate(docs_dir).items():
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
