@@ -12,12 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from diagnose.rulebook.assemble import diagnose_trace
 from diagnose.report.html import render_html
 from diagnose.report.svg import LEGIBLE_PX
-from diagnose.trace import load_target
 
-from conftest import CAPTURES, ROOT
+from conftest import CAPTURES, ROOT, diagnosis_of
 from test_browser import CHROMIUM, run_chromium
 
 pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="chromium not installed (.ci/run installs it)")
@@ -79,8 +77,8 @@ PROBE = """(() => {
 
 @functools.cache
 def report_html(name: str) -> str:
-    """report.html of a bundled capture."""
-    return render_html(diagnose_trace(load_target(CAPTURES / name)))
+    """report.html of a bundled capture, from the session's analysis of it."""
+    return render_html(diagnosis_of(CAPTURES / name))
 
 
 @functools.cache
@@ -89,7 +87,7 @@ def diff_page() -> str:
     from diagnose.diff import diff_diagnoses
     from diagnose.report.diff_html import render_diff_html
 
-    before, after = (diagnose_trace(load_target(CAPTURES / n)) for n in ("regress_base", "regress_tf32_off"))
+    before, after = (diagnosis_of(CAPTURES / n) for n in ("regress_base", "regress_tf32_off"))
     return render_diff_html(diff_diagnoses(before, after, paths=("regress_base", "regress_tf32_off")))
 
 
