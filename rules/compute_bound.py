@@ -301,15 +301,14 @@ def _measure(ctx, t, ops: pd.DataFrame, step_us: float, n: int) -> "_Placed | Qu
     defect_saving = m.per_step(defects["saving_us"].sum()) / step_us
     if matrix_share < t["min_share"] and defect_saving < t["min_defect_saving"]:
         return small
-    return _placed(m, step_us, n, matrix_share, rows, defect_saving)
+    return _placed(m, spec, step_us, n, matrix_share, rows, defect_saving)
 
 
 def _placed(
-    m: Metrics, step_us: float, n: int, matrix_share: float, rows: pd.DataFrame, defect_saving: float
+    m: Metrics, spec: DeviceSpec, step_us: float, n: int, matrix_share: float, rows: pd.DataFrame, defect_saving: float
 ) -> "_Placed":
     """The placed ops with their compute-bound ones, those with an issue that saves time, and the
     throughput of the precision that leads among the compute-bound ones."""
-    spec = m.device_spec
     cb = rows[rows["compute_bound"]]
     main_rung = cb.groupby("rung")["matrix_us"].sum().idxmax() if len(cb) else None
     main = cb[cb["rung"] == main_rung]  # a share of a peak is of one precision's ops only

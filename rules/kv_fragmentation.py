@@ -138,9 +138,10 @@ def _measure(ctx, t) -> _KV:
     """The caches grown by torch.cat, preallocated beyond what is read, and the allocator's fragmentation."""
     ops = ctx.trace.ops
     windows = step_windows(ctx)
-    steps = step_index(ops, windows) if len(ops) else []
     appends = (
-        [a for a in kv_appends(ops, steps, t["max_append"], t["min_cache_tokens"]) if a.step >= 0] if len(ops) else []
+        [a for a in kv_appends(ops, step_index(ops, windows), t["max_append"], t["min_cache_tokens"]) if a.step >= 0]
+        if len(ops)
+        else []
     )
     decode = _last_step_decode(ctx.metrics.attention_calls, windows)
     weights = _weights(ctx)

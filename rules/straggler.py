@@ -129,7 +129,7 @@ class Straggler(Rule):
 
     def _by_work(self, ctx, t):
         """Compare each rank's work with the others' and price the difference."""
-        w = _measure_work(ctx.ranks, t)
+        w = _measure_work(ctx.ranks, ctx.ranks.slowest(), t)
         severity = _decide_work(w, t)
         if isinstance(severity, Quiet):
             return severity
@@ -143,7 +143,7 @@ class Straggler(Rule):
         late = arr.latest()
         if arr.lateness_us[late] <= 0:
             return f"arrivals: no rank arrived last beyond the clocks' alignment error ({arr.matched} collectives)"
-        x = _measure_late(ctx.ranks, arr, late, t)
+        x = _measure_late(ctx.ranks, arr, ctx.ranks.profile(late), t)
         severity = _decide_late(x, t)
         if isinstance(severity, Quiet):
             return severity.detail
@@ -275,10 +275,9 @@ class _Work:
         return self.cost / self.step
 
 
-def _measure_work(ranks: RankSet, t: dict[str, float]) -> _Work:
+def _measure_work(ranks: RankSet, slow: RankProfile, t: dict[str, float]) -> _Work:
     """The rank with the most GPU work (or, when only launches are skewed, the most launches), its skews
     against the other ranks' medians, and the cost of its extra work and launches per step."""
-    slow = ranks.slowest()
     by_kernels = max(ranks.profiles, key=lambda p: (p.kernels_per_step or 0.0, -p.rank))
     work_median = ranks.median_work_us(exclude=slow.rank)
     work_skew = _skew(ranks.work_of(slow), work_median)
@@ -433,13 +432,14 @@ class _Late:
         return self.arr.late_steps.get(self.late, 0.0)
 
 
-def _measure_late(ranks: RankSet, arr: Arrivals, late: int, t: dict[str, float]) -> _Late:
-    """Rank `late`'s extra GPU work and extra silent host time against the other ranks', which of them
-    count as causes, and what they explain of its lateness."""
+def _measure_late(ranks: RankSet, arr: Arrivals, profile: RankProfile, t: dict[str, float]) -> _Late:
+    """The late rank's (`profile`'s) extra GPU work and extra silent host time against the other ranks',
+    which of them count as causes, and what they explain of its lateness."""
+    late = profile.rank
     step = statistics.median(x.step_us for x in ranks.profiles) or 1e-9
     profiled = statistics.median(x.profiled_step_us or x.step_us for x in ranks.profiles) or 1e-9
     work_median = ranks.median_work_us(exclude=late)
-    gpu_extra = max(ranks.work_of(ranks.profile(late)) - work_median, 0.0)
+    gpu_extra = max(ranks.work_of(profile) - work_median, 0.0)
     gpu_skew = gpu_extra / work_median if work_median > 0 else 0.0
     host_extra = max(arr.late_silent_us[late] - arr.others_silent_us[late], 0.0)
     gpu_counts = gpu_skew >= t["min_work_skew"]
@@ -566,6 +566,7 @@ def _late_evidence(x: _Late, t: dict[str, float]) -> list[Evidence]:
 def _arrival_evidence(x: _Late) -> list[Evidence]:
     """How well the clocks are aligned, then each rank's wait, last arrivals, lateness and GPU work."""
     arr, ranks = x.arr, x.ranks
+    work = {p.rank: ranks.work_of(p) for p in ranks.profiles}
     evidence = [
         Evidence(
             "clocks aligned by the collectives' kernel end times: ends agree within (p90)",
@@ -579,7 +580,7 @@ def _arrival_evidence(x: _Late) -> list[Evidence]:
                 f"rank {r}: wait in collectives / last arrivals / lateness per step",
                 round(arr.wait_us[r], 1),
                 unit=f"µs wait, last at {percent(arr.last_share[r])}, "
-                f"{arr.lateness_us[r]:,.0f} µs late, GPU work {ranks.work_of(ranks.profile(r)):,.0f} µs",
+                f"{arr.lateness_us[r]:,.0f} µs late, GPU work {work[r]:,.0f} µs",
             )
         )
     return evidence
