@@ -43,10 +43,11 @@ On the H200 pair this predicts 14,729 → ≈ 470 µs (≈ 31×); measured with 
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 from diagnose.rulebook.engine import Quiet, Rule, Skip, Threshold, top_offenders
-from diagnose.model.findings import Evidence, Finding, Severity
+from diagnose.model.findings import Evidence, Finding, Offender, Severity
 from diagnose.model.fixes import fix
 from diagnose.memory.details import breakdown, step_levels
 from diagnose.memory.patterns import SCORE_MATMULS, ScoreMatrix, has_shapes, score_matrices, shapes
@@ -110,81 +111,25 @@ class AttentionMemory(Rule):
         return self._finding(ctx, t, scores, masked, sweep)
 
     def _finding(self, ctx, t, scores: list[ScoreMatrix], masked: list, sweep) -> Finding:
-        evidence, basis = [], []
-        est_speedup = recoverable = None
-        severity: Severity = "low"
-        offenders = top_offenders(
-            [
-                {
-                    "score_matrix": list(s.dims),
-                    "dtype": s.dtype,
-                    "one_copy_bytes": s.nbytes,
-                    "how": s.how,
-                    "dense_mask": list(s.mask.dims) if s.mask else None,
-                }
-                for s in scores
-            ],
-            "score matrix",
-            n=len(scores),
-        )
-        if scores:
-            s = scores[0]
-            evidence += [
-                Evidence("keys per query (Tk)", s.tk, ">=", t["min_tokens"], "tokens"),
-                Evidence(f"score matrix {list(s.dims)}: values (batch × heads × Tq × Tk)", float(math.prod(s.dims))),
-                Evidence(f"one copy in {s.dtype} (the softmax's dtype)", in_gb(s.nbytes), unit="GB"),
-            ]
-            severity = "high" if s.tk >= t["long_tokens"] else "medium"
-            ev, text = _memory_saved(ctx, s)
-            evidence += ev
-            basis.append(text)
-            if s.mask is not None:
-                evidence.append(
-                    Evidence(f"dense mask {list(s.mask.dims)} added to the scores", in_gb(s.mask.nbytes), unit="GB")
-                )
-            timing = _time_saved(ctx, t, s)
-            if timing:
-                est_speedup, recoverable, ev, text = timing
-                evidence += ev
-                basis.append(text)
-            else:
-                basis.append(
-                    "time not estimated (no kernels of the chain in the measured steps, or a GPU without "
-                    "figures in diagnose/base/devices.py)"
-                )
-        for c in masked[:1]:
-            evidence.append(
-                Evidence(
-                    f"dense attn_mask {list(c.mask.dims)} passed to SDPA ({c.backend} backend)",
-                    in_gb(c.mask.nbytes),
-                    unit="GB",
-                )
-            )
-            basis.append("a dense mask costs Tq·Tk values read per call; a block_mask or is_causal removes it")
+        """The finding: the largest score matrix (the memory and time a fused kernel saves), a dense mask
+        passed to SDPA, the sweep's quadratic growth; severity from the last of them that sets one."""
+        parts = [_score_part(ctx, t, scores[0])] if scores else []
+        parts += [_mask_part(c) for c in masked[:1]]
         if sweep is not None:
-            evidence += _sweep_evidence(ctx.sweep, t)
-            severity = "high"
-            basis.append(_sweep_basis(ctx.sweep))
-        allocating = [
-            {
-                "allocated_by": a["where"],
-                "bytes_allocated": a["bytes"],
-                "allocations": a["count"],
-                "largest_bytes": a["largest"],
-            }
-            for a in (breakdown(ctx) or {}).get("top_allocating") or []
-        ]
-        offenders += top_offenders(allocating, "allocation", n=3)
+            parts.append(_Part(_sweep_evidence(ctx.sweep, t), [_sweep_basis(ctx.sweep)], "high"))
+        severities = [p.severity for p in parts if p.severity is not None]
+        est_speedup = next((p.est_speedup for p in parts if p.est_speedup is not None), None)
+        recoverable = next((p.recoverable for p in parts if p.recoverable is not None), None)
         return Finding(
             rule=self.id,
-            severity=severity,
+            severity=severities[-1] if severities else "low",
             title=self.title,
-            evidence=evidence,
+            evidence=[e for p in parts for e in p.evidence],
             fixes=[fix("flash-attention", code=_flash_code()), fix("flex-attention", code=_flex_code())],
-            offenders=offenders,
+            offenders=_offenders(ctx, scores),
             est_speedup=None if est_speedup is None else round(est_speedup, 2),
             recoverable_us=None if recoverable is None else round(recoverable, 1),
-            basis="; ".join(basis),
+            basis="; ".join(b for p in parts for b in p.basis),
             why=(
                 "Written by hand, attention computes softmax(QKᵀ/√d)·V one op at a time: every step of it reads "
                 "and writes a full [batch, heads, Tq, Tk] tensor in HBM, so memory and traffic grow with the "
@@ -193,6 +138,89 @@ class AttentionMemory(Rule):
                 "linearly, and the kernel does only the matmul FLOPs (half of them when causal)."
             ),
         )
+
+
+@dataclasses.dataclass(frozen=True)
+class _Part:
+    """One thing the finding reports: its evidence and basis, the severity it sets (None: none) and, for
+    the score matrix, the estimate."""
+
+    evidence: list[Evidence]
+    basis: list[str]
+    severity: Severity | None = None
+    est_speedup: float | None = None
+    recoverable: float | None = None
+
+
+def _score_part(ctx, t, s: ScoreMatrix) -> _Part:
+    """The largest score matrix: its size, the memory a fused kernel saves, its dense mask, and the time
+    saved when the chain's kernels ran in the measured steps on a GPU with figures."""
+    evidence = [
+        Evidence("keys per query (Tk)", s.tk, ">=", t["min_tokens"], "tokens"),
+        Evidence(f"score matrix {list(s.dims)}: values (batch × heads × Tq × Tk)", float(math.prod(s.dims))),
+        Evidence(f"one copy in {s.dtype} (the softmax's dtype)", in_gb(s.nbytes), unit="GB"),
+    ]
+    ev, text = _memory_saved(ctx, s)
+    evidence += ev
+    basis = [text]
+    if s.mask is not None:
+        evidence.append(
+            Evidence(f"dense mask {list(s.mask.dims)} added to the scores", in_gb(s.mask.nbytes), unit="GB")
+        )
+    est_speedup = recoverable = None
+    timing = _time_saved(ctx, t, s)
+    if timing:
+        est_speedup, recoverable, ev, text = timing
+        evidence += ev
+        basis.append(text)
+    else:
+        basis.append(
+            "time not estimated (no kernels of the chain in the measured steps, or a GPU without "
+            "figures in diagnose/base/devices.py)"
+        )
+    return _Part(evidence, basis, "high" if s.tk >= t["long_tokens"] else "medium", est_speedup, recoverable)
+
+
+def _mask_part(c) -> _Part:
+    """A dense attn_mask passed to SDPA: its size, and that a block_mask or is_causal removes it."""
+    return _Part(
+        [
+            Evidence(
+                f"dense attn_mask {list(c.mask.dims)} passed to SDPA ({c.backend} backend)",
+                in_gb(c.mask.nbytes),
+                unit="GB",
+            )
+        ],
+        ["a dense mask costs Tq·Tk values read per call; a block_mask or is_causal removes it"],
+    )
+
+
+def _offenders(ctx, scores: list[ScoreMatrix]) -> list[Offender]:
+    """The score matrices, then the three places that allocated the most memory."""
+    offenders = top_offenders(
+        [
+            {
+                "score_matrix": list(s.dims),
+                "dtype": s.dtype,
+                "one_copy_bytes": s.nbytes,
+                "how": s.how,
+                "dense_mask": list(s.mask.dims) if s.mask else None,
+            }
+            for s in scores
+        ],
+        "score matrix",
+        n=len(scores),
+    )
+    allocating = [
+        {
+            "allocated_by": a["where"],
+            "bytes_allocated": a["bytes"],
+            "allocations": a["count"],
+            "largest_bytes": a["largest"],
+        }
+        for a in (breakdown(ctx) or {}).get("top_allocating") or []
+    ]
+    return offenders + top_offenders(allocating, "allocation", n=3)
 
 
 def _quadratic(sweep, t):

@@ -40,14 +40,18 @@ between graphs still runs once compiled, only faster. The share is measured unde
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
+
+import pandas as pd
 
 from diagnose.rulebook.engine import Quiet, Rule, Skip, Threshold, severity_ladder, time_base, top_offenders
 from diagnose.base.errors import InputError
-from diagnose.model.findings import Evidence, Finding, Offender
+from diagnose.model.findings import Evidence, Finding, Fix, Offender, Severity
 from diagnose.model.fixes import CODE_COLUMNS, comment, fix
 from diagnose.base.format import short_name
-from diagnose.metrics.compiled import load_compile_record
+from diagnose.metrics.compiled import CompiledSteps, CompileRecord, load_compile_record
+from diagnose.metrics.step_time import StepBudget
 from diagnose.trace import schemas
 from diagnose.vocabulary.units import percent
 
@@ -85,82 +89,148 @@ class CompileBreaks(Rule):
 
     def check(self, ctx, t):
         """Measure the time between compiled graphs and the recompile time, and judge their share."""
-        m = ctx.metrics
-        budget = m.budget
-        cs = m.compiled
         record = load_compile_record(ctx.trace, ctx.warnings)
-        if not cs.compiled:
+        if not ctx.metrics.compiled.compiled:
             return Skip(
                 "no torch.compile region in the trace (no `Torch-Compiled Region` range, CompiledFxGraph "
                 "call or CompiledFunction): nothing compiled to judge"
             )
-        steps = cs.steps
-        graphs = float(steps["graphs"].median())
-        per_step_share = (steps["between_us"] / steps["step_us"].clip(lower=1e-9)).where(steps["graphs"] >= 2, 0.0)
-        share_between = float(per_step_share.median())  # the median step: a slow first step does not dilute it
-        between_us = share_between * budget.step_us
-        recompile_us, recompiles, where = _recompile_cost(
-            record, ctx.trace.capture or {}, steps["step_us"], ctx.warnings
-        )
-        cost = between_us + recompile_us
-        share = budget.share(cost)
-        breaks = record.of("graph_break") if record is not None else None
-        summary = f"{graphs:g} compiled graph(s) per step, {percent(share_between)} of the step between them" + (
-            f", {recompiles} recompile(s) {where}" if recompiles else ""
-        )
-        if share < t["min_share"]:
-            return Quiet(f"{summary}: {percent(share)} of the step < {percent(t['min_share'])}")
-        new_step = max(budget.step_us - cost, budget.busy_us, 1e-9)
-        evidence = [
-            Evidence("time between graphs and recompiling", round(share * 100, 1), ">=", t["min_share"] * 100, "%"),
-            Evidence("compiled graphs per step", graphs),
-            Evidence("graph regions entered per step", round(cs.per_step("regions"), 1)),
-            Evidence("host time between graphs per step (profiled)", round(cs.per_step("between_us"), 1), unit="µs"),
-            Evidence("eager ops between graphs per step", round(cs.per_step("eager_ops_between"), 1)),
-        ]
-        if recompiles:
-            evidence.append(Evidence(f"recompiles {where}", recompiles))
-            evidence.append(Evidence("compile time per step", round(recompile_us, 1), unit="µs"))
-        named = _lines(breaks)
-        if named:
-            evidence.append(Evidence("graph break at", "; ".join(named[:3])))
-        elif record is None:
-            evidence.append(
-                Evidence(
-                    "graph break lines",
-                    "not recorded (a trace without dynamo's log: capture with "
-                    "diagnose, or run torch._dynamo.explain, to name them)",
-                )
+        b = _measure(ctx, record)
+        severity = _decide(b, t)
+        if isinstance(severity, Quiet):
+            return severity
+        return _word(self, b, severity, _estimate(b), t)
+
+
+_WHY = (
+    "torch.compile runs a step as compiled graphs. Where dynamo cannot trace a line (a value read "
+    "back to Python with .item(), a print, an unsupported call) it ends the graph, runs that code "
+    "eagerly and enters a new graph after it: each break costs the eager code, a guard check and a "
+    "graph entry, and splits the fusion inductor could have done across it. A new input size that "
+    "the guards reject recompiles the frame, on the host, until the recompile limit makes dynamo "
+    "give up and run eagerly."
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Breaks:
+    """The time between compiled graphs and spent recompiling, per step (what `_measure` found)."""
+
+    budget: StepBudget
+    cs: CompiledSteps
+    record: CompileRecord | None  # dynamo's log (compile.json), None for a trace without it
+    graphs: float  # compiled graphs in the median step
+    share_between: float  # the median step's share between graphs (steps with at least two graphs)
+    between_us: float  # `share_between` of the step, µs
+    recompile_us: float  # compile time per step, µs
+    recompiles: int
+    where: str  # where the recompiles happened
+    cost: float  # `between_us` + `recompile_us`
+    breaks: pd.DataFrame | None  # the graph-break events of dynamo's log, None without one
+
+    @property
+    def share(self) -> float:
+        """The cost as a share of the step."""
+        return self.budget.share(self.cost)
+
+
+def _measure(ctx, record: CompileRecord | None) -> _Breaks:
+    """The graphs per step, the median step's share between them, and the recompiles' time per step."""
+    budget = ctx.metrics.budget
+    cs = ctx.metrics.compiled
+    steps = cs.steps
+    per_step_share = (steps["between_us"] / steps["step_us"].clip(lower=1e-9)).where(steps["graphs"] >= 2, 0.0)
+    share_between = float(per_step_share.median())  # the median step: a slow first step does not dilute it
+    between_us = share_between * budget.step_us
+    recompile_us, recompiles, where = _recompile_cost(record, ctx.trace.capture or {}, steps["step_us"], ctx.warnings)
+    return _Breaks(
+        budget=budget,
+        cs=cs,
+        record=record,
+        graphs=float(steps["graphs"].median()),
+        share_between=share_between,
+        between_us=between_us,
+        recompile_us=recompile_us,
+        recompiles=recompiles,
+        where=where,
+        cost=between_us + recompile_us,
+        breaks=record.of("graph_break") if record is not None else None,
+    )
+
+
+def _decide(b: _Breaks, t: dict[str, float]) -> Severity | Quiet:
+    """Quiet below `min_share` of the step between graphs and recompiling; else the severity of the share."""
+    summary = f"{b.graphs:g} compiled graph(s) per step, {percent(b.share_between)} of the step between them" + (
+        f", {b.recompiles} recompile(s) {b.where}" if b.recompiles else ""
+    )
+    if b.share < t["min_share"]:
+        return Quiet(f"{summary}: {percent(b.share)} of the step < {percent(t['min_share'])}")
+    return severity_ladder(b.share, t)
+
+
+def _estimate(b: _Breaks) -> float:
+    """The new step: the step less the time between graphs and recompiling, never below the GPU busy time."""
+    return max(b.budget.step_us - b.cost, b.budget.busy_us, 1e-9)
+
+
+def _word(rule: Rule, b: _Breaks, severity: Severity, new_step: float, t: dict[str, float]) -> Finding:
+    """The finding: the share and the graphs, recompiles and break lines; the fixes; the basis."""
+    budget = b.budget
+    named = _lines(b.breaks)
+    return Finding(
+        rule=rule.id,
+        severity=severity,
+        title=rule.title,
+        evidence=_evidence(b, named, t),
+        offenders=_offenders(b.record, b.cs),
+        fixes=_fixes(b, named),
+        est_speedup=round(budget.step_us / new_step, 2),
+        recoverable_us=round(budget.step_us - new_step, 1),
+        basis=(
+            f"new step = max({budget.step_us:,.0f} − {b.between_us:,.0f} µs between graphs "
+            f"({percent(b.share_between)} of the profiled step) − {b.recompile_us:,.0f} µs compiling per step, "
+            f"{budget.busy_us:,.0f} µs GPU busy) = {new_step:,.0f} µs; " + _time_base(budget)
+        ),
+        why=_WHY,
+    )
+
+
+def _evidence(b: _Breaks, named: list[str], t: dict[str, float]) -> list[Evidence]:
+    """The share against its threshold, the graphs and what lies between them, the recompiles, the break
+    lines (or why they are not known)."""
+    cs = b.cs
+    evidence = [
+        Evidence("time between graphs and recompiling", round(b.share * 100, 1), ">=", t["min_share"] * 100, "%"),
+        Evidence("compiled graphs per step", b.graphs),
+        Evidence("graph regions entered per step", round(cs.per_step("regions"), 1)),
+        Evidence("host time between graphs per step (profiled)", round(cs.per_step("between_us"), 1), unit="µs"),
+        Evidence("eager ops between graphs per step", round(cs.per_step("eager_ops_between"), 1)),
+    ]
+    if b.recompiles:
+        evidence.append(Evidence(f"recompiles {b.where}", b.recompiles))
+        evidence.append(Evidence("compile time per step", round(b.recompile_us, 1), unit="µs"))
+    if named:
+        evidence.append(Evidence("graph break at", "; ".join(named[:3])))
+    elif b.record is None:
+        evidence.append(
+            Evidence(
+                "graph break lines",
+                "not recorded (a trace without dynamo's log: capture with "
+                "diagnose, or run torch._dynamo.explain, to name them)",
             )
-        fixes = []
-        if graphs >= 2 or named:
-            fixes.append(fix("fix-graph-break", code=_break_code(breaks)))
-        if recompiles:
-            fixes.append(fix("mark-dynamic", code=_dynamic_code(record)))
-        fixes.append(fix("fullgraph", code=_fullgraph_code()))
-        return Finding(
-            rule=self.id,
-            severity=severity_ladder(share, t),
-            title=self.title,
-            evidence=evidence,
-            offenders=_offenders(record, cs),
-            fixes=fixes,
-            est_speedup=round(budget.step_us / new_step, 2),
-            recoverable_us=round(budget.step_us - new_step, 1),
-            basis=(
-                f"new step = max({budget.step_us:,.0f} − {between_us:,.0f} µs between graphs "
-                f"({percent(share_between)} of the profiled step) − {recompile_us:,.0f} µs compiling per step, "
-                f"{budget.busy_us:,.0f} µs GPU busy) = {new_step:,.0f} µs; " + _time_base(budget)
-            ),
-            why=(
-                "torch.compile runs a step as compiled graphs. Where dynamo cannot trace a line (a value read "
-                "back to Python with .item(), a print, an unsupported call) it ends the graph, runs that code "
-                "eagerly and enters a new graph after it: each break costs the eager code, a guard check and a "
-                "graph entry, and splits the fusion inductor could have done across it. A new input size that "
-                "the guards reject recompiles the frame, on the host, until the recompile limit makes dynamo "
-                "give up and run eagerly."
-            ),
         )
+    return evidence
+
+
+def _fixes(b: _Breaks, named: list[str]) -> list[Fix]:
+    """fix-graph-break (several graphs or a named break), mark-dynamic (recompiles), then fullgraph."""
+    fixes = []
+    if b.graphs >= 2 or named:
+        fixes.append(fix("fix-graph-break", code=_break_code(b.breaks)))
+    if b.recompiles:
+        fixes.append(fix("mark-dynamic", code=_dynamic_code(b.record)))
+    fixes.append(fix("fullgraph", code=_fullgraph_code()))
+    return fixes
 
 
 def _time_base(budget) -> str:

@@ -164,73 +164,95 @@ class ComputeBound(Rule):
 
     def _finding(self, p: "_Placed", t) -> Finding:
         """The finding for the compute-bound ops that have an issue: evidence, fixes, estimate."""
-        spec, n, step_us, cb, acting = p.spec, p.n, p.step_us, p.cb, p.acting
-        saving = p.metrics.per_step(acting["saving_us"].sum())
-        after = max(step_us - saving, 1e-9)
-        speedup = step_us / after
+        spec, n, step_us, acting = p.spec, p.n, p.step_us, p.acting
+        saving, after, speedup = _estimate(p)
         issues = list(acting.groupby("issue")["saving_us"].sum().sort_values(ascending=False).index)
-        defect = any(i in FIX_OF_ISSUE for i in issues)
-        severity: Severity = ("high" if speedup >= t["high_speedup"] else "medium") if defect else "low"
-        assert p.main_rung is not None  # the acting ops are compute-bound, so one precision leads
-        rung_name = RUNG_NAMES.get(p.main_rung, p.main_rung)
-        dominant = p.cb_share >= t["min_share"]
-        gate = (
-            Evidence("compute-bound matrix math per step", round(p.cb_share * 100, 1), ">=", t["min_share"] * 100, "%")
-            if dominant
-            else Evidence(
-                f"step saved by fixing it (matrix math {percent(p.cb_share)} of the step < {percent(t['min_share'])})",
-                round(p.defect_saving * 100, 1),
-                ">=",
-                t["min_defect_saving"] * 100,
-                "%",
-            )
-        )
-        evidence = [
-            gate,
-            Evidence(f"achieved throughput ({rung_name})", round(p.achieved, 1), unit="TFLOP/s"),
-            Evidence(
-                f"share of the {rung_name} datasheet peak ({p.main_peak:,.0f} TFLOP/s)",
-                round(p.achieved / p.main_peak * 100, 1),
-                ">=" if p.achieved / p.main_peak >= t["near_peak_share"] else "<",
-                t["near_peak_share"] * 100,
-                "%",
-            ),
-            Evidence(
-                "arithmetic intensity (median)",
-                round(float(cb["intensity"].median()), 1),
-                ">=",
-                round(float(cb["ridge"].median()) * t["min_ridge_share"], 1),
-                "FLOP/B",
-            ),
-            *_measured_evidence(cb),
-        ]
-        for issue in issues:
-            part = acting[acting["issue"] == issue]
-            share_of_step = p.metrics.per_step(part["matrix_us"].sum()) / step_us
-            evidence.append(Evidence(_issue_label(issue, part), round(share_of_step * 100, 1), unit="% of step"))
         return Finding(
             rule=self.id,
-            severity=severity,
+            severity=_severity(issues, speedup, t),
             title=_title(issues[0], acting[acting["issue"] == issues[0]]),
-            evidence=evidence,
-            offenders=_offenders(cb, n),
+            evidence=_evidence(p, issues, t),
+            offenders=_offenders(p.cb, n),
             fixes=[_fix_for(issue, acting[acting["issue"] == issue], spec, n) for issue in issues],
             est_speedup=round(speedup, 2),
             recoverable_us=round(saving, 2),
             basis=(
-                f"{_measured_basis(cb)}; per op, time after = "
+                f"{_measured_basis(p.cb)}; per op, time after = "
                 f"max(FLOPs ÷ achievable TFLOP/s of the target precision, bytes ÷ {spec.achievable_tbps:.3g} TB/s); "
                 f"step {step_us:,.0f} − {saving:,.0f} µs saved = {after:,.0f} µs; {time_base(p.metrics.budget)}; "
                 f"{spec.name}: {spec.source}"
             ),
-            why=(
-                "Matrix multiplications do many FLOPs per byte, so once they are large their speed is set by "
-                "the math units. Tensor cores do matrix math 8–16× faster than the regular CUDA cores, and "
-                "every halving of the precision (TF32 → bf16 → FP8) doubles their rate again. They also want "
-                "operands aligned to 16 bytes: a dimension of 8191 forces an unvectorised fallback kernel "
-                "several times slower than 8192."
-            ),
+            why=_WHY,
         )
+
+
+_WHY = (
+    "Matrix multiplications do many FLOPs per byte, so once they are large their speed is set by "
+    "the math units. Tensor cores do matrix math 8–16× faster than the regular CUDA cores, and "
+    "every halving of the precision (TF32 → bf16 → FP8) doubles their rate again. They also want "
+    "operands aligned to 16 bytes: a dimension of 8191 forces an unvectorised fallback kernel "
+    "several times slower than 8192."
+)
+
+
+def _estimate(p: "_Placed") -> tuple[float, float, float]:
+    """(µs saved per step, the step after, speedup): the acting ops' savings off the step."""
+    saving = p.metrics.per_step(p.acting["saving_us"].sum())
+    after = max(p.step_us - saving, 1e-9)
+    return saving, after, p.step_us / after
+
+
+def _severity(issues: list[str], speedup: float, t) -> Severity:
+    """high or medium (from `high_speedup`) for a defect (tensor cores unused, misaligned dims), else low."""
+    defect = any(i in FIX_OF_ISSUE for i in issues)
+    return ("high" if speedup >= t["high_speedup"] else "medium") if defect else "low"
+
+
+def _evidence(p: "_Placed", issues: list[str], t) -> list[Evidence]:
+    """The gate, the throughput against the peak, the intensity against the ridge, what Nsight Compute
+    measured, then each issue's share of the step."""
+    assert p.main_rung is not None  # the acting ops are compute-bound, so one precision leads
+    rung_name = RUNG_NAMES.get(p.main_rung, p.main_rung)
+    cb, acting = p.cb, p.acting
+    evidence = [
+        _gate(p, t),
+        Evidence(f"achieved throughput ({rung_name})", round(p.achieved, 1), unit="TFLOP/s"),
+        Evidence(
+            f"share of the {rung_name} datasheet peak ({p.main_peak:,.0f} TFLOP/s)",
+            round(p.achieved / p.main_peak * 100, 1),
+            ">=" if p.achieved / p.main_peak >= t["near_peak_share"] else "<",
+            t["near_peak_share"] * 100,
+            "%",
+        ),
+        Evidence(
+            "arithmetic intensity (median)",
+            round(float(cb["intensity"].median()), 1),
+            ">=",
+            round(float(cb["ridge"].median()) * t["min_ridge_share"], 1),
+            "FLOP/B",
+        ),
+        *_measured_evidence(cb),
+    ]
+    for issue in issues:
+        part = acting[acting["issue"] == issue]
+        share_of_step = p.metrics.per_step(part["matrix_us"].sum()) / p.step_us
+        evidence.append(Evidence(_issue_label(issue, part), round(share_of_step * 100, 1), unit="% of step"))
+    return evidence
+
+
+def _gate(p: "_Placed", t) -> Evidence:
+    """What let the rule fire: compute-bound math at least `min_share` of the step, else the defect's saving."""
+    if p.cb_share >= t["min_share"]:
+        return Evidence(
+            "compute-bound matrix math per step", round(p.cb_share * 100, 1), ">=", t["min_share"] * 100, "%"
+        )
+    return Evidence(
+        f"step saved by fixing it (matrix math {percent(p.cb_share)} of the step < {percent(t['min_share'])})",
+        round(p.defect_saving * 100, 1),
+        ">=",
+        t["min_defect_saving"] * 100,
+        "%",
+    )
 
 
 @dataclasses.dataclass
@@ -279,6 +301,15 @@ def _measure(ctx, t, ops: pd.DataFrame, step_us: float, n: int) -> "_Placed | Qu
     defect_saving = m.per_step(defects["saving_us"].sum()) / step_us
     if matrix_share < t["min_share"] and defect_saving < t["min_defect_saving"]:
         return small
+    return _placed(m, spec, step_us, n, matrix_share, rows, defect_saving)
+
+
+def _placed(
+    m: Metrics, spec: DeviceSpec, step_us: float, n: int, matrix_share: float, rows: pd.DataFrame, defect_saving: float
+) -> "_Placed":
+    """The placed ops with their compute-bound ones, those with an issue that saves time, and the
+    throughput of the precision that leads among the compute-bound ones."""
+    cb = rows[rows["compute_bound"]]
     main_rung = cb.groupby("rung")["matrix_us"].sum().idxmax() if len(cb) else None
     main = cb[cb["rung"] == main_rung]  # a share of a peak is of one precision's ops only
     return _Placed(
@@ -361,12 +392,23 @@ def _place_all(known: pd.DataFrame, spec, t) -> pd.DataFrame:
     flops = known["flops"].to_numpy(float)
     us = known["matrix_us"].to_numpy(float)
     nbytes = known["bytes"].to_numpy(float)
-    dram = pd.to_numeric(known["dram_bytes"], errors="coerce").to_numpy(float)
-    bound = known["bound"].tolist()
     with np.errstate(divide="ignore", invalid="ignore"):
         achieved = np.where(us > 0, flops / us / 1e6, 0.0)
-    rung = _per_distinct(known["dtype"], precision)
     esize = _per_distinct(known["dtype"], lambda d: dtype_bytes(d, 4))
+    run, tc = _precision_as_run(known, spec, achieved)
+    roof = _roofline(known, spec, t, run, achieved)
+    bad_dims = _all_bad_dims(known, esize, t)
+    issue, target = _issues(spec, t, run, tc, achieved, roof, bad_dims)
+    after = _after(spec, flops, nbytes, esize, issue, target)
+    left = us - after
+    saving = np.where(np.isnan(after) | ~(left > 0.0), 0.0, left)
+    return _columns(known, run, achieved, roof, issue, target, after, saving, bad_dims)
+
+
+def _precision_as_run(known: pd.DataFrame, spec, achieved: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(the precision each op ran in, its tensor-core use: 1 yes, 0 no, -1 unknown): fp32 on tensor cores
+    is TF32 where the GPU has it, and 16-bit data on CUDA cores runs at the fp32 rate."""
+    rung = _per_distinct(known["dtype"], precision)
     tc = np.fromiter(
         map(_tensor_cores, known["tensor_core"].tolist(), known["tensor_pct"].tolist()), np.int8, len(known)
     )
@@ -377,6 +419,29 @@ def _place_all(known: pd.DataFrame, spec, t) -> pd.DataFrame:
     run[fp32] = "tf32" if spec.peak("tf32") else "fp32"
     run[fp32 & (tc != 1)] = "fp32"
     run[half & (tc == 0)] = "fp32"
+    return run, tc
+
+
+@dataclasses.dataclass(frozen=True)
+class _Roof:
+    """Each op's place on the roofline, one array entry per op (what `_roofline` found)."""
+
+    ridge: np.ndarray  # FLOP/B where the precision it ran in turns compute-bound
+    peak: np.ndarray  # TFLOP/s of that precision
+    measured: np.ndarray  # Nsight Compute measured the op
+    intensity: np.ndarray  # FLOP/B, on the DRAM bytes measured where they were
+    compute_bound: np.ndarray
+    impossible: np.ndarray  # it ran above its peak: left off the roofline
+
+
+def _roofline(known: pd.DataFrame, spec, t, run: np.ndarray, achieved: np.ndarray) -> _Roof:
+    """The ridge and peak of the precision each op ran in, its arithmetic intensity, whether it is
+    compute-bound (its intensity, or the shapes', past `min_ridge_share` of the ridge, or Nsight Compute
+    said so) and whether it ran faster than its peak (impossible, never compute-bound)."""
+    flops = known["flops"].to_numpy(float)
+    nbytes = known["bytes"].to_numpy(float)
+    dram = pd.to_numeric(known["dram_bytes"], errors="coerce").to_numpy(float)
+    bound = known["bound"].tolist()
     distinct_runs = set(run.tolist())
     ridge_of = {r: spec.ridge(r) or spec.ridge("fp32") or math.inf for r in distinct_runs}
     peak_of = {r: spec.peak(r) or math.nan for r in distinct_runs}
@@ -391,26 +456,42 @@ def _place_all(known: pd.DataFrame, spec, t) -> pd.DataFrame:
     compute_bound = (np.where(shaped > intensity, shaped, intensity) >= t["min_ridge_share"] * ridge) | said_compute
     impossible = achieved > peak
     compute_bound &= ~impossible
+    return _Roof(ridge, peak, measured, intensity, compute_bound, impossible)
+
+
+def _all_bad_dims(known: pd.DataFrame, esize: np.ndarray, t) -> list[str | None]:
+    """`_bad_dims` of every op (its dimensions not a multiple of `align_bytes`), once per distinct shape."""
     align = [max(1, int(t["align_bytes"] // e)) for e in esize.tolist()]
     memo: dict = {}
-    bad_dims = [
+    return [
         memo[key] if key in memo else memo.setdefault(key, _bad_dims(*key))
         for key in zip(known["kind"].tolist(), known["k"].tolist(), known["n"].tolist(), align)
     ]
-    issue = np.full(len(known), None, dtype=object)
-    target = np.full(len(known), None, dtype=object)
-    open_ = compute_bound.copy()
+
+
+def _issues(spec, t, run, tc, achieved, roof: _Roof, bad_dims: list) -> tuple[np.ndarray, np.ndarray]:
+    """(issue, target precision) of each compute-bound op, the first that holds: fp32 on matrix cores
+    without TF32, tensor cores unused, misaligned dimensions, near the peak with a faster precision next."""
+    issue = np.full(len(run), None, dtype=object)
+    target = np.full(len(run), None, dtype=object)
+    open_ = roof.compute_bound.copy()
     pick = open_ & (run == "fp32") & (tc == 1)  # fp32 on matrix cores without TF32 (AMD MFMA)
     issue[pick], target[pick], open_ = "next-rung", spec.half_rung(), open_ & ~pick
     pick = open_ & ((tc == 0) | (run == "fp32"))
     issue[pick], target[pick], open_ = "tensor-cores-unused", spec.half_rung(), open_ & ~pick
     pick = open_ & np.array([b is not None for b in bad_dims], dtype=bool)
     issue[pick], target[pick], open_ = "misaligned", run[pick], open_ & ~pick
-    next_of = {r: spec.next_rung(r) for r in distinct_runs}
+    next_of = {r: spec.next_rung(r) for r in set(run.tolist())}
     nxt = np.array([next_of[r] for r in run.tolist()], dtype=object)
-    pick = open_ & (achieved >= t["near_peak_share"] * peak) & (nxt != None)  # noqa: E711 - elementwise
+    pick = open_ & (achieved >= t["near_peak_share"] * roof.peak) & (nxt != None)  # noqa: E711 - elementwise
     issue[pick], target[pick] = "next-rung", nxt[pick]
-    after = np.full(len(known), math.nan)
+    return issue, target
+
+
+def _after(spec, flops, nbytes, esize, issue, target) -> np.ndarray:
+    """µs each op would take at its target precision: max(FLOPs ÷ achievable TFLOP/s, bytes at the target's
+    size ÷ achievable TB/s); NaN without a target or without a figure for it."""
+    after = np.full(len(issue), math.nan)
     for goal in {g for g in target.tolist() if g}:
         tflops = spec.achievable(goal)
         if not tflops:
@@ -422,8 +503,11 @@ def _place_all(known: pd.DataFrame, spec, t) -> pd.DataFrame:
         compute_us = flops[rows] / tflops / 1e6
         memory_us = new_bytes / spec.achievable_tbps / 1e6
         after[rows] = np.where(memory_us > compute_us, memory_us, compute_us)
-    left = us - after
-    saving = np.where(np.isnan(after) | ~(left > 0.0), 0.0, left)
+    return after
+
+
+def _columns(known, run, achieved, roof: _Roof, issue, target, after, saving, bad_dims) -> pd.DataFrame:
+    """The placed ops as one frame on the index of `known`."""
     columns = {
         "op_name": known["op_name"].tolist(),
         "shapes": known["shapes"].tolist(),
@@ -434,25 +518,25 @@ def _place_all(known: pd.DataFrame, spec, t) -> pd.DataFrame:
         "dtype": known["dtype"].tolist(),
         "rung": run.tolist(),
         "achieved": achieved.tolist(),
-        "peak": peak.tolist(),
-        "intensity": intensity.tolist(),
-        "ridge": ridge.tolist(),
-        "compute_bound": compute_bound.tolist(),
+        "peak": roof.peak.tolist(),
+        "intensity": roof.intensity.tolist(),
+        "ridge": roof.ridge.tolist(),
+        "compute_bound": roof.compute_bound.tolist(),
         "issue": issue.tolist(),
         "target": target.tolist(),
         "after_us": after.tolist(),
         "saving_us": saving.tolist(),
         "bad_dims": bad_dims,
-        "impossible": impossible.tolist(),
+        "impossible": roof.impossible.tolist(),
         "m": known["m"].tolist(),
         "n": known["n"].tolist(),
         "k": known["k"].tolist(),
         "kind": known["kind"].tolist(),
-        "measured": measured.tolist(),
+        "measured": roof.measured.tolist(),
         "sm_pct": known["sm_pct"].tolist(),
         "tensor_pct": known["tensor_pct"].tolist(),
         "dram_pct": known["dram_pct"].tolist(),
-        "bound": bound,
+        "bound": known["bound"].tolist(),
     }
     return pd.DataFrame(columns, index=known.index)
 
@@ -554,47 +638,16 @@ def _title(issue: str, part: pd.DataFrame) -> str:
 
 
 def _fix_for(issue: str, part: pd.DataFrame, spec: DeviceSpec, n: int) -> Fix:
-    saving = part["saving_us"].sum()
+    """The fix for the ops of one issue: tensor cores, padding, or the next precision."""
     if issue == "tensor-cores-unused":
-        half = spec.half_rung() or "bf16"
-        tf32 = ""
-        if spec.achievable("tf32"):
-            tf32_after = (
-                sum(
-                    max(r.flops / spec.achievable("tf32") / 1e6, r.bytes / spec.achievable_tbps / 1e6)
-                    for r in part.itertuples()
-                )
-                / n
-            )
-            tf32 = (
-                f" Keeping fp32 data but allowing TF32 "
-                f"(torch.backends.cuda.matmul.allow_tf32 = True) would bring these ops to about "
-                f"{tf32_after:,.0f} µs per step instead of {half} autocast's {part['after_us'].sum() / n:,.0f} µs "
-                f"(now {part['matrix_us'].sum() / n:,.0f} µs)."
-            )
-        what = "convolutions" if (part["kind"] == "conv").all() else "matmuls"
-        kernel = part["kernel"].iloc[0][:60]
-        dtypes = {precision(d) for d in part["dtype"]}
-        if dtypes <= {"bf16", "fp16"}:  # already 16-bit: autocast would change nothing
-            how = (
-                f"These {what} already have {'/'.join(sorted(r for r in dtypes if r))} data but run on CUDA-core kernels "
-                f"({kernel}…): cuBLAS/cuDNN found no tensor-core kernel for their layout or sizes. Make the "
-                "channel and feature dimensions multiples of 8, and use channels_last for convolutions."
-            )
-            return fix("bf16-tensor-cores", how=how, code=_layout_code())
-        how = f"These {what} run in fp32 on the CUDA cores ({kernel}…). Autocast them to {half} so they run on tensor cores.{tf32}"
-        if half == "fp16":
-            how += (
-                " This GPU has no bf16 or TF32 tensor cores: autocast to fp16, with a GradScaler in "
-                "training (fp16 gradients underflow without one)."
-            )
-        return fix("bf16-tensor-cores", how=how, code=_autocast_code(half, bool(spec.achievable("tf32"))))
+        return _tensor_core_fix(part, spec, n)
     if issue == "misaligned":
         shapes = "; ".join(sorted({f"{r.op_name} {r.shapes}: {r.bad_dims}" for r in part.itertuples()}))
         how = (
             f"{shapes} — not a multiple of 8 elements (16 bytes), so cuBLAS falls back to an unaligned kernel "
             f"({part['kernel'].iloc[0][:60]}…). Pad the dimension up to a multiple of 8 (better 64 or 128) with "
-            f"zeros: the product is unchanged. Estimated {saving / max(len(part), 1):,.0f} µs saved per call."
+            f"zeros: the product is unchanged. Estimated {part['saving_us'].sum() / max(len(part), 1):,.0f} µs "
+            "saved per call."
         )
         return fix("pad-dims", how=how, code=_pad_code(part.iloc[0]))
     target = part["target"].iloc[0]
@@ -610,6 +663,51 @@ def _fix_for(issue: str, part: pd.DataFrame, spec: DeviceSpec, n: int) -> Fix:
         f"the tensor-core rate again and halves the bytes."
     )
     return fix("bf16-tensor-cores", how=how, code=_autocast_code(target))
+
+
+def _tensor_core_fix(part: pd.DataFrame, spec: DeviceSpec, n: int) -> Fix:
+    """bf16-tensor-cores for ops on the CUDA cores: autocast fp32 data (fp16 without bf16), or, for data
+    already 16-bit, the layout and sizes cuBLAS/cuDNN need for a tensor-core kernel."""
+    half = spec.half_rung() or "bf16"
+    what = "convolutions" if (part["kind"] == "conv").all() else "matmuls"
+    kernel = part["kernel"].iloc[0][:60]
+    dtypes = {precision(d) for d in part["dtype"]}
+    if dtypes <= {"bf16", "fp16"}:  # already 16-bit: autocast would change nothing
+        how = (
+            f"These {what} already have {'/'.join(sorted(r for r in dtypes if r))} data but run on CUDA-core kernels "
+            f"({kernel}…): cuBLAS/cuDNN found no tensor-core kernel for their layout or sizes. Make the "
+            "channel and feature dimensions multiples of 8, and use channels_last for convolutions."
+        )
+        return fix("bf16-tensor-cores", how=how, code=_layout_code())
+    how = (
+        f"These {what} run in fp32 on the CUDA cores ({kernel}…). Autocast them to {half} so they run on tensor "
+        f"cores.{_tf32_note(part, spec, half, n)}"
+    )
+    if half == "fp16":
+        how += (
+            " This GPU has no bf16 or TF32 tensor cores: autocast to fp16, with a GradScaler in "
+            "training (fp16 gradients underflow without one)."
+        )
+    return fix("bf16-tensor-cores", how=how, code=_autocast_code(half, bool(spec.achievable("tf32"))))
+
+
+def _tf32_note(part: pd.DataFrame, spec: DeviceSpec, half: str, n: int) -> str:
+    """Where the GPU has TF32: what allowing it would bring these ops to, against `half` autocast ("" else)."""
+    if not spec.achievable("tf32"):
+        return ""
+    tf32_after = (
+        sum(
+            max(r.flops / spec.achievable("tf32") / 1e6, r.bytes / spec.achievable_tbps / 1e6)
+            for r in part.itertuples()
+        )
+        / n
+    )
+    return (
+        f" Keeping fp32 data but allowing TF32 "
+        f"(torch.backends.cuda.matmul.allow_tf32 = True) would bring these ops to about "
+        f"{tf32_after:,.0f} µs per step instead of {half} autocast's {part['after_us'].sum() / n:,.0f} µs "
+        f"(now {part['matrix_us'].sum() / n:,.0f} µs)."
+    )
 
 
 def _quiet_detail(cb, spec, achieved, rung, peak, share) -> str:

@@ -63,7 +63,7 @@ import pandas as pd
 
 from diagnose.base.devices import DeviceSpec
 from diagnose.rulebook.engine import NO_STEP_WORK, Quiet, Rule, Skip, Threshold, time_base, top_offenders
-from diagnose.model.findings import Evidence, Finding, Offender
+from diagnose.model.findings import Evidence, Finding, Fix, Offender
 from diagnose.model.fixes import fix
 from diagnose.metrics.step_time import StepBudget
 from diagnose.trace.names import name_test
@@ -128,98 +128,142 @@ class DecodeLatency(Rule):
 
     def _finding(self, s: "_Streaming", t) -> Finding:
         """The finding: weight bytes, bandwidth, tokens/s ceilings and the W4A16 / speculative estimates."""
-        spec, step_us, gemv = s.spec, s.step_us, s.gemv
-        bw = spec.achievable_tbps
-        w4_tbps = t["w4_bandwidth_share"] * bw
-        w4_bytes = s.weight_bytes * W4_BITS / s.bits
-        w4_us = min(w4_bytes / w4_tbps / 1e6, s.gemv_us)  # never slower than today's kernels
-        same_share_us = s.gemv_us * W4_BITS / s.bits  # 4-bit kernels as efficient as today's (Marlin-class)
-        after = max(step_us - s.gemv_us + w4_us, 1e-9)
-        speedup = step_us / after
-        best = max(step_us / max(step_us - s.gemv_us + same_share_us, 1e-9), speedup)  # a ceiling, never below
-        k, a = t["draft_tokens"], t["acceptance"]
-        per_pass = (1 - a ** (k + 1)) / (1 - a) if a < 1 else k + 1
-        moved = gemv["bytes"] if "bytes" in gemv and gemv["bytes"].notna().all() else gemv["weight_bytes"]
-        tbps = moved.sum() / gemv["kernel_us"].sum() / 1e6
-        # a kernel can beat the achievable figure (a copy benchmark) but never the datasheet peak
-        ref, ref_name = (bw, "achievable") if tbps <= bw else (spec.hbm_tbps, "datasheet peak")
-        weights_gb = s.weight_bytes / 1e9
-        evidence = [
-            Evidence(
-                "time in GEMV-shaped weight matmuls", round(s.share * 100, 1), ">=", t["min_weight_share"] * 100, "%"
-            ),
-            *(
-                [Evidence("rows per weight matmul (tokens × sequences)", s.tokens, "<=", t["max_rows"])]
-                if s.tokens
-                else [Evidence(s.recognised_by, "measured")]
-            ),
-            Evidence("weight bytes read per step", round(weights_gb, 3), unit="GB"),
-            Evidence(
-                f"weight bytes ÷ step time ({s.weight_bytes / step_us / 1e6:.2f} TB/s), share of the achievable "
-                f"{bw:.2f} TB/s",
-                round(s.weight_bytes / step_us / 1e6 / bw * 100, 1),
-                unit="%",
-            ),
-            Evidence(f"bandwidth of the GEMV kernels (share of {ref_name})", round(tbps / ref * 100, 1), unit="%"),
-        ]
-        if s.tokens:
-            ceiling = s.tokens * bw * 1e12 / s.weight_bytes if s.weight_bytes else math.inf
-            evidence += [
-                Evidence("tokens/s now (rows per step ÷ step time)", round(s.tokens / step_us * 1e6, 1)),
-                Evidence(
-                    f"tokens/s ceiling at full bandwidth ({bw:.3g} TB/s, {s.bits}-bit weights)", round(ceiling, 1)
-                ),
-                Evidence("tokens/s ceiling with 4-bit weights", round(ceiling * s.bits / W4_BITS, 1)),
-            ]
-        rows = f"k × {s.tokens:.0f} rows" if s.tokens else "k rows per sequence"
+        e = _estimate(s, t)
         return Finding(
             rule=self.id,
             severity="high" if s.share >= t["high_share"] else "medium",
             title=self.title,
-            evidence=evidence,
-            offenders=_offenders(gemv, s.n),
-            fixes=[
-                fix(
-                    "w4a16",
-                    code=_w4a16_code(),
-                    how=(
-                        f"Store the weights in 4 bits ({W4_BITS} bits with group-128 scales) and run Marlin-class "
-                        f"W4A16 kernels: {weights_gb:.2f} GB → {s.weight_bytes * W4_BITS / s.bits / 1e9:.2f} GB "
-                        f"per step, est. {speedup:.2f}× ({step_us:,.0f} → {after:,.0f} µs per step) with PyTorch's "
-                        f"int4 kernels at {w4_tbps:.2f} TB/s, up to {best:.2f}× with kernels that stream 4-bit weights "
-                        "as fast as today's kernels stream these; quality close to 16-bit with AWQ/GPTQ calibration."
-                    ),
-                ),
-                fix(
-                    "speculative-decoding",
-                    code=_speculative_code(),
-                    how=(
-                        f"A draft model proposes k = {k:.0f} tokens and one pass of this model verifies them; the pass "
-                        f"reads the same {weights_gb:.2f} GB of weights, so while {rows} stay "
-                        f"GEMV-shaped it costs about one step (measured on the H200: 4 tokens 916.7 µs vs 1 token "
-                        f"1,008.5 µs). Up to {k:.0f}× tokens/s at full acceptance; ≈ {per_pass:.1f} tokens per pass "
-                        f"at {percent(a)} acceptance, before the draft model's own cost. Combines with W4A16."
-                    ),
-                ),
-            ],
-            est_speedup=round(speedup, 2),
-            recoverable_us=round(step_us - after, 2),
+            evidence=_evidence(s, e, t),
+            offenders=_offenders(s.gemv, s.n),
+            fixes=_fixes(s, e, t),
+            est_speedup=round(e.speedup, 2),
+            recoverable_us=round(s.step_us - e.after, 2),
             basis=(
-                f"W4A16: step − GEMV time + 4-bit weight bytes ÷ int4 kernel bandwidth = {step_us:,.0f} − "
-                f"{s.gemv_us:,.0f} + {w4_bytes / 1e9:.3f} GB ÷ {w4_tbps:.2f} TB/s ({percent(t['w4_bandwidth_share'])} "
-                f"of achievable, what PyTorch's tinygemm int4 kernels reached on the H200) = {after:,.0f} µs per "
-                f"step (today's kernels: {tbps:.2f} TB/s); {s.bytes_basis}; "
+                f"W4A16: step − GEMV time + 4-bit weight bytes ÷ int4 kernel bandwidth = {s.step_us:,.0f} − "
+                f"{s.gemv_us:,.0f} + {e.w4_bytes / 1e9:.3f} GB ÷ {e.w4_tbps:.2f} TB/s "
+                f"({percent(t['w4_bandwidth_share'])} "
+                f"of achievable, what PyTorch's tinygemm int4 kernels reached on the H200) = {e.after:,.0f} µs per "
+                f"step (today's kernels: {e.tbps:.2f} TB/s); {s.bytes_basis}; "
                 f"{time_base(s.budget)}; "
-                f"{spec.name}: {spec.source}"
+                f"{s.spec.name}: {s.spec.source}"
             ),
-            why=(
-                "Generating a token multiplies one row per sequence by every weight matrix. That is a "
-                "matrix-vector product: each weight byte is used for about one multiply-add, so the GPU spends "
-                "the step reading weights from HBM while its math units idle. Fewer bytes per weight (4-bit) "
-                "or more tokens per read of the weights (speculative decoding, larger batches) are the only ways "
-                "to go faster."
-            ),
+            why=_WHY,
         )
+
+
+_WHY = (
+    "Generating a token multiplies one row per sequence by every weight matrix. That is a "
+    "matrix-vector product: each weight byte is used for about one multiply-add, so the GPU spends "
+    "the step reading weights from HBM while its math units idle. Fewer bytes per weight (4-bit) "
+    "or more tokens per read of the weights (speculative decoding, larger batches) are the only ways "
+    "to go faster."
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Estimate:
+    """The W4A16 and speculative estimates and today's kernels' bandwidth (what `_estimate` found)."""
+
+    w4_tbps: float  # int4 kernels' bandwidth: w4_bandwidth_share of the achievable
+    w4_bytes: float  # weight bytes per step at W4_BITS
+    after: float  # µs per step with W4A16 weights at `w4_tbps`
+    speedup: float  # step ÷ `after`
+    best: float  # the ceiling: 4-bit kernels as efficient as today's, never below `speedup`
+    per_pass: float  # tokens accepted per speculative verification pass
+    tbps: float  # bandwidth of today's GEMV kernels
+    ref: float  # the bandwidth `tbps` is shown against: achievable, else the datasheet peak
+    ref_name: str
+
+
+def _estimate(s: "_Streaming", t) -> _Estimate:
+    """W4A16: step − GEMV time + 4-bit weight bytes ÷ int4 kernel bandwidth (never slower than today's
+    kernels); the tokens per speculative pass; the bandwidth today's GEMV kernels reach."""
+    bw = s.spec.achievable_tbps
+    w4_tbps = t["w4_bandwidth_share"] * bw
+    w4_bytes = s.weight_bytes * W4_BITS / s.bits
+    w4_us = min(w4_bytes / w4_tbps / 1e6, s.gemv_us)  # never slower than today's kernels
+    same_share_us = s.gemv_us * W4_BITS / s.bits  # 4-bit kernels as efficient as today's (Marlin-class)
+    after = max(s.step_us - s.gemv_us + w4_us, 1e-9)
+    speedup = s.step_us / after
+    best = max(s.step_us / max(s.step_us - s.gemv_us + same_share_us, 1e-9), speedup)  # a ceiling, never below
+    k, a = t["draft_tokens"], t["acceptance"]
+    gemv = s.gemv
+    moved = gemv["bytes"] if "bytes" in gemv and gemv["bytes"].notna().all() else gemv["weight_bytes"]
+    tbps = moved.sum() / gemv["kernel_us"].sum() / 1e6
+    # a kernel can beat the achievable figure (a copy benchmark) but never the datasheet peak
+    ref, ref_name = (bw, "achievable") if tbps <= bw else (s.spec.hbm_tbps, "datasheet peak")
+    return _Estimate(
+        w4_tbps=w4_tbps,
+        w4_bytes=w4_bytes,
+        after=after,
+        speedup=speedup,
+        best=best,
+        per_pass=(1 - a ** (k + 1)) / (1 - a) if a < 1 else k + 1,
+        tbps=tbps,
+        ref=ref,
+        ref_name=ref_name,
+    )
+
+
+def _evidence(s: "_Streaming", e: _Estimate, t) -> list[Evidence]:
+    """The GEMV share against its threshold, the rows (or how the matmuls were recognised), the weight
+    bytes and bandwidths, and with rows the tokens/s now and at the ceilings."""
+    bw = s.spec.achievable_tbps
+    evidence = [
+        Evidence("time in GEMV-shaped weight matmuls", round(s.share * 100, 1), ">=", t["min_weight_share"] * 100, "%"),
+        *(
+            [Evidence("rows per weight matmul (tokens × sequences)", s.tokens, "<=", t["max_rows"])]
+            if s.tokens
+            else [Evidence(s.recognised_by, "measured")]
+        ),
+        Evidence("weight bytes read per step", round(s.weight_bytes / 1e9, 3), unit="GB"),
+        Evidence(
+            f"weight bytes ÷ step time ({s.weight_bytes / s.step_us / 1e6:.2f} TB/s), share of the achievable "
+            f"{bw:.2f} TB/s",
+            round(s.weight_bytes / s.step_us / 1e6 / bw * 100, 1),
+            unit="%",
+        ),
+        Evidence(f"bandwidth of the GEMV kernels (share of {e.ref_name})", round(e.tbps / e.ref * 100, 1), unit="%"),
+    ]
+    if s.tokens:
+        ceiling = s.tokens * bw * 1e12 / s.weight_bytes if s.weight_bytes else math.inf
+        evidence += [
+            Evidence("tokens/s now (rows per step ÷ step time)", round(s.tokens / s.step_us * 1e6, 1)),
+            Evidence(f"tokens/s ceiling at full bandwidth ({bw:.3g} TB/s, {s.bits}-bit weights)", round(ceiling, 1)),
+            Evidence("tokens/s ceiling with 4-bit weights", round(ceiling * s.bits / W4_BITS, 1)),
+        ]
+    return evidence
+
+
+def _fixes(s: "_Streaming", e: _Estimate, t) -> list[Fix]:
+    """W4A16 with its estimate and ceiling, then speculative decoding with its tokens per pass."""
+    weights_gb = s.weight_bytes / 1e9
+    k, a = t["draft_tokens"], t["acceptance"]
+    rows = f"k × {s.tokens:.0f} rows" if s.tokens else "k rows per sequence"
+    return [
+        fix(
+            "w4a16",
+            code=_w4a16_code(),
+            how=(
+                f"Store the weights in 4 bits ({W4_BITS} bits with group-128 scales) and run Marlin-class "
+                f"W4A16 kernels: {weights_gb:.2f} GB → {s.weight_bytes * W4_BITS / s.bits / 1e9:.2f} GB "
+                f"per step, est. {e.speedup:.2f}× ({s.step_us:,.0f} → {e.after:,.0f} µs per step) with PyTorch's "
+                f"int4 kernels at {e.w4_tbps:.2f} TB/s, up to {e.best:.2f}× with kernels that stream 4-bit weights "
+                "as fast as today's kernels stream these; quality close to 16-bit with AWQ/GPTQ calibration."
+            ),
+        ),
+        fix(
+            "speculative-decoding",
+            code=_speculative_code(),
+            how=(
+                f"A draft model proposes k = {k:.0f} tokens and one pass of this model verifies them; the pass "
+                f"reads the same {weights_gb:.2f} GB of weights, so while {rows} stay "
+                f"GEMV-shaped it costs about one step (measured on the H200: 4 tokens 916.7 µs vs 1 token "
+                f"1,008.5 µs). Up to {k:.0f}× tokens/s at full acceptance; ≈ {e.per_pass:.1f} tokens per pass "
+                f"at {percent(a)} acceptance, before the draft model's own cost. Combines with W4A16."
+            ),
+        ),
+    ]
 
 
 @dataclasses.dataclass
@@ -248,36 +292,7 @@ def _measure(ctx, t, ops: pd.DataFrame, step_us: float, n: int) -> "_Streaming |
     weights = gemm[gemm["op_name"].isin(WEIGHT_OPS) & gemm["m"].notna() & gemm["n"].notna()]
     gemm_share = m.per_step(gemm["kernel_us"].sum()) / step_us
     if not len(weights):
-        measured = _measured_streaming(gemm)
-        if len(measured):
-            return _streaming(
-                m,
-                step_us,
-                n,
-                measured,
-                None,
-                _bits_from_names(measured),
-                "weight bytes = DRAM bytes measured by Nsight Compute (no shapes recorded), kernel time measured",
-                f"weight-streaming matmul kernels recognised by Nsight Compute "
-                f"({len(measured) / n:.0f} per step: matmul kernels whose DRAM traffic limits them)",
-            )
-        unshaped = gemm[gemm["flops"].isna()]
-        if len(unshaped) and unshaped["bound"].notna().all():
-            classes = ", ".join(sorted(set(unshaped["bound"])))
-            return Quiet(
-                f"matmul kernels take {percent(gemm_share)} of the step, recorded without shapes; Nsight "
-                f"Compute measured them ({classes}): none streams weights from DRAM"
-            )
-        held = _census_weights(ctx)
-        if held is not None and len(unshaped):
-            return _from_census(ctx, m, step_us, n, unshaped, *held)
-        if gemm_share >= t["min_weight_share"]:
-            return Skip(
-                f"matmul kernels take {percent(gemm_share)} of the step but {_why_no_shapes(gemm)}, "
-                "so weight bytes per token cannot be estimated (a capture made by diagnose knows the "
-                "model's parameter bytes)"
-            )
-        return Quiet(f"no weight matmul with recorded shapes (matmul kernels {percent(gemm_share)} of the step)")
+        return _unshaped(ctx, t, gemm, gemm_share, step_us, n)
     rows = weights["m"].astype(float)
     gemv = weights[(rows <= t["max_rows"]) & (weights["n"].astype(float) > rows)].copy()
     if not len(gemv):
@@ -296,6 +311,42 @@ def _measure(ctx, t, ops: pd.DataFrame, step_us: float, n: int) -> "_Streaming |
         8 * dtype_bytes(gemv["dtype"].mode().iloc[0], 2),
         "weight bytes estimated from shapes, kernel time measured",
     )
+
+
+def _unshaped(ctx, t, gemm: pd.DataFrame, gemm_share: float, step_us: float, n: int) -> "_Streaming | Quiet | Skip":
+    """No weight matmul with recorded shapes: Nsight Compute's measured weight-streaming kernels, else
+    the capture's weight bytes against the matmuls recorded without shapes, else Skip or Quiet."""
+    m = ctx.metrics
+    measured = _measured_streaming(gemm)
+    if len(measured):
+        return _streaming(
+            m,
+            step_us,
+            n,
+            measured,
+            None,
+            _bits_from_names(measured),
+            "weight bytes = DRAM bytes measured by Nsight Compute (no shapes recorded), kernel time measured",
+            f"weight-streaming matmul kernels recognised by Nsight Compute "
+            f"({len(measured) / n:.0f} per step: matmul kernels whose DRAM traffic limits them)",
+        )
+    unshaped = gemm[gemm["flops"].isna()]
+    if len(unshaped) and unshaped["bound"].notna().all():
+        classes = ", ".join(sorted(set(unshaped["bound"])))
+        return Quiet(
+            f"matmul kernels take {percent(gemm_share)} of the step, recorded without shapes; Nsight "
+            f"Compute measured them ({classes}): none streams weights from DRAM"
+        )
+    held = _census_weights(ctx)
+    if held is not None and len(unshaped):
+        return _from_census(ctx, m, step_us, n, unshaped, *held)
+    if gemm_share >= t["min_weight_share"]:
+        return Skip(
+            f"matmul kernels take {percent(gemm_share)} of the step but {_why_no_shapes(gemm)}, "
+            "so weight bytes per token cannot be estimated (a capture made by diagnose knows the "
+            "model's parameter bytes)"
+        )
+    return Quiet(f"no weight matmul with recorded shapes (matmul kernels {percent(gemm_share)} of the step)")
 
 
 def _census_weights(ctx) -> tuple[float, int, str, str] | None:

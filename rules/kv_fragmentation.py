@@ -50,6 +50,7 @@ memory only: the step time of a larger batch is not estimated.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pandas as pd
@@ -103,58 +104,80 @@ class KVFragmentation(Rule):
 
     def check(self, ctx, t):
         """Look for concatenated or oversized KV caches and for allocator fragmentation."""
-        ops, record = ctx.trace.ops, ctx.memory
-        windows = step_windows(ctx)
-        steps = step_index(ops, windows) if len(ops) else []
-        appends = (
-            [a for a in kv_appends(ops, steps, t["max_append"], t["min_cache_tokens"]) if a.step >= 0]
-            if len(ops)
-            else []
-        )
-        decode = _last_step_decode(ctx.metrics.attention_calls, windows)
-        concat = _concat(appends, t)
-        weights = _weights(ctx)
-        prealloc = _preallocated(ctx, t, decode, weights, windows)
-        frag = _fragmentation(record, t)
-        if not (concat or prealloc or frag):
-            return Quiet(_quiet_detail(ctx, t, decode, weights, windows))
-        evidence, basis = [], []
-        if concat:
-            evidence += concat["evidence"]
-            basis.append(concat["basis"])
-        if prealloc:
-            evidence += prealloc["evidence"]
-            basis.append(prealloc["basis"])
-        if frag:
-            evidence += frag["evidence"]
-            basis.append(frag["basis"])
-        capacity = _capacity(record, t, decode, appends, weights)
-        if capacity:
-            evidence += capacity["evidence"]
-            basis.append(capacity["basis"])
-        kv = bool(concat or prealloc)
-        fixes = [fix("paged-attention", code=_paged_code()), fix("kv-quantization", code=_fp8_code())] if kv else []
-        if frag:
-            fixes.append(fix("expandable-segments", code=_expandable_code()))
-        gain = capacity["gain"] if capacity else 0.0
-        severity = "high" if gain >= t["high_gain"] or (frag or {}).get("oom") else "medium"
-        return Finding(
-            rule=self.id,
-            severity=severity,
-            title=_title(concat, prealloc, frag),
-            evidence=evidence,
-            fixes=fixes,
-            offenders=_offenders(ctx),
-            basis="; ".join(basis),
-            why=(
-                "Every sequence in flight needs its keys and values for every layer. Grown by torch.cat, the cache "
-                "is reallocated one token larger at every step: the whole cache is copied, and the caching "
-                "allocator keeps the freed blocks, which the next, slightly larger request does not fit. "
-                "Preallocated for the maximum length, most of it is never read. Either way the memory that "
-                "would hold more sequences is reserved for nothing. A paged cache allocates fixed-size blocks "
-                "as tokens arrive and addresses them through a block table, so memory tracks the tokens held."
-            ),
-        )
+        kv = _measure(ctx, t)
+        if not (kv.concat or kv.prealloc or kv.frag):
+            return Quiet(_quiet_detail(ctx, t, kv.decode, kv.weights, kv.windows))
+        capacity = _capacity(ctx.memory, t, kv.decode, kv.appends, kv.weights)
+        return _word(self, ctx, kv, capacity, t)
+
+
+_WHY = (
+    "Every sequence in flight needs its keys and values for every layer. Grown by torch.cat, the cache "
+    "is reallocated one token larger at every step: the whole cache is copied, and the caching "
+    "allocator keeps the freed blocks, which the next, slightly larger request does not fit. "
+    "Preallocated for the maximum length, most of it is never read. Either way the memory that "
+    "would hold more sequences is reserved for nothing. A paged cache allocates fixed-size blocks "
+    "as tokens arrive and addresses them through a block table, so memory tracks the tokens held."
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class _KV:
+    """The KV caches of the last step and the allocator's state (what `_measure` found)."""
+
+    windows: list
+    appends: list  # torch.cat appends to a cache inside the measured steps
+    decode: list  # the last step's decode attention calls
+    weights: float  # bytes of the model's weights
+    concat: dict | None  # a cache grown by torch.cat: its evidence and basis
+    prealloc: dict | None  # a preallocated cache mostly never read
+    frag: dict | None  # allocator fragmentation
+
+
+def _measure(ctx, t) -> _KV:
+    """The caches grown by torch.cat, preallocated beyond what is read, and the allocator's fragmentation."""
+    ops = ctx.trace.ops
+    windows = step_windows(ctx)
+    appends = (
+        [a for a in kv_appends(ops, step_index(ops, windows), t["max_append"], t["min_cache_tokens"]) if a.step >= 0]
+        if len(ops)
+        else []
+    )
+    decode = _last_step_decode(ctx.metrics.attention_calls, windows)
+    weights = _weights(ctx)
+    return _KV(
+        windows=windows,
+        appends=appends,
+        decode=decode,
+        weights=weights,
+        concat=_concat(appends, t),
+        prealloc=_preallocated(ctx, t, decode, weights, windows),
+        frag=_fragmentation(ctx.memory, t),
+    )
+
+
+def _word(rule: Rule, ctx, kv: _KV, capacity: dict | None, t) -> Finding:
+    """The finding: each finding's evidence and basis, then the capacity; paged and FP8 caches for a KV
+    cache, expandable segments for fragmentation; high from `high_gain` or an OOM."""
+    parts = [p for p in (kv.concat, kv.prealloc, kv.frag, capacity) if p]
+    fixes = (
+        [fix("paged-attention", code=_paged_code()), fix("kv-quantization", code=_fp8_code())]
+        if kv.concat or kv.prealloc
+        else []
+    )
+    if kv.frag:
+        fixes.append(fix("expandable-segments", code=_expandable_code()))
+    gain = capacity["gain"] if capacity else 0.0
+    return Finding(
+        rule=rule.id,
+        severity="high" if gain >= t["high_gain"] or (kv.frag or {}).get("oom") else "medium",
+        title=_title(kv.concat, kv.prealloc, kv.frag),
+        evidence=[e for p in parts for e in p["evidence"]],
+        fixes=fixes,
+        offenders=_offenders(ctx),
+        basis="; ".join(p["basis"] for p in parts),
+        why=_WHY,
+    )
 
 
 def _last_step_decode(calls: list, windows: list) -> list:
@@ -293,56 +316,83 @@ def _capacity(record, t, decode: list, appends: list, weights: float) -> dict | 
     """How many more sequences fit with a paged (and FP8) cache, in memory terms."""
     if record is None or not record.peak_reserved:
         return None
-    limit, _ = record.limit
-    if decode:
-        batch = decode[0].q.dims[0]
-        tokens = max(c.k.dims[-2] for c in decode)
-        read = float(sum(c.k.nbytes + c.v.nbytes for c in decode))
-        itemsize = decode[0].k.itemsize
-    elif appends:
-        last = max(a.step for a in appends)
-        mine = [a for a in appends if a.step == last]
-        batch = mine[0].dims[0]
-        tokens = max(a.cache_len + a.added for a in mine)
-        itemsize = 2
-        read = float(sum(math.prod(a.out_dims) * itemsize for a in mine))
-    else:
+    shape = _cache_shape(decode, appends)
+    if shape is None:
         return None
+    batch, tokens, read, itemsize = shape
     per_token = read / (batch * tokens)
     block = t["block_tokens"]
-    paged = batch * math.ceil(tokens / block) * block * per_token
-    now = record.peak_reserved - weights
-    if paged <= 0 or now <= 0:
+    cache = _Cache(batch, tokens, per_token, itemsize, block, record.peak_reserved - weights)
+    if cache.paged <= 0 or cache.now <= 0:
         return None
-    gain = now / paged
-    evidence = [
-        Evidence("sequences in the batch", batch),
-        Evidence("tokens per sequence", tokens),
-        Evidence("KV bytes per token (all layers, K and V)", round(per_token / 1e3, 1), unit="KB"),
-        Evidence("cache memory per sequence now", round(now / batch / 1e6, 1), unit="MB"),
-        Evidence(f"… with a paged cache (blocks of {block:.0f})", round(paged / batch / 1e6, 1), unit="MB"),
-        Evidence("more concurrent sequences with a paged cache", round(gain, 2), unit="×"),
-    ]
-    if limit:
-        usable = limit - weights
-        fp8 = gain * itemsize
-        evidence += [
-            Evidence(f"sequences of {tokens:,} tokens that fit in {gb(limit)} now", math.floor(batch * usable / now)),
-            Evidence("… with a paged cache", math.floor(batch * usable / paged)),
-            Evidence("… with a paged FP8 cache", math.floor(batch * usable / paged * itemsize)),
-        ]
-    else:
-        fp8 = gain * itemsize
+    gain = cache.now / cache.paged
+    fp8 = gain * itemsize
     return {
         "gain": gain,
-        "evidence": evidence,
+        "evidence": _capacity_evidence(cache, record.limit[0], weights),
         "basis": (
-            f"capacity: the cache costs {gb(now)} now (reserved peak{_minus(weights)}) for {batch} "
+            f"capacity: the cache costs {gb(cache.now)} now (reserved peak{_minus(weights)}) for {batch} "
             f"sequences of {tokens:,} tokens; paged: {batch} × ⌈{tokens:,} ÷ {block:.0f}⌉ × {block:.0f} × "
-            f"{per_token / 1e3:,.1f} KB = {gb(paged)}: {gain:.1f}× more sequences, {fp8:.1f}× with FP8 K/V "
+            f"{per_token / 1e3:,.1f} KB = {gb(cache.paged)}: {gain:.1f}× more sequences, {fp8:.1f}× with FP8 K/V "
             f"(from {itemsize}-byte elements)"
         ),
     }
+
+
+@dataclasses.dataclass(frozen=True)
+class _Cache:
+    """The last step's KV cache, now and paged (what `_capacity` weighs)."""
+
+    batch: int  # sequences
+    tokens: int  # per sequence
+    per_token: float  # KV bytes per token, all layers, K and V
+    itemsize: int  # bytes per element
+    block: float  # tokens per page
+    now: float  # bytes the cache costs now: the reserved peak less the weights
+
+    @property
+    def paged(self) -> float:
+        """Bytes with a paged cache: every sequence rounded up to whole blocks."""
+        return self.batch * math.ceil(self.tokens / self.block) * self.block * self.per_token
+
+
+def _cache_shape(decode: list, appends: list) -> tuple[int, int, float, int] | None:
+    """(sequences, tokens per sequence, KV bytes, bytes per element) of the last step's cache: from its
+    decode attention calls, else from its torch.cat appends (2-byte elements); None without either."""
+    if decode:
+        batch = decode[0].q.dims[0]
+        tokens = max(c.k.dims[-2] for c in decode)
+        return batch, tokens, float(sum(c.k.nbytes + c.v.nbytes for c in decode)), decode[0].k.itemsize
+    if appends:
+        last = max(a.step for a in appends)
+        mine = [a for a in appends if a.step == last]
+        itemsize = 2
+        read = float(sum(math.prod(a.out_dims) * itemsize for a in mine))
+        return mine[0].dims[0], max(a.cache_len + a.added for a in mine), read, itemsize
+    return None
+
+
+def _capacity_evidence(cache: _Cache, limit: float | None, weights: float) -> list[Evidence]:
+    """The cache's sequences, tokens and bytes, now and paged; with a known limit, the sequences that fit."""
+    batch, now, paged = cache.batch, cache.now, cache.paged
+    evidence = [
+        Evidence("sequences in the batch", batch),
+        Evidence("tokens per sequence", cache.tokens),
+        Evidence("KV bytes per token (all layers, K and V)", round(cache.per_token / 1e3, 1), unit="KB"),
+        Evidence("cache memory per sequence now", round(now / batch / 1e6, 1), unit="MB"),
+        Evidence(f"… with a paged cache (blocks of {cache.block:.0f})", round(paged / batch / 1e6, 1), unit="MB"),
+        Evidence("more concurrent sequences with a paged cache", round(now / paged, 2), unit="×"),
+    ]
+    if limit:
+        usable = limit - weights
+        evidence += [
+            Evidence(
+                f"sequences of {cache.tokens:,} tokens that fit in {gb(limit)} now", math.floor(batch * usable / now)
+            ),
+            Evidence("… with a paged cache", math.floor(batch * usable / paged)),
+            Evidence("… with a paged FP8 cache", math.floor(batch * usable / paged * cache.itemsize)),
+        ]
+    return evidence
 
 
 def _quiet_detail(ctx, t, decode: list, weights: float, windows: list) -> str:

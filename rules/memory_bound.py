@@ -81,7 +81,7 @@ from diagnose.rulebook.engine import (
     time_base,
     top_offenders,
 )
-from diagnose.model.findings import Evidence, Finding, Offender
+from diagnose.model.findings import Evidence, Finding, Fix, Offender
 from diagnose.model.fixes import comment, fix
 from diagnose.vocabulary.dtypes import precision
 from diagnose.vocabulary.kernels import MEMORY_KINDS
@@ -144,65 +144,76 @@ class MemoryBound(Rule):
 
     def _finding(self, f: "_Fusion", t) -> Finding:
         """The finding: bandwidth, intensity and saving of the qualifying chains, and the fusion fixes."""
-        spec, budget, good, n, step_us, bw = f.spec, f.budget, f.good, f.n, f.step_us, f.bw
-        chain_us, fused_us, single_us, after, saving = f.chain_us, f.fused_us, f.single_us, f.after, f.saving
-        moved, fused_bytes, tbps, measured, intensity = f.moved, f.fused_bytes, f.tbps, f.measured, f.intensity
-        kernels, max_intensity = f.kernels, f.max_intensity
-        evidence = [
-            Evidence(
-                f"{'measured DRAM' if measured else 'HBM'} bandwidth of the chains, share of the achievable "
-                f"{bw:.3g} TB/s ({tbps:.2f} TB/s{_measured_pct(tbps, spec) if measured else ''})",
-                round(tbps / bw * 100, 1),
-                ">=",
-                t["min_bw_share"] * 100,
-                "%",
-            ),
-            Evidence("arithmetic intensity", round(intensity, 3), "<=", round(max_intensity, 2), "FLOP/B"),
-            Evidence("estimated saving from fusion", round(saving * 100, 1), ">=", t["min_saving_share"] * 100, "%"),
-            Evidence("bytes moved ÷ single-pass bytes", round(moved / max(fused_bytes, 1.0), 2), unit="×"),
-            Evidence("unfused kernels in the chains per step", round(kernels, 1)),
-            Evidence("time in the chains per step", round(chain_us / step_us * 100, 1), unit="%"),
-        ]
-        speedup = step_us / after
-        single_after = max(step_us - chain_us + single_us + t["fused_call_us"], 1e-9)
-        offenders = _offenders(good, n)
+        spec, step_us, bw, after = f.spec, f.step_us, f.bw, f.after
+        offenders = _offenders(f.good, f.n)
         return Finding(
             rule=self.id,
-            severity=severity_ladder(saving, t),
+            severity=severity_ladder(f.saving, t),
             title=self.title,
-            evidence=evidence,
+            evidence=_evidence(f, t),
             offenders=offenders,
-            fixes=[
-                fix("torch-compile", code=_compile_code()),
-                fix(
-                    "triton-kernel",
-                    code=_triton_code(str(offenders[0].name) if offenders else ""),
-                    how=(
-                        "Hand-fuse the chain into one autotuned Triton kernel; keeping each row on chip "
-                        "also removes the second read a looped reduction does: "
-                        f"est. {max(step_us / single_after, 1.0):.2f}× for the step "
-                        f"({single_us:,.0f} µs of single-pass HBM traffic instead of {fused_us:,.0f} µs)."
-                    ),
-                ),
-                *([] if f.half_matmuls else _bf16_fix(good, n, step_us, t)),
-            ],
-            est_speedup=round(speedup, 2),
+            fixes=_fixes(f, offenders, t),
+            est_speedup=round(step_us / after, 2),
             recoverable_us=round(step_us - after, 2),
             basis=(
-                f"{_bytes_basis(good)}; fused step ≈ {step_us:,.0f} − "
-                f"{chain_us:,.0f} µs in the chains + {fused_bytes / n / 1e6:,.0f} MB single-pass ÷ "
-                f"{bw:.3g} TB/s achievable = {fused_us:,.0f} µs + {t['fused_call_us']:.0f} µs to enter "
-                f"compiled code = {after:,.0f} µs per step; {time_base(budget)}; "
+                f"{_bytes_basis(f.good)}; fused step ≈ {step_us:,.0f} − "
+                f"{f.chain_us:,.0f} µs in the chains + {f.fused_bytes / f.n / 1e6:,.0f} MB single-pass ÷ "
+                f"{bw:.3g} TB/s achievable = {f.fused_us:,.0f} µs + {t['fused_call_us']:.0f} µs to enter "
+                f"compiled code = {after:,.0f} µs per step; {time_base(f.budget)}; "
                 f"{spec.name}: {spec.source}"
             ),
-            why=(
-                "Each eager elementwise or reduction kernel reads its inputs from HBM and writes its result "
-                "back, and the next kernel reads that result again. These kernels do almost no math per "
-                "byte, so their time is set by HBM bandwidth: a chain of ten kernels moves its data about "
-                "ten times. A fused kernel keeps the intermediates in registers and moves only the chain's "
-                "real inputs and outputs, so the chain runs in the time of one or two passes over memory."
-            ),
+            why=_WHY,
         )
+
+
+_WHY = (
+    "Each eager elementwise or reduction kernel reads its inputs from HBM and writes its result "
+    "back, and the next kernel reads that result again. These kernels do almost no math per "
+    "byte, so their time is set by HBM bandwidth: a chain of ten kernels moves its data about "
+    "ten times. A fused kernel keeps the intermediates in registers and moves only the chain's "
+    "real inputs and outputs, so the chain runs in the time of one or two passes over memory."
+)
+
+
+def _evidence(f: "_Fusion", t) -> list[Evidence]:
+    """The chains' bandwidth, intensity and saving against their thresholds; their bytes, kernels and time."""
+    bw, tbps = f.bw, f.tbps
+    return [
+        Evidence(
+            f"{'measured DRAM' if f.measured else 'HBM'} bandwidth of the chains, share of the achievable "
+            f"{bw:.3g} TB/s ({tbps:.2f} TB/s{_measured_pct(tbps, f.spec) if f.measured else ''})",
+            round(tbps / bw * 100, 1),
+            ">=",
+            t["min_bw_share"] * 100,
+            "%",
+        ),
+        Evidence("arithmetic intensity", round(f.intensity, 3), "<=", round(f.max_intensity, 2), "FLOP/B"),
+        Evidence("estimated saving from fusion", round(f.saving * 100, 1), ">=", t["min_saving_share"] * 100, "%"),
+        Evidence("bytes moved ÷ single-pass bytes", round(f.moved / max(f.fused_bytes, 1.0), 2), unit="×"),
+        Evidence("unfused kernels in the chains per step", round(f.kernels, 1)),
+        Evidence("time in the chains per step", round(f.chain_us / f.step_us * 100, 1), unit="%"),
+    ]
+
+
+def _fixes(f: "_Fusion", offenders: list[Offender], t) -> list[Fix]:
+    """torch.compile, a hand-fused Triton kernel with its single-pass estimate, and bf16 for fp32 chains
+    (unless the step's matmuls already run in 16 bits)."""
+    step_us = f.step_us
+    single_after = max(step_us - f.chain_us + f.single_us + t["fused_call_us"], 1e-9)
+    return [
+        fix("torch-compile", code=_compile_code()),
+        fix(
+            "triton-kernel",
+            code=_triton_code(str(offenders[0].name) if offenders else ""),
+            how=(
+                "Hand-fuse the chain into one autotuned Triton kernel; keeping each row on chip "
+                "also removes the second read a looped reduction does: "
+                f"est. {max(step_us / single_after, 1.0):.2f}× for the step "
+                f"({f.single_us:,.0f} µs of single-pass HBM traffic instead of {f.fused_us:,.0f} µs)."
+            ),
+        ),
+        *([] if f.half_matmuls else _bf16_fix(f.good, f.n, step_us, t)),
+    ]
 
 
 def _measure(ctx, t) -> "list[dict] | Quiet | Skip":
@@ -280,44 +291,40 @@ def _fusion(ctx, t, good: list[dict]) -> _Fusion:
     spec = m.device_spec
     n = max(len(m.steps.windows), 1)
     step_us = m.budget.step_us
-    bw = spec.achievable_tbps
     chain_us = sum(c["time_us"] for c in good) / n
     # a chain whose single-pass estimate exceeds its measured time is left as it runs: fusing never costs
     fused_us = sum(min(c["fused_us"], c["time_us"]) for c in good) / n
-    single_us = sum(c["single_us"] for c in good) / n
     after = max(step_us - chain_us + fused_us + t["fused_call_us"], 1e-9)
-    saving = (step_us - after) / step_us
     moved = sum(c["bytes"] for c in good)
-    fused_bytes = sum(c["fused_bytes"] for c in good)
-    tbps = sum(c["tbps"] * c["time_us"] for c in good) / max(sum(c["time_us"] for c in good), 1e-9)
-    measured = all(c["measured"] for c in good)
-    intensity = sum(c["flops"] for c in good) / max(moved, 1.0)
-    kernels = sum(c["ops"] for c in good) / n
-    work = ctx.step_work()
-    ops = work[0] if work is not None else None
-    gemm_dtypes = ops[ops["kind"] == "gemm"]["dtype"].dropna().unique() if ops is not None else []
-    half = any(precision(d) in ("bf16", "fp16") for d in gemm_dtypes)
     return _Fusion(
-        half_matmuls=half,
+        half_matmuls=_half_matmuls(ctx),
         spec=spec,
         budget=m.budget,
         good=good,
         n=n,
         step_us=step_us,
-        bw=bw,
+        bw=spec.achievable_tbps,
         max_intensity=t["max_intensity_share"] * (spec.ridge("fp32") or 0.0),
         chain_us=chain_us,
         fused_us=fused_us,
-        single_us=single_us,
+        single_us=sum(c["single_us"] for c in good) / n,
         after=after,
-        saving=saving,
+        saving=(step_us - after) / step_us,
         moved=moved,
-        fused_bytes=fused_bytes,
-        tbps=tbps,
-        measured=measured,
-        intensity=intensity,
-        kernels=kernels,
+        fused_bytes=sum(c["fused_bytes"] for c in good),
+        tbps=sum(c["tbps"] * c["time_us"] for c in good) / max(sum(c["time_us"] for c in good), 1e-9),
+        measured=all(c["measured"] for c in good),
+        intensity=sum(c["flops"] for c in good) / max(moved, 1.0),
+        kernels=sum(c["ops"] for c in good) / n,
     )
+
+
+def _half_matmuls(ctx) -> bool:
+    """Whether the step's matmuls run in bf16 or fp16 (then its fp32 ops are autocast's choice)."""
+    work = ctx.step_work()
+    ops = work[0] if work is not None else None
+    gemm_dtypes = ops[ops["kind"] == "gemm"]["dtype"].dropna().unique() if ops is not None else []
+    return any(precision(d) in ("bf16", "fp16") for d in gemm_dtypes)
 
 
 def _bf16_fix(good: list[dict], n: int, step_us: float, t) -> list:
@@ -374,6 +381,22 @@ def _chains(ops: pd.DataFrame, min_ops: int, bw: float, sm_count: int, peak_tbps
     Sums over the runs are vectorised (missing values count as zero, as pandas sums them); the
     single-pass bytes of a sequence of works are worked out once per distinct sequence.
     """
+    found = _lanes(ops)
+    if found is None:
+        return []
+    runs = _runs(*found, peak_tbps)
+    single: dict = {}  # single-pass bytes per distinct sequence of works
+    chains = []
+    for i in np.flatnonzero(runs.lengths >= min_ops).tolist():
+        a = int(runs.starts[i])
+        b = a + int(runs.lengths[i])
+        chains.append(_chain(runs, i, a, b, _pass_bytes(runs, i, a, b, single), bw, sm_count))
+    return chains
+
+
+def _lanes(ops: pd.DataFrame) -> tuple[pd.DataFrame, np.ndarray, np.ndarray] | None:
+    """(the unfused memory-class op instances in GPU order per step and stream, where each run of them
+    starts, its length); None without any."""
     needed = [
         "step",
         "stream",
@@ -397,9 +420,36 @@ def _chains(ops: pd.DataFrame, min_ops: int, bw: float, sm_count: int, peak_tbps
     chain_id = np.cumsum(~member | new_lane)[member]
     frame = frame[member]
     if not len(frame):
-        return []
+        return None
     starts = np.flatnonzero(np.concatenate(([True], chain_id[1:] != chain_id[:-1])))
-    lengths = np.diff(np.append(starts, len(chain_id)))
+    return frame, starts, np.diff(np.append(starts, len(chain_id)))
+
+
+@dataclasses.dataclass(frozen=True)
+class _Runs:
+    """The runs of unfused memory-class ops: per op instance, what a chain's summary reads; per run, the
+    sums over its ops (what `_runs` found)."""
+
+    starts: np.ndarray  # each run's first op instance
+    lengths: np.ndarray  # op instances per run
+    dram_bytes: np.ndarray  # per op instance: DRAM bytes Nsight Compute measured (NaN: none)
+    works: np.ndarray  # per op instance: its work (inputs and outputs), or None
+    op_names: np.ndarray
+    shapes: np.ndarray
+    steps: np.ndarray
+    time_us: np.ndarray  # per run from here on
+    fp32_us: np.ndarray
+    moved: np.ndarray  # bytes
+    flops: np.ndarray
+    tbps: np.ndarray  # measured DRAM bandwidth where every op was measured, else bytes ÷ time
+    known: np.ndarray  # bytes known for at least 95 % of the run's time
+    measured: np.ndarray  # every op has a measured DRAM share
+    n_measured: np.ndarray  # ops with measured DRAM bytes
+    blocks: np.ndarray  # the largest grid of the run
+
+
+def _runs(frame: pd.DataFrame, starts: np.ndarray, lengths: np.ndarray, peak_tbps: float) -> _Runs:
+    """The sums over each run of `frame` (from `starts`, `lengths` long), missing values as zero."""
     number = {c: frame[c].to_numpy(float) for c in ("kernel_us", "bytes", "flops", "dram_pct", "dram_bytes", "blocks")}
 
     def total(values: np.ndarray) -> np.ndarray:
@@ -408,66 +458,82 @@ def _chains(ops: pd.DataFrame, min_ops: int, bw: float, sm_count: int, peak_tbps
     kernel_us = np.where(np.isnan(number["kernel_us"]), 0.0, number["kernel_us"])
     time_us = np.add.reduceat(kernel_us, starts)
     unknown_us = np.add.reduceat(np.where(np.isnan(number["bytes"]), kernel_us, 0.0), starts)
-    moved, flops = total(number["bytes"]), total(number["flops"])
+    moved = total(number["bytes"])
     dram_time = total(number["dram_pct"] * number["kernel_us"])
     pct_missing = np.add.reduceat(np.isnan(number["dram_pct"]).astype(np.int64), starts)
-    n_measured = np.add.reduceat((~np.isnan(number["dram_bytes"])).astype(np.int64), starts)
-    blocks = np.fmax.reduceat(number["blocks"], starts)
-    known = (time_us > 0) & (unknown_us <= 0.05 * time_us)
     measured = (time_us != 0) & (pct_missing == 0)
     with np.errstate(divide="ignore", invalid="ignore"):
         tbps = np.where(
             measured, dram_time / time_us / 100 * peak_tbps, np.where(time_us != 0, moved / time_us / 1e6, 0.0)
         )
     is_fp32 = frame["dtype"].map(lambda d: precision(d) == "fp32" if isinstance(d, str) else False).to_numpy(bool)
-    fp32_us = np.add.reduceat(np.where(is_fp32, kernel_us, 0.0), starts)
-    works, op_names = frame["work"].to_numpy(object), frame["op_name"].to_numpy(object)
-    shapes, steps = frame["shapes"].to_numpy(object), frame["step"].to_numpy()
-    single: dict = {}
-    chains = []
-    for i in np.flatnonzero(lengths >= min_ops).tolist():
-        a = int(starts[i])
-        b = a + int(lengths[i])
-        fused_bytes = single_bytes = 0.0
-        ws = [w for w in works[a:b] if w is not None and w.inputs]
-        shapeless = bool(known[i] and not ws and measured[i])
-        if shapeless:
-            # no shapes (a CUDA-graph replay): a fused kernel reads what the first kernel read and writes what
-            # the last one wrote, so their measured bytes stand in for the single pass
-            ends = number["dram_bytes"][[a, b - 1]]
-            fused_bytes = single_bytes = float(np.nansum(ends))
-        elif known[i]:
-            key = tuple(map(id, ws))
-            if key not in single:
-                single[key] = _single_pass_bytes(ws)
-            fused_bytes, single_bytes = single[key]
-        m = float(moved[i])
-        chains.append(
-            {
-                "ops": b - a,
-                "time_us": float(time_us[i]),
-                "fp32_us": float(fp32_us[i]),
-                "known": bool(known[i]),
-                "bytes": m,
-                "flops": float(flops[i]),
-                "tbps": float(tbps[i]),
-                "bw_share": float(tbps[i]) / bw,
-                "measured": bool(measured[i]),
-                "n_measured": int(n_measured[i]),
-                "shapeless": shapeless,
-                "intensity": float(flops[i]) / m if m else math.inf,
-                "fused_bytes": fused_bytes,
-                "single_bytes": single_bytes,
-                # a fused chain is never priced above what it measured (its bytes may be overcounted)
-                "fused_us": min(fused_bytes / bw / 1e6, float(time_us[i])),
-                "single_us": min(single_bytes / bw / 1e6, float(time_us[i])),
-                "full_wave": bool(sm_count and not np.isnan(blocks[i]) and blocks[i] >= sm_count),
-                "names": " → ".join(o.replace("aten::", "") if isinstance(o, str) else "?" for o in op_names[a:b]),
-                "shapes": next((x for x in shapes[a:b] if isinstance(x, str)), None),
-                "step": int(steps[a]),
-            }
-        )
-    return chains
+    return _Runs(
+        starts=starts,
+        lengths=lengths,
+        dram_bytes=number["dram_bytes"],
+        works=frame["work"].to_numpy(object),
+        op_names=frame["op_name"].to_numpy(object),
+        shapes=frame["shapes"].to_numpy(object),
+        steps=frame["step"].to_numpy(),
+        time_us=time_us,
+        fp32_us=np.add.reduceat(np.where(is_fp32, kernel_us, 0.0), starts),
+        moved=moved,
+        flops=total(number["flops"]),
+        tbps=tbps,
+        known=(time_us > 0) & (unknown_us <= 0.05 * time_us),
+        measured=measured,
+        n_measured=np.add.reduceat((~np.isnan(number["dram_bytes"])).astype(np.int64), starts),
+        blocks=np.fmax.reduceat(number["blocks"], starts),
+    )
+
+
+def _pass_bytes(runs: _Runs, i: int, a: int, b: int, single: dict) -> tuple[bool, float, float]:
+    """(shapeless, fused bytes, single-pass bytes) of run `i` (op instances a to b): from the works' shapes
+    (once per distinct sequence, cached in `single`), else from the measured bytes of its ends; zero when
+    its bytes are not known."""
+    ws = [w for w in runs.works[a:b] if w is not None and w.inputs]
+    shapeless = bool(runs.known[i] and not ws and runs.measured[i])
+    if shapeless:
+        # no shapes (a CUDA-graph replay): a fused kernel reads what the first kernel read and writes what
+        # the last one wrote, so their measured bytes stand in for the single pass
+        ends = runs.dram_bytes[[a, b - 1]]
+        return shapeless, float(np.nansum(ends)), float(np.nansum(ends))
+    if runs.known[i]:
+        key = tuple(map(id, ws))
+        if key not in single:
+            single[key] = _single_pass_bytes(ws)
+        return (shapeless, *single[key])
+    return shapeless, 0.0, 0.0
+
+
+def _chain(runs: _Runs, i: int, a: int, b: int, passes: tuple[bool, float, float], bw: float, sm_count: int) -> dict:
+    """Run `i` (op instances a to b) summarised: time, bytes, bandwidth, what a fused kernel would take."""
+    shapeless, fused_bytes, single_bytes = passes
+    m = float(runs.moved[i])
+    time_us, tbps, blocks = float(runs.time_us[i]), float(runs.tbps[i]), runs.blocks[i]
+    return {
+        "ops": b - a,
+        "time_us": time_us,
+        "fp32_us": float(runs.fp32_us[i]),
+        "known": bool(runs.known[i]),
+        "bytes": m,
+        "flops": float(runs.flops[i]),
+        "tbps": tbps,
+        "bw_share": tbps / bw,
+        "measured": bool(runs.measured[i]),
+        "n_measured": int(runs.n_measured[i]),
+        "shapeless": shapeless,
+        "intensity": float(runs.flops[i]) / m if m else math.inf,
+        "fused_bytes": fused_bytes,
+        "single_bytes": single_bytes,
+        # a fused chain is never priced above what it measured (its bytes may be overcounted)
+        "fused_us": min(fused_bytes / bw / 1e6, time_us),
+        "single_us": min(single_bytes / bw / 1e6, time_us),
+        "full_wave": bool(sm_count and not np.isnan(blocks) and blocks >= sm_count),
+        "names": " → ".join(o.replace("aten::", "") if isinstance(o, str) else "?" for o in runs.op_names[a:b]),
+        "shapes": next((x for x in runs.shapes[a:b] if isinstance(x, str)), None),
+        "step": int(runs.steps[a]),
+    }
 
 
 def _measured_pct(tbps: float, spec) -> str:

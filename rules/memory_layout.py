@@ -30,11 +30,16 @@ benchmarks/calibrate.py derives them): batch norm 10,805 → 6,521 µs per step 
 
 from __future__ import annotations
 
+import dataclasses
 import re
 
+import pandas as pd
+
 from diagnose.rulebook.engine import Quiet, Rule, Threshold, top_offenders
-from diagnose.model.findings import Evidence, Finding, Offender
+from diagnose.model.findings import Evidence, Finding, Offender, Severity
 from diagnose.model.fixes import fix
+from diagnose.metrics import Metrics
+from diagnose.metrics.step_time import StepBudget
 from diagnose.trace.names import name_search, name_test
 from diagnose.vocabulary.kernels import is_layout_conversion
 from diagnose.vocabulary.units import percent
@@ -75,56 +80,107 @@ class MemoryLayout(Rule):
 
     def check(self, ctx, t):
         """Sum the layout conversion kernels' time per step and weigh it against the step."""
-        m = ctx.metrics
-        budget, n = m.budget, max(len(m.steps.windows), 1)
-        kernels = m.step_kernels[m.step_kernels["cat"] == "kernel"]
-        layout = kernels[name_test(kernels["name"], is_layout_conversion)]
-        # never more than the GPU's busy time: conversions overlapping other work save only their own span
-        convert_us = min(float(layout["dur"].sum()) / n, budget.busy_us)
-        share = budget.share(convert_us)
-        busy_share = convert_us / budget.busy_us if budget.busy_us > 0 else 0.0
-        if share < t["min_share"]:
-            return Quiet(
-                f"layout conversion kernels {percent(share)} of the step < {percent(t['min_share'])} "
-                f"({len(layout) / n:.0f} per step)"
-            )
-        conv_ops = name_search(kernels["op_name"].astype(str), CONV_OP)
-        norm_us, conv_us = layout_parts(kernels, n)
-        saved = convert_us + norm_us * (1 - t["nhwc_batch_norm_ratio"]) + conv_us * (1 - t["nhwc_conv_ratio"])
-        saved = min(saved, budget.busy_us)  # never more than the GPU's busy time
-        fixed = max(budget.step_us - saved, 1e-9)
-        evidence = [
-            Evidence("layout conversion kernels per step", round(share * 100, 1), ">=", t["min_share"] * 100, "%"),
-            Evidence("share of GPU busy time", round(busy_share * 100, 1), unit="%"),
-            Evidence("conversion kernels per step", round(len(layout) / n, 1)),
-            Evidence("conversion time per step", round(convert_us, 1), unit="µs"),
-            Evidence("kernels launched by convolution ops per step", round(float(conv_ops.sum()) / n, 1)),
-            Evidence("NCHW batch-norm kernel time per step", round(norm_us, 1), unit="µs"),
-            Evidence("NCHW convolution kernel time per step", round(conv_us, 1), unit="µs"),
-        ]
-        return Finding(
-            rule=self.id,
-            severity="high" if share >= t["high_share"] else "medium",
-            title=self.title,
-            evidence=evidence,
-            offenders=_offenders(layout, n),
-            fixes=[fix("channels-last", code=_code())],
-            est_speedup=round(budget.step_us / fixed, 2),
-            recoverable_us=round(saved, 2),
-            basis=(
-                f"channels-last step ≈ {budget.step_us:,.0f} − {convert_us:,.0f} µs of layout conversions − "
-                f"{norm_us:,.0f} µs of batch norm × (1 − {t['nhwc_batch_norm_ratio']:g}) − {conv_us:,.0f} µs of "
-                f"convolutions × (1 − {t['nhwc_conv_ratio']:g}) = {fixed:,.0f} µs (the NHWC kernels' time "
-                f"ratios measured on the conv_nchw/conv_channels_last H200 pair); {budget.basis}"
-            ),
-            why=(
-                "Tensor cores consume tiles of channels, so cuDNN's fast convolution kernels want the channels "
-                "of each pixel next to each other in memory (NHWC). PyTorch's default NCHW layout stores each "
-                "channel as a separate plane, so around every convolution cuDNN transposes the activations, "
-                "weights and gradients to NHWC and the result back: extra passes over HBM that do no math. "
-                "In channels_last the tensors already have the kernels' layout."
-            ),
+        x = _measure(ctx.metrics)
+        severity = _decide(x, t)
+        if isinstance(severity, Quiet):
+            return severity
+        return _word(self, x, severity, _estimate(x, t), t)
+
+
+_WHY = (
+    "Tensor cores consume tiles of channels, so cuDNN's fast convolution kernels want the channels "
+    "of each pixel next to each other in memory (NHWC). PyTorch's default NCHW layout stores each "
+    "channel as a separate plane, so around every convolution cuDNN transposes the activations, "
+    "weights and gradients to NHWC and the result back: extra passes over HBM that do no math. "
+    "In channels_last the tensors already have the kernels' layout."
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Conversions:
+    """The layout conversion kernels of the measured steps (what `_measure` found)."""
+
+    budget: StepBudget
+    n: int  # measured steps
+    kernels: pd.DataFrame  # every kernel of the measured steps
+    layout: pd.DataFrame  # the layout conversion kernels
+    convert_us: float  # their time per step, never more than the GPU's busy time
+
+    @property
+    def share(self) -> float:
+        """The conversions' time as a share of the step."""
+        return self.budget.share(self.convert_us)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Saving:
+    """What channels_last saves per step (what `_estimate` found)."""
+
+    norm_us: float  # NCHW batch-norm kernel time
+    conv_us: float  # NCHW convolution kernel time
+    saved: float  # the conversions, plus what NHWC batch norm and convolutions save
+    fixed: float  # the step in channels_last
+
+
+def _measure(m: Metrics) -> _Conversions:
+    """The layout conversion kernels and their time per step."""
+    budget, n = m.budget, max(len(m.steps.windows), 1)
+    kernels = m.step_kernels[m.step_kernels["cat"] == "kernel"]
+    layout = kernels[name_test(kernels["name"], is_layout_conversion)]
+    # never more than the GPU's busy time: conversions overlapping other work save only their own span
+    convert_us = min(float(layout["dur"].sum()) / n, budget.busy_us)
+    return _Conversions(budget=budget, n=n, kernels=kernels, layout=layout, convert_us=convert_us)
+
+
+def _decide(x: _Conversions, t) -> Severity | Quiet:
+    """Quiet below `min_share` of the step; else high from `high_share`, medium below."""
+    if x.share < t["min_share"]:
+        return Quiet(
+            f"layout conversion kernels {percent(x.share)} of the step < {percent(t['min_share'])} "
+            f"({len(x.layout) / x.n:.0f} per step)"
         )
+    return "high" if x.share >= t["high_share"] else "medium"
+
+
+def _estimate(x: _Conversions, t) -> _Saving:
+    """channels-last step ≈ step − conversions − batch norm × (1 − its NHWC ratio) − convolutions × (1 − theirs),
+    never saving more than the GPU's busy time."""
+    norm_us, conv_us = layout_parts(x.kernels, x.n)
+    saved = x.convert_us + norm_us * (1 - t["nhwc_batch_norm_ratio"]) + conv_us * (1 - t["nhwc_conv_ratio"])
+    saved = min(saved, x.budget.busy_us)  # never more than the GPU's busy time
+    return _Saving(norm_us=norm_us, conv_us=conv_us, saved=saved, fixed=max(x.budget.step_us - saved, 1e-9))
+
+
+def _word(rule: Rule, x: _Conversions, severity: Severity, e: _Saving, t) -> Finding:
+    """The finding: the conversions' share and count, the NCHW kernels' time, channels-last."""
+    budget, n = x.budget, x.n
+    conv_ops = name_search(x.kernels["op_name"].astype(str), CONV_OP)
+    busy_share = x.convert_us / budget.busy_us if budget.busy_us > 0 else 0.0
+    return Finding(
+        rule=rule.id,
+        severity=severity,
+        title=rule.title,
+        evidence=[
+            Evidence("layout conversion kernels per step", round(x.share * 100, 1), ">=", t["min_share"] * 100, "%"),
+            Evidence("share of GPU busy time", round(busy_share * 100, 1), unit="%"),
+            Evidence("conversion kernels per step", round(len(x.layout) / n, 1)),
+            Evidence("conversion time per step", round(x.convert_us, 1), unit="µs"),
+            Evidence("kernels launched by convolution ops per step", round(float(conv_ops.sum()) / n, 1)),
+            Evidence("NCHW batch-norm kernel time per step", round(e.norm_us, 1), unit="µs"),
+            Evidence("NCHW convolution kernel time per step", round(e.conv_us, 1), unit="µs"),
+        ],
+        offenders=_offenders(x.layout, n),
+        fixes=[fix("channels-last", code=_code())],
+        est_speedup=round(budget.step_us / e.fixed, 2),
+        recoverable_us=round(e.saved, 2),
+        basis=(
+            f"channels-last step ≈ {budget.step_us:,.0f} − {x.convert_us:,.0f} µs of layout conversions − "
+            f"{e.norm_us:,.0f} µs of batch norm × (1 − {t['nhwc_batch_norm_ratio']:g}) − {e.conv_us:,.0f} µs of "
+            f"convolutions × (1 − {t['nhwc_conv_ratio']:g}) = {e.fixed:,.0f} µs (the NHWC kernels' time "
+            f"ratios measured on the conv_nchw/conv_channels_last H200 pair); {budget.basis}"
+        ),
+        why=_WHY,
+    )
 
 
 def layout_parts(kernels, n: int) -> tuple[float, float]:

@@ -33,10 +33,14 @@ against 8) and `fused_host_us` of host work per optimizer call. On opt_single: 2
 
 from __future__ import annotations
 
+import dataclasses
+
 from diagnose.rulebook.engine import Quiet, Rule, Threshold, top_offenders
-from diagnose.model.findings import Evidence, Finding
+from diagnose.model.findings import Evidence, Finding, Offender, Severity
 from diagnose.model.fixes import fix, optimizer_code
 from diagnose.metrics.optimizer import SINGLE
+from diagnose.metrics.optimizer import OptimizerStep as OptimizerRun  # the rule's class holds the name
+from diagnose.metrics.step_time import StepBudget
 from diagnose.vocabulary.units import percent
 
 FUSED_TRAFFIC = {"Adam": 7 / 20, "AdamW": 7 / 20, "SGD": 5 / 8}
@@ -73,23 +77,79 @@ class OptimizerStep(Rule):
         if not single:
             what = ", ".join(f"{o.name} ({o.impl})" for o in found)
             return Quiet(f"the optimizer already runs multi-tensor kernels: {what}")
-        opt = max(single, key=lambda o: o.time_share)
-        budget = ctx.metrics.budget
-        if opt.time_share < t["min_share"]:
-            return Quiet(
-                f"{opt.name} (single-tensor) takes {percent(opt.time_share)} of the step < "
-                f"{percent(t['min_share'])} ({opt.kernels:.0f} of {opt.step_kernels:.0f} kernels)"
-            )
-        opt_us = opt.time_share * budget.step_us
-        traffic = FUSED_TRAFFIC.get(opt.name, DEFAULT_TRAFFIC)
-        fused_us = max(opt.gpu_us * traffic, t["fused_host_us"] * opt.calls)
-        if fused_us >= opt_us:
-            return Quiet(
-                f"{opt.name} (single-tensor) takes {percent(opt.time_share)} of the step, but a fused step "
-                f"would take about as long ({fused_us:,.0f} µs ≥ {opt_us:,.0f} µs)"
-            )
-        fixed = budget.step_us - opt_us + fused_us
-        evidence = [
+        x = _measure(ctx, found, max(single, key=lambda o: o.time_share), t)
+        severity = _decide(x, t)
+        if isinstance(severity, Quiet):
+            return severity
+        return _word(self, x, severity, _estimate(x), t)
+
+
+_WHY = (
+    "A single-tensor optimizer updates each parameter tensor with its own sequence of elementwise "
+    "ops: for AdamW about ten kernels per tensor, each reading and writing the whole tensor, each "
+    "costing the host a dispatch. With hundreds of parameter tensors that is thousands of small "
+    "launches per step, and the GPU waits between them. A foreach optimizer launches one kernel "
+    "per op for a list of tensors; a fused one does the whole update in one pass per chunk, "
+    "reading the parameter, gradient and moments once."
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Single:
+    """The single-tensor optimizer that takes the most of the step, and its fused cost (what `_measure` found)."""
+
+    found: list[OptimizerRun]  # every optimizer step in the measured steps
+    opt: OptimizerRun  # the single-tensor one with the largest share of the step
+    budget: StepBudget
+    opt_us: float  # its share of the step, µs
+    traffic: float  # share of its GPU time a fused step keeps
+    fused_us: float  # a fused step: its GPU time × `traffic`, at least `fused_host_us` per call
+
+
+def _measure(ctx, found: list[OptimizerRun], opt: OptimizerRun, t: dict[str, float]) -> _Single:
+    """The optimizer's time in the step and what a fused step would take."""
+    budget = ctx.metrics.budget
+    traffic = FUSED_TRAFFIC.get(opt.name, DEFAULT_TRAFFIC)
+    return _Single(
+        found=found,
+        opt=opt,
+        budget=budget,
+        opt_us=opt.time_share * budget.step_us,
+        traffic=traffic,
+        fused_us=max(opt.gpu_us * traffic, t["fused_host_us"] * opt.calls),
+    )
+
+
+def _decide(x: _Single, t: dict[str, float]) -> Severity | Quiet:
+    """Quiet when the optimizer takes less than `min_share` of the step, or a fused step would take as long;
+    else high from `high_share`, medium below."""
+    opt = x.opt
+    if opt.time_share < t["min_share"]:
+        return Quiet(
+            f"{opt.name} (single-tensor) takes {percent(opt.time_share)} of the step < "
+            f"{percent(t['min_share'])} ({opt.kernels:.0f} of {opt.step_kernels:.0f} kernels)"
+        )
+    if x.fused_us >= x.opt_us:
+        return Quiet(
+            f"{opt.name} (single-tensor) takes {percent(opt.time_share)} of the step, but a fused step "
+            f"would take about as long ({x.fused_us:,.0f} µs ≥ {x.opt_us:,.0f} µs)"
+        )
+    return "high" if opt.time_share >= t["high_share"] else "medium"
+
+
+def _estimate(x: _Single) -> float:
+    """The fused step: the step less the optimizer plus the fused optimizer step."""
+    return x.budget.step_us - x.opt_us + x.fused_us
+
+
+def _word(rule: Rule, x: _Single, severity: Severity, fixed: float, t: dict[str, float]) -> Finding:
+    """The finding: the optimizer's share, kernels and GPU time; every optimizer step; fused-optimizer."""
+    opt, budget = x.opt, x.budget
+    return Finding(
+        rule=rule.id,
+        severity=severity,
+        title=rule.title,
+        evidence=[
             Evidence(
                 f"{opt.name}.step share of the step", round(opt.time_share * 100, 1), ">=", t["min_share"] * 100, "%"
             ),
@@ -97,40 +157,33 @@ class OptimizerStep(Rule):
             Evidence("share of the step's kernels", round(opt.launch_share * 100, 1), unit="%"),
             Evidence("optimizer GPU time per step", round(opt.gpu_us, 1), unit="µs"),
             Evidence("implementation", f"{opt.impl} (no _foreach_ or _fused_ ops)"),
-        ]
-        return Finding(
-            rule=self.id,
-            severity="high" if opt.time_share >= t["high_share"] else "medium",
-            title=self.title,
-            evidence=evidence,
-            offenders=top_offenders(
-                [
-                    {
-                        "op": f"Optimizer.step#{o.name}.step",
-                        "implementation": o.impl,
-                        "kernels_per_step": round(o.kernels, 1),
-                        "gpu_us_per_step": round(o.gpu_us, 1),
-                        "share_of_step": round(o.time_share, 3),
-                    }
-                    for o in found
-                ],
-                "op",
-                n=len(found),
-            ),
-            fixes=[fix("fused-optimizer", code=optimizer_code(opt.name))],
-            est_speedup=round(budget.step_us / fixed, 2),
-            recoverable_us=round(opt_us - fused_us, 2),
-            basis=(
-                f"fused step ≈ {budget.step_us:,.0f} − {opt_us:,.0f} µs optimizer ({percent(opt.time_share)} of the "
-                f"profiled step) + max({opt.gpu_us:,.0f} µs GPU × {traffic:.2f} traffic kept, "
-                f"{t['fused_host_us']:g} µs × {opt.calls:g} calls) = {fixed:,.0f} µs; {budget.basis}"
-            ),
-            why=(
-                "A single-tensor optimizer updates each parameter tensor with its own sequence of elementwise "
-                "ops: for AdamW about ten kernels per tensor, each reading and writing the whole tensor, each "
-                "costing the host a dispatch. With hundreds of parameter tensors that is thousands of small "
-                "launches per step, and the GPU waits between them. A foreach optimizer launches one kernel "
-                "per op for a list of tensors; a fused one does the whole update in one pass per chunk, "
-                "reading the parameter, gradient and moments once."
-            ),
-        )
+        ],
+        offenders=_offenders(x.found),
+        fixes=[fix("fused-optimizer", code=optimizer_code(opt.name))],
+        est_speedup=round(budget.step_us / fixed, 2),
+        recoverable_us=round(x.opt_us - x.fused_us, 2),
+        basis=(
+            f"fused step ≈ {budget.step_us:,.0f} − {x.opt_us:,.0f} µs optimizer ({percent(opt.time_share)} of the "
+            f"profiled step) + max({opt.gpu_us:,.0f} µs GPU × {x.traffic:.2f} traffic kept, "
+            f"{t['fused_host_us']:g} µs × {opt.calls:g} calls) = {fixed:,.0f} µs; {budget.basis}"
+        ),
+        why=_WHY,
+    )
+
+
+def _offenders(found: list[OptimizerRun]) -> list[Offender]:
+    """Every optimizer step of the measured steps: implementation, kernels, GPU time, share of the step."""
+    return top_offenders(
+        [
+            {
+                "op": f"Optimizer.step#{o.name}.step",
+                "implementation": o.impl,
+                "kernels_per_step": round(o.kernels, 1),
+                "gpu_us_per_step": round(o.gpu_us, 1),
+                "share_of_step": round(o.time_share, 3),
+            }
+            for o in found
+        ],
+        "op",
+        n=len(found),
+    )

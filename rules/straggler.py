@@ -60,12 +60,15 @@ slowed its host beyond their count.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import statistics
 
 from diagnose.rulebook.engine import Quiet, Rule, Threshold, severity_ladder, top_offenders
-from diagnose.model.findings import Evidence, Finding, Offender
+from diagnose.model.findings import Evidence, Finding, Offender, Severity
 from diagnose.model.fixes import fix
+from diagnose.ranks.model import Arrivals, RankSet
+from diagnose.ranks.profile import RankProfile
 from diagnose.vocabulary.units import percent
 
 
@@ -126,248 +129,25 @@ class Straggler(Rule):
 
     def _by_work(self, ctx, t):
         """Compare each rank's work with the others' and price the difference."""
-        ranks = ctx.ranks
-        slow = ranks.slowest()
-        by_kernels = max(ranks.profiles, key=lambda p: (p.kernels_per_step or 0.0, -p.rank))
-        work_median = ranks.median_work_us(exclude=slow.rank)
-        work_skew = ranks.work_of(slow) / work_median - 1 if work_median > 0 else 0.0
-        kernel_median = ranks.median_kernels(exclude=by_kernels.rank)
-        kernel_skew = (by_kernels.kernels_per_step or 0.0) / kernel_median - 1 if kernel_median > 0 else 0.0
-        if kernel_skew >= t["min_launch_skew"] and work_skew < t["min_work_skew"]:
-            slow, work_median = by_kernels, ranks.median_work_us(exclude=by_kernels.rank)
-            work_skew = ranks.work_of(slow) / work_median - 1 if work_median > 0 else 0.0
-        step = statistics.median(p.step_us for p in ranks.profiles) or 1e-9
-        extra_work = max(ranks.work_of(slow) - work_median, 0.0)
-        extra_kernels = max((slow.kernels_per_step or 0.0) - ranks.median_kernels(exclude=slow.rank), 0.0)
-        paced = max(p.host_paced("share") for p in ranks.profiles)  # a waiting rank's idle hides in its collectives
-        pace = slow.step_us / slow.kernels_per_step if slow.kernels_per_step and paced >= t["host_paced_share"] else 0.0
-        cost = max(extra_work, extra_kernels * pace)
-        share = cost / step
-        fired = work_skew >= t["min_work_skew"] or (slow is by_kernels and kernel_skew >= t["min_launch_skew"])
-        detail = (
-            f"most work on rank {slow.rank}: GPU work {ranks.work_of(slow):,.0f} µs per step ({percent(work_skew, signed=True)} "
-            f"against the others' median), {slow.kernels_per_step or 0:,.0f} kernels launched per step "
-            f"({extra_kernels:+,.0f}); the extra costs {cost:,.0f} µs ({percent(share)} of the step)"
-        )
-        if not fired or share < t["min_cost_share"]:
-            return Quiet(detail)
-        new_step = max(step - cost, 1e-9)
-        evidence = [
-            Evidence(
-                f"rank {slow.rank}: GPU work above the other ranks' median",
-                round(work_skew * 100, 1),
-                ">=",
-                t["min_work_skew"] * 100,
-                "%",
-            ),
-            Evidence(
-                f"rank {slow.rank}: kernels launched per step above the other ranks' median",
-                round(kernel_skew * 100 if slow is by_kernels else 0.0, 1),
-                ">=",
-                t["min_launch_skew"] * 100,
-                "%",
-            ),
-            Evidence(
-                "cost of the extra work per step (GPU time, or launches at the step's pace)",
-                round(share * 100, 1),
-                ">=",
-                t["min_cost_share"] * 100,
-                "%",
-            ),
-        ]
-        for p in ranks.profiles:
-            evidence.append(
-                Evidence(
-                    f"rank {p.rank}: GPU work / kernels / wait in collectives per step",
-                    round(ranks.work_of(p), 1),
-                    unit=f"µs work, {p.kernels_per_step or 0:,.0f} kernels, {ranks.wait_us(p.rank):,.0f} µs wait",
-                )
-            )
-        note = "" if ranks.arrival else self._arrival_note(ranks, slow)  # else check() adds the arrivals
-        offenders = [
-            Offender.of(
-                "rank",
-                f"rank {slow.rank}",
-                rank=slow.rank,
-                work_us_per_step=round(ranks.work_of(slow), 1),
-                others_median_work_us=round(work_median, 1),
-                skew_pct=round(work_skew * 100, 1),
-                extra_kernels_per_step=round(extra_kernels, 1),
-            )
-        ]
-        slow_ops = ranks.slow_ops(slow.rank)
-        offenders += top_offenders([{**row, "rank": slow.rank} for row in slow_ops], "op", n=len(slow_ops))
-        return Finding(
-            rule=self.id,
-            severity=severity_ladder(share, t, "high_cost_share", "medium_cost_share"),
-            title=f"Straggler: rank {slow.rank} has more work each step and the other ranks wait for it",
-            evidence=evidence,
-            offenders=offenders,
-            fixes=[fix("balance-ranks")],
-            est_speedup=round(step / new_step, 2),
-            recoverable_us=round(step - new_step, 1),
-            basis=(
-                f"basis: work; new step = {step:,.0f} µs (median over ranks, {_step_basis(ranks)}) − "
-                f"{cost:,.0f} µs, the larger of rank {slow.rank}'s "
-                f"extra GPU work ({extra_work:,.0f} µs) and its {extra_kernels:,.0f} extra launches at "
-                f"{pace:,.1f} µs each = {new_step:,.0f} µs{note}"
-            ),
-            why=(
-                "Data-parallel ranks meet at every collective: an all-reduce cannot finish on any rank before "
-                "the last one has contributed its gradients. When one rank has more work (a larger shard, "
-                "longer sequences, rank-0-only logging or evaluation, a slower or throttled GPU), every other "
-                "rank idles inside the collective until it arrives, so the whole job runs at the slowest "
-                "rank's pace."
-            ),
-            ranks=[slow.rank],
-        )
+        w = _measure_work(ctx.ranks, ctx.ranks.slowest(), t)
+        severity = _decide_work(w, t)
+        if isinstance(severity, Quiet):
+            return severity
+        return _word_work(self, w, severity, _estimate(w.step, w.cost), t)
 
     def _by_arrivals(self, ctx, t):
         """The finding on arrivals; else a sentence saying why arrivals do not decide (None without them)."""
-        ranks = ctx.ranks
-        arr = ranks.arrival
+        arr = ctx.ranks.arrival
         if arr is None:
             return None
         late = arr.latest()
-        lateness = arr.lateness_us[late]
-        if lateness <= 0:
+        if arr.lateness_us[late] <= 0:
             return f"arrivals: no rank arrived last beyond the clocks' alignment error ({arr.matched} collectives)"
-        p = ranks.profile(late)
-        step = statistics.median(x.step_us for x in ranks.profiles) or 1e-9
-        profiled = statistics.median(x.profiled_step_us or x.step_us for x in ranks.profiles) or 1e-9
-        work_median = ranks.median_work_us(exclude=late)
-        gpu_extra = max(ranks.work_of(p) - work_median, 0.0)
-        gpu_skew = gpu_extra / work_median if work_median > 0 else 0.0
-        host_extra = max(arr.late_silent_us[late] - arr.others_silent_us[late], 0.0)
-        gpu_counts = gpu_skew >= t["min_work_skew"]
-        host_counts = host_extra / profiled >= t["min_host_share"]
-        explained = (gpu_extra if gpu_counts else 0.0) + (host_extra if host_counts else 0.0)
-        cost = min(explained, lateness, step)
-        share = cost / step
-        others = [r for r in arr.ranks if r != late]
-        waits = ", ".join(f"rank {r} {arr.wait_us[r]:,.0f} µs" for r in arr.ranks)
-        said = (
-            f"arrivals: rank {late} arrived last at {percent(arr.last_share[late])} of the collectives, "
-            f"{lateness:,.0f} µs per step after the next-latest rank (wait per step: {waits}); "
-            f"its extra GPU work {gpu_extra:,.0f} µs ({percent(gpu_skew, signed=True)}), its extra silent host time before "
-            f"them {host_extra:,.0f} µs ({percent(host_extra / profiled)} of the profiled step)"
-        )
-        if not gpu_counts and not host_counts:
-            return (
-                said + ": neither explains it (under the profiler the ranks' hosts issue the same calls at "
-                "different paces, and arrivals follow them)"
-            )
-        if arr.late_steps.get(late, 0.0) < t["min_late_steps"] or share < t["min_cost_share"]:
-            return (
-                said
-                + f": last in {percent(arr.late_steps.get(late, 0.0))} of the steps, costing {percent(share)} of the step"
-            )
-        causes = []
-        if gpu_counts:
-            causes.append(f"GPU work ({gpu_extra:,.0f} µs per step above the other ranks' median)")
-        names = _host_causes(ranks, late) if host_counts else []
-        if host_counts:
-            named = ", ".join(f"{n} {u:,.0f} µs" for n, u in names[:3]) or "nothing recorded names it"
-            causes.append(
-                f"host time outside CUDA calls before its collectives ({host_extra:,.0f} µs per step "
-                f"above the other ranks': {named})"
-            )
-        kind = _cause_kind([n for n, _ in names]) if host_counts and not gpu_counts else "gpu"
-        evidence = [
-            Evidence(
-                f"rank {late}: steps in which it arrived last",
-                round(arr.late_steps.get(late, 0.0) * 100, 1),
-                ">=",
-                t["min_late_steps"] * 100,
-                "%",
-            ),
-            Evidence(
-                f"rank {late}: cost of its late arrivals per step (what its cause explains)",
-                round(share * 100, 1),
-                ">=",
-                t["min_cost_share"] * 100,
-                "%",
-            ),
-        ]
-        if gpu_counts:
-            evidence.append(
-                Evidence(
-                    f"rank {late}: GPU work above the other ranks' median",
-                    round(gpu_skew * 100, 1),
-                    ">=",
-                    t["min_work_skew"] * 100,
-                    "%",
-                )
-            )
-        if host_counts:
-            evidence.append(
-                Evidence(
-                    f"rank {late}: extra silent host time before its late collectives (share of the profiled step)",
-                    round(host_extra / profiled * 100, 1),
-                    ">=",
-                    t["min_host_share"] * 100,
-                    "%",
-                )
-            )
-        evidence.append(
-            Evidence(
-                "clocks aligned by the collectives' kernel end times: ends agree within (p90)",
-                arr.end_spread_us,
-                unit=f"µs over {arr.matched} matched collectives",
-            )
-        )
-        for r in arr.ranks:
-            evidence.append(
-                Evidence(
-                    f"rank {r}: wait in collectives / last arrivals / lateness per step",
-                    round(arr.wait_us[r], 1),
-                    unit=f"µs wait, last at {percent(arr.last_share[r])}, "
-                    f"{arr.lateness_us[r]:,.0f} µs late, GPU work {ranks.work_of(ranks.profile(r)):,.0f} µs",
-                )
-            )
-        offenders = [
-            Offender.of(
-                "rank",
-                f"rank {late}",
-                rank=late,
-                lateness_us_per_step=round(lateness, 1),
-                last_share=arr.last_share[late],
-                cause=kind,
-                wait_us_per_step={str(r): arr.wait_us[r] for r in arr.ranks},
-                extra_gpu_work_us=round(gpu_extra, 1),
-                extra_host_us=round(host_extra, 1),
-            )
-        ]
-        ranges = [{"host_range": n, "rank": late, "extra_us_per_step": round(u, 1)} for n, u in names]
-        offenders += top_offenders(ranges, "host range", n=5)
-        if gpu_counts:
-            slow_ops = ranks.slow_ops(late)
-            offenders += top_offenders([{**row, "rank": late} for row in slow_ops], "op", n=len(slow_ops))
-        new_step = max(step - cost, 1e-9)
-        return Finding(
-            rule=self.id,
-            severity=severity_ladder(share, t, "high_cost_share", "medium_cost_share"),
-            title=f"Straggler: rank {late} arrives last at the collectives and the other ranks wait for it",
-            evidence=evidence,
-            offenders=offenders,
-            fixes=[fix("balance-ranks", how=FIX_HOW[kind].format(rank=late))],
-            est_speedup=round(step / new_step, 2),
-            recoverable_us=round(step - new_step, 1),
-            basis=(
-                f"basis: arrivals ({arr.basis}); cause: {'; '.join(causes)}; new step = {step:,.0f} µs "
-                f"(median over ranks, {_step_basis(ranks)}) − {cost:,.0f} µs (what the cause explains of rank "
-                f"{late}'s {lateness:,.0f} µs lateness per step) = {new_step:,.0f} µs; ranks "
-                f"{', '.join(map(str, others))} wait for it"
-            ),
-            why=(
-                "Data-parallel ranks meet at every collective: an all-reduce cannot finish on any rank before "
-                "the last one has joined it. When one rank arrives late (more GPU work from a larger shard or "
-                "longer sequences, or a host busy loading data, logging or checkpointing), every other rank "
-                "idles inside the collective until it arrives, so the whole job runs at the slowest "
-                "rank's pace."
-            ),
-            ranks=[late],
-        )
+        x = _measure_late(ctx.ranks, arr, ctx.ranks.profile(late), t)
+        severity = _decide_late(x, t)
+        if isinstance(severity, Quiet):
+            return severity.detail
+        return _word_late(self, x, severity, _estimate(x.step, x.cost), t)
 
     @staticmethod
     def _arrival_note(ranks, slow) -> str:
@@ -442,3 +222,389 @@ def _step_basis(ranks) -> str:
     if all(p.unprofiled_step_us for p in ranks.profiles):
         return "unprofiled: the capture's own timing per rank"
     return "profiled: the capture has no unprofiled timing"
+
+
+_WORK_WHY = (
+    "Data-parallel ranks meet at every collective: an all-reduce cannot finish on any rank before "
+    "the last one has contributed its gradients. When one rank has more work (a larger shard, "
+    "longer sequences, rank-0-only logging or evaluation, a slower or throttled GPU), every other "
+    "rank idles inside the collective until it arrives, so the whole job runs at the slowest "
+    "rank's pace."
+)
+_LATE_WHY = (
+    "Data-parallel ranks meet at every collective: an all-reduce cannot finish on any rank before "
+    "the last one has joined it. When one rank arrives late (more GPU work from a larger shard or "
+    "longer sequences, or a host busy loading data, logging or checkpointing), every other rank "
+    "idles inside the collective until it arrives, so the whole job runs at the slowest "
+    "rank's pace."
+)
+
+
+def _estimate(step: float, cost: float) -> float:
+    """The new step: the step less what the extra work costs, never below zero."""
+    return max(step - cost, 1e-9)
+
+
+def _skew(value: float, median: float) -> float:
+    """How far `value` lies above `median`, as a fraction (0 without a median)."""
+    return value / median - 1 if median > 0 else 0.0
+
+
+# --- by work: each rank's GPU work and launches against the others' ---
+
+
+@dataclasses.dataclass(frozen=True)
+class _Work:
+    """The rank with the most work and what its extra work costs per step (what `_measure_work` found)."""
+
+    ranks: RankSet
+    slow: RankProfile  # the rank judged: most GPU work, or most launches when only those are skewed
+    by_kernels: RankProfile  # the rank that launches the most kernels
+    work_median: float  # the other ranks' median GPU work, µs per step
+    work_skew: float  # `slow`'s GPU work above `work_median`, as a fraction
+    kernel_skew: float  # `by_kernels`' launches above the others' median, as a fraction
+    step: float  # median step over the ranks, µs
+    extra_work: float  # `slow`'s GPU work above the others' median, µs per step
+    extra_kernels: float  # `slow`'s launches above the others' median, per step
+    pace: float  # µs of step per launch when the GPU waits for the host, else 0
+    cost: float  # the larger of the extra work and the extra launches at `pace`, µs per step
+
+    @property
+    def share(self) -> float:
+        """The cost as a share of the step."""
+        return self.cost / self.step
+
+
+def _measure_work(ranks: RankSet, slow: RankProfile, t: dict[str, float]) -> _Work:
+    """The rank with the most GPU work (or, when only launches are skewed, the most launches), its skews
+    against the other ranks' medians, and the cost of its extra work and launches per step."""
+    by_kernels = max(ranks.profiles, key=lambda p: (p.kernels_per_step or 0.0, -p.rank))
+    work_median = ranks.median_work_us(exclude=slow.rank)
+    work_skew = _skew(ranks.work_of(slow), work_median)
+    kernel_skew = _skew(by_kernels.kernels_per_step or 0.0, ranks.median_kernels(exclude=by_kernels.rank))
+    if kernel_skew >= t["min_launch_skew"] and work_skew < t["min_work_skew"]:
+        slow, work_median = by_kernels, ranks.median_work_us(exclude=by_kernels.rank)
+        work_skew = _skew(ranks.work_of(slow), work_median)
+    extra_work = max(ranks.work_of(slow) - work_median, 0.0)
+    extra_kernels = max((slow.kernels_per_step or 0.0) - ranks.median_kernels(exclude=slow.rank), 0.0)
+    paced = max(p.host_paced("share") for p in ranks.profiles)  # a waiting rank's idle hides in its collectives
+    pace = slow.step_us / slow.kernels_per_step if slow.kernels_per_step and paced >= t["host_paced_share"] else 0.0
+    return _Work(
+        ranks=ranks,
+        slow=slow,
+        by_kernels=by_kernels,
+        work_median=work_median,
+        work_skew=work_skew,
+        kernel_skew=kernel_skew,
+        step=statistics.median(p.step_us for p in ranks.profiles) or 1e-9,
+        extra_work=extra_work,
+        extra_kernels=extra_kernels,
+        pace=pace,
+        cost=max(extra_work, extra_kernels * pace),
+    )
+
+
+def _decide_work(w: _Work, t: dict[str, float]) -> Severity | Quiet:
+    """Quiet unless the GPU work (or the launches of the rank that launches most) is skewed past its
+    threshold and the extra costs `min_cost_share` of the step; else the severity of the cost share."""
+    fired = w.work_skew >= t["min_work_skew"] or (w.slow is w.by_kernels and w.kernel_skew >= t["min_launch_skew"])
+    if not fired or w.share < t["min_cost_share"]:
+        return Quiet(
+            f"most work on rank {w.slow.rank}: GPU work {w.ranks.work_of(w.slow):,.0f} µs per step "
+            f"({percent(w.work_skew, signed=True)} "
+            f"against the others' median), {w.slow.kernels_per_step or 0:,.0f} kernels launched per step "
+            f"({w.extra_kernels:+,.0f}); the extra costs {w.cost:,.0f} µs ({percent(w.share)} of the step)"
+        )
+    return severity_ladder(w.share, t, "high_cost_share", "medium_cost_share")
+
+
+def _word_work(rule: Straggler, w: _Work, severity: Severity, new_step: float, t: dict[str, float]) -> Finding:
+    """The finding on work: the skews and every rank's work, the rank and its ops, the basis."""
+    slow = w.slow
+    note = "" if w.ranks.arrival else rule._arrival_note(w.ranks, slow)  # else check() adds the arrivals
+    return Finding(
+        rule=rule.id,
+        severity=severity,
+        title=f"Straggler: rank {slow.rank} has more work each step and the other ranks wait for it",
+        evidence=_work_evidence(w, t),
+        offenders=_work_offenders(w),
+        fixes=[fix("balance-ranks")],
+        est_speedup=round(w.step / new_step, 2),
+        recoverable_us=round(w.step - new_step, 1),
+        basis=(
+            f"basis: work; new step = {w.step:,.0f} µs (median over ranks, {_step_basis(w.ranks)}) − "
+            f"{w.cost:,.0f} µs, the larger of rank {slow.rank}'s "
+            f"extra GPU work ({w.extra_work:,.0f} µs) and its {w.extra_kernels:,.0f} extra launches at "
+            f"{w.pace:,.1f} µs each = {new_step:,.0f} µs{note}"
+        ),
+        why=_WORK_WHY,
+        ranks=[slow.rank],
+    )
+
+
+def _work_evidence(w: _Work, t: dict[str, float]) -> list[Evidence]:
+    """The skews and the cost against their thresholds, then each rank's work, launches and wait."""
+    slow, ranks = w.slow, w.ranks
+    evidence = [
+        Evidence(
+            f"rank {slow.rank}: GPU work above the other ranks' median",
+            round(w.work_skew * 100, 1),
+            ">=",
+            t["min_work_skew"] * 100,
+            "%",
+        ),
+        Evidence(
+            f"rank {slow.rank}: kernels launched per step above the other ranks' median",
+            round(w.kernel_skew * 100 if slow is w.by_kernels else 0.0, 1),
+            ">=",
+            t["min_launch_skew"] * 100,
+            "%",
+        ),
+        Evidence(
+            "cost of the extra work per step (GPU time, or launches at the step's pace)",
+            round(w.share * 100, 1),
+            ">=",
+            t["min_cost_share"] * 100,
+            "%",
+        ),
+    ]
+    for p in ranks.profiles:
+        evidence.append(
+            Evidence(
+                f"rank {p.rank}: GPU work / kernels / wait in collectives per step",
+                round(ranks.work_of(p), 1),
+                unit=f"µs work, {p.kernels_per_step or 0:,.0f} kernels, {ranks.wait_us(p.rank):,.0f} µs wait",
+            )
+        )
+    return evidence
+
+
+def _work_offenders(w: _Work) -> list[Offender]:
+    """The rank with the extra work, then its ops that run longer than the other ranks'."""
+    slow = w.slow
+    offenders = [
+        Offender.of(
+            "rank",
+            f"rank {slow.rank}",
+            rank=slow.rank,
+            work_us_per_step=round(w.ranks.work_of(slow), 1),
+            others_median_work_us=round(w.work_median, 1),
+            skew_pct=round(w.work_skew * 100, 1),
+            extra_kernels_per_step=round(w.extra_kernels, 1),
+        )
+    ]
+    slow_ops = w.ranks.slow_ops(slow.rank)
+    return offenders + top_offenders([{**row, "rank": slow.rank} for row in slow_ops], "op", n=len(slow_ops))
+
+
+# --- by arrivals: which rank arrives last at the collectives, and why ---
+
+
+@dataclasses.dataclass(frozen=True)
+class _Late:
+    """The rank that arrives last at the collectives and what explains it (what `_measure_late` found)."""
+
+    ranks: RankSet
+    arr: Arrivals
+    late: int  # the rank that arrives last
+    step: float  # median step over the ranks, µs
+    profiled: float  # median profiled step over the ranks, µs
+    gpu_extra: float  # the late rank's GPU work above the others' median, µs per step
+    gpu_skew: float  # `gpu_extra` as a fraction of that median
+    host_extra: float  # the late rank's silent host time before its collectives above the others', µs per step
+    gpu_counts: bool  # the GPU work is skewed past min_work_skew: it is a cause
+    host_counts: bool  # the host time is past min_host_share of the profiled step: it is a cause
+    cost: float  # what the causes explain of the lateness, µs per step
+
+    @property
+    def lateness(self) -> float:
+        """µs per step the late rank arrives after the next-latest rank."""
+        return self.arr.lateness_us[self.late]
+
+    @property
+    def share(self) -> float:
+        """The cost as a share of the step."""
+        return self.cost / self.step
+
+    @property
+    def late_steps(self) -> float:
+        """The share of the steps in which the late rank arrived last."""
+        return self.arr.late_steps.get(self.late, 0.0)
+
+
+def _measure_late(ranks: RankSet, arr: Arrivals, profile: RankProfile, t: dict[str, float]) -> _Late:
+    """The late rank's (`profile`'s) extra GPU work and extra silent host time against the other ranks',
+    which of them count as causes, and what they explain of its lateness."""
+    late = profile.rank
+    step = statistics.median(x.step_us for x in ranks.profiles) or 1e-9
+    profiled = statistics.median(x.profiled_step_us or x.step_us for x in ranks.profiles) or 1e-9
+    work_median = ranks.median_work_us(exclude=late)
+    gpu_extra = max(ranks.work_of(profile) - work_median, 0.0)
+    gpu_skew = gpu_extra / work_median if work_median > 0 else 0.0
+    host_extra = max(arr.late_silent_us[late] - arr.others_silent_us[late], 0.0)
+    gpu_counts = gpu_skew >= t["min_work_skew"]
+    host_counts = host_extra / profiled >= t["min_host_share"]
+    explained = (gpu_extra if gpu_counts else 0.0) + (host_extra if host_counts else 0.0)
+    return _Late(
+        ranks=ranks,
+        arr=arr,
+        late=late,
+        step=step,
+        profiled=profiled,
+        gpu_extra=gpu_extra,
+        gpu_skew=gpu_skew,
+        host_extra=host_extra,
+        gpu_counts=gpu_counts,
+        host_counts=host_counts,
+        cost=min(explained, arr.lateness_us[late], step),
+    )
+
+
+def _decide_late(x: _Late, t: dict[str, float]) -> Severity | Quiet:
+    """Quiet (its detail the sentence `check` adds) when neither the GPU work nor the host time explains
+    the lateness, or the rank is last in fewer than `min_late_steps` of the steps, or the cost is below
+    `min_cost_share`; else the severity of the cost share."""
+    arr, late = x.arr, x.late
+    waits = ", ".join(f"rank {r} {arr.wait_us[r]:,.0f} µs" for r in arr.ranks)
+    said = (
+        f"arrivals: rank {late} arrived last at {percent(arr.last_share[late])} of the collectives, "
+        f"{x.lateness:,.0f} µs per step after the next-latest rank (wait per step: {waits}); "
+        f"its extra GPU work {x.gpu_extra:,.0f} µs ({percent(x.gpu_skew, signed=True)}), its extra silent host "
+        f"time before them {x.host_extra:,.0f} µs ({percent(x.host_extra / x.profiled)} of the profiled step)"
+    )
+    if not x.gpu_counts and not x.host_counts:
+        return Quiet(
+            said + ": neither explains it (under the profiler the ranks' hosts issue the same calls at "
+            "different paces, and arrivals follow them)"
+        )
+    if x.late_steps < t["min_late_steps"] or x.share < t["min_cost_share"]:
+        return Quiet(said + f": last in {percent(x.late_steps)} of the steps, costing {percent(x.share)} of the step")
+    return severity_ladder(x.share, t, "high_cost_share", "medium_cost_share")
+
+
+def _word_late(rule: Straggler, x: _Late, severity: Severity, new_step: float, t: dict[str, float]) -> Finding:
+    """The finding on arrivals: the late rank, its causes (GPU work, host ranges), the fix for the cause."""
+    names = _host_causes(x.ranks, x.late) if x.host_counts else []
+    kind = _cause_kind([n for n, _ in names]) if x.host_counts and not x.gpu_counts else "gpu"
+    others = [r for r in x.arr.ranks if r != x.late]
+    return Finding(
+        rule=rule.id,
+        severity=severity,
+        title=f"Straggler: rank {x.late} arrives last at the collectives and the other ranks wait for it",
+        evidence=_late_evidence(x, t) + _arrival_evidence(x),
+        offenders=_late_offenders(x, names, kind),
+        fixes=[fix("balance-ranks", how=FIX_HOW[kind].format(rank=x.late))],
+        est_speedup=round(x.step / new_step, 2),
+        recoverable_us=round(x.step - new_step, 1),
+        basis=(
+            f"basis: arrivals ({x.arr.basis}); cause: {'; '.join(_late_causes(x, names))}; new step = "
+            f"{x.step:,.0f} µs (median over ranks, {_step_basis(x.ranks)}) − {x.cost:,.0f} µs (what the cause "
+            f"explains of rank {x.late}'s {x.lateness:,.0f} µs lateness per step) = {new_step:,.0f} µs; ranks "
+            f"{', '.join(map(str, others))} wait for it"
+        ),
+        why=_LATE_WHY,
+        ranks=[x.late],
+    )
+
+
+def _late_causes(x: _Late, names: list[tuple[str, float]]) -> list[str]:
+    """The causes the basis names: the extra GPU work, the extra host time with its largest ranges."""
+    causes = []
+    if x.gpu_counts:
+        causes.append(f"GPU work ({x.gpu_extra:,.0f} µs per step above the other ranks' median)")
+    if x.host_counts:
+        named = ", ".join(f"{n} {u:,.0f} µs" for n, u in names[:3]) or "nothing recorded names it"
+        causes.append(
+            f"host time outside CUDA calls before its collectives ({x.host_extra:,.0f} µs per step "
+            f"above the other ranks': {named})"
+        )
+    return causes
+
+
+def _late_evidence(x: _Late, t: dict[str, float]) -> list[Evidence]:
+    """The late steps and the cost against their thresholds, then each cause against its own."""
+    late = x.late
+    evidence = [
+        Evidence(
+            f"rank {late}: steps in which it arrived last",
+            round(x.late_steps * 100, 1),
+            ">=",
+            t["min_late_steps"] * 100,
+            "%",
+        ),
+        Evidence(
+            f"rank {late}: cost of its late arrivals per step (what its cause explains)",
+            round(x.share * 100, 1),
+            ">=",
+            t["min_cost_share"] * 100,
+            "%",
+        ),
+    ]
+    if x.gpu_counts:
+        evidence.append(
+            Evidence(
+                f"rank {late}: GPU work above the other ranks' median",
+                round(x.gpu_skew * 100, 1),
+                ">=",
+                t["min_work_skew"] * 100,
+                "%",
+            )
+        )
+    if x.host_counts:
+        evidence.append(
+            Evidence(
+                f"rank {late}: extra silent host time before its late collectives (share of the profiled step)",
+                round(x.host_extra / x.profiled * 100, 1),
+                ">=",
+                t["min_host_share"] * 100,
+                "%",
+            )
+        )
+    return evidence
+
+
+def _arrival_evidence(x: _Late) -> list[Evidence]:
+    """How well the clocks are aligned, then each rank's wait, last arrivals, lateness and GPU work."""
+    arr, ranks = x.arr, x.ranks
+    work = {p.rank: ranks.work_of(p) for p in ranks.profiles}
+    evidence = [
+        Evidence(
+            "clocks aligned by the collectives' kernel end times: ends agree within (p90)",
+            arr.end_spread_us,
+            unit=f"µs over {arr.matched} matched collectives",
+        )
+    ]
+    for r in arr.ranks:
+        evidence.append(
+            Evidence(
+                f"rank {r}: wait in collectives / last arrivals / lateness per step",
+                round(arr.wait_us[r], 1),
+                unit=f"µs wait, last at {percent(arr.last_share[r])}, "
+                f"{arr.lateness_us[r]:,.0f} µs late, GPU work {work[r]:,.0f} µs",
+            )
+        )
+    return evidence
+
+
+def _late_offenders(x: _Late, names: list[tuple[str, float]], kind: str) -> list[Offender]:
+    """The late rank, the host ranges it fills more than the others, and (a GPU cause) its slow ops."""
+    arr, late = x.arr, x.late
+    offenders = [
+        Offender.of(
+            "rank",
+            f"rank {late}",
+            rank=late,
+            lateness_us_per_step=round(x.lateness, 1),
+            last_share=arr.last_share[late],
+            cause=kind,
+            wait_us_per_step={str(r): arr.wait_us[r] for r in arr.ranks},
+            extra_gpu_work_us=round(x.gpu_extra, 1),
+            extra_host_us=round(x.host_extra, 1),
+        )
+    ]
+    ranges = [{"host_range": n, "rank": late, "extra_us_per_step": round(u, 1)} for n, u in names]
+    offenders += top_offenders(ranges, "host range", n=5)
+    if x.gpu_counts:
+        slow_ops = x.ranks.slow_ops(late)
+        offenders += top_offenders([{**row, "rank": late} for row in slow_ops], "op", n=len(slow_ops))
+    return offenders

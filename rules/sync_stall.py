@@ -29,9 +29,15 @@ kernels. Host-side time is rescaled to the unprofiled step time when it was meas
 
 from __future__ import annotations
 
+import dataclasses
+
+import pandas as pd
+
 from diagnose.rulebook.engine import Quiet, Rule, Threshold, top_offenders
-from diagnose.model.findings import Evidence, Finding
+from diagnose.model.findings import Evidence, Finding, Offender, Severity
 from diagnose.model.fixes import fix
+from diagnose.metrics import Metrics
+from diagnose.metrics.step_time import StepBudget
 from diagnose.vocabulary.units import percent
 
 
@@ -57,55 +63,85 @@ class SyncStall(Rule):
 
     def check(self, ctx, t):
         """Count syncs per step and the GPU idle time that follows them."""
-        m = ctx.metrics
-        budget = m.budget
-        n = budget.n_steps
-        syncs = m.sync_calls
-        per_step = len(syncs) / n
-        idle = budget.host_after_sync_us
-        share = budget.share(idle)
-        if per_step < t["min_syncs_per_step"] or share < t["min_idle_share"]:
-            return Quiet(
-                f"{per_step:.1f} syncs per step; GPU idle after syncs {percent(share)} of the step "
-                f"(fires at ≥ {t['min_syncs_per_step']:g} and ≥ {percent(t['min_idle_share'])})"
-            )
-        by_op = syncs.groupby("op_name").size().sort_values(ascending=False)
-        evidence = [
-            Evidence("GPU idle after syncs", round(share * 100, 1), ">=", t["min_idle_share"] * 100, "%"),
-            Evidence("syncs per step", round(per_step, 1), ">=", t["min_syncs_per_step"]),
-            Evidence("idle after syncs per step", round(idle, 1), unit="µs"),
-        ]
-        new_step = max(budget.step_us - idle, budget.busy_us, 1e-9)
-        return Finding(
-            rule=self.id,
-            severity=_severity(share, t),
-            title=self.title,
-            evidence=evidence,
-            offenders=top_offenders(
-                [
-                    {
-                        "op": op,
-                        "syncs_per_step": round(count / n, 1),
-                        "call": syncs.loc[syncs["op_name"] == op, "name"].mode().iat[0],
-                    }
-                    for op, count in by_op.head(8).items()
-                ],
-                "op",
-            ),
-            fixes=[fix("remove-sync", code=_code(by_op.index[0] if len(by_op) else ""))],
-            est_speedup=round(budget.step_us / new_step, 2),
-            recoverable_us=round(idle, 1),
-            basis=f"new step = {budget.step_us:,.0f} − {idle:,.0f} µs idle after syncs; {budget.basis}",
-            why=(
-                "The host normally runs ahead of the GPU, queueing kernels while earlier ones run. A sync "
-                "makes the host wait until that queue is empty, so after it returns the GPU has nothing "
-                "to do until the host dispatches again. Values read back every step (a loss, a norm, a "
-                "count) can stay on the GPU and be read once every N steps."
-            ),
+        s = _measure(ctx.metrics)
+        severity = _decide(s, t)
+        if isinstance(severity, Quiet):
+            return severity
+        return _word(self, s, severity, _estimate(s), t)
+
+
+_WHY = (
+    "The host normally runs ahead of the GPU, queueing kernels while earlier ones run. A sync "
+    "makes the host wait until that queue is empty, so after it returns the GPU has nothing "
+    "to do until the host dispatches again. Values read back every step (a loss, a norm, a "
+    "count) can stay on the GPU and be read once every N steps."
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Syncs:
+    """The host syncs of the measured steps and the GPU idle after them (what `_measure` found)."""
+
+    budget: StepBudget
+    syncs: pd.DataFrame  # one row per sync call
+    n: int  # measured steps
+    idle: float  # GPU idle after syncs, µs per step
+
+    @property
+    def per_step(self) -> float:
+        """Syncs per step."""
+        return len(self.syncs) / self.n
+
+    @property
+    def share(self) -> float:
+        """The idle after syncs as a share of the step."""
+        return self.budget.share(self.idle)
+
+
+def _measure(m: Metrics) -> _Syncs:
+    """The sync calls and the GPU idle that follows them per step."""
+    budget = m.budget
+    return _Syncs(budget=budget, syncs=m.sync_calls, n=budget.n_steps, idle=budget.host_after_sync_us)
+
+
+def _decide(s: _Syncs, t) -> Severity | Quiet:
+    """Quiet below `min_syncs_per_step` or below `min_idle_share` of idle after them; else the idle's severity."""
+    if s.per_step < t["min_syncs_per_step"] or s.share < t["min_idle_share"]:
+        return Quiet(
+            f"{s.per_step:.1f} syncs per step; GPU idle after syncs {percent(s.share)} of the step "
+            f"(fires at ≥ {t['min_syncs_per_step']:g} and ≥ {percent(t['min_idle_share'])})"
         )
+    return _severity(s.share, t)
 
 
-def _severity(share: float, t) -> str:
+def _estimate(s: _Syncs) -> float:
+    """The new step: the step less the idle after syncs, never below the GPU busy time."""
+    return max(s.budget.step_us - s.idle, s.budget.busy_us, 1e-9)
+
+
+def _word(rule: Rule, s: _Syncs, severity: Severity, new_step: float, t) -> Finding:
+    """The finding: the idle and the syncs against their thresholds, the ops that sync, remove-sync."""
+    budget = s.budget
+    by_op = s.syncs.groupby("op_name").size().sort_values(ascending=False)
+    return Finding(
+        rule=rule.id,
+        severity=severity,
+        title=rule.title,
+        evidence=[
+            Evidence("GPU idle after syncs", round(s.share * 100, 1), ">=", t["min_idle_share"] * 100, "%"),
+            Evidence("syncs per step", round(s.per_step, 1), ">=", t["min_syncs_per_step"]),
+            Evidence("idle after syncs per step", round(s.idle, 1), unit="µs"),
+        ],
+        offenders=_offenders(s, by_op),
+        fixes=[fix("remove-sync", code=_code(by_op.index[0] if len(by_op) else ""))],
+        est_speedup=round(budget.step_us / new_step, 2),
+        recoverable_us=round(s.idle, 1),
+        basis=f"new step = {budget.step_us:,.0f} − {s.idle:,.0f} µs idle after syncs; {budget.basis}",
+        why=_WHY,
+    )
+
+
+def _severity(share: float, t) -> Severity:
     """high / medium / low by the share of the step the GPU idles after syncs."""
     return "high" if share >= t["high_share"] else "medium" if share >= t["medium_share"] else "low"
 
@@ -118,4 +154,20 @@ def _code(op: str) -> str:
         "if step % 100 == 0:\n"
         "    log(torch.stack(stats).tolist())   # one sync per 100 steps\n"
         "    stats.clear()"
+    )
+
+
+def _offenders(s: _Syncs, by_op: pd.Series) -> list[Offender]:
+    """The ops that sync most per step, with the call each makes most."""
+    syncs = s.syncs
+    return top_offenders(
+        [
+            {
+                "op": op,
+                "syncs_per_step": round(count / s.n, 1),
+                "call": syncs.loc[syncs["op_name"] == op, "name"].mode().iat[0],
+            }
+            for op, count in by_op.head(8).items()
+        ],
+        "op",
     )

@@ -37,14 +37,16 @@ needed between ⌈low ÷ usable⌉ and ⌈high ÷ usable⌉.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 
 from diagnose.rulebook.engine import Quiet, Rule, Skip, Threshold, top_offenders
-from diagnose.model.findings import Evidence, Finding, Offender
+from diagnose.model.findings import Evidence, Finding, Offender, Severity
 from diagnose.model.fixes import fix
 from diagnose.memory.breakdown import STATES_PER_PARAM
 from diagnose.memory.details import breakdown
+from diagnose.memory.record import MemoryRecord
 from diagnose.memory.units import gb, in_gb, in_size
 from diagnose.vocabulary.units import percent
 
@@ -81,73 +83,128 @@ class VramLimit(Rule):
 
     def check(self, ctx, t):
         """Weigh what the run held against the memory it may use."""
-        record = ctx.memory
-        limit, limit_source = record.limit
+        limit, limit_source = ctx.memory.limit
         if not limit:
             return Skip("the GPU's memory size is unknown (no device record in the capture or the trace)")
-        bd = breakdown(ctx) or {}
-        peak = record.peak_reserved or record.peak_allocated or 0.0
-        share = peak / limit
-        requested = _requested(record)
-        if record.out_of_memory and requested >= t["single_request_share"] * limit:
-            return Quiet(
-                f"the OOM came from one request of {gb(requested)} ({percent(requested / limit)} of "
-                f"{gb(limit)}): one huge tensor, not weights and optimizer state (see attention-memory)"
-            )
-        if not record.out_of_memory and share < t["max_peak_share"]:
-            return Quiet(
-                f"reserved peak {gb(peak)} = {percent(share)} of {gb(limit)} < {percent(t['max_peak_share'])}"
-                + _parts_text(bd)
-            )
-        traceback = record.error.get("traceback") or ""
-        training = bd.get("kind") == "training" or any(k in traceback for k in ("backward", "torch/optim", "autograd"))
-        usable = t["usable_share"] * limit
-        evidence = [
-            Evidence("memory limit", in_gb(limit), unit="GB"),
-            Evidence(
-                "reserved peak ÷ limit",
-                round(share * 100, 1),
-                ">=" if share >= t["max_peak_share"] else "<",
-                t["max_peak_share"] * 100,
-                "%",
-            ),
+        v = _measure(ctx, limit)
+        severity = _decide(v, t)
+        if isinstance(severity, Quiet):
+            return severity
+        return _word(self, v, severity, _estimate(v, t), limit_source, t)
+
+
+_WHY = (
+    "Training keeps, per parameter, the weight, its gradient and the optimizer's state (two more "
+    "tensors for Adam): 16 bytes per fp32 parameter before any activation. When that exceeds one "
+    "GPU, sharding splits it: FSDP2 gives each of N GPUs 1/N of the parameters, gradients and "
+    "state and gathers each layer's weights just in time. Activations are not sharded; activation "
+    "checkpointing trades their memory for recomputation."
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Held:
+    """What the run held against the memory it may use (what `_measure` found)."""
+
+    record: MemoryRecord
+    limit: float  # bytes the run may use
+    bd: dict  # the memory breakdown (diagnose/memory/details.py), {} without one
+    peak: float  # reserved peak, else allocated peak, bytes
+    requested: float  # bytes of the request that failed, 0 without an OOM
+
+    @property
+    def share(self) -> float:
+        """The peak as a share of the limit."""
+        return self.peak / self.limit
+
+    @property
+    def traceback(self) -> str:
+        """The OOM's traceback, "" without one."""
+        return self.record.error.get("traceback") or ""
+
+    @property
+    def training(self) -> bool:
+        """Whether the run trains: the breakdown says so, or the OOM came from backward or the optimizer."""
+        return self.bd.get("kind") == "training" or any(
+            k in self.traceback for k in ("backward", "torch/optim", "autograd")
+        )
+
+
+def _measure(ctx, limit: float) -> _Held:
+    """The reserved peak, the breakdown of what was held, and the failed request's size."""
+    record = ctx.memory
+    return _Held(
+        record=record,
+        limit=limit,
+        bd=breakdown(ctx) or {},
+        peak=record.peak_reserved or record.peak_allocated or 0.0,
+        requested=_requested(record),
+    )
+
+
+def _decide(v: _Held, t: dict[str, float]) -> Severity | Quiet:
+    """Quiet when the OOM came from one request of `single_request_share` of the limit or more (one huge
+    tensor), or without an OOM below `max_peak_share`; else high with an OOM, medium without."""
+    record, limit = v.record, v.limit
+    if record.out_of_memory and v.requested >= t["single_request_share"] * limit:
+        return Quiet(
+            f"the OOM came from one request of {gb(v.requested)} ({percent(v.requested / limit)} of "
+            f"{gb(limit)}): one huge tensor, not weights and optimizer state (see attention-memory)"
+        )
+    if not record.out_of_memory and v.share < t["max_peak_share"]:
+        return Quiet(
+            f"reserved peak {gb(v.peak)} = {percent(v.share)} of {gb(limit)} < {percent(t['max_peak_share'])}"
+            + _parts_text(v.bd)
+        )
+    return "high" if record.out_of_memory else "medium"
+
+
+def _estimate(v: _Held, t: dict[str, float]) -> dict:
+    """How many GPUs of this size the run needs, within `usable_share` of each: from the breakdown's parts,
+    else from the memory snapshot."""
+    usable = t["usable_share"] * v.limit
+    if v.bd.get("parts"):
+        return _sizing_from_parts(v.bd, usable)
+    return _sizing_from_snapshot(v.record, v.requested, v.traceback, usable)
+
+
+def _word(rule: Rule, v: _Held, severity: Severity, sizing: dict, limit_source: str, t: dict[str, float]) -> Finding:
+    """The finding: the limit and the peak, the OOM, the sizing; sharding fixes for training, else serving ones."""
+    evidence = [
+        Evidence("memory limit", in_gb(v.limit), unit="GB"),
+        Evidence(
+            "reserved peak ÷ limit",
+            round(v.share * 100, 1),
+            ">=" if v.share >= t["max_peak_share"] else "<",
+            t["max_peak_share"] * 100,
+            "%",
+        ),
+    ]
+    if v.record.out_of_memory:
+        evidence += _oom_evidence(v.record, v.requested, v.traceback)
+    training = v.training
+    fixes = (
+        [
+            fix("fsdp2", code=_fsdp_code()),
+            fix("activation-checkpointing", code=_checkpoint_code()),
+            fix("tensor-parallel"),
         ]
-        if record.out_of_memory:
-            evidence += _oom_evidence(record, requested, traceback)
-        sizing = (
-            _sizing_from_parts(bd, usable)
-            if bd.get("parts")
-            else _sizing_from_snapshot(record, requested, traceback, usable)
-        )
-        evidence += sizing["evidence"]
-        fixes = (
-            [
-                fix("fsdp2", code=_fsdp_code()),
-                fix("activation-checkpointing", code=_checkpoint_code()),
-                fix("tensor-parallel"),
-            ]
-            if training
-            else [fix("tensor-parallel"), fix("gguf-mmap")]
-        )
-        return Finding(
-            rule=self.id,
-            severity="high" if record.out_of_memory else "medium",
-            title=(
-                f"{'Training' if training else 'The model'} does not fit in {gb(limit)}: "
-                f"{sizing['gpus']} GPU{'' if sizing['gpus'] == '1' else 's'} of this size needed"
-            ),
-            evidence=evidence,
-            fixes=fixes,
-            offenders=_offenders(bd),
-            basis=f"limit: {limit_source}; {sizing['basis']}",
-            why=(
-                "Training keeps, per parameter, the weight, its gradient and the optimizer's state (two more "
-                "tensors for Adam): 16 bytes per fp32 parameter before any activation. When that exceeds one "
-                "GPU, sharding splits it: FSDP2 gives each of N GPUs 1/N of the parameters, gradients and "
-                "state and gathers each layer's weights just in time. Activations are not sharded; activation "
-                "checkpointing trades their memory for recomputation."
-            ),
-        )
+        if training
+        else [fix("tensor-parallel"), fix("gguf-mmap")]
+    )
+    return Finding(
+        rule=rule.id,
+        severity=severity,
+        title=(
+            f"{'Training' if training else 'The model'} does not fit in {gb(v.limit)}: "
+            f"{sizing['gpus']} GPU{'' if sizing['gpus'] == '1' else 's'} of this size needed"
+        ),
+        evidence=evidence + sizing["evidence"],
+        fixes=fixes,
+        offenders=_offenders(v.bd),
+        basis=f"limit: {limit_source}; {sizing['basis']}",
+        why=_WHY,
+    )
 
 
 def _requested(record) -> float:
