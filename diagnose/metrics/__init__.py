@@ -19,7 +19,8 @@ from diagnose.metrics.host import SilentSplit, merge_intervals, silent_split, sy
 from diagnose.metrics.pyframes import PySamples, python_samples
 from diagnose.metrics.launches import join_launches
 from diagnose.metrics.optimizer import optimizer_steps
-from diagnose.metrics.step_time import StepBudget, step_budget
+from diagnose.metrics.overhead import OverheadEstimate, estimate_unprofiled
+from diagnose.metrics.step_time import StepBudget, on_estimate, step_budget
 from diagnose.metrics.steps import Steps, find_steps
 from diagnose.metrics.timeline import DEFAULTS as TIMELINE_DEFAULTS
 from diagnose.metrics.timeline import Timeline, build_timeline
@@ -59,8 +60,19 @@ class Metrics:
 
     @functools.cached_property
     def budget(self) -> StepBudget:
-        """Per-step time split, on the unprofiled time base when available."""
-        return step_budget(self.steps, self.timeline, self.trace.capture)
+        """Per-step time split, on the unprofiled time base: measured when the capture timed steps
+        without the profiler, else estimated from the trace (step_time.on_estimate)."""
+        budget = step_budget(self.steps, self.timeline, self.trace.capture)
+        if budget.unprofiled_step_us:
+            return budget
+        return on_estimate(budget, self.overhead)
+
+    @functools.cached_property
+    def overhead(self) -> OverheadEstimate | None:
+        """The unprofiled step the trace alone implies, the profiler's own host time taken out
+        (metrics/overhead.py); None without steps on a GPU or with timeline.profiler_overhead 0."""
+        share = float({**TIMELINE_DEFAULTS, **self.timeline_params}["profiler_overhead"])
+        return estimate_unprofiled(self.trace, self.steps.windows, share)
 
     @functools.cached_property
     def comm(self) -> Communication:
@@ -200,6 +212,10 @@ class Metrics:
             "step_time_us": round(b.step_us, 3),
             "profiled_step_time_us": round(b.profiled_step_us, 3),
             "unprofiled_step_time_us": b.unprofiled_step_us,
+            "estimated_unprofiled_step_time_us": (
+                round(b.estimated_step_us, 3) if b.estimated_step_us is not None else None
+            ),
+            "profiler_share_of_host_time": round(1 - b.host_scale, 4) if b.estimated_step_us is not None else None,
             "gpu_busy_fraction": round(min(1.0, b.busy_us / b.step_us), 4) if b.step_us else 0.0,
             "gpu_busy_fraction_profiled": round(tl.busy_fraction, 4),
             "gpu_busy_us_per_step": round(b.busy_us, 3),

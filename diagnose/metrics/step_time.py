@@ -6,12 +6,18 @@ barely touched. So when the capture timed steps without the profiler, the idle t
 step is that step time minus the GPU busy time measured in the trace, and it is shared among
 the gap classes in the proportions the trace shows for host-side gaps (kernel-wait and other
 gaps, which the profiler does not inflate, keep their measured length).
+
+A trace without that timing (one from elsewhere, a bare trace file) gets the unprofiled step that
+metrics/overhead.py estimates by replaying its steps without the profiler's own host time:
+`on_estimate` rescales the host-side idle to it the same way, and the basis says which share of the
+host time is the profiler's own (estimated).
 """
 
 from __future__ import annotations
 
 import dataclasses
 
+from diagnose.metrics.overhead import OverheadEstimate
 from diagnose.metrics.steps import Steps
 from diagnose.metrics.timeline import Timeline
 
@@ -31,11 +37,13 @@ class StepBudget:
     other_wait_us: float
     basis: str
     host_scale: float = 1.0
+    estimated_step_us: float | None = None  # the unprofiled step estimated from the trace (on_estimate)
 
     @property
     def step_us(self) -> float:
-        """The step time the estimates start from (unprofiled when measured)."""
-        return self.unprofiled_step_us or self.profiled_step_us
+        """The step time the estimates start from: unprofiled when measured, else estimated from
+        the trace when the budget is on the estimate, else profiled."""
+        return self.unprofiled_step_us or self.estimated_step_us or self.profiled_step_us
 
     @property
     def idle_us(self) -> float:
@@ -73,3 +81,31 @@ def step_budget(steps: Steps, timeline: Timeline, capture: dict | None) -> StepB
             f"host-side idle rescaled by {scale:.2f} to remove profiler overhead"
         )
     return StepBudget(n, profiled, unprofiled, busy, paced, silent, after_sync, kernel, other, basis, scale)
+
+
+def on_estimate(budget: StepBudget, estimate: OverheadEstimate | None) -> StepBudget:
+    """`budget` on the unprofiled step estimated from the trace (metrics/overhead.py), when the
+    capture measured none: the host-side idle is rescaled to what the estimate leaves of it, as a
+    measured step rescales it. Unchanged when a step was measured, nothing was estimated, or the
+    trace shows no host-side idle to rescale."""
+    if budget.unprofiled_step_us or estimate is None:
+        return budget
+    seen = budget.host_paced_us + budget.host_silent_us
+    if seen <= 0:
+        return budget
+    gpu = budget.busy_us + budget.kernel_wait_us + budget.other_wait_us
+    real = min(seen, max(0.0, estimate.step_us - gpu))
+    scale = real / seen
+    basis = (
+        f"{estimate.text()}; host-side idle rescaled by {scale:.2f}: {1 - scale:.0%} of this host time "
+        f"is the profiler's own (estimated)"
+    )
+    return dataclasses.replace(
+        budget,
+        host_paced_us=budget.host_paced_us * scale,
+        host_silent_us=budget.host_silent_us * scale,
+        host_after_sync_us=budget.host_after_sync_us * scale,
+        basis=basis,
+        host_scale=scale,
+        estimated_step_us=gpu + real,
+    )

@@ -46,6 +46,14 @@ PARAMETERS = (
         "µs",
         "a stretch this long with no CUDA call counts as host work elsewhere, not dispatch",
     ),
+    Threshold(
+        "profiler_overhead",
+        0.0,
+        "fraction",
+        "share of the modelled profiler host time (metrics/overhead.py) taken out of a trace without "
+        "unprofiled timing (1: all of it); 0, the default until the model meets its bar, decides on "
+        "the profiled step",
+    ),
 )
 DEFAULTS = {th.name: th.default for th in PARAMETERS}
 

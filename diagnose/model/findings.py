@@ -416,6 +416,10 @@ class Summary(msgspec.Struct):
     step_time_us: float | None = None  # the step estimates start from (unprofiled where timed)
     profiled_step_time_us: float | None = None
     unprofiled_step_time_us: float | None = None
+    # without unprofiled timing: the unprofiled step replayed from the trace (metrics/overhead.py)
+    # and the share of the host-side idle that is the profiler's own by that estimate
+    estimated_unprofiled_step_time_us: float | None = None
+    profiler_share_of_host_time: float | None = None
     gpu_busy_fraction: float | None = None
     gpu_busy_fraction_profiled: float | None = None
     gpu_busy_us_per_step: float | None = None
@@ -425,6 +429,14 @@ class Summary(msgspec.Struct):
     time_basis: str | None = None
     accounting: Accounting | None = None
     ranks: RankSummary | None = None  # with several ranks only
+
+    @property
+    def step_basis(self) -> str:
+        """Which step time `step_time_us` is: "unprofiled" (measured), "estimated unprofiled"
+        (replayed from the trace without the profiler's own time) or "profiled"."""
+        if self.unprofiled_step_time_us:
+            return "unprofiled"
+        return "estimated unprofiled" if self.estimated_unprofiled_step_time_us else "profiled"
 
     @property
     def empty(self) -> bool:

@@ -213,11 +213,19 @@ def headline_tiles(d: Diagnosis) -> list[dict]:
     tiles = []
     if s.step_time_us is not None:
         measured = s.unprofiled_step_time_us is not None
+        notes = {
+            "unprofiled": "measured without the profiler",
+            "estimated unprofiled": (
+                f"estimated without the profiler ({duration(s.profiled_step_time_us or 0)} profiled, "
+                f"{percent(s.profiler_share_of_host_time or 0)} of its host time the profiler's own)"
+            ),
+            "profiled": "profiled: includes profiler overhead",
+        }
         tiles.append(
             {
                 "label": "step time",
                 "value": duration(s.step_time_us),
-                "note": "measured without the profiler" if measured else "profiled: includes profiler overhead",
+                "note": notes[s.step_basis],
                 "tone": "" if measured else "warn",
             }
         )

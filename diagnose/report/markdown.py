@@ -54,7 +54,7 @@ def _headline_rows(d: Diagnosis) -> list[tuple[str, str]]:
     s = d.summary
     rows = []
     if s.step_time_us is not None:
-        basis = "unprofiled" if s.unprofiled_step_time_us else "profiled"
+        basis = s.step_basis
         rows.append((f"step time ({basis})", duration(s.step_time_us)))
     if s.gpu_busy_fraction is not None:
         rows.append(("GPU busy", percent(s.gpu_busy_fraction)))

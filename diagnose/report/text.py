@@ -67,7 +67,7 @@ def print_summary(diagnosis: Diagnosis, console: Console, outputs: dict[str, str
     console.print(f"\n[{style}]Verdict:[/] {safe(d.verdict)}")
     s = d.summary
     if s.step_time_us is not None:
-        basis = "unprofiled" if s.unprofiled_step_time_us else "profiled"
+        basis = s.step_basis
         console.print(
             f"  step {fmt(s.step_time_us)} µs ({basis}) · GPU busy {percent(s.gpu_busy_fraction or 0)} · "
             f"{fmt(s.gpu_ops_per_step or 0)} GPU ops/step · host wait {percent(s.host_wait_share or 0)} · "

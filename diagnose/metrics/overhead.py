@@ -1,0 +1,352 @@
+"""The profiler's own host time, taken out of a trace by replaying its steps: an estimated unprofiled step.
+
+torch.profiler (kineto with CUPTI) costs the host time for every event it records: each CPU op, each
+tensor whose shape it records, each kernel launch and other runtime call, each compiled region and
+inductor kernel call (ranges torch.compile opens only while profiling), each Python function under
+`with_stack`, That time lengthens the host's timeline; it lengthens the step
+only where the GPU waits for the host. So each step is replayed with that time removed:
+
+- every host event moves earlier by the cost of the events recorded before it in the step;
+- every GPU op starts when its launch (moved) has reached the GPU and its stream is free, and keeps
+  its duration (the profiler barely touches kernels); the ops of one graph launch keep their gaps;
+- a synchronising call that waited for the GPU returns when the GPU work it waited for ends in the
+  replay, and the host goes on from there;
+- the step ends when both the host and the GPU are done.
+
+So a GPU-bound step keeps its length however many events it records, and a launch-bound one loses
+what its events cost. The costs per event are fitted by benchmarks/profiler_overhead.py on the
+project's captures, which hold both the profiled trace and the step timed without the profiler; the
+fit and its held-out check are in docs/profiler-overhead.md, and tests/test_profiler_overhead.py
+keeps COSTS equal to what the fit gives.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pandas as pd
+
+from diagnose.metrics.steps import StepWindow
+from diagnose.metrics.timeline import SYNC_CALL, name_matches
+from diagnose.trace.model import KERNEL_LAUNCH, Trace
+from diagnose.trace.names import name_search, name_starts
+
+# µs of host time per recorded event, fitted by benchmarks/profiler_overhead.py on the NVIDIA H200
+# captures of fixtures/captures (torch 2.11, record_shapes=True, profile_memory=True, with_stack=False),
+# except python_function: no capture records one, so it is MEASURED on tight loops on the same H200
+# (benchmarks/profiler_event_costs.py, benchmarks/results-event-costs-h200.json: with_stack=True added
+# 0.02-0.21 µs per Python function event, median over five rounds of two loops, 2026-12-03).
+COSTS = {
+    "cpu_op": 2.78,
+    "shaped_input": 0.12,
+    "kernel_launch": 14.44,
+    "runtime_call": 3.33,
+    "compiled_region": 31.44,
+    "inductor_kernel": 55.4,
+    "allocator_event": 2.3,
+    "python_function": 0.1,
+}
+MEASURED = ("python_function",)  # measured directly, not fitted
+# The profiler's work runs on the same CPU as the workload's: a host whose launch calls take longer
+# pays more per event. COSTS hold for the calibration captures' median launch call (the median of
+# their medians, benchmarks/profiler_overhead.py); a trace's costs scale with its own median launch
+# call against it, within HOST_SPEED_RANGE.
+REFERENCE_LAUNCH_US = 8.35
+HOST_SPEED_RANGE = (0.25, 4.0)
+UNCALIBRATED: tuple[str, ...] = ()  # kinds whose cost nothing measured (the estimate names them)
+EDGE_US = 0.5  # a window edge this close to an op's start or end is that op's
+MAX_STEPS = 32  # steps replayed at most (spread over the trace): the median needs no more
+INDUCTOR_KERNEL = "triton_"
+COMPILED_REGION = "Torch-Compiled Region"
+
+
+@dataclasses.dataclass
+class OverheadEstimate:
+    """The unprofiled step estimated from the trace alone."""
+
+    step_us: float  # the estimated unprofiled step (median over the replayed steps)
+    profiled_us: float  # the same steps as profiled (median)
+    events: dict  # recorded host events per step by kind (medians over the replayed steps)
+    steps_replayed: int
+    unmodelled: tuple[str, ...] = ()  # kinds the trace records whose cost no capture calibrates
+
+    @property
+    def removed_us(self) -> float:
+        """The profiler's own time per step the replay took off the step (never negative)."""
+        return max(self.profiled_us - self.step_us, 0.0)
+
+    def text(self) -> str:
+        """The estimate in words, for the time basis."""
+        counts = ", ".join(f"{v:,.0f} {k.replace('_', ' ')}s" for k, v in self.events.items() if v >= 1)
+        words = (
+            f"estimated unprofiled step {self.step_us:,.0f} µs against {self.profiled_us:,.0f} µs profiled "
+            f"(the profiler's own host time per event taken out by replaying {self.steps_replayed} step(s) "
+            f"of {counts or 'no events'}, diagnose/metrics/overhead.py)"
+        )
+        if self.unmodelled:
+            words += f"; not taken out: {', '.join(k.replace('_', ' ') + 's' for k in self.unmodelled)} (uncalibrated)"
+        return words
+
+
+@dataclasses.dataclass
+class _HostEvents:
+    """The launching threads' recorded events in time order, with the running cost of each kind."""
+
+    ts: np.ndarray
+    running: np.ndarray  # (events + 1) × kinds: events of each kind before index i
+    launch_call_us: float  # the median kernel-launch call among them (0 without one)
+
+    def cost_before(self, t, costs: np.ndarray):
+        """Modelled profiler time of the events before time(s) `t`."""
+        return self.running[np.searchsorted(self.ts, t, side="left")] @ costs
+
+
+KINDS = tuple(COSTS)  # the kinds of host event
+
+
+def _inputs_recorded(dims: pd.Series) -> np.ndarray:
+    """Inputs whose shape each op records under record_shapes (0 for an op without shapes)."""
+    return dims.map(lambda d: len(d) if isinstance(d, list) else 0).to_numpy(float)
+
+
+def _host_events(trace: Trace, lo: float, hi: float) -> tuple[_HostEvents, dict]:
+    """The events of the threads that launch GPU work, recorded in [lo, hi), and their counts."""
+    rt = trace.runtime
+    rt = rt[(rt["ts"] >= lo) & (rt["ts"] < hi)]
+    launch = name_search(rt["name"], KERNEL_LAUNCH) if len(rt) else np.zeros(0, bool)
+    tids = set(rt["tid"][launch].tolist())
+    ops = trace.cpu_ops
+    ops = ops[(ops["ts"] >= lo) & (ops["ts"] < hi) & ops["tid"].isin(tids)]
+    names = ops["name"]
+    region = name_starts(names, COMPILED_REGION)
+    inductor = name_starts(names, INDUCTOR_KERNEL)
+    op_ts = ops["ts"].to_numpy(float)
+    shapes = _inputs_recorded(ops["input_dims"]) if "input_dims" in ops else np.zeros(len(ops))
+    on_tids = rt["tid"].isin(tids).to_numpy() & ~name_matches(rt["name"], SYNC_CALL)  # a sync is a wait
+    py = trace.python
+    py = py[(py["ts"] >= lo) & (py["ts"] < hi)] if len(py) else py
+    parts = {
+        "cpu_op": op_ts[~region & ~inductor],
+        "shaped_input": np.repeat(op_ts, shapes.astype(int)),
+        "kernel_launch": rt["ts"].to_numpy(float)[launch],
+        "runtime_call": rt["ts"].to_numpy(float)[~launch & on_tids],
+        "compiled_region": op_ts[region],
+        "inductor_kernel": op_ts[inductor],
+        "allocator_event": _allocator_events(trace, lo, hi, tids),
+        "python_function": py["ts"].to_numpy(float) if len(py) else np.zeros(0),
+    }
+    ts = np.concatenate([parts.get(k, np.zeros(0)) for k in KINDS])
+    kind = np.concatenate([np.full(len(parts.get(k, ())), i) for i, k in enumerate(KINDS)])
+    order = np.argsort(ts, kind="stable")
+    onehot = np.zeros((len(ts) + 1, len(KINDS)))
+    onehot[np.arange(1, len(ts) + 1), kind[order]] = 1.0
+    calls = rt["dur"].to_numpy(float)[launch]
+    median_call = float(np.median(calls)) if len(calls) else 0.0
+    return _HostEvents(ts[order], np.cumsum(onehot, axis=0), median_call), {k: len(v) for k, v in parts.items()}
+
+
+def _allocator_events(trace: Trace, lo: float, hi: float, tids: set) -> np.ndarray:
+    """When the launching threads' allocator events (profile_memory=True) in [lo, hi) were recorded."""
+    mem = trace.memory
+    if not len(mem):
+        return np.zeros(0)
+    ts = mem["ts"].to_numpy(float)
+    keep = (ts >= lo) & (ts < hi) & mem["tid"].isin(tids).to_numpy()
+    return ts[keep]
+
+
+@dataclasses.dataclass
+class _GpuOps:
+    """One step's GPU ops in launch order, and its synchronising calls."""
+
+    ts: np.ndarray
+    dur: np.ndarray
+    stream: np.ndarray
+    launch: np.ndarray  # the launch call's start (NaN: no launch call found)
+    gap: (
+        np.ndarray
+    )  # for an op launched by the same call as its stream's previous one (a graph): the gap between them, else NaN
+    sync_ts: np.ndarray
+    sync_end: np.ndarray
+
+
+def _gpu_ops(trace: Trace, launch_ts: pd.Series, w: StepWindow) -> _GpuOps:
+    """The GPU ops that run in `w` or were launched in it, and the step's synchronising calls."""
+    gpu = trace.gpu
+    gpu = gpu[(gpu["end"] > min(w.cpu_start, w.start)) & (gpu["ts"] < w.end)]
+    launch = gpu["correlation"].map(launch_ts).to_numpy(float) if len(gpu) else np.zeros(0)
+    key = np.where(np.isnan(launch), gpu["ts"].to_numpy(float), launch)
+    order = np.lexsort((gpu["ts"].to_numpy(float), key))
+    gpu, launch = gpu.iloc[order], launch[order]
+    stream = gpu["stream"].to_numpy()
+    corr = gpu["correlation"].to_numpy()
+    ts, end = gpu["ts"].to_numpy(float), gpu["end"].to_numpy(float)
+    gap = np.full(len(gpu), np.nan)
+    for s in pd.unique(stream):
+        idx = np.nonzero(stream == s)[0]
+        same = corr[idx[1:]] == corr[idx[:-1]]
+        gap[idx[1:][same]] = np.maximum(ts[idx[1:]] - end[idx[:-1]], 0.0)[same]
+    rt = trace.runtime
+    syncs = rt[(rt["ts"] >= w.start) & (rt["ts"] < w.end)]
+    syncs = syncs[name_matches(syncs["name"], SYNC_CALL)] if len(syncs) else syncs
+    return _GpuOps(
+        ts,
+        end - ts,
+        stream,
+        launch,
+        gap,
+        syncs["ts"].to_numpy(float),
+        syncs["end"].to_numpy(float),
+    )
+
+
+def _arrivals(g: _GpuOps, rows: np.ndarray, shift, origin: float) -> np.ndarray:
+    """When each op of `rows` could start at the earliest in the replay: its profiled start moved
+    earlier by as much as the host was moved at its launch (a launch-paced op then starts that much
+    earlier, a queued one waits for its stream all the same); an op launched before the replay's
+    origin keeps its start, and the later ops of a graph launch follow their predecessor (-inf here,
+    their gap in `g.gap`)."""
+    launch, ts = g.launch[rows], g.ts[rows]
+    key = np.where(np.isnan(launch), ts, launch)
+    at = ts - shift(key)
+    at[key < origin] = ts[key < origin]
+    at[~np.isnan(g.gap[rows])] = -np.inf
+    return at
+
+
+def _run_streams(g: _GpuOps, rows: np.ndarray, arrive: np.ndarray, free: dict, ends: np.ndarray) -> None:
+    """Replay `rows` on their streams: each op starts when it has arrived and its stream is free
+    (end_i = max(arrive_i, end_(i-1) + gap_i) + dur_i, solved as a running maximum)."""
+    streams = g.stream[rows]
+    for s in pd.unique(streams):
+        mine = streams == s
+        idx = rows[mine]
+        d, gap = g.dur[idx], np.nan_to_num(g.gap[idx], nan=0.0)
+        total = np.cumsum(d + gap)
+        term = arrive[mine] - (total - d - gap) - gap
+        out = total + np.maximum(free.get(s, -np.inf), np.maximum.accumulate(term))
+        ends[idx] = out
+        free[s] = out[-1]
+
+
+def _replay(host: _HostEvents, costs: np.ndarray, g: _GpuOps, w: StepWindow) -> float:
+    """The step's length with the modelled profiler time taken out (module docstring). The replay
+    starts where the step's host work or its GPU window starts, whichever is first; a window on the
+    GPU's timeline (a host running ahead) is measured from its first op to its last, as profiled."""
+    origin = min(w.cpu_start, w.start)
+    base = float(host.cost_before(origin, costs))
+    catch = [0.0]
+
+    def shift(t):
+        return catch[0] + host.cost_before(t, costs) - base
+
+    key = np.where(np.isnan(g.launch), g.ts, g.launch)
+    ends, done = np.full(len(g.ts), np.nan), 0
+    free: dict = {}
+    for s_ts, s_end in [*zip(g.sync_ts, g.sync_end), (np.inf, np.inf)]:
+        upto = int(np.searchsorted(key, s_ts, side="right"))
+        rows = np.arange(done, upto)
+        if len(rows):
+            _run_streams(g, rows, _arrivals(g, rows, shift, origin), free, ends)
+        done = upto
+        if not np.isfinite(s_ts):
+            break
+        behind = _after_sync(g, ends, done, s_ts, s_end, float(shift(s_ts)))
+        catch[0] = behind - (float(host.cost_before(s_end, costs)) - base)
+    in_window = (g.ts >= w.start) & (g.ts < w.end)
+    gpu_end = float(np.nanmax(ends[in_window])) if in_window.any() else -np.inf
+    end = max(w.end - float(shift(w.end)), gpu_end)
+    return max(end - _replayed_time(g, ends, w.start, float(shift(w.start))), _busiest_stream(g, in_window))
+
+
+def _busiest_stream(g: _GpuOps, rows: np.ndarray) -> float:
+    """The most GPU time one stream spends on `rows`: no replay of the step can be shorter."""
+    if not rows.any():
+        return 0.0
+    return float(pd.Series(g.dur[rows]).groupby(g.stream[rows]).sum().max())
+
+
+def _replayed_time(g: _GpuOps, ends: np.ndarray, t: float, host_shift: float) -> float:
+    """Where time `t` lands in the replay: on an op's start or end when one starts or ends there
+    (a window on the GPU's timeline), else on the host's (moved by `host_shift`)."""
+    starts = np.nonzero(np.abs(g.ts - t) <= EDGE_US)[0]
+    if len(starts) and not np.isnan(ends[starts[0]]):
+        return float(ends[starts[0]] - g.dur[starts[0]])
+    stops = np.nonzero(np.abs(g.ts + g.dur - t) <= EDGE_US)[0]
+    if len(stops) and not np.isnan(ends[stops[0]]):
+        return float(ends[stops[0]])
+    return t - host_shift
+
+
+def _after_sync(g: _GpuOps, ends: np.ndarray, done: int, s_ts: float, s_end: float, shift_at: float) -> float:
+    """How far the host is behind its profiled time once a synchronising call returns in the
+    replay: the call waits for the GPU work launched before it (as replayed), then spends what it
+    spent after that work ended (its own host time, a pageable copy's staging)."""
+    waited_for = float(np.max(g.ts[:done] + g.dur[:done])) if done else -np.inf
+    replayed_for = float(np.nanmax(ends[:done])) if done else -np.inf
+    own = s_end - max(waited_for, s_ts)
+    returns = max(s_ts - shift_at, replayed_for) + own
+    return s_end - returns
+
+
+def _chosen(windows: list[StepWindow]) -> list[StepWindow]:
+    """At most MAX_STEPS windows, spread evenly over the trace."""
+    if len(windows) <= MAX_STEPS:
+        return list(windows)
+    picks = np.unique(np.linspace(0, len(windows) - 1, MAX_STEPS).round().astype(int))
+    return [windows[i] for i in picks]
+
+
+@dataclasses.dataclass
+class Replay:
+    """A trace's steps made ready to replay under any costs (what does not depend on them)."""
+
+    windows: list[StepWindow]
+    host: _HostEvents
+    ops: list[_GpuOps]
+    uncalibrated: tuple[str, ...]
+    reference_launch_us: float = REFERENCE_LAUNCH_US
+
+    @property
+    def host_speed(self) -> float:
+        """How much slower this host is per event than the calibration captures' (module constants)."""
+        if self.host.launch_call_us <= 0:
+            return 1.0
+        return float(np.clip(self.host.launch_call_us / self.reference_launch_us, *HOST_SPEED_RANGE))
+
+    def estimate(self, costs: dict | None = None, scale: float = 1.0) -> OverheadEstimate:
+        """The unprofiled step under `costs` (µs per event by kind, COSTS by default) × `scale`."""
+        costs = COSTS if costs is None else costs
+        scale *= self.host_speed
+        per_event = np.array([costs.get(k, 0.0) * scale for k in KINDS])
+        replayed = [_replay(self.host, per_event, g, w) for g, w in zip(self.ops, self.windows)]
+        profiled = [w.end - w.start for w in self.windows]
+        starts = np.searchsorted(self.host.ts, [w.start for w in self.windows], side="left")
+        stops = np.searchsorted(self.host.ts, [w.end for w in self.windows], side="left")
+        per_step = self.host.running[stops] - self.host.running[starts]
+        events = {k: float(np.median(per_step[:, i])) for i, k in enumerate(KINDS)}
+        unmodelled = tuple(k for k in self.uncalibrated if costs.get(k, 0.0) <= 0)
+        return OverheadEstimate(
+            float(np.median(replayed)), float(np.median(profiled)), events, len(self.windows), unmodelled
+        )
+
+
+def prepare(trace: Trace, windows: list[StepWindow]) -> Replay | None:
+    """The replay of at most MAX_STEPS of `windows`; None without steps or without GPU activity."""
+    if not windows or not len(trace.gpu):
+        return None
+    chosen = _chosen(windows)
+    host, totals = _host_events(trace, min(chosen[0].cpu_start, chosen[0].start), chosen[-1].end)
+    rt = trace.runtime
+    launches = rt[name_search(rt["name"], KERNEL_LAUNCH)] if len(rt) else rt
+    launch_ts = launches.drop_duplicates("correlation").set_index("correlation")["ts"]
+    ops = [_gpu_ops(trace, launch_ts, w) for w in chosen]
+    return Replay(chosen, host, ops, tuple(k for k in UNCALIBRATED if totals.get(k)))
+
+
+def estimate_unprofiled(trace: Trace, windows: list[StepWindow], scale: float = 1.0) -> OverheadEstimate | None:
+    """The unprofiled step the trace implies: each step replayed with the modelled profiler time
+    taken out (COSTS × `scale`). None without steps, without GPU activity or with `scale` 0."""
+    replay = prepare(trace, windows) if scale > 0 else None
+    return replay.estimate(scale=scale) if replay is not None else None

@@ -1,0 +1,117 @@
+"""The profiler-overhead replay (diagnose/metrics/overhead.py): exact at zero cost, GPU-bound steps
+keep their length, launch-bound ones lose the profiler's time, the fit's costs are the ones in use,
+and a trace without unprofiled timing is judged on the estimate."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from diagnose.metrics import Metrics
+from diagnose.metrics.overhead import COSTS, MEASURED, prepare
+from diagnose.trace import load_target
+from tests.conftest import diagnosis_of
+
+ROOT = Path(__file__).resolve().parents[1]
+CAPTURES = ROOT / "fixtures" / "captures"
+FIT = ROOT / "benchmarks" / "results-profiler-overhead.json"
+
+
+def _replay(name: str):
+    trace = load_target(CAPTURES / name / "trace.json.gz")
+    return prepare(trace, Metrics(trace).steps.windows)
+
+
+def _measured(name: str) -> float:
+    return json.loads((CAPTURES / name / "meta.json").read_text())["timing"]["median_us"]
+
+
+@pytest.mark.parametrize(
+    "name", ["decode_eager", "sync_item", "regress_sdpa_math", "host_loader_inline", "matmul_bf16"]
+)
+def test_the_replay_at_zero_cost_is_the_profiled_step(name):
+    est = _replay(name).estimate({})
+    assert est.step_us == pytest.approx(est.profiled_us, rel=0.01)
+
+
+@pytest.mark.parametrize("name", ["matmul_bf16", "regress_tf32_off", "attention_naive_8k"])
+def test_a_gpu_bound_step_keeps_its_length(name):
+    est = _replay(name).estimate()
+    assert est.step_us == pytest.approx(est.profiled_us, rel=0.03)
+
+
+@pytest.mark.parametrize("name", ["sync_item", "sync_free", "decode_eager", "gemv_decode_1tok"])
+def test_a_host_paced_step_comes_close_to_its_unprofiled_time(name):
+    est = _replay(name).estimate()
+    measured = _measured(name)
+    assert est.profiled_us > 1.5 * measured  # the profiler doubled these steps
+    assert abs(est.step_us / measured - 1) <= 0.25
+
+
+@pytest.mark.parametrize("name", ["opt_single", "opt_fused", "compile_fullgraph"])
+def test_where_the_model_misses_it_still_takes_most_of_the_profilers_time_out(name):
+    est = _replay(name).estimate()
+    measured = _measured(name)
+    assert abs(est.step_us / measured - 1) < 0.5 * abs(est.profiled_us / measured - 1)
+
+
+def test_more_cost_never_lengthens_a_step():
+    replay = _replay("sync_item")
+    steps = [replay.estimate(scale=k).step_us for k in (0.0, 0.5, 1.0, 2.0, 50.0)]
+    assert all(a >= b - 1e-6 for a, b in zip(steps, steps[1:]))
+    assert steps[-1] > 0
+
+
+def test_the_costs_in_use_are_the_recorded_fit():
+    fit = json.loads(FIT.read_text())
+    for kind, cost in COSTS.items():
+        if kind in MEASURED:
+            continue
+        assert cost == pytest.approx(fit["costs"][kind], rel=0.01, abs=0.01), kind
+
+
+def test_the_recorded_fit_holds_on_every_capture_it_names():
+    fit = json.loads(FIT.read_text())
+    names = sorted(fit["fitted"])
+    within = sum(abs(e) <= 0.25 for e in fit["held_out"].values())
+    fitted = sum(abs(e) <= 0.25 for e in fit["fitted"].values())
+    assert len(names) >= 60 and within >= 0.7 * len(names) and fitted >= 0.8 * len(names)
+    for name in names[::8]:  # the recorded errors are what the model gives today
+        assert _replay(name).estimate().step_us / _measured(name) - 1 == pytest.approx(fit["fitted"][name], abs=0.01)
+
+
+ON = {"timeline.profiler_overhead": 1.0}
+
+
+def test_a_bare_trace_is_judged_on_the_estimate_and_a_folder_on_its_timing():
+    from diagnose import analyze
+
+    bare = analyze(CAPTURES / "decode_eager" / "trace.json.gz", overrides=ON).summary
+    folder = analyze(CAPTURES / "decode_eager", overrides=ON).summary
+    assert folder.step_basis == "unprofiled" and folder.estimated_unprofiled_step_time_us is None
+    assert bare.step_basis == "estimated unprofiled"
+    assert bare.step_time_us == bare.estimated_unprofiled_step_time_us < bare.profiled_step_time_us
+    assert 0 < bare.profiler_share_of_host_time < 1
+    assert "of this host time is the profiler's own (estimated)" in bare.time_basis
+
+
+def test_the_estimate_is_off_by_default():
+    off = diagnosis_of(CAPTURES / "decode_eager" / "trace.json.gz")
+    assert off.summary.step_basis == "profiled"
+    assert off.summary.step_time_us == pytest.approx(off.summary.profiled_step_time_us)
+
+
+@pytest.mark.parametrize("name", ["decode_eager", "sync_item", "tv_resnet50_nchw", "hf_trainer_fp32"])
+def test_folder_and_bare_trace_name_the_same_bottleneck(name):
+    from diagnose import analyze
+
+    folder = diagnosis_of(CAPTURES / name)
+    bare = analyze(CAPTURES / name / "trace.json.gz", overrides=ON)
+    rules = [d.findings[0].rule if d.findings else None for d in (folder, bare)]
+    assert rules[0] == rules[1]
+    speeds = [d.findings[0].est_speedup for d in (folder, bare) if d.findings]
+    if len(speeds) == 2 and all(speeds):
+        assert np.log(speeds[1] / speeds[0]) == pytest.approx(0.0, abs=np.log(1.6))
