@@ -18,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 
 from diagnose.metrics.overhead import OverheadEstimate
+from diagnose.vocabulary.units import percent
 from diagnose.metrics.steps import Steps
 from diagnose.metrics.timeline import Timeline
 
@@ -97,7 +98,7 @@ def on_estimate(budget: StepBudget, estimate: OverheadEstimate | None) -> StepBu
     real = min(seen, max(0.0, estimate.step_us - gpu))
     scale = real / seen
     basis = (
-        f"{estimate.text()}; host-side idle rescaled by {scale:.2f}: {1 - scale:.0%} of this host time "
+        f"{estimate.text()}; host-side idle rescaled by {scale:.2f}: {percent(1 - scale)} of this host time "
         f"is the profiler's own (estimated)"
     )
     return dataclasses.replace(
