@@ -54,7 +54,6 @@ MEASURED = ("python_function",)  # measured directly, not fitted
 # call against it, within HOST_SPEED_RANGE.
 REFERENCE_LAUNCH_US = 8.35
 HOST_SPEED_RANGE = (0.25, 4.0)
-UNCALIBRATED: tuple[str, ...] = ()  # kinds whose cost nothing measured (the estimate names them)
 EDGE_US = 0.5  # a window edge this close to an op's start or end is that op's
 MAX_STEPS = 32  # steps replayed at most (spread over the trace): the median needs no more
 INDUCTOR_KERNEL = "triton_"
@@ -69,12 +68,6 @@ class OverheadEstimate:
     profiled_us: float  # the same steps as profiled (median)
     events: dict  # recorded host events per step by kind (medians over the replayed steps)
     steps_replayed: int
-    unmodelled: tuple[str, ...] = ()  # kinds the trace records whose cost no capture calibrates
-
-    @property
-    def removed_us(self) -> float:
-        """The profiler's own time per step the replay took off the step (never negative)."""
-        return max(self.profiled_us - self.step_us, 0.0)
 
     def text(self) -> str:
         """The estimate in words, for the time basis."""
@@ -84,8 +77,6 @@ class OverheadEstimate:
             f"(the profiler's own host time per event taken out by replaying {self.steps_replayed} step(s) "
             f"of {counts or 'no events'}, diagnose/metrics/overhead.py)"
         )
-        if self.unmodelled:
-            words += f"; not taken out: {', '.join(k.replace('_', ' ') + 's' for k in self.unmodelled)} (uncalibrated)"
         return words
 
 
@@ -305,7 +296,6 @@ class Replay:
     windows: list[StepWindow]
     host: _HostEvents
     ops: list[_GpuOps]
-    uncalibrated: tuple[str, ...]
     reference_launch_us: float = REFERENCE_LAUNCH_US
 
     @property
@@ -326,10 +316,7 @@ class Replay:
         stops = np.searchsorted(self.host.ts, [w.end for w in self.windows], side="left")
         per_step = self.host.running[stops] - self.host.running[starts]
         events = {k: float(np.median(per_step[:, i])) for i, k in enumerate(KINDS)}
-        unmodelled = tuple(k for k in self.uncalibrated if costs.get(k, 0.0) <= 0)
-        return OverheadEstimate(
-            float(np.median(replayed)), float(np.median(profiled)), events, len(self.windows), unmodelled
-        )
+        return OverheadEstimate(float(np.median(replayed)), float(np.median(profiled)), events, len(self.windows))
 
 
 def prepare(trace: Trace, windows: list[StepWindow]) -> Replay | None:
@@ -337,12 +324,12 @@ def prepare(trace: Trace, windows: list[StepWindow]) -> Replay | None:
     if not windows or not len(trace.gpu):
         return None
     chosen = _chosen(windows)
-    host, totals = _host_events(trace, min(chosen[0].cpu_start, chosen[0].start), chosen[-1].end)
+    host, _ = _host_events(trace, min(chosen[0].cpu_start, chosen[0].start), chosen[-1].end)
     rt = trace.runtime
     launches = rt[name_search(rt["name"], KERNEL_LAUNCH)] if len(rt) else rt
     launch_ts = launches.drop_duplicates("correlation").set_index("correlation")["ts"]
     ops = [_gpu_ops(trace, launch_ts, w) for w in chosen]
-    return Replay(chosen, host, ops, tuple(k for k in UNCALIBRATED if totals.get(k)))
+    return Replay(chosen, host, ops)
 
 
 def estimate_unprofiled(trace: Trace, windows: list[StepWindow], scale: float = 1.0) -> OverheadEstimate | None:
