@@ -553,4 +553,5 @@ def build_frames(chunks: Iterable[list[Event]], warnings: list[str]) -> dict:
     builder = FrameBuilder()
     for chunk in chunks:
         builder.add(chunk)
+        del chunk  # freed while hot in the cache, not once the next chunk is decoded
     return builder.finish(warnings)

@@ -145,6 +145,7 @@ class Decoded:
                 yield self._decode_chunk(b"".join((b"[", view[start : pieces[-1][1]], b"]")), final=True)
                 return
             yield chunk
+            del chunk  # freed while its objects are still in the cache, not after the next one is decoded
 
     def finish(self) -> None:
         """After the last chunk: raise NotATrace when no entry was an event, else note the dropped ones."""
