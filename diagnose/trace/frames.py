@@ -14,7 +14,7 @@ the codes once and makes the frames.
 from __future__ import annotations
 
 from itertools import repeat
-from operator import attrgetter
+from operator import attrgetter, is_not
 from typing import Any, Callable, Iterable, NamedTuple
 
 import msgspec
@@ -59,6 +59,15 @@ FRAMES = {
 }
 ARRAY_COLUMNS = {"ts", "dur", "correlation", "external_id"}
 INT64_MAX = 2**63 - 1
+MEMORY_NAME = "[memory]"
+MEMORY_FIELDS = (
+    ("bytes", "mem_bytes"),
+    ("total_allocated", "total_allocated"),
+    ("total_reserved", "total_reserved"),
+    ("device_id", "device_id"),
+    ("device_type", "device_type"),
+    ("addr", "addr"),
+)
 
 
 class _Codes(dict):
@@ -79,6 +88,15 @@ class _Codes(dict):
 def _codes(table: _Codes, keys) -> np.ndarray:
     """The codes of `keys` (new keys get new codes) as an int32 array."""
     return np.fromiter(map(table.__getitem__, keys), np.int32)
+
+
+def _raw_texts(raws: list) -> list[bytes]:
+    """The bytes of each raw JSON value, copied in one join and one split (JSON holds no NUL byte
+    outside a string, and none inside one unescaped; any NUL found falls back to one copy each)."""
+    if not raws:
+        return []
+    texts = b"\x00".join(raws).split(b"\x00")
+    return texts if len(texts) == len(raws) else list(map(bytes, raws))
 
 
 def _raw_list(raw: bytes) -> list | None:
@@ -114,6 +132,13 @@ def _int_or(value, fallback):
     if isinstance(value, str) and value.strip().lstrip("-").isdigit():
         return int(value)
     return fallback
+
+
+def _int_values(values: list) -> list:
+    """The values, with None in place of any that is not an int (bools count as ints)."""
+    if set(map(type, values)) <= {int, bool}:
+        return values
+    return [v if isinstance(v, int) else None for v in values]
 
 
 def id_array(values: list) -> np.ndarray:
@@ -166,7 +191,9 @@ class FrameBuilder:
         self._categories: _Codes = like._categories if like else _Codes()
         self._launch_dims: _Codes = like._launch_dims if like else _Codes(_list_info)
         self._shapes: _Codes = like._shapes if like else _Codes(_raw_list)
+        self._phases: _Codes = like._phases if like else _Codes()
         self._families = np.empty(0, dtype=np.int8)
+        self._phase_kinds = np.empty(0, dtype=np.int8)
         self._cat = None  # the category codes of the rows being bucketed
         self._compacted = False
         self._later: list[FrameBuilder] = []  # builders whose rows `finish` appends (merge(later=True))
@@ -178,19 +205,21 @@ class FrameBuilder:
             return
         cat = _codes(self._categories, _get("cat", chunk))
         family = self._family_of(cat)
-        phase = np.fromiter(map(PHASE_OF.get, _get("ph", chunk), repeat(0, n)), np.int8, n)
+        phase = self._phase_of(_codes(self._phases, _get("ph", chunk)))
         ts = np.array(_get("ts", chunk), dtype=float)
         finite = np.isfinite(ts)
         self.bad += int((~finite & (family >= GPU) & (family <= OPS)).sum())
+        events = np.fromiter(chunk, dtype=object, count=n)  # gathered by row number below
         instants = np.nonzero(finite & (phase == 2))[0]
         if len(instants):
-            self._memory(chunk, instants, ts)
+            self._memory(events[instants].tolist(), instants, ts)
         spans = np.nonzero(finite & (phase == 1) & (family != NO_CAT))[0]
-        dur = np.array(_get("dur", map(chunk.__getitem__, spans.tolist())), dtype=float)
+        picked = events[spans]
+        dur = np.array(_get("dur", picked.tolist()), dtype=float)
         with np.errstate(over="ignore"):  # an end beyond the largest float is not a time either
             valid = np.isfinite(dur) & (dur >= 0) & np.isfinite(ts[spans] + dur)
         self.bad += int((~valid).sum())
-        spans, dur = spans[valid], dur[valid]
+        spans, dur, picked = spans[valid], dur[valid], picked[valid]
         kinds = family[spans]
         for kind, (key, _) in FRAMES.items():
             pick = kinds == kind
@@ -201,13 +230,19 @@ class FrameBuilder:
             out["ts"].append(ts[rows])
             out["dur"].append(dur[pick])
             self._cat = cat[rows]
-            getattr(self, "_" + key)(list(map(chunk.__getitem__, rows.tolist())), out)
+            getattr(self, "_" + key)(picked[pick].tolist(), out)
 
     def _family_of(self, cat: np.ndarray) -> np.ndarray:
         """The event family of each category code."""
         if len(self._families) != len(self._categories.by_code):
             self._families = np.array([FAMILY_OF.get(c, OTHER) for c in self._categories.by_code], dtype=np.int8)
         return self._families[cat]
+
+    def _phase_of(self, ph: np.ndarray) -> np.ndarray:
+        """1 for complete events (`X`), 2 for instants (`i`, `I`), 0 for any other phase, by phase code."""
+        if len(self._phase_kinds) != len(self._phases.by_code):
+            self._phase_kinds = np.array([PHASE_OF.get(p, 0) for p in self._phases.by_code], dtype=np.int8)
+        return self._phase_kinds[ph]
 
     def _name_codes(self, events: list[Event]) -> np.ndarray:
         names = _get("name", events)
@@ -223,8 +258,8 @@ class FrameBuilder:
         out["stream"].append(_piece(_device(events, args, "stream", "tid")))
         out["correlation"].append(id_array(_get("correlation", args)))
         out["external_id"].append(id_array(_external_ids(args)))
-        grids = _codes(self._launch_dims, map(bytes, _get("grid", args)))
-        blocks = _codes(self._launch_dims, map(bytes, _get("block", args)))
+        grids = _codes(self._launch_dims, _raw_texts(_get("grid", args)))
+        blocks = _codes(self._launch_dims, _raw_texts(_get("block", args)))
         out["grid"].append(grids)
         out["block"].append(blocks)
         info = self._launch_dims.by_code
@@ -245,8 +280,8 @@ class FrameBuilder:
         out["pid"].append(_piece(_get("pid", events)))
         out["tid"].append(_piece(_get("tid", events)))
         out["external_id"].append(id_array(_external_ids(args)))
-        out["input_dims"].append(_codes(self._shapes, map(bytes, _get("input_dims", args))))
-        out["input_types"].append(_codes(self._shapes, map(bytes, _get("input_types", args))))
+        out["input_dims"].append(_codes(self._shapes, _raw_texts(_get("input_dims", args))))
+        out["input_types"].append(_codes(self._shapes, _raw_texts(_get("input_types", args))))
 
     def _gpu_annotations(self, events: list[Event], out: dict) -> None:
         args = _args(events)
@@ -264,30 +299,22 @@ class FrameBuilder:
         out["name"].append(self._name_codes(events))
         out["tid"].append(_piece(_get("tid", events)))
 
-    def _memory(self, chunk: list[Event], instants: np.ndarray, ts: np.ndarray) -> None:
-        """The allocator's `[memory]` instant events among the chunk's instants, column by column."""
-        events = list(map(chunk.__getitem__, instants.tolist()))
-        keep = [
-            i
-            for i, (name, a) in enumerate(zip(_get("name", events), _get("args", events)))
-            if name == "[memory]" and a is not None
-        ]
-        if not keep:
+    def _memory(self, events: list[Event], instants: np.ndarray, ts: np.ndarray) -> None:
+        """The allocator's `[memory]` instant events among the chunk's instants (`events`, at rows
+        `instants`), column by column."""
+        args = _get("args", events)
+        keep = np.fromiter(map(MEMORY_NAME.__eq__, _get("name", events)), bool, len(events))
+        keep &= np.fromiter(map(is_not, args, repeat(None)), bool, len(events))
+        if not keep.any():
             return
-        if len(keep) < len(events):
-            events, instants = [events[i] for i in keep], instants[keep]
-        args, out = _get("args", events), self.columns["memory"]
+        if not keep.all():
+            rows = np.nonzero(keep)[0].tolist()
+            events, args, instants = [events[i] for i in rows], [args[i] for i in rows], instants[keep]
+        out = self.columns["memory"]
         out["ts"].append(ts[instants])
-        for col, field in (
-            ("bytes", "mem_bytes"),
-            ("total_allocated", "total_allocated"),
-            ("total_reserved", "total_reserved"),
-            ("device_id", "device_id"),
-            ("device_type", "device_type"),
-            ("addr", "addr"),
-        ):
+        for col, field in MEMORY_FIELDS:
             out[col].append(_piece(_get(field, args)))
-        out["tid"].append(_piece([t if isinstance(t, int) else None for t in _get("tid", events)]))
+        out["tid"].append(_piece(_int_values(_get("tid", events))))
 
     @classmethod
     def compacted(cls, columns: dict, bad: int) -> "FrameBuilder":
@@ -526,4 +553,5 @@ def build_frames(chunks: Iterable[list[Event]], warnings: list[str]) -> dict:
     builder = FrameBuilder()
     for chunk in chunks:
         builder.add(chunk)
+        del chunk  # freed while hot in the cache, not once the next chunk is decoded
     return builder.finish(warnings)

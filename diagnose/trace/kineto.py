@@ -7,7 +7,9 @@ the whole file when it is laid out as kineto writes it, else by reading the top 
 `traceEvents` left as raw bytes), then cut at top-level `},{` boundaries into chunks of about
 CHUNK_BYTES that are decoded one after the other: only one chunk's Structs are alive at a time
 (the caller keeps compact columns of what it needs), and the chunks can be shared among
-processes (trace/parallel.py). Nested lists (`Input Dims`, `grid`...) stay raw bytes in the
+processes (trace/parallel.py). Each piece is decoded in parts of about PART_BYTES, so that the
+Structs of one part are still in the core's cache while they are read back; a part that does
+not decode as it stands sends its whole piece down the careful path, as if it had not been cut. Nested lists (`Input Dims`, `grid`...) stay raw bytes in the
 Structs; `decode_list` turns them into lists.
 
 Whitespace at the edges of a piece is left out of it (and whitespace between two events never
@@ -29,6 +31,7 @@ import msgspec
 Id = Union[int, str, None]
 NULL = msgspec.Raw(b"null")
 CHUNK_BYTES = 1 << 20
+PART_BYTES = 256 << 10  # what is decoded at once: a piece's records would not fit a core's cache
 LENIENT = "some events have fields of unexpected types"
 _BOUNDARY = re.compile(rb"\}\s*,\s*\{")
 _NONBLANK = re.compile(rb"[^ \t\r\n]")
@@ -140,11 +143,25 @@ class Decoded:
             return
         view = memoryview(events)
         for start, end in pieces:
-            chunk = self._decode_chunk(b"".join((b"[", view[start:end], b"]")))
+            done = 0  # events of this piece given so far
+            for cut in _cuts(events, start, end):
+                chunk = _typed(view[cut[0] : cut[1]])
+                if chunk is None:
+                    break
+                self.kept += len(chunk)
+                done += len(chunk)
+                yield chunk
+                del chunk  # freed while its objects are still in the cache, not after the next one is decoded
+            else:
+                continue
+            # a part did not decode as it stands: the whole piece as before, less the events given
+            chunk = self._decode_chunk(b"".join((b"[", view[start:end], b"]")), skip=done)
             if chunk is None:  # a cut the splitter got wrong: decode the rest in one piece
-                yield self._decode_chunk(b"".join((b"[", view[start : pieces[-1][1]], b"]")), final=True)
+                rest = b"".join((b"[", view[start : pieces[-1][1]], b"]"))
+                yield self._decode_chunk(rest, final=True, skip=done)
                 return
             yield chunk
+            del chunk
 
     def finish(self) -> None:
         """After the last chunk: raise NotATrace when no entry was an event, else note the dropped ones."""
@@ -171,24 +188,25 @@ class Decoded:
                 self._lenient_warned |= lenient
 
     @overload
-    def _decode_chunk(self, data: bytes, final: Literal[True]) -> list[Event]: ...
+    def _decode_chunk(self, data: bytes, final: Literal[True], skip: int = 0) -> list[Event]: ...
 
     @overload
-    def _decode_chunk(self, data: bytes, final: bool = False) -> list[Event] | None: ...
+    def _decode_chunk(self, data: bytes, final: bool = False, skip: int = 0) -> list[Event] | None: ...
 
-    def _decode_chunk(self, data: bytes, final: bool = False) -> list[Event] | None:
-        """The events of one JSON array; None when it does not decode and not `final` (else raises)."""
+    def _decode_chunk(self, data: bytes, final: bool = False, skip: int = 0) -> list[Event] | None:
+        """The events of one JSON array after its first `skip` entries (already given, as events);
+        None when it does not decode and not `final` (else raises)."""
         try:
-            events = _EVENTS.decode(data)
+            events = _EVENTS.decode(data)[skip:]
         except msgspec.ValidationError as exc:
             if not self._lenient_warned:
                 self.warnings.append(f"{LENIENT} ({exc}); read leniently")
                 self._lenient_warned = True
-            return self._coerce_all(_loose(data, self.warnings))
+            return self._coerce_all(_loose(data, self.warnings)[skip:])
         except msgspec.DecodeError as exc:
             if _is_utf8_error(exc):
                 _warn_utf8(self.warnings)
-                return self._decode_chunk(_repair_utf8(data), final)
+                return self._decode_chunk(_repair_utf8(data), final, skip)
             if final:
                 raise
             return None
@@ -287,6 +305,29 @@ def _split(events: bytes | memoryview) -> Iterator[tuple[int, int]]:
             return
         yield _trimmed(view, start, match.start() + 1)
         start = match.end() - 1
+
+
+def _cuts(raw: bytes | memoryview, start: int, end: int) -> Iterator[tuple[int, int]]:
+    """(start, end) ranges of the piece raw[start:end], cut between two elements about PART_BYTES
+    apart: decoded and bucketed one after the other, a part's records stay in the core's cache.
+    A cut inside a nested value or a string makes its part fail to decode (see `_split`)."""
+    while True:
+        target = start + PART_BYTES
+        match = _BOUNDARY.search(raw, target, end) if target < end else None
+        if match is None:
+            yield start, end
+            return
+        yield start, match.start() + 1
+        start = match.end() - 1
+
+
+def _typed(part: memoryview) -> list[Event] | None:
+    """The events of a part of a piece, or None when it does not decode as typed events as it
+    stands (the caller then decodes its piece the careful way)."""
+    try:
+        return _EVENTS.decode(b"".join((b"[", part, b"]")))
+    except msgspec.DecodeError:  # (ValidationError too)
+        return None
 
 
 def _trimmed(raw: memoryview, start: int, end: int) -> tuple[int, int]:

@@ -47,10 +47,13 @@ def build(decoded: Decoded, on_progress=None) -> FrameBuilder:
             pass
     builder = FrameBuilder()
     total = max(len(decoded.pieces()), 1)
-    for done, chunk in enumerate(decoded.chunks()):
+    done = 0  # (not enumerate: its reused tuple would hold each chunk until the next is decoded)
+    for chunk in decoded.chunks():
         if done % PROGRESS_EVERY == 0:
             report({"phase": "decode", "done": done, "total": total})
         builder.add(chunk)
+        del chunk  # (see _decode_blocks)
+        done += 1
     return builder
 
 
@@ -134,6 +137,7 @@ def _decode_blocks(decoded: Decoded, blocks: list[tuple[int, int]], tickets: int
         builder = FrameBuilder(like=caches)
         for chunk in part.chunks(*blocks[i]):
             builder.add(chunk)
+            del chunk  # freed now, while hot in the cache, rather than once the next chunk is decoded
         builder.compact()
         caches = builder
         out.append((i, builder.columns, builder.bad, part.kept, part.dropped, part.warnings))

@@ -1,0 +1,64 @@
+"""Decoding each piece in parts (kineto.PART_BYTES) gives exactly what decoding whole pieces gives:
+the same events, counts and warnings, whatever a part meets (fields of unexpected types, a `},{`
+inside a string or a nested list, bytes that are not UTF-8, entries that are not events)."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import msgspec
+import pytest
+
+from diagnose.trace import kineto
+
+
+def _events(seed: int) -> bytes:
+    """A trace whose event array mixes good events with every kind of trouble a part can meet."""
+    rng = random.Random(seed)
+    items = []
+    for i in range(300):
+        roll = rng.random()
+        args = {"External id": i, "Input Dims": [[i % 4, 2], []], "correlation": i}
+        event = {"ph": "X", "cat": "cpu_op", "name": f"aten::op{i % 5}", "ts": i, "dur": 1, "args": args}
+        if roll < 0.03:
+            args["correlation"] = str(i)  # a type error: the piece goes the lenient way
+        elif roll < 0.06:
+            event["name"] = 'x"},{"y'  # a boundary inside a string
+        elif roll < 0.09:
+            args["Input Dims"] = [{"a": 1}, {"b": 2}]  # a boundary inside a nested list
+        elif roll < 0.11:
+            items.append("7")  # an entry that is not an event
+        items.append(json.dumps(event))
+    text = ('{"traceEvents": [' + ",".join(items) + "]}").encode()
+    if seed % 3 == 0:  # bytes that are not UTF-8 inside a name
+        text = text.replace(b"aten::op3", b"aten::op\xff3", 2)
+    return text
+
+
+def _plain(value):
+    """An Event as plain values: its fields and its args' fields, raw lists as what they hold."""
+    if isinstance(value, msgspec.Struct):
+        return {f: _plain(getattr(value, f)) for f in value.__struct_fields__}
+    if isinstance(value, msgspec.Raw):
+        return kineto.decode_list(value)
+    return value
+
+
+def _decoded(raw: bytes, part_bytes: int, monkeypatch) -> tuple:
+    with monkeypatch.context() as m:
+        m.setattr(kineto, "CHUNK_BYTES", 2000)
+        m.setattr(kineto, "PART_BYTES", part_bytes)
+        decoded = kineto.decode(raw)
+        try:
+            events = [_plain(e) for chunk in decoded.chunks() for e in chunk]
+        except msgspec.DecodeError as exc:
+            return ("raised", str(exc))
+    return events, decoded.kept, decoded.dropped, decoded.warnings
+
+
+@pytest.mark.parametrize("seed", range(12))
+@pytest.mark.parametrize("part_bytes", [1, 300, 900])
+def test_parts_decode_as_whole_pieces(seed, part_bytes, monkeypatch):
+    raw = _events(seed)
+    assert _decoded(raw, part_bytes, monkeypatch) == _decoded(raw, 1 << 30, monkeypatch)
