@@ -197,6 +197,7 @@ def test_loading_reports_progress_on_one_core_and_on_several(monkeypatch):
         events = []
         with monkeypatch.context() as m:
             m.setattr(kineto, "CHUNK_BYTES", 3000)
+            m.setattr(kineto, "PART_BYTES", 700)  # several parts a piece: progress still counts pieces
             m.setattr(parallel, "_processes", lambda decoded, n=processes: n)
             analyse(path, Config(), on_progress=events.append)
         decode = [e for e in events if e["phase"] == "decode"]

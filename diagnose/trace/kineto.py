@@ -120,6 +120,7 @@ class Decoded:
         self.located = False
         self.kept = 0
         self.dropped = 0
+        self.pieces_done = 0  # pieces whose events have all been given by chunks()
 
     def pieces(self) -> list[tuple[int, int]]:
         """Byte ranges of the raw event array that decode on their own (none for untyped events)."""
@@ -153,6 +154,7 @@ class Decoded:
                 yield chunk
                 del chunk  # freed while its objects are still in the cache, not after the next one is decoded
             else:
+                self.pieces_done += 1
                 continue
             # a part did not decode as it stands: the whole piece as before, less the events given
             chunk = self._decode_chunk(b"".join((b"[", view[start:end], b"]")), skip=done)
@@ -162,6 +164,7 @@ class Decoded:
                 return
             yield chunk
             del chunk
+            self.pieces_done += 1
 
     def finish(self) -> None:
         """After the last chunk: raise NotATrace when no entry was an event, else note the dropped ones."""
@@ -175,6 +178,7 @@ class Decoded:
         """A view of the same events with its own counts and warnings, for decoding a part of them."""
         part = copy.copy(self)
         part.warnings, part.kept, part.dropped, part._lenient_warned = [], 0, 0, False
+        part.pieces_done = 0
         return part
 
     def absorb(self, kept: int, dropped: int, warnings: list[str]) -> None:
@@ -202,7 +206,13 @@ class Decoded:
             if not self._lenient_warned:
                 self.warnings.append(f"{LENIENT} ({exc}); read leniently")
                 self._lenient_warned = True
-            return self._coerce_all(_loose(data, self.warnings)[skip:])
+            try:
+                items = _loose(data, self.warnings)
+            except msgspec.DecodeError:  # a wrong type met before a cut the splitter got wrong
+                if final:
+                    raise
+                return None
+            return self._coerce_all(items[skip:])
         except msgspec.DecodeError as exc:
             if _is_utf8_error(exc):
                 _warn_utf8(self.warnings)

@@ -47,13 +47,13 @@ def build(decoded: Decoded, on_progress=None) -> FrameBuilder:
             pass
     builder = FrameBuilder()
     total = max(len(decoded.pieces()), 1)
-    done = 0  # (not enumerate: its reused tuple would hold each chunk until the next is decoded)
-    for chunk in decoded.chunks():
-        if done % PROGRESS_EVERY == 0:
-            report({"phase": "decode", "done": done, "total": total})
+    reported = -PROGRESS_EVERY
+    for chunk in decoded.chunks():  # (not enumerate: its reused tuple would hold each chunk until the next)
+        if decoded.pieces_done - reported >= PROGRESS_EVERY:
+            reported = decoded.pieces_done
+            report({"phase": "decode", "done": reported, "total": total})
         builder.add(chunk)
         del chunk  # (see _decode_blocks)
-        done += 1
     return builder
 
 
