@@ -66,6 +66,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import math
+from itertools import repeat
 
 import numpy as np
 import pandas as pd
@@ -385,13 +386,15 @@ def _chains(ops: pd.DataFrame, min_ops: int, bw: float, sm_count: int, peak_tbps
     if found is None:
         return []
     runs = _runs(*found, peak_tbps)
+    picked = np.flatnonzero(runs.lengths >= min_ops)
+    if not len(picked):
+        return []
     single: dict = {}  # single-pass bytes per distinct sequence of works
-    chains = []
-    for i in np.flatnonzero(runs.lengths >= min_ops).tolist():
-        a = int(runs.starts[i])
-        b = a + int(runs.lengths[i])
-        chains.append(_chain(runs, i, a, b, _pass_bytes(runs, i, a, b, single), bw, sm_count))
-    return chains
+    passes = [
+        _pass_bytes(runs, i, a, a + n, single)
+        for i, a, n in zip(picked.tolist(), runs.starts[picked].tolist(), runs.lengths[picked].tolist())
+    ]
+    return _chain_rows(runs, picked, passes, bw, sm_count)
 
 
 def _lanes(ops: pd.DataFrame) -> tuple[pd.DataFrame, np.ndarray, np.ndarray] | None:
@@ -466,7 +469,9 @@ def _runs(frame: pd.DataFrame, starts: np.ndarray, lengths: np.ndarray, peak_tbp
         tbps = np.where(
             measured, dram_time / time_us / 100 * peak_tbps, np.where(time_us != 0, moved / time_us / 1e6, 0.0)
         )
-    is_fp32 = frame["dtype"].map(lambda d: precision(d) == "fp32" if isinstance(d, str) else False).to_numpy(bool)
+    dtypes = frame["dtype"].to_numpy(object).tolist()
+    fp32 = {d: isinstance(d, str) and precision(d) == "fp32" for d in set(dtypes)}
+    is_fp32 = np.fromiter(map(fp32.__getitem__, dtypes), bool, len(dtypes))
     return _Runs(
         starts=starts,
         lengths=lengths,
@@ -506,34 +511,55 @@ def _pass_bytes(runs: _Runs, i: int, a: int, b: int, single: dict) -> tuple[bool
     return shapeless, 0.0, 0.0
 
 
-def _chain(runs: _Runs, i: int, a: int, b: int, passes: tuple[bool, float, float], bw: float, sm_count: int) -> dict:
-    """Run `i` (op instances a to b) summarised: time, bytes, bandwidth, what a fused kernel would take."""
-    shapeless, fused_bytes, single_bytes = passes
-    m = float(runs.moved[i])
-    time_us, tbps, blocks = float(runs.time_us[i]), float(runs.tbps[i]), runs.blocks[i]
-    return {
-        "ops": b - a,
-        "time_us": time_us,
-        "fp32_us": float(runs.fp32_us[i]),
-        "known": bool(runs.known[i]),
-        "bytes": m,
-        "flops": float(runs.flops[i]),
-        "tbps": tbps,
-        "bw_share": tbps / bw,
-        "measured": bool(runs.measured[i]),
-        "n_measured": int(runs.n_measured[i]),
-        "shapeless": shapeless,
-        "intensity": float(runs.flops[i]) / m if m else math.inf,
-        "fused_bytes": fused_bytes,
-        "single_bytes": single_bytes,
+def _chain_rows(runs: _Runs, picked: np.ndarray, passes: list, bw: float, sm_count: int) -> list[dict]:
+    """The runs `picked` summarised, a dict each: time, bytes, bandwidth, what a fused kernel would take.
+    The arithmetic is done a column at a time; each value is the same float the row-by-row sum gave."""
+    starts = runs.starts[picked]
+    ends = starts + runs.lengths[picked]
+    time_us, moved, flops, blocks = runs.time_us[picked], runs.moved[picked], runs.flops[picked], runs.blocks[picked]
+    shapeless, fused_bytes, single_bytes = (np.array(column) for column in zip(*passes))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        intensity = np.where(moved != 0, flops / moved, math.inf)
+    columns = {
+        "ops": (ends - starts).tolist(),
+        "time_us": time_us.tolist(),
+        "fp32_us": runs.fp32_us[picked].tolist(),
+        "known": runs.known[picked].tolist(),
+        "bytes": moved.tolist(),
+        "flops": flops.tolist(),
+        "tbps": runs.tbps[picked].tolist(),
+        "bw_share": (runs.tbps[picked] / bw).tolist(),
+        "measured": runs.measured[picked].tolist(),
+        "n_measured": runs.n_measured[picked].tolist(),
+        "shapeless": shapeless.astype(bool).tolist(),
+        "intensity": intensity.tolist(),
+        "fused_bytes": fused_bytes.astype(float).tolist(),
+        "single_bytes": single_bytes.astype(float).tolist(),
         # a fused chain is never priced above what it measured (its bytes may be overcounted)
-        "fused_us": min(fused_bytes / bw / 1e6, time_us),
-        "single_us": min(single_bytes / bw / 1e6, time_us),
-        "full_wave": bool(sm_count and not np.isnan(blocks) and blocks >= sm_count),
-        "names": " → ".join(o.replace("aten::", "") if isinstance(o, str) else "?" for o in runs.op_names[a:b]),
-        "shapes": next((x for x in runs.shapes[a:b] if isinstance(x, str)), None),
-        "step": int(runs.steps[a]),
+        "fused_us": np.minimum(fused_bytes / bw / 1e6, time_us).tolist(),
+        "single_us": np.minimum(single_bytes / bw / 1e6, time_us).tolist(),
+        "full_wave": (bool(sm_count) & ~np.isnan(blocks) & (blocks >= sm_count)).tolist(),
+        "names": _chain_names(runs.op_names, starts, ends),
+        "shapes": _first_shapes(runs.shapes, starts, ends),
+        "step": runs.steps[starts].astype(int).tolist(),
     }
+    return [dict(zip(columns, row)) for row in zip(*columns.values())]
+
+
+def _chain_names(op_names: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> list[str]:
+    """Each run's op names joined by arrows, without the `aten::` prefix ("?" for an unnamed op)."""
+    short = [o.replace("aten::", "") if isinstance(o, str) else "?" for o in op_names.tolist()]
+    return [" → ".join(short[a:b]) for a, b in zip(starts.tolist(), ends.tolist())]
+
+
+def _first_shapes(shapes: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> list:
+    """Each run's first recorded shapes (a string), or None when none of its ops has any."""
+    has = np.fromiter(map(isinstance, shapes.tolist(), repeat(str)), bool, len(shapes))
+    at = np.flatnonzero(has)
+    first = np.searchsorted(at, starts)  # the first op with shapes at or after each run's start
+    found = first < len(at)
+    where = np.where(found, at[np.minimum(first, max(len(at) - 1, 0))] if len(at) else 0, -1)
+    return [shapes[w] if 0 <= w < b else None for w, b in zip(where.tolist(), ends.tolist())]
 
 
 def _measured_pct(tbps: float, spec) -> str:

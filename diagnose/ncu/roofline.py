@@ -11,6 +11,9 @@ the chart. Ceilings come from diagnose/base/devices.py: the datasheet HBM bandwi
 
 from __future__ import annotations
 
+from itertools import repeat
+
+import numpy as np
 import pandas as pd
 
 from diagnose.metrics.work import best_bytes
@@ -48,11 +51,10 @@ def roofline(metrics, limit: int = MAX_POINTS) -> dict:
         return {}
     n = max(len(metrics.steps.windows), 1)
     total_us = float(ops["kernel_us"].sum()) or 1.0
-    frame = frame.assign(
-        rung=_rungs(frame), key=frame["op_name"].astype(str) + "|" + frame["shapes"].astype(str) + "|" + frame["kernel"]
-    )
+    frame = frame[np.fromiter(map(isinstance, frame["kernel"].tolist(), repeat(str)), bool, len(frame))]
+    frame = frame.assign(rung=_rungs(frame))
     points = []
-    for _, g in frame.groupby("key", sort=False):
+    for _, g in frame.groupby(_point_keys(frame), sort=False):
         us = float(g["kernel_us"].sum())
         first = g.iloc[0]
         measured = bool(g["is_measured"].all())
@@ -92,18 +94,33 @@ def roofline(metrics, limit: int = MAX_POINTS) -> dict:
     return {"points": points, "ceilings": ceilings, "measured_points": sum(p["measured"] for p in points)}
 
 
+def _point_keys(frame: pd.DataFrame) -> np.ndarray:
+    """One integer per distinct (op, its shapes, kernel) text, numbered in order of first appearance
+    (the groups of the three texts joined, with sort=False); a missing op or shape counts as the
+    text str() writes for it."""
+    group = np.zeros(len(frame), dtype=np.int64)
+    for column in ("op_name", "shapes", "kernel") if len(frame) else ():
+        values = frame[column].to_numpy(object)
+        texts = np.array([v if isinstance(v, str) else str(v) for v in values.tolist()], dtype=object)
+        codes = pd.factorize(texts)[0]
+        group = pd.factorize(group * (int(codes.max()) + 1) + codes)[0]
+    return group
+
+
 def _rungs(frame: pd.DataFrame) -> list[str]:
     """Each row's _rung, worked out once per distinct (kind, dtype, tensor-core use)."""
     memo: dict = {}
-    out = []
-    for kind, dtype, tensor_core in zip(
-        frame["kind"].to_numpy(object), frame["dtype"].to_numpy(object), frame["tensor_core"]
-    ):
-        key = (kind, dtype if isinstance(dtype, str) else None, tensor_core is True, tensor_core is False)
-        if key not in memo:
-            memo[key] = _rung(kind, dtype, tensor_core)
-        out.append(memo[key])
-    return out
+    keys = [
+        (kind, dtype if isinstance(dtype, str) else None, tensor_core is True, tensor_core is False)
+        for kind, dtype, tensor_core in zip(
+            frame["kind"].to_numpy(object).tolist(),
+            frame["dtype"].to_numpy(object).tolist(),
+            frame["tensor_core"].tolist(),
+        )
+    ]
+    for key in set(keys):
+        memo[key] = _rung(key[0], key[1], True if key[2] else False if key[3] else None)
+    return [memo[key] for key in keys]
 
 
 def _rung(kind, dtype, tensor_core) -> str:
