@@ -555,11 +555,9 @@ def _chain_names(op_names: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> 
 def _first_shapes(shapes: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> list:
     """Each run's first recorded shapes (a string), or None when none of its ops has any."""
     has = np.fromiter(map(isinstance, shapes.tolist(), repeat(str)), bool, len(shapes))
-    at = np.flatnonzero(has)
-    first = np.searchsorted(at, starts)  # the first op with shapes at or after each run's start
-    found = first < len(at)
-    where = np.where(found, at[np.minimum(first, max(len(at) - 1, 0))] if len(at) else 0, -1)
-    return [shapes[w] if 0 <= w < b else None for w, b in zip(where.tolist(), ends.tolist())]
+    at = np.append(np.flatnonzero(has), len(shapes))  # the ops with shapes, then one past the last op
+    first = at[np.searchsorted(at, starts)]  # the first op with shapes at or after each run's start
+    return [shapes[w] if w < b else None for w, b in zip(first.tolist(), ends.tolist())]
 
 
 def _measured_pct(tbps: float, spec) -> str:

@@ -57,7 +57,7 @@ def work_inventory(metrics, limit: int = INVENTORY_ROWS) -> list[dict]:
         ops["op_name"].fillna("").to_numpy(object),
         np.array(_texts(ops["input_dims"]), dtype=object),
     ]
-    group = _group_codes(keys)
+    group = group_codes(keys)
     frame = pd.DataFrame({"group": group, "cat": ops["cat"].to_numpy(), "dur": ops["dur"].to_numpy(float)})
     grouped = frame.groupby("group", sort=False).agg(
         kind=("cat", "first"), calls=("dur", "size"), total_us=("dur", "sum")
@@ -79,7 +79,7 @@ def work_inventory(metrics, limit: int = INVENTORY_ROWS) -> list[dict]:
     ]
 
 
-def _group_codes(keys: list[np.ndarray]) -> np.ndarray:
+def group_codes(keys: list[np.ndarray]) -> np.ndarray:
     """One integer per distinct tuple of the keys' values, numbered in order of first appearance
     (the groups of a groupby on the keys with sort=False, in that order), without the keys' tuples."""
     group = pd.factorize(keys[0])[0]

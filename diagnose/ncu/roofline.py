@@ -16,6 +16,7 @@ from itertools import repeat
 import numpy as np
 import pandas as pd
 
+from diagnose.metrics.views import group_codes
 from diagnose.metrics.work import best_bytes
 from diagnose.vocabulary.dtypes import precision
 from diagnose.vocabulary.kernels import MATRIX_KINDS
@@ -95,16 +96,15 @@ def roofline(metrics, limit: int = MAX_POINTS) -> dict:
 
 
 def _point_keys(frame: pd.DataFrame) -> np.ndarray:
-    """One integer per distinct (op, its shapes, kernel) text, numbered in order of first appearance
-    (the groups of the three texts joined, with sort=False); a missing op or shape counts as the
-    text str() writes for it."""
-    group = np.zeros(len(frame), dtype=np.int64)
-    for column in ("op_name", "shapes", "kernel") if len(frame) else ():
-        values = frame[column].to_numpy(object)
-        texts = np.array([v if isinstance(v, str) else str(v) for v in values.tolist()], dtype=object)
-        codes = pd.factorize(texts)[0]
-        group = pd.factorize(group * (int(codes.max()) + 1) + codes)[0]
-    return group
+    """One integer per distinct (op, its shapes, kernel) text, numbered in order of first appearance;
+    a missing op or shape counts as the text str() writes for it."""
+    if not len(frame):
+        return np.zeros(0, dtype=np.int64)
+    texts = [
+        np.array([v if isinstance(v, str) else str(v) for v in frame[column].tolist()], dtype=object)
+        for column in ("op_name", "shapes", "kernel")
+    ]
+    return group_codes(texts)
 
 
 def _rungs(frame: pd.DataFrame) -> list[str]:
@@ -119,7 +119,8 @@ def _rungs(frame: pd.DataFrame) -> list[str]:
         )
     ]
     for key in set(keys):
-        memo[key] = _rung(key[0], key[1], True if key[2] else False if key[3] else None)
+        kind, dtype, uses, avoids = key
+        memo[key] = _rung(kind, dtype, True if uses else False if avoids else None)
     return [memo[key] for key in keys]
 
 
