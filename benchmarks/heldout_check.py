@@ -9,13 +9,14 @@ each folder it reports:
 - the profiler-overhead model with its committed costs (diagnose/metrics/overhead.py, no refit): the
   unprofiled step estimated from the trace file alone against the measured one;
 - the first finding of the folder (judged on the measured step), of the trace file alone on the
-  profiled step (the default) and of the trace file alone on the estimate
-  (`timeline.profiler_overhead=1`), and whether each is one the engineer accepts.
+  profiled step as recorded (`timeline.profiler_overhead=0`) and of the trace file alone on the
+  estimate (`timeline.profiler_overhead=1`, the default), and whether each is one the engineer accepts.
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import sys
 from pathlib import Path
@@ -25,6 +26,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench_vs_hta import machine  # noqa: E402
 from diagnose import analyze  # noqa: E402
 from diagnose.metrics import Metrics  # noqa: E402
 from diagnose.metrics.overhead import prepare  # noqa: E402
@@ -32,6 +34,7 @@ from diagnose.trace import load_target  # noqa: E402
 
 WITHIN = 0.25  # the overhead model's bar
 ESTIMATED = {"timeline.profiler_overhead": 1.0}
+PROFILED = {"timeline.profiler_overhead": 0.0}
 
 
 def _first(diagnosis) -> dict:
@@ -60,10 +63,13 @@ def judge(folder: Path) -> dict | None:
         "profiled_us": estimate.profiled_us if estimate else None,
         "estimated_us": estimate.step_us if estimate else None,
         "folder": _first(analyze(folder)),
-        "trace_profiled": _first(analyze(trace_path)),
+        "trace_profiled": _first(analyze(trace_path, overrides=PROFILED)),
         "trace_estimated": _first(analyze(trace_path, overrides=ESTIMATED)),
         "expect": expect,
         "why": (meta.get("heldout") or {}).get("why"),
+        "params": meta.get("params"),
+        "recorded_at": meta.get("recorded_at"),
+        "device": {k: (meta.get("device") or {}).get(k) for k in ("name", "torch")},
     }
     for key in ("profiled", "estimated"):
         value = row[f"{key}_us"]
@@ -133,7 +139,13 @@ def main(argv: list[str] | None = None) -> int:
     result = summary(rows)
     print(json.dumps(result, indent=1))
     if args.json:
-        args.json.write_text(json.dumps({"summary": result, "captures": rows}, indent=1, ensure_ascii=False))
+        doc = {
+            "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%MZ"),
+            "machine": machine(),
+            "summary": result,
+            "captures": rows,
+        }
+        args.json.write_text(json.dumps(doc, indent=1, ensure_ascii=False))
     return 0
 
 

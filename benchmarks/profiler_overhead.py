@@ -150,7 +150,7 @@ def _first(diagnosis) -> tuple[str, float | None]:
 
 def verdicts() -> int:
     """Each capture folder's first finding (judged on its measured unprofiled step) beside its bare
-    trace file's, judged on the profiled step (the default) and on the replayed estimate, and how
+    trace file's, judged on the profiled step as recorded and on the replayed estimate (the default), and how
     many of each agree with the folder on the rule."""
     from diagnose import analyze
 
@@ -163,7 +163,7 @@ def verdicts() -> int:
     for name in sorted(captures()):
         folder = CAPTURES / name
         f_rule, f_speed = _first(analyze(folder))
-        p_rule, p_speed = _first(analyze(folder / "trace.json.gz"))
+        p_rule, p_speed = _first(analyze(folder / "trace.json.gz", overrides={"timeline.profiler_overhead": 0.0}))
         e_rule, e_speed = _first(analyze(folder / "trace.json.gz", overrides={"timeline.profiler_overhead": 1.0}))
         agree["profiled"] += p_rule == f_rule
         agree["estimated"] += e_rule == f_rule

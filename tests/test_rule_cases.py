@@ -26,7 +26,7 @@ from diagnose.ncu import read_ncu
 from diagnose.rules import ALL_RULES
 from diagnose.trace import load_target
 
-from conftest import CAPTURES, CASES, PEER_TRACES, ROOT, SYNTHETIC, diagnosis_of, load_capture
+from conftest import CAPTURES, CASES, PEER_TRACES, ROOT, SYNTHETIC, diagnosis_of, load_capture, make_golden
 
 NCU = ROOT / "fixtures" / "ncu"
 
@@ -95,7 +95,9 @@ def _run(rule_id, case, ncu=None):
     """The case's rule on its trace, with the Nsight Compute table `ncu` when given: (diagnosis, findings
     of the rule, its skips)."""
     rule = next(r for r in ALL_RULES if r.id == rule_id)
-    config = Config(overrides={k: float(v) for k, v in (case.get("set") or {}).items()})
+    synthetic = "synthetic" in case or "ranks" in case  # hand-written times: no profiler time to take out
+    settings = make_golden.UNPROFILED if synthetic else {}
+    config = Config(overrides={**settings, **{k: float(v) for k, v in (case.get("set") or {}).items()}})
     if "sweep" in case:
         diagnosis = diagnose_sweep(CAPTURES / case["sweep"], config, rules=[rule])
     elif "ranks" in case or "rank_capture" in case:

@@ -48,11 +48,10 @@ PARAMETERS = (
     ),
     Threshold(
         "profiler_overhead",
-        0.0,
+        1.0,
         "fraction",
         "share of the modelled profiler host time (metrics/overhead.py) taken out of a trace without "
-        "unprofiled timing (1: all of it); 0, the default until the model meets its bar, decides on "
-        "the profiled step",
+        "unprofiled timing (1, the default: all of it; 0 decides on the profiled step as recorded)",
     ),
 )
 DEFAULTS = {th.name: th.default for th in PARAMETERS}
