@@ -102,6 +102,8 @@ def test_nccl_trace_counts_collectives_as_communication_and_launch_overhead_stay
     # 13.2 ms of exposed collectives a step, whichever step they are a share of (5.9 % of the profiled
     # 222 ms, 7.2 % of the estimated unprofiled 184 ms)
     assert 12_000 < acct["comm_exposed"].us_per_step < 14_500
-    assert acct["comm_exposed"].share == pytest.approx(acct["comm_exposed"].us_per_step / d.summary.accounting.step_us, rel=0.01)
+    assert acct["comm_exposed"].share == pytest.approx(
+        acct["comm_exposed"].us_per_step / d.summary.accounting.step_us, rel=0.01
+    )
     assert "ncclKernel_AllReduce" in acct["comm_exposed"].names[0]
     assert "launch / dispatch" in d.verdict

@@ -13,10 +13,16 @@ from diagnose.rulebook.assemble import diagnose_trace
 from diagnose.rulebook.engine import verdict
 from diagnose.model.findings import Checked, Diagnosis, Offender, Skipped, Summary
 from diagnose.base.format import short_name
-from diagnose.report.charts import step_timeline_chart, top_kernels_chart
+from diagnose.report.charts import (
+    MIN_CHART_STEPS,
+    STEP_COLUMNS,
+    step_times_chart,
+    step_timeline_chart,
+    top_kernels_chart,
+)
 from diagnose.base.format import column_label
 from diagnose.vocabulary.units import duration, percent
-from diagnose.report.html import render_html
+from diagnose.report.html import LONGEST_STEPS, FIRST_STEPS, STEP_ROWS, render_html, steps_view
 from diagnose.trace import load_target
 
 from conftest import PEER_TRACES, load_capture
@@ -144,9 +150,35 @@ def test_per_step_table_has_a_row_per_step(eager, eager_html):
     assert table.count("<tr>") == len(eager.details.steps) + 1
 
 
+def _steps(n: int) -> list[dict]:
+    """n steps of 100 µs, every 7th one 10× longer."""
+    return [{"step": i, "duration_us": 1000.0 if i % 7 == 3 else 100.0} for i in range(n)]
+
+
+def test_a_long_trace_lists_its_first_and_longest_steps_and_draws_them_all():
+    few = steps_view(_steps(STEP_ROWS))
+    assert len(few["steps"]["rows"]) == STEP_ROWS
+    many = _steps(5_000)
+    view = steps_view(many)
+    listed = [row[0]["sort"] for row in view["steps"]["rows"]]
+    assert listed[:FIRST_STEPS] == list(range(FIRST_STEPS)) and len(listed) == FIRST_STEPS + LONGEST_STEPS
+    assert all(many[i]["duration_us"] == 1000.0 for i in listed[FIRST_STEPS:])
+    assert "5,000 measured steps" in view["steps_note"]
+    chart = step_times_chart(many)
+    ET.fromstring(chart)
+    assert chart.count("<rect") >= STEP_COLUMNS and "µs (profiled)" in chart and "median 100 µs" in chart
+    assert ">30,000<" not in chart and "step (index among the measured steps)" in chart
+
+
+def test_the_step_chart_draws_a_line_for_tens_of_steps_and_leaves_a_few_to_the_table():
+    assert "<polyline" in step_times_chart(_steps(12))
+    assert step_times_chart(_steps(MIN_CHART_STEPS - 1)) == ""
+    assert step_times_chart([{"duration_us": float("nan")}] * 30) == ""
+
+
 def test_charts_are_well_formed_svg_with_axes_and_legend(eager, eager_html):
     charts = svgs(eager_html)
-    assert len(charts) == 5  # step budget, timeline, top kernels, roofline, memory over time
+    assert len(charts) == 5  # step budget, timeline, top kernels, roofline, memory over time (4 steps: no step chart)
     for chart in charts:
         ET.fromstring(chart)
     timeline = step_timeline_chart(eager.details.step_timeline)

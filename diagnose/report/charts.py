@@ -7,6 +7,7 @@ Every string that comes from the trace (kernel and op names) is untrusted and go
 from __future__ import annotations
 
 import math
+import statistics
 from typing import Any
 
 from diagnose.model.findings import Bucket, Summary
@@ -16,7 +17,10 @@ from diagnose.report.svg import (
     WIDTH,
     Labels,
     esc,
+    finite,
     legend,
+    line,
+    linear_axes,
     nice_ticks,
     rect,
     svg,
@@ -543,3 +547,45 @@ def rank_budget_chart(ranks: list | None) -> str:
         f'<svg class="rank-budget" viewBox="0 0 {WIDTH} {height}" role="img" '
         f'aria-label="Each rank\'s step budget">' + "".join(body) + "</svg>"
     )
+
+
+STEP_COLOUR = "#3b6fd8"
+MEDIAN_COLOUR = "#475569"
+STEP_COLUMNS = 600  # more steps than this are drawn as the range of each pixel column's steps
+MIN_CHART_STEPS = 10  # fewer steps are read from the table alone
+
+
+def step_times_chart(steps: list[dict]) -> str:
+    """Every measured step's duration (µs, profiled) against its index, the median dashed; with more
+    steps than STEP_COLUMNS, each column of the plot shows the shortest-to-longest range of its steps.
+    "" for fewer than MIN_CHART_STEPS steps: the steps table shows them."""
+    durations = [float(s["duration_us"]) for s in steps if finite(s.get("duration_us"))]
+    if len(durations) < MIN_CHART_STEPS:
+        return ""
+    n, height = len(durations), 250.0
+    x0, y0, x1, y1 = 76.0, 48.0, WIDTH - 24.0, height - 56.0
+    y_ticks = nice_ticks(max(durations) * 1.05, 5, cover=True)
+
+    def sx(i: float) -> float:
+        return x0 + i / (n - 1) * (x1 - x0)
+
+    def sy(us: float) -> float:
+        return y1 - us / y_ticks[-1] * (y1 - y0)
+
+    middle = statistics.median(durations)
+    title = f"Step time over the trace ({n:,} measured steps)"
+    body = [text(0, 16, title, cls="chart-title")]
+    body += legend(0, 36, [(STEP_COLOUR, "step time", "line"), (MEDIAN_COLOUR, f"median {fmt(middle)} µs", "dash")])[0]
+    body += linear_axes((x0, y0, x1, y1), y_ticks, n - 1, "step (index among the measured steps)", "µs (profiled)")
+    if n <= STEP_COLUMNS:
+        points = " ".join(f"{sx(i):.1f},{sy(d):.1f}" for i, d in enumerate(durations))
+        body.append(f'<polyline points="{points}" fill="none" stroke="{STEP_COLOUR}" stroke-width="1.6"/>')
+    else:
+        width = (x1 - x0) / STEP_COLUMNS
+        for c in range(STEP_COLUMNS):
+            chunk = durations[c * n // STEP_COLUMNS : (c + 1) * n // STEP_COLUMNS]
+            low, high = min(chunk), max(chunk)
+            tip = f"steps {c * n // STEP_COLUMNS:,}–{(c + 1) * n // STEP_COLUMNS - 1:,}: {fmt(low)}–{fmt(high)} µs"
+            body.append(rect(x0 + c * width, sy(high), width, max(sy(low) - sy(high), 1.0), STEP_COLOUR, tip))
+    body.append(line(x0, sy(middle), x1, sy(middle), MEDIAN_COLOUR, ' stroke-width="1.5" stroke-dasharray="6 4"'))
+    return svg(WIDTH, height, title, body)

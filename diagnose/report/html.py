@@ -97,6 +97,7 @@ def report_context(d: Diagnosis) -> dict:
             "memory": Markup(memory_charts.memory_timeline_chart(details.memory or {})),
             "sweep": Markup(memory_charts.sweep_chart((details.memory or {}).get("sweep") or {})),
             "ranks": Markup(charts.rank_budget_chart(details.ranks)),
+            "steps": Markup(charts.step_times_chart(details.steps or [])),
         },
         "roofline": roofline_view(details.roofline or {}),
         "ncu": ncu_view(details.ncu or {}),
@@ -109,10 +110,29 @@ def report_context(d: Diagnosis) -> dict:
             percent_keys={"share_of_gpu_time"},
             max_chars=KERNEL_NAME_CHARS,
         ),
-        "steps": records_table(details.steps or []),
+        **steps_view(details.steps or []),
         "capture": capture_facts(d.capture or {}),
         "memory_parts": memory_parts_table((details.memory or {}).get("breakdown") or {}),
     }
+
+
+STEP_ROWS = 40  # more measured steps than this: the table lists the first and the longest, the chart all
+FIRST_STEPS, LONGEST_STEPS = 3, 10
+
+
+def steps_view(steps: list[dict]) -> dict:
+    """The steps table and its caption: every step, or for a long trace the first and the longest ones
+    (findings.json holds them all, and the step-time chart draws them all)."""
+    caption = "Each measured step in profiled time (the profiler stretches host-side gaps)."
+    if len(steps) <= STEP_ROWS:
+        return {"steps": records_table(steps), "steps_note": caption}
+    longest = sorted(range(len(steps)), key=lambda i: -(steps[i].get("duration_us") or 0))[:LONGEST_STEPS]
+    shown = sorted(set(range(FIRST_STEPS)) | set(longest))
+    note = (
+        f"{len(steps):,} measured steps in profiled time: the first {FIRST_STEPS} and the {LONGEST_STEPS} longest "
+        "are listed (the chart above draws every one, findings.json lists every one)."
+    )
+    return {"steps": records_table([steps[i] for i in shown]), "steps_note": note}
 
 
 def memory_parts_table(breakdown: dict) -> dict:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 
-from diagnose.report.svg import GRID, AXIS, WIDTH, cross, esc, legend, nice_ticks, svg, text
+from diagnose.report.svg import GRID, AXIS, WIDTH, cross, esc, finite, legend, linear_axes, nice_ticks, svg, text
 from diagnose.report.svg import tick_label as _num
 
 ALLOCATED = "#3b6fd8"
@@ -33,7 +33,7 @@ def memory_timeline_chart(memory: dict) -> str:
     """Allocated and reserved GPU memory (GB) against time (ms) from details["memory"]["timeline"],
     the measured steps shaded, the peak marked, and the memory limit when the run came near it."""
     timeline = (memory or {}).get("timeline") or {}
-    points = [p for p in timeline.get("points") or [] if len(p) == 3 and all(_finite(v) for v in p)]
+    points = [p for p in timeline.get("points") or [] if len(p) == 3 and all(finite(v) for v in p)]
     if len(points) < 2:
         return ""
     t0 = points[0][0]
@@ -67,7 +67,7 @@ def memory_timeline_chart(memory: dict) -> str:
                 f'<rect x="{sx(a):.1f}" y="{y0:.1f}" width="{max(sx(b) - sx(a), 1):.1f}" '
                 f'height="{y1 - y0:.1f}" fill="{STEP_FILL}"><title>{esc(step.get("label", "step"))}</title></rect>'
             )
-    body += _linear_axes((x0, y0, x1, y1), upper, span / 1e3, "time (ms)", "GPU memory (GB)")
+    body += linear_axes((x0, y0, x1, y1), upper, span / 1e3, "time (ms)", "GPU memory (GB)")
     body.append(_step_path([(sx(p[0]), sy(p[2])) for p in points], RESERVED))
     body.append(_step_path([(sx(p[0]), sy(p[1])) for p in points], ALLOCATED))
     peak = max(points, key=lambda p: p[1])
@@ -101,10 +101,6 @@ def _peak_label(shown: float, run_peak: float | None) -> str:
     return label
 
 
-def _finite(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
-
 def _step_path(xy: list[tuple[float, float]], colour: str) -> str:
     """A staircase: the level holds until the next event."""
     d = [f"M{xy[0][0]:.1f},{xy[0][1]:.1f}"]
@@ -113,41 +109,12 @@ def _step_path(xy: list[tuple[float, float]], colour: str) -> str:
     return f'<path d="{" ".join(d)}" fill="none" stroke="{colour}" stroke-width="1.8"/>'
 
 
-def _linear_axes(plot, y_ticks: list[float], x_upper: float, x_label: str, y_label: str) -> list[str]:
-    x0, y0, x1, y1 = plot
-    out = [
-        f'<rect x="{x0:.1f}" y="{y0:.1f}" width="{x1 - x0:.1f}" height="{y1 - y0:.1f}" fill="none" stroke="{AXIS}"/>'
-    ]
-    for tick in y_ticks:
-        y = y1 - tick / y_ticks[-1] * (y1 - y0)
-        out.append(f'<line x1="{x0:.1f}" y1="{y:.1f}" x2="{x1:.1f}" y2="{y:.1f}" stroke="{GRID}"/>')
-        out.append(text(x0 - 8, y + 4, _num(tick), "end", "tick"))
-    for tick in _ticks(x_upper, 8):
-        if tick > x_upper * 1.0001:
-            break
-        x = x0 + tick / x_upper * (x1 - x0) if x_upper else x0
-        out.append(f'<line x1="{x:.1f}" y1="{y1:.1f}" x2="{x:.1f}" y2="{y1 + 4:.1f}" stroke="{AXIS}"/>')
-        out.append(text(x, y1 + 17, _num(tick), "middle", "tick"))
-    out.append(text((x0 + x1) / 2, y1 + 38, x_label, "middle", "axis-label"))
-    out.append(
-        text(
-            x0 - 56,
-            (y0 + y1) / 2,
-            y_label,
-            "middle",
-            "axis-label",
-            f' transform="rotate(-90 {x0 - 56:.1f} {(y0 + y1) / 2:.1f})"',
-        )
-    )
-    return out
-
-
 def sweep_chart(sweep: dict) -> str:
     """Two log-log panels against the swept parameter: peak allocated memory (GB) with the device's
     memory, and median step time (ms); each with its fitted power law and exponent, and the
     points that ran out of memory marked with a red cross at the top of the panel."""
     points = (sweep or {}).get("points") or []
-    numeric = [p for p in points if _finite(p.get("value")) and p["value"] > 0]
+    numeric = [p for p in points if finite(p.get("value")) and p["value"] > 0]
     ok = [p for p in numeric if p.get("status") == "ok"]
     if not ok:
         return ""
@@ -202,7 +169,7 @@ def _sweep_panel(
     ooms: list[dict],
     ceiling: float | None,
 ) -> list[str]:
-    values = [(x, y / scale) for x, y in data if _finite(y) and y > 0]
+    values = [(x, y / scale) for x, y in data if finite(y) and y > 0]
     if not values:
         return [text(plot[0], plot[1] + 20, f"no {label} recorded", cls="legend")]
     ys = [y for _, y in values] + ([ceiling / scale] if ceiling else [])
@@ -224,7 +191,7 @@ def _sweep_panel(
             f'stroke-dasharray="6 4"/>'
         )
         out.append(text(x0 + 6, cy - 6, f"device memory {ceiling / 1e9:.0f} GB", cls="legend"))
-    if fit and _finite(fit.get("coefficient")) and _finite(fit.get("exponent")):
+    if fit and finite(fit.get("coefficient")) and finite(fit.get("exponent")):
         a, b = fit["coefficient"] / scale, fit["exponent"]
         lo, hi = math.log10(min(all_x)), math.log10(max(all_x))
         samples = [10 ** (lo + (hi - lo) * i / 60) for i in range(61)]

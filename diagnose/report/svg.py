@@ -20,6 +20,11 @@ AXIS = "#94a3b8"
 GRID = "#e2e8f0"
 
 
+def finite(value) -> bool:
+    """True for a real, finite number (not a bool, not NaN or infinite)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
 def esc(value) -> str:
     """Escape any value for SVG/HTML text or a quoted attribute."""
     return html.escape(str(value), quote=True)
@@ -154,4 +159,35 @@ def x_axis(x0: float, x1: float, y: float, upper: float, label: str, grid_top: f
         out.append(line(x, y, x, y + 4))
         out.append(text(x, y + 17, tick_label(tick), "middle", "tick"))
     out.append(text((x0 + x1) / 2, y + 36, label, "middle", "axis-label"))
+    return out
+
+
+def linear_axes(plot, y_ticks: list[float], x_upper: float, x_label: str, y_label: str) -> list[str]:
+    """A plot's frame (x0, y0, x1, y1), its y grid at `y_ticks`, round x ticks from 0 to `x_upper`, and
+    both axis labels."""
+    x0, y0, x1, y1 = plot
+    out = [
+        f'<rect x="{x0:.1f}" y="{y0:.1f}" width="{x1 - x0:.1f}" height="{y1 - y0:.1f}" fill="none" stroke="{AXIS}"/>'
+    ]
+    for tick in y_ticks:
+        y = y1 - tick / y_ticks[-1] * (y1 - y0)
+        out.append(f'<line x1="{x0:.1f}" y1="{y:.1f}" x2="{x1:.1f}" y2="{y:.1f}" stroke="{GRID}"/>')
+        out.append(text(x0 - 8, y + 4, tick_label(tick), "end", "tick"))
+    for tick in nice_ticks(x_upper, 8, cover=True):
+        if tick > x_upper * 1.0001:
+            break
+        x = x0 + tick / x_upper * (x1 - x0) if x_upper else x0
+        out.append(f'<line x1="{x:.1f}" y1="{y1:.1f}" x2="{x:.1f}" y2="{y1 + 4:.1f}" stroke="{AXIS}"/>')
+        out.append(text(x, y1 + 17, tick_label(tick), "middle", "tick"))
+    out.append(text((x0 + x1) / 2, y1 + 38, x_label, "middle", "axis-label"))
+    out.append(
+        text(
+            x0 - 56,
+            (y0 + y1) / 2,
+            y_label,
+            "middle",
+            "axis-label",
+            f' transform="rotate(-90 {x0 - 56:.1f} {(y0 + y1) / 2:.1f})"',
+        )
+    )
     return out
