@@ -101,14 +101,35 @@ def _inputs_recorded(dims: pd.Series) -> np.ndarray:
     return dims.map(lambda d: len(d) if isinstance(d, list) else 0).to_numpy(float)
 
 
-def _host_events(trace: Trace, lo: float, hi: float) -> tuple[_HostEvents, dict]:
-    """The events of the threads that launch GPU work, recorded in [lo, hi), and their counts."""
+def _spans(windows: list[StepWindow]) -> tuple[np.ndarray, np.ndarray]:
+    """The replayed windows' time, from each one's host or GPU start (whichever is first) to its end,
+    as sorted disjoint (starts, ends): only events in them move a replayed step."""
+    bounds = sorted((min(w.cpu_start, w.start), w.end) for w in windows)
+    starts, ends = [bounds[0][0]], [bounds[0][1]]
+    for lo, hi in bounds[1:]:
+        if lo <= ends[-1]:
+            ends[-1] = max(ends[-1], hi)
+        else:
+            starts.append(lo)
+            ends.append(hi)
+    return np.array(starts), np.array(ends)
+
+
+def _inside(ts, spans: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
+    """Which times fall in one of the spans (each [start, end))."""
+    ts = np.asarray(ts, float)
+    at = np.searchsorted(spans[0], ts, side="right") - 1
+    return (at >= 0) & (ts < spans[1][np.maximum(at, 0)])
+
+
+def _host_events(trace: Trace, spans: tuple[np.ndarray, np.ndarray]) -> tuple[_HostEvents, dict]:
+    """The events of the threads that launch GPU work, recorded in the spans, and their counts."""
     rt = trace.runtime
-    rt = rt[(rt["ts"] >= lo) & (rt["ts"] < hi)]
+    rt = rt[_inside(rt["ts"], spans)]
     launch = name_search(rt["name"], KERNEL_LAUNCH) if len(rt) else np.zeros(0, bool)
     tids = set(rt["tid"][launch].tolist())
     ops = trace.cpu_ops
-    ops = ops[(ops["ts"] >= lo) & (ops["ts"] < hi) & ops["tid"].isin(tids)]
+    ops = ops[_inside(ops["ts"], spans) & ops["tid"].isin(tids)]
     names = ops["name"]
     region = name_starts(names, COMPILED_REGION)
     inductor = name_starts(names, INDUCTOR_KERNEL)
@@ -116,7 +137,7 @@ def _host_events(trace: Trace, lo: float, hi: float) -> tuple[_HostEvents, dict]
     shapes = _inputs_recorded(ops["input_dims"]) if "input_dims" in ops else np.zeros(len(ops))
     on_tids = rt["tid"].isin(tids).to_numpy() & ~name_matches(rt["name"], SYNC_CALL)  # a sync is a wait
     py = trace.python
-    py = py[(py["ts"] >= lo) & (py["ts"] < hi)] if len(py) else py
+    py = py[_inside(py["ts"], spans)] if len(py) else py
     parts = {
         "cpu_op": op_ts[~region & ~inductor],
         "shaped_input": np.repeat(op_ts, shapes.astype(int)),
@@ -124,7 +145,7 @@ def _host_events(trace: Trace, lo: float, hi: float) -> tuple[_HostEvents, dict]
         "runtime_call": rt["ts"].to_numpy(float)[~launch & on_tids],
         "compiled_region": op_ts[region],
         "inductor_kernel": op_ts[inductor],
-        "allocator_event": _allocator_events(trace, lo, hi, tids),
+        "allocator_event": _allocator_events(trace, spans, tids),
         "python_function": py["ts"].to_numpy(float) if len(py) else np.zeros(0),
     }
     ts = np.concatenate([parts.get(k, np.zeros(0)) for k in KINDS])
@@ -137,13 +158,13 @@ def _host_events(trace: Trace, lo: float, hi: float) -> tuple[_HostEvents, dict]
     return _HostEvents(ts[order], np.cumsum(onehot, axis=0), median_call), {k: len(v) for k, v in parts.items()}
 
 
-def _allocator_events(trace: Trace, lo: float, hi: float, tids: set) -> np.ndarray:
-    """When the launching threads' allocator events (profile_memory=True) in [lo, hi) were recorded."""
+def _allocator_events(trace: Trace, spans: tuple[np.ndarray, np.ndarray], tids: set) -> np.ndarray:
+    """When the launching threads' allocator events (profile_memory=True) in the spans were recorded."""
     mem = trace.memory
     if not len(mem):
         return np.zeros(0)
     ts = mem["ts"].to_numpy(float)
-    keep = (ts >= lo) & (ts < hi) & mem["tid"].isin(tids).to_numpy()
+    keep = _inside(ts, spans) & mem["tid"].isin(tids).to_numpy()
     return ts[keep]
 
 
@@ -162,10 +183,30 @@ class _GpuOps:
     sync_end: np.ndarray
 
 
-def _gpu_ops(trace: Trace, launch_ts: pd.Series, w: StepWindow) -> _GpuOps:
+class _ByStart:
+    """A frame's rows by start time, for slicing out a window without a pass over every row."""
+
+    def __init__(self, frame: pd.DataFrame):
+        self.frame = frame
+        self.ts = frame["ts"].to_numpy(float)
+        self.sorted = bool(len(self.ts) < 2 or (np.diff(self.ts) >= 0).all())
+        self.longest = float(frame["dur"].max()) if "dur" in frame and len(frame) else 0.0
+
+    def starting(self, lo: float, hi: float) -> pd.DataFrame:
+        """The rows that start in [lo, hi)."""
+        if not self.sorted:
+            return self.frame[(self.ts >= lo) & (self.ts < hi)]
+        return self.frame.iloc[np.searchsorted(self.ts, lo, "left") : np.searchsorted(self.ts, hi, "left")]
+
+    def running(self, lo: float, hi: float) -> pd.DataFrame:
+        """The rows that end after `lo` and start before `hi`."""
+        rows = self.starting(lo - self.longest, hi) if self.sorted else self.frame[self.ts < hi]
+        return rows[rows["end"] > lo]
+
+
+def _gpu_ops(gpu: _ByStart, runtime: _ByStart, launch_ts: pd.Series, w: StepWindow) -> _GpuOps:
     """The GPU ops that run in `w` or were launched in it, and the step's synchronising calls."""
-    gpu = trace.gpu
-    gpu = gpu[(gpu["end"] > min(w.cpu_start, w.start)) & (gpu["ts"] < w.end)]
+    gpu = gpu.running(min(w.cpu_start, w.start), w.end)
     launch = gpu["correlation"].map(launch_ts).to_numpy(float) if len(gpu) else np.zeros(0)
     key = np.where(np.isnan(launch), gpu["ts"].to_numpy(float), launch)
     order = np.lexsort((gpu["ts"].to_numpy(float), key))
@@ -178,8 +219,7 @@ def _gpu_ops(trace: Trace, launch_ts: pd.Series, w: StepWindow) -> _GpuOps:
         idx = np.nonzero(stream == s)[0]
         same = corr[idx[1:]] == corr[idx[:-1]]
         gap[idx[1:][same]] = np.maximum(ts[idx[1:]] - end[idx[:-1]], 0.0)[same]
-    rt = trace.runtime
-    syncs = rt[(rt["ts"] >= w.start) & (rt["ts"] < w.end)]
+    syncs = runtime.starting(w.start, w.end)
     syncs = syncs[name_matches(syncs["name"], SYNC_CALL)] if len(syncs) else syncs
     return _GpuOps(
         ts,
@@ -324,11 +364,12 @@ def prepare(trace: Trace, windows: list[StepWindow]) -> Replay | None:
     if not windows or not len(trace.gpu):
         return None
     chosen = _chosen(windows)
-    host, _ = _host_events(trace, min(chosen[0].cpu_start, chosen[0].start), chosen[-1].end)
+    host, _ = _host_events(trace, _spans(chosen))
     rt = trace.runtime
     launches = rt[name_search(rt["name"], KERNEL_LAUNCH)] if len(rt) else rt
     launch_ts = launches.drop_duplicates("correlation").set_index("correlation")["ts"]
-    ops = [_gpu_ops(trace, launch_ts, w) for w in chosen]
+    gpu, runtime = _ByStart(trace.gpu), _ByStart(rt)
+    ops = [_gpu_ops(gpu, runtime, launch_ts, w) for w in chosen]
     return Replay(chosen, host, ops)
 
 
