@@ -181,7 +181,8 @@ def _estimate(s: "_Streaming", t) -> _Estimate:
     bw = s.spec.achievable_tbps
     w4_tbps = t["w4_bandwidth_share"] * bw
     w4_bytes = s.weight_bytes * W4_BITS / s.bits
-    w4_us = min(w4_bytes / w4_tbps / 1e6, s.gemv_us)  # never slower than today's kernels
+    # never slower than today's kernels (a zero share means no faster int4 kernel: today's time)
+    w4_us = min(w4_bytes / w4_tbps / 1e6, s.gemv_us) if w4_tbps > 0 else s.gemv_us
     same_share_us = s.gemv_us * W4_BITS / s.bits  # 4-bit kernels as efficient as today's (Marlin-class)
     after = max(s.step_us - s.gemv_us + w4_us, 1e-9)
     speedup = s.step_us / after
