@@ -277,3 +277,26 @@ def test_details_memory_timeline_and_breakdown():
     assert all(len(p) == 3 for p in timeline["points"])
     assert memory["breakdown"]["top_allocating"][0]["where"].endswith("attention.py:25 in naive")
     assert memory["snapshot"]["fragmentation"] == pytest.approx(0.6693)
+
+
+def test_a_reserve_made_before_the_trace_is_not_called_fragmentation(tmp_path):
+    """gemv_decode_1tok_w4a16's trace file alone: 2.35 GB reserved from its first allocator event on, 0.75 GB
+    allocated at most in the trace (the int4 packing's temporaries peaked before it). Its folder knows the
+    run's allocated peak (1.78 GB, meta.json) and is quiet; the trace alone cannot tell the cached reserve
+    from fragmentation and says so instead of firing."""
+    bare = tmp_path / "trace.json.gz"
+    bare.write_bytes((CAPTURES / "gemv_decode_1tok_w4a16" / "trace.json.gz").read_bytes())
+    trace = load_target(bare)
+    record = load_memory(trace)
+    assert record.reserved_before_trace and record.peak_reserved > 2.5 * record.peak_allocated
+    d = diagnose_trace(trace, Config(), rules=[rule("kv-fragmentation")])
+    assert not any(f.rule == "kv-fragmentation" for f in d.findings)
+    quiet = next(c.detail for c in d.checked if c.rule == "kv-fragmentation")
+    assert "reserved before the trace's first allocator event" in quiet
+    assert not load_memory(load_target(CAPTURES / "gemv_decode_1tok_w4a16")).reserved_before_trace  # meta.json peaks
+
+
+def test_a_reserve_that_grows_in_the_trace_is_still_weighed(tmp_path):
+    bare = tmp_path / "trace.json.gz"  # conv_channels_last_bf16: 3.49 GB reserved at its first event, 3.60 GB later
+    bare.write_bytes((CAPTURES / "conv_channels_last_bf16" / "trace.json.gz").read_bytes())
+    assert not load_memory(load_target(bare)).reserved_before_trace

@@ -26,6 +26,7 @@ SCHEMA = "diagnose.memory/1"
 CUDA_DEVICE_TYPE = 1
 _ALLOWED = re.compile(r"([\d.]+)\s*GiB allowed")
 _GIB = 1024**3
+RESERVED_FROM_START = 0.99  # the reserved level at the trace's first allocator event, as a share of its peak
 
 
 @dataclasses.dataclass
@@ -95,6 +96,19 @@ class MemoryRecord:
             self.meta.get("max_reserved_bytes"),
             _max(self.events, "total_reserved"),
         )
+
+    @property
+    def reserved_before_trace(self) -> bool:
+        """True when the peaks come from the trace's allocator events alone and the reserved level is at
+        its peak from the first event on: the memory was reserved before the trace began, by a peak the
+        trace does not show, so its unallocated part cannot be told from fragmentation."""
+        if self.stats.get("reserved_bytes.all.peak") is not None or self.meta.get("max_reserved_bytes") is not None:
+            return False
+        peak = _max(self.events, "total_reserved")
+        if not peak:
+            return False
+        first = self.events.sort_values("ts", kind="stable")["total_reserved"].iloc[0]
+        return bool(math.isfinite(first) and first >= RESERVED_FROM_START * peak)
 
     @property
     def alloc_retries(self) -> int:
