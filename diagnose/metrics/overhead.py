@@ -204,9 +204,9 @@ class _ByStart:
         return rows[rows["end"] > lo]
 
 
-def _gpu_ops(gpu: _ByStart, runtime: _ByStart, launch_ts: pd.Series, w: StepWindow) -> _GpuOps:
+def _gpu_ops(gpu_rows: _ByStart, runtime: _ByStart, launch_ts: pd.Series, w: StepWindow) -> _GpuOps:
     """The GPU ops that run in `w` or were launched in it, and the step's synchronising calls."""
-    gpu = gpu.running(min(w.cpu_start, w.start), w.end)
+    gpu = gpu_rows.running(min(w.cpu_start, w.start), w.end)
     launch = gpu["correlation"].map(launch_ts).to_numpy(float) if len(gpu) else np.zeros(0)
     key = np.where(np.isnan(launch), gpu["ts"].to_numpy(float), launch)
     order = np.lexsort((gpu["ts"].to_numpy(float), key))
