@@ -66,6 +66,8 @@ def _interrupt_mid_run(target: Path, out: Path, sig: int) -> tuple[int, float, l
         start = time.monotonic()
         proc.send_signal(sig)
         code = proc.wait(60)
+        if code != (130 if sig == signal.SIGINT else 128 + sig):
+            print(proc.stderr.read().decode(errors="replace")[-4000:], file=sys.stderr)  # shown with the failure
         return code, time.monotonic() - start, helpers
     finally:
         if proc.poll() is None:
