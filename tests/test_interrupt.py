@@ -46,6 +46,14 @@ def _alive(pid: int) -> bool:
         return False
 
 
+def _default_signals() -> None:
+    """In the child before exec: SIGINT and SIGTERM at their defaults, as a terminal gives them. A shell
+    starts background jobs with SIGINT ignored, and an ignored SIGINT is inherited: diagnose would then
+    never see Ctrl-C and run to its end (the suite run as `pytest &` failed so)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
 def _interrupt_mid_run(target: Path, out: Path, sig: int) -> tuple[int, float, list[int]]:
     """Start `diagnose target`, wait for its first helper process, send `sig`: (exit code, seconds
     from the signal to the exit, the helpers seen)."""
@@ -53,6 +61,7 @@ def _interrupt_mid_run(target: Path, out: Path, sig: int) -> tuple[int, float, l
         [sys.executable, "-m", "diagnose", str(target), "-o", str(out), "-q"],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
+        preexec_fn=_default_signals,
     )
     try:
         deadline = time.monotonic() + 120
