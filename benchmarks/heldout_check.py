@@ -21,28 +21,25 @@ import json
 import sys
 from pathlib import Path
 
-import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench_vs_hta import machine  # noqa: E402
+from profiler_overhead import count_within, first_finding  # noqa: E402
 from diagnose import analyze  # noqa: E402
 from diagnose.metrics import Metrics  # noqa: E402
 from diagnose.metrics.overhead import prepare  # noqa: E402
 from diagnose.trace import load_target  # noqa: E402
 
-WITHIN = 0.25  # the overhead model's bar
 ESTIMATED = {"timeline.profiler_overhead": 1.0}
 PROFILED = {"timeline.profiler_overhead": 0.0}
 
 
 def _first(diagnosis) -> dict:
     """The first finding's rule id and estimated speedup ("none" without a finding)."""
-    if not diagnosis.findings:
-        return {"rule": "none", "speedup": None}
-    top = diagnosis.findings[0]
-    return {"rule": top.rule, "speedup": top.est_speedup}
+    rule, speedup = first_finding(diagnosis)
+    return {"rule": rule, "speedup": speedup}
 
 
 def judge(folder: Path) -> dict | None:
@@ -78,12 +75,7 @@ def judge(folder: Path) -> dict | None:
 
 
 def _within(rows: dict, key: str) -> str:
-    errors = np.abs([r[key] for r in rows.values() if r[key] is not None])
-    if not len(errors):
-        return "no estimate"
-    return (
-        f"{int((errors <= WITHIN).sum())} of {len(errors)} within {WITHIN:.0%}, median |error| {np.median(errors):.1%}"
-    )
+    return count_within({name: r[key] for name, r in rows.items()})
 
 
 def summary(rows: dict) -> dict:

@@ -135,12 +135,15 @@ def _table(data: dict, held: dict[str, float], final: dict[str, float]) -> list[
     return lines
 
 
-def _count(errs: dict) -> str:
-    e = np.abs(np.array(list(errs.values())))
+def count_within(errs: dict) -> str:
+    """How many relative errors are within the bar, and their median size, in words."""
+    e = np.abs(np.array([v for v in errs.values() if v is not None], dtype=float))
+    if not len(e):
+        return "no estimate"
     return f"{int((e <= WITHIN).sum())} of {len(e)} within {WITHIN:.0%}, median |error| {np.median(e):.1%}"
 
 
-def _first(diagnosis) -> tuple[str, float | None]:
+def first_finding(diagnosis) -> tuple[str, float | None]:
     """(the first finding's rule id, its estimated speedup), or ("none", None)."""
     if not diagnosis.findings:
         return "none", None
@@ -162,9 +165,13 @@ def verdicts() -> int:
     print("| --- | --- | --- | --- | --- |")
     for name in sorted(captures()):
         folder = CAPTURES / name
-        f_rule, f_speed = _first(analyze(folder))
-        p_rule, p_speed = _first(analyze(folder / "trace.json.gz", overrides={"timeline.profiler_overhead": 0.0}))
-        e_rule, e_speed = _first(analyze(folder / "trace.json.gz", overrides={"timeline.profiler_overhead": 1.0}))
+        f_rule, f_speed = first_finding(analyze(folder))
+        p_rule, p_speed = first_finding(
+            analyze(folder / "trace.json.gz", overrides={"timeline.profiler_overhead": 0.0})
+        )
+        e_rule, e_speed = first_finding(
+            analyze(folder / "trace.json.gz", overrides={"timeline.profiler_overhead": 1.0})
+        )
         agree["profiled"] += p_rule == f_rule
         agree["estimated"] += e_rule == f_rule
         total += 1
@@ -198,9 +205,9 @@ def main() -> int:
     final = errors(data, final_costs)
     as_is = {n: data[n][0].estimate({}).profiled_us / data[n][1] - 1 for n in names}
     print("\n".join(_table(data, held, final)))
-    print(f"held out (two halves): {_count(held)}")
-    print(f"fitted on all {len(names)}: {_count(final)}")
-    print(f"profiled step as is: {_count(as_is)}")
+    print(f"held out (two halves): {count_within(held)}")
+    print(f"fitted on all {len(names)}: {count_within(final)}")
+    print(f"profiled step as is: {count_within(as_is)}")
     print("COSTS = " + json.dumps({k: round(v, 2) for k, v in final_costs.items()}))
     print(f"REFERENCE_LAUNCH_US = {reference:.2f}")
     if args.json:

@@ -107,8 +107,8 @@ class MemoryRecord:
         peak = _max(self.events, "total_reserved")
         if not peak:
             return False
-        first = self.events.sort_values("ts", kind="stable")["total_reserved"].iloc[0]
-        return bool(math.isfinite(first) and first >= RESERVED_FROM_START * peak)
+        first = float(self.events["total_reserved"].to_numpy(float)[self.events["ts"].to_numpy(float).argmin()])
+        return math.isfinite(first) and first >= RESERVED_FROM_START * peak
 
     @property
     def alloc_retries(self) -> int:

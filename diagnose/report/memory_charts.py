@@ -9,7 +9,20 @@ from __future__ import annotations
 
 import math
 
-from diagnose.report.svg import GRID, AXIS, WIDTH, cross, esc, finite, legend, linear_axes, nice_ticks, svg, text
+from diagnose.report.svg import (
+    GRID,
+    AXIS,
+    WIDTH,
+    axis_labels,
+    cross,
+    esc,
+    finite,
+    legend,
+    linear_axes,
+    nice_ticks,
+    svg,
+    text,
+)
 from diagnose.report.svg import tick_label as _num
 
 ALLOCATED = "#3b6fd8"
@@ -245,15 +258,4 @@ def _log_axes(plot, x_ticks: list[float], ys, sx, sy, x_label: str, y_label: str
         y = sy(10.0**k)
         out.append(f'<line x1="{x0:.1f}" y1="{y:.1f}" x2="{x1:.1f}" y2="{y:.1f}" stroke="{GRID}"/>')
         out.append(text(x0 - 8, y + 4, _num(10.0**k), "end", "tick"))
-    out.append(text((x0 + x1) / 2, y1 + 38, x_label, "middle", "axis-label"))
-    out.append(
-        text(
-            x0 - 56,
-            (y0 + y1) / 2,
-            y_label,
-            "middle",
-            "axis-label",
-            f' transform="rotate(-90 {x0 - 56:.1f} {(y0 + y1) / 2:.1f})"',
-        )
-    )
-    return out
+    return out + axis_labels(plot, x_label, y_label)

@@ -179,15 +179,14 @@ def linear_axes(plot, y_ticks: list[float], x_upper: float, x_label: str, y_labe
         x = x0 + tick / x_upper * (x1 - x0) if x_upper else x0
         out.append(f'<line x1="{x:.1f}" y1="{y1:.1f}" x2="{x:.1f}" y2="{y1 + 4:.1f}" stroke="{AXIS}"/>')
         out.append(text(x, y1 + 17, tick_label(tick), "middle", "tick"))
-    out.append(text((x0 + x1) / 2, y1 + 38, x_label, "middle", "axis-label"))
-    out.append(
-        text(
-            x0 - 56,
-            (y0 + y1) / 2,
-            y_label,
-            "middle",
-            "axis-label",
-            f' transform="rotate(-90 {x0 - 56:.1f} {(y0 + y1) / 2:.1f})"',
-        )
-    )
-    return out
+    return out + axis_labels(plot, x_label, y_label)
+
+
+def axis_labels(plot, x_label: str, y_label: str) -> list[str]:
+    """The x label under a plot's frame (x0, y0, x1, y1) and the y label turned up beside it."""
+    x0, y0, x1, y1 = plot
+    middle = (y0 + y1) / 2
+    return [
+        text((x0 + x1) / 2, y1 + 38, x_label, "middle", "axis-label"),
+        text(x0 - 56, middle, y_label, "middle", "axis-label", f' transform="rotate(-90 {x0 - 56:.1f} {middle:.1f})"'),
+    ]
