@@ -166,14 +166,15 @@ class ComputeBound(Rule):
         """The finding for the compute-bound ops that have an issue: evidence, fixes, estimate."""
         spec, n, step_us, acting = p.spec, p.n, p.step_us, p.acting
         saving, after, speedup = _estimate(p)
-        issues = list(acting.groupby("issue")["saving_us"].sum().sort_values(ascending=False).index)
+        groups = _groups(acting)
+        issues = [issue for issue, _ in groups]
         return Finding(
             rule=self.id,
             severity=_severity(issues, speedup, t),
-            title=_title(issues[0], acting[acting["issue"] == issues[0]]),
-            evidence=_evidence(p, issues, t),
+            title=_title(*groups[0]),
+            evidence=_evidence(p, groups, t),
             offenders=_offenders(p.cb, n),
-            fixes=[_fix_for(issue, acting[acting["issue"] == issue], spec, n) for issue in issues],
+            fixes=_unique_fixes(_fix_for(issue, part, spec, n) for issue, part in groups),
             est_speedup=round(speedup, 2),
             recoverable_us=round(saving, 2),
             basis=(
@@ -195,6 +196,24 @@ _WHY = (
 )
 
 
+def _groups(acting: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
+    """The acting ops by issue, largest saving first; the next rung split by its target precision, since
+    TF32 ops go to bf16 and bf16 ops to FP8, two fixes with two titles."""
+    key = np.where(
+        acting["issue"].to_numpy(object) == "next-rung",
+        "next-rung:" + acting["target"].astype(str).to_numpy(object),
+        acting["issue"].to_numpy(object),
+    )
+    saving = acting["saving_us"].groupby(key).sum().sort_values(ascending=False, kind="stable")
+    return [(str(k).split(":")[0], acting[key == k]) for k in saving.index]
+
+
+def _unique_fixes(fixes) -> list[Fix]:
+    """Each fix once, where it first comes (two issues can both call for bf16 tensor cores)."""
+    seen: set[str] = set()
+    return [f for f in fixes if not (f.id in seen or seen.add(f.id))]
+
+
 def _estimate(p: "_Placed") -> tuple[float, float, float]:
     """(µs saved per step, the step after, speedup): the acting ops' savings off the step."""
     saving = p.metrics.per_step(p.acting["saving_us"].sum())
@@ -208,12 +227,12 @@ def _severity(issues: list[str], speedup: float, t) -> Severity:
     return ("high" if speedup >= t["high_speedup"] else "medium") if defect else "low"
 
 
-def _evidence(p: "_Placed", issues: list[str], t) -> list[Evidence]:
+def _evidence(p: "_Placed", groups: list[tuple[str, pd.DataFrame]], t) -> list[Evidence]:
     """The gate, the throughput against the peak, the intensity against the ridge, what Nsight Compute
     measured, then each issue's share of the step."""
     assert p.main_rung is not None  # the acting ops are compute-bound, so one precision leads
     rung_name = RUNG_NAMES.get(p.main_rung, p.main_rung)
-    cb, acting = p.cb, p.acting
+    cb = p.cb
     evidence = [
         _gate(p, t),
         Evidence(f"achieved throughput ({rung_name})", round(p.achieved, 1), unit="TFLOP/s"),
@@ -233,8 +252,7 @@ def _evidence(p: "_Placed", issues: list[str], t) -> list[Evidence]:
         ),
         *_measured_evidence(cb),
     ]
-    for issue in issues:
-        part = acting[acting["issue"] == issue]
+    for issue, part in groups:
         share_of_step = p.metrics.per_step(part["matrix_us"].sum()) / p.step_us
         evidence.append(Evidence(_issue_label(issue, part), round(share_of_step * 100, 1), unit="% of step"))
     return evidence
@@ -617,8 +635,13 @@ def _issue_label(issue: str, part: pd.DataFrame) -> str:
         return "matrix time on CUDA cores (tensor cores unused)"
     if issue == "misaligned":
         return f"matrix time in misaligned GEMMs ({part['bad_dims'].iloc[0]}, not a multiple of 8/16 bytes)"
-    rung, target = RUNG_NAMES.get(part["rung"].iloc[0]), part["target"].iloc[0].upper()
+    rung, target = RUNG_NAMES.get(_lead_rung(part)), part["target"].iloc[0].upper()
     return f"matrix time near the {rung} peak with {target} available"
+
+
+def _lead_rung(part: pd.DataFrame) -> str:
+    """The precision that holds most of these ops' matrix time."""
+    return str(part.groupby("rung")["matrix_us"].sum().idxmax())
 
 
 def _title(issue: str, part: pd.DataFrame) -> str:
@@ -630,7 +653,7 @@ def _title(issue: str, part: pd.DataFrame) -> str:
             f"Compute-bound matmul with misaligned dimensions ({first['bad_dims']} in "
             f"{first['op_name']} {first['shapes']}): a slow fallback kernel"
         )
-    rung = part["rung"].iloc[0]
+    rung = _lead_rung(part)
     return (
         f"Compute-bound matrix math near the {RUNG_NAMES.get(rung, rung)} peak: "
         f"{part['target'].iloc[0].upper()} is the next step"
@@ -659,7 +682,7 @@ def _fix_for(issue: str, part: pd.DataFrame, spec: DeviceSpec, n: int) -> Fix:
         )
         return fix("fp8", how=how, code=_fp8_code())
     how = (
-        f"These matmuls run on {RUNG_NAMES.get(part['rung'].iloc[0])} near their peak; {target} autocast doubles "
+        f"These matmuls run on {RUNG_NAMES.get(_lead_rung(part))} near their peak; {target} autocast doubles "
         f"the tensor-core rate again and halves the bytes."
     )
     return fix("bf16-tensor-cores", how=how, code=_autocast_code(target))
