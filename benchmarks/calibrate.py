@@ -39,6 +39,10 @@ CAPTURES = ROOT / "fixtures" / "captures"
 RESULTS = ROOT / "fixtures" / "verify" / "RESULTS.json"
 DOC = ROOT / "docs" / "measured-fixes.md"
 BEGIN, END = "<!-- calibrate.py: begin -->", "<!-- calibrate.py: end -->"
+LIBRARY_RESULTS = ROOT / "benchmarks" / "results-heldout-verify-h200.json"  # record_verify.py --heldout
+LIBRARY = ROOT / "fixtures" / "heldout"  # the held-out library captures kept in the repository
+LIBRARY_BEGIN, LIBRARY_END = "<!-- calibrate.py library: begin -->", "<!-- calibrate.py library: end -->"
+FASTER = ("verified", "faster but changes results", "faster, outputs not compared")
 
 CALIBRATION = (
     "decode_graphed",
@@ -286,6 +290,45 @@ def held_out() -> list[dict]:
     return rows
 
 
+def library_rows() -> list[dict]:
+    """Each fix measured on a held-out library capture kept in fixtures/heldout, against what diagnose
+    says of that capture now: the estimate of the finding that names the fix, or that none does."""
+    results = json.loads(LIBRARY_RESULTS.read_text()) if LIBRARY_RESULTS.exists() else {}
+    rows = []
+    for name, entry in sorted(results.items()):
+        if not isinstance(entry, dict) or not (LIBRARY / name).is_dir():
+            continue
+        now = analyse(LIBRARY / name, Config())
+        measured: dict[str, list] = {}
+        for f in entry.get("findings", []):
+            for v in f["verify"]:
+                measured.setdefault(v["fix"], v["trials"])
+        for fix_id, trials in sorted(measured.items()):
+            ok = [t for t in trials if t["verdict"] in FASTER and t["speedup"]]
+            best = max(ok, key=lambda t: t["speedup"]) if ok else None
+            finding = next((f for f in now.findings if fix_id in [x.id for x in f.fixes]), None)
+            tried = ", ".join(
+                f"{t['variant']}: {t['verdict']}" + (f" {t['speedup']:.2f}×" if t["speedup"] else "") for t in trials
+            )
+            rows.append(
+                {
+                    "capture": name,
+                    "rule": finding.rule if finding else "none names it",
+                    "fix": fix_id,
+                    "estimate": finding.est_speedup if finding else None,
+                    "measured": best["speedup"] if best else None,
+                    "ratio": finding.est_speedup / best["speedup"] if finding and best else None,
+                    "how": f"--verify ({tried})",
+                }
+            )
+    return rows
+
+
+def library_table() -> str:
+    """The held-out library rows as Markdown, with their summary line."""
+    return table(library_rows()).replace("Held out:", "Held-out library captures:")
+
+
 def table(rows: list[dict]) -> str:
     """The held-out rows as Markdown, with the summary statistics."""
     lines = [
@@ -335,12 +378,17 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         return 0
     text = table(held_out())
+    library = library_table()
     print()
     print(text)
+    print()
+    print(library)
     if args.write:
         doc = DOC.read_text()
-        a, b = doc.index(BEGIN) + len(BEGIN), doc.index(END)
-        DOC.write_text(doc[:a] + "\n" + text + "\n" + doc[b:])
+        for begin, end, body in ((BEGIN, END, text), (LIBRARY_BEGIN, LIBRARY_END, library)):
+            a, b = doc.index(begin) + len(begin), doc.index(end)
+            doc = doc[:a] + "\n" + body + "\n" + doc[b:]
+        DOC.write_text(doc)
     return 0
 
 

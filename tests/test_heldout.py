@@ -1,4 +1,4 @@
-"""Three captures of the held-out set (fixtures/record_heldout.py; torchvision, timm and transformers on an
+"""Five captures of the held-out set (fixtures/record_heldout.py; torchvision, timm and transformers on an
 H200), kept in fixtures/heldout: nothing was fitted or tuned on them. The folder names the bottleneck
 the engineer expected before recording, the trace file alone names the same one, and the trace file's
 estimated unprofiled step is closer to the measured one than the profiled step is."""

@@ -92,17 +92,14 @@ def group_codes(keys: list[np.ndarray]) -> np.ndarray:
 def _texts(dims: pd.Series) -> list[str]:
     """str() of each shape list ("" for none), once per list: the decoder shares one list per
     distinct value (trace/frames.py), and `dims` keeps them alive while the ids are used."""
-    memo: dict[int, str] = {}
-    out = []
-    for v in dims.to_numpy(object):
-        if not isinstance(v, list):
-            out.append("")
-            continue
-        text = memo.get(id(v))
-        if text is None:
-            text = memo[id(v)] = str(v)
-        out.append(text)
-    return out
+    values = dims.to_numpy(object)
+    if not len(values):
+        return []
+    codes, ids = pd.factorize(np.fromiter(map(id, values), dtype=np.int64, count=len(values)))
+    first = np.zeros(len(ids), dtype=np.int64)
+    first[codes[::-1]] = np.arange(len(codes) - 1, -1, -1)  # each id's first row
+    texts = np.array([str(v) if isinstance(v, list) else "" for v in values[first]], dtype=object)
+    return texts[codes].tolist()
 
 
 def _first_text(series: pd.Series):
