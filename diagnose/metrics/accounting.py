@@ -12,7 +12,7 @@ GPU's busy time plus its idle gaps (timeline.py). Both are split further:
 | `host_in_ops` | silent host stretches inside a CPU op that does launch kernels, or a torch.compile range: setup that is not dispatch (cuDNN / cuBLAS plan building, autotuning, compiling, cudaMalloc, first-call initialisation) | silent gaps ∩ launching ops |
 | `host_work` | silent host stretches inside recorded CPU ops or DataLoader ranges that launch nothing (data loading, preprocessing) | silent gaps ∩ other ops |
 | `host_python` | silent host stretches no recorded op covers, named by the user's Python lines (capture modes sample the stack; a trace recorded with_stack=True has it as python_function events) | silent gaps ∩ stack samples |
-| `sync_wait` | host-side idle that opened while the host sat in a synchronising call | after-sync gaps |
+| `sync_wait` | host-side idle that opened while the host sat in a synchronising call, or from the start of one that ran to the gap's end | after-sync gaps |
 | `kernel_wait` | the next kernel was queued; gap ≤ `timeline.kernel_wait_max_us` | kernel gaps |
 | `other_wait` | the next op was queued; longer gaps: waits on events, other streams, copies | other gaps |
 | `unexplained` | silent host stretches covered by no recorded op, and any remainder | the rest |

@@ -117,6 +117,7 @@ def build_timeline(trace: Trace, steps: Steps, params: dict | None = None) -> Ti
     ts = np.clip(ops["ts"].to_numpy(float), start, end)
     te = np.clip(ops["end"].to_numpy(float), start, end)
     gaps, busy = _find_gaps(ts, te, start, end)
+    gaps = _split_at_waits(gaps, trace.runtime)
     gaps, silent = _classify(trace, ops, gaps, p)
     gaps["step"] = _step_of(steps, gaps["start"].to_numpy(float))
     per_step = _per_step(steps, ops, gaps)
@@ -137,6 +138,35 @@ def _find_gaps(ts: np.ndarray, te: np.ndarray, start: float, end: float):
         g_next = np.append(g_next, -1)
     idle = float((g_end - g_start).sum())
     return pd.DataFrame({"start": g_start, "end": g_end, "next": g_next}), (end - start) - idle
+
+
+def _split_at_waits(gaps: pd.DataFrame, runtime: pd.DataFrame) -> pd.DataFrame:
+    """Split each idle gap at the start of a synchronising call that began inside it and ran to its end:
+    from there the host sat waiting on the device, not preparing work. With the GPU idle, what it waited
+    for is work the trace does not hold (a blocking copy at a window's start waiting on kernels launched
+    before the profiler began) or the call's own copy; either way a wait, booked after the sync."""
+    syncs = runtime[name_matches(runtime["name"], SYNC_CALL)] if len(runtime) else runtime
+    if not len(syncs) or not len(gaps):
+        return gaps
+    s_ts, s_end = syncs["ts"].to_numpy(float), syncs["end"].to_numpy(float)
+    order = np.argsort(s_ts, kind="stable")
+    s_ts, s_end = s_ts[order], s_end[order]
+    starts, ends = gaps["start"].to_numpy(float), gaps["end"].to_numpy(float)
+    lo = np.searchsorted(s_ts, starts, side="right")  # the first sync that began inside each gap
+    hi = np.searchsorted(s_ts, ends, side="left")
+    cut = np.full(len(gaps), np.nan)
+    for i in np.nonzero(hi > lo)[0]:
+        waits = np.nonzero(s_end[lo[i] : hi[i]] >= ends[i] - 1.0)[0]
+        if len(waits):
+            cut[i] = s_ts[lo[i] + waits[0]]
+    split = np.nonzero(~np.isnan(cut))[0]
+    if not len(split):
+        return gaps
+    before = gaps.iloc[split].assign(end=cut[split])
+    after = gaps.iloc[split].assign(start=cut[split])
+    kept = gaps.drop(gaps.index[split])
+    out = pd.concat([kept, before, after]).sort_values(["start", "end"], kind="stable")
+    return out.reset_index(drop=True)
 
 
 def _classify(trace: Trace, ops: pd.DataFrame, gaps: pd.DataFrame, p: dict) -> pd.DataFrame:
