@@ -326,10 +326,10 @@ def library_rows() -> list[dict]:
 
 def library_table() -> str:
     """The held-out library rows as Markdown, with their summary line."""
-    return table(library_rows()).replace("Held out:", "Held-out library captures:")
+    return table(library_rows(), label="Held-out library captures")
 
 
-def table(rows: list[dict]) -> str:
+def table(rows: list[dict], label: str = "Held out") -> str:
     """The held-out rows as Markdown, with the summary statistics."""
     lines = [
         "| capture | finding | fix | estimate | measured | estimate ÷ measured | how measured |",
@@ -350,7 +350,7 @@ def table(rows: list[dict]) -> str:
     if logs:
         lines += [
             "",
-            f"Held out: {len(logs)} estimates with a measured speedup; median |log(estimate ÷ measured)| = "
+            f"{label}: {len(logs)} estimates with a measured speedup; median |log(estimate ÷ measured)| = "
             f"{statistics.median(logs):.3f} (a factor of {math.exp(statistics.median(logs)):.2f}); "
             f"{inside} of {len(logs)} within 1.5×.",
         ]

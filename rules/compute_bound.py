@@ -180,6 +180,7 @@ class ComputeBound(Rule):
         spec, n, step_us, acting = p.spec, p.n, p.step_us, p.acting
         saving, after, speedup = _estimate(p)
         groups = _groups(acting)
+        training = _trains(p.metrics)
         issues = [issue for issue, _ in groups]
         return Finding(
             rule=self.id,
@@ -187,7 +188,7 @@ class ComputeBound(Rule):
             title=_title(*groups[0]),
             evidence=_evidence(p, groups, t),
             offenders=_offenders(p.cb, n),
-            fixes=_unique_fixes(_fix_for(issue, part, spec, n, _trains(p.metrics)) for issue, part in groups),
+            fixes=_unique_fixes(_fix_for(issue, part, spec, n, training) for issue, part in groups),
             est_speedup=round(speedup, 2),
             recoverable_us=round(saving, 2),
             basis=(
@@ -873,7 +874,7 @@ def _inference_code(rung: str) -> str:
 
 
 def _autocast_code(rung: str, tf32: bool = True) -> str:
-    dtype = {"bf16": "torch.bfloat16", "fp16": "torch.float16"}.get(rung, "torch.bfloat16")
+    dtype = f"torch.{_TORCH_DTYPE.get(rung, 'bfloat16')}"
     if rung == "fp16" and not tf32:  # Volta / Turing: fp16 needs loss scaling, and there is no TF32
         return (
             "# fp16 on tensor cores, with a GradScaler (fp16 gradients underflow without one)\n"

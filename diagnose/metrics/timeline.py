@@ -117,8 +117,9 @@ def build_timeline(trace: Trace, steps: Steps, params: dict | None = None) -> Ti
     ts = np.clip(ops["ts"].to_numpy(float), start, end)
     te = np.clip(ops["end"].to_numpy(float), start, end)
     gaps, busy = _find_gaps(ts, te, start, end)
-    gaps = _split_at_waits(gaps, trace.runtime)
-    gaps, silent = _classify(trace, ops, gaps, p)
+    syncs = _syncs(trace.runtime)
+    gaps = _split_at_waits(gaps, syncs)
+    gaps, silent = _classify(trace, ops, gaps, p, syncs)
     gaps["step"] = _step_of(steps, gaps["start"].to_numpy(float))
     per_step = _per_step(steps, ops, gaps)
     return Timeline(device, end - start, busy, gaps[GAP_COLUMNS], ops, per_step, silent)
@@ -140,17 +141,22 @@ def _find_gaps(ts: np.ndarray, te: np.ndarray, start: float, end: float):
     return pd.DataFrame({"start": g_start, "end": g_end, "next": g_next}), (end - start) - idle
 
 
-def _split_at_waits(gaps: pd.DataFrame, runtime: pd.DataFrame) -> pd.DataFrame:
+def _syncs(runtime: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The synchronising host calls (start, end, name), in order of start."""
+    syncs = runtime[name_matches(runtime["name"], SYNC_CALL)] if len(runtime) else runtime
+    s_ts, s_end = syncs["ts"].to_numpy(float), syncs["end"].to_numpy(float)
+    order = np.argsort(s_ts, kind="stable")
+    return s_ts[order], s_end[order], syncs["name"].to_numpy(object)[order]
+
+
+def _split_at_waits(gaps: pd.DataFrame, syncs: tuple[np.ndarray, np.ndarray, np.ndarray]) -> pd.DataFrame:
     """Split each idle gap at the start of a synchronising call that began inside it and ran to its end:
     from there the host sat waiting on the device, not preparing work. With the GPU idle, what it waited
     for is work the trace does not hold (a blocking copy at a window's start waiting on kernels launched
     before the profiler began) or the call's own copy; either way a wait, booked after the sync."""
-    syncs = runtime[name_matches(runtime["name"], SYNC_CALL)] if len(runtime) else runtime
-    if not len(syncs) or not len(gaps):
+    s_ts, s_end, _ = syncs
+    if not len(s_ts) or not len(gaps):
         return gaps
-    s_ts, s_end = syncs["ts"].to_numpy(float), syncs["end"].to_numpy(float)
-    order = np.argsort(s_ts, kind="stable")
-    s_ts, s_end = s_ts[order], s_end[order]
     starts, ends = gaps["start"].to_numpy(float), gaps["end"].to_numpy(float)
     lo = np.searchsorted(s_ts, starts, side="right")  # the first sync that began inside each gap
     hi = np.searchsorted(s_ts, ends, side="left")
@@ -169,7 +175,7 @@ def _split_at_waits(gaps: pd.DataFrame, runtime: pd.DataFrame) -> pd.DataFrame:
     return out.reset_index(drop=True)
 
 
-def _classify(trace: Trace, ops: pd.DataFrame, gaps: pd.DataFrame, p: dict) -> pd.DataFrame:
+def _classify(trace: Trace, ops: pd.DataFrame, gaps: pd.DataFrame, p: dict, syncs) -> pd.DataFrame:
     runtime = trace.runtime
     gaps = gaps.copy()
     gaps["dur"] = gaps["end"] - gaps["start"]
@@ -201,7 +207,7 @@ def _classify(trace: Trace, ops: pd.DataFrame, gaps: pd.DataFrame, p: dict) -> p
     # one shared string per class: an array of fixed-width strings would become a string object per gap
     gaps["kind"] = GAP_KINDS[np.where(host, 0, np.where(kernel, 1, 2))]
     gaps["paced_us"], gaps["silent_us"], silent = _pacing(runtime, gaps, host, p["host_silence_us"])
-    gaps["after_sync"], gaps["sync_name"] = _after_sync(runtime, gaps, host)
+    gaps["after_sync"], gaps["sync_name"] = _after_sync(syncs, gaps, host)
     return gaps, silent
 
 
@@ -245,17 +251,13 @@ def _has_silence(calls, starts, ends, lo, hi, idx, silence) -> np.ndarray:
     return (first > silence) | (last > silence) | (inner > 0)
 
 
-def _after_sync(runtime: pd.DataFrame, gaps: pd.DataFrame, host: np.ndarray):
-    """Whether a synchronising host call was in progress when the gap opened."""
-    syncs = runtime[name_matches(runtime["name"], SYNC_CALL)]
+def _after_sync(syncs: tuple[np.ndarray, np.ndarray, np.ndarray], gaps: pd.DataFrame, host: np.ndarray):
+    """Whether a synchronising host call (`_syncs`) was in progress when the gap opened."""
     flag = np.zeros(len(gaps), dtype=bool)
     names = np.full(len(gaps), None, dtype=object)
-    if not len(syncs):
+    s_ts, s_end, s_name = syncs
+    if not len(s_ts):
         return flag, names
-    s_ts, s_end = syncs["ts"].to_numpy(float), syncs["end"].to_numpy(float)
-    s_name = syncs["name"].to_numpy(object)
-    order = np.argsort(s_ts)
-    s_ts, s_end, s_name = s_ts[order], s_end[order], s_name[order]
     idx = np.nonzero(host)[0]
     starts = gaps["start"].to_numpy(float)[idx]
     j = np.searchsorted(s_ts, starts, side="right")  # syncs that began before the gap
