@@ -215,9 +215,7 @@ class Metrics:
             "estimated_unprofiled_step_time_us": (
                 round(b.estimated_step_us, 3) if b.estimated_step_us is not None else None
             ),
-            "profiler_share_of_host_time": round(max(0.0, 1 - b.host_scale), 4)
-            if b.estimated_step_us is not None
-            else None,
+            "profiler_share_of_host_time": round(1 - b.host_scale, 4) if b.estimated_step_us is not None else None,
             "gpu_busy_fraction": round(min(1.0, b.busy_us / b.step_us), 4) if b.step_us else 0.0,
             "gpu_busy_fraction_profiled": round(tl.busy_fraction, 4),
             "gpu_busy_us_per_step": round(b.busy_us, 3),

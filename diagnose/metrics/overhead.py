@@ -6,9 +6,6 @@ inductor kernel call (ranges torch.compile opens only while profiling), each Pyt
 `with_stack`, That time lengthens the host's timeline; it lengthens the step
 only where the GPU waits for the host. So each step is replayed with that time removed:
 
-- the step is the step's host range and the GPU work launched in it, replayed from an idle GPU, as
-  diagnose's capture times a step without the profiler (synchronised at each step boundary, so
-  the estimate and a capture folder's measured step are the same quantity);
 - every host event moves earlier by the cost of the events recorded before it in the step;
 - every GPU op starts when its launch (moved) has reached the GPU and its stream is free, and keeps
   its duration (the profiler barely touches kernels); the ops of one graph launch keep their gaps;
@@ -41,13 +38,13 @@ from diagnose.trace.names import name_search, name_starts
 # (benchmarks/profiler_event_costs.py, benchmarks/results-event-costs-h200.json: with_stack=True added
 # 0.02-0.21 µs per Python function event, median over five rounds of two loops, 2026-12-03).
 COSTS = {
-    "cpu_op": 5.06,
-    "shaped_input": 0.09,
-    "kernel_launch": 8.73,
-    "runtime_call": 0.01,
-    "compiled_region": 22.52,
-    "inductor_kernel": 63.68,
-    "allocator_event": 0.04,
+    "cpu_op": 2.78,
+    "shaped_input": 0.12,
+    "kernel_launch": 14.44,
+    "runtime_call": 3.33,
+    "compiled_region": 31.44,
+    "inductor_kernel": 55.4,
+    "allocator_event": 2.3,
     "python_function": 0.1,
 }
 MEASURED = ("python_function",)  # measured directly, not fitted
@@ -57,7 +54,7 @@ MEASURED = ("python_function",)  # measured directly, not fitted
 # call against it, within HOST_SPEED_RANGE.
 REFERENCE_LAUNCH_US = 8.35
 HOST_SPEED_RANGE = (0.25, 4.0)
-LAUNCH_LATENCY_US = 10.0  # a launch reaches an idle stream within this; a longer wait is a queue
+EDGE_US = 0.5  # a window edge this close to an op's start or end is that op's
 MAX_STEPS = 32  # steps replayed at most (spread over the trace): the median needs no more
 INDUCTOR_KERNEL = "triton_"
 COMPILED_REGION = "Torch-Compiled Region"
@@ -105,9 +102,9 @@ def _inputs_recorded(dims: pd.Series) -> np.ndarray:
 
 
 def _spans(windows: list[StepWindow]) -> tuple[np.ndarray, np.ndarray]:
-    """The replayed steps' host ranges as sorted disjoint (starts, ends): only events in them move a
-    replayed step."""
-    bounds = sorted((w.cpu_start, w.cpu_end) for w in windows)
+    """The replayed windows' time, from each one's host or GPU start (whichever is first) to its end,
+    as sorted disjoint (starts, ends): only events in them move a replayed step."""
+    bounds = sorted((min(w.cpu_start, w.start), w.end) for w in windows)
     starts, ends = [bounds[0][0]], [bounds[0][1]]
     for lo, hi in bounds[1:]:
         if lo <= ends[-1]:
@@ -186,45 +183,65 @@ class _GpuOps:
     sync_end: np.ndarray
 
 
-class _Launched:
-    """The trace's GPU ops in the order their launch calls started, for slicing out what a step launched."""
+class _ByStart:
+    """A frame's rows by start time, for slicing out a window without a pass over every row."""
 
-    def __init__(self, gpu: pd.DataFrame, launch_ts: pd.Series):
-        launch = gpu["correlation"].map(launch_ts).to_numpy(float) if len(gpu) else np.zeros(0)
-        ts = gpu["ts"].to_numpy(float)
-        key = np.where(np.isnan(launch), ts, launch)  # an op with no launch call found: its own start
-        order = np.lexsort((ts, key))
-        self.key, self.ts = key[order], ts[order]
-        self.end = gpu["end"].to_numpy(float)[order]
-        self.stream = gpu["stream"].to_numpy()[order]
-        self.correlation = gpu["correlation"].to_numpy()[order]
+    def __init__(self, frame: pd.DataFrame):
+        self.frame = frame
+        self.ts = frame["ts"].to_numpy(float)
+        self.sorted = bool(len(self.ts) < 2 or (np.diff(self.ts) >= 0).all())
+        self.longest = float(frame["dur"].max()) if "dur" in frame and len(frame) else 0.0
 
-    def between(self, lo: float, hi: float) -> slice:
-        """The ops launched in [lo, hi)."""
-        return slice(int(np.searchsorted(self.key, lo, "left")), int(np.searchsorted(self.key, hi, "left")))
+    def starting(self, lo: float, hi: float) -> pd.DataFrame:
+        """The rows that start in [lo, hi)."""
+        if not self.sorted:
+            return self.frame[(self.ts >= lo) & (self.ts < hi)]
+        return self.frame.iloc[np.searchsorted(self.ts, lo, "left") : np.searchsorted(self.ts, hi, "left")]
+
+    def running(self, lo: float, hi: float) -> pd.DataFrame:
+        """The rows that end after `lo` and start before `hi`."""
+        rows = self.starting(lo - self.longest, hi) if self.sorted else self.frame[self.ts < hi]
+        return rows[rows["end"] > lo]
 
 
-def _gpu_ops(launched: _Launched, syncs: pd.DataFrame, w: StepWindow) -> _GpuOps:
-    """The GPU ops the step's host range launched, and the synchronising calls in that range."""
-    at = launched.between(w.cpu_start, w.cpu_end)
-    ts, end, stream, corr = launched.ts[at], launched.end[at], launched.stream[at], launched.correlation[at]
-    gap = np.full(len(ts), np.nan)
+def _gpu_ops(gpu_rows: _ByStart, runtime: _ByStart, launch_ts: pd.Series, w: StepWindow) -> _GpuOps:
+    """The GPU ops that run in `w` or were launched in it, and the step's synchronising calls."""
+    gpu = gpu_rows.running(min(w.cpu_start, w.start), w.end)
+    launch = gpu["correlation"].map(launch_ts).to_numpy(float) if len(gpu) else np.zeros(0)
+    key = np.where(np.isnan(launch), gpu["ts"].to_numpy(float), launch)
+    order = np.lexsort((gpu["ts"].to_numpy(float), key))
+    gpu, launch = gpu.iloc[order], launch[order]
+    stream = gpu["stream"].to_numpy()
+    corr = gpu["correlation"].to_numpy()
+    ts, end = gpu["ts"].to_numpy(float), gpu["end"].to_numpy(float)
+    gap = np.full(len(gpu), np.nan)
     for s in pd.unique(stream):
         idx = np.nonzero(stream == s)[0]
         same = corr[idx[1:]] == corr[idx[:-1]]
         gap[idx[1:][same]] = np.maximum(ts[idx[1:]] - end[idx[:-1]], 0.0)[same]
-    sync_ts, sync_end = syncs["ts"].to_numpy(float), syncs["end"].to_numpy(float)
-    inside = (sync_ts >= w.cpu_start) & (sync_ts < w.cpu_end)
-    return _GpuOps(ts, end - ts, stream, launched.key[at], gap, sync_ts[inside], sync_end[inside])
+    syncs = runtime.starting(w.start, w.end)
+    syncs = syncs[name_matches(syncs["name"], SYNC_CALL)] if len(syncs) else syncs
+    return _GpuOps(
+        ts,
+        end - ts,
+        stream,
+        launch,
+        gap,
+        syncs["ts"].to_numpy(float),
+        syncs["end"].to_numpy(float),
+    )
 
 
-def _arrivals(g: _GpuOps, rows: np.ndarray, shift) -> np.ndarray:
-    """When each op of `rows` could start at the earliest in the replay: its launch moved earlier by
-    the profiler time before it, plus the launch's latency as profiled up to LAUNCH_LATENCY_US (a
-    longer wait was a queue, which the replay of its stream rebuilds); the later ops of a graph
-    launch follow their predecessor (-inf here, their gap in `g.gap`)."""
+def _arrivals(g: _GpuOps, rows: np.ndarray, shift, origin: float) -> np.ndarray:
+    """When each op of `rows` could start at the earliest in the replay: its profiled start moved
+    earlier by as much as the host was moved at its launch (a launch-paced op then starts that much
+    earlier, a queued one waits for its stream all the same); an op launched before the replay's
+    origin keeps its start, and the later ops of a graph launch follow their predecessor (-inf here,
+    their gap in `g.gap`)."""
     launch, ts = g.launch[rows], g.ts[rows]
-    at = launch + np.minimum(ts - launch, LAUNCH_LATENCY_US) - shift(launch)
+    key = np.where(np.isnan(launch), ts, launch)
+    at = ts - shift(key)
+    at[key < origin] = ts[key < origin]
     at[~np.isnan(g.gap[rows])] = -np.inf
     return at
 
@@ -245,38 +262,52 @@ def _run_streams(g: _GpuOps, rows: np.ndarray, arrive: np.ndarray, free: dict, e
 
 
 def _replay(host: _HostEvents, costs: np.ndarray, g: _GpuOps, w: StepWindow) -> float:
-    """The step's length with the modelled profiler time taken out (module docstring), as the
-    capture times it: from its host range's start with the GPU idle (the timing synchronises at
-    each step boundary) to where both the host range and the GPU work it launched are done."""
-    origin = w.cpu_start
+    """The step's length with the modelled profiler time taken out (module docstring). The replay
+    starts where the step's host work or its GPU window starts, whichever is first; a window on the
+    GPU's timeline (a host running ahead) is measured from its first op to its last, as profiled."""
+    origin = min(w.cpu_start, w.start)
     base = float(host.cost_before(origin, costs))
     catch = [0.0]
 
     def shift(t):
         return catch[0] + host.cost_before(t, costs) - base
 
+    key = np.where(np.isnan(g.launch), g.ts, g.launch)
     ends, done = np.full(len(g.ts), np.nan), 0
     free: dict = {}
     for s_ts, s_end in [*zip(g.sync_ts, g.sync_end), (np.inf, np.inf)]:
-        upto = int(np.searchsorted(g.launch, s_ts, side="right"))
+        upto = int(np.searchsorted(key, s_ts, side="right"))
         rows = np.arange(done, upto)
         if len(rows):
-            _run_streams(g, rows, _arrivals(g, rows, shift), free, ends)
+            _run_streams(g, rows, _arrivals(g, rows, shift, origin), free, ends)
         done = upto
         if not np.isfinite(s_ts):
             break
         behind = _after_sync(g, ends, done, s_ts, s_end, float(shift(s_ts)))
         catch[0] = behind - (float(host.cost_before(s_end, costs)) - base)
-    gpu_end = float(np.nanmax(ends)) if len(ends) else -np.inf
-    end = max(w.cpu_end - float(shift(w.cpu_end)), gpu_end)
-    return max(end - origin, _busiest_stream(g))
+    in_window = (g.ts >= w.start) & (g.ts < w.end)
+    gpu_end = float(np.nanmax(ends[in_window])) if in_window.any() else -np.inf
+    end = max(w.end - float(shift(w.end)), gpu_end)
+    return max(end - _replayed_time(g, ends, w.start, float(shift(w.start))), _busiest_stream(g, in_window))
 
 
-def _busiest_stream(g: _GpuOps) -> float:
-    """The most GPU time one stream spends on the step's ops: no replay of the step can be shorter."""
-    if not len(g.dur):
+def _busiest_stream(g: _GpuOps, rows: np.ndarray) -> float:
+    """The most GPU time one stream spends on `rows`: no replay of the step can be shorter."""
+    if not rows.any():
         return 0.0
-    return float(pd.Series(g.dur).groupby(g.stream).sum().max())
+    return float(pd.Series(g.dur[rows]).groupby(g.stream[rows]).sum().max())
+
+
+def _replayed_time(g: _GpuOps, ends: np.ndarray, t: float, host_shift: float) -> float:
+    """Where time `t` lands in the replay: on an op's start or end when one starts or ends there
+    (a window on the GPU's timeline), else on the host's (moved by `host_shift`)."""
+    starts = np.nonzero(np.abs(g.ts - t) <= EDGE_US)[0]
+    if len(starts) and not np.isnan(ends[starts[0]]):
+        return float(ends[starts[0]] - g.dur[starts[0]])
+    stops = np.nonzero(np.abs(g.ts + g.dur - t) <= EDGE_US)[0]
+    if len(stops) and not np.isnan(ends[stops[0]]):
+        return float(ends[stops[0]])
+    return t - host_shift
 
 
 def _after_sync(g: _GpuOps, ends: np.ndarray, done: int, s_ts: float, s_end: float, shift_at: float) -> float:
@@ -321,8 +352,8 @@ class Replay:
         per_event = np.array([costs.get(k, 0.0) * scale for k in KINDS])
         replayed = [_replay(self.host, per_event, g, w) for g, w in zip(self.ops, self.windows)]
         profiled = [w.end - w.start for w in self.windows]
-        starts = np.searchsorted(self.host.ts, [w.cpu_start for w in self.windows], side="left")
-        stops = np.searchsorted(self.host.ts, [w.cpu_end for w in self.windows], side="left")
+        starts = np.searchsorted(self.host.ts, [w.start for w in self.windows], side="left")
+        stops = np.searchsorted(self.host.ts, [w.end for w in self.windows], side="left")
         per_step = self.host.running[stops] - self.host.running[starts]
         events = {k: float(np.median(per_step[:, i])) for i, k in enumerate(KINDS)}
         return OverheadEstimate(float(np.median(replayed)), float(np.median(profiled)), events, len(self.windows))
@@ -337,9 +368,8 @@ def prepare(trace: Trace, windows: list[StepWindow]) -> Replay | None:
     rt = trace.runtime
     launches = rt[name_search(rt["name"], KERNEL_LAUNCH)] if len(rt) else rt
     launch_ts = launches.drop_duplicates("correlation").set_index("correlation")["ts"]
-    launched = _Launched(trace.gpu, launch_ts)
-    syncs = rt[name_matches(rt["name"], SYNC_CALL)] if len(rt) else rt
-    ops = [_gpu_ops(launched, syncs, w) for w in chosen]
+    gpu, runtime = _ByStart(trace.gpu), _ByStart(rt)
+    ops = [_gpu_ops(gpu, runtime, launch_ts, w) for w in chosen]
     return Replay(chosen, host, ops)
 
 

@@ -87,8 +87,7 @@ def step_budget(steps: Steps, timeline: Timeline, capture: dict | None) -> StepB
 def on_estimate(budget: StepBudget, estimate: OverheadEstimate | None) -> StepBudget:
     """`budget` on the unprofiled step estimated from the trace (metrics/overhead.py), when the
     capture measured none: the host-side idle is rescaled to what the estimate leaves of it, as a
-    measured step rescales it (up, when the step timed from an idle GPU is longer than the
-    profiled window). Unchanged when a step was measured, nothing was estimated, or the
+    measured step rescales it. Unchanged when a step was measured, nothing was estimated, or the
     trace shows no host-side idle to rescale."""
     if budget.unprofiled_step_us or estimate is None:
         return budget
@@ -96,19 +95,12 @@ def on_estimate(budget: StepBudget, estimate: OverheadEstimate | None) -> StepBu
     if seen <= 0:
         return budget
     gpu = budget.busy_us + budget.kernel_wait_us + budget.other_wait_us
-    real = max(0.0, estimate.step_us - gpu)
+    real = min(seen, max(0.0, estimate.step_us - gpu))
     scale = real / seen
-    if scale <= 1:
-        basis = (
-            f"{estimate.text()}; host-side idle rescaled by {scale:.2f}: {percent(1 - scale)} of this host time "
-            f"is the profiler's own (estimated)"
-        )
-    else:  # a step timed from an idle GPU waits for its first launch, which the profiled window hid
-        basis = (
-            f"{estimate.text()}; host-side idle rescaled by {scale:.2f}: none of this host time is the "
-            f"profiler's own (estimated); the step timed from an idle GPU, as a capture times it, is longer "
-            f"than the profiled window"
-        )
+    basis = (
+        f"{estimate.text()}; host-side idle rescaled by {scale:.2f}: {percent(1 - scale)} of this host time "
+        f"is the profiler's own (estimated)"
+    )
     return dataclasses.replace(
         budget,
         host_paced_us=budget.host_paced_us * scale,
