@@ -154,34 +154,42 @@ def first_finding(diagnosis) -> tuple[str, float | None]:
 def verdicts() -> int:
     """Each capture folder's first finding (judged on its measured unprofiled step) beside its bare
     trace file's, judged on the profiled step as recorded and on the replayed estimate (the default), and how
-    many of each agree with the folder on the rule."""
+    many of each agree with the folder on the rule; then the step each bare trace file's report prints (the
+    estimate, on the step budget) against the folder's measured step (the mean of its timed steps)."""
     from diagnose import analyze
 
     agree = {"profiled": 0, "estimated": 0}
+    printed: dict[str, float] = {}
     total = 0
     print(
-        "| capture | folder | trace file alone, profiled step | trace file alone, estimated | same rule (profiled, estimated) |"
+        "| capture | folder | trace file alone, profiled step | trace file alone, estimated | same rule (profiled, estimated) "
+        "| step printed: trace file ÷ folder |"
     )
-    print("| --- | --- | --- | --- | --- |")
+    print("| --- | --- | --- | --- | --- | --- |")
     for name in sorted(captures()):
         folder = CAPTURES / name
-        f_rule, f_speed = first_finding(analyze(folder))
+        f_diag = analyze(folder)
+        f_rule, f_speed = first_finding(f_diag)
         p_rule, p_speed = first_finding(
             analyze(folder / "trace.json.gz", overrides={"timeline.profiler_overhead": 0.0})
         )
-        e_rule, e_speed = first_finding(
-            analyze(folder / "trace.json.gz", overrides={"timeline.profiler_overhead": 1.0})
-        )
+        e_diag = analyze(folder / "trace.json.gz", overrides={"timeline.profiler_overhead": 1.0})
+        e_rule, e_speed = first_finding(e_diag)
         agree["profiled"] += p_rule == f_rule
         agree["estimated"] += e_rule == f_rule
         total += 1
+        printed[name] = e_diag.summary.step_time_us / f_diag.summary.step_time_us - 1
         show = lambda rule, x: rule + (f" {x:.2f}×" if x else "")  # noqa: E731
         same = ", ".join("yes" if r == f_rule else "no" for r in (p_rule, e_rule))
-        print(f"| {name} | {show(f_rule, f_speed)} | {show(p_rule, p_speed)} | {show(e_rule, e_speed)} | {same} |")
+        print(
+            f"| {name} | {show(f_rule, f_speed)} | {show(p_rule, p_speed)} | {show(e_rule, e_speed)} | {same} "
+            f"| {printed[name]:+.0%} |"
+        )
     print(
         f"first finding's rule the same as the folder's: profiled step {agree['profiled']} of {total}, "
         f"estimated {agree['estimated']} of {total}"
     )
+    print(f"step the trace file's report prints against the folder's measured mean: {count_within(printed)}")
     return 0
 
 

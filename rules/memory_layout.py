@@ -11,8 +11,10 @@ rule adds up the GPU time of those kernels in the measured steps and fires when 
 the H200 capture of a ResNet-50-style net trained in fp32 NCHW (batch 64, 224², conv_nchw) the
 conversions take 10.6 % of the step (200 kernels, 3.4 ms of 32.3 ms); the same net in channels_last
 (conv_channels_last, also with bf16 autocast) runs none. The DataLoader fixture's small NCHW conv
-net fires too once its loader keeps up (host_loader_workers, 18 % of a 5.5 ms step), and stays quiet
-while the step waits for its input (host_loader_inline, 0.9 % of a 111 ms step).
+net would fire once its loader kept up (its conversions are 18 % of the 5.5 ms the GPU needs), and stays
+quiet while the step waits for its input: 0.9 % of a 111 ms step with the loading in the main process
+(host_loader_inline), under 4 % of the 26.9 ms mean step with four workers that fall behind
+(host_loader_workers).
 
 **Fix.** `channels-last`: `model.to(memory_format=torch.channels_last)` and
 `x = x.contiguous(memory_format=torch.channels_last)` for the input; convolutions then run on NHWC

@@ -120,3 +120,45 @@ def test_folder_and_bare_trace_name_the_same_bottleneck(name):
     speeds = [d.findings[0].est_speedup for d in (folder, bare) if d.findings]
     if len(speeds) == 2 and all(speeds):
         assert np.log(speeds[1] / speeds[0]) == pytest.approx(0.0, abs=np.log(1.6))
+
+
+def test_a_stall_that_only_some_steps_have_is_not_called_the_profilers():
+    """The replay's saving per step (a median over steps) comes off the budget's host idle (a mean over
+    steps): steps of unequal length keep their stalls. Before, the median replayed step stood in for the
+    mean profiled one, and most of a stalling DataLoader's wait was called the profiler's own."""
+    from diagnose.metrics.overhead import OverheadEstimate
+    from diagnose.metrics.step_time import StepBudget, on_estimate
+
+    budget = StepBudget(4, 15_000.0, None, 5_000.0, 0.0, 10_000.0, 0.0, 0.0, 0.0, "profiled step time")
+    estimate = OverheadEstimate(5_200.0, 5_500.0, {"cpu_op": 40.0}, 4, saving_us=300.0)
+    on = on_estimate(budget, estimate)
+    assert on.estimated_step_us == pytest.approx(14_700.0)
+    assert on.host_silent_us == pytest.approx(9_700.0)
+    assert on.host_scale == pytest.approx(0.97)
+    assert "estimated unprofiled step 14,700 µs against 15,000 µs profiled" in on.basis
+    assert "300 µs off a step" in on.basis and "3 % of this host time is the profiler's own" in on.basis
+
+
+def test_the_saving_is_never_more_than_the_host_idle():
+    """A GPU-bound step: the replay takes more off than the GPU ever waited, so the step is its GPU time."""
+    from diagnose.metrics.overhead import OverheadEstimate
+    from diagnose.metrics.step_time import StepBudget, on_estimate
+
+    budget = StepBudget(3, 32_700.0, None, 31_950.0, 100.0, 0.0, 0.0, 620.0, 0.0, "profiled step time")
+    on = on_estimate(budget, OverheadEstimate(32_200.0, 32_800.0, {}, 3, saving_us=600.0))
+    assert on.estimated_step_us == pytest.approx(31_950.0 + 620.0)
+    assert on.host_scale == 0.0
+
+
+def test_a_stalling_dataloader_stays_host_bound_on_the_trace_file_alone():
+    """host_loader_workers: four workers fall behind after their prefetched batches (profiled steps 36, 87, 6.4
+    and 5.3 ms). The replay finds a few hundred µs of profiler time a step, and the trace file alone says
+    host-bound, as its folder does on its mean step."""
+    bare = diagnosis_of(CAPTURES / "host_loader_workers" / "trace.json.gz").summary
+    assert bare.profiler_share_of_host_time < 0.05
+    assert bare.step_time_us > 0.9 * bare.profiled_step_time_us
+    folder = diagnosis_of(CAPTURES / "host_loader_workers")
+    assert [f.rule for f in folder.findings][:1] == ["host-bound"]
+    assert [f.rule for f in diagnosis_of(CAPTURES / "host_loader_workers" / "trace.json.gz").findings][:1] == [
+        "host-bound"
+    ]

@@ -27,7 +27,7 @@ def test_a_stored_upper_median_is_rederived_from_the_steps():
     assert normalised({"source": "s", "unprofiled_step_us": []}) == {"source": "s", "unprofiled_step_us": []}
 
 
-@pytest.mark.parametrize("name", ["decode_eager", "matmul_bf16", "python_batch_inline"])
+@pytest.mark.parametrize("name", ["decode_eager", "matmul_bf16", "python_batch_inline", "host_loader_workers"])
 def test_report_and_diff_quote_the_same_step_time(name):
     meta = json.loads((CAPTURES / name / "meta.json").read_text())
     steps = meta["timing"]["unprofiled_step_us"]
@@ -36,5 +36,15 @@ def test_report_and_diff_quote_the_same_step_time(name):
     shown = d.summary.unprofiled_step_time_us
     unprofiled, _ = step_samples(trace.capture, [])
     change = step_change(unprofiled, unprofiled, "unprofiled")
-    assert shown == pytest.approx(statistics.median(steps), abs=1e-3)
+    assert shown == pytest.approx(statistics.fmean(steps), abs=1e-3)  # the step a run pays
     assert shown == pytest.approx(change.before_us, abs=1e-3)
+
+
+def test_a_stall_every_few_steps_is_a_slower_step():
+    """One step in four stalls for 40 ms: the run pays 2× per step; a ratio of medians called it no change."""
+    before = [10_000.0 + (i % 3) * 10 for i in range(20)]
+    after = [10_000.0 + (i % 3) * 10 + (40_000.0 if i % 4 == 3 else 0.0) for i in range(20)]
+    change = step_change(before, after, "unprofiled")
+    assert change.verdict == "slower"
+    assert change.ratio == pytest.approx(2.0, rel=0.01)
+    assert change.before_us == pytest.approx(statistics.fmean(before))

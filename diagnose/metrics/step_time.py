@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from diagnose.base.step_timing import paid_step_us, timing_words
 from diagnose.metrics.overhead import OverheadEstimate
 from diagnose.vocabulary.units import percent
 from diagnose.metrics.steps import Steps
@@ -69,7 +70,7 @@ def step_budget(steps: Steps, timeline: Timeline, capture: dict | None) -> StepB
     busy = timeline.busy_us / n
     profiled = timeline.window_us / n
     timing = (capture or {}).get("timing") or {}
-    unprofiled = timing.get("median_us")
+    unprofiled = paid_step_us(timing)
     basis = "profiled step time (no unprofiled timing in the capture: host gaps include profiler overhead)"
     scale = 1.0
     if unprofiled:
@@ -78,7 +79,7 @@ def step_budget(steps: Steps, timeline: Timeline, capture: dict | None) -> StepB
         scale = host_real / host_seen if host_seen > 0 else 0.0
         paced, silent, after_sync = paced * scale, silent * scale, after_sync * scale
         basis = (
-            f"unprofiled median step time {unprofiled:,.0f} µs ({timing.get('source', 'measured')}); "
+            f"{timing_words(timing)} ({timing.get('source', 'measured')}); "
             f"host-side idle rescaled by {scale:.2f} to remove profiler overhead"
         )
     return StepBudget(n, profiled, unprofiled, busy, paced, silent, after_sync, kernel, other, basis, scale)
@@ -86,18 +87,22 @@ def step_budget(steps: Steps, timeline: Timeline, capture: dict | None) -> StepB
 
 def on_estimate(budget: StepBudget, estimate: OverheadEstimate | None) -> StepBudget:
     """`budget` on the unprofiled step estimated from the trace (metrics/overhead.py), when the
-    capture measured none: the host-side idle is rescaled to what the estimate leaves of it, as a
-    measured step rescales it. Unchanged when a step was measured, nothing was estimated, or the
-    trace shows no host-side idle to rescale."""
+    capture measured none: the replay's saving per step (the profiler's own host time on the step's
+    path) comes off the host-side idle the GPU shows, never more than that idle. The saving is a
+    median over steps, like the replay, and is taken off this budget's own per-step idle: steps of
+    unequal length (a DataLoader that stalls every few steps) keep their stalls, which are not the
+    profiler's. Unchanged when a step was measured, nothing was estimated, or the trace shows no
+    host-side idle to rescale."""
     if budget.unprofiled_step_us or estimate is None:
         return budget
     seen = budget.host_paced_us + budget.host_silent_us
     if seen <= 0:
         return budget
     gpu = budget.busy_us + budget.kernel_wait_us + budget.other_wait_us
-    real = min(seen, max(0.0, estimate.step_us - gpu))
+    real = min(seen, max(0.0, seen - estimate.saving_us))
     scale = real / seen
     basis = (
+        f"estimated unprofiled step {gpu + real:,.0f} µs against {budget.profiled_step_us:,.0f} µs profiled: "
         f"{estimate.text()}; host-side idle rescaled by {scale:.2f}: {percent(1 - scale)} of this host time "
         f"is the profiler's own (estimated)"
     )

@@ -38,6 +38,7 @@ import dataclasses
 import numpy as np
 import pandas as pd
 
+from diagnose.base.step_timing import paid_step_us
 from diagnose.vocabulary.collectives import collective_key
 from diagnose.metrics import Metrics
 from diagnose.metrics.accounting import HOST_PACED
@@ -141,7 +142,7 @@ def rank_profile(metrics: Metrics, rank: int, source: str, how: str = "order") -
         buckets=buckets,
         world_size=(trace.distributed or {}).get("world_size") if isinstance(trace.distributed, dict) else None,
         rank_how=how,
-        unprofiled_step_us=((trace.capture or {}).get("timing") or {}).get("median_us"),
+        unprofiled_step_us=paid_step_us((trace.capture or {}).get("timing")),
         kernel_kinds=kinds,
         work_rest_us=rest,
         forwards_per_step=round(forwards / n_steps, 2) if windows else None,

@@ -360,11 +360,14 @@ def capture_facts(capture: dict) -> list[tuple[str, str]]:
 
 
 def _timing_text(timing: dict) -> str | None:
-    if timing.get("median_us") is None:
+    if timing.get("mean_us") is None:
         return None
     runs = len(timing.get("unprofiled_step_us") or [])
     spread = f", min {duration(timing['min_us'])}" if timing.get("min_us") is not None else ""
-    return f"median {duration(timing['median_us'])}{spread} over {runs} steps ({timing.get('source', '')})"
+    return (
+        f"mean {duration(timing['mean_us'])}, median {duration(timing['median_us'])}{spread} over {runs} steps "
+        f"({timing.get('source', '')})"
+    )
 
 
 def _gib(n) -> str | None:
