@@ -5,8 +5,10 @@ run pays for is the mean (the timed steps' total over their count): a DataLoader
 fall behind every few steps, or a recompile every few steps, costs the run its slow steps, which a
 median leaves out (fixtures/captures/host_loader_workers: median 5.5 ms, mean 26.9 ms, the slow
 steps up to 108 ms once the workers' prefetched batches ran out). So the step budget, the report
-and the rank view start from `paid_step_us`; `diagnose diff` compares medians, where one slow
-step should not decide whether a change helped (diff/stats.py)."""
+and the rank view start from `paid_step_us`. `diagnose diff` compares medians (diff/stats.py): two
+runs of the same code differ by 1-2 % in their mean step (regress_base and its ten re-runs), more
+than its 1 % floor, where their medians do not.
+"""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 
 Two Diagnoses in (each side analysed once, by pipeline.analyse), one DiffReport out:
 
-- `stats.py`        step time before/after, a bootstrap interval on the ratio of means, the verdict
+- `stats.py`        step time before/after, a bootstrap interval on the ratio of medians, the verdict
 - `matching.py`     kernels matched by name family, ops by name and input shapes
 - `attribution.py`  the change split over the step-accounting buckets and, inside them, matched items
 - `changes.py`      findings that appeared, disappeared or changed severity

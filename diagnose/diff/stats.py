@@ -2,16 +2,13 @@
 
 The per-step times of each side are the unprofiled ones (meta.json `timing.unprofiled_step_us`)
 when *both* sides have them, else the profiled per-step durations of the trace (so the two sides
-are always on the same time base). The change is the ratio of means, after ÷ before: the step a
-run pays, as the report quotes it (base/step_timing.paid_step_us); its interval is a percentile
-bootstrap: both samples are resampled with replacement `RESAMPLES` times (a fixed seed, so a diff is
-reproducible), the ratio of the resampled means taken each time, and the central `CONFIDENCE` share
-of those ratios kept. Means, not medians: a change that stalls one step in four (a DataLoader that
-falls behind, a sync every few steps for logging) costs the run a quarter of its steps and leaves
-the median where it was; one slow step of noise (a GC pause) widens the interval instead, and
-`diff.min_effect` keeps a small shift from being called a change.
+are always on the same time base). The change is the ratio of medians, after ÷ before; its
+interval is a percentile bootstrap: both samples are resampled with replacement `RESAMPLES` times
+(a fixed seed, so a diff is reproducible), the ratio of the resampled medians taken each time, and
+the central `CONFIDENCE` share of those ratios kept. Medians, not means: one slow step (a GC
+pause, a clock change) moves a mean, not a median.
 
-The verdict is *slower* when the whole interval lies above 1 and the change of the mean is at least
+The verdict is *slower* when the whole interval lies above 1 and the median change is at least
 `diff.min_effect` (a fraction), *faster* when it lies below 1 with the same floor, else *no
 significant change*. The floor keeps two captures of the same code (which differ by a little more
 than their within-run noise says, since each capture is a new process) from being called
@@ -53,7 +50,7 @@ class StepChange:
     n_before: int
     n_after: int
     confidence: float = CONFIDENCE
-    method: str = "percentile bootstrap of the ratio of means"
+    method: str = "percentile bootstrap of the ratio of medians"
 
     @property
     def change_pct(self) -> float:
@@ -89,17 +86,17 @@ class StepChange:
 def ratio_interval(
     before, after, confidence: float = CONFIDENCE, resamples: int = RESAMPLES, seed: int = SEED
 ) -> tuple[float, float, float]:
-    """(mean(after) ÷ mean(before), low, high): the ratio and its percentile-bootstrap interval."""
+    """(median(after) ÷ median(before), low, high): the ratio and its percentile-bootstrap interval."""
     b = np.asarray(before, dtype=float)
     a = np.asarray(after, dtype=float)
-    if not len(b) or not len(a) or np.mean(b) <= 0:
+    if not len(b) or not len(a) or np.median(b) <= 0:
         raise ValueError("each side needs at least one positive step time")
-    ratio = float(np.mean(a) / np.mean(b))
+    ratio = float(np.median(a) / np.median(b))
     if len(b) < 2 or len(a) < 2:
         return ratio, ratio, ratio
     rng = np.random.default_rng(seed)
-    mb = np.mean(b[rng.integers(0, len(b), (resamples, len(b)))], axis=1)
-    ma = np.mean(a[rng.integers(0, len(a), (resamples, len(a)))], axis=1)
+    mb = np.median(b[rng.integers(0, len(b), (resamples, len(b)))], axis=1)
+    ma = np.median(a[rng.integers(0, len(a), (resamples, len(a)))], axis=1)
     ratios = ma / np.maximum(mb, 1e-12)
     tail = (1.0 - confidence) / 2.0
     low, high = np.quantile(ratios, [tail, 1.0 - tail])
@@ -122,8 +119,8 @@ def step_change(
     else:
         verdict = "no significant change"
     return StepChange(
-        float(np.mean(before)),
-        float(np.mean(after)),
+        float(np.median(before)),
+        float(np.median(after)),
         ratio,
         low,
         high,

@@ -16,6 +16,7 @@ from markupsafe import Markup
 
 from diagnose.model.findings import Diagnosis, Finding
 from diagnose.base.format import column_label, short_name
+from diagnose.base.step_timing import paid_step_us
 from diagnose.vocabulary.units import duration, fmt, is_number, percent
 from diagnose.memory.units import gb
 from diagnose.report import Renderer, charts, memory_charts
@@ -360,13 +361,14 @@ def capture_facts(capture: dict) -> list[tuple[str, str]]:
 
 
 def _timing_text(timing: dict) -> str | None:
-    if timing.get("mean_us") is None:
+    paid = paid_step_us(timing)
+    if paid is None:
         return None
     runs = len(timing.get("unprofiled_step_us") or [])
     spread = f", min {duration(timing['min_us'])}" if timing.get("min_us") is not None else ""
     return (
-        f"mean {duration(timing['mean_us'])}, median {duration(timing['median_us'])}{spread} over {runs} steps "
-        f"({timing.get('source', '')})"
+        f"mean {duration(paid)}, median "
+        f"{duration(timing['median_us'])}{spread} over {runs} steps ({timing.get('source', '')})"
     )
 
 

@@ -350,10 +350,10 @@ def top_offenders(rows, label: OffenderLabel, *, by: str | None = None, n: int =
 
 def time_base(budget) -> str:
     """The phrase an estimate's basis uses to say which step time it starts from: the capture's
-    unprofiled mean step where it timed steps without the profiler (base/step_timing.paid_step_us), else the
+    unprofiled step where it timed steps without the profiler (base/step_timing.paid_step_us), else the
     unprofiled step estimated from the trace, else the profiled step."""
     if budget.unprofiled_step_us:
-        return f"step time = unprofiled mean {budget.unprofiled_step_us:,.1f} µs"
+        return f"step time = unprofiled {budget.unprofiled_step_us:,.1f} µs"
     if getattr(budget, "estimated_step_us", None):
         return (
             f"step time = estimated unprofiled step {budget.estimated_step_us:,.1f} µs (no unprofiled timing: "
