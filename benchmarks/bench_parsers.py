@@ -22,6 +22,7 @@ whose events have one type per field; on a real kineto trace they refuse the fil
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import os
 import statistics
@@ -129,7 +130,14 @@ def main() -> int:
         }
     print(json.dumps(summary, indent=1))
     if args.json:
-        args.json.write_text(json.dumps({"machine": machine(), "rounds": rounds, "summary": summary}, indent=1))
+        doc = {
+            "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+            "machine": machine(),
+            "trace": args.trace.name,  # never an absolute path (tests/test_bench_floor.py)
+            "rounds": rounds,
+            "summary": summary,
+        }
+        args.json.write_text(json.dumps(doc, indent=1))
     return 0
 
 
