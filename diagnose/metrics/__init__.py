@@ -211,7 +211,8 @@ class Metrics:
             ),
             "step_time_us": round(b.step_us, 3),
             "profiled_step_time_us": round(b.profiled_step_us, 3),
-            "unprofiled_step_time_us": b.unprofiled_step_us,
+            # a measured step longer than the profiled one is not used (step_time.step_budget): the step is profiled
+            "unprofiled_step_time_us": None if b.synced_step_us else b.unprofiled_step_us,
             "estimated_unprofiled_step_time_us": (
                 round(b.estimated_step_us, 3) if b.estimated_step_us is not None else None
             ),

@@ -40,6 +40,8 @@ class StepBudget:
     basis: str
     host_scale: float = 1.0
     estimated_step_us: float | None = None  # the unprofiled step estimated from the trace (on_estimate)
+    # the measured step when it was longer than the profiled one (whose steps ran without the timing's syncs)
+    synced_step_us: float | None = None
 
     @property
     def step_us(self) -> float:
@@ -73,6 +75,18 @@ def step_budget(steps: Steps, timeline: Timeline, capture: dict | None) -> StepB
     unprofiled = paid_step_us(timing)
     basis = "profiled step time (no unprofiled timing in the capture: host gaps include profiler overhead)"
     scale = 1.0
+    if unprofiled and unprofiled > profiled:
+        # The capture times its steps with a sync after each and profiles them without one: a measured step
+        # longer than the profiled one holds those syncs (the profiler only adds time). The profiled step is
+        # then the closer bound on the free-running step, its idle as recorded.
+        basis = (
+            f"{timing_words(timing)} ({timing.get('source', 'measured')}) is longer than the profiled step, "
+            f"{profiled:,.0f} µs, whose steps ran without a sync between them: the profiler only adds time, so "
+            "the timing's syncs are in the difference and the profiled step is used, its idle as recorded"
+        )
+        return StepBudget(
+            n, profiled, profiled, busy, paced, silent, after_sync, kernel, other, basis, synced_step_us=unprofiled
+        )
     if unprofiled:
         host_real = max(0.0, unprofiled - busy - kernel - other)
         host_seen = paced + silent
@@ -87,9 +101,9 @@ def step_budget(steps: Steps, timeline: Timeline, capture: dict | None) -> StepB
 
 def on_estimate(budget: StepBudget, estimate: OverheadEstimate | None) -> StepBudget:
     """`budget` on the unprofiled step estimated from the trace (metrics/overhead.py), when the
-    capture measured none: the replay's saving per step (the profiler's own host time on the step's
-    path) comes off the host-side idle the GPU shows, never more than that idle. The saving is a
-    median over steps, like the replay, and is taken off this budget's own per-step idle: steps of
+    capture measured none: the replay's saving per step (the profiler's own host time on
+    the step's path) comes off the host-side idle the GPU shows, never more than that idle. The saving
+    is a median over steps, like the replay, and is taken off this budget's own per-step idle: steps of
     unequal length (a DataLoader that stalls every few steps) keep their stalls, which are not the
     profiler's. Unchanged when a step was measured, nothing was estimated, or the trace shows no
     host-side idle to rescale."""

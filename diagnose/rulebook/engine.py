@@ -352,6 +352,11 @@ def time_base(budget) -> str:
     """The phrase an estimate's basis uses to say which step time it starts from: the capture's
     unprofiled step where it timed steps without the profiler (base/step_timing.paid_step_us), else the
     unprofiled step estimated from the trace, else the profiled step."""
+    if getattr(budget, "synced_step_us", None):
+        return (
+            f"step time = profiled {budget.profiled_step_us:,.1f} µs (the unprofiled timing, "
+            f"{budget.synced_step_us:,.1f} µs, synchronised after each step, is longer)"
+        )
     if budget.unprofiled_step_us:
         return f"step time = unprofiled {budget.unprofiled_step_us:,.1f} µs"
     if getattr(budget, "estimated_step_us", None):
