@@ -54,3 +54,11 @@ def test_a_timed_step_longer_than_the_profiled_one_is_not_the_step():
     assert s.step_time_us == pytest.approx(s.profiled_step_time_us)
     assert s.unprofiled_step_time_us is None and s.step_basis == "profiled"
     assert "is longer than the profiled step" in s.time_basis
+
+
+def test_the_report_says_why_a_timed_capture_shows_its_profiled_step():
+    from diagnose.report.html import headline_tiles
+
+    d = diagnose_trace(load_capture("matmul_bf16"))
+    tile = next(t for t in headline_tiles(d) if t["label"] == "step time")
+    assert "timed with a sync after each step" in tile["note"]

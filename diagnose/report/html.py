@@ -245,6 +245,11 @@ def headline_tiles(d: Diagnosis) -> list[dict]:
             ),
             "profiled": "profiled: includes profiler overhead",
         }
+        synced = paid_step_us((d.capture or {}).get("timing"))
+        if synced:  # the timing, synchronised after each step, was longer than the profiled step (step_time.py)
+            notes["profiled"] = (
+                f"profiled: {duration(synced)} timed with a sync after each step, which the profiled steps did not have"
+            )
         tiles.append(
             {
                 "label": "step time",
