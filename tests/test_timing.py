@@ -62,3 +62,28 @@ def test_the_report_says_why_a_timed_capture_shows_its_profiled_step():
     d = diagnose_trace(load_capture("matmul_bf16"))
     tile = next(t for t in headline_tiles(d) if t["label"] == "step time")
     assert "timed with a sync after each step" in tile["note"]
+
+
+def test_diff_warns_when_only_some_steps_stall():
+    """The verdict compares medians; a stall one step in four leaves the median alone, and diff says so."""
+    from diagnose.diff.build import stall_warning
+
+    before = [10_000.0 + (i % 3) * 10 for i in range(20)]
+    after = [10_000.0 + (i % 3) * 10 + (40_000.0 if i % 4 == 3 else 0.0) for i in range(20)]
+    assert step_change(before, after, "unprofiled").verdict == "no significant change"
+    (warning,) = stall_warning(before, after)
+    assert "the mean step changed by +99.9 % and the median by +0.0 %" in warning
+    assert stall_warning(before, before) == []
+
+
+def test_identical_reruns_raise_no_stall_warning():
+    base = json.loads((CAPTURES / "regress_base" / "meta.json").read_text())["timing"]["unprofiled_step_us"]
+    for n in range(10):
+        again = json.loads((CAPTURES / f"regress_base_r{n}" / "meta.json").read_text())["timing"]["unprofiled_step_us"]
+        assert stall_warning_of(base, again) == [], n
+
+
+def stall_warning_of(before, after):
+    from diagnose.diff.build import stall_warning
+
+    return stall_warning(before, after)

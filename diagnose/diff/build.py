@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import statistics
+
 from diagnose.diff import matching
 from diagnose.diff.attribution import bucket_changes
 from diagnose.diff.changes import finding_changes
@@ -9,6 +11,8 @@ from diagnose.diff.model import DiffReport, Side
 from diagnose.diff.stats import MIN_EFFECT, gate_trips, step_change, step_samples
 from diagnose.base.errors import InputError
 from diagnose.model.findings import Diagnosis
+
+STALL_POINTS = 5.0  # mean and median changes this many percentage points apart: some steps stall
 
 
 def diff_diagnoses(
@@ -24,11 +28,12 @@ def diff_diagnoses(
     `paths` name the two sides as the user gave them. InputError when a side has no measured step."""
     samples, basis, warnings = _samples(before, after)
     change = step_change(*samples, basis=basis, min_effect=min_effect)
+    warnings += stall_warning(*samples)
     buckets = bucket_changes(before, after)
     if _time_base(before) != _time_base(after):
         warnings.append(
-            "the two sides' step accounting is on different time bases (one has unprofiled "
-            "timing, the other not): bucket changes mix profiled and unprofiled time"
+            "the two sides' step accounting is on different time bases (one on its unprofiled timing, "
+            "the other on its profiled step): bucket changes mix profiled and unprofiled time"
         )
     if before.device.get("name") and after.device.get("name") and before.device["name"] != after.device["name"]:
         warnings.append(f"different devices: {before.device['name']} before, {after.device['name']} after")
@@ -65,6 +70,23 @@ def _samples(before: Diagnosis, after: Diagnosis) -> tuple[tuple[list[float], li
     if min(len(prof_b), len(prof_a)) < 5:
         warnings.append(f"few steps ({len(prof_b)} before, {len(prof_a)} after): the interval is wide")
     return (prof_b, prof_a), "profiled per-step durations from the traces", warnings
+
+
+def stall_warning(before: list[float], after: list[float], points: float = STALL_POINTS) -> list[str]:
+    """A warning when the mean step moved `points` percentage points more than the median did: some steps of
+    one side are much slower than the rest (a DataLoader that falls behind, a sync every few steps). The
+    verdict compares medians, which such steps leave alone; a run pays the mean (base/step_timing.py)."""
+    if not before or not after or statistics.fmean(before) <= 0 or statistics.median(before) <= 0:
+        return []
+    mean_pct = (statistics.fmean(after) / statistics.fmean(before) - 1) * 100
+    median_pct = (statistics.median(after) / statistics.median(before) - 1) * 100
+    if abs(mean_pct - median_pct) < points:
+        return []
+    return [
+        f"the mean step changed by {mean_pct:+.1f} % and the median by {median_pct:+.1f} %: some steps are much "
+        "slower than the rest on one side (a DataLoader falling behind, a sync every few steps); the verdict "
+        "compares medians, and a run pays the mean"
+    ]
 
 
 def _time_base(d: Diagnosis) -> bool:
