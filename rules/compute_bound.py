@@ -33,9 +33,10 @@ or oddly shaped matrices), the rule stays quiet and says so: nothing this rule k
 sit at 91–99 % and the 512-token prefill at 82 %, while batch-1 decode is 4 % (decode_eager)
 and the GEMV decode steps have 0 % compute-bound matmuls (intensity ≈ 1–4 FLOP/byte against a
 ridge of 184); in the fp32 conv-net training capture (host_loader_workers) the convolution
-kernels take 40 % of the GPU's 5.5 ms and 8 % of the 26.9 ms mean step its DataLoader sets (cuDNN's NCHW↔NHWC transposes inside the same ops are memory traffic, not
-matrix math, and are not counted), and in the small-MLP training captures (sync_item,
-sync_free) fp32 matmuls take 22–24 % (the quiet detail still notes their unused tensor cores).
+kernels take 40 % of the GPU's 5.5 ms and 8 % of the 26.9 ms mean step its DataLoader sets
+(cuDNN's NCHW↔NHWC transposes inside the same ops are memory traffic, not matrix math, and are
+not counted), and in the small-MLP training captures (sync_item, sync_free) fp32 matmuls take
+22–24 % (the quiet detail still notes their unused tensor cores).
 `min_defect_saving` 0.3: below `min_share`, missing tensor cores or misaligned dimensions still
 fire when fixing them would save at least 30 % of the step, a 1.4× gain no one should miss: the
 TensorBoard tutorial's fp32 ResNet-50 on a V100 (fixtures/peer/kineto, num_workers 4) has its

@@ -60,7 +60,8 @@ class StepBudget:
 
 
 def step_budget(steps: Steps, timeline: Timeline, capture: dict | None) -> StepBudget:
-    """Build the per-step budget, corrected to the unprofiled step time where one was measured."""
+    """Build the per-step budget, corrected to the unprofiled step time where one was measured; on the
+    profiled step as recorded where the measured one, synchronised after each step, is the longer."""
     n = max(len(steps.windows), 1)
     gaps = timeline.gaps
     host = gaps[gaps["kind"] == "host"]

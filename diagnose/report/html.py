@@ -16,7 +16,7 @@ from markupsafe import Markup
 
 from diagnose.model.findings import Diagnosis, Finding
 from diagnose.base.format import column_label, short_name
-from diagnose.base.step_timing import paid_step_us
+from diagnose.base.step_timing import paid_step_us, set_aside_timing
 from diagnose.vocabulary.units import duration, fmt, is_number, percent
 from diagnose.memory.units import gb
 from diagnose.report import Renderer, charts, memory_charts
@@ -245,8 +245,8 @@ def headline_tiles(d: Diagnosis) -> list[dict]:
             ),
             "profiled": "profiled: includes profiler overhead",
         }
-        synced = paid_step_us((d.capture or {}).get("timing"))
-        if synced:  # the timing, synchronised after each step, was longer than the profiled step (step_time.py)
+        synced = set_aside_timing(s.step_basis, d.capture)
+        if synced:
             notes["profiled"] = (
                 f"profiled: {duration(synced)} timed with a sync after each step, which the profiled steps did not have"
             )

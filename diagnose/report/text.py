@@ -13,7 +13,7 @@ import io
 from rich.console import Console
 from rich.table import Table
 
-from diagnose.base.step_timing import paid_step_us
+from diagnose.base.step_timing import set_aside_timing
 from diagnose.model.findings import Diagnosis, Summary
 from diagnose.vocabulary.units import fmt, percent, plural
 from diagnose.report import Renderer
@@ -69,8 +69,8 @@ def print_summary(diagnosis: Diagnosis, console: Console, outputs: dict[str, str
     s = d.summary
     if s.step_time_us is not None:
         basis = s.step_basis
-        synced = paid_step_us((d.capture or {}).get("timing"))
-        if basis == "profiled" and synced:  # the timing, synchronised after each step, was longer (step_time.py)
+        synced = set_aside_timing(basis, d.capture)
+        if synced:
             basis = f"profiled; {fmt(synced)} µs timed with a sync after each step"
         console.print(
             f"  step {fmt(s.step_time_us)} µs ({basis}) · GPU busy {percent(s.gpu_busy_fraction or 0)} · "
