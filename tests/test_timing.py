@@ -8,6 +8,7 @@ import statistics
 import pytest
 
 from diagnose.rulebook.assemble import diagnose_trace
+from diagnose.diff.build import stall_warning
 from diagnose.diff.stats import step_change, step_samples
 from diagnose.base.step_timing import normalised, paid_step_us, timing_summary
 
@@ -66,8 +67,6 @@ def test_the_report_says_why_a_timed_capture_shows_its_profiled_step():
 
 def test_diff_warns_when_only_some_steps_stall():
     """The verdict compares medians; a stall one step in four leaves the median alone, and diff says so."""
-    from diagnose.diff.build import stall_warning
-
     before = [10_000.0 + (i % 3) * 10 for i in range(20)]
     after = [10_000.0 + (i % 3) * 10 + (40_000.0 if i % 4 == 3 else 0.0) for i in range(20)]
     assert step_change(before, after, "unprofiled").verdict == "no significant change"
@@ -80,10 +79,4 @@ def test_identical_reruns_raise_no_stall_warning():
     base = json.loads((CAPTURES / "regress_base" / "meta.json").read_text())["timing"]["unprofiled_step_us"]
     for n in range(10):
         again = json.loads((CAPTURES / f"regress_base_r{n}" / "meta.json").read_text())["timing"]["unprofiled_step_us"]
-        assert stall_warning_of(base, again) == [], n
-
-
-def stall_warning_of(before, after):
-    from diagnose.diff.build import stall_warning
-
-    return stall_warning(before, after)
+        assert stall_warning(base, again) == [], n
