@@ -53,6 +53,7 @@ def _rollup(pid: int) -> tuple[int, int]:
 
 def measure(command: list[str], every: float = 0.02) -> dict:
     """Run `command` to its end, sampling its process tree; the peaks and the timeline."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)  # cumulative over every child this process reaped
     start = time.perf_counter()
     proc = subprocess.Popen(command)
     peak_pss = peak_rss = peak_procs = 0
@@ -65,15 +66,17 @@ def measure(command: list[str], every: float = 0.02) -> dict:
         time.sleep(every)
     wall = time.perf_counter() - start
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    user, system = usage.ru_utime - before.ru_utime, usage.ru_stime - before.ru_stime
     return {
         "command": command,
         "rc": proc.returncode,
         "wall_s": round(wall, 2),
-        "cpu_s": round(usage.ru_utime + usage.ru_stime, 2),
-        "user_s": round(usage.ru_utime, 2),
-        "system_s": round(usage.ru_stime, 2),
+        "cpu_s": round(user + system, 2),
+        "user_s": round(user, 2),
+        "system_s": round(system, 2),
         "peak_pss_sum": peak_pss,
         "peak_rss_sum": peak_rss,
+        # the largest of any child reaped so far (getrusage keeps no per-run maximum): an upper bound after the first run
         "max_rss_one_process": usage.ru_maxrss * 1024,
         "peak_processes": peak_procs,
         "timeline": timeline,
