@@ -162,3 +162,39 @@ def test_a_stalling_dataloader_stays_host_bound_on_the_trace_file_alone():
     assert [f.rule for f in diagnosis_of(CAPTURES / "host_loader_workers" / "trace.json.gz").findings][:1] == [
         "host-bound"
     ]
+
+
+PEER_WITH_STACK = ROOT / "fixtures" / "peer" / "tracelens" / "h100"
+
+
+@pytest.mark.parametrize("name", ["Falconsai_nsfw_image_detection__1016002", "gaunernst_bert-small-uncased__1016001"])
+def test_with_stacks_python_tracing_is_a_part_of_what_the_estimate_takes_out(name):
+    """A with_stack trace (TraceLens, H100) says what its Python function events alone add to the step:
+    more than nothing, never more than the whole estimate took off; and the text report prints it."""
+    d = diagnosis_of(PEER_WITH_STACK / f"{name}.json.gz")
+    s = d.summary
+    assert s.python_tracing_us_per_step is not None and s.python_tracing_us_per_step > 0
+    assert s.python_tracing_us_per_step <= s.profiled_step_time_us - s.step_time_us
+    trace = load_target(PEER_WITH_STACK / f"{name}.json.gz")
+    replay = prepare(trace, Metrics(trace).steps.windows)
+    everything = replay.estimate()
+    all_but_python = replay.estimate({k: v for k, v in COSTS.items() if k != "python_function"})
+    # the same counterfactual, the other way round: leaving Python's cost in lengthens the step by about that much
+    assert all_but_python.step_us - everything.step_us == pytest.approx(everything.python_tracing_us, rel=0.05, abs=1)
+    assert "Python function events a step" in everything.text()
+
+
+def test_a_trace_without_python_events_says_nothing_of_python_tracing():
+    d = diagnosis_of(CAPTURES / "decode_eager" / "trace.json.gz")
+    assert d.summary.estimated_unprofiled_step_time_us is not None
+    assert d.summary.python_tracing_us_per_step is None
+    assert "Python tracing" not in d.summary.time_basis
+
+
+def test_the_text_report_names_python_tracing_on_the_step_line(tmp_path, capsys):
+    from diagnose.front.cli import main
+
+    path = PEER_WITH_STACK / "Falconsai_nsfw_image_detection__1016002.json.gz"
+    assert main([str(path), "-o", str(tmp_path)]) in (0, 1)
+    step_line = next(line for line in capsys.readouterr().out.splitlines() if line.strip().startswith("step "))
+    assert "estimated unprofiled; 7,894 µs profiled" in step_line and "with_stack's Python tracing" in step_line

@@ -99,7 +99,11 @@ def test_a_findings_json_from_before_the_typed_model_reads_typed():
     assert labels["launch-overhead"] == ["op"] * 8 and labels["memory-bound"] == ["chain"] * 8
     assert labels["straggler"][0] == "rank" and set(labels["straggler"][1:]) == {"op"}
     again = d.to_dict()
-    added = {"estimated_unprofiled_step_time_us", "profiler_share_of_host_time"}  # additive, None when absent
+    added = {  # additive, None when absent
+        "estimated_unprofiled_step_time_us",
+        "profiler_share_of_host_time",
+        "python_tracing_us_per_step",
+    }
     assert all(again["summary"][k] is None for k in added)
     assert {k: v for k, v in again["summary"].items() if k not in added} == old["summary"]
     for was, now in zip(old["findings"], again["findings"]):  # the same rows, `label` added

@@ -197,6 +197,14 @@ class Metrics:
         """A total over all measured steps, per step."""
         return total / max(len(self.steps.windows), 1)
 
+    def _python_tracing_us(self) -> float | None:
+        """What with_stack's Python tracing added to a step, by the estimate (never more than it took off
+        the step); None without an estimate or without Python function events."""
+        b, o = self.budget, self.overhead
+        if b.estimated_step_us is None or o is None or o.events.get("python_function", 0.0) < 1:
+            return None
+        return round(min(o.python_tracing_us, max(0.0, b.profiled_step_us - b.step_us)), 1)
+
     def summary(self) -> dict:
         """The headline numbers of the report."""
         b, tl = self.budget, self.timeline
@@ -217,6 +225,7 @@ class Metrics:
                 round(b.estimated_step_us, 3) if b.estimated_step_us is not None else None
             ),
             "profiler_share_of_host_time": round(1 - b.host_scale, 4) if b.estimated_step_us is not None else None,
+            "python_tracing_us_per_step": self._python_tracing_us(),
             "gpu_busy_fraction": round(min(1.0, b.busy_us / b.step_us), 4) if b.step_us else 0.0,
             "gpu_busy_fraction_profiled": round(tl.busy_fraction, 4),
             "gpu_busy_us_per_step": round(b.busy_us, 3),

@@ -69,15 +69,32 @@ class OverheadEstimate:
     events: dict  # recorded host events per step by kind (medians over the replayed steps)
     steps_replayed: int
     saving_us: float = 0.0  # what the replay took off a step: the median of (profiled − replayed) per step
+    python_tracing_us: float = 0.0  # of that saving, what with_stack's Python function events alone added
+
+    def python_text(self) -> str:
+        """What with_stack's Python tracing added to a step, in words ("" when the trace has none)."""
+        calls = self.events.get("python_function", 0.0)
+        if calls < 1:
+            return ""
+        return (
+            f"with_stack's Python tracing ({calls:,.0f} Python function events a step) {self.python_tracing_us:,.0f} µs"
+        )
 
     def text(self) -> str:
         """The estimate in words, for the time basis: what the replay took off a step, and from what."""
-        counts = ", ".join(f"{v:,.0f} {k.replace('_', ' ')}s" for k, v in self.events.items() if v >= 1)
+        counts = ", ".join(f"{v:,.0f} {_plural(k)}" for k, v in self.events.items() if v >= 1)
         return (
             f"the profiler's own host time per event taken out by replaying {self.steps_replayed} step(s) "
             f"of {counts or 'no events'} (diagnose/metrics/overhead.py): {self.saving_us:,.0f} µs off a step "
             f"(median step {self.profiled_us:,.0f} µs profiled, {self.step_us:,.0f} µs replayed)"
+            + (f", of which {self.python_text()}" if self.python_text() else "")
         )
+
+
+def _plural(kind: str) -> str:
+    """An event kind in words, plural ("kernel_launch" → "kernel launches")."""
+    words = kind.replace("_", " ").replace("cpu op", "CPU op").replace("python", "Python")
+    return words + ("es" if words.endswith("ch") else "s")
 
 
 @dataclasses.dataclass
@@ -351,6 +368,7 @@ class Replay:
         scale *= self.host_speed
         per_event = np.array([costs.get(k, 0.0) * scale for k in KINDS])
         replayed = [_replay(self.host, per_event, g, w) for g, w in zip(self.ops, self.windows)]
+        python_us = self._python_tracing_us(per_event, replayed)
         profiled = [w.end - w.start for w in self.windows]
         starts = np.searchsorted(self.host.ts, [w.start for w in self.windows], side="left")
         stops = np.searchsorted(self.host.ts, [w.end for w in self.windows], side="left")
@@ -358,8 +376,24 @@ class Replay:
         events = {k: float(np.median(per_step[:, i])) for i, k in enumerate(KINDS)}
         saving = float(np.median(np.subtract(profiled, replayed)))
         return OverheadEstimate(
-            float(np.median(replayed)), float(np.median(profiled)), events, len(self.windows), max(saving, 0.0)
+            float(np.median(replayed)),
+            float(np.median(profiled)),
+            events,
+            len(self.windows),
+            max(saving, 0.0),
+            min(python_us, max(saving, 0.0)),
         )
+
+    def _python_tracing_us(self, per_event: np.ndarray, replayed: list[float]) -> float:
+        """What the Python function events alone add to a step: the steps replayed with every other
+        kind's cost taken out and theirs kept, against `replayed` (0 without such events)."""
+        python = KINDS.index("python_function")
+        if per_event[python] <= 0 or self.host.running[-1, python] < 1:
+            return 0.0
+        kept = per_event.copy()
+        kept[python] = 0.0
+        with_python = [_replay(self.host, kept, g, w) for g, w in zip(self.ops, self.windows)]
+        return max(0.0, float(np.median(np.subtract(with_python, replayed))))
 
 
 def prepare(trace: Trace, windows: list[StepWindow]) -> Replay | None:

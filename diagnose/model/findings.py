@@ -420,6 +420,7 @@ class Summary(msgspec.Struct):
     # and the share of the host-side idle that is the profiler's own by that estimate
     estimated_unprofiled_step_time_us: float | None = None
     profiler_share_of_host_time: float | None = None
+    python_tracing_us_per_step: float | None = None  # of the profiler's own time, what with_stack's Python events add
     gpu_busy_fraction: float | None = None
     gpu_busy_fraction_profiled: float | None = None
     gpu_busy_us_per_step: float | None = None

@@ -241,7 +241,12 @@ def headline_tiles(d: Diagnosis) -> list[dict]:
             "unprofiled": "measured without the profiler",
             "estimated unprofiled": (
                 f"estimated without the profiler ({duration(s.profiled_step_time_us or 0)} profiled, "
-                f"{percent(s.profiler_share_of_host_time or 0)} of its host time the profiler's own)"
+                f"{percent(s.profiler_share_of_host_time or 0)} of its host time the profiler's own"
+                + (
+                    f", {duration(s.python_tracing_us_per_step)} of it with_stack's Python tracing)"
+                    if s.python_tracing_us_per_step is not None
+                    else ")"
+                )
             ),
             "profiled": "profiled: includes profiler overhead",
         }
