@@ -233,7 +233,8 @@ def _decide(idle: _Idle, t: dict[str, float]) -> Severity | Quiet:
     if idle.share < t["min_recoverable_share"]:
         return Quiet(
             f"launch-bound idle {percent(idle.share)} of the step < {percent(t['min_recoverable_share'])}"
-            f" ({idle.per_step:.0f} kernels per step, median {idle.median_us:.1f} µs){note}"
+            f" ({idle.per_step:.0f} kernel{'' if round(idle.per_step) == 1 else 's'} per step, "
+            f"median {idle.median_us:.1f} µs){note}"
         )
     if idle.median_us >= t["small_kernel_us"] and idle.host_per_launch >= t["max_dispatch_us"]:
         return Quiet(

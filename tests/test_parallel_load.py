@@ -53,12 +53,15 @@ def _assert_same(a, b):
     for name in ("gpu", "runtime", "ops", "gpu_annotations", "syncs", "memory"):
         pd.testing.assert_frame_equal(getattr(a, name), getattr(b, name), obj=name)
     assert a.t0_us == b.t0_us
+    assert a.session_end_us == b.session_end_us
     assert a.warnings == b.warnings
 
 
 @pytest.mark.parametrize("path", CAPTURES + PEERS, ids=lambda p: Path(p).parent.name + "/" + Path(p).name[:24])
 def test_parallel_frames_equal_single_process(path, monkeypatch):
-    _assert_same(_parallel(path, monkeypatch), _single(path, monkeypatch))
+    single = _single(path, monkeypatch)
+    _assert_same(_parallel(path, monkeypatch), single)
+    assert single.session_end_us is not None, "every kineto trace here records its session span"
 
 
 def _mixed_trace(tmp_path) -> Path:

@@ -195,3 +195,46 @@ def test_identical_layers_of_one_forward_are_not_steps(tmp_path):
     path.write_text(json.dumps({"traceEvents": events}))
     steps = find_steps(load_target(path))
     assert len(steps.windows) == 1 and "one window" in steps.how
+
+
+TRITON = PEER_TRACES / "hta" / "triton_example" / "triton_example.json.gz"
+
+
+def test_a_step_left_open_past_the_session_is_cut_at_its_end(tmp_path, capsys):
+    """HTA's triton_example: its ProfilerStep#1 is written as lasting 13.3 s, but the profiling session
+    (kineto's `Trace` span) ended 1.7 ms into it, after one compiled call and one kernel. The step is cut
+    there, the report says so, and the verdict is a cold start, not 13 s of host work."""
+    trace = load_target(TRITON)
+    assert trace.session_end_us is not None and trace.session_end_us < 2_000
+    steps = find_steps(trace)
+    assert len(steps.windows) == 1 and steps.windows[0].end <= trace.session_end_us + 1
+    assert "13.3 s after the profiling session" in steps.how and "cut at the session's end" in steps.how
+    assert main([str(TRITON), "-o", str(tmp_path / "out"), "--no-html"]) == 0
+    text = capsys.readouterr().out
+    assert "  steps: " in text and "cut at the session's end" in text
+    data = json.loads((tmp_path / "out" / "findings.json").read_text())
+    assert data["summary"]["profiled_step_time_us"] < 2_000
+    assert not data["findings"] and "cold start" in data["verdict"]
+
+
+def test_steps_inside_the_session_are_left_as_recorded(tmp_path):
+    """SYNTHETIC: the same step ranges with a session span that covers them, and one that ends 400 µs
+    before the last step's range does (under the slack): nothing is cut."""
+    _trace(tmp_path, 4, step_range="ProfilerStep#0")
+    path = tmp_path / "synthetic_steps.json.gz"
+    doc = json.loads(gzip.decompress(path.read_bytes()))
+    for end in (4_000.0, 3_500.0):
+        doc["traceEvents"] = [e for e in doc["traceEvents"] if e.get("cat") != "Trace"] + [
+            {
+                "ph": "X",
+                "cat": "Trace",
+                "name": "PyTorch Profiler (0)",
+                "pid": "Spans",
+                "tid": "PyTorch Profiler",
+                "ts": -50,
+                "dur": end + 50,
+            }
+        ]
+        path.write_bytes(gzip.compress(json.dumps(doc).encode()))
+        steps = find_steps(load_target(path))
+        assert "session" not in steps.how and len(steps.windows) == 4

@@ -21,11 +21,12 @@ import pandas as pd
 from diagnose.metrics.launches import lookup
 from diagnose.trace.model import Trace
 from diagnose.trace.names import name_match
-from diagnose.vocabulary.markers import ITERATION_MARKS, OUR_STEP, PROFILER_STEP
+from diagnose.vocabulary.markers import ITERATION_MARKS, OUR_STEP, PROFILER_STEP, SESSION_CUT
 
 MIN_MARKS = 3  # marks that make a step (two whole steps at least)
 COLD_FACTOR = 2.0
 MIN_PATTERN_COVER = 0.8  # a repeating op pattern must span this share of the top-level ops
+SESSION_SLACK_US = 1_000.0  # a range ending this much after the profiling session's end was left open
 
 
 @dataclasses.dataclass
@@ -83,7 +84,8 @@ def find_steps(trace: Trace) -> Steps:
             break
         marked = annotations[name_match(annotations["name"], pattern)]
         if len(marked):
-            steps = Steps(_windows_from_ranges(trace, marked), how, annotated=True)
+            marked, cut = _within_session(trace, marked)
+            steps = Steps(_windows_from_ranges(trace, marked), how + cut, annotated=True)
             # diagnose ran the warm-up itself before its ranges; a step after it that is slow is not cold
             return steps if pattern is OUR_STEP else _without_cold_start(steps)
     found = _iteration_marks(annotations) or _repeated_range(annotations) or _op_pattern(trace)
@@ -94,6 +96,26 @@ def find_steps(trace: Trace) -> Steps:
         _whole_window(trace),
         "no step ranges in the trace: the span of its GPU activity is analysed as one window",
         annotated=False,
+    )
+
+
+def _within_session(trace: Trace, marked: pd.DataFrame) -> tuple[pd.DataFrame, str]:
+    """`marked` with every range cut at the end of the profiling session, and a note saying so ("" when
+    none outlived it). A step still open when the profiler stopped is written with the time it closed,
+    which can be long after: nothing in that tail was recorded, or could have been."""
+    end = trace.session_end_us
+    if end is None or not len(marked):
+        return marked, ""
+    over = marked["end"].to_numpy(float) > end + SESSION_SLACK_US
+    if not over.any():
+        return marked, ""
+    first = marked[over].iloc[0]
+    marked = marked.copy()
+    marked.loc[over, "end"] = np.maximum(marked.loc[over, "ts"].to_numpy(float), end)
+    marked["dur"] = marked["end"] - marked["ts"]
+    return marked, (
+        f"; {first['name']} is recorded as ending {(float(first['end']) - end) / 1e6:,.3g} s after the profiling "
+        f"session did (a step left open when the profiler stopped): {SESSION_CUT}"
     )
 
 
@@ -265,6 +287,8 @@ def _whole_window(trace: Trace) -> list[StepWindow]:
         n = len(trace.gpu)
     elif len(trace.ops):
         start, end = float(trace.ops["ts"].min()), float(trace.ops["end"].max())
+        if trace.session_end_us is not None:
+            end = max(start, min(end, trace.session_end_us + SESSION_SLACK_US))
         n = 0
     else:
         return []

@@ -36,8 +36,9 @@ ANNOTATION_COLUMNS = ["name", "ts", "dur", "device", "stream"]
 SYNC_COLUMNS = ["name", "ts", "dur", "device", "stream", "correlation", "wait_on_stream"]
 PYTHON_COLUMNS = ["name", "ts", "dur", "tid"]  # with_stack=True: python_function events
 MEMORY_COLUMNS = ["ts", "bytes", "total_allocated", "total_reserved", "device_id", "device_type", "addr", "tid"]
+SESSION_COLUMNS = ["ts", "dur"]  # kineto's `Trace` span: the profiling session, which no event outlives
 
-NO_CAT, GPU, RUNTIME, OPS, ANNOTATIONS, SYNCS, PYTHON, OTHER = range(8)
+NO_CAT, GPU, RUNTIME, OPS, ANNOTATIONS, SYNCS, PYTHON, SESSION, OTHER = range(9)
 FAMILY_OF: dict[str | None, int] = {
     None: NO_CAT,
     **{c: GPU for c in GPU_CATS},
@@ -46,6 +47,7 @@ FAMILY_OF: dict[str | None, int] = {
     "gpu_user_annotation": ANNOTATIONS,
     "cuda_sync": SYNCS,
     "python_function": PYTHON,
+    "Trace": SESSION,
 }
 PHASE_OF = {"X": 1, "i": 2, "I": 2}
 GPU_KIND = {"kernel": "kernel", "gpu_memcpy": "memcpy", "gpu_memset": "memset", **legacy.GPU_CATEGORIES}
@@ -56,6 +58,7 @@ FRAMES = {
     ANNOTATIONS: ("gpu_annotations", ANNOTATION_COLUMNS),
     SYNCS: ("syncs", SYNC_COLUMNS),
     PYTHON: ("python", PYTHON_COLUMNS),
+    SESSION: ("sessions", SESSION_COLUMNS),
 }
 ARRAY_COLUMNS = {"ts", "dur", "correlation", "external_id"}
 INT64_MAX = 2**63 - 1
@@ -299,6 +302,9 @@ class FrameBuilder:
         out["name"].append(self._name_codes(events))
         out["tid"].append(_piece(_get("tid", events)))
 
+    def _sessions(self, events: list[Event], out: dict) -> None:
+        """Nothing beyond the span's times (kept by `add`)."""
+
     def _memory(self, events: list[Event], instants: np.ndarray, ts: np.ndarray) -> None:
         """The allocator's `[memory]` instant events among the chunk's instants (`events`, at rows
         `instants`), column by column."""
@@ -384,10 +390,12 @@ class FrameBuilder:
             warnings.append(f"{self.bad} events with missing, non-finite or negative times were ignored")
         self.compact()
         frames = {key: _frame(self.columns.pop(key), columns) for key, columns in FRAMES.values()}
+        sessions = frames.pop("sessions")  # it starts before the first event: not a part of the timeline
         frames["memory"] = allocator.usable(_frame(self.columns.pop("memory"), MEMORY_COLUMNS), warnings)
         frames = drop_time_outliers(frames, warnings)
         starts = [f["ts"].min() for f in frames.values() if len(f)]
         t0 = float(min(starts)) if starts else 0.0
+        ends = sessions["ts"].astype("float64") + sessions["dur"].astype("float64") if len(sessions) else []
         for key, frame in frames.items():
             frame["ts"] = frame["ts"].astype("float64") - t0
             if "dur" in frame:
@@ -400,6 +408,7 @@ class FrameBuilder:
                 frame = frame.sort_values("ts", kind="stable")
             frames[key] = frame.reset_index(drop=True)
         frames["t0"] = t0
+        frames["session_end"] = float(max(ends)) - t0 if len(ends) else None
         return frames
 
 

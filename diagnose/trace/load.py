@@ -102,6 +102,7 @@ def load_trace_file(path: Path, allow_empty: bool = False, on_progress=None, max
         warnings=warnings,
         t0_us=frames["t0"],
         python=frames["python"],
+        session_end_us=frames["session_end"],
     )
 
 

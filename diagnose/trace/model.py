@@ -29,6 +29,8 @@ class Trace:
       syncs            CUPTI synchronisation records (kineto `cuda_sync`)
       memory           allocator events (profile_memory=True)
       python           Python function events (with_stack=True)
+    `session_end_us`: where the profiling session ended; a range recorded as ending later (a step left
+    open when the profiler stopped) did not run to that end under the profiler.
 
     A Trace is read-only once loaded: metrics, Nsight Compute measurements and what the rules
     learn live beside it (diagnose.metrics.Metrics, engine.Context), never on it.
@@ -49,6 +51,8 @@ class Trace:
     python: pd.DataFrame = dataclasses.field(
         default_factory=lambda: pd.DataFrame(columns=["name", "ts", "dur", "tid", "end"])
     )
+    # the end of the profiling session (kineto's `Trace` span), µs from the first event; None when not recorded
+    session_end_us: float | None = None
 
     @functools.cached_property
     def cpu_ops(self) -> pd.DataFrame:

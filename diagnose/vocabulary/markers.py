@@ -32,6 +32,8 @@ ITERATION_MARKS = (
 TORCH_RANGES = re.compile(r"^(ProfilerStep#\d+|enumerate\(DataLoader\)#|Optimizer\.(step|zero_grad)#)")
 # how metrics/steps.py says the steps were found by one of the two step ranges (the usual case)
 STEP_RANGE_HOWS = ("diagnose step ranges", "ProfilerStep#N ranges")
+# the end of how steps were found when a step range outlived the profiling session (metrics/steps.py)
+SESSION_CUT = "cut at the session's end"
 
 
 def step_label(index: int) -> str:
