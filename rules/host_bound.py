@@ -200,21 +200,31 @@ def _word(
     return Finding(
         rule=rule.id,
         severity=severity,
-        title=rule.title,
+        title=COMPILED_TITLE if named.compiled else rule.title,
         evidence=_evidence(ctx, work, named, t),
         offenders=offenders[:MAX_OFFENDERS],
         fixes=fixes,
         est_speedup=estimate,
         recoverable_us=round(work.budget.step_us - new_step, 1) if estimate else None,
         basis=_basis(work, new_step, estimate) + compiled_note + _unnamed_note(ctx, work, named),
-        why=(
-            "The GPU can only run what the host has queued. When the main process spends its time "
-            "decoding, augmenting, tokenising or copying the next batch, nothing is queued and the GPU "
-            "idles. CUDA graphs do not help here: the batch still has to be made. Doing that work in "
-            "DataLoader worker processes, ahead of time, and copying from pinned memory without "
-            "blocking, lets it overlap with the GPU's work on the current batch."
-        ),
+        why=COMPILED_WHY if named.compiled else LOADER_WHY,
     )
+
+
+COMPILED_TITLE = "Host-bound: the GPU waits while the compiled call's own Python runs"
+LOADER_WHY = (
+    "The GPU can only run what the host has queued. When the main process spends its time "
+    "decoding, augmenting, tokenising or copying the next batch, nothing is queued and the GPU "
+    "idles. CUDA graphs do not help here: the batch still has to be made. Doing that work in "
+    "DataLoader worker processes, ahead of time, and copying from pinned memory without "
+    "blocking, lets it overlap with the GPU's work on the current batch."
+)
+COMPILED_WHY = (
+    "The GPU can only run what the host has queued. A torch.compile'd call runs Python of its own "
+    'every time: dynamo\'s guard checks, the AOT wrapper and, with mode="reduce-overhead", the CUDA-graph '
+    "tree's bookkeeping. Here that host work, not data loading, is what the GPU waits for. One CUDA "
+    "graph of the whole step replays its kernels without running any of it."
+)
 
 
 def _evidence(ctx, work: _HostWork, named: _Named, t: dict[str, float]) -> list[Evidence]:

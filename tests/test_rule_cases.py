@@ -1,4 +1,5 @@
-"""Runs every case in fixtures/cases/*.yaml: the rule must fire, stay quiet or be skipped as stated.
+"""Runs every case in fixtures/cases/*.yaml: the rule must fire, stay quiet or be skipped as stated,
+and the report's verdict must hold a case's `verdict` text where it gives one.
 
 A case is judged on the analysis a user gets, every rule at once: a case at default thresholds reads
 the session's analysis of its target (conftest.diagnosis_of, shared with the golden, accounting and
@@ -121,6 +122,8 @@ def _run(rule_id, case, ncu=None):
 @pytest.mark.parametrize("rule_id,case", list(_cases()))
 def test_case(rule_id, case):
     diagnosis, fired, skipped = _run(rule_id, case)
+    if "verdict" in case:  # what the whole report concludes, for a target where the case is its verdict
+        assert case["verdict"] in diagnosis.verdict, diagnosis.verdict
     expected = case["fires"]
     if expected == "skipped":
         assert skipped, f"{rule_id} should have been skipped; findings={fired}"

@@ -160,13 +160,15 @@ def _between_ops(parts: list[pd.DataFrame], n: int) -> pd.DataFrame:
 
 
 def _step_thread(ops: pd.DataFrame, window, regions: pd.DataFrame):
-    """The thread that ran the step: its step range's thread, else the one with most regions in it."""
+    """The thread that ran the step: its step range's thread where compiled regions ran on it or none ran
+    in the step, else the one with most regions in it (kineto can write a ProfilerStep range under another
+    thread id than the ops it holds: HTA's triton_example)."""
     if not len(ops):
         return None
     label = ops[(ops["name"] == window.label) & (ops["ts"] == window.cpu_start)]
-    if len(label):
-        return label["tid"].iat[0]
     inside = regions[(regions["ts"] >= window.cpu_start) & (regions["ts"] < window.cpu_end)]
+    if len(label) and (not len(inside) or (inside["tid"] == label["tid"].iat[0]).any()):
+        return label["tid"].iat[0]
     if len(inside):
         return inside["tid"].mode().iat[0]
     return ops["tid"].mode().iat[0]
