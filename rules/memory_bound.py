@@ -251,7 +251,8 @@ def _measure(ctx, t) -> "list[dict] | Quiet | Skip":
             else "no chain with recorded shapes"
         )
         return Quiet(
-            f"no bandwidth-bound unfused chain: {len(chains)} chains of ≥ {t['min_chain_ops']:.0f} kernels, {where}"
+            f"no bandwidth-bound unfused chain: {len(chains)} chain{'' if len(chains) == 1 else 's'} of "
+            f"≥ {t['min_chain_ops']:.0f} kernels, {where}"
         )
     return good
 
