@@ -218,6 +218,8 @@ def test_a_step_left_open_past_the_session_is_cut_at_its_end(tmp_path, capsys):
     # its ProfilerStep range has another thread id than the ops it holds: the compiled call is still found
     compile_line = next(c["detail"] for c in data["checked"] if c["rule"] == "compile-breaks")
     assert compile_line.startswith("1 compiled graph(s) per step")
+    assert main([str(TRITON), "-o", str(tmp_path / "html")]) == 0
+    assert "cut at the session&#39;s end" in (tmp_path / "html" / "report.html").read_text()  # the steps caption
 
 
 def test_steps_inside_the_session_are_left_as_recorded(tmp_path):

@@ -114,7 +114,7 @@ def report_context(d: Diagnosis) -> dict:
             percent_keys={"share_of_gpu_time"},
             max_chars=KERNEL_NAME_CHARS,
         ),
-        **steps_view(details.steps or []),
+        **steps_view(details.steps or [], d.summary.steps_found_by),
         "capture": capture_facts(d.capture or {}),
         "memory_parts": memory_parts_table((details.memory or {}).get("breakdown") or {}),
     }
@@ -124,17 +124,18 @@ STEP_ROWS = 40  # more measured steps than this: the table lists the first and t
 FIRST_STEPS, LONGEST_STEPS = 3, 10
 
 
-def steps_view(steps: list[dict]) -> dict:
+def steps_view(steps: list[dict], found_by: str | None = None) -> dict:
     """The steps table and its caption: every step, or for a long trace the first and the longest ones
-    (findings.json holds them all, and the step-time chart draws them all)."""
-    caption = "Each measured step in profiled time (the profiler stretches host-side gaps)."
+    (findings.json holds them all, and the step-time chart draws them all), and how the steps were found."""
+    how = f" Steps: {found_by}." if found_by else ""
+    caption = "Each measured step in profiled time (the profiler stretches host-side gaps)." + how
     if len(steps) <= STEP_ROWS:
         return {"steps": records_table(steps), "steps_note": caption}
     longest = sorted(range(len(steps)), key=lambda i: -(steps[i].get("duration_us") or 0))[:LONGEST_STEPS]
     shown = sorted(set(range(FIRST_STEPS)) | set(longest))
     note = (
         f"{len(steps):,} measured steps in profiled time: the first {FIRST_STEPS} and the {LONGEST_STEPS} longest "
-        "are listed (the chart above draws every one, findings.json lists every one)."
+        "are listed (the chart above draws every one, findings.json lists every one)." + how
     )
     return {"steps": records_table([steps[i] for i in shown]), "steps_note": note}
 
