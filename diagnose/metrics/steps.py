@@ -6,9 +6,12 @@ a training loop leaves without them (the ends of `Optimizer.step#…`, the start
 repeats; else the repeating pattern of the top-level ops (whole iterations only: what precedes the
 first repetition and follows the last must be made of the same ops, which one forward's layers,
 between an embedding and a head, are not). A step between two marks runs from one
-mark to the next, so N marks give N − 1 whole steps. In a trace from elsewhere, a first step at
-least COLD_FACTOR × the median of the others is a cold start (lazy loading, autotuning, first-call
-allocations) and is left out; diagnose's own ranges start after its warm-up steps.
+mark to the next, so N marks give N − 1 whole steps. A first step at least COLD_FACTOR × the median
+of the others, and longer than the second, is a cold start (lazy loading, autotuning, first-call
+allocations) and is left out. That holds for diagnose's own ranges too: they start after its warm-up
+steps, but the profiler's own start-up can spill into the first of them (compile_graphs: 1,543 µs,
+then 781, 535 and 483 µs with the same events). A first stall followed by a longer one is the
+loop's own (host_loader_workers' DataLoader: 36 ms, then 87 ms) and is kept.
 """
 
 from __future__ import annotations
@@ -85,9 +88,7 @@ def find_steps(trace: Trace) -> Steps:
         marked = annotations[name_match(annotations["name"], pattern)]
         if len(marked):
             marked, cut = _within_session(trace, marked)
-            steps = Steps(_windows_from_ranges(trace, marked), how + cut, annotated=True)
-            # diagnose ran the warm-up itself before its ranges; a step after it that is slow is not cold
-            return steps if pattern is OUR_STEP else _without_cold_start(steps)
+            return _without_cold_start(Steps(_windows_from_ranges(trace, marked), how + cut, annotated=True))
     found = _iteration_marks(annotations) or _repeated_range(annotations) or _op_pattern(trace)
     if found is not None:
         cuts, how = found
@@ -205,12 +206,14 @@ def _op_pattern(trace: Trace) -> tuple[np.ndarray, str] | None:
 
 
 def _without_cold_start(steps: Steps) -> Steps:
-    """`steps` without its first window when that one is a cold start (COLD_FACTOR × the median)."""
+    """`steps` without its first window when that one is a cold start: at least COLD_FACTOR × the median
+    of the others, and longer than the step after it (a start that decays; a first stall followed by a
+    longer one is the loop's own, as a DataLoader that falls behind every few steps)."""
     windows = steps.windows
     if len(windows) < 3:
         return steps
     first = windows[0].duration
-    if first < COLD_FACTOR * float(np.median([w.duration for w in windows[1:]])):
+    if first < COLD_FACTOR * float(np.median([w.duration for w in windows[1:]])) or first <= windows[1].duration:
         return steps
     kept = windows[1:]
     for i, w in enumerate(kept):
