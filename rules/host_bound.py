@@ -289,8 +289,9 @@ def _offenders(work: _HostWork, named: _Named) -> list[Offender]:
 
 def _fixes(named: _Named, offenders: list[Offender]) -> tuple[list[Fix], str]:
     """(the fixes, the basis note for compiled code): DataLoader workers and pinned memory (pinned memory
-    first when pageable copies, and neither a DataLoader nor a code line, explain it); one CUDA graph of the
-    whole step first for compiled code that reads from no DataLoader."""
+    first when pageable copies, and neither a DataLoader nor a code line, explain it); for compiled code
+    that reads from no DataLoader, one CUDA graph of the whole step, then pinned memory only where
+    pageable copies are there to pin."""
     name = offenders[0].name if offenders and offenders[0].label == "code" else None
     top_code = name if isinstance(name, str) else None  # a code line's name is its "file:line function"
     fixes = [fix("dataloader-workers", code=_loader_code(top_code)), fix("pinned-memory", code=_pinned_code())]
@@ -298,7 +299,10 @@ def _fixes(named: _Named, offenders: list[Offender]) -> tuple[list[Fix], str]:
         fixes.reverse()
     if not named.compiled:
         return fixes, ""
-    fixes.insert(0, fix("cuda-graphs", code=_whole_step_graph_code()))
+    # no DataLoader to give workers; pinned memory only where pageable copies are there to pin
+    fixes = [fix("cuda-graphs", code=_whole_step_graph_code())] + [
+        f for f in fixes if f.id == "pinned-memory" and named.pageable["count"]
+    ]
     return fixes, (
         "; the step runs torch.compile'd code and reads from no DataLoader, so its host work is "
         "the compiled call's own Python, which one CUDA graph of the whole step skips"

@@ -145,6 +145,8 @@ def test_case(rule_id, case):
             assert case["fix"] in [x.id for x in finding.fixes]
         if "first_fix" in case:
             assert finding.fixes[0].id == case["first_fix"], [x.id for x in finding.fixes]
+        if "fixes" in case:  # the whole list, in order
+            assert [x.id for x in finding.fixes] == case["fixes"]
         if "offender_rank" in case:
             assert finding.offenders[0].rank == case["offender_rank"]
 
