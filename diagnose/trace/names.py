@@ -8,18 +8,45 @@ row. These helpers call the test once per distinct value and spread the answer w
 from __future__ import annotations
 
 import re
+import weakref
 from typing import Callable
 
 import numpy as np
 import pandas as pd
 
 
+FACTORIZE_ROWS = 10_000  # columns this long are factorized once and their codes kept while they live
+_FACTORS: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # id of a column's array → (codes, distinct names)
+
+
 def name_test(names: pd.Series, test: Callable[[str], object]) -> np.ndarray:
     """Whether `test(name)` is true, for each row of `names` (non-strings never pass)."""
     if not len(names):
         return np.zeros(0, dtype=bool)
+    if len(names) >= FACTORIZE_ROWS:
+        codes, distinct = _factorized(names)
+        passed = np.fromiter((isinstance(n, str) and bool(test(n)) for n in distinct), bool, len(distinct))
+        return np.append(passed, False)[codes]  # code -1, a missing name, reads the False at the end
     hits = [n for n in pd.unique(names) if isinstance(n, str) and test(n)]
     return names.isin(hits).to_numpy(bool) if hits else np.zeros(len(names), dtype=bool)
+
+
+def _factorized(names: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    """(codes, distinct names) of a long column, made once per array: a trace's frames are read-only once
+    loaded, and a rule tests the same name column many times (ops, runtime calls, kernels). The entry goes
+    when the array does, before its id can be given to another object."""
+    array = names.array
+    key = id(array)
+    hit = _FACTORS.get(key)
+    if hit is None:
+        codes, distinct = pd.factorize(array, use_na_sentinel=True)
+        hit = (codes, np.asarray(distinct, dtype=object))
+        try:
+            weakref.finalize(array, _FACTORS.pop, key, None)
+        except TypeError:  # an array that takes no weak reference is not kept
+            return hit
+        _FACTORS[key] = hit
+    return hit
 
 
 def name_search(names: pd.Series, pattern: re.Pattern) -> np.ndarray:
