@@ -36,7 +36,7 @@ ANNOTATION_COLUMNS = ["name", "ts", "dur", "device", "stream"]
 SYNC_COLUMNS = ["name", "ts", "dur", "device", "stream", "correlation", "wait_on_stream"]
 PYTHON_COLUMNS = ["name", "ts", "dur", "tid"]  # with_stack=True: python_function events
 MEMORY_COLUMNS = ["ts", "bytes", "total_allocated", "total_reserved", "device_id", "device_type", "addr", "tid"]
-SESSION_COLUMNS = ["ts", "dur"]  # kineto's `Trace` span: the profiling session, which no event outlives
+SESSION_COLUMNS = ["ts", "dur"]  # kineto's `Trace` span: the profiling session (GPU records may end after it)
 
 NO_CAT, GPU, RUNTIME, OPS, ANNOTATIONS, SYNCS, PYTHON, SESSION, OTHER = range(9)
 FAMILY_OF: dict[str | None, int] = {
