@@ -329,7 +329,7 @@ class _Placed:
     main_rung: str | None  # None when no op is compute-bound
     main_peak: float
     defect_saving: float = 0.0  # share of the step that fixing missing tensor cores / misalignment saves
-    fp32_note: str = ""  # the share of the step in fp32 matrix math on CUDA cores, for a quiet detail
+    fp32_note: str = ""  # the share of the step in fp32 matrix math on CUDA cores, for a quiet detail (_fp32_note)
 
 
 def _measure(ctx, t, ops: pd.DataFrame, step_us: float, n: int) -> "_Placed | Quiet | Skip":
@@ -340,9 +340,10 @@ def _measure(ctx, t, ops: pd.DataFrame, step_us: float, n: int) -> "_Placed | Qu
     matrix_share = m.per_step(matrix["matrix_us"].sum()) / step_us
     busy_us = _busy_us(m, step_us)
     matrix_busy_share = m.per_step(matrix["matrix_us"].sum()) / busy_us
+    fp32_note = _fp32_note(matrix, step_us, n)
     small = Quiet(
         f"matmul/convolution kernels take {percent(matrix_busy_share)} of the GPU's busy time "
-        f"< {percent(t['min_share'])}{_fp32_note(matrix, step_us, n)}"
+        f"< {percent(t['min_share'])}{fp32_note}"
     )
     known = matrix[matrix["flops"].notna() & (matrix["flops"] > 0)]
     if not len(matrix):  # (only with min_share 0)
@@ -361,9 +362,7 @@ def _measure(ctx, t, ops: pd.DataFrame, step_us: float, n: int) -> "_Placed | Qu
     defect_saving = m.per_step(defects["saving_us"].sum()) / step_us
     if matrix_busy_share < t["min_share"] and defect_saving < t["min_defect_saving"]:
         return small
-    placed = _placed(m, spec, (step_us, busy_us), n, matrix_share, rows, defect_saving)
-    placed.fp32_note = _fp32_note(matrix, step_us, n)
-    return placed
+    return _placed(m, spec, step_us, busy_us, n, matrix_share, rows, defect_saving, fp32_note)
 
 
 def _busy_us(m: Metrics, step_us: float) -> float:
@@ -375,18 +374,19 @@ def _busy_us(m: Metrics, step_us: float) -> float:
 def _placed(
     m: Metrics,
     spec: DeviceSpec,
-    times: tuple[float, float],
+    step_us: float,
+    busy_us: float,
     n: int,
     matrix_share: float,
     rows: pd.DataFrame,
     defect_saving: float,
+    fp32_note: str,
 ) -> "_Placed":
     """The placed ops with their compute-bound ones, those with an issue that saves time, and the
     throughput of the precision that leads among the compute-bound ones."""
     cb = rows[rows["compute_bound"]]
     main_rung = cb.groupby("rung")["matrix_us"].sum().idxmax() if len(cb) else None
     main = cb[cb["rung"] == main_rung]  # a share of a peak is of one precision's ops only
-    step_us, busy_us = times
     return _Placed(
         metrics=m,
         spec=spec,
@@ -403,6 +403,7 @@ def _placed(
         main_rung=main_rung,
         main_peak=(spec.peak(main_rung) or math.nan) if main_rung else math.nan,
         defect_saving=defect_saving,
+        fp32_note=fp32_note,
     )
 
 
@@ -434,7 +435,8 @@ _DEFECT_FIX_WORDS = {"tensor-cores-unused": "tensor cores", "misaligned": "padde
 def _target_names(acting: pd.DataFrame) -> str:
     """The precisions or changes the acting ops would move to, in words."""
     names = []
-    for issue, target in zip(acting["issue"], acting["target"].astype(str)):
+    pairs = acting[["issue", "target"]].drop_duplicates()
+    for issue, target in zip(pairs["issue"], pairs["target"].astype(str)):
         name = RUNG_NAMES.get(target, target) if issue == "next-rung" else _DEFECT_FIX_WORDS.get(issue, issue)
         if name not in names:
             names.append(name)

@@ -35,8 +35,8 @@ step; the eager SwiGLU chain (77 % of its step) is far above, the fp32 conv-net 
 capture's chains (bias-add → ReLU → pool and their backward at 3.1–3.8 TB/s) are 14 % of the
 5.5 ms its GPU needs but below 10 % of the steps its DataLoader sets (host_loader_workers, 26.9 ms
 a step on average; host_loader_inline, 0.7 % of a 110 ms step). `min_chain_ops` 2: one kernel has
-nothing to fuse with. Severity is low below `medium_share` (a saving of 25 %, 1.33×), medium from it, high from `high_share` (50 %,
-2×): swiglu_eager (77 %) is high, tv_resnet50_channels_last low.
+nothing to fuse with. Severity is low below `medium_share` (a saving of 25 %, 1.33×), medium from
+it, high from `high_share` (50 %, 2×): swiglu_eager (77 %) is high, tv_resnet50_channels_last low.
 
 **Fix.** `torch-compile`: `torch.compile` (Inductor) fuses the chain into one or two Triton
 kernels that read the inputs and write the outputs once; `triton-kernel`: a hand-written Triton

@@ -83,11 +83,12 @@ class OverheadEstimate:
     def text(self) -> str:
         """The estimate in words, for the time basis: what the replay took off a step, and from what."""
         counts = ", ".join(f"{v:,.0f} {_plural(k)}" for k, v in self.events.items() if v >= 1)
+        python = self.python_text()
         return (
             f"the profiler's own host time per event taken out by replaying {self.steps_replayed} step(s) "
             f"of {counts or 'no events'} (diagnose/metrics/overhead.py): {self.saving_us:,.0f} µs off a step "
             f"(median step {self.profiled_us:,.0f} µs profiled, {self.step_us:,.0f} µs replayed)"
-            + (f", of which {self.python_text()}" if self.python_text() else "")
+            + (f", of which {python}" if python else "")
         )
 
 
