@@ -139,7 +139,7 @@ def test_two_ranges_repeating_alike_are_not_guessed(tmp_path):
 
 def test_repeating_op_pattern(tmp_path):
     steps = find_steps(_trace(tmp_path, 5))
-    assert "repeating pattern of top-level ops" in steps.how
+    assert "repeating pattern of top-level activity" in steps.how
     assert len(steps.windows) == 5
 
 
