@@ -30,9 +30,7 @@ WARMUP = "diagnose/warmup "
 
 def is_marker(name: object) -> bool:
     """A step marker a plain recording would not have."""
-    return isinstance(name, str) and bool(
-        OUR_STEP.match(name) or PROFILER_STEP.match(name) or name.startswith(WARMUP)
-    )
+    return isinstance(name, str) and bool(OUR_STEP.match(name) or PROFILER_STEP.match(name) or name.startswith(WARMUP))
 
 
 def strip_markers(src: Path, dest: Path) -> int:
@@ -104,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
             row = {"name": name, "marked": marked, "plain": plain, **compare(marked, plain)}
             rows.append(row)
             flag = "" if row["same_first"] else "  <- first finding differs"
-            step = f"{(plain['step_us'] / marked['step_us'] - 1) * 100:+.0f} %" if marked['step_us'] else '?'
+            step = f"{(plain['step_us'] / marked['step_us'] - 1) * 100:+.0f} %" if marked["step_us"] else "?"
             print(
                 f"{name:32s} {marked['rule']:>16s} {marked['estimate'] or '-':>6} | "
                 f"{plain['rule']:>16s} {plain['estimate'] or '-':>6} | step {marked['step_us']:>10,.0f} -> "

@@ -117,7 +117,8 @@ def _joined_by_gaps(period: Period, tokens: list[str], starts: np.ndarray, ends:
     cuts = period.cuts
     repeats = len(cuts) - 1
     pure = cuts[0] == 0 and cuts[-1] == len(tokens)
-    if not pure or repeats < 2 * MIN_REPEATS:
+    graph = "GraphLaunch" in period.head  # a graph replays a whole captured step, not an inner loop of one
+    if not pure or repeats < 2 * MIN_REPEATS or graph:
         return period
     # the host's pause before each repetition after the first: pauses[j] precedes cut index j + 1
     pauses = np.array([starts[c] - ends[c - 1] for c in cuts[1:-1]], dtype=float)
@@ -126,10 +127,10 @@ def _joined_by_gaps(period: Period, tokens: list[str], starts: np.ndarray, ends:
         for offset in range(m):
             marks = (at - offset) % m == 0
             joined = list(range(offset, repeats + 1, m))  # cut indices of whole joined iterations
-            if len(joined) < MIN_REPEATS + 1 or marks.all() or not marks.any():
-                continue
+            if len(joined) < MIN_REPEATS + 2 or (~marks).sum() < 3 or not marks.any():
+                continue  # three whole iterations at least, and pauses inside them to compare with
             inside = pauses[~marks].max()
             if pauses[marks].min() > max(GAP_FACTOR * inside, inside + GAP_FLOOR_US):
                 return dataclasses.replace(period, cuts=[cuts[i] for i in joined], length=period.length * m, by_gaps=m)
-    inner = period.length <= INNER_LOOP_LENGTH and repeats >= INNER_LOOP_REPEATS
+    inner = period.length <= INNER_LOOP_LENGTH and repeats >= INNER_LOOP_REPEATS and not graph
     return dataclasses.replace(period, ambiguous=inner)

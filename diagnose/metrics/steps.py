@@ -29,8 +29,9 @@ from diagnose.vocabulary.markers import ITERATION_MARKS, LIBRARY_RANGES, OUR_STE
 
 MIN_MARKS = 3  # marks that make a step (two whole steps at least)
 COLD_FACTOR = 2.0
-# steps found without marks: the profiler's own start-up always lands in the first iteration (no absorbing
-# warm-up step takes it, as diagnose's capture has), so a smaller excess marks it as a cold start
+# steps not marked by diagnose (ProfilerStep#N, iteration marks, patterns): the profiler's own start-up always
+# lands in the first iteration (no absorbing warm-up step takes it, as diagnose's capture has), so a smaller
+# excess marks it as a cold start
 COLD_FACTOR_UNMARKED = 1.5
 MIN_PATTERN_COVER = 0.8  # a repeating op pattern must span this share of the top-level ops
 SESSION_SLACK_US = 1_000.0  # a range ending this much after the profiling session's end was left open
@@ -96,7 +97,10 @@ def find_steps(trace: Trace) -> Steps:
         marked = annotations[name_match(annotations["name"], pattern)]
         if len(marked):
             marked, cut = _within_session(trace, marked)
-            return _without_cold_start(Steps(_windows_from_ranges(trace, marked), how + cut, annotated=True))
+            steps = Steps(_windows_from_ranges(trace, marked), how + cut, annotated=True)
+            # ProfilerStep#0 holds the profiler's start-up as an unmarked first iteration does; diagnose's
+            # own ranges start after a warm-up step that absorbs it
+            return _without_cold_start(steps, COLD_FACTOR if pattern is OUR_STEP else COLD_FACTOR_UNMARKED)
     found = _iteration_marks(trace, annotations) or _repeated_range(annotations) or _activity_pattern(trace)
     if found is not None:
         cuts, how, known = found
