@@ -343,3 +343,29 @@ def test_describe_names_the_path_and_what_to_do():
     )
     assert "standard output" in os_errors.describe(os_errors.on_stdout(OSError(errno.EIO, "Input/output error")))
     assert json.dumps(os_errors.describe(OSError(errno.EISDIR, "Is a directory", "/d")))  # one line of text
+
+
+@needs_torch
+def test_a_capture_under_a_file_size_limit_keeps_the_previous_output(tmp_path):
+    """Kineto writes its trace under the limit without a word: the cut-short trace is caught, one line."""
+    out = tmp_path / "out"
+    fast = ["--warmup", "1", "--steps", "2", "--timed-steps", "2", "--no-html", "-q"]
+    workload = [ROOT / "tests" / "workloads" / "ending.py", "clean"]
+    assert diagnose("-o", out, *fast, *workload, cwd=tmp_path).returncode == 0
+    before = tree_state(out)
+    with untouched_outside(out):
+        line = one_line(diagnose("-o", out, *fast, *workload, cwd=tmp_path, preexec_fn=_limit_file_size(16000)))
+    assert "ulimit -f" in line and str(out) in line
+    assert tree_state(out) == before, "the previous output folder is left as it was"
+
+
+def test_a_trace_cut_short_is_told_from_a_whole_one(tmp_path):
+    from diagnose.capture.child import whole_json_gzip
+
+    whole = json.dumps({"traceEvents": [{"name": "x"}] * 1000}).encode() + b"\n"
+    cases = {"whole": whole, "cut": whole[: len(whole) // 2], "empty": b""}
+    for name, body in cases.items():
+        (tmp_path / name).write_bytes(gzip.compress(body))
+    (tmp_path / "truncated-gzip").write_bytes(gzip.compress(whole)[:-20])
+    assert whole_json_gzip(tmp_path / "whole")
+    assert not any(whole_json_gzip(tmp_path / n) for n in ("cut", "empty", "truncated-gzip", "missing"))
