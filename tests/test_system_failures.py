@@ -369,3 +369,19 @@ def test_a_trace_cut_short_is_told_from_a_whole_one(tmp_path):
     (tmp_path / "truncated-gzip").write_bytes(gzip.compress(whole)[:-20])
     assert whole_json_gzip(tmp_path / "whole")
     assert not any(whole_json_gzip(tmp_path / n) for n in ("cut", "empty", "truncated-gzip", "missing"))
+
+
+@needs_torch
+@pytest.mark.parametrize("ending, code", [("clean", 0), ("raise", 3)])
+def test_a_workloads_progress_and_error_text_reach_the_terminal_inert(tmp_path, ending, code):
+    """FORCE_COLOR makes stderr a terminal for rich, so the progress line is drawn from the workload's reports."""
+    fast = ["--warmup", "1", "--steps", "2", "--timed-steps", "2", "--no-html"]
+    workload = [ROOT / "tests" / "workloads" / "hostile_progress.py", *(["raise"] if ending == "raise" else [])]
+    proc = diagnose("-o", tmp_path / "out", *fast, *workload, cwd=tmp_path, env={"FORCE_COLOR": "1"})
+    err = proc.stderr.decode("utf-8", "replace")
+    assert proc.returncode == code, err
+    assert "Traceback (most recent call last)" not in err.split("the workload's traceback")[0]
+    for raw in ("\x1b[2J", "\x1b]0;", "\x07", "\x9b", "\u202e", "\x08"):
+        assert raw not in err and raw not in proc.stdout.decode("utf-8", "replace"), repr(raw)
+    if ending == "raise":
+        assert "\\x1b[2J" in err, "the workload's error is shown, escaped"
