@@ -385,3 +385,23 @@ def test_a_workloads_progress_and_error_text_reach_the_terminal_inert(tmp_path, 
         assert raw not in err and raw not in proc.stdout.decode("utf-8", "replace"), repr(raw)
     if ending == "raise":
         assert "\\x1b[2J" in err, "the workload's error is shown, escaped"
+
+
+@needs_torch
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="no /dev/full")
+def test_a_sweep_with_stdout_on_dev_full_and_under_a_file_size_limit(tmp_path):
+    sweep = [
+        f"{ROOT / 'fixtures' / 'workloads' / 'attention.py'}:make_step",
+        *("--param", "impl=naive", "--param", "heads=2", "--sweep", "seq=32,64"),
+        *("--warmup", "1", "--steps", "2", "--timed-steps", "2"),
+    ]
+    out = tmp_path / "out"
+    with open("/dev/full", "wb") as full:
+        line = one_line(diagnose(*sweep, "-o", out, stdout=full, cwd=tmp_path))
+    assert "standard output: No space left on device" in line
+    assert (out / "sweep.json").is_file(), "the output folder is written before stdout"
+    before = tree_state(out)
+    with untouched_outside(out):
+        line = one_line(diagnose(*sweep, "-o", out, cwd=tmp_path, preexec_fn=_limit_file_size(16000)))
+    assert "ulimit -f" in line
+    assert tree_state(out) == before, "the previous output folder is left as it was"
