@@ -405,3 +405,45 @@ def test_a_sweep_with_stdout_on_dev_full_and_under_a_file_size_limit(tmp_path):
         line = one_line(diagnose(*sweep, "-o", out, cwd=tmp_path, preexec_fn=_limit_file_size(16000)))
     assert "ulimit -f" in line
     assert tree_state(out) == before, "the previous output folder is left as it was"
+
+
+@pytest.fixture
+def tiny_disk(tmp_path):
+    """A 64 KiB tmpfs (root only, where mounts are allowed; skipped elsewhere), unmounted afterwards."""
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    if os.geteuid() != 0 or not shutil.which("mount"):
+        pytest.skip("a tmpfs needs root (the monkeypatched full disk above runs everywhere)")
+    made = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(disk)], capture_output=True)
+    if made.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {made.stderr.decode(errors='replace').strip()}")
+    try:
+        yield disk
+    finally:
+        subprocess.run(["umount", str(disk)], check=False)
+
+
+@pytest.mark.parametrize("what", ["trace", "md", pytest.param("capture", marks=needs_torch)])
+def test_a_real_full_disk(tiny_disk, tmp_path, what):
+    (tiny_disk / "filler").write_bytes(b"\0" * 56_000)
+    out = tiny_disk / "out"
+    argv = {
+        "trace": [SMALL, "-o", out],
+        "md": [SMALL, "-o", out, "--format", "md"],
+        "capture": [
+            "-o",
+            out,
+            "--warmup",
+            "1",
+            "--steps",
+            "2",
+            "--timed-steps",
+            "2",
+            ROOT / "tests" / "workloads" / "ending.py",
+            "clean",
+        ],
+    }[what]
+    with untouched_outside(out, tiny_disk):
+        line = one_line(diagnose(*argv, cwd=tmp_path))
+    assert "No space left on device" in line and str(out) in line
+    assert sorted(p.name for p in tiny_disk.iterdir()) == ["filler"]
