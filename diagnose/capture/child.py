@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
+import gzip
 import importlib.util
 import json
 import os
@@ -17,6 +18,7 @@ import runpy
 import sys
 import time
 import traceback
+import zlib
 from pathlib import Path
 
 from diagnose.capture.compile_log import CompileLog
@@ -30,6 +32,20 @@ from diagnose.base.step_timing import timing_summary
 from diagnose.vocabulary.markers import nvtx_label, step_label, warmup_label
 
 TRACE_FILE = "trace.json.gz"
+TRACE_CUT_SHORT = "the profiler wrote the trace cut short (it reports no error: a full disk or a file-size limit)"
+
+
+def whole_json_gzip(path: Path) -> bool:
+    """True when `path` is gzip that inflates, to its end, to text ending in `}` (a whole JSON object),
+    read a block at a time."""
+    last = b""
+    try:
+        with gzip.open(path, "rb") as stream:
+            while block := stream.read(1 << 20):
+                last = block.rstrip() or last
+    except (OSError, EOFError, zlib.error):
+        return False
+    return last.endswith(b"}")
 
 
 class Progress:
@@ -216,6 +232,11 @@ class CaptureSession:
             self.compile_phase("after-profile")
             fresh = fresh_path(self.out / TRACE_FILE)
             prof.export_chrome_trace(str(fresh))
+            if not whole_json_gzip(fresh):  # kineto says nothing when its write fails (a full disk, ulimit -f)
+                with contextlib.suppress(OSError):
+                    os.unlink(fresh)
+                self.meta["trace_cut_short"] = True
+                raise OSError(TRACE_CUT_SHORT)
             os.replace(fresh, self.out / TRACE_FILE)
             self.meta["files"]["trace"] = TRACE_FILE
         except Exception as exc:  # a broken export must not hide the workload's own outcome

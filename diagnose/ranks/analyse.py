@@ -21,6 +21,7 @@ from pathlib import Path
 
 import msgspec
 
+from diagnose.capture.guard import die_with_parent
 from diagnose.rulebook.assemble import capture_summary, diagnose_trace
 from diagnose.model.config import Config
 from diagnose.rulebook.engine import Context, run_rules, verdict
@@ -131,7 +132,9 @@ def _run_workers(sources, config, workers: int, max_bytes, report) -> tuple[list
             report({"phase": "ranks", "done": i + 1, "total": total})
         return out, kept
     context = multiprocessing.get_context("fork" if hasattr(os, "fork") else "spawn")
-    pool = concurrent.futures.ProcessPoolExecutor(max_workers=max(1, workers - 1), mp_context=context)
+    pool = concurrent.futures.ProcessPoolExecutor(
+        max_workers=max(1, workers - 1), mp_context=context, initializer=die_with_parent, initargs=(os.getpid(),)
+    )
     try:
         futures = {pool.submit(analyse_rank, s, config, max_bytes): i for i, s in enumerate(sources) if i}
         out[0], kept = _analysed_rank(sources[0], config, max_bytes)
