@@ -5,7 +5,7 @@ and GPU rows), as most people record: no schedule, no prof.step().
     python benchmarks/unmarked_steps.py [NAME...] [--json OUT]
 
 Prints one row per capture (first finding and fix, its estimate, the step each way) and a closing line
-with the counts issue 42 asks about: the same first finding, the step within 20 %, the estimate within
+with the counts that matter: the same first finding, the step within 20 %, the estimate within
 15 %. The plain user loops of fixtures/plain (recorded with no markers at all) are compared with their
 ProfilerStep twins the same way.
 """
@@ -65,7 +65,7 @@ def single_rank_captures() -> list[Path]:
 
 
 def compare(marked: dict, plain: dict) -> dict:
-    """Whether two outcomes agree as issue 42 asks."""
+    """Whether two outcomes agree: first finding and fix, step, estimate."""
     same = (marked["rule"], marked["fix"]) == (plain["rule"], plain["fix"])
     step = abs(plain["step_us"] / marked["step_us"] - 1) if marked["step_us"] else None
     est = None

@@ -1,4 +1,4 @@
-"""Steps found without markers: the same verdict, step and diff as with them (issue 42).
+"""Steps found without markers: the same verdict, step and diff as with them.
 
 Every single-rank capture's trace file is analysed as recorded and with every step marker removed
 (diagnose/step N, diagnose/warmup N, ProfilerStep#N), as most people record; the plain user loops of
@@ -33,15 +33,17 @@ KNOWN = {
     "step 23 % apart depending on how many of them are left out",
     "compile_new_shapes": "a recompile every step: without markers the per-step recompile reads as dynamic shapes "
     "(both name the same fix family), with them compile-breaks sees the compile log's graph count per step",
-    "hf_generate_static": "generate() with a static cache: the pattern joins the prefill with the first decode "
-    "steps, and host-bound fires on the longer step",
+    "hf_generate_static": "generate() with a static cache, script mode: without markers the step holds a part of "
+    "the prefill as well, 24 % longer (the verdict is the same)",
 }
-PLAIN_KNOWN = {
-    "item_loop": "30 matmuls each followed by .item(), repeated edge to edge: nothing in the trace tells one pass "
-    "of the loop from the next, so the step is one matmul+item (said to be unsure)",
+# Same verdict and step, but an estimate more than 15 % apart: the stripped trace keeps diagnose's absorbing warm-up
+# iteration (not cold enough to tell from the others), whose idle enters the mean step, and these estimates divide
+# the step by a small remainder (what is left after the saving), which amplifies a few percent of step into more.
+ESTIMATE_KNOWN = {
+    "attention_naive_8k": "32.5x marked, 16.6x stripped: the step after the fix is 2 % of the step",
+    "kv_concat": "27.3x marked, 22.7x stripped",
+    "matmul_fp32": "15.4x marked, 11.8x stripped: 1,393 against 1,865 µs left after the saving",
 }
-
-
 def _captures() -> list[str]:
     return [p.name for p in unmarked.single_rank_captures()]
 
@@ -71,6 +73,8 @@ def test_markers_stripped_same_verdict_and_step(name, strip_dir):
     plain = _outcome(_stripped(name, strip_dir))
     assert (plain["rule"], plain["fix"]) == (marked["rule"], marked["fix"]), (marked, plain)
     assert plain["step_us"] == pytest.approx(marked["step_us"], rel=0.20), (marked["how"], plain["how"])
+    if name not in ESTIMATE_KNOWN and marked["estimate"] and plain["estimate"]:
+        assert plain["estimate"] == pytest.approx(marked["estimate"], rel=0.15)
 
 
 def _plain_loops() -> list[str]:
@@ -80,11 +84,14 @@ def _plain_loops() -> list[str]:
 @pytest.mark.parametrize("name", _plain_loops())
 def test_plain_loop_gets_its_marked_twins_verdict(name):
     """REAL (H100): `with torch.profiler.profile(): for ...: step()` against the same loop with prof.step()."""
-    if name in PLAIN_KNOWN:
-        pytest.xfail(PLAIN_KNOWN[name])
     folder = ROOT / "fixtures" / "plain" / name
     marked, plain = _outcome(str(folder / "marked.json.gz")), _outcome(str(folder / "plain.json.gz"))
     assert (plain["rule"], plain["fix"]) == (marked["rule"], marked["fix"])
+    if "unsure" in plain["how"]:
+        # item_loop: 30 matmuls each followed by .item(), repeated edge to edge; nothing in the trace tells one
+        # pass of the loop from the next, so the step is one matmul+item and the report says it is unsure; the
+        # verdict, taken with the window as the unit, is the same
+        return
     assert plain["step_us"] == pytest.approx(marked["step_us"], rel=0.30)
 
 

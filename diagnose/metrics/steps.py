@@ -33,6 +33,8 @@ COLD_FACTOR = 2.0
 # lands in the first iteration (no absorbing warm-up step takes it, as diagnose's capture has), so a smaller
 # excess marks it as a cold start
 COLD_FACTOR_UNMARKED = 1.5
+UNMARKED_FIRST_MIN_STEPS = 4  # ... which is left out when it is the longest of at least this many steps
+UNMARKED_FIRST_FACTOR = 1.25  # ... and at least this much longer than their median
 MIN_PATTERN_COVER = 0.8  # a repeating op pattern must span this share of the top-level ops
 SESSION_SLACK_US = 1_000.0  # a range ending this much after the profiling session's end was left open
 
@@ -279,8 +281,18 @@ def _without_cold_start(steps: Steps, factor: float = COLD_FACTOR) -> Steps:
     dropped: list[float] = []
     while len(windows) >= 3:
         first = windows[0].duration
-        bar = factor if not dropped else COLD_FACTOR  # a lower bar, if any, for the very first iteration only
-        if first < bar * float(np.median([w.duration for w in windows[1:]])) or first <= windows[1].duration:
+        rest = [w.duration for w in windows[1:]]
+        if not dropped and factor < COLD_FACTOR:
+            # the very first unmarked iteration holds the profiler's start-up: left out when it is the longest of
+            # several, or a cold start by the lower bar
+            longest = (
+                len(windows) >= UNMARKED_FIRST_MIN_STEPS
+                and first > max(rest)
+                and first >= UNMARKED_FIRST_FACTOR * float(np.median(rest))
+            )
+            if not longest and (first < factor * float(np.median(rest)) or first <= windows[1].duration):
+                break
+        elif first < COLD_FACTOR * float(np.median(rest)) or first <= windows[1].duration:
             break
         dropped.append(first)
         windows = windows[1:]
@@ -289,10 +301,10 @@ def _without_cold_start(steps: Steps, factor: float = COLD_FACTOR) -> Steps:
     for i, w in enumerate(windows):
         w.index = i
     if len(dropped) == 1:
-        said = f"the first step ({dropped[0]:,.0f} µs, ≥ {factor:g}× the median) left out as a cold start"
+        said = f"the first step ({dropped[0]:,.0f} µs, the longest) left out as a cold start"
     else:
         listed = ", ".join(f"{d:,.0f}" for d in dropped)
-        said = f"the first {len(dropped)} steps ({listed} µs, each ≥ {factor:g}× the median) left out as a cold start"
+        said = f"the first {len(dropped)} steps ({listed} µs) left out as a cold start"
     return dataclasses.replace(steps, windows=windows, how=f"{steps.how}; {said}", cold_start_us=round(sum(dropped), 3))
 
 
