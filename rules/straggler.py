@@ -67,7 +67,9 @@ import statistics
 from diagnose.rulebook.engine import Quiet, Rule, Threshold, severity_ladder, top_offenders
 from diagnose.model.findings import Evidence, Finding, Offender, Severity
 from diagnose.model.fixes import fix
+from diagnose.ranks.late_cause import TimedLate, timed_late
 from diagnose.ranks.model import Arrivals, RankSet
+from diagnose.ranks.timed import TimedArrivals
 from diagnose.ranks.profile import RankProfile
 from diagnose.vocabulary.units import percent
 
@@ -84,7 +86,7 @@ class Straggler(Rule):
         "fix": "balance the work per rank (equal shards and batches, no rank-only work in the step)",
         "impact": "the step shrinks by what the extra work costs",
     }
-    needs = ("gpu", "ranks")
+    needs = (("gpu", "timed-arrivals"), "ranks")
     thresholds = (
         Threshold(
             "min_work_skew", 0.10, "fraction", "fire when one rank's GPU work exceeds the others' median by this"
@@ -113,10 +115,19 @@ class Straggler(Rule):
             "fraction",
             "on arrivals, the late rank must be last in at least this share of the steps",
         ),
+        Threshold(
+            "min_timed_late_steps",
+            0.80,
+            "fraction",
+            "on timed arrivals, the late rank must be last in at least this share of the timed steps",
+        ),
     )
 
     def check(self, ctx, t):
-        """Judge by arrivals where they explain a late rank, else by each rank's work."""
+        """Judge by the timed steps' arrivals where the capture has them, else by the trace's arrivals where
+        they explain a late rank, else by each rank's work."""
+        if ctx.ranks.timed is not None:
+            return self._by_timed(ctx, t)
         on_arrivals = self._by_arrivals(ctx, t)
         if isinstance(on_arrivals, Finding):
             return on_arrivals
@@ -126,6 +137,26 @@ class Straggler(Rule):
         elif on_arrivals is not None:
             by_work.basis += f"; {on_arrivals}"
         return by_work
+
+    def _by_timed(self, ctx, t):
+        """The finding on the unprofiled steps' arrivals, its cause from the profiled trace (late_cause.py)."""
+        timed = ctx.ranks.timed
+        x = timed_late(ctx.ranks, timed)
+        waits = ", ".join(f"rank {r} {timed.wait_us[r]:,.0f} µs" for r in timed.ranks)
+        said = (
+            f"timed arrivals: rank {x.late} arrived last in {percent(x.late_steps)} of the {timed.steps} timed "
+            f"steps, {x.lateness:,.0f} µs per step after the next-latest rank (wait per step: {waits})"
+        )
+        if x.lateness <= 0:
+            return Quiet(
+                f"timed arrivals: no rank arrived last beyond the clocks' error ({timed.tie_us:,.0f} µs) in "
+                f"{timed.steps} timed steps ({timed.matched} collective calls)"
+            )
+        share = x.cost / x.step
+        if x.late_steps < t["min_timed_late_steps"] or share < t["min_cost_share"]:
+            return Quiet(said + f": costing {percent(share)} of the step")
+        severity = severity_ladder(share, t, "high_cost_share", "medium_cost_share")
+        return _word_timed(self, ctx.ranks, timed, x, severity, t)
 
     def _by_work(self, ctx, t):
         """Compare each rank's work with the others' and price the difference."""
@@ -185,6 +216,16 @@ FIX_HOW = {
     "host": (
         "Rank {rank}'s host spends time outside CUDA calls before its collectives that the other ranks "
         "do not: find it in the host ranges named here and move it out of the step or off that rank."
+    ),
+    "work": (
+        "Rank {rank} has more compute each step before its collectives: give every rank the same work "
+        "(equal shards, a DistributedSampler with drop_last, batches bucketed by length for variable-length "
+        "data, no rank-only work inside the step); every collective waits for the slowest rank."
+    ),
+    "unexplained": (
+        "Rank {rank} arrives last at its collectives, but its profiled steps show no extra host or compute "
+        "time before them: compare what it runs per step with the other ranks (its data, its device, what "
+        "else runs on its host)."
     ),
     "gpu": (
         "Rank {rank} has more GPU work each step: give every rank the same work (equal shards, "
@@ -607,4 +648,114 @@ def _late_offenders(x: _Late, names: list[tuple[str, float]], kind: str) -> list
     if x.gpu_counts:
         slow_ops = x.ranks.slow_ops(late)
         offenders += top_offenders([{**row, "rank": late} for row in slow_ops], "op", n=len(slow_ops))
+    return offenders
+
+
+# --- by timed arrivals: the unprofiled steps say who is late, the profiled trace why ---
+
+EXTRA_FIXES = {"input": "dataloader-workers", "work": "shape-bucketing"}
+
+
+def _word_timed(
+    rule: Straggler, ranks: RankSet, timed: TimedArrivals, x: TimedLate, severity: Severity, t: dict[str, float]
+) -> Finding:
+    """The finding on timed arrivals: the late rank, its cause, the fix for that cause, a bounded estimate."""
+    names = _host_causes(ranks, x.late) if x.cause == "host" else []
+    kind = _cause_kind([n for n, _ in names]) if x.cause == "host" else x.cause
+    if kind == "work" and x.on_gpu:
+        kind = "gpu"
+    new_step = _estimate(x.step, x.cost)
+    others = [r for r in timed.ranks if r != x.late]
+    fixes = [fix("balance-ranks", how=FIX_HOW[kind].format(rank=x.late))]
+    if kind in EXTRA_FIXES:
+        fixes.append(fix(EXTRA_FIXES[kind]))
+    late_too = [r for r in timed.ranks if r != x.late and timed.lateness_us[r] / x.step >= t["min_cost_share"]]
+    return Finding(
+        rule=rule.id,
+        severity=severity,
+        title=f"Straggler: rank {x.late} arrives last at the collectives and the other ranks wait for it",
+        evidence=_timed_evidence(timed, x, t),
+        offenders=_timed_offenders(ranks, timed, x, names, kind),
+        fixes=fixes,
+        est_speedup=round(x.step / new_step, 2),
+        recoverable_us=round(x.step - new_step, 1),
+        basis=(
+            f"basis: timed arrivals ({timed.basis}); cause in the profiled steps before its first late "
+            f"collective (#{x.place}): {_timed_cause(x, names)}; new step = {x.step:,.0f} µs (rank {ranks.reference}'s step, "
+            f"{'timed without the profiler' if ranks.profile(ranks.reference).unprofiled_step_us else 'profiled'}) − {x.cost:,.0f} µs (rank {x.late}'s {x.lateness:,.0f} µs lateness per "
+            f"step, at most the {x.bound:,.0f} µs the other ranks wait and the {x.explained:,.0f} µs its cause "
+            f"explains) = {new_step:,.0f} µs; ranks {', '.join(map(str, others))} "
+            f"wait for it"
+        ),
+        why=_LATE_WHY,
+        ranks=[x.late, *sorted(late_too, key=lambda r: -timed.lateness_us[r])],
+    )
+
+
+def _timed_cause(x: TimedLate, names: list[tuple[str, float]]) -> str:
+    """The cause in words, with the extras it rests on."""
+    host = f"{x.host_extra:,.0f} µs more host time outside ops" + (
+        f" ({', '.join(f'{n} {u:,.0f} µs' for n, u in names[:3])})" if names else ""
+    )
+    work = f"{x.work_extra:,.0f} µs more {'GPU work' if x.on_gpu else 'op time (compute)'}"
+    lead = {"host": "host time", "work": "work", "unexplained": "not found"}[x.cause]
+    return f"{lead}: {host} and {work} than the other ranks' median per profiled step"
+
+
+def _timed_evidence(timed: TimedArrivals, x: TimedLate, t: dict[str, float]) -> list[Evidence]:
+    """The late steps and the cost against their thresholds, the clocks, then each rank's timed wait."""
+    evidence = [
+        Evidence(
+            f"rank {x.late}: timed steps in which it arrived last",
+            round(x.late_steps * 100, 1),
+            ">=",
+            t["min_timed_late_steps"] * 100,
+            "%",
+        ),
+        Evidence(
+            f"rank {x.late}: cost of its late arrivals per timed step",
+            round(x.cost / x.step * 100, 1),
+            ">=",
+            t["min_cost_share"] * 100,
+            "%",
+        ),
+        Evidence(
+            "clocks aligned at a barrier before and after the timed steps: error and drift",
+            timed.tie_us,
+            unit=f"µs (drift {timed.drift_us:,.0f} µs) over {timed.matched} matched calls",
+        ),
+    ]
+    for r in timed.ranks:
+        evidence.append(
+            Evidence(
+                f"rank {r}: wait in collectives / lateness per timed step",
+                round(timed.wait_us[r], 1),
+                unit=f"µs wait of a {timed.step_us[r]:,.0f} µs step, {timed.lateness_us[r]:,.0f} µs late",
+            )
+        )
+    return evidence
+
+
+def _timed_offenders(
+    ranks: RankSet, timed: TimedArrivals, x: TimedLate, names: list[tuple[str, float]], kind: str
+) -> list[Offender]:
+    """The late rank, the host ranges it fills more than the others, and (extra work) its slow ops."""
+    offenders = [
+        Offender.of(
+            "rank",
+            f"rank {x.late}",
+            rank=x.late,
+            lateness_us_per_step=round(x.lateness, 1),
+            late_steps=x.late_steps,
+            cause=kind,
+            wait_us_per_step={str(r): timed.wait_us[r] for r in timed.ranks},
+            extra_host_us=round(x.host_extra, 1),
+            extra_work_us=round(x.work_extra, 1),
+        )
+    ]
+    ranges = [{"host_range": n, "rank": x.late, "extra_us_per_step": round(u, 1)} for n, u in names]
+    offenders += top_offenders(ranges, "host range", n=5)
+    if kind in ("work", "gpu"):
+        slow_ops = ranks.slow_ops(x.late)
+        offenders += top_offenders([{**row, "rank": x.late} for row in slow_ops], "op", n=len(slow_ops))
     return offenders

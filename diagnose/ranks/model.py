@@ -34,6 +34,7 @@ import numpy as np
 from diagnose.vocabulary.collectives import is_collective_kernel, is_collective_op
 from diagnose.metrics.accounting import with_rank_wait
 from diagnose.ranks.profile import RankProfile
+from diagnose.ranks.timed import TimedArrivals
 
 
 @dataclasses.dataclass
@@ -53,6 +54,7 @@ class RankSet:
         self.reference = reference if reference is not None else (self.profiles[0].rank if self.profiles else 0)
         self.warnings: list[str] = []
         self.arrival = Arrivals.build(self.profiles, self.reference, self.warnings)
+        self.timed = TimedArrivals.build(self.profiles, self.warnings)  # the unprofiled steps' arrivals
         self.comm = self.arrival.comm(len(self.profiles)) if self.arrival else self._split_comm()
         self.work = self._price_work()
 
@@ -219,6 +221,7 @@ class RankSet:
                 else "transfer = a collective's shortest duration over the ranks; wait = the rest"
             ),
             "arrivals": self.arrival.summary() if self.arrival else None,
+            "timed_arrivals": self.timed.summary() if self.timed else None,
             "work": "GPU compute per step, each kind of kernel priced alike on every rank at its duration "
             "with no collective beside it",
             "per_rank": [
@@ -240,6 +243,8 @@ class RankSet:
                     "exposed_comm_us": p.exposed_us,
                     "wait_us": round(self.wait_us(p.rank), 1),
                     "transfer_us": round(self.transfer_us(p.rank), 1),
+                    "timed_wait_us": round(self.timed.wait_us[p.rank], 1) if self.timed else None,
+                    "timed_step_us": round(self.timed.step_us[p.rank], 1) if self.timed else None,
                     "findings": list(p.findings),
                 }
                 for p in self.profiles
