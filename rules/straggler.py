@@ -669,7 +669,8 @@ def _word_timed(
     fixes = [fix("balance-ranks", how=FIX_HOW[kind].format(rank=x.late))]
     if kind in EXTRA_FIXES:
         fixes.append(fix(EXTRA_FIXES[kind]))
-    late_too = [r for r in timed.ranks if r != x.late and timed.lateness_us[r] / x.step >= t["min_cost_share"]]
+    # other ranks that also arrive well after the median rank each step, latest first
+    late_too = [r for r in timed.ranks if r != x.late and timed.behind_us[r] / x.step >= t["min_cost_share"]]
     return Finding(
         rule=rule.id,
         severity=severity,
@@ -688,7 +689,7 @@ def _word_timed(
             f"wait for it"
         ),
         why=_LATE_WHY,
-        ranks=[x.late, *sorted(late_too, key=lambda r: -timed.lateness_us[r])],
+        ranks=[x.late, *sorted(late_too, key=lambda r: -timed.behind_us[r])],
     )
 
 
@@ -730,7 +731,8 @@ def _timed_evidence(timed: TimedArrivals, x: TimedLate, t: dict[str, float]) -> 
             Evidence(
                 f"rank {r}: wait in collectives / lateness per timed step",
                 round(timed.wait_us[r], 1),
-                unit=f"µs wait of a {timed.step_us[r]:,.0f} µs step, {timed.lateness_us[r]:,.0f} µs late",
+                unit=f"µs wait of a {timed.step_us[r]:,.0f} µs step, {timed.lateness_us[r]:,.0f} µs last, "
+                f"{timed.behind_us[r]:,.0f} µs after the median rank",
             )
         )
     return evidence

@@ -403,6 +403,7 @@ class TimedArrivalRow(msgspec.Struct):
     lateness_us: float | None = None
     host_lateness_us: float | None = None
     late_steps: float | None = None
+    behind_us: float | None = None
 
 
 class TimedArrivalsSummary(msgspec.Struct):

@@ -9,6 +9,8 @@ latest over the ranks. Per step:
 
 - a rank's *wait* is the longest it waited for the last rank at any call of the step (last − own),
   never more than its step: waits at successive calls overlap, so they are not summed;
+- a rank is *behind* at a call by how much it arrived after the median rank (0 when before); several
+  ranks can be behind at once, where only one is last;
 - the *late rank* of a call is the last one, when it arrived more than the alignment's error (the
   tie) after the next-latest; its *lateness* in the step is the most it was late by at any call.
 
@@ -87,6 +89,7 @@ class TimedArrivals:
     lateness_us: dict  # per rank, median over steps of the most it was late by (0 in steps it was not last)
     host_lateness_us: dict  # the same on host arrivals
     late_steps: dict  # per rank, share of the steps in which it was last at least once
+    behind_us: dict  # per rank, median over steps of the most it arrived after the calls' median arrival
     first_late_call: dict  # per rank, the median place (in the step's calls) of its first late arrival
     dropped: int = 0
 
@@ -105,6 +108,7 @@ class TimedArrivals:
         wait = [[0.0] * k for _ in range(n_steps)]
         late = [[0.0] * k for _ in range(n_steps)]
         host_late = [[0.0] * k for _ in range(n_steps)]
+        behind = [[0.0] * k for _ in range(n_steps)]
         first: list[list[int]] = [[] for _ in range(k)]
         step_len = [[0.0] * k for _ in range(n_steps)]
         matched = dropped = 0
@@ -121,9 +125,10 @@ class TimedArrivals:
                 host = [by_key[i][key][1] - docs[i]["offset_us"] for i in range(k)]
                 gpu = [by_key[i][key][2] for i in range(k)]
                 times = [g - docs[i]["offset_us"] for i, g in enumerate(gpu)] if on_gpu and None not in gpu else host
-                last = max(times)
+                last, middle = max(times), statistics.median(times)
                 for i in range(k):
                     wait[s][i] = max(wait[s][i], min(last - times[i], step_len[s][i]))
+                    behind[s][i] = max(behind[s][i], min(times[i] - middle, step_len[s][i]))
                 for arrivals, out in ((times, late), (host, host_late)):
                     order = sorted(range(k), key=lambda i: arrivals[i])
                     who, gap = order[-1], arrivals[order[-1]] - arrivals[order[-2]]
@@ -157,6 +162,7 @@ class TimedArrivals:
             wait_us={r: mean(wait, i) for i, r in enumerate(ranks)},
             lateness_us={r: mean(late, i) for i, r in enumerate(ranks)},
             host_lateness_us={r: mean(host_late, i) for i, r in enumerate(ranks)},
+            behind_us={r: mean(behind, i) for i, r in enumerate(ranks)},
             late_steps={r: round(sum(row[i] > 0 for row in late) / n_steps, 3) for i, r in enumerate(ranks)},
             first_late_call={r: int(statistics.median(first[i])) if first[i] else None for i, r in enumerate(ranks)},
             dropped=dropped,
@@ -199,6 +205,7 @@ class TimedArrivals:
                     "lateness_us": self.lateness_us[r],
                     "host_lateness_us": self.host_lateness_us[r],
                     "late_steps": self.late_steps[r],
+                    "behind_us": self.behind_us[r],
                 }
                 for r in self.ranks
             ],
