@@ -1,6 +1,22 @@
 """straggler: one rank arrives late at the collectives each step, so every other rank waits for it.
 
-**Signal.** Arrivals first. With the traces of every rank (`diagnose DIR`), every collective is matched
+**Signal.** Timed arrivals first. A `--nproc-per-node` capture records, in the steps it times
+without the profiler, when each rank entered each collective, on clocks aligned at a barrier before
+and after (arrivals.json; diagnose/ranks/timed.py). The late rank is the one last at the
+collectives by more than the clocks' error in at least `min_timed_late_steps` of the timed steps; its
+cost is its lateness per step (median over the timed steps), at most what the least-waiting other
+rank waits and, where the profiled steps show a cause, at most what the cause explains. The cause
+comes from the profiled steps before its first late collective (diagnose/ranks/late_cause.py): extra
+host time that no op or CUDA call covers (a host-only straggler: input pipeline, logging, a sleep,
+named by its host ranges and Python lines) or extra work (op time on a CPU rank, GPU work on a GPU
+rank). Other ranks that arrive well after the median rank (`min_cost_share` of the step) are named
+too. Proven on CPU gloo captures (fixtures/captures/gloo_*, a 2-core CPU machine, 2026-12-06):
+rank 1 sleeping 20 ms in `load_batch` each step is named with its input pipeline (estimated 3.75×:
+26,967 → 7,194 µs; the healthy control measured 9,828 µs, so removing the delay gives about 2.7×, the
+estimate is high by the mutual waiting the control still has); rank 1 running 60 extra matmuls is
+named on its work; the control is quiet (rank 1 last in 60 % of the steps).
+
+Then the trace's arrivals. With the traces of every rank (`diagnose DIR`), every collective is matched
 across ranks by its process group, sequence number, kind and size, and the ranks' clocks are
 aligned by the collectives' end times (diagnose/ranks/model.py, `Arrivals`). Each rank's arrival is
 its kernel's start (and its launch on the host); the last to arrive makes the others wait. The
