@@ -193,7 +193,8 @@ class Straggler(Rule):
         x = _measure_late(ctx.ranks, arr, ctx.ranks.profile(late), t)
         severity = _decide_late(x, t)
         if isinstance(severity, Quiet):
-            return severity.detail
+            on_gpu = _gpu_side(self, ctx.ranks, arr, t) if not x.gpu_counts and not x.host_counts else None
+            return on_gpu or severity.detail
         return _word_late(self, x, severity, _estimate(x.step, x.cost), t)
 
     @staticmethod
@@ -560,7 +561,7 @@ def _word_late(rule: Straggler, x: _Late, severity: Severity, new_step: float, t
             f"{', '.join(map(str, others))} wait for it"
         ),
         why=_LATE_WHY,
-        ranks=[x.late],
+        ranks=[x.late, *[r for r in _gpu_late_ranks(x.ranks, x.arr, t) if r != x.late]],
     )
 
 
@@ -777,3 +778,92 @@ def _timed_offenders(
         slow_ops = ranks.slow_ops(x.late)
         offenders += top_offenders([{**row, "rank": x.late} for row in slow_ops], "op", n=len(slow_ops))
     return offenders
+
+
+# --- on the GPU: lateness of kernel starts that the rank's own host launch does not explain ---
+
+
+def _gpu_late_ranks(ranks: RankSet, arr: Arrivals, t: dict[str, float]) -> list[int]:
+    """The ranks whose GPU arrival lies after the median rank's, beyond what their own host launch explains,
+    by at least `min_cost_share` of the profiled step in `min_late_steps` of the steps; latest first."""
+    rows = []
+    for p in ranks.profiles:
+        step = p.profiled_step_us or p.step_us or 0.0
+        rest = arr.behind_us.get(p.rank, 0.0) - arr.behind_host_us.get(p.rank, 0.0)
+        if step and rest / step >= t["min_cost_share"] and arr.behind_steps.get(p.rank, 0.0) >= t["min_late_steps"]:
+            rows.append((rest, p.rank))
+    return [r for _, r in sorted(rows, reverse=True)]
+
+
+def _gpu_side(rule: Straggler, ranks: RankSet, arr: Arrivals, t: dict[str, float]) -> Finding | None:
+    """The finding on GPU arrivals that survive the profiler's skew (a trace from elsewhere, no timed
+    arrivals): the ranks whose collectives start late on their GPU while their hosts launched them in
+    time, named latest first with their wait; None when no rank is."""
+    late = _gpu_late_ranks(ranks, arr, t)
+    if not late:
+        return None
+    top = late[0]
+    rest = {r: arr.behind_us[r] - arr.behind_host_us[r] for r in late}
+    bound = min((arr.wait_us[r] for r in arr.ranks if r != top), default=0.0)
+    step = statistics.median(p.step_us for p in ranks.profiles) or 1e-9
+    cost = max(min(rest[top], arr.lateness_us[top], bound, step), 0.0)
+    share = cost / step
+    if share < t["min_cost_share"]:
+        return None
+    severity = severity_ladder(share, t, "high_cost_share", "medium_cost_share")
+    new_step = _estimate(step, cost)
+    named = ", ".join(
+        f"rank {r} {rest[r]:,.0f} µs (its host explains {arr.behind_host_us[r]:,.0f} µs of {arr.behind_us[r]:,.0f} µs)"
+        for r in late
+    )
+    evidence = [
+        Evidence(
+            f"rank {r}: GPU arrival after the median rank's that its own launch does not explain, per step",
+            round(rest[r], 1),
+            ">=",
+            round(t["min_cost_share"] * (ranks.profile(r).profiled_step_us or step), 1),
+            "µs",
+        )
+        for r in late
+    ]
+    return Finding(
+        rule=rule.id,
+        severity=severity,
+        title=f"Straggler: rank{'s' if len(late) > 1 else ''} {', '.join(map(str, late))} start their "
+        "collectives late on the GPU and the other ranks wait",
+        evidence=evidence + _gpu_wait_evidence(ranks, arr),
+        offenders=[
+            Offender.of(
+                "rank",
+                f"rank {r}",
+                rank=r,
+                gpu_late_us_per_step=round(rest[r], 1),
+                host_explains_us=round(arr.behind_host_us[r], 1),
+                wait_us_per_step=arr.wait_us[r],
+                cause="gpu",
+            )
+            for r in late
+        ],
+        fixes=[fix("balance-ranks", how=FIX_HOW["gpu"].format(rank=top))],
+        est_speedup=round(step / new_step, 2),
+        recoverable_us=round(step - new_step, 1),
+        basis=(
+            f"basis: GPU arrivals ({arr.basis}); late on the GPU beyond what each rank's own host launch explains: "
+            f"{named}; new step = {step:,.0f} µs (median over ranks, {_step_basis(ranks)}) − {cost:,.0f} µs (rank "
+            f"{top}'s unexplained lateness, at most its {arr.lateness_us[top]:,.0f} µs after the next-latest rank "
+            f"and the {bound:,.0f} µs the least-waiting other rank waits) = {new_step:,.0f} µs"
+        ),
+        why=_LATE_WHY,
+        ranks=late,
+    )
+
+
+def _gpu_wait_evidence(ranks: RankSet, arr: Arrivals) -> list[Evidence]:
+    """Each rank's wait in collectives per step (GPU arrivals), with the clocks' alignment."""
+    return [
+        Evidence(
+            "clocks aligned by the collectives' kernel end times: ends agree within (p90)",
+            arr.end_spread_us,
+            unit=f"µs over {arr.matched} matched collectives",
+        )
+    ] + [Evidence(f"rank {r}: wait in collectives per step", round(arr.wait_us[r], 1), unit="µs") for r in arr.ranks]

@@ -170,3 +170,68 @@ def test_a_fresh_two_rank_gloo_capture_end_to_end(tmp_path):
     assert all((tmp_path / "cap" / f"rank-{r}" / "arrivals.json").exists() for r in (0, 1))
     f = _straggler(analyse_ranks(tmp_path / "cap", Config(), workers=1))
     assert f is not None and f.ranks[0] == 1 and f.offenders[0].get("cause") == "input"
+
+
+def _gpu_profile(rank: int, gpu_late_us: float, host_late_us: float, work_us: float, clock: float):
+    """A SYNTHETIC rank profile of 6 steps × 3 collectives: its kernels start `gpu_late_us` after the
+    others' (its launches `host_late_us` after), every collective ending together."""
+    from diagnose.ranks.profile import RankProfile
+
+    steps = []
+    for s in range(6):
+        base = s * 100_000.0
+        rows = []
+        for c in range(3):
+            at = base + 10_000.0 + 20_000.0 * c
+            end = at + 15_000.0  # after the latest start: every collective ends together
+            rows.append(
+                [f"pg0|{c}|AllReduce|[4]", at - 500 + host_late_us + clock, at + gpu_late_us + clock, end + clock, 0, 0]
+            )
+        steps.append(rows)
+    return RankProfile(
+        rank=rank,
+        source=f"r{rank}",
+        step_us=100_000.0,
+        compute_us=work_us,
+        comm_us=0.0,
+        exposed_us=0.0,
+        steps_compute_us=[work_us] * 6,
+        steps_collectives=[[]] * 6,
+        op_us={},
+        buckets=[],
+        profiled_step_us=100_000.0,
+        steps_arrivals=steps,
+    )
+
+
+def test_trace_only_gpu_lateness_survives_host_skew_and_names_the_late_ranks():
+    """8 SYNTHETIC ranks of a trace from elsewhere (no timed arrivals), DLRM-style: rank 3 has the most
+    GPU work but starts its collectives in time; ranks 7, 2 and 6 start theirs 12, 9 and 6 ms late on
+    the GPU (of a 100 ms step) while their hosts launched them in time; rank 5's GPU is 8 ms late only
+    because its host launched 8 ms late (what the profiler's pace of a host does): the finding names 7, 2
+    and 6, not 3 or 5."""
+    from types import SimpleNamespace
+
+    from diagnose.ranks.model import RankSet
+    from rules.straggler import Straggler
+
+    late = {7: 12_000.0, 2: 9000.0, 6: 6000.0}
+    profiles = [
+        _gpu_profile(
+            r,
+            gpu_late_us=late.get(r, 8000.0 if r == 5 else 0.0),
+            host_late_us=8000.0 if r == 5 else 0.0,
+            work_us=60_000.0 if r == 3 else 50_000.0,
+            clock=1000.0 * r,
+        )
+        for r in range(8)
+    ]
+    ranks = RankSet(profiles)
+    assert ranks.slowest().rank == 3
+    t = {th.name: th.default for th in Straggler.thresholds}
+    f = Straggler().check(SimpleNamespace(ranks=ranks), t)
+    assert f.rule == "straggler" and f.ranks == [7, 2, 6] and "basis: GPU arrivals" in f.basis
+    rows = {o.rank: o for o in f.offenders}
+    assert rows[7].get("gpu_late_us_per_step") == pytest.approx(12_000.0, abs=1.0)
+    assert rows[7].get("host_explains_us") == pytest.approx(0.0, abs=1.0) and 5 not in rows
+    assert 0 < f.recoverable_us <= min(ranks.arrival.wait_us[r] for r in range(8) if r != 7) + 0.1

@@ -378,6 +378,8 @@ class ArrivalRow(msgspec.Struct):
     host_lateness_us: float | None = None
     wait_us: float | None = None
     transfer_us: float | None = None
+    behind_us: float | None = None
+    behind_host_us: float | None = None
     lead_in_us: float | None = None
     silent_lead_in_us: float | None = None
 

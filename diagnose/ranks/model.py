@@ -303,6 +303,11 @@ class Arrivals:
     dropped: int = 0
     group_from: str = "none"
     late_steps: dict = dataclasses.field(default_factory=dict)  # per rank, share of steps it was last in at least once
+    behind_us: dict = dataclasses.field(default_factory=dict)  # per rank, GPU arrival after the median rank's (_behind)
+    behind_host_us: dict = dataclasses.field(default_factory=dict)  # the part of it its own host launch explains
+    behind_steps: dict = dataclasses.field(
+        default_factory=dict
+    )  # share of steps it is behind beyond what its host explains
 
     @property
     def basis(self) -> str:
@@ -381,6 +386,7 @@ class Arrivals:
 
         who, share, late = lateness(start)
         _, host_share, host_late = lateness(host)
+        behind, behind_host, behind_steps = _behind(start, host, steps_of, n_steps, tie)
         silent = data[:, :, 4]
         late_silent, others_silent, step_share = {}, {}, {}
         for i, p in enumerate(profiles):
@@ -414,6 +420,9 @@ class Arrivals:
             dropped=dropped,
             late_steps=step_share,
             group_from=groups.pop() if len(groups) == 1 else "mixed",
+            behind_us=per(behind),
+            behind_host_us=per(behind_host),
+            behind_steps=per(behind_steps),
         )
 
     def comm(self, _count: int) -> dict:
@@ -443,9 +452,33 @@ class Arrivals:
                     "host_lateness_us": self.host_lateness_us[r],
                     "wait_us": self.wait_us[r],
                     "transfer_us": self.transfer_us[r],
+                    "behind_us": self.behind_us.get(r),
+                    "behind_host_us": self.behind_host_us.get(r),
                     "lead_in_us": self.lead_us[r],
                     "silent_lead_in_us": self.silent_us[r],
                 }
                 for r in self.ranks
             ],
         }
+
+
+def _behind(start: np.ndarray, host: np.ndarray, steps_of: np.ndarray, n_steps: int, tie: float):
+    """Per rank (µs per step, mean over steps): how far its GPU arrival lies after the (lower) median rank's at the
+    collective of the step where it lies furthest (0 when never after); the part of that its own host
+    explains (its launch as far after the median launch, at most the GPU's); and the share of steps in
+    which the unexplained rest exceeds `tie`. Under the profiler a host that issues its calls slower
+    makes its GPU late as well, by as much as its launch is late: the rest is lateness on the GPU that
+    the profiler's pace of the host does not explain (more GPU work before the collective)."""
+    gpu = np.maximum(start - np.quantile(start, 0.5, axis=1, method="lower", keepdims=True), 0.0)
+    own = np.clip(host - np.quantile(host, 0.5, axis=1, method="lower", keepdims=True), 0.0, gpu)
+    k = start.shape[1]
+    behind, explained, hits = np.zeros(k), np.zeros(k), np.zeros(k)
+    for s in np.unique(steps_of):
+        rows = np.flatnonzero(steps_of == s)
+        at = rows[np.argmax(gpu[rows], axis=0)]  # per rank, the collective it lies furthest behind at
+        g, h = gpu[at, np.arange(k)], own[at, np.arange(k)]
+        behind += g
+        explained += h
+        hits += (g - h) > tie
+    n = max(n_steps, 1)
+    return behind / n, explained / n, hits / n

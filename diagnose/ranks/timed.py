@@ -9,7 +9,7 @@ latest over the ranks. Per step:
 
 - a rank's *wait* is the longest it waited for the last rank at any call of the step (last − own),
   never more than its step: waits at successive calls overlap, so they are not summed;
-- a rank is *behind* at a call by how much it arrived after the median rank (0 when before); several
+- a rank is *behind* at a call by how much it arrived after the (lower) median rank (0 when before); several
   ranks can be behind at once, where only one is last;
 - the *late rank* of a call is the last one, when it arrived more than the alignment's error (the
   tie) after the next-latest; its *lateness* in the step is the most it was late by at any call.
@@ -125,7 +125,7 @@ class TimedArrivals:
                 host = [by_key[i][key][1] - docs[i]["offset_us"] for i in range(k)]
                 gpu = [by_key[i][key][2] for i in range(k)]
                 times = [g - docs[i]["offset_us"] for i, g in enumerate(gpu)] if on_gpu and None not in gpu else host
-                last, middle = max(times), statistics.median(times)
+                last, middle = max(times), statistics.median_low(times)
                 for i in range(k):
                     wait[s][i] = max(wait[s][i], min(last - times[i], step_len[s][i]))
                     behind[s][i] = max(behind[s][i], min(times[i] - middle, step_len[s][i]))
