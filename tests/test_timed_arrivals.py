@@ -85,6 +85,8 @@ def test_no_wait_is_longer_than_its_step(folder):
         assert r["wait_us"] <= (r.get("profiled_step_us") or r["step_us"]) + 0.1
         if r.get("timed_wait_us") is not None:
             assert r["timed_wait_us"] <= r["timed_step_us"] + 0.1
+    for r in data["details"]["ranks"]:  # each rank's budget: its wait on the basis of its step
+        assert r["wait_us"] <= r["step_us"] + 0.1, r
     timed = data["summary"]["ranks"].get("timed_arrivals")
     for r in (timed or {}).get("per_rank", []):
         assert r["wait_us"] <= r["step_us"] + 0.1 and r["lateness_us"] <= r["step_us"] + 0.1

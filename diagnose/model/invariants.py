@@ -161,6 +161,9 @@ def _accounting(d: dict) -> list[str]:
             out.append(f"the step is {step} µs in the summary and {shown} µs in the accounting")
     for row in (d.get("details") or {}).get("ranks") or []:
         out += _buckets(f"rank {row.get('rank')}'s accounting", row.get("buckets") or [])
+        wait, step = row.get("wait_us"), row.get("step_us")
+        if wait is not None and step and _num(wait) > _num(step) * (1 + 1e-6) + 0.1:
+            out.append(f"rank {row.get('rank')}'s budget: wait {wait} µs is longer than its {step} µs step")
     return out
 
 

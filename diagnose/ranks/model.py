@@ -251,20 +251,38 @@ class RankSet:
             ],
         }
 
+    def step_wait_us(self, profile: RankProfile) -> float:
+        """The rank's wait per step on the basis of its `step_us`: where the step was timed without the
+        profiler, the timed arrivals' wait (else the profiled wait's share of the profiled step, applied
+        to that step); under the profiler, the profiled wait. Never more than the step."""
+        if not profile.unprofiled_step_us:
+            return self.wait_us(profile.rank)
+        if self.timed is not None:
+            return min(self.timed.wait_us.get(profile.rank, 0.0), profile.step_us)
+        return (self.wait_share(profile) or 0.0) * profile.step_us
+
     def budgets(self) -> list[dict]:
-        """Details.ranks: each rank's step budget (the accounting buckets), for the side-by-side chart."""
-        return [
-            {
-                "rank": p.rank,
-                "step_us": p.step_us,
-                "step_basis": _basis(p),
-                "wait_us": round(self.wait_us(p.rank), 1),
-                "profiled_step_us": p.profiled_step_us,
-                "wait_share": self.wait_share(p),
-                "buckets": [b for b in with_rank_wait(p.buckets, self.wait_us(p.rank)) if b.get("in_sum", True)],
-            }
-            for p in self.profiles
-        ]
+        """Details.ranks: each rank's step budget (the accounting buckets), for the side-by-side chart; its
+        wait on the basis of its step (`step_wait_us`), the profiled wait beside it."""
+        rows = []
+        for p in self.profiles:
+            wait = self.step_wait_us(p)
+            rows.append(
+                {
+                    "rank": p.rank,
+                    "step_us": p.step_us,
+                    "step_basis": _basis(p),
+                    "wait_us": round(wait, 1),
+                    "wait_basis": "timed arrivals"
+                    if self.timed is not None and p.unprofiled_step_us
+                    else ("profiled share of the step" if p.unprofiled_step_us else "profiled"),
+                    "profiled_wait_us": round(self.wait_us(p.rank), 1),
+                    "profiled_step_us": p.profiled_step_us,
+                    "wait_share": self.wait_share(p),
+                    "buckets": [b for b in with_rank_wait(p.buckets, wait) if b.get("in_sum", True)],
+                }
+            )
+        return rows
 
 
 def _basis(profile: RankProfile) -> str:
