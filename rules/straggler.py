@@ -31,6 +31,18 @@ fires on arrivals when the late rank was last in at least `min_late_steps` of th
 its cause explains of its lateness costs at least `min_cost_share` of the step. When arrivals do
 not decide, by work (below).
 
+**On the GPU, surviving the profiler's skew** (traces from elsewhere, no timed arrivals). When neither
+extra GPU work nor extra silent host time explains the late rank, each rank's GPU arrival is compared
+with the (lower) median rank's at the collective of each step where it lies furthest behind, and the
+part its own host launch explains (its launch as far behind the median launch) is taken off: a host
+that the profiler slows makes its GPU late by as much, so only the rest is lateness on the GPU (more
+GPU work before the collective, a slower GPU). The ranks whose rest costs at least `min_cost_share`
+of the profiled step in `min_late_steps` of the steps are named, latest first, each with how much of
+its lateness its host explains and its wait; the estimate is the latest one's rest, at most how far
+it arrives after the next-latest rank and what the least-waiting other rank waits. On every 2×H200
+DDP and FSDP capture of 2026-11-30 that rest is 0 on every rank (the hosts explain all the lateness),
+and those controls stay quiet.
+
 **Why not the arrivals alone.** Under the profiler each rank's host issues its CUDA calls several
 times slower than without it, and by different amounts: which rank arrives last then follows the
 hosts' pace. On our 2×H200 DDP captures (2026-11-30) the healthy control has rank 1 last at every
