@@ -11,10 +11,11 @@ host time that no op or CUDA call covers (a host-only straggler: input pipeline,
 named by its host ranges and Python lines) or extra work (op time on a CPU rank, GPU work on a GPU
 rank). Other ranks that arrive well after the median rank (`min_cost_share` of the step) are named
 too. Proven on CPU gloo captures (fixtures/captures/gloo_*, a 2-core CPU machine, 2026-12-06):
-rank 1 sleeping 20 ms in `load_batch` each step is named with its input pipeline (estimated 3.75×:
-26,967 → 7,194 µs; the healthy control measured 9,828 µs, so removing the delay gives about 2.7×, the
-estimate is high by the mutual waiting the control still has); rank 1 running 60 extra matmuls is
-named on its work; the control is quiet (rank 1 last in 60 % of the steps).
+rank 1 sleeping 20 ms in `load_batch` each step is named with its input pipeline, estimated 3.75×
+(26,967 → 7,194 µs) where removing the delay measured 3.0× (30,496 → 10,148 µs, the healthy control's
+unprofiled step): the estimate is high by the waiting the ranks of the control still do; rank 1
+running 60 extra matmuls is named on its work, estimated 2.43× where removing them measured 2.9×
+(29,230 → 10,148 µs); the control is quiet (rank 1 last in 60 % of the timed steps).
 
 Then the trace's arrivals. With the traces of every rank (`diagnose DIR`), every collective is matched
 across ranks by its process group, sequence number, kind and size, and the ranks' clocks are
