@@ -254,6 +254,8 @@ class CaptureSession:
     # -- arrivals in the timed steps (arrivals.py) -------------------------------------------------
     def start_arrivals(self) -> None:
         """Align the ranks' clocks and watch their collectives, when a process group of 2+ is up."""
+        if self.spec.timed_steps < 1:
+            return
         try:
             self.arrivals = ArrivalRecorder.start(self.torch)
         except Exception as exc:  # the timing goes on without arrivals
