@@ -822,43 +822,20 @@ def _gpu_side(rule: Straggler, ranks: RankSet, arr: Arrivals, t: dict[str, float
     bound = min((arr.wait_us[r] for r in arr.ranks if r != top), default=0.0)
     step = statistics.median(p.step_us for p in ranks.profiles) or 1e-9
     cost = max(min(rest[top], arr.lateness_us[top], bound, step), 0.0)
-    share = cost / step
-    if share < t["min_cost_share"]:
+    if cost / step < t["min_cost_share"]:
         return None
-    severity = severity_ladder(share, t, "high_cost_share", "medium_cost_share")
     new_step = _estimate(step, cost)
     named = ", ".join(
         f"rank {r} {rest[r]:,.0f} µs (its host explains {arr.behind_host_us[r]:,.0f} µs of {arr.behind_us[r]:,.0f} µs)"
         for r in late
     )
-    evidence = [
-        Evidence(
-            f"rank {r}: GPU arrival after the median rank's that its own launch does not explain, per step",
-            round(rest[r], 1),
-            ">=",
-            round(t["min_cost_share"] * (ranks.profile(r).profiled_step_us or step), 1),
-            "µs",
-        )
-        for r in late
-    ]
     return Finding(
         rule=rule.id,
-        severity=severity,
+        severity=severity_ladder(cost / step, t, "high_cost_share", "medium_cost_share"),
         title=f"Straggler: rank{'s' if len(late) > 1 else ''} {', '.join(map(str, late))} start their "
         "collectives late on the GPU and the other ranks wait",
-        evidence=evidence + _gpu_wait_evidence(ranks, arr),
-        offenders=[
-            Offender.of(
-                "rank",
-                f"rank {r}",
-                rank=r,
-                gpu_late_us_per_step=round(rest[r], 1),
-                host_explains_us=round(arr.behind_host_us[r], 1),
-                wait_us_per_step=arr.wait_us[r],
-                cause="gpu",
-            )
-            for r in late
-        ],
+        evidence=_gpu_late_evidence(ranks, rest, step, t) + _gpu_wait_evidence(ranks, arr),
+        offenders=_gpu_late_offenders(arr, rest),
         fixes=[fix("balance-ranks", how=FIX_HOW["gpu"].format(rank=top))],
         est_speedup=round(step / new_step, 2),
         recoverable_us=round(step - new_step, 1),
@@ -871,6 +848,36 @@ def _gpu_side(rule: Straggler, ranks: RankSet, arr: Arrivals, t: dict[str, float
         why=_LATE_WHY,
         ranks=late,
     )
+
+
+def _gpu_late_evidence(ranks: RankSet, rest: dict, step: float, t: dict[str, float]) -> list[Evidence]:
+    """Each late rank's GPU lateness that its own launch does not explain, against the cost threshold."""
+    return [
+        Evidence(
+            f"rank {r}: GPU arrival after the median rank's that its own launch does not explain, per step",
+            round(rest[r], 1),
+            ">=",
+            round(t["min_cost_share"] * (ranks.profile(r).profiled_step_us or step), 1),
+            "µs",
+        )
+        for r in rest
+    ]
+
+
+def _gpu_late_offenders(arr: Arrivals, rest: dict) -> list[Offender]:
+    """The late ranks, latest first: their unexplained GPU lateness, what their host explains, their wait."""
+    return [
+        Offender.of(
+            "rank",
+            f"rank {r}",
+            rank=r,
+            gpu_late_us_per_step=round(rest[r], 1),
+            host_explains_us=round(arr.behind_host_us[r], 1),
+            wait_us_per_step=arr.wait_us[r],
+            cause="gpu",
+        )
+        for r in rest
+    ]
 
 
 def _gpu_wait_evidence(ranks: RankSet, arr: Arrivals) -> list[Evidence]:
