@@ -11,11 +11,13 @@ host time that no op or CUDA call covers (a host-only straggler: input pipeline,
 named by its host ranges and Python lines) or extra work (op time on a CPU rank, GPU work on a GPU
 rank). Other ranks that arrive well after the median rank (`min_cost_share` of the step) are named
 too. Proven on CPU gloo captures (fixtures/captures/gloo_*, a 2-core CPU machine, 2026-12-06):
-rank 1 sleeping 20 ms in `load_batch` each step is named with its input pipeline, estimated 3.75×
-(26,967 → 7,194 µs) where removing the delay measured 3.0× (30,496 → 10,148 µs, the healthy control's
-unprofiled step): the estimate is high by the waiting the ranks of the control still do; rank 1
-running 60 extra matmuls is named on its work, estimated 2.43× where removing them measured 2.9×
-(29,230 → 10,148 µs); the control is quiet (rank 1 last in 60 % of the timed steps).
+rank 1 sleeping 20 ms in `load_batch` each step is named with its input pipeline, estimated 2.84×
+(30,496 → 10,723 µs, unprofiled) where removing the delay measured 3.0× (30,496 → 10,148 µs, the
+healthy control's unprofiled step); rank 1 running 60 extra matmuls is named on its work, estimated
+2.22× (29,230 → 13,155 µs) where removing them measured 2.9× (29,230 → 10,148 µs): its profiled op
+time (16.1 ms) explains less than its 20.6 ms lateness; the control is quiet (rank 1 last in 60 % of
+the timed steps). Estimates start from the reference rank's unprofiled step, the basis of the
+lateness.
 
 Then the trace's arrivals. With the traces of every rank (`diagnose DIR`), every collective is matched
 across ranks by its process group, sequence number, kind and size, and the ranks' clocks are
@@ -293,7 +295,9 @@ def _cause_kind(names: list[str]) -> str:
 def _step_basis(ranks) -> str:
     """Which step the estimate starts from: the capture's unprofiled timing, else the profiled step."""
     if all(p.unprofiled_step_us for p in ranks.profiles):
-        return "unprofiled: the capture's own timing per rank"
+        if all(abs(p.step_us - p.unprofiled_step_us) <= 1e-3 * p.unprofiled_step_us for p in ranks.profiles):
+            return "unprofiled: the capture's own timing per rank"
+        return "profiled: the capture's timing, synchronised after each step, was set aside as longer"
     return "profiled: the capture has no unprofiled timing"
 
 
@@ -714,8 +718,8 @@ def _word_timed(
         recoverable_us=round(x.step - new_step, 1),
         basis=(
             f"basis: timed arrivals ({timed.basis}); cause in the profiled steps before its first late "
-            f"collective (#{x.place}): {_timed_cause(x, names)}; new step = {x.step:,.0f} µs (rank {ranks.reference}'s step, "
-            f"{'timed without the profiler' if ranks.profile(ranks.reference).unprofiled_step_us else 'profiled'}) − {x.cost:,.0f} µs (rank {x.late}'s {x.lateness:,.0f} µs lateness per "
+            f"collective (#{x.place}): {_timed_cause(x, names)}; new step = {x.step:,.0f} µs (rank {ranks.reference}'s step"
+            f"{' timed without the profiler' if ranks.profile(ranks.reference).unprofiled_step_us else ', profiled'}) − {x.cost:,.0f} µs (rank {x.late}'s {x.lateness:,.0f} µs lateness per "
             f"step, at most the {x.bound:,.0f} µs the other ranks wait and the {x.explained:,.0f} µs its cause "
             f"explains) = {new_step:,.0f} µs; ranks {', '.join(map(str, others))} "
             f"wait for it"

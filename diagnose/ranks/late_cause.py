@@ -23,7 +23,7 @@ class TimedLate:
     late: int
     lateness: float  # µs per timed step the late rank arrives after the next-latest
     bound: float  # the least any other rank waits per timed step: the most removing the lateness can give
-    step: float  # the reference rank's step (timed without the profiler where the capture timed it), µs
+    step: float  # the reference rank's step timed without the profiler (`_timed_step`), µs
     late_steps: float  # share of the timed steps in which it was last
     silent_extra: float  # its silent host lead-in above the others' median, µs per profiled step
     busy_extra: float  # its op time in the lead-in above the others' median, µs per profiled step
@@ -81,7 +81,7 @@ def timed_late(ranks: RankSet, timed: TimedArrivals) -> TimedLate:
         late=late,
         lateness=timed.lateness_us[late],
         bound=timed.others_wait(late),
-        step=ranks.profile(ranks.reference).step_us or statistics.median(timed.step_us.values()) or 1e-9,
+        step=_timed_step(ranks, timed),
         late_steps=timed.late_steps[late],
         silent_extra=extra(1),
         busy_extra=extra(0),
@@ -89,6 +89,14 @@ def timed_late(ranks: RankSet, timed: TimedArrivals) -> TimedLate:
         on_gpu=on_gpu,
         place=place,
     )
+
+
+def _timed_step(ranks: RankSet, timed: TimedArrivals) -> float:
+    """The step the lateness is taken from, on the same basis as the lateness: the reference rank's step
+    timed without the profiler (the capture's timing); without that timing, the report's step (the
+    estimate may not start from a step shorter than the one it is reported against)."""
+    reference = ranks.profile(ranks.reference)
+    return reference.unprofiled_step_us or reference.step_us or timed.step_us.get(ranks.reference) or 1e-9
 
 
 def _lead_in(steps: list, place: int) -> tuple[float, float] | None:

@@ -255,7 +255,7 @@ class RankSet:
         """The rank's wait per step on the basis of its `step_us`: where the step was timed without the
         profiler, the timed arrivals' wait (else the profiled wait's share of the profiled step, applied
         to that step); under the profiler, the profiled wait. Never more than the step."""
-        if not profile.unprofiled_step_us:
+        if not _on_unprofiled(profile):
             return self.wait_us(profile.rank)
         if self.timed is not None:
             return min(self.timed.wait_us.get(profile.rank, 0.0), profile.step_us)
@@ -274,8 +274,8 @@ class RankSet:
                     "step_basis": _basis(p),
                     "wait_us": round(wait, 1),
                     "wait_basis": "timed arrivals"
-                    if self.timed is not None and p.unprofiled_step_us
-                    else ("profiled share of the step" if p.unprofiled_step_us else "profiled"),
+                    if self.timed is not None and _on_unprofiled(p)
+                    else ("profiled share of the step" if _on_unprofiled(p) else "profiled"),
                     "profiled_wait_us": round(self.wait_us(p.rank), 1),
                     "profiled_step_us": p.profiled_step_us,
                     "wait_share": self.wait_share(p),
@@ -286,8 +286,15 @@ class RankSet:
 
 
 def _basis(profile: RankProfile) -> str:
-    """Which step `step_us` is: "unprofiled" when the capture timed steps without the profiler."""
-    return "unprofiled" if profile.unprofiled_step_us else "profiled"
+    """Which step `step_us` is: "unprofiled" when it is the capture's timing without the profiler (not
+    when that timing was set aside for the profiled step, metrics/step_time.step_budget)."""
+    return "unprofiled" if _on_unprofiled(profile) else "profiled"
+
+
+def _on_unprofiled(profile: RankProfile) -> bool:
+    """Whether the rank's `step_us` is its unprofiled timing."""
+    timed = profile.unprofiled_step_us
+    return bool(timed) and abs(profile.step_us - timed) <= 1e-3 * timed
 
 
 TIE_US = 5.0  # arrivals closer than this (or twice the ends' spread after alignment) have no last
