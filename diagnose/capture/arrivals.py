@@ -14,7 +14,9 @@ collectives in the same program order), its kind and its element count. Two entr
 
 On CUDA the GPU's arrival is recorded too: a CUDA event on the current stream at entry, read after the
 step (the child synchronises after every timed step), measured from an event recorded at the step's
-start, when the GPU is idle. Without CUDA this path does not run.
+start, when the GPU is idle. Without CUDA this path does not run (it has not run on a GPU yet).
+Noting one call costs 2.9-3.9 µs on the 2-core CPU machine (timeit, 2026-12-06): about 12 µs of a
+10 ms step of four DDP buckets.
 
 Clocks: before the first timed step and after the last, the ranks meet at a barrier ROUNDS times and
 exchange the time each left it; a rank's offset to rank 0 is the median of the differences, its
