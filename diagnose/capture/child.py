@@ -21,6 +21,7 @@ import traceback
 import zlib
 from pathlib import Path
 
+from diagnose.capture.arrivals import ArrivalRecorder
 from diagnose.capture.compile_log import CompileLog
 from diagnose.capture.memory import MEMORY_FILE, MemoryRecorder
 from diagnose.capture.model_census import census
@@ -154,6 +155,7 @@ class CaptureSession:
         self.tracker = None
         self.sampler = None
         self.compile_log = None  # torch.compile's own account (compile.json), when it ran
+        self.arrivals = None  # ArrivalRecorder while the timed steps of several ranks run
         self.meta = {
             "schema": CAPTURE_SCHEMA,
             "target": spec.target,
@@ -270,6 +272,38 @@ class CaptureSession:
         """Store step times measured without the profiler."""
         self.meta["timing"] = timing_summary(source, [t * 1e6 for t in per_step_s])
 
+    # -- arrivals in the timed steps (arrivals.py) -------------------------------------------------
+    def start_arrivals(self) -> None:
+        """Align the ranks' clocks and watch their collectives, when a process group of 2+ is up."""
+        if self.spec.timed_steps < 1:
+            return
+        try:
+            self.arrivals = ArrivalRecorder.start(self.torch)
+        except Exception as exc:  # the timing goes on without arrivals
+            self.arrivals = None
+            self.meta.setdefault("warnings", []).append(f"recording arrivals failed: {exc}")
+
+    def arrival_mark(self, edge: str) -> None:
+        """A timed step begins or ends."""
+        if self.arrivals is not None:
+            self.arrivals.step_begin() if edge == "begin" else self.arrivals.step_end()
+
+    def finish_arrivals(self) -> None:
+        """Check the clocks again and write arrivals.json (once)."""
+        recorder, self.arrivals = self.arrivals, None
+        if recorder is None:
+            return
+        try:
+            self.meta["files"]["arrivals"] = recorder.finish(self.out)
+        except Exception as exc:
+            self.meta.setdefault("warnings", []).append(f"writing arrivals.json failed: {exc}")
+
+    def drop_arrivals(self) -> None:
+        """Stop watching collectives without writing arrivals.json (the timing did not end with every rank)."""
+        recorder, self.arrivals = self.arrivals, None
+        if recorder is not None:
+            recorder.stop()
+
     # -- modes -------------------------------------------------------------------------------
     def run_function(self) -> None:
         """Function mode: warm up, time without the profiler, then profile a few steps."""
@@ -289,12 +323,16 @@ class CaptureSession:
         self.sync()
         times = []
         self.compile_phase("timing")
+        self.start_arrivals()
         for i in range(spec.timed_steps):
             self.progress("timing", i, spec.timed_steps)
+            self.arrival_mark("begin")
             t0 = time.perf_counter()
             step()
             self.sync()
             times.append(time.perf_counter() - t0)
+            self.arrival_mark("end")
+        self.finish_arrivals()
         self.record_timing(times, f"{spec.timed_steps} steps without the profiler, synchronised after each step")
         self.start_profiler()
         with self.step_range(warmup_label(0)):  # absorbs the profiler's own start-up cost

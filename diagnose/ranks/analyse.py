@@ -32,6 +32,7 @@ from diagnose.metrics.accounting import largest_non_compute, with_rank_wait
 from diagnose.ranks.discover import RankSource, rank_sources
 from diagnose.ranks.model import RankSet
 from diagnose.ranks.profile import RankProfile, distributed_rank, rank_profile
+from diagnose.ranks.timed import read_timed
 from diagnose.rules import ALL_RULES
 from diagnose.trace.load import load_target
 
@@ -65,6 +66,7 @@ def _analysed_rank(source: RankSource, config: Config, max_bytes: int | None) ->
     results = run_rules(ctx, [r for r in ALL_RULES if r.id not in CROSS_RANK_RULES])
     profile = rank_profile(ctx.metrics, rank, str(source.path), how)
     profile.findings = [f.rule for f in results.findings]
+    profile.timed_arrivals = read_timed(source.path)
     result = {
         "profile": profile.to_dict(),
         "findings": {f.rule: f for f in results.findings},
