@@ -44,6 +44,8 @@ ESTIMATE_KNOWN = {
     "kv_concat": "27.3x marked, 22.7x stripped",
     "matmul_fp32": "15.4x marked, 11.8x stripped: 1,393 against 1,865 µs left after the saving",
 }
+
+
 def _captures() -> list[str]:
     return [p.name for p in unmarked.single_rank_captures()]
 

@@ -58,9 +58,9 @@ def describe(exc: OSError) -> str:
     path = exc.filename
     if path is None and exc.errno == errno.ENOENT and not _cwd_exists():
         return "the current folder no longer exists (it was removed): cd to a folder that exists and run again"
-    where = f"{os.fsdecode(path)}: " if path is not None else ""
+    where = f"{_shown(path)}: " if path is not None else ""
     if exc.filename2 is not None:
-        where = f"{os.fsdecode(path)} -> {os.fsdecode(exc.filename2)}: "
+        where = f"{_shown(path)} -> {_shown(exc.filename2)}: "
     advice = _ADVICE.get(exc.errno)
     if path == STDOUT:
         advice = "send stdout somewhere that takes it (the output folder is written)"
@@ -68,6 +68,19 @@ def describe(exc: OSError) -> str:
     if exc.errno in _ABOUT_OUTPUT and path != STDOUT:
         line += "; the previous output folder, if any, is left as it was"
     return line
+
+
+SHOWN_PATH = 160  # characters of a path the line shows (its head and tail, the middle elided)
+
+
+def _shown(path) -> str:
+    """A path as the one line shows it: whole, or its start and end around an ellipsis when very long (a
+    4,000-character -o path would otherwise fill the terminal)."""
+    text = os.fsdecode(path)
+    if len(text) <= SHOWN_PATH:
+        return text
+    half = SHOWN_PATH // 2
+    return f"{text[:half]}…{text[-half:]} ({len(text):,} characters)"
 
 
 def _cwd_exists() -> bool:

@@ -30,6 +30,8 @@ GAP_FACTOR = 1.5  # an iteration boundary's host gap is this much longer than ev
 GAP_FLOOR_US = 2.0  # ... and longer by at least this much (timer resolution)
 # a pattern this short, repeated this often with nothing between, looks like an inner loop: without a pause to
 # group its repetitions it is reported as the smallest unit the iteration can be (ambiguous)
+MAX_HEADS = 8  # activities tried as the pattern's head (in order of first appearance)
+MAX_GROUP = 64  # repetitions of a pattern tried as one iteration (a layer stack, an inner loop's trip count)
 INNER_LOOP_LENGTH = 8
 INNER_LOOP_REPEATS = 16
 MAX_OCCURRENCES = 64  # occurrences of the pattern's head per period tried
@@ -65,14 +67,20 @@ def find_period(names: list[str], starts: np.ndarray, ends: np.ndarray) -> Perio
     positions: dict[str, list[int]] = {}
     for i, token in enumerate(tokens):
         positions.setdefault(token, []).append(i)
+    tried = 0
     for head, at in positions.items():  # in order of first appearance: the pattern's head comes first
         if len(at) < MIN_REPEATS + 1 or at[-1] - at[0] < MIN_COVER * n * (MIN_REPEATS - 1) / MIN_REPEATS:
             continue
-        found = [
-            p
-            for m in range(1, min(len(at) // MIN_REPEATS, MAX_OCCURRENCES) + 1)
-            if (p := _period_at(tokens, at[::m], head))
-        ]
+        tried += 1
+        if tried > MAX_HEADS:
+            break
+        found = []
+        for m in range(1, min(len(at) // MIN_REPEATS, MAX_OCCURRENCES) + 1):
+            period = _period_at(tokens, at[::m], head)
+            if period is not None:
+                found.append(period)
+                if period.score >= 1.0:
+                    break  # the same activities every time: no longer period can be more alike
         if found:
             best = max(p.score for p in found)
             period = next(p for p in found if p.score >= best - SCORE_SLACK)  # the shortest of the most alike
@@ -85,24 +93,34 @@ def _period_at(tokens: list[str], cuts: list[int], head: str) -> Period | None:
     n = len(tokens)
     if len(cuts) < MIN_REPEATS:
         return None
-    segments = [tokens[a:b] for a, b in zip(cuts, cuts[1:])]
-    lengths = [len(s) for s in segments]
+    lengths = np.diff(np.asarray(cuts))
+    middle = len(lengths) // 2  # the reference: a middle one, warm-up and tail are at the ends
+    others = [i for i in range(len(lengths)) if i != middle and (i > 0 or len(lengths) == 2)]
+    # the first may be a cold start that does more (compiles, plans), unless it is the only one to compare
+    if not others or np.any(np.abs(lengths[others] / lengths[middle] - 1) > 1 - ALIKE):
+        return None  # iterations of one loop hold about as many activities each (a cheap test first)
     typical = int(np.median(lengths))
-    reference = Counter(segments[len(segments) // 2])  # a middle one: warm-up and tail are at the ends
-    scores = [_similarity(Counter(s), reference) for s in segments]
-    if min(scores[1:], default=1.0) < ALIKE:  # the first may be a cold start that does more (compiles, plans)
+    reference = _profile(tokens[cuts[middle] : cuts[middle + 1]])
+    scores = [_similarity(_profile(tokens[cuts[i] : cuts[i + 1]]), reference) for i in others]
+    if min(scores) < ALIKE:
         return None
     last = tokens[cuts[-1] :]
     cut_list = list(cuts)
-    if len(last) >= typical and _similarity(Counter(last[:typical]), reference) >= ALIKE:
+    if len(last) >= typical and _similarity(_profile(last[:typical]), reference) >= ALIKE:
         cut_list.append(cuts[-1] + typical)  # the last repetition is whole
         last = last[typical:]
-    known = set(reference)
+    known = set(tokens[cuts[middle] : cuts[middle + 1]])
     if not (known.issuperset(tokens[: cuts[0]]) and known.issuperset(last)):
         return None  # what precedes and follows must be parts of an iteration (one forward's layers are not)
     if len(cut_list) < MIN_REPEATS + 1 or (cut_list[-1] - cut_list[0]) < MIN_COVER * n:
         return None
-    return Period(cuts=cut_list, length=typical, head=head, score=float(np.mean(scores[1:] or [1.0])))
+    return Period(cuts=cut_list, length=typical, head=head, score=float(np.mean(scores)))
+
+
+def _profile(segment: list[str]) -> Counter:
+    """A segment's activities and the pairs that follow each other in it (as multisets): the pairs keep the
+    order, so two long runs of the same activities in another order do not pass for the same iteration."""
+    return Counter(segment) + Counter(zip(segment, segment[1:]))
 
 
 def _similarity(segment: Counter, reference: Counter) -> float:
@@ -122,15 +140,20 @@ def _joined_by_gaps(period: Period, tokens: list[str], starts: np.ndarray, ends:
         return period
     # the host's pause before each repetition after the first: pauses[j] precedes cut index j + 1
     pauses = np.array([starts[c] - ends[c - 1] for c in cuts[1:-1]], dtype=float)
-    at = np.arange(1, repeats)
-    for m in range(2, repeats // MIN_REPEATS + 1):
-        for offset in range(m):
-            marks = (at - offset) % m == 0
-            joined = list(range(offset, repeats + 1, m))  # cut indices of whole joined iterations
-            if len(joined) < MIN_REPEATS + 2 or (~marks).sum() < 3 or not marks.any():
+    index = np.arange(1, repeats)  # the cut index each pause precedes
+    for m in range(2, min(repeats // MIN_REPEATS, MAX_GROUP) + 1):
+        residue = index % m
+        shortest = np.full(m, np.inf)
+        np.minimum.at(shortest, residue, pauses)
+        longest = np.full(m, -np.inf)
+        np.maximum.at(longest, residue, pauses)
+        ranked = np.argsort(longest)[::-1]
+        for offset in range(m):  # boundaries before cut indices offset, offset + m, ...
+            inside = longest[ranked[1]] if ranked[0] == offset else longest[ranked[0]]  # every other pause
+            joined = list(range(offset, repeats + 1, m))
+            if len(joined) < MIN_REPEATS + 2 or int((residue != offset).sum()) < 3:
                 continue  # three whole iterations at least, and pauses inside them to compare with
-            inside = pauses[~marks].max()
-            if pauses[marks].min() > max(GAP_FACTOR * inside, inside + GAP_FLOOR_US):
+            if shortest[offset] > max(GAP_FACTOR * inside, inside + GAP_FLOOR_US):
                 return dataclasses.replace(period, cuts=[cuts[i] for i in joined], length=period.length * m, by_gaps=m)
     inner = period.length <= INNER_LOOP_LENGTH and repeats >= INNER_LOOP_REPEATS and not graph
     return dataclasses.replace(period, ambiguous=inner)
