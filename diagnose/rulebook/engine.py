@@ -46,6 +46,7 @@ __all__ = [
     "RuleResults",
     "Skip",
     "Threshold",
+    "impact",
     "known_thresholds",
     "run_rules",
     "time_base",
@@ -295,7 +296,7 @@ def run_rules(ctx: Context, rules) -> RuleResults:
                 ),
             )
             findings.append(_plain_numbers(pass_over(in_framework_api(result, frameworks), in_place(ctx))))
-    findings.sort(key=_impact, reverse=True)
+    findings.sort(key=impact, reverse=True)
     return RuleResults(findings, checked, skipped)
 
 
@@ -368,7 +369,7 @@ def time_base(budget) -> str:
     return "step time = profiled step (no unprofiled timing in the capture)"
 
 
-def _impact(finding: Finding) -> tuple:
+def impact(finding: Finding) -> tuple:
     """Findings with a fix left to apply first (rulebook/in_place.py), then by estimate and severity."""
     rank = {"high": 2, "medium": 1, "low": 0}[finding.severity]
     return (not all_in_place(finding), finding.est_speedup or 1.0, rank)
