@@ -144,7 +144,8 @@ def _with_host_calls(copies: pd.DataFrame, runtime: pd.DataFrame, ops: pd.DataFr
     out["memory"] = np.select(
         [names.str.contains("Pageable"), names.str.contains("Pinned")], ["pageable", "pinned"], "unknown"
     )
-    out["bytes"] = pd.to_numeric(out["bytes"], errors="coerce").fillna(0.0)
+    # a foreign trace may write any number of bytes: none below zero
+    out["bytes"] = pd.to_numeric(out["bytes"], errors="coerce").fillna(0.0).clip(lower=0.0)
     held = (out["end_call"] - out["ts_call"]).fillna(0.0)
     out["synchronous"] = (held >= SYNC_HOLD * out["dur"]) & (held > 0)
     sync = out["synchronous"].to_numpy(bool)
