@@ -14,10 +14,10 @@ named in the quiet detail, not in a finding.
 
 **Threshold.** 5 % of the step. Calibrated on the H100 capture trio (fixtures/captures/transfer_*,
 ResNet-18 bf16 training at batch 128, a DataLoader with four workers): with `pin_memory=False` and a
-blocking `.to()` the 77 MB fp32 batch holds the critical path 10.8 ms of a 33.4 ms mean step (32 %)
+blocking `.to()` the 77 MB fp32 batch holds the critical path 10.6 ms of a 33.4 ms mean step (32 %)
 and no kernel runs meanwhile; pinned with `non_blocking=True` on a side stream, the copy (1.4 ms)
-runs while the previous batch computes: 0.5 % of the step, quiet; uint8 pixels, pageable and
-blocking, still hold it 2.3 ms of an 18.6 ms step (12.6 %), so the rule fires there, lower. On every
+runs while the previous batch computes: 0.3 % of the step, quiet; uint8 pixels, pageable and
+blocking, still hold it 2.3 ms of an 18.6 ms step (12.4 %), so the rule fires there, lower. On every
 other capture in fixtures/captures the copies hold at most 2.4 % of the step (host_loader_inline's
 14 MB of pageable copies a step, whose loop is host-bound); the tiny device-to-host reads of
 `.item()` cost a drained queue, not bytes, and are left to sync-stall. Severity is low below
