@@ -1090,22 +1090,7 @@ def _whole_step_finding(rule: Rule, ws: "whole_step.WholeStep", ops: pd.DataFram
         rule=rule.id,
         severity="high" if ws.speedup >= t["high_speedup"] else "medium",
         title=f"The training step runs in fp32: {target} autocast would speed up the whole step",
-        evidence=[
-            Evidence(f"step saved at {target}", round(ws.share * 100, 1), ">=", t["min_whole_saving_share"] * 100, "%"),
-            Evidence(
-                "matrix time in fp32 / TF32",
-                round(ws.matrix_share * 100, 1),
-                ">=",
-                t["min_fp32_matrix_share"] * 100,
-                "%",
-            ),
-            Evidence("saved on matmuls and convolutions", round(ws.matrix_saving, 1), unit="µs per step"),
-            Evidence("saved on attention (half the bytes)", round(ws.attention_saving, 1), unit="µs per step"),
-            Evidence(
-                "saved on bandwidth-bound kernels (half the bytes)", round(ws.bandwidth_saving, 1), unit="µs per step"
-            ),
-            Evidence("kept in fp32 (norms, softmax, loss, optimizer)", round(ws.kept_us, 1), unit="µs per step"),
-        ],
+        evidence=_whole_step_evidence(ws, target, t),
         offenders=top_offenders(
             [{"op": op, "us_saved_per_step": round(float(us), 1)} for op, us in ws.by_op.head(8).items() if us > 0],
             "op",
@@ -1121,3 +1106,23 @@ def _whole_step_finding(rule: Rule, ws: "whole_step.WholeStep", ops: pd.DataFram
         ),
         why=_WHOLE_WHY,
     )
+
+
+def _whole_step_evidence(ws: "whole_step.WholeStep", target: str, t) -> list[Evidence]:
+    """The saving against its floor, the fp32 share against its gate, then what each part saves and what stays."""
+    return [
+        Evidence(f"step saved at {target}", round(ws.share * 100, 1), ">=", t["min_whole_saving_share"] * 100, "%"),
+        Evidence(
+            "matrix time in fp32 / TF32",
+            round(ws.matrix_share * 100, 1),
+            ">=",
+            t["min_fp32_matrix_share"] * 100,
+            "%",
+        ),
+        Evidence("saved on matmuls and convolutions", round(ws.matrix_saving, 1), unit="µs per step"),
+        Evidence("saved on attention (half the bytes)", round(ws.attention_saving, 1), unit="µs per step"),
+        Evidence(
+            "saved on bandwidth-bound kernels (half the bytes)", round(ws.bandwidth_saving, 1), unit="µs per step"
+        ),
+        Evidence("kept in fp32 (norms, softmax, loss, optimizer)", round(ws.kept_us, 1), unit="µs per step"),
+    ]

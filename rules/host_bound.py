@@ -437,6 +437,12 @@ def _pinned_code() -> str:
 
 MAIN_LOADER = "_SingleProcessDataLoaderIter.__next__"
 MAIN_LOADER_TITLE = "Host-bound: the DataLoader loads in the main process, on the step's host time"
+MAIN_LOADER_WHY = (
+    "With num_workers=0 the DataLoader builds every batch in the training process, between the launches of "
+    "one step and the next. While the GPU still has queued work the loading hides behind it; any sync "
+    "(loss.item(), logging) or a faster GPU puts it back on the step. Worker processes build the next "
+    "batches while this one trains."
+)
 
 
 def _main_loader_us(m: Metrics) -> float:
@@ -486,10 +492,5 @@ def _main_loader_finding(rule: Rule, budget: StepBudget, loader: float, t) -> Fi
             f"new step = max({budget.step_us:,.0f} − {loader:,.0f} µs of loading, {budget.busy_us:,.0f} µs GPU busy): "
             f"the GPU's queue hides most of the loading while the host runs ahead{serial}; {budget.basis}"
         ),
-        why=(
-            "With num_workers=0 the DataLoader builds every batch in the training process, between the launches of "
-            "one step and the next. While the GPU still has queued work the loading hides behind it; any sync "
-            "(loss.item(), logging) or a faster GPU puts it back on the step. Worker processes build the next "
-            "batches while this one trains."
-        ),
+        why=MAIN_LOADER_WHY,
     )

@@ -20,7 +20,7 @@ LAYERS = [
         ["diagnose.metrics", "diagnose.memory", "diagnose.ncu", "diagnose.ranks.profile", "diagnose.ranks.model"],
     ),
     ("model", ["diagnose.model"]),
-    ("engine", ["diagnose.rulebook.engine"]),
+    ("engine", ["diagnose.rulebook.engine", "diagnose.rulebook.in_place"]),
     ("rules", ["diagnose.rules", "diagnose.rulebook.rules_table", "diagnose.rulebook.docs"]),
     ("assemble", ["diagnose.rulebook"]),
     ("ranks", ["diagnose.ranks"]),
