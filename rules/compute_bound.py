@@ -58,6 +58,27 @@ misaligned K = 8191 kernel at 15 %. FP8 is the top rung on this GPU, so matmul_f
 case by design: there is no precision left to recommend, and telling the user to move to bf16
 or FP8 again would be wrong.
 
+**The whole training step in fp32.** Where the gates above leave the rule quiet, a training step (one
+with a backward pass) whose matrix time is at least `min_fp32_matrix_share` (0.9) fp32 or TF32 is priced
+whole at bf16 (rules/whole_step.py): its fp32/TF32 matmuls and convolutions at the roofline time of bf16
+tensor cores (below), fp32 attention kernels (no FlashAttention in fp32) and the activations'
+elementwise, reduction and copy kernels at half the bytes, and unchanged what autocast keeps in fp32 (norms,
+softmax and the loss, the optimizer's update of fp32 weights, embedding gradients, fills and casts). The
+step cannot fall below the host's launch time, the span from a step's first kernel launch to its last,
+scaled from the profiled to the estimated step. The finding (`bf16-tensor-cores`, in the framework's API
+where one is found: `bf16=True` for transformers' Trainer, `precision="bf16-mixed"` for Lightning) fires
+when that saves at least `min_whole_saving_share` (0.2) of the step, a whole change of precision being a
+larger change than a flag. regress_no_autocast (H200): its matmuls are 46.9 % of the GPU's busy time, under
+`min_share`, yet bf16 saves 15.2 ms on matmuls, 7.9 ms on fp32 attention and 1.1 ms on activations of a
+55.6 ms step, 43 %: est. 1.77× against the measured 1.69× (regress_base, the same step under autocast;
+folder and trace file alike). The fp32 conv nets stay quiet: their host launches the step for nearly its
+whole length (conv_channels_last: 29.6 of 30.6 ms profiled; its bf16 twin measured 1.09×), so 3.5–4 % is
+left. python_batch_workers would save 15 % on its folder and 7.8 % on its trace file (not measured): under
+0.2, quiet. The fp32 twins of hf_trainer and lightning already fire through the gates above (3.02× and
+3.75× against the measured 2.64× and 5.19× of their bf16 twins). The share is 100 % on every fp32 capture;
+under autocast, regress_base and its variants keep 59–73 % of their matrix time in TF32 (their largest
+products run outside autocast), so 90 % tells a step that trains in fp32 from one that already autocasts.
+
 **Measured.** With Nsight Compute rows attached (`--ncu`, `--ncu-csv`: diagnose/ncu/), the
 measurements only add: an op is compute-bound when its shapes put it right of the ridge (by the
 estimated or the measured DRAM bytes) *or* its speed-of-light class says compute-bound (SM
@@ -112,6 +133,7 @@ from diagnose.vocabulary.dtypes import dtype_bytes, precision
 from diagnose.ncu.classify import LATENCY_PCT
 from diagnose.vocabulary.units import percent
 from diagnose.trace.names import name_search
+from diagnose.rules import whole_step
 
 MATRIX_KINDS = ("gemm", "conv")
 RUNG_NAMES = {
@@ -177,6 +199,19 @@ class ComputeBound(Rule):
             "below min_share, still fire for missing tensor cores or misaligned dimensions when "
             "fixing them would save at least this share of the step",
         ),
+        Threshold(
+            "min_fp32_matrix_share",
+            0.9,
+            "fraction",
+            "a training step whose matrix time is at least this share fp32 / TF32 is priced whole at bf16 "
+            "where the matrix rules above stay quiet",
+        ),
+        Threshold(
+            "min_whole_saving_share",
+            0.2,
+            "fraction",
+            "and fire when the whole step priced at bf16 saves at least this share of it",
+        ),
         Threshold("align_bytes", 16, "bytes", "K and N must be multiples of this many bytes of elements"),
         Threshold("high_speedup", 2.0, "×", "estimated speedup at which a defect is high severity"),
     )
@@ -187,9 +222,29 @@ class ComputeBound(Rule):
         if work is None:
             return Quiet(NO_STEP_WORK)
         placed = _measure(ctx, t, *work)
-        if not isinstance(placed, _Placed):
-            return placed
-        return _decide(placed, t) or self._finding(placed, t)
+        result = (_decide(placed, t) or self._finding(placed, t)) if isinstance(placed, _Placed) else placed
+        if isinstance(result, Quiet) and _trains(ctx.metrics):
+            return self._whole_step(ctx.metrics, t, work, result)
+        return result
+
+    def _whole_step(self, m: Metrics, t, work: tuple, quiet: Quiet) -> "Finding | Quiet":
+        """A training step whose matrix math is mostly fp32 / TF32, priced whole at bf16 (rules/whole_step.py):
+        the finding when autocast would save at least `min_whole_saving_share` of the step, else `quiet`, which says so."""
+        ops, step_us, n = work
+        spec = m.device_spec
+        target = spec.half_rung()
+        if not target or not spec.achievable(target):
+            return quiet
+        after = _half_after(ops, spec, target, m.trace.device.get("sm_count"))
+        ws = whole_step.price(ops, step_us, n, after, whole_step.host_floor(m))
+        if ws.matrix_share < t["min_fp32_matrix_share"]:
+            return quiet
+        if ws.share < t["min_whole_saving_share"]:
+            return Quiet(
+                f"{quiet.detail}; the whole step at {target} would save {percent(ws.share)} "
+                f"< {percent(t['min_whole_saving_share'])}"
+            )
+        return _whole_step_finding(self, ws, ops, target, m, t)
 
     def _finding(self, p: "_Placed", t) -> Finding:
         """The finding for the compute-bound ops that have an issue: evidence, fixes, estimate."""
@@ -997,3 +1052,83 @@ def _fp8_code() -> str:
         "out = torch._scaled_mm(a8, b8, scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16)\n"
         "# whole models: torchao.float8.convert_to_float8_training(model) or Transformer Engine"
     )
+
+
+def _half_after(ops: pd.DataFrame, spec: DeviceSpec, target: str, sms: int | None) -> pd.Series:
+    """µs each fp32 / TF32 matmul or convolution with known FLOPs would take at `target` (the roofline time,
+    bounded for grids too small to fill the GPU), by the index of `ops`; ops whose recorded FLOPs put them
+    above the peak of the units they ran on are left out (they save nothing)."""
+    known = ops[whole_step.fp32_matrix(ops)]
+    if len(known):  # ops that ran faster than the peak of their units have wrong FLOPs: left off, as on the roofline
+        us = known["matrix_us"].to_numpy(float)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            achieved = np.where(us > 0, known["flops"].to_numpy(float) / us / 1e6, 0.0)
+        run, _ = _precision_as_run(known, spec, achieved)
+        peak = np.array([spec.peak(r) or math.inf for r in run.tolist()], dtype=float)
+        known = known[achieved <= peak]
+    if not len(known):
+        return pd.Series(dtype=float)
+    esize = _per_distinct(known["dtype"], lambda d: dtype_bytes(d, 4))
+    goal = np.full(len(known), target, dtype=object)
+    after = _after(spec, known["flops"].to_numpy(float), known["bytes"].to_numpy(float), esize, goal, goal)
+    if sms:
+        after = _small_grid(after, known["matrix_us"].to_numpy(float), _filled(known, sms))
+    return pd.Series(after, index=known.index)
+
+
+_WHOLE_WHY = (
+    "Training in fp32 pays twice: the matmuls run at the TF32 (or CUDA-core) rate instead of bf16 tensor cores, and "
+    "every activation moves 4 bytes per element where 2 would do, so the elementwise kernels, the reductions and "
+    "attention (which cannot use FlashAttention in fp32) take twice as long as they need to. Autocast keeps in fp32 "
+    "what needs the range: norms, softmax and the loss, and the optimizer's fp32 weights."
+)
+
+
+def _whole_step_finding(rule: Rule, ws: "whole_step.WholeStep", ops: pd.DataFrame, target: str, m: Metrics, t):
+    """The precision finding for a training step priced whole at `target`."""
+    after = ws.step_us - ws.saving
+    kept = ", ".join(whole_step.kept_names(ops)) or "norms, the loss, the optimizer"
+    how = (
+        f"Autocast to {target}: the matmuls move to {target} tensor cores and the activations to 2 bytes; it keeps "
+        f"in fp32 what needs the range ({kept}) and the optimizer updates fp32 weights."
+    )
+    return Finding(
+        rule=rule.id,
+        severity="high" if ws.speedup >= t["high_speedup"] else "medium",
+        title=f"The training step runs in fp32: {target} autocast would speed up the whole step",
+        evidence=_whole_step_evidence(ws, target, t),
+        offenders=top_offenders(
+            [{"op": op, "us_saved_per_step": round(float(us), 1)} for op, us in ws.by_op.head(8).items() if us > 0],
+            "op",
+        ),
+        fixes=[fix("bf16-tensor-cores", how=how, code=_autocast_code(target))],
+        est_speedup=round(ws.speedup, 2),
+        recoverable_us=round(ws.saving, 1),
+        basis=(
+            f"step {ws.step_us:,.0f} − {ws.saving:,.0f} µs = {after:,.0f} µs: fp32/TF32 matmuls at the roofline time of "
+            f"{target} tensor cores, fp32 attention and activation kernels at half the bytes, the rest unchanged "
+            f"({ws.gpu_saving:,.0f} µs of GPU time), never below the host's launch time ({ws.floor_us:,.0f} µs); "
+            f"{time_base(m.budget)}"
+        ),
+        why=_WHOLE_WHY,
+    )
+
+
+def _whole_step_evidence(ws: "whole_step.WholeStep", target: str, t) -> list[Evidence]:
+    """The saving against its floor, the fp32 share against its gate, then what each part saves and what stays."""
+    return [
+        Evidence(f"step saved at {target}", round(ws.share * 100, 1), ">=", t["min_whole_saving_share"] * 100, "%"),
+        Evidence(
+            "matrix time in fp32 / TF32",
+            round(ws.matrix_share * 100, 1),
+            ">=",
+            t["min_fp32_matrix_share"] * 100,
+            "%",
+        ),
+        Evidence("saved on matmuls and convolutions", round(ws.matrix_saving, 1), unit="µs per step"),
+        Evidence("saved on attention (half the bytes)", round(ws.attention_saving, 1), unit="µs per step"),
+        Evidence(
+            "saved on bandwidth-bound kernels (half the bytes)", round(ws.bandwidth_saving, 1), unit="µs per step"
+        ),
+        Evidence("kept in fp32 (norms, softmax, loss, optimizer)", round(ws.kept_us, 1), unit="µs per step"),
+    ]

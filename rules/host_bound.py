@@ -42,8 +42,22 @@ first. Measured on the H200 (`--verify`, 2026-11-30): the compiled compile_fullg
 
 **Fixes.** `dataloader-workers` (num_workers > 0, persistent workers, prefetching; move the
 Python that builds the batch into the Dataset or collate_fn) and `pinned-memory`
-(pin_memory=True with non_blocking copies), the latter named first when the step copies from
-pageable host memory.
+(pin_memory=True with non_blocking copies), the latter named first when pageable host-to-device copies
+explain the host work: no DataLoader range or code line does, and the copies take at least half of it
+(`PAGEABLE_EXPLAINS`). python_batch_inline builds its batches in Python with no DataLoader: its folder
+names the code line and dataloader-workers (measured 18.5× with 12 workers, python_batch_workers); its
+trace file alone, without Python samples, named pinned-memory first until the copies' share was asked
+for (they are under 1 % of its host work). Copies on the critical path are the transfer rule's subject.
+
+**A DataLoader in the main process.** With `num_workers=0` the loading runs on the host between one
+step's launches and the next; while the GPU still has queued work it hides there and leaves no idle gap to
+measure. When the gap test stays under `min_host_share`, the rule still fires (low unless the estimate
+reaches 1.1×) when the main-process loader (`_SingleProcessDataLoaderIter.__next__`) takes at least
+`min_host_share` of the step: new step = max(step − loading, GPU busy). The basis adds what a loop that
+syncs once a step pays, where the capture timed its steps with a sync after each: step ÷ max(step −
+loading, the free-running profiled step). regress_workers0 (H200) loads for 13.0 ms of its 33.5 ms
+free-running step (39 %): est. 1.06× free-running (1.02× from the trace file alone), and 1.24× for the
+synchronised step, against the measured 1.23× (41.3 ms against regress_base's 33.5 ms, median).
 
 **Estimate.** With the host work overlapped with GPU execution, the step shrinks by that work,
 but not below the GPU busy time: new step = max(step − host work, GPU busy); speedup =
@@ -55,6 +69,7 @@ from __future__ import annotations
 import dataclasses
 import shlex
 
+import numpy as np
 import pandas as pd
 
 from diagnose.rulebook.engine import Quiet, Rule, Threshold, severity_ladder, top_offenders
@@ -69,6 +84,7 @@ from diagnose.vocabulary.units import percent
 
 LOWER: dict[Severity, Severity] = {"high": "medium", "medium": "low", "low": "low"}
 MAX_OFFENDERS = 8
+PAGEABLE_EXPLAINS = 0.5  # pageable copies taking this share of the host work explain it: pinned memory first
 
 
 class HostBound(Rule):
@@ -95,6 +111,9 @@ class HostBound(Rule):
         """Measure host work inside the GPU's idle time and name what filled it."""
         work = _measure(ctx)
         if work.share < t["min_host_share"]:
+            loader = _main_loader_us(ctx.metrics)
+            if work.budget.share(loader) >= t["min_host_share"]:
+                return _main_loader_finding(self, work.budget, loader, t)
             return Quiet(
                 f"host work in GPU idle time {percent(work.share)} of the step < {percent(t['min_host_share'])}"
                 + _where_silent_went(work.split, work.budget, work.per_step)
@@ -196,7 +215,7 @@ def _word(
 ) -> Finding:
     """The finding: evidence, the code and ops that did the host work, the fixes, the basis."""
     offenders = _offenders(work, named)
-    fixes, compiled_note = _fixes(named, offenders)
+    fixes, compiled_note = _fixes(named, offenders, work.work)
     return Finding(
         rule=rule.id,
         severity=severity,
@@ -287,15 +306,17 @@ def _offenders(work: _HostWork, named: _Named) -> list[Offender]:
     )
 
 
-def _fixes(named: _Named, offenders: list[Offender]) -> tuple[list[Fix], str]:
+def _fixes(named: _Named, offenders: list[Offender], work_us: float) -> tuple[list[Fix], str]:
     """(the fixes, the basis note for compiled code): DataLoader workers and pinned memory (pinned memory
-    first when pageable copies, and neither a DataLoader nor a code line, explain it); for compiled code
-    that reads from no DataLoader, one CUDA graph of the whole step, then pinned memory only where
-    pageable copies are there to pin."""
+    first when pageable copies explain it: neither a DataLoader nor a code line does, and the copies take at
+    least half of the host work `work_us`, so that a trace file without Python samples names the same fix as its
+    capture folder); for compiled code that reads from no DataLoader, one CUDA graph of the whole step, then
+    pinned memory only where pageable copies are there to pin."""
     name = offenders[0].name if offenders and offenders[0].label == "code" else None
     top_code = name if isinstance(name, str) else None  # a code line's name is its "file:line function"
     fixes = [fix("dataloader-workers", code=_loader_code(top_code)), fix("pinned-memory", code=_pinned_code())]
-    if named.pageable["count"] and not named.loader and top_code is None:
+    copies = named.pageable["count"] and named.pageable["us"] >= PAGEABLE_EXPLAINS * work_us
+    if copies and not named.loader and top_code is None:
         fixes.reverse()
     if not named.compiled:
         return fixes, ""
@@ -411,4 +432,65 @@ def _pinned_code() -> str:
     return (
         "batch = batch.pin_memory()          # or DataLoader(..., pin_memory=True)\n"
         'batch = batch.to("cuda", non_blocking=True)'
+    )
+
+
+MAIN_LOADER = "_SingleProcessDataLoaderIter.__next__"
+MAIN_LOADER_TITLE = "Host-bound: the DataLoader loads in the main process, on the step's host time"
+MAIN_LOADER_WHY = (
+    "With num_workers=0 the DataLoader builds every batch in the training process, between the launches of "
+    "one step and the next. While the GPU still has queued work the loading hides behind it; any sync "
+    "(loss.item(), logging) or a faster GPU puts it back on the step. Worker processes build the next "
+    "batches while this one trains."
+)
+
+
+def _main_loader_us(m: Metrics) -> float:
+    """Host time per step inside a DataLoader that loads in the main process (num_workers=0), µs (profiled)."""
+    ops = m.trace.ops
+    if not len(ops) or not m.steps.windows:
+        return 0.0
+    loads = ops[ops["name"].str.contains(MAIN_LOADER, regex=False, na=False)]
+    ts = loads["ts"].to_numpy(float)
+    inside = np.zeros(len(loads), dtype=bool)
+    for w in m.steps.windows:
+        inside |= (ts >= w.cpu_start) & (ts < w.cpu_end)
+    return float(loads.loc[inside, "dur"].sum()) / len(m.steps.windows)
+
+
+def _main_loader_finding(rule: Rule, budget: StepBudget, loader: float, t) -> Finding:
+    """A DataLoader in the main process whose loading the GPU's queue hides today: named, with what it costs a
+    loop that syncs once a step (the capture's timing did) and the little it costs this free-running one."""
+    new_step = max(budget.step_us - loader, budget.busy_us, 1e-9)
+    synced = budget.synced_step_us
+    serial = (
+        f"; stepped with a sync after each (the capture's timing, as a loop that reads loss.item() every step), "
+        f"the loading runs in series: {synced:,.0f} µs a step, {synced / max(synced - loader, budget.profiled_step_us):.2f}× "
+        "faster with workers"
+        if synced
+        else ""
+    )
+    return Finding(
+        rule=rule.id,
+        severity=severity_ladder(budget.share(loader), t) if budget.step_us / new_step >= 1.1 else "low",
+        title=MAIN_LOADER_TITLE,
+        evidence=[
+            Evidence(
+                "DataLoader loading in the main process",
+                round(budget.share(loader) * 100, 1),
+                ">=",
+                t["min_host_share"] * 100,
+                "%",
+            ),
+            Evidence("loading per step", round(loader, 1), unit="µs"),
+            Evidence("GPU busy per step", round(budget.busy_us, 1), unit="µs"),
+        ],
+        fixes=[fix("dataloader-workers", code=_loader_code())],
+        est_speedup=round(budget.step_us / new_step, 2),
+        recoverable_us=round(budget.step_us - new_step, 1),
+        basis=(
+            f"new step = max({budget.step_us:,.0f} − {loader:,.0f} µs of loading, {budget.busy_us:,.0f} µs GPU busy): "
+            f"the GPU's queue hides most of the loading while the host runs ahead{serial}; {budget.basis}"
+        ),
+        why=MAIN_LOADER_WHY,
     )

@@ -29,7 +29,7 @@ LAYERS = [
         ],
     ),
     ("model", ["diagnose.model"]),
-    ("engine", ["diagnose.rulebook.engine"]),
+    ("engine", ["diagnose.rulebook.engine", "diagnose.rulebook.in_place"]),
     ("rules", ["diagnose.rules", "diagnose.rulebook.rules_table", "diagnose.rulebook.docs"]),
     ("assemble", ["diagnose.rulebook"]),
     ("ranks", ["diagnose.ranks"]),

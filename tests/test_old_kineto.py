@@ -166,10 +166,10 @@ def _verdict(path, tmp_path, capsys) -> dict:
 
 
 def test_workers_0_is_host_bound_on_the_dataloader(tmp_path, capsys):
-    """num_workers=0: the main process decodes and augments every batch while the GPU waits."""
+    """num_workers=0: the main process decodes and augments every batch while the GPU waits (named second since
+    the whole fp32 step is priced at fp16: 1.44x against 1.40x, neither measured)."""
     data = _verdict(WORKERS_0, tmp_path, capsys)
-    first = data["findings"][0]
-    assert first["rule"] == "host-bound"
+    first = next(f for f in data["findings"] if f["rule"] == "host-bound")
     assert first["fixes"][0]["id"] == "dataloader-workers"
     assert "DataLoader" in json.dumps(first["offenders"])
     assert 1.2 < first["est_speedup"] < 2.5
@@ -224,11 +224,12 @@ def test_workers_4_is_compute_bound_in_fp32_convolutions(tmp_path, capsys):
 
 
 def test_workers_0_names_the_convolutions_on_cuda_cores(tmp_path, capsys):
-    """host-bound first; compute-bound stays quiet (a third of the convolutions' FLOPs, counted without the
-    strides PyTorch 1.9 did not record, come out above the V100's peak and are left off) but says that the
-    fp32 matrix math runs on CUDA cores."""
+    """The tensor-core defect alone stays under its gate (a third of the convolutions' FLOPs, counted without
+    the strides PyTorch 1.9 did not record, come out above the V100's peak and are left off), but the whole
+    fp32 training step priced at fp16 saves 31 %: compute-bound fires for it, beside host-bound."""
     data = _verdict(WORKERS_0, tmp_path, capsys)
     rules = [f["rule"] for f in data["findings"]]
-    assert rules[0] == "host-bound" and "compute-bound" not in rules
-    quiet = next(c["detail"] for c in data["checked"] if c["rule"] == "compute-bound")
-    assert "fp32 matrix math on CUDA cores" in quiet
+    assert rules[:2] == ["compute-bound", "host-bound"]
+    precision = data["findings"][0]
+    assert precision["title"].startswith("The training step runs in fp32: fp16 autocast")
+    assert [x["id"] for x in precision["fixes"]] == ["bf16-tensor-cores"]

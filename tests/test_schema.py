@@ -114,6 +114,7 @@ def test_a_findings_json_from_before_the_typed_model_reads_typed():
     assert {k: v for k, v in again["summary"].items() if k not in added} == old["summary"]
     for was, now in zip(old["findings"], again["findings"]):  # the same rows, `label` added
         assert [{k: v for k, v in row.items() if k != "label"} for row in now["offenders"]] == was["offenders"]
+        assert all(x.pop("passed_over") == "" for x in now["fixes"])  # additive: empty when absent
         assert {k: v for k, v in now.items() if k != "offenders"} == {k: v for k, v in was.items() if k != "offenders"}
 
 

@@ -65,6 +65,7 @@ class Fix(msgspec.Struct):
     code: str = ""
     prerequisite: bool = False  # a change the next fix needs first; the finding's estimate is for both
     api: str = ""  # the framework whose API the code is written in ("transformers.Trainer"); "" for plain PyTorch
+    passed_over: str = ""  # why it is not named first: the trace shows the code has it (rulebook/in_place.py)
 
 
 class CheatSheet(msgspec.Struct):

@@ -70,6 +70,16 @@ CATALOGUE: dict[str, tuple[str, str]] = {
         "Keep values on the GPU (.item(), .cpu(), print of a tensor and torch.cuda.synchronize() each drain the queue).",
     ),
     "pinned-memory": ("Pinned host memory", "pin_memory=True in the DataLoader and .to(device, non_blocking=True)."),
+    "non-blocking-copies": (
+        "Overlap host-to-device copies with compute",
+        ".to(device, non_blocking=True) from pinned memory, issued on a side stream one batch ahead "
+        "(the next batch copies while this one computes; the compute stream waits on an event).",
+    ),
+    "compact-transfer": (
+        "Send fewer bytes to the GPU",
+        "Copy the compact form and convert on the GPU: uint8 image pixels (a quarter of fp32's bytes), "
+        "bf16 features or int32 token ids instead of fp32/int64, then normalise or cast after the copy.",
+    ),
     "dataloader-workers": (
         "DataLoader workers",
         "num_workers > 0 (and persistent_workers=True) to prepare batches off the main process.",

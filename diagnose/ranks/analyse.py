@@ -24,7 +24,7 @@ import msgspec
 from diagnose.capture.guard import die_with_parent
 from diagnose.rulebook.assemble import capture_summary, diagnose_trace
 from diagnose.model.config import Config
-from diagnose.rulebook.engine import Context, run_rules, verdict
+from diagnose.rulebook.engine import Context, impact, run_rules, verdict
 from diagnose.base.errors import InputError
 from diagnose.model.findings import Bucket, Diagnosis, Finding, RankSummary, typed
 from diagnose.model.invariants import enforce
@@ -204,7 +204,7 @@ def _merge_findings(d: Diagnosis, chosen: list[dict]) -> None:
         theirs.ranks = ranks
         d.findings.append(theirs)
         d.checked = [c for c in d.checked if c.rule != rule]
-    d.findings.sort(key=lambda f: (f.est_speedup or 1.0, {"high": 2, "medium": 1, "low": 0}[f.severity]), reverse=True)
+    d.findings.sort(key=impact, reverse=True)
 
 
 def _failed_rank(d: Diagnosis, chosen: list[dict]) -> None:

@@ -30,6 +30,7 @@ from diagnose.model.findings import (
 )
 from diagnose.vocabulary.units import fmt, percent
 from diagnose.model.frameworks import detect_frameworks, in_framework_api
+from diagnose.rulebook.in_place import all_in_place, in_place, pass_over
 from diagnose.memory.record import load_memory
 from diagnose.metrics import Metrics
 from diagnose.metrics.timeline import PARAMETERS as TIMELINE_PARAMETERS
@@ -45,6 +46,7 @@ __all__ = [
     "RuleResults",
     "Skip",
     "Threshold",
+    "impact",
     "known_thresholds",
     "run_rules",
     "time_base",
@@ -302,8 +304,8 @@ def run_rules(ctx: Context, rules) -> RuleResults:
                     ctx.trace, ctx.metrics.python_samples, compiled=bool(ctx.metrics.compiled.compiled)
                 ),
             )
-            findings.append(_plain_numbers(in_framework_api(result, frameworks)))
-    findings.sort(key=_impact, reverse=True)
+            findings.append(_plain_numbers(pass_over(in_framework_api(result, frameworks), in_place(ctx))))
+    findings.sort(key=impact, reverse=True)
     return RuleResults(findings, checked, skipped)
 
 
@@ -376,9 +378,10 @@ def time_base(budget) -> str:
     return "step time = profiled step (no unprofiled timing in the capture)"
 
 
-def _impact(finding: Finding) -> tuple:
+def impact(finding: Finding) -> tuple:
+    """Findings with a fix left to apply first (rulebook/in_place.py), then by estimate and severity."""
     rank = {"high": 2, "medium": 1, "low": 0}[finding.severity]
-    return (finding.est_speedup or 1.0, rank)
+    return (not all_in_place(finding), finding.est_speedup or 1.0, rank)
 
 
 NO_TORCH_WARNING = "the workload ran no PyTorch operation"  # trace/load.py's warning for such a capture
@@ -413,6 +416,8 @@ def verdict(d: Diagnosis) -> str:
         gain = (
             f" (est. {fmt(top.est_speedup)}× faster with {top.fix_phrase()})" if top.est_speedup and top.fixes else ""
         )
+        if all_in_place(top):
+            gain = f" (its fixes are in place already: {top.fixes[0].passed_over})"
         extra, named = "", None
         if largest and largest.share >= LOSS_NAMED_SHARE and (top.recoverable_us or 0) < 0.5 * largest.us_per_step:
             extra, named = f" Meanwhile {_bucket_text(largest)}.", largest

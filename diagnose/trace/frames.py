@@ -29,7 +29,10 @@ GPU_CATS = {"kernel", "gpu_memcpy", "gpu_memset", *legacy.GPU_CATEGORIES}
 RUNTIME_CATS = {"cuda_runtime", "cuda_driver", "hip_runtime", "hip_driver", *legacy.RUNTIME_CATEGORIES}
 OP_CATS = {"cpu_op", "user_annotation", *legacy.OP_CATEGORIES}
 
-GPU_COLUMNS = ["name", "cat", "ts", "dur", "device", "stream", "correlation", "external_id", "grid", "block", "blocks"]
+GPU_COLUMNS = [
+    *("name", "cat", "ts", "dur", "device", "stream", "correlation", "external_id", "grid", "block", "blocks"),
+    "bytes",  # a copy's or memset's size (kineto's `bytes`); None for kernels
+]
 RUNTIME_COLUMNS = ["name", "ts", "dur", "pid", "tid", "correlation", "external_id"]
 OP_COLUMNS = ["name", "cat", "ts", "dur", "pid", "tid", "external_id", "input_dims", "input_types"]
 ANNOTATION_COLUMNS = ["name", "ts", "dur", "device", "stream"]
@@ -267,6 +270,7 @@ class FrameBuilder:
         out["block"].append(blocks)
         info = self._launch_dims.by_code
         out["blocks"].append(_piece([info[c][2] for c in grids.tolist()]))
+        out["bytes"].append(_piece(_get("copy_bytes", args)))
 
     def _runtime(self, events: list[Event], out: dict) -> None:
         args = _args(events)

@@ -54,6 +54,7 @@ class Args(msgspec.Struct, gc=False):
     input_dims: msgspec.Raw = msgspec.field(default=NULL, name="Input Dims")
     input_types: msgspec.Raw = msgspec.field(default=NULL, name="Input type")
     mem_bytes: Union[int, None] = msgspec.field(default=None, name="Bytes")
+    copy_bytes: Union[int, None] = msgspec.field(default=None, name="bytes")  # a memcpy's or memset's size
     total_allocated: Union[int, None] = msgspec.field(default=None, name="Total Allocated")
     total_reserved: Union[int, None] = msgspec.field(default=None, name="Total Reserved")
     device_id: Union[int, None] = msgspec.field(default=None, name="Device Id")
