@@ -9,7 +9,9 @@ with the RankSet in the context: the single-rank rules as on one trace, the cros
 measured, its trace and views are reused; else its trace is loaded again. Each finding says on
 which ranks it holds; a finding that holds on other ranks but not on the reference is taken from
 the first of them. Peak memory is one trace per worker plus one in the parent, whatever the number
-of ranks.
+of ranks. A rank whose trace cannot be read is a failed rank: named (details.failed_ranks), the
+others compared without it. With an `engine` (cluster.py: Dask), the engine measures every rank and
+runs the reference's rules, and the parent holds only the ranks' results.
 """
 
 from __future__ import annotations

@@ -20,12 +20,14 @@ dropped. Dask (`distributed`) is optional: pip install 'diagnose-gpu[cluster]'.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import logging
 import os
 import signal
 import threading
 import uuid
+from pathlib import Path
 from typing import Protocol
 
 from diagnose.base.errors import UsageError
@@ -191,7 +193,7 @@ class DaskEngine:
         run = uuid.uuid4().hex[:8]
         futures = self.client.map(
             self.task or analyse_rank,
-            sources,
+            [dataclasses.replace(s, path=s.path.absolute()) for s in sources],  # workers have their own cwd
             config=config,
             max_bytes=max_bytes,
             key=[f"rank-{s.rank}-{i}-{run}" for i, s in enumerate(sources)],
@@ -204,7 +206,7 @@ class DaskEngine:
             for done, future in enumerate(as_completed(futures), start=1):
                 i = where[future.key]
                 try:
-                    out[i] = future.result()
+                    out[i] = _as_given(future.result(), sources[i])
                 except KilledWorker as exc:
                     out[i] = failed_rank(sources[i], f"its worker died each time it ran ({_first_line(exc)})")
                 future.release()
@@ -223,7 +225,7 @@ class DaskEngine:
         assert self.client is not None
         shared = self.client.scatter(ranks, hash=False)  # the rank profiles go once, not inside the graph
         future = self.client.submit(
-            reference_diagnosis, path, config, shared, max_bytes, retries=self.retries, pure=False
+            reference_diagnosis, str(Path(path).absolute()), config, shared, max_bytes, retries=self.retries, pure=False
         )
         try:
             return future.result()
@@ -240,6 +242,15 @@ class DaskEngine:
                 except Exception:  # closing is best effort; the processes are the cluster's to end
                     pass
         self.client = self.cluster = None
+
+
+def _as_given(result: dict, source) -> dict:
+    """A rank's result naming its trace as the command line did (a relative path stays relative in
+    findings.json, as on the local pool), though the worker was sent the absolute path."""
+    result["path"] = str(source.path)
+    if "profile" in result:
+        result["profile"]["source"] = str(source.path)
+    return result
 
 
 def _first_line(exc: BaseException) -> str:
