@@ -142,7 +142,7 @@ class DaskEngine:
             threads_per_worker=1,
             processes=True,
             dashboard_address=":0",  # any free port: never fails on a port another run holds
-            silence_logs=logging.ERROR,
+            silence_logs=logging.CRITICAL,  # what goes wrong reaches the driver as one line; no worker log noise
             preload=[__name__],  # dask_setup below, in each worker process (and in one the nanny restarts)
         )
 
