@@ -360,9 +360,15 @@ def _measure(ctx, t, ops: pd.DataFrame, step_us: float, n: int) -> "_Placed | Qu
     cb = rows[rows["compute_bound"]]
     defects = cb[cb["issue"].isin(list(FIX_OF_ISSUE)) & (cb["saving_us"] > 0)]
     defect_saving = m.per_step(defects["saving_us"].sum()) / step_us
-    if matrix_busy_share < t["min_share"] and defect_saving < t["min_defect_saving"]:
+    if matrix_busy_share < t["min_share"] and not _defect_pays(defect_saving, t):
         return small
     return _placed(m, spec, step_us, busy_us, n, matrix_share, rows, defect_saving, fp32_note)
+
+
+def _defect_pays(defect_saving: float, t) -> bool:
+    """True when fixing missing tensor cores or misaligned dimensions saves something, and at least
+    `min_defect_saving` of the step (at 0, any saving: no saving at all is no defect to report)."""
+    return defect_saving > 0 and defect_saving >= t["min_defect_saving"]
 
 
 def _busy_us(m: Metrics, step_us: float) -> float:
@@ -410,7 +416,7 @@ def _placed(
 def _decide(p: _Placed, t) -> Quiet | None:
     """Quiet when the compute-bound ops do not dominate the GPU's work, nothing this rule knows would help
     them, or what it would save is under `min_saving_share` of the step."""
-    if p.cb_busy_share < t["min_share"] and p.defect_saving >= t["min_defect_saving"]:
+    if p.cb_busy_share < t["min_share"] and _defect_pays(p.defect_saving, t):
         p.acting = p.acting[p.acting["issue"].isin(list(FIX_OF_ISSUE))]  # the defect, not the next rung
         return None
     if p.cb_busy_share < t["min_share"]:

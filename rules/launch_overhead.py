@@ -271,9 +271,20 @@ def _estimate(idle: _Idle, firsts: _Firsts, t: dict[str, float]) -> tuple[float,
     recoverable = idle.recoverable
     if firsts.syncs_first:  # removing the syncs also recovers the idle that follows them
         recoverable += budget.host_after_sync_us
-    graphed = budget.step_us - recoverable + idle.per_step * t["graph_gap_us"] + t["graph_launch_us"]
+    graphed = (
+        budget.step_us
+        - recoverable
+        + idle.per_step * t["graph_gap_us"]
+        + _replays_per_step(idle) * t["graph_launch_us"]
+    )
     graphed = max(graphed, budget.busy_us, 1e-9)
     return recoverable, graphed, budget.step_us / graphed
+
+
+def _replays_per_step(idle: _Idle) -> float:
+    """Graph replays a step pays: one, or where the iteration is unsure (a short pattern repeated edge to
+    edge: a step may be a part of one) one for the whole window, so the estimate does not hang on the unit."""
+    return 1.0 if idle.metrics.steps.unit_known else 1.0 / max(idle.n, 1)
 
 
 def _word(
@@ -303,7 +314,7 @@ def _word(
         recoverable_us=round(recoverable, 2),
         basis=(
             f"graphed step ≈ {budget.step_us:,.0f} − {recoverable:,.0f} recoverable + "
-            f"{idle.per_step:.0f} kernels × {t['graph_gap_us']} µs + {t['graph_launch_us']:.0f} µs "
+            f"{idle.per_step:.0f} kernels × {t['graph_gap_us']} µs + {_replays_per_step(idle) * t['graph_launch_us']:.3g} µs "
             f"replay = {graphed:,.0f} µs per step; {budget.basis}{basis_note}"
         ),
         why=(
@@ -439,6 +450,8 @@ def _syncs_between_launches(trace, m) -> tuple[float, str]:
     launches = np.sort(m.step_kernels["launch_ts"].dropna().to_numpy(float))
     starts = np.array([w.cpu_start for w in windows])
     ends = np.array([w.cpu_end for w in windows])
+    if not m.steps.unit_known:  # a step may be a part of one iteration: the window is the unit
+        starts, ends = starts[:1], ends[-1:]
     if not len(launches):
         return 0.0, ""
     last = np.searchsorted(launches, ends, side="left") - 1  # the last launch before each step's end
@@ -452,7 +465,8 @@ def _syncs_between_launches(trace, m) -> tuple[float, str]:
     held = syncs[inside]
     if not len(held):
         return 0.0, ""
-    return len(held) / len(windows), str(held["op_name"].mode().iat[0])
+    per = len(windows) if m.steps.unit_known else 1  # per step, or per window where the window is the unit
+    return len(held) / per, str(held["op_name"].mode().iat[0])
 
 
 def _sync_code(op: str) -> str:

@@ -1,6 +1,25 @@
 """straggler: one rank arrives late at the collectives each step, so every other rank waits for it.
 
-**Signal.** Arrivals first. With the traces of every rank (`diagnose DIR`), every collective is matched
+**Signal.** Timed arrivals first. A `--nproc-per-node` capture records, in the steps it times
+without the profiler, when each rank entered each collective, on clocks aligned at a barrier before
+and after (arrivals.json; diagnose/ranks/timed.py). The late rank is the one last at the
+collectives by more than the clocks' error in at least `min_timed_late_steps` of the timed steps; its
+cost is its lateness per step (median over the timed steps), at most what the least-waiting other
+rank waits and, where the profiled steps show a cause, at most what the cause explains. The cause
+comes from the profiled steps before its first late collective (diagnose/ranks/late_cause.py): extra
+host time that no op or CUDA call covers (a host-only straggler: input pipeline, logging, a sleep,
+named by its host ranges and Python lines) or extra work (op time on a CPU rank, GPU work on a GPU
+rank). Other ranks that arrive well after the median rank (`min_cost_share` of the step) are named
+too. Proven on CPU gloo captures (fixtures/captures/gloo_*, a 2-core CPU machine, 2026-12-06):
+rank 1 sleeping 20 ms in `load_batch` each step is named with its input pipeline, estimated 2.84×
+(30,496 → 10,723 µs, unprofiled) where removing the delay measured 3.0× (30,496 → 10,148 µs, the
+healthy control's unprofiled step); rank 1 running 60 extra matmuls is named on its work, estimated
+2.22× (29,230 → 13,155 µs) where removing them measured 2.9× (29,230 → 10,148 µs): its profiled op
+time (16.1 ms) explains less than its 20.6 ms lateness; the control is quiet (rank 1 last in 60 % of
+the timed steps). Estimates start from the reference rank's unprofiled step, the basis of the
+lateness.
+
+Then the trace's arrivals. With the traces of every rank (`diagnose DIR`), every collective is matched
 across ranks by its process group, sequence number, kind and size, and the ranks' clocks are
 aligned by the collectives' end times (diagnose/ranks/model.py, `Arrivals`). Each rank's arrival is
 its kernel's start (and its launch on the host); the last to arrive makes the others wait. The
@@ -14,6 +33,20 @@ collectives, no CUDA call for 200 µs or longer, above the other ranks' at the s
 fires on arrivals when the late rank was last in at least `min_late_steps` of the steps and what
 its cause explains of its lateness costs at least `min_cost_share` of the step. When arrivals do
 not decide, by work (below).
+
+**On the GPU, surviving the profiler's skew** (traces from elsewhere, no timed arrivals). When neither
+extra GPU work nor extra silent host time explains the late rank, each rank's GPU arrival is compared
+with the (lower) median rank's at the collective of each step where it lies furthest behind, and the
+part its own host launch explains (its launch as far behind the median launch) is taken off: a host
+that the profiler slows makes its GPU late by as much, so only the rest is lateness on the GPU (more
+GPU work before the collective, a slower GPU). The ranks whose rest costs at least `min_cost_share`
+of the profiled step in `min_late_steps` of the steps are named, latest first, each with how much of
+its lateness its host explains and its wait; the estimate is the latest one's rest, at most how far
+it arrives after the next-latest rank and what the least-waiting other rank waits. On the 2×H200
+DDP and FSDP captures of 2026-11-30 that rest is at most 0.02 % of the profiled step on every rank
+of every control (the hosts explain all their lateness: up to 58.8 ms on ddp_no_sync), and 14.6 %
+on ddp_heavy_straggler's rank 1 (15.0 ms behind, 2.25 ms of it explained by its host), the rank with
+the extra GPU work, which the GPU work already names.
 
 **Why not the arrivals alone.** Under the profiler each rank's host issues its CUDA calls several
 times slower than without it, and by different amounts: which rank arrives last then follows the
@@ -67,7 +100,9 @@ import statistics
 from diagnose.rulebook.engine import Quiet, Rule, Threshold, severity_ladder, top_offenders
 from diagnose.model.findings import Evidence, Finding, Offender, Severity
 from diagnose.model.fixes import fix
+from diagnose.ranks.late_cause import TimedLate, timed_late
 from diagnose.ranks.model import Arrivals, RankSet
+from diagnose.ranks.timed import TimedArrivals
 from diagnose.ranks.profile import RankProfile
 from diagnose.vocabulary.units import percent
 
@@ -84,7 +119,7 @@ class Straggler(Rule):
         "fix": "balance the work per rank (equal shards and batches, no rank-only work in the step)",
         "impact": "the step shrinks by what the extra work costs",
     }
-    needs = ("gpu", "ranks")
+    needs = (("gpu", "timed-arrivals"), "ranks")
     thresholds = (
         Threshold(
             "min_work_skew", 0.10, "fraction", "fire when one rank's GPU work exceeds the others' median by this"
@@ -113,10 +148,19 @@ class Straggler(Rule):
             "fraction",
             "on arrivals, the late rank must be last in at least this share of the steps",
         ),
+        Threshold(
+            "min_timed_late_steps",
+            0.80,
+            "fraction",
+            "on timed arrivals, the late rank must be last in at least this share of the timed steps",
+        ),
     )
 
     def check(self, ctx, t):
-        """Judge by arrivals where they explain a late rank, else by each rank's work."""
+        """Judge by the timed steps' arrivals where the capture has them, else by the trace's arrivals where
+        they explain a late rank, else by each rank's work."""
+        if ctx.ranks.timed is not None:
+            return self._by_timed(ctx, t)
         on_arrivals = self._by_arrivals(ctx, t)
         if isinstance(on_arrivals, Finding):
             return on_arrivals
@@ -126,6 +170,26 @@ class Straggler(Rule):
         elif on_arrivals is not None:
             by_work.basis += f"; {on_arrivals}"
         return by_work
+
+    def _by_timed(self, ctx, t):
+        """The finding on the unprofiled steps' arrivals, its cause from the profiled trace (late_cause.py)."""
+        timed = ctx.ranks.timed
+        x = timed_late(ctx.ranks, timed)
+        waits = ", ".join(f"rank {r} {timed.wait_us[r]:,.0f} µs" for r in timed.ranks)
+        said = (
+            f"timed arrivals: rank {x.late} arrived last in {percent(x.late_steps)} of the {timed.steps} timed "
+            f"steps, {x.lateness:,.0f} µs per step after the next-latest rank (wait per step: {waits})"
+        )
+        if x.lateness <= 0:
+            return Quiet(
+                f"timed arrivals: no rank arrived last beyond the clocks' error ({timed.tie_us:,.0f} µs) in "
+                f"{timed.steps} timed steps ({timed.matched} collective calls)"
+            )
+        share = x.cost / x.step
+        if x.late_steps < t["min_timed_late_steps"] or share < t["min_cost_share"]:
+            return Quiet(said + f": costing {percent(share)} of the step")
+        severity = severity_ladder(share, t, "high_cost_share", "medium_cost_share")
+        return _word_timed(self, ctx.ranks, timed, x, severity, t)
 
     def _by_work(self, ctx, t):
         """Compare each rank's work with the others' and price the difference."""
@@ -146,7 +210,8 @@ class Straggler(Rule):
         x = _measure_late(ctx.ranks, arr, ctx.ranks.profile(late), t)
         severity = _decide_late(x, t)
         if isinstance(severity, Quiet):
-            return severity.detail
+            on_gpu = _gpu_side(self, ctx.ranks, arr, t) if not x.gpu_counts and not x.host_counts else None
+            return on_gpu or severity.detail
         return _word_late(self, x, severity, _estimate(x.step, x.cost), t)
 
     @staticmethod
@@ -186,6 +251,16 @@ FIX_HOW = {
         "Rank {rank}'s host spends time outside CUDA calls before its collectives that the other ranks "
         "do not: find it in the host ranges named here and move it out of the step or off that rank."
     ),
+    "work": (
+        "Rank {rank} has more compute each step before its collectives: give every rank the same work "
+        "(equal shards, a DistributedSampler with drop_last, batches bucketed by length for variable-length "
+        "data, no rank-only work inside the step); every collective waits for the slowest rank."
+    ),
+    "unexplained": (
+        "Rank {rank} arrives last at its collectives, but its profiled steps show no extra host or compute "
+        "time before them: compare what it runs per step with the other ranks (its data, its device, what "
+        "else runs on its host)."
+    ),
     "gpu": (
         "Rank {rank} has more GPU work each step: give every rank the same work (equal shards, "
         "a DistributedSampler with drop_last, batches bucketed by length for variable-length data, "
@@ -220,7 +295,9 @@ def _cause_kind(names: list[str]) -> str:
 def _step_basis(ranks) -> str:
     """Which step the estimate starts from: the capture's unprofiled timing, else the profiled step."""
     if all(p.unprofiled_step_us for p in ranks.profiles):
-        return "unprofiled: the capture's own timing per rank"
+        if all(abs(p.step_us - p.unprofiled_step_us) <= 1e-3 * p.unprofiled_step_us for p in ranks.profiles):
+            return "unprofiled: the capture's own timing per rank"
+        return "profiled: the capture's timing, synchronised after each step, was set aside as longer"
     return "profiled: the capture has no unprofiled timing"
 
 
@@ -503,7 +580,7 @@ def _word_late(rule: Straggler, x: _Late, severity: Severity, new_step: float, t
             f"{', '.join(map(str, others))} wait for it"
         ),
         why=_LATE_WHY,
-        ranks=[x.late],
+        ranks=[x.late, *[r for r in _gpu_late_ranks(x.ranks, x.arr, t) if r != x.late]],
     )
 
 
@@ -608,3 +685,211 @@ def _late_offenders(x: _Late, names: list[tuple[str, float]], kind: str) -> list
         slow_ops = x.ranks.slow_ops(late)
         offenders += top_offenders([{**row, "rank": late} for row in slow_ops], "op", n=len(slow_ops))
     return offenders
+
+
+# --- by timed arrivals: the unprofiled steps say who is late, the profiled trace why ---
+
+EXTRA_FIXES = {"input": "dataloader-workers", "work": "shape-bucketing"}
+
+
+def _word_timed(
+    rule: Straggler, ranks: RankSet, timed: TimedArrivals, x: TimedLate, severity: Severity, t: dict[str, float]
+) -> Finding:
+    """The finding on timed arrivals: the late rank, its cause, the fix for that cause, a bounded estimate."""
+    names = _host_causes(ranks, x.late) if x.cause == "host" else []
+    kind = _cause_kind([n for n, _ in names]) if x.cause == "host" else x.cause
+    if kind == "work" and x.on_gpu:
+        kind = "gpu"
+    new_step = _estimate(x.step, x.cost)
+    others = [r for r in timed.ranks if r != x.late]
+    fixes = [fix("balance-ranks", how=FIX_HOW[kind].format(rank=x.late))]
+    if kind in EXTRA_FIXES:
+        fixes.append(fix(EXTRA_FIXES[kind]))
+    # other ranks that also arrive well after the median rank each step, latest first
+    late_too = [r for r in timed.ranks if r != x.late and timed.behind_us[r] / x.step >= t["min_cost_share"]]
+    return Finding(
+        rule=rule.id,
+        severity=severity,
+        title=f"Straggler: rank {x.late} arrives last at the collectives and the other ranks wait for it",
+        evidence=_timed_evidence(timed, x, t),
+        offenders=_timed_offenders(ranks, timed, x, names, kind),
+        fixes=fixes,
+        est_speedup=round(x.step / new_step, 2),
+        recoverable_us=round(x.step - new_step, 1),
+        basis=(
+            f"basis: timed arrivals ({timed.basis}); cause in the profiled steps before its first late "
+            f"collective (#{x.place}): {_timed_cause(x, names)}; new step = {x.step:,.0f} µs (rank {ranks.reference}'s step"
+            f"{' timed without the profiler' if ranks.profile(ranks.reference).unprofiled_step_us else ', profiled'}) − {x.cost:,.0f} µs (rank {x.late}'s {x.lateness:,.0f} µs lateness per "
+            f"step, at most the {x.bound:,.0f} µs the other ranks wait and the {x.explained:,.0f} µs its cause "
+            f"explains) = {new_step:,.0f} µs; ranks {', '.join(map(str, others))} "
+            f"wait for it"
+        ),
+        why=_LATE_WHY,
+        ranks=[x.late, *sorted(late_too, key=lambda r: -timed.behind_us[r])],
+    )
+
+
+def _timed_cause(x: TimedLate, names: list[tuple[str, float]]) -> str:
+    """The cause in words, with the extras it rests on."""
+    host = f"{x.host_extra:,.0f} µs more host time outside ops" + (
+        f" ({', '.join(f'{n} {u:,.0f} µs' for n, u in names[:3])})" if names else ""
+    )
+    work = f"{x.work_extra:,.0f} µs more {'GPU work' if x.on_gpu else 'op time (compute)'}"
+    lead = {"host": "host time", "work": "work", "unexplained": "not found"}[x.cause]
+    return f"{lead}: {host} and {work} than the other ranks' median per profiled step"
+
+
+def _timed_evidence(timed: TimedArrivals, x: TimedLate, t: dict[str, float]) -> list[Evidence]:
+    """The late steps and the cost against their thresholds, the clocks, then each rank's timed wait."""
+    evidence = [
+        Evidence(
+            f"rank {x.late}: timed steps in which it arrived last",
+            round(x.late_steps * 100, 1),
+            ">=",
+            t["min_timed_late_steps"] * 100,
+            "%",
+        ),
+        Evidence(
+            f"rank {x.late}: cost of its late arrivals per timed step",
+            round(x.cost / x.step * 100, 1),
+            ">=",
+            t["min_cost_share"] * 100,
+            "%",
+        ),
+        Evidence(
+            "clocks aligned at a barrier before and after the timed steps: error and drift",
+            timed.tie_us,
+            unit=f"µs (drift {timed.drift_us:,.0f} µs) over {timed.matched} matched calls",
+        ),
+    ]
+    for r in timed.ranks:
+        evidence.append(
+            Evidence(
+                f"rank {r}: wait in collectives / lateness per timed step",
+                round(timed.wait_us[r], 1),
+                unit=f"µs wait of a {timed.step_us[r]:,.0f} µs step, {timed.lateness_us[r]:,.0f} µs last, "
+                f"{timed.behind_us[r]:,.0f} µs after the median rank",
+            )
+        )
+    return evidence
+
+
+def _timed_offenders(
+    ranks: RankSet, timed: TimedArrivals, x: TimedLate, names: list[tuple[str, float]], kind: str
+) -> list[Offender]:
+    """The late rank, the host ranges it fills more than the others, and (extra work) its slow ops."""
+    offenders = [
+        Offender.of(
+            "rank",
+            f"rank {x.late}",
+            rank=x.late,
+            lateness_us_per_step=round(x.lateness, 1),
+            late_steps=x.late_steps,
+            cause=kind,
+            wait_us_per_step={str(r): timed.wait_us[r] for r in timed.ranks},
+            extra_host_us=round(x.host_extra, 1),
+            extra_work_us=round(x.work_extra, 1),
+        )
+    ]
+    ranges = [{"host_range": n, "rank": x.late, "extra_us_per_step": round(u, 1)} for n, u in names]
+    offenders += top_offenders(ranges, "host range", n=5)
+    if kind in ("work", "gpu"):
+        slow_ops = ranks.slow_ops(x.late)
+        offenders += top_offenders([{**row, "rank": x.late} for row in slow_ops], "op", n=len(slow_ops))
+    return offenders
+
+
+# --- on the GPU: lateness of kernel starts that the rank's own host launch does not explain ---
+
+
+def _gpu_late_ranks(ranks: RankSet, arr: Arrivals, t: dict[str, float]) -> list[int]:
+    """The ranks whose GPU arrival lies after the median rank's, beyond what their own host launch explains,
+    by at least `min_cost_share` of the profiled step in `min_late_steps` of the steps; latest first."""
+    rows = []
+    for p in ranks.profiles:
+        step = p.profiled_step_us or p.step_us or 0.0
+        rest = arr.behind_us.get(p.rank, 0.0) - arr.behind_host_us.get(p.rank, 0.0)
+        if step and rest / step >= t["min_cost_share"] and arr.behind_steps.get(p.rank, 0.0) >= t["min_late_steps"]:
+            rows.append((rest, p.rank))
+    return [r for _, r in sorted(rows, reverse=True)]
+
+
+def _gpu_side(rule: Straggler, ranks: RankSet, arr: Arrivals, t: dict[str, float]) -> Finding | None:
+    """The finding on GPU arrivals that survive the profiler's skew (a trace from elsewhere, no timed
+    arrivals): the ranks whose collectives start late on their GPU while their hosts launched them in
+    time, named latest first with their wait; None when no rank is."""
+    late = _gpu_late_ranks(ranks, arr, t)
+    if not late:
+        return None
+    top = late[0]
+    rest = {r: arr.behind_us[r] - arr.behind_host_us[r] for r in late}
+    bound = min((arr.wait_us[r] for r in arr.ranks if r != top), default=0.0)
+    step = statistics.median(p.step_us for p in ranks.profiles) or 1e-9
+    cost = max(min(rest[top], arr.lateness_us[top], bound, step), 0.0)
+    if cost / step < t["min_cost_share"]:
+        return None
+    new_step = _estimate(step, cost)
+    named = ", ".join(
+        f"rank {r} {rest[r]:,.0f} µs (its host explains {arr.behind_host_us[r]:,.0f} µs of {arr.behind_us[r]:,.0f} µs)"
+        for r in late
+    )
+    return Finding(
+        rule=rule.id,
+        severity=severity_ladder(cost / step, t, "high_cost_share", "medium_cost_share"),
+        title=f"Straggler: rank{'s' if len(late) > 1 else ''} {', '.join(map(str, late))} start their "
+        "collectives late on the GPU and the other ranks wait",
+        evidence=_gpu_late_evidence(ranks, rest, step, t) + _gpu_wait_evidence(ranks, arr),
+        offenders=_gpu_late_offenders(arr, rest),
+        fixes=[fix("balance-ranks", how=FIX_HOW["gpu"].format(rank=top))],
+        est_speedup=round(step / new_step, 2),
+        recoverable_us=round(step - new_step, 1),
+        basis=(
+            f"basis: GPU arrivals ({arr.basis}); late on the GPU beyond what each rank's own host launch explains: "
+            f"{named}; new step = {step:,.0f} µs (median over ranks, {_step_basis(ranks)}) − {cost:,.0f} µs (rank "
+            f"{top}'s unexplained lateness, at most its {arr.lateness_us[top]:,.0f} µs after the next-latest rank "
+            f"and the {bound:,.0f} µs the least-waiting other rank waits) = {new_step:,.0f} µs"
+        ),
+        why=_LATE_WHY,
+        ranks=late,
+    )
+
+
+def _gpu_late_evidence(ranks: RankSet, rest: dict, step: float, t: dict[str, float]) -> list[Evidence]:
+    """Each late rank's GPU lateness that its own launch does not explain, against the cost threshold."""
+    return [
+        Evidence(
+            f"rank {r}: GPU arrival after the median rank's that its own launch does not explain, per step",
+            round(rest[r], 1),
+            ">=",
+            round(t["min_cost_share"] * (ranks.profile(r).profiled_step_us or step), 1),
+            "µs",
+        )
+        for r in rest
+    ]
+
+
+def _gpu_late_offenders(arr: Arrivals, rest: dict) -> list[Offender]:
+    """The late ranks, latest first: their unexplained GPU lateness, what their host explains, their wait."""
+    return [
+        Offender.of(
+            "rank",
+            f"rank {r}",
+            rank=r,
+            gpu_late_us_per_step=round(rest[r], 1),
+            host_explains_us=round(arr.behind_host_us[r], 1),
+            wait_us_per_step=arr.wait_us[r],
+            cause="gpu",
+        )
+        for r in rest
+    ]
+
+
+def _gpu_wait_evidence(ranks: RankSet, arr: Arrivals) -> list[Evidence]:
+    """Each rank's wait in collectives per step (GPU arrivals), with the clocks' alignment."""
+    return [
+        Evidence(
+            "clocks aligned by the collectives' kernel end times: ends agree within (p90)",
+            arr.end_spread_us,
+            unit=f"µs over {arr.matched} matched collectives",
+        )
+    ] + [Evidence(f"rank {r}: wait in collectives per step", round(arr.wait_us[r], 1), unit="µs") for r in arr.ranks]

@@ -9,8 +9,10 @@ the node ids of the cases that broke). A case is one test item (one parameter se
 test counts once however many inputs it tries. Exit status 0 when every case held, else 1.
 
 The files: malformed, oversized and hostile inputs (traces, side files, names, thresholds,
-files that change while read), and the issue's workload families (output folders that only
-touch what diagnose wrote, exit codes that tell the truth, no process outliving diagnose).
+files that change while read, binary of any size), what the operating system refuses (a full
+disk, a file-size limit, a deleted working folder, stdout on /dev/full), and the workload
+families (output folders that only touch what diagnose wrote, exit codes that tell the truth,
+no process outliving diagnose, rank workers included).
 Each hostile test also checks, with tests/hostile_guard.py, that nothing outside its output
 folder changed.
 """
@@ -33,7 +35,10 @@ FILES = {  # file: what it attacks
     "test_hostile_side_files.py": "size ceilings on every file read beside a trace, pyproject nesting",
     "test_threshold_ranges.py": "thresholds that would divide by zero, refused at --set time",
     "test_scale.py": "many tiny events: no per-kernel Python where an object column falls back to it",
-    "test_hostile_names.py": "names that ping, link, inject HTML or forge lines, in every renderer",
+    "test_hostile_names.py": "names that ping, link, inject HTML, forge lines or hold raw control and bidi "
+    "bytes, in every format",
+    "test_system_failures.py": "what the system refuses (full disk, ulimit -f, long paths, permissions, deleted "
+    "folders, /dev/full and closed stdout, narrow encodings), binary and NUL inputs of any size",
 }
 WORKLOAD_FILES = {
     "test_output_folder.py": "outputs that only touch what diagnose wrote",

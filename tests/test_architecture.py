@@ -17,7 +17,16 @@ LAYERS = [
     ("trace", ["diagnose.trace", "diagnose.ranks.discover"]),
     (
         "analysis",
-        ["diagnose.metrics", "diagnose.memory", "diagnose.ncu", "diagnose.ranks.profile", "diagnose.ranks.model"],
+        [
+            "diagnose.metrics",
+            "diagnose.memory",
+            "diagnose.ncu",
+            "diagnose.ranks.profile",
+            "diagnose.ranks.model",
+            "diagnose.ranks.timed",
+            "diagnose.ranks.host_lead",
+            "diagnose.ranks.late_cause",
+        ],
     ),
     ("model", ["diagnose.model"]),
     ("engine", ["diagnose.rulebook.engine"]),

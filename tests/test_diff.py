@@ -160,8 +160,11 @@ def test_profiled_durations_are_used_when_a_side_has_no_unprofiled_timing():
     stripped = copy.deepcopy(after)
     stripped.capture = {k: v for k, v in stripped.capture.items() if k != "timing"}
     report = diff_diagnoses(before, stripped)
-    assert report.step.basis.startswith("profiled") and report.step.n_before == len(before.details.steps)
-    assert any("only one side" in w for w in report.warnings)
+    # each side on its report's own basis: BEFORE's timed steps, AFTER's profiled ones, and a warning saying so
+    assert "own step basis" in report.step.basis
+    assert report.step.n_before == len(before.capture["timing"]["unprofiled_step_us"])
+    assert report.step.n_after == len(stripped.details.steps)
+    assert any("different bases" in w for w in report.warnings)
 
 
 # --- renderers -----------------------------------------------------------------------------------

@@ -215,3 +215,43 @@ def test_markdown_escaping(text, shown):
 )
 def test_plain_escaping(text, shown):
     assert plain(text) == shown
+
+
+# -- no raw control byte on stdout, in any format ----------------------------------------
+
+# ESC (a CSI that clears the screen), C1 CSI U+009B (the one-byte form), backspace, DEL, a bidi override
+# and isolate, a line separator: each one a terminal acts on (or a browser reorders by).
+RAW = "\x1b[2J\x9b31m\x08\x7f\u202e\u2066\u2028"
+_RAW_CHAR = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+@pytest.fixture(scope="module")
+def raw_pair(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("raw_names")
+    pair = []
+    for name in ("decode_eager", "decode_graphed"):
+        folder = tmp / f"raw_{name}"
+        folder.mkdir()
+        shutil.copy(CAPTURES / name / "meta.json", folder)
+        doc = json.loads(gzip.decompress((CAPTURES / name / "trace.json.gz").read_bytes()))
+        for event in doc["traceEvents"]:
+            if event.get("cat") in ("kernel", "cpu_op") and event.get("name"):
+                event["name"] = RAW + event["name"]
+        (folder / "trace.json.gz").write_bytes(gzip.compress(json.dumps(doc).encode(), compresslevel=1))
+        pair.append(folder)
+    return pair
+
+
+@pytest.mark.parametrize("fmt", ["text", "md", "json", "html"])
+@pytest.mark.parametrize("what", ["run", "diff"])
+def test_no_control_or_bidi_character_reaches_stdout_in_any_format(raw_pair, tmp_path, capsys, fmt, what):
+    before, after = raw_pair
+    argv = [before] if what == "run" else ["diff", before, after]
+    code, stdout, err = _main(capsys, *argv, "-o", tmp_path / "out", "--format", fmt)
+    assert code == 0, err
+    found = sorted({f"U+{ord(c):04X}" for c in _RAW_CHAR.findall(stdout)})
+    assert not found, f"{what} --format {fmt}: raw {found} on stdout"
+    if fmt == "json":
+        assert any(v.startswith(RAW) for v in _strings(json.loads(stdout))), "JSON keeps the names exactly (escaped)"
+    else:
+        assert "x1b" in stdout or "u001b" in stdout, "the escape is shown, escaped"

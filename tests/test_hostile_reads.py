@@ -50,6 +50,7 @@ def _after_first_read(monkeypatch, path, change):
 
     monkeypatch.setattr(source, "_read_into", read)
     monkeypatch.setattr(source, "FILE_BLOCK_BYTES", 4096)
+    monkeypatch.setattr(source, "SNIFF_BYTES", 4096)  # the first bytes looked at come before the buffer
 
 
 def _truncate(path):

@@ -105,6 +105,12 @@ def test_a_findings_json_from_before_the_typed_model_reads_typed():
         "python_tracing_us_per_step",
     }
     assert all(again["summary"][k] is None for k in added)
+    ranks = again["summary"]["ranks"]  # the timed arrivals are additive too: None when absent
+    assert ranks.pop("timed_arrivals") is None
+    for row in ranks["per_rank"]:
+        assert row.pop("timed_wait_us") is None and row.pop("timed_step_us") is None
+    for row in ranks["arrivals"]["per_rank"]:
+        assert row.pop("behind_us") is None and row.pop("behind_host_us") is None
     assert {k: v for k, v in again["summary"].items() if k not in added} == old["summary"]
     for was, now in zip(old["findings"], again["findings"]):  # the same rows, `label` added
         assert [{k: v for k, v in row.items() if k != "label"} for row in now["offenders"]] == was["offenders"]

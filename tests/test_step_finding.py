@@ -139,7 +139,7 @@ def test_two_ranges_repeating_alike_are_not_guessed(tmp_path):
 
 def test_repeating_op_pattern(tmp_path):
     steps = find_steps(_trace(tmp_path, 5))
-    assert "repeating pattern of top-level ops" in steps.how
+    assert "repeating pattern of top-level activity" in steps.how
     assert len(steps.windows) == 5
 
 
@@ -174,8 +174,18 @@ def test_a_first_stall_followed_by_a_longer_one_is_kept():
 
 
 def test_a_slower_first_step_is_kept(tmp_path):
-    steps = find_steps(_trace(tmp_path, 6, step_range="ProfilerStep#0", first_us=1800.0))
+    steps = find_steps(_trace(tmp_path, 6, step_range="ProfilerStep#0", first_us=1200.0))
     assert len(steps.windows) == 6 and steps.cold_start_us is None
+
+
+def test_profiler_step_zero_is_held_to_the_unmarked_bar_and_diagnoses_own_first_step_is_not(tmp_path):
+    """SYNTHETIC: ProfilerStep#0 holds the profiler's start-up (1.5x the median leaves it out); diagnose's own
+    first step follows a warm-up step that absorbed it (2x)."""
+    (tmp_path / "a").mkdir(), (tmp_path / "b").mkdir()
+    steps = find_steps(_trace(tmp_path / "a", 6, step_range="ProfilerStep#0", first_us=1800.0))
+    assert len(steps.windows) == 5 and "cold start" in steps.how
+    own = find_steps(_trace(tmp_path / "b", 6, step_range="diagnose/step 0", first_us=1800.0))
+    assert len(own.windows) == 6 and own.cold_start_us is None
 
 
 def test_summary_and_report_say_how(tmp_path, capsys):

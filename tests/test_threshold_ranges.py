@@ -90,3 +90,25 @@ def test_every_rule_runs_with_every_threshold_at_the_edge_of_its_range(name, whi
         assert f.est_speedup is None or (math.isfinite(f.est_speedup) and f.est_speedup >= 1)
     for fmt in ("text", "md", "html"):
         assert report.get(fmt).render(d)
+
+
+def test_the_defect_gate_at_zero_fires_only_on_a_defect(tmp_path, capsys):
+    """`compute-bound.min_defect_saving=0` (its lowest) with `min_share` at its default: a capture whose
+    matrix math is under `min_share` and has no defect to fix stays quiet, not an IndexError."""
+    code = main(
+        [str(CAPTURES / "decode_eager"), "--set", "compute-bound.min_defect_saving=0", "-o", str(tmp_path / "o")]
+    )
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    data = json.loads((tmp_path / "o" / "findings.json").read_text())
+    assert "compute-bound" in {c["rule"] if isinstance(c, dict) else c for c in data["checked"]}
+
+
+@pytest.mark.slow
+def test_each_threshold_alone_at_its_lowest_value():
+    """One threshold at a time at the lowest value its range accepts, the others at their defaults
+    (the edges of one gate meet the defaults of the next: how min_defect_saving=0 failed)."""
+    trace = load_capture("decode_eager")
+    for key, th in sorted(KNOWN.items()):
+        d = diagnose_trace(trace, Config(overrides={key: th.lowest}))
+        _strict(report.get("json").render(d))

@@ -392,3 +392,36 @@ def test_nothing_outlives_diagnose_killed_outright(tmp_path, pids_file, sig):
     while [p for p in tmp_path.iterdir() if ".diagnose-staging-" in p.name] and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not [p for p in tmp_path.iterdir() if ".diagnose-staging-" in p.name], "a staging folder was left"
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the rank pool's guard is Linux's PR_SET_PDEATHSIG")
+def test_rank_workers_die_with_diagnose_on_sigkill(tmp_path):
+    """SIGKILL to diagnose while its rank pool analyses a rank folder: no worker is alive 2 s later."""
+    from diagnose.capture.guard import process_table
+    from diagnose.ranks.analyse import default_workers
+
+    if default_workers() < 2:
+        pytest.skip("one core: the ranks are analysed in diagnose's own process, with no pool")
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import bench_ranks
+
+    bench_ranks.make_rank_folder(tmp_path / "ranks", 24)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "diagnose", str(tmp_path / "ranks"), "-o", str(tmp_path / "out"), "-q", "--no-html"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    workers: set[int] = set()
+    deadline = time.monotonic() + 60
+    while not workers and proc.poll() is None and time.monotonic() < deadline:
+        workers = {pid for pid, (ppid, _, _) in (process_table() or {}).items() if ppid == proc.pid}
+        time.sleep(0.05)
+    assert workers, "the rank pool started no worker process"
+    time.sleep(0.5)  # the workers are analysing ranks now
+    proc.kill()
+    proc.wait()
+    time.sleep(2)
+    left = [pid for pid in workers if alive(pid)]
+    for pid in left:
+        os.kill(pid, signal.SIGKILL)
+    assert not left, f"rank workers {left} outlived diagnose"

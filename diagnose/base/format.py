@@ -17,6 +17,7 @@ import re
 MAX_NAME_CHARS = 2000
 _QUALIFIER = re.compile(r"(?:\(anonymous namespace\)|\b[A-Za-z_]\w*)::")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+_IN_DOCUMENT = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 _MD_SPECIAL = re.compile(r"([\\`*_{}\[\]<>()#+!|~&])")  # & too: an entity (&#64;) would decode to markup
 # What GitHub links without markup: @user and @org/team mentions, #123 references, e-mail addresses
 # (user@host) and the extended autolinks (http://, https://, ftp://, www.). A zero-width space after
@@ -61,6 +62,20 @@ def plain(text) -> str:
     """`text` safe to print on a terminal or in one line of a log: control characters (ANSI escapes,
     newlines, tabs, bidirectional overrides) shown as visible escapes (\\x1b, \\n, \\u202e)."""
     return _CONTROL.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), str(text))
+
+
+def json_inert(text: str) -> str:
+    """JSON text (as json.dumps writes it, ensure_ascii=False) with every control and bidirectional
+    character left raw (DEL, C1 such as U+009B CSI, U+2028, the overrides) written as a \\u escape:
+    the same document, with no byte a terminal would act on. Such characters occur only inside strings."""
+    return _IN_DOCUMENT.sub(lambda m: f"\\u{ord(m.group()):04x}", text)  # JSON's own line breaks stay
+
+
+def document_inert(text: str) -> str:
+    """A rendered document (HTML) with every control and bidirectional character but tab, newline and
+    carriage return shown as its visible escape (\\x1b, \\u202e), as `plain` shows them: the
+    template's own line breaks stay, nothing from a trace reaches a terminal or a browser raw."""
+    return _IN_DOCUMENT.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
 
 
 def markdown(text) -> str:

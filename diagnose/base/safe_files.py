@@ -29,12 +29,26 @@ def write_new(path: str | Path, data: bytes) -> None:
     (a rename replaces a link planted at `path`, never the file it points to)."""
     path = Path(path)
     tmp = fresh_path(path)
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o644)
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o644)
+    except OSError as exc:
+        raise _naming(exc, path) from None
     try:
         with os.fdopen(fd, "wb") as stream:
             stream.write(data)
         os.replace(tmp, path)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise _naming(exc, path) from None
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+
+
+def _naming(exc: OSError, path: Path) -> OSError:
+    """`exc` naming `path` (the file meant, not its temporary name), for the one line the CLI prints."""
+    if exc.errno is None:
+        return exc
+    return type(exc)(exc.errno, exc.strerror, str(path))

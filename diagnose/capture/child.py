@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
+import gzip
 import importlib.util
 import json
 import os
@@ -17,8 +18,10 @@ import runpy
 import sys
 import time
 import traceback
+import zlib
 from pathlib import Path
 
+from diagnose.capture.arrivals import ArrivalRecorder
 from diagnose.capture.compile_log import CompileLog
 from diagnose.capture.memory import MEMORY_FILE, MemoryRecorder
 from diagnose.capture.model_census import census
@@ -30,6 +33,20 @@ from diagnose.base.step_timing import timing_summary
 from diagnose.vocabulary.markers import nvtx_label, step_label, warmup_label
 
 TRACE_FILE = "trace.json.gz"
+TRACE_CUT_SHORT = "the profiler wrote the trace cut short (it reports no error: a full disk or a file-size limit)"
+
+
+def whole_json_gzip(path: Path) -> bool:
+    """True when `path` is gzip that inflates, to its end, to text ending in `}` (a whole JSON object),
+    read a block at a time."""
+    last = b""
+    try:
+        with gzip.open(path, "rb") as stream:
+            while block := stream.read(1 << 20):
+                last = block.rstrip() or last
+    except (OSError, EOFError, zlib.error):
+        return False
+    return last.endswith(b"}")
 
 
 class Progress:
@@ -138,6 +155,7 @@ class CaptureSession:
         self.tracker = None
         self.sampler = None
         self.compile_log = None  # torch.compile's own account (compile.json), when it ran
+        self.arrivals = None  # ArrivalRecorder while the timed steps of several ranks run
         self.meta = {
             "schema": CAPTURE_SCHEMA,
             "target": spec.target,
@@ -216,6 +234,11 @@ class CaptureSession:
             self.compile_phase("after-profile")
             fresh = fresh_path(self.out / TRACE_FILE)
             prof.export_chrome_trace(str(fresh))
+            if not whole_json_gzip(fresh):  # kineto says nothing when its write fails (a full disk, ulimit -f)
+                with contextlib.suppress(OSError):
+                    os.unlink(fresh)
+                self.meta["trace_cut_short"] = True
+                raise OSError(TRACE_CUT_SHORT)
             os.replace(fresh, self.out / TRACE_FILE)
             self.meta["files"]["trace"] = TRACE_FILE
         except Exception as exc:  # a broken export must not hide the workload's own outcome
@@ -249,6 +272,38 @@ class CaptureSession:
         """Store step times measured without the profiler."""
         self.meta["timing"] = timing_summary(source, [t * 1e6 for t in per_step_s])
 
+    # -- arrivals in the timed steps (arrivals.py) -------------------------------------------------
+    def start_arrivals(self) -> None:
+        """Align the ranks' clocks and watch their collectives, when a process group of 2+ is up."""
+        if self.spec.timed_steps < 1:
+            return
+        try:
+            self.arrivals = ArrivalRecorder.start(self.torch)
+        except Exception as exc:  # the timing goes on without arrivals
+            self.arrivals = None
+            self.meta.setdefault("warnings", []).append(f"recording arrivals failed: {exc}")
+
+    def arrival_mark(self, edge: str) -> None:
+        """A timed step begins or ends."""
+        if self.arrivals is not None:
+            self.arrivals.step_begin() if edge == "begin" else self.arrivals.step_end()
+
+    def finish_arrivals(self) -> None:
+        """Check the clocks again and write arrivals.json (once)."""
+        recorder, self.arrivals = self.arrivals, None
+        if recorder is None:
+            return
+        try:
+            self.meta["files"]["arrivals"] = recorder.finish(self.out)
+        except Exception as exc:
+            self.meta.setdefault("warnings", []).append(f"writing arrivals.json failed: {exc}")
+
+    def drop_arrivals(self) -> None:
+        """Stop watching collectives without writing arrivals.json (the timing did not end with every rank)."""
+        recorder, self.arrivals = self.arrivals, None
+        if recorder is not None:
+            recorder.stop()
+
     # -- modes -------------------------------------------------------------------------------
     def run_function(self) -> None:
         """Function mode: warm up, time without the profiler, then profile a few steps."""
@@ -268,12 +323,16 @@ class CaptureSession:
         self.sync()
         times = []
         self.compile_phase("timing")
+        self.start_arrivals()
         for i in range(spec.timed_steps):
             self.progress("timing", i, spec.timed_steps)
+            self.arrival_mark("begin")
             t0 = time.perf_counter()
             step()
             self.sync()
             times.append(time.perf_counter() - t0)
+            self.arrival_mark("end")
+        self.finish_arrivals()
         self.record_timing(times, f"{spec.timed_steps} steps without the profiler, synchronised after each step")
         self.start_profiler()
         with self.step_range(warmup_label(0)):  # absorbs the profiler's own start-up cost

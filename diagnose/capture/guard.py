@@ -34,6 +34,7 @@ from pathlib import Path
 STAGING_MARK = ".diagnose-staging-"  # as diagnose/front/output.py names its staging folders
 POLL_S = 0.1
 _PR_SET_CHILD_SUBREAPER = 36
+_PR_SET_PDEATHSIG = 1
 
 
 def adopt_orphans() -> bool:
@@ -45,6 +46,18 @@ def adopt_orphans() -> bool:
         return libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
     except (OSError, AttributeError):
         return False
+
+
+def die_with_parent(parent: int) -> None:
+    """Have the kernel kill this process when its parent dies, however the parent ends (SIGKILL
+    included; Linux PR_SET_PDEATHSIG). For helper processes of diagnose (the rank pool's workers):
+    called first thing in the child, with the pid of the diagnose that started it. A parent that
+    is already gone (it died before the call) ends the child at once."""
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != parent:
+        os._exit(1)
 
 
 def process_table() -> dict[int, tuple[int, int, int]] | None:

@@ -19,6 +19,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -107,6 +108,15 @@ def run_capture(
                 end_group(proc)  # the workload's own children, whatever ended the run
         relay.join(timeout=5)
     meta = _finalise_meta(out, spec, proc.returncode, timed_out, timeout_s)
+    if meta.get("trace_cut_short"):  # an OSError: the output folder is discarded, the previous one kept
+        raise OSError(
+            None,
+            "the profiler could not write the whole trace (kineto reports no error; what it wrote ends early): a "
+            f"full disk, the output folder's or the temporary folder's ({tempfile.gettempdir()}), or a file-size "
+            "limit (ulimit -f): free some space or raise the limit, and run again; the previous output folder, "
+            "if any, is left as it was",
+            str(out / TRACE_FILE),
+        )
     return _add_gpu_probe(out, meta, python)
 
 

@@ -92,10 +92,16 @@ class StepTracker:
                 self.session.meta["steps"]["profiled"] = spec.steps
                 self.session.stop_profiler()
                 self.session.compile_phase("timing")
+                self.session.start_arrivals()
             self.session.sync()
+            if self.timing_marks:
+                self.session.arrival_mark("end")
             self.timing_marks.append(time.perf_counter())
             self.session.progress("timing", len(self.timing_marks) - 1, spec.timed_steps)
+            if len(self.timing_marks) <= spec.timed_steps:
+                self.session.arrival_mark("begin")
             if len(self.timing_marks) > spec.timed_steps:
+                self.session.finish_arrivals()
                 self.record_timing()
                 self.session.meta["steps"]["stopped_early"] = True
                 self.session.take_census()  # the script's models are alive only until EnoughSteps unwinds it
@@ -124,6 +130,7 @@ class StepTracker:
     def finish(self) -> None:
         """The script ended (or was stopped): close ranges, remove hooks, keep what was timed."""
         self.close_annotation()
+        self.session.drop_arrivals()  # the script ended by itself: the ranks may not meet again
         if self.session.meta.get("timing") is None and len(self.timing_marks) > 1:
             self.record_timing()
         for handle in self.handles:

@@ -17,6 +17,7 @@ from typing import ClassVar
 
 from rich.console import Console
 
+from diagnose.base import os_errors
 from diagnose.base.errors import UsageError
 from diagnose.model.findings import SEVERITIES
 from diagnose.base.version import __version__
@@ -31,7 +32,7 @@ EPILOG = """\
 exit codes:
   0  diagnosis written
   1  a finding at or above --fail-on SEVERITY, or --fail-on-regression tripped (CI audits)
-  2  bad usage or unreadable input (one line on stderr)
+  2  bad usage, unreadable input, or what the system refused (one line on stderr)
   3  the workload failed (exception, out of memory, timeout, crash); the report is still written
   130/143  Ctrl-C / SIGTERM: the workload's processes are ended first
 
@@ -229,16 +230,27 @@ def terminal_width() -> int:
 
 
 def stdout_gone() -> None:
-    """The reader of stdout stopped early (`diagnose ... | head`): drop the rest, which is no error."""
-    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    """The reader of stdout stopped early (`diagnose ... | head`), or stdout refused a write: drop the
+    rest (the reader's going is no error; a refused write is raised by print_out)."""
+    try:
+        fd = sys.stdout.fileno()
+    except (OSError, ValueError, AttributeError):  # no file descriptor behind it (a test's capture)
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, fd)
+    os.close(devnull)
 
 
 def print_out(text: str) -> None:
-    """Print `text` on stdout; a reader that went away ends the output quietly."""
+    """Print `text` on stdout; a reader that went away ends the output quietly, and any other refusal
+    (/dev/full, a file-size limit) is an OSError naming standard output (front/cli.py says it in one line)."""
     try:
         print(text, flush=True)
     except BrokenPipeError:
         stdout_gone()
+    except OSError as exc:
+        stdout_gone()  # so that the buffered rest is not written again at exit
+        raise os_errors.on_stdout(exc) from None
 
 
 class Stdout(Console):

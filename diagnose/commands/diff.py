@@ -18,7 +18,7 @@ EPILOG = """\
 exit codes:
   0  diff written
   1  --fail-on-regression PCT: AFTER is slower by more than PCT % and the interval excludes 0
-  2  bad usage or unreadable input (one line on stderr)
+  2  bad usage, unreadable input, or what the system refused (one line on stderr)
 """
 
 

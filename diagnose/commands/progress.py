@@ -80,7 +80,7 @@ class ProgressLine:
         if event.get("phase") == "verify":
             label = f"verifying fixes: {event.get('variant')}"
         label = safe(label)  # what the workload reports is untrusted: no control characters, no rich markup
-        total = event.get("total") or None
+        total = _count(event.get("total")) or None
         task = progress.tasks[0] if progress.tasks else None
         task_id = self.task
         if task is None or task.description != label or task.total != total:
@@ -89,9 +89,19 @@ class ProgressLine:
                 progress.remove_task(task_id)
             task_id = self.task = progress.add_task(label, total=total)
         if total and task_id is not None:
-            progress.update(task_id, completed=event.get("done", 0) + 1)
+            progress.update(task_id, completed=min(_count(event.get("done")), total - 1) + 1)
 
     def __exit__(self, *exc):
         if self.progress is not None:
             self.progress.stop()
         return False
+
+
+def _count(value) -> int:
+    """A step count from a workload's report: a whole number ≥ 0 (anything else, a string holding
+    escape sequences, NaN, a bool, a number too large, counts as 0)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return 0
+    if value != value or not 0 <= value < 1e12:
+        return 0
+    return int(value)

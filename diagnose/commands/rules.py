@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import io
 import sys
 
 from diagnose.commands import common
@@ -34,11 +35,17 @@ class RulesCommand(common.Command):
         elif args.format == "md":
             common.print_out(rules_table.rules_markdown(rule).rstrip("\n"))
         else:
-            console = common.Stdout(highlight=False, width=None if sys.stdout.isatty() else rules_table.PIPED_WIDTH)
+            from rich.console import Console
+
+            tty = sys.stdout.isatty()
+            shown = io.StringIO()  # rendered first, then printed as one text: stdout's refusals are print_out's
+            width = common.terminal_width() if tty else rules_table.PIPED_WIDTH
+            console = Console(file=shown, highlight=False, width=width, force_terminal=tty)
             if rule is None:
                 rules_table.print_rules(console)
             else:
                 rules_table.print_rule(console, rule)
+            common.print_out(shown.getvalue().rstrip("\n"))
         return EXIT_OK
 
 

@@ -455,7 +455,7 @@ def open_report(path: Path) -> None:
         opened = False
     if not opened:
         print(
-            f"diagnose: --open: no browser found to open {path} (set BROWSER, or open the file yourself)",
+            f"diagnose: --open: no browser found to open {plain(path)} (set BROWSER, or open the file yourself)",
             file=sys.stderr,
         )
 
@@ -470,7 +470,7 @@ def print_workload_error(error: dict) -> None:
     head = "the workload's traceback" + (f" (last {len(shown)} of {len(tb)} lines)" if len(tb) > len(shown) else "")
     print(f"diagnose: {head}:", file=sys.stderr)
     for line in shown:
-        print(f"  {line}", file=sys.stderr)
+        print(f"  {plain(line)}", file=sys.stderr)  # the workload's text: its escape sequences shown, not run
 
 
 def _user_frames(lines: list[str]) -> list[str]:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from diagnose.commands import common
 from diagnose.base.errors import EXIT_OK
+from diagnose.base.format import plain
 
 
 class SchemaCommand(common.Command):
@@ -35,7 +36,7 @@ class SchemaCommand(common.Command):
             return EXIT_OK
         for path in args.files:
             check_findings_file(path)
-            print(f"{path}: fits {SCHEMA}")
+            common.print_out(f"{plain(path)}: fits {SCHEMA}")
         return EXIT_OK
 
 

@@ -9,6 +9,7 @@ from diagnose.diff.attribution import bucket_changes
 from diagnose.diff.changes import finding_changes
 from diagnose.diff.model import DiffReport, Side
 from diagnose.diff.stats import MIN_EFFECT, gate_trips, step_change, step_samples
+from diagnose.diff.units import match_units
 from diagnose.base.errors import InputError
 from diagnose.model.findings import Diagnosis
 
@@ -27,6 +28,15 @@ def diff_diagnoses(
 
     `paths` name the two sides as the user gave them. InputError when a side has no measured step."""
     samples, basis, warnings = _samples(before, after)
+    found = [_how_found(d.summary.steps_found_by or "") for d in (before, after)]
+    unsure = any(f in UNSURE for f in found)
+    unit = match_units(before.details.inventory, after.details.inventory, rescale=unsure)
+    if unit.rescaled:
+        samples = (samples[0], [x / unit.ratio for x in samples[1]])
+        basis += f", AFTER per BEFORE-sized unit of work (÷ {unit.ratio:.3g})"
+    if unit.note:
+        warnings.append(unit.note)
+    warnings += _found_differently(before, after)
     change = step_change(*samples, basis=basis, min_effect=min_effect)
     warnings += stall_warning(*samples)
     buckets = bucket_changes(before, after)
@@ -56,20 +66,68 @@ def diff_diagnoses(
 
 
 def _samples(before: Diagnosis, after: Diagnosis) -> tuple[tuple[list[float], list[float]], str, list[str]]:
-    """Both sides' per-step times on one basis: unprofiled where both have them, else profiled."""
-    unprof_b, prof_b = step_samples(before.capture, before.details.steps)
-    unprof_a, prof_a = step_samples(after.capture, after.details.steps)
-    if unprof_b and unprof_a:
-        return (unprof_b, unprof_a), "unprofiled per-step times (meta.json timing.unprofiled_step_us)", []
-    if not prof_b or not prof_a:
-        side = "BEFORE" if not prof_b else "AFTER"
-        raise InputError(f"{side} has no measured step to compare (no GPU activity in its trace)")
+    """Both sides' per-step times, each on its report's own step basis: the steps timed without the profiler
+    (a capture folder), else the profiled steps scaled to the step the report estimates without the profiler
+    (a trace file), else the profiled steps as recorded."""
+    (b, how_b), (a, how_a) = _side_samples(before, "BEFORE"), _side_samples(after, "AFTER")
     warnings = []
-    if unprof_b or unprof_a:
-        warnings.append("only one side has unprofiled step times: both are compared on profiled per-step durations")
-    if min(len(prof_b), len(prof_a)) < 5:
-        warnings.append(f"few steps ({len(prof_b)} before, {len(prof_a)} after): the interval is wide")
-    return (prof_b, prof_a), "profiled per-step durations from the traces", warnings
+    if how_b == how_a:
+        basis = {
+            "unprofiled": "unprofiled per-step times (meta.json timing.unprofiled_step_us)",
+            "estimated": "estimated unprofiled per-step times (each trace's profiled steps scaled to the step its "
+            "report estimates without the profiler)",
+            "profiled": "profiled per-step durations from the traces",
+        }[how_b]
+    else:
+        basis = f"each side on its report's own step basis ({how_b} before, {how_a} after)"
+        warnings.append(
+            f"the two sides' steps are on different bases ({how_b} before, {how_a} after): each is the step its "
+            "report gives, which is the closest either has to the step without the profiler"
+        )
+    if min(len(b), len(a)) < 5:
+        warnings.append(f"few steps ({len(b)} before, {len(a)} after): the interval is wide")
+    return (b, a), basis, warnings
+
+
+def _side_samples(d: Diagnosis, label: str) -> tuple[list[float], str]:
+    """One side's per-step times on its report's own basis, and which basis that is."""
+    unprofiled, profiled = step_samples(d.capture, d.details.steps)
+    if unprofiled:
+        return unprofiled, "unprofiled"
+    if not profiled:
+        raise InputError(f"{label} has no measured step to compare (no GPU activity in its trace)")
+    estimate = d.summary.estimated_unprofiled_step_time_us
+    if estimate:
+        scale = estimate / statistics.median(profiled)
+        return [x * scale for x in profiled], "estimated"
+    return profiled, "profiled"
+
+
+def _found_differently(before: Diagnosis, after: Diagnosis) -> list[str]:
+    """A warning when the two sides' steps were found in different ways (marks on one, a pattern on the other)."""
+    kinds = [_how_found(d.summary.steps_found_by or "") for d in (before, after)]
+    if kinds[0] == kinds[1]:
+        return []
+    return [f"the steps were found differently: {kinds[0]} before, {kinds[1]} after"]
+
+
+# ways of finding steps that leave the unit in doubt: the iteration may be any multiple of what was found
+UNSURE = ("as one window", "by a repeating pattern whose iteration is unsure")
+
+
+def _how_found(text: str) -> str:
+    """How a side's steps were found, in the words of the diff's warning."""
+    if text.startswith(("diagnose step ranges", "ProfilerStep#N")):
+        return "by step ranges"
+    if text.startswith(("the ends of the optimizer", "the starts of")):
+        return "by iteration marks"
+    if text.startswith("the user's own range"):
+        return "by the user's own range"
+    if "one window" in text:
+        return "as one window"
+    if "unsure" in text:
+        return "by a repeating pattern whose iteration is unsure"
+    return "by a repeating pattern"
 
 
 def stall_warning(before: list[float], after: list[float], points: float = STALL_POINTS) -> list[str]:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import concurrent.futures
 import multiprocessing
-import os
 import sys
 from pathlib import Path
 
@@ -25,6 +24,7 @@ from diagnose.model.findings import Diagnosis
 from diagnose.front.output import OutputFolder
 from diagnose.report.richtext import colour
 from diagnose.base.safe_files import write_new
+from diagnose.commands.common import print_out
 from diagnose.front.target import Target, as_target, resolve_target
 
 
@@ -113,10 +113,7 @@ def show(result: DiffReport, args, written: dict[str, str]) -> None:
     else:
         tty = sys.stdout.isatty()
         text = renderer.render_diff(result, outputs=written, width=None, color=colour(tty)).rstrip("\n")
-    try:
-        print(text, flush=True)
-    except BrokenPipeError:  # the reader stopped early (`| head`): drop the rest
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    print_out(text)
 
 
 def exit_code(result: DiffReport) -> int:

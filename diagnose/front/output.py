@@ -302,6 +302,11 @@ class OutputFolder:
         return self
 
     def __exit__(self, exc_type, exc, tb) -> bool:
+        if isinstance(exc, OSError):  # name the file where it was going, not its staging path
+            for attribute in ("filename", "filename2"):
+                name = getattr(exc, attribute)
+                if isinstance(name, (str, os.PathLike)):
+                    setattr(exc, attribute, str(self.public(name)))
         keep = exc_type is None or (
             self.keep_on_error and issubclass(exc_type, Exception) and not issubclass(exc_type, OSError)
         )

@@ -22,12 +22,19 @@ import numpy as np
 import pandas as pd
 
 from diagnose.metrics.launches import lookup
+from diagnose.metrics.periods import Period, find_period
 from diagnose.trace.model import Trace
 from diagnose.trace.names import name_match
-from diagnose.vocabulary.markers import ITERATION_MARKS, OUR_STEP, PROFILER_STEP, SESSION_CUT
+from diagnose.vocabulary.markers import ITERATION_MARKS, LIBRARY_RANGES, OUR_STEP, PROFILER_STEP, SESSION_CUT
 
 MIN_MARKS = 3  # marks that make a step (two whole steps at least)
 COLD_FACTOR = 2.0
+# steps not marked by diagnose (ProfilerStep#N, iteration marks, patterns): the profiler's own start-up always
+# lands in the first iteration (no absorbing warm-up step takes it, as diagnose's capture has), so a smaller
+# excess marks it as a cold start
+COLD_FACTOR_UNMARKED = 1.5
+UNMARKED_FIRST_MIN_STEPS = 4  # ... which is left out when it is the longest of at least this many steps
+UNMARKED_FIRST_FACTOR = 1.25  # ... and at least this much longer than their median
 MIN_PATTERN_COVER = 0.8  # a repeating op pattern must span this share of the top-level ops
 SESSION_SLACK_US = 1_000.0  # a range ending this much after the profiling session's end was left open
 
@@ -57,7 +64,11 @@ class Steps:
     windows: list[StepWindow]
     how: str
     annotated: bool
-    cold_start_us: float | None = None  # the first step, left out as a cold start
+    cold_start_us: float | None = None  # the first step(s), left out as a cold start
+    # whether the iteration is known: marked, or found by a pattern with something to tell its iterations
+    # apart; False when the trace is one window, or a short pattern repeated edge to edge (the iteration
+    # may be any multiple of it, and per-step counts are then per repetition of the pattern)
+    unit_known: bool = True
 
     @property
     def start(self) -> float:
@@ -88,15 +99,21 @@ def find_steps(trace: Trace) -> Steps:
         marked = annotations[name_match(annotations["name"], pattern)]
         if len(marked):
             marked, cut = _within_session(trace, marked)
-            return _without_cold_start(Steps(_windows_from_ranges(trace, marked), how + cut, annotated=True))
-    found = _iteration_marks(annotations) or _repeated_range(annotations) or _op_pattern(trace)
+            steps = Steps(_windows_from_ranges(trace, marked), how + cut, annotated=True)
+            # ProfilerStep#0 holds the profiler's start-up as an unmarked first iteration does; diagnose's
+            # own ranges start after a warm-up step that absorbs it
+            return _without_cold_start(steps, COLD_FACTOR if pattern is OUR_STEP else COLD_FACTOR_UNMARKED)
+    found = _iteration_marks(trace, annotations) or _repeated_range(annotations) or _activity_pattern(trace)
     if found is not None:
-        cuts, how = found
-        return _without_cold_start(Steps(_windows_from_ranges(trace, _between(cuts)), how, annotated=True))
+        cuts, how, known = found
+        steps = Steps(_windows_from_ranges(trace, _between(cuts)), how, annotated=True, unit_known=known)
+        return _without_cold_start(steps, COLD_FACTOR_UNMARKED)
     return Steps(
         _whole_window(trace),
-        "no step ranges in the trace: the span of its GPU activity is analysed as one window",
+        "no step ranges in the trace and no repeating activity: the span of its GPU activity is analysed as one "
+        "window (the window is the unit of every per-step number)",
         annotated=False,
+        unit_known=False,
     )
 
 
@@ -136,24 +153,34 @@ def _outermost(frame: pd.DataFrame) -> pd.DataFrame:
     return frame[frame["ts"].to_numpy(float) >= reach]
 
 
-def _iteration_marks(annotations: pd.DataFrame) -> tuple[np.ndarray, str] | None:
-    """Cut points from the ranges a training loop opens once per iteration."""
+def _iteration_marks(trace: Trace, annotations: pd.DataFrame) -> tuple[np.ndarray, str, bool] | None:
+    """Cut points from the ranges a training loop opens once per iteration. A mark still open when the
+    profiler stopped (an optimizer step recorded as ending long after the session did) is left out: its
+    edge is not where the iteration ended."""
     if not len(annotations):
         return None
     names = annotations["name"]
     for pattern, edge, how in ITERATION_MARKS:
         marks = _outermost(annotations[name_match(names, pattern)])
+        if trace.session_end_us is not None:
+            marks = marks[marks["end"].to_numpy(float) <= trace.session_end_us + SESSION_SLACK_US]
         if len(marks) >= MIN_MARKS:
             cuts = marks["end" if edge == "end" else "ts"].to_numpy(float)
-            return cuts, f"{how}: {len(marks)} marks, {len(marks) - 1} whole steps (no ProfilerStep ranges)"
+            how = f"{how}: {len(marks)} marks, {len(marks) - 1} whole steps (no ProfilerStep ranges)"
+            return cuts, how, True
     return None
 
 
-def _repeated_range(annotations: pd.DataFrame) -> tuple[np.ndarray, str] | None:
-    """The starts of the user's own range that repeats most often at the top level, when there is one."""
+def _repeated_range(annotations: pd.DataFrame) -> tuple[np.ndarray, str, bool] | None:
+    """The starts of the user's own range that repeats most often at the top level, when there is one.
+    Ranges that libraries open for themselves (inductor, dynamo, the optimizer, Lightning, ...) are not
+    the user's."""
     if not len(annotations):
         return None
-    top = _outermost(annotations)
+    own = annotations[~name_match(annotations["name"].astype(str), LIBRARY_RANGES)]
+    if not len(own):
+        return None
+    top = _outermost(own)
     counts = top["name"].value_counts()
     counts = counts[counts >= MIN_MARKS]
     if not len(counts) or len(counts) > 1 and counts.iloc[0] == counts.iloc[1]:
@@ -161,65 +188,124 @@ def _repeated_range(annotations: pd.DataFrame) -> tuple[np.ndarray, str] | None:
     name = counts.index[0]
     cuts = top.loc[top["name"] == name, "ts"].to_numpy(float)
     cuts = np.append(cuts, float(top.loc[top["name"] == name, "end"].max()))
-    return cuts, (
-        f"the user's own range '{name}' (record_function), repeated {len(cuts) - 1} times (no ProfilerStep ranges)"
-    )
+    how = f"the user's own range '{name}' (record_function), repeated {len(cuts) - 1} times (no ProfilerStep ranges)"
+    return cuts, how, True
 
 
-def _op_pattern(trace: Trace) -> tuple[np.ndarray, str] | None:
-    """Cut points where the sequence of top-level CPU ops on the busiest thread starts over."""
-    cpu = trace.cpu_ops
-    if len(cpu) < 2 * MIN_MARKS:
+def _activity_pattern(trace: Trace) -> tuple[np.ndarray, str, bool] | None:
+    """Cut points where the loop's top-level activity starts over (metrics/periods.py)."""
+    activity = top_level_activity(trace)
+    if len(activity) < MIN_MARKS:
         return None
-    thread = cpu["tid"].astype(str)
-    top = _outermost(cpu[thread == thread.value_counts().index[0]])
-    names = top["name"].astype(str).tolist()
-    n = len(names)
-    positions: dict[str, list[int]] = {}
-    for i, name in enumerate(names):
-        positions.setdefault(name, []).append(i)
-    for name, at in positions.items():  # in order of first appearance: the pattern's head comes first
-        if len(at) < MIN_MARKS or at[-1] - at[0] < MIN_PATTERN_COVER * n:
-            continue
-        period = at[1] - at[0]
-        if any(b - a != period for a, b in zip(at, at[1:])):
-            continue
-        segment = names[at[0] : at[1]]
-        if not all(names[a:b] == segment for a, b in zip(at[1:], at[2:])):
-            continue
-        # what comes before the first repetition and after the last must be parts of one (a loop
-        # profiled from mid-iteration): one forward's identical layers have the embedding before
-        # them and the head after, which are not, so they are not taken for steps
-        known = set(segment)
-        if known.issuperset(names[: at[0]]) and known.issuperset(names[at[-1] + period :]):
+    names = activity["name"].astype(str).tolist()
+    starts, ends = activity["ts"].to_numpy(float), activity["end"].to_numpy(float)
+    period = find_period(names, starts, ends)
+    if period is None:
+        return None
+    cuts = starts[period.cuts[:-1]]
+    last = period.cuts[-1]
+    cuts = np.append(cuts, starts[last] if last < len(starts) else float(ends[:last].max()))
+    return cuts, _period_how(period, len(cuts) - 1), not period.ambiguous
+
+
+def _period_how(period: Period, whole: int) -> str:
+    """How a pattern's steps were found, and how sure that is."""
+    head = period.head if len(period.head) <= 60 else period.head[:57] + "..."
+    how = f"the repeating pattern of top-level activity ({period.length} from '{head}'), {whole} whole steps"
+    if period.by_gaps > 1:
+        how += (
+            f"; each step is {period.by_gaps} repetitions of a shorter pattern, told apart by the host's longer "
+            "pause between them"
+        )
+    if period.ambiguous:
+        how += (
+            "; unsure: the trace is one short pattern repeated edge to edge and nothing tells the loop's iterations "
+            "apart, so a step here is one repetition (the iteration may be several): per-step numbers are per "
+            "repetition, shares are of the whole window"
+        )
+    elif period.score < 0.95:
+        how += f"; the steps differ ({period.score:.0%} of their activity in common)"
+    return how + " (no step ranges or iteration marks)"
+
+
+def top_level_activity(trace: Trace) -> pd.DataFrame:
+    """The loop's top-level host activity in time order (name, ts, end): the outermost ops of the thread that
+    drives it (the one with the most, autograd's backward calls aside), the outermost ops of the autograd
+    threads, and graph launches made outside any op. diagnose's own ranges are left out."""
+    ops = trace.ops
+    ops = ops[~ops["name"].astype(str).str.startswith(("diagnose/", "ProfilerStep#"))] if len(ops) else ops
+    parts = []
+    main_ops = ops.iloc[0:0]
+    if len(ops):
+        thread = ops["tid"].astype(str)
+        backward = ops["name"].astype(str).str.startswith("autograd::engine::evaluate_function")
+        outer = {tid: _outermost(group) for tid, group in ops.groupby(thread, sort=False)}
+        counts = {tid: int((~backward.loc[frame.index]).sum()) for tid, frame in outer.items()}
+        main = max(counts, key=lambda tid: counts[tid])
+        main_ops = outer[main]
+        parts.append(main_ops)
+        for tid, frame in outer.items():
+            if tid != main and len(frame) and backward.loc[frame.index].mean() > 0.5:
+                parts.append(frame)
+    runtime = trace.runtime
+    graph = runtime[runtime["name"].astype(str).str.contains("GraphLaunch", regex=False)] if len(runtime) else runtime
+    if len(graph):
+        inside = _inside_any(
+            graph["ts"].to_numpy(float), main_ops["ts"].to_numpy(float), main_ops["end"].to_numpy(float)
+        )
+        parts.append(graph[~inside])
+    parts = [p for p in parts if len(p)]
+    if not parts:
+        return pd.DataFrame(columns=["name", "ts", "end"])
+    frame = pd.concat([p[["name", "ts", "end"]] for p in parts], ignore_index=True)
+    return frame.sort_values("ts", kind="stable").reset_index(drop=True)
+
+
+def _inside_any(times: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """Whether each time lies inside one of the (non-overlapping, outermost) ranges."""
+    if not len(starts):
+        return np.zeros(len(times), dtype=bool)
+    order = np.argsort(starts)
+    starts, ends = starts[order], ends[order]
+    at = np.searchsorted(starts, times, side="right") - 1
+    return (at >= 0) & (times <= ends[np.maximum(at, 0)])
+
+
+def _without_cold_start(steps: Steps, factor: float = COLD_FACTOR) -> Steps:
+    """`steps` without the cold start at its head: the first step while it is at least `factor` × the
+    median of the steps after it and longer than the next (a start that decays: lazy loading, autotuning,
+    the profiler's own start-up), so marked and unmarked recordings of a loop lose the same iterations. A
+    first stall followed by a longer one is the loop's own, as a DataLoader that falls behind every few
+    steps, and is kept; at least two steps are kept."""
+    windows = list(steps.windows)
+    dropped: list[float] = []
+    while len(windows) >= 3:
+        first = windows[0].duration
+        rest = [w.duration for w in windows[1:]]
+        if not dropped and factor < COLD_FACTOR:
+            # the very first unmarked iteration holds the profiler's start-up: left out when it is the longest of
+            # several, or a cold start by the lower bar
+            longest = (
+                len(windows) >= UNMARKED_FIRST_MIN_STEPS
+                and first > max(rest)
+                and first >= UNMARKED_FIRST_FACTOR * float(np.median(rest))
+            )
+            if not longest and (first < factor * float(np.median(rest)) or first <= windows[1].duration):
+                break
+        elif first < COLD_FACTOR * float(np.median(rest)) or first <= windows[1].duration:
             break
-    else:
-        return None
-    starts = top["ts"].to_numpy(float)
-    cuts = starts[at]
-    if names[at[-1] : at[-1] + period] == segment:  # the last repetition is whole: it ends with its last op
-        cuts = np.append(cuts, float(top["end"].iloc[at[-1] + period - 1]))
-    return cuts, (
-        f"the repeating pattern of top-level ops ({period} ops from '{name}'), "
-        f"{len(cuts) - 1} whole steps (no step ranges or iteration marks)"
-    )
-
-
-def _without_cold_start(steps: Steps) -> Steps:
-    """`steps` without its first window when that one is a cold start: at least COLD_FACTOR × the median
-    of the others, and longer than the step after it (a start that decays; a first stall followed by a
-    longer one is the loop's own, as a DataLoader that falls behind every few steps)."""
-    windows = steps.windows
-    if len(windows) < 3:
+        dropped.append(first)
+        windows = windows[1:]
+    if not dropped:
         return steps
-    first = windows[0].duration
-    if first < COLD_FACTOR * float(np.median([w.duration for w in windows[1:]])) or first <= windows[1].duration:
-        return steps
-    kept = windows[1:]
-    for i, w in enumerate(kept):
+    for i, w in enumerate(windows):
         w.index = i
-    how = f"{steps.how}; the first step ({first:,.0f} µs, ≥ {COLD_FACTOR:g}× the median) left out as a cold start"
-    return Steps(kept, how, steps.annotated, cold_start_us=round(first, 3))
+    if len(dropped) == 1:
+        said = f"the first step ({dropped[0]:,.0f} µs, the longest) left out as a cold start"
+    else:
+        listed = ", ".join(f"{d:,.0f}" for d in dropped)
+        said = f"the first {len(dropped)} steps ({listed} µs) left out as a cold start"
+    return dataclasses.replace(steps, windows=windows, how=f"{steps.how}; {said}", cold_start_us=round(sum(dropped), 3))
 
 
 def _windows_from_ranges(trace: Trace, marked: pd.DataFrame) -> list[StepWindow]:
@@ -273,8 +359,13 @@ def _range_max(values: np.ndarray, first: np.ndarray, stop: np.ndarray) -> np.nd
 
 
 def _launch_time_of_gpu_ops(trace: Trace) -> np.ndarray:
-    """For each GPU op, the host time of the call that launched it (its own start if unknown)."""
-    gpu = trace.gpu
+    """For each GPU op of the trace, the host time of the call that launched it (its own start if unknown)."""
+    return launch_times(trace, trace.gpu)
+
+
+def launch_times(trace: Trace, gpu: pd.DataFrame) -> np.ndarray:
+    """For each row of `gpu` (GPU ops of the trace), the host time of the call that launched it (its own
+    start if unknown)."""
     if not len(gpu):
         return np.array([])
     runtime = trace.runtime.dropna(subset=["correlation"]).drop_duplicates("correlation")

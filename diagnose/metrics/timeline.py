@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 
 from diagnose.metrics.launches import lookup
-from diagnose.metrics.steps import Steps
+from diagnose.metrics.steps import Steps, launch_times
 from diagnose.base.thresholds import Threshold
 from diagnose.trace.model import Trace
 from diagnose.trace.names import name_search
@@ -113,6 +113,10 @@ def build_timeline(trace: Trace, steps: Steps, params: dict | None = None) -> Ti
         empty = pd.DataFrame(columns=GAP_COLUMNS)
         return Timeline(device, max(end - start, 0.0), 0.0, empty, gpu.iloc[0:0], pd.DataFrame())
     ops = gpu[(gpu["device"] == device) & (gpu["end"] > start) & (gpu["ts"] < end)]
+    if steps.annotated and len(ops):
+        # a step's GPU work is what its own ops launched: work launched after the last step's CPU range (the
+        # next iteration, recorded until the profiler stopped) is not counted, though it runs in its window
+        ops = ops[launch_times(trace, ops) <= steps.windows[-1].cpu_end]
     ops = ops.sort_values("ts", kind="stable").reset_index(drop=True)
     ts = np.clip(ops["ts"].to_numpy(float), start, end)
     te = np.clip(ops["end"].to_numpy(float), start, end)

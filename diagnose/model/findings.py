@@ -362,6 +362,8 @@ class RankRow(msgspec.Struct):
     exposed_comm_us: float | None = None
     wait_us: float | None = None
     transfer_us: float | None = None
+    timed_wait_us: float | None = None  # wait per timed step, without the profiler (timed_step_us its step)
+    timed_step_us: float | None = None
     findings: list[str] = msgspec.field(default_factory=list)
 
 
@@ -376,6 +378,8 @@ class ArrivalRow(msgspec.Struct):
     host_lateness_us: float | None = None
     wait_us: float | None = None
     transfer_us: float | None = None
+    behind_us: float | None = None
+    behind_host_us: float | None = None
     lead_in_us: float | None = None
     silent_lead_in_us: float | None = None
 
@@ -392,6 +396,32 @@ class ArrivalsSummary(msgspec.Struct):
     per_rank: list[ArrivalRow] = msgspec.field(default_factory=list)
 
 
+class TimedArrivalRow(msgspec.Struct):
+    """One rank's arrivals in the unprofiled timed steps (`summary.ranks.timed_arrivals.per_rank`)."""
+
+    rank: int
+    step_us: float | None = None
+    wait_us: float | None = None
+    lateness_us: float | None = None
+    host_lateness_us: float | None = None
+    late_steps: float | None = None
+    behind_us: float | None = None
+
+
+class TimedArrivalsSummary(msgspec.Struct):
+    """The ranks' own arrivals in the steps timed without the profiler (diagnose/ranks/timed.py)."""
+
+    basis: str = ""
+    on: str = ""
+    matched: int = 0
+    steps: int = 0
+    dropped: int = 0
+    clock_offset_us: dict[str, float] = msgspec.field(default_factory=dict)
+    tie_us: float | None = None
+    drift_us: float | None = None
+    per_rank: list[TimedArrivalRow] = msgspec.field(default_factory=list)
+
+
 class RankSummary(msgspec.Struct):
     """With several ranks: the ranks side by side (`summary.ranks`, diagnose/ranks/model.py)."""
 
@@ -400,6 +430,7 @@ class RankSummary(msgspec.Struct):
     step_basis: str = ""
     comm_split: str = ""
     arrivals: ArrivalsSummary | None = None
+    timed_arrivals: TimedArrivalsSummary | None = None
     work: str = ""
     per_rank: list[RankRow] = msgspec.field(default_factory=list)
 

@@ -161,6 +161,9 @@ def _accounting(d: dict) -> list[str]:
             out.append(f"the step is {step} µs in the summary and {shown} µs in the accounting")
     for row in (d.get("details") or {}).get("ranks") or []:
         out += _buckets(f"rank {row.get('rank')}'s accounting", row.get("buckets") or [])
+        wait, step = row.get("wait_us"), row.get("step_us")
+        if wait is not None and step and _num(wait) > _num(step) * (1 + 1e-6) + 0.1:
+            out.append(f"rank {row.get('rank')}'s budget: wait {wait} µs is longer than its {step} µs step")
     return out
 
 
@@ -188,6 +191,9 @@ def _ranks(d: dict) -> list[str]:
         for key in ("wait_us", "transfer_us", "exposed_comm_us"):
             if r.get(key) is not None and _num(r[key]) > _num(step) * (1 + 1e-6) + 0.1:
                 out.append(f"rank {r.get('rank')}: {key} {r[key]} µs is longer than its {step} µs step")
+        timed, timed_step = r.get("timed_wait_us"), r.get("timed_step_us")
+        if timed is not None and timed_step and _num(timed) > _num(timed_step) * (1 + 1e-6) + 0.1:
+            out.append(f"rank {r.get('rank')}: timed_wait_us {timed} µs is longer than its {timed_step} µs timed step")
         share = r.get("wait_share")
         if share is not None and not 0 <= _num(share) <= 1:
             out.append(f"rank {r.get('rank')}: wait_share {share} outside [0, 1]")

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import msgspec
 
+from diagnose.capture.guard import die_with_parent
 from diagnose.rulebook.assemble import capture_summary, diagnose_trace
 from diagnose.model.config import Config
 from diagnose.rulebook.engine import Context, run_rules, verdict
@@ -33,6 +34,7 @@ from diagnose.metrics.accounting import largest_non_compute, with_rank_wait
 from diagnose.ranks.discover import RankSource, rank_sources
 from diagnose.ranks.model import RankSet
 from diagnose.ranks.profile import RankProfile, distributed_rank, rank_profile
+from diagnose.ranks.timed import read_timed
 from diagnose.rules import ALL_RULES
 from diagnose.trace.load import load_target
 
@@ -81,6 +83,7 @@ def _analysed_rank(source: RankSource, config: Config, max_bytes: int | None) ->
     results = run_rules(ctx, [r for r in ALL_RULES if r.id not in CROSS_RANK_RULES])
     profile = rank_profile(ctx.metrics, rank, str(source.path), how)
     profile.findings = [f.rule for f in results.findings]
+    profile.timed_arrivals = read_timed(source.path)
     result = {
         "profile": profile.to_dict(),
         "findings": {f.rule: f for f in results.findings},
@@ -156,7 +159,9 @@ def _run_workers(sources, config, workers: int, max_bytes, report) -> tuple[list
             report({"phase": "ranks", "done": i + 1, "total": total})
         return out, kept
     context = multiprocessing.get_context("fork" if hasattr(os, "fork") else "spawn")
-    pool = concurrent.futures.ProcessPoolExecutor(max_workers=max(1, workers - 1), mp_context=context)
+    pool = concurrent.futures.ProcessPoolExecutor(
+        max_workers=max(1, workers - 1), mp_context=context, initializer=die_with_parent, initargs=(os.getpid(),)
+    )
     try:
         futures = {pool.submit(analyse_rank, s, config, max_bytes): i for i, s in enumerate(sources) if i}
         out[0], kept = _analysed_rank(sources[0], config, max_bytes)

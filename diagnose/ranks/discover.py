@@ -27,6 +27,7 @@ NOT_TRACES = {
     "spec.json",
     "diff.json",
     "pysamples.json.gz",
+    "arrivals.json",
 }  # what diagnose writes beside a trace
 
 

@@ -34,6 +34,7 @@ import numpy as np
 from diagnose.vocabulary.collectives import is_collective_kernel, is_collective_op
 from diagnose.metrics.accounting import with_rank_wait
 from diagnose.ranks.profile import RankProfile
+from diagnose.ranks.timed import TimedArrivals
 
 
 @dataclasses.dataclass
@@ -53,6 +54,7 @@ class RankSet:
         self.reference = reference if reference is not None else (self.profiles[0].rank if self.profiles else 0)
         self.warnings: list[str] = []
         self.arrival = Arrivals.build(self.profiles, self.reference, self.warnings)
+        self.timed = TimedArrivals.build(self.profiles, self.warnings)  # the unprofiled steps' arrivals
         self.comm = self.arrival.comm(len(self.profiles)) if self.arrival else self._split_comm()
         self.work = self._price_work()
 
@@ -219,6 +221,7 @@ class RankSet:
                 else "transfer = a collective's shortest duration over the ranks; wait = the rest"
             ),
             "arrivals": self.arrival.summary() if self.arrival else None,
+            "timed_arrivals": self.timed.summary() if self.timed else None,
             "work": "GPU compute per step, each kind of kernel priced alike on every rank at its duration "
             "with no collective beside it",
             "per_rank": [
@@ -240,31 +243,58 @@ class RankSet:
                     "exposed_comm_us": p.exposed_us,
                     "wait_us": round(self.wait_us(p.rank), 1),
                     "transfer_us": round(self.transfer_us(p.rank), 1),
+                    "timed_wait_us": round(self.timed.wait_us[p.rank], 1) if self.timed else None,
+                    "timed_step_us": round(self.timed.step_us[p.rank], 1) if self.timed else None,
                     "findings": list(p.findings),
                 }
                 for p in self.profiles
             ],
         }
 
+    def step_wait_us(self, profile: RankProfile) -> float:
+        """The rank's wait per step on the basis of its `step_us`: where the step was timed without the
+        profiler, the timed arrivals' wait (else the profiled wait's share of the profiled step, applied
+        to that step); under the profiler, the profiled wait. Never more than the step."""
+        if not _on_unprofiled(profile):
+            return self.wait_us(profile.rank)
+        if self.timed is not None:
+            return min(self.timed.wait_us.get(profile.rank, 0.0), profile.step_us)
+        return (self.wait_share(profile) or 0.0) * profile.step_us
+
     def budgets(self) -> list[dict]:
-        """Details.ranks: each rank's step budget (the accounting buckets), for the side-by-side chart."""
-        return [
-            {
-                "rank": p.rank,
-                "step_us": p.step_us,
-                "step_basis": _basis(p),
-                "wait_us": round(self.wait_us(p.rank), 1),
-                "profiled_step_us": p.profiled_step_us,
-                "wait_share": self.wait_share(p),
-                "buckets": [b for b in with_rank_wait(p.buckets, self.wait_us(p.rank)) if b.get("in_sum", True)],
-            }
-            for p in self.profiles
-        ]
+        """Details.ranks: each rank's step budget (the accounting buckets), for the side-by-side chart; its
+        wait on the basis of its step (`step_wait_us`), the profiled wait beside it."""
+        rows = []
+        for p in self.profiles:
+            wait = self.step_wait_us(p)
+            rows.append(
+                {
+                    "rank": p.rank,
+                    "step_us": p.step_us,
+                    "step_basis": _basis(p),
+                    "wait_us": round(wait, 1),
+                    "wait_basis": "timed arrivals"
+                    if self.timed is not None and _on_unprofiled(p)
+                    else ("profiled share of the step" if _on_unprofiled(p) else "profiled"),
+                    "profiled_wait_us": round(self.wait_us(p.rank), 1),
+                    "profiled_step_us": p.profiled_step_us,
+                    "wait_share": self.wait_share(p),
+                    "buckets": [b for b in with_rank_wait(p.buckets, wait) if b.get("in_sum", True)],
+                }
+            )
+        return rows
 
 
 def _basis(profile: RankProfile) -> str:
-    """Which step `step_us` is: "unprofiled" when the capture timed steps without the profiler."""
-    return "unprofiled" if profile.unprofiled_step_us else "profiled"
+    """Which step `step_us` is: "unprofiled" when it is the capture's timing without the profiler (not
+    when that timing was set aside for the profiled step, metrics/step_time.step_budget)."""
+    return "unprofiled" if _on_unprofiled(profile) else "profiled"
+
+
+def _on_unprofiled(profile: RankProfile) -> bool:
+    """Whether the rank's `step_us` is its unprofiled timing."""
+    timed = profile.unprofiled_step_us
+    return bool(timed) and abs(profile.step_us - timed) <= 1e-3 * timed
 
 
 TIE_US = 5.0  # arrivals closer than this (or twice the ends' spread after alignment) have no last
@@ -298,6 +328,11 @@ class Arrivals:
     dropped: int = 0
     group_from: str = "none"
     late_steps: dict = dataclasses.field(default_factory=dict)  # per rank, share of steps it was last in at least once
+    behind_us: dict = dataclasses.field(default_factory=dict)  # per rank, GPU arrival after the median rank's (_behind)
+    behind_host_us: dict = dataclasses.field(default_factory=dict)  # the part of it its own host launch explains
+    behind_steps: dict = dataclasses.field(
+        default_factory=dict
+    )  # share of steps it is behind beyond what its host explains
 
     @property
     def basis(self) -> str:
@@ -376,6 +411,7 @@ class Arrivals:
 
         who, share, late = lateness(start)
         _, host_share, host_late = lateness(host)
+        behind, behind_host, behind_steps = _behind(start, host, steps_of, n_steps, tie)
         silent = data[:, :, 4]
         late_silent, others_silent, step_share = {}, {}, {}
         for i, p in enumerate(profiles):
@@ -409,6 +445,9 @@ class Arrivals:
             dropped=dropped,
             late_steps=step_share,
             group_from=groups.pop() if len(groups) == 1 else "mixed",
+            behind_us=per(behind),
+            behind_host_us=per(behind_host),
+            behind_steps=per(behind_steps),
         )
 
     def comm(self, _count: int) -> dict:
@@ -438,9 +477,33 @@ class Arrivals:
                     "host_lateness_us": self.host_lateness_us[r],
                     "wait_us": self.wait_us[r],
                     "transfer_us": self.transfer_us[r],
+                    "behind_us": self.behind_us.get(r),
+                    "behind_host_us": self.behind_host_us.get(r),
                     "lead_in_us": self.lead_us[r],
                     "silent_lead_in_us": self.silent_us[r],
                 }
                 for r in self.ranks
             ],
         }
+
+
+def _behind(start: np.ndarray, host: np.ndarray, steps_of: np.ndarray, n_steps: int, tie: float):
+    """Per rank (µs per step, mean over steps): how far its GPU arrival lies after the (lower) median rank's at the
+    collective of the step where it lies furthest (0 when never after); the part of that its own host
+    explains (its launch as far after the median launch, at most the GPU's); and the share of steps in
+    which the unexplained rest exceeds `tie`. Under the profiler a host that issues its calls slower
+    makes its GPU late as well, by as much as its launch is late: the rest is lateness on the GPU that
+    the profiler's pace of the host does not explain (more GPU work before the collective)."""
+    gpu = np.maximum(start - np.quantile(start, 0.5, axis=1, method="lower", keepdims=True), 0.0)
+    own = np.clip(host - np.quantile(host, 0.5, axis=1, method="lower", keepdims=True), 0.0, gpu)
+    k = start.shape[1]
+    behind, explained, hits = np.zeros(k), np.zeros(k), np.zeros(k)
+    for s in np.unique(steps_of):
+        rows = np.flatnonzero(steps_of == s)
+        at = rows[np.argmax(gpu[rows], axis=0)]  # per rank, the collective it lies furthest behind at
+        g, h = gpu[at, np.arange(k)], own[at, np.arange(k)]
+        behind += g
+        explained += h
+        hits += (g - h) > tie
+    n = max(n_steps, 1)
+    return behind / n, explained / n, hits / n

@@ -45,6 +45,7 @@ from diagnose.metrics.accounting import HOST_PACED
 from diagnose.metrics.comm import comm_rounds, in_windows, is_comm, launch_times
 from diagnose.metrics.host import intersect, length, merge_intervals, subtract
 from diagnose.metrics.pyframes import NO_SAMPLE
+from diagnose.ranks.host_lead import cpu_lead_ins
 from diagnose.metrics.timeline import DEFAULTS as TIMELINE_DEFAULTS
 from diagnose.trace.names import name_starts
 from diagnose.vocabulary.markers import STEP_MARKERS
@@ -80,6 +81,8 @@ class RankProfile:
     steps_arrivals: list = dataclasses.field(default_factory=list)  # per step: [[key, host, start, end, lead, silent]]
     host_ranges_us: dict = dataclasses.field(default_factory=dict)  # name -> silent lead-in µs per step it fills
     group_from: str = "none"  # how collectives got their process group: "pg_name" | "stream" | "none"
+    host_leads: list = dataclasses.field(default_factory=list)  # per step: [[lead-in, silent µs], ...] per collective
+    timed_arrivals: dict | None = None  # the capture's arrivals.json (diagnose/ranks/timed.py), when it has one
 
     def host_paced(self, field: str = "us_per_step") -> float:
         """The rank's step buckets in which its GPU waited for its host (launch and host buckets), as
@@ -129,7 +132,7 @@ def rank_profile(metrics: Metrics, rank: int, source: str, how: str = "order") -
         {k: b.get(k) for k in ("id", "label", "us_per_step", "share", "in_sum")}
         for b in (summary.get("accounting") or {}).get("buckets", [])
     ]
-    return RankProfile(
+    profile = RankProfile(
         rank=rank,
         source=source,
         step_us=round(float(budget.step_us), 3) if windows else 0.0,
@@ -151,6 +154,12 @@ def rank_profile(metrics: Metrics, rank: int, source: str, how: str = "order") -
         profiled_step_us=round(float(budget.profiled_step_us), 3) if windows else None,
         **_arrivals(metrics, comm, comm_launch),
     )
+    profile.host_leads = [[[r[4], r[5]] for r in step] for step in profile.steps_arrivals]
+    if not profile.host_leads:  # a CPU rank: its collectives are host ops (host_lead.py)
+        profile.host_leads, stretches = cpu_lead_ins(metrics)
+        if len(stretches):
+            profile.host_ranges_us = _host_ranges(metrics, stretches, len(windows))
+    return profile
 
 
 ARRIVAL_NAMES = 8  # host ranges kept per rank for naming the cause of a late arrival

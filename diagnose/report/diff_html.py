@@ -13,7 +13,7 @@ from pathlib import Path
 import jinja2
 
 from diagnose.diff import DiffReport
-from diagnose.base.format import short_name
+from diagnose.base.format import document_inert, short_name
 from diagnose.vocabulary.units import fmt
 from diagnose.report import diff_views as views
 from diagnose.base.version import __version__
@@ -33,7 +33,7 @@ def render_diff_html(r: DiffReport, **_) -> str:
         lstrip_blocks=True,
     )
     env.filters.update(fmt=fmt)
-    return env.get_template("diff.html.j2").render(**diff_context(r))
+    return document_inert(env.get_template("diff.html.j2").render(**diff_context(r)))
 
 
 def diff_context(r: DiffReport) -> dict:

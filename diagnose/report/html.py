@@ -15,7 +15,7 @@ import jinja2
 from markupsafe import Markup
 
 from diagnose.model.findings import Diagnosis, Finding
-from diagnose.base.format import column_label, short_name
+from diagnose.base.format import column_label, document_inert, short_name
 from diagnose.base.step_timing import paid_step_us, set_aside_timing
 from diagnose.vocabulary.units import duration, fmt, is_number, percent
 from diagnose.memory.units import gb
@@ -64,7 +64,7 @@ NCU_COLUMNS = {
 
 def render_html(diagnosis: Diagnosis, **_) -> str:
     """The report as one HTML page that works offline (no CDN, no fonts or scripts fetched)."""
-    return _environment().get_template("report.html.j2").render(**report_context(diagnosis))
+    return document_inert(_environment().get_template("report.html.j2").render(**report_context(diagnosis)))
 
 
 @functools.cache

@@ -6,17 +6,18 @@ import json
 import math
 
 from diagnose.model.findings import Diagnosis
+from diagnose.base.format import json_inert
 from diagnose.report import Renderer
 
 
 def render_json(diagnosis: Diagnosis, indent: int | None = 2, **_) -> str:
     """The Diagnosis as JSON (schema `diagnose.model.findings/1`); NaN and infinities become null."""
-    return json.dumps(_clean(diagnosis.to_dict()), indent=indent, ensure_ascii=False)
+    return json_inert(json.dumps(_clean(diagnosis.to_dict()), indent=indent, ensure_ascii=False))
 
 
 def render_diff_json(report, indent: int | None = 2, **_) -> str:
     """A DiffReport as JSON (schema `diagnose.diff/1`, diagnose/diff/model.py)."""
-    return json.dumps(_clean(report.to_dict()), indent=indent, ensure_ascii=False)
+    return json_inert(json.dumps(_clean(report.to_dict()), indent=indent, ensure_ascii=False))
 
 
 def _clean(value):

@@ -170,6 +170,12 @@ def _missing_steady_state(ctx: "Context") -> str | None:
     )
 
 
+def _missing_timed_arrivals(ctx: "Context") -> str | None:
+    if ctx.ranks is not None and getattr(ctx.ranks, "timed", None) is not None:
+        return None
+    return "no arrivals timed without the profiler (arrivals.json of every rank, written by `--nproc-per-node`)"
+
+
 def _missing_ops(ctx: "Context") -> str | None:
     return None if len(ctx.trace.ops) else "no CPU ops in the trace"
 
@@ -194,6 +200,9 @@ NEEDS: dict[str, Need] = {
         _missing_device_bandwidth,
     ),
     "ranks": Need("the traces of at least two ranks of one job", _missing_ranks),
+    "timed-arrivals": Need(
+        "every rank's collective arrivals timed without the profiler (arrivals.json)", _missing_timed_arrivals
+    ),
     "ops": Need("CPU ops (the host side of the trace)", _missing_ops),
     "steady-state": Need("steps that run the workload (not a CUDA/HIP graph being captured)", _missing_steady_state),
     "memory": Need(

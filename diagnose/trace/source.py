@@ -28,11 +28,17 @@ number, for trusted traces above the cap.
 is read: a file that shrinks, grows or is rewritten meanwhile (a trace still being written, a
 capture being replaced) is an InputError, never a torn read analysed as if whole.
 
+**What it starts with.** The first MiB (inflated, for gzip) is looked at before the rest is read
+or a buffer of the file's size is made: a control byte that JSON never holds raw (a file of NULs,
+any binary, /proc/self/environ), bytes that are not UTF-8, or a first character that starts no
+JSON value after whitespace is an InputError there, so a 3 GB file of NULs costs one MiB of reading.
+
 A UTF-8 byte-order mark at the start is skipped.
 """
 
 from __future__ import annotations
 
+import codecs
 import os
 import re
 import stat
@@ -47,7 +53,11 @@ INFLATE_FLOOR_BYTES = 64 << 20
 READ_BYTES = 1 << 20  # bytes read from a file or pipe at a time
 FILE_BLOCK_BYTES = 16 << 20  # bytes of a plain regular file read at a time, straight into its buffer
 INFLATE_STEP = 4 << 20  # inflated bytes produced per step, so the ceiling is checked often
+SNIFF_BYTES = 1 << 20  # the first bytes of a trace (inflated) looked at before the rest is read
 GZIP_MAGIC = b"\x1f\x8b"
+JSON_BLANK = b" \t\n\r"
+_JSON_STARTS = b'{["-0123456789tfn'  # what a JSON document may start with (the decoder names what else is wrong)
+_NOT_JSON_BYTE = re.compile(rb"[\x00-\x08\x0b\x0c\x0e-\x1f]")  # control bytes but JSON's whitespace
 UTF8_BOM = b"\xef\xbb\xbf"
 STDIN = "-"
 _FD_PATH = re.compile(r"^/(?:dev/fd|proc/self/fd)/(\d+)$")
@@ -64,16 +74,58 @@ def trace_bytes(path: Path, max_bytes: int | None = None):
     try:
         with open(path, "rb", buffering=0) as f:
             before = os.fstat(f.fileno())
-            head = _read_block(f, len(GZIP_MAGIC))
-            if head == GZIP_MAGIC:
+            head = _read_head(f, SNIFF_BYTES)
+            if head[: len(GZIP_MAGIC)] == GZIP_MAGIC:
                 data = _inflate(f, head, describe(path), max_bytes, compressed_size=before.st_size)
             else:
+                check_json_start(head, describe(path), whole=len(head) < SNIFF_BYTES)
                 _check_size(before.st_size, max_bytes, path)
                 data = _read_file(f, head, before.st_size, path)
             _check_unchanged(before, os.fstat(f.fileno()), path)
     except OSError as exc:
         raise InputError(f"{path}: cannot read ({exc.strerror or exc})") from None
     return _without_bom(data)
+
+
+def _read_head(f, n: int) -> bytes:
+    """The first `n` bytes of the unbuffered file `f` (fewer only at its end)."""
+    head = b""
+    while len(head) < n:
+        block = _read_block(f, n - len(head))
+        if not block:
+            break
+        head += block
+    return head
+
+
+def check_json_start(data, label: str, whole: bool) -> None:
+    """InputError unless `data`, the first bytes of a trace (inflated, after a byte-order mark), can
+    start a JSON document: no control byte that JSON never holds raw (a NUL, any binary), valid
+    UTF-8, and after any whitespace a character that starts a JSON value. `whole` says `data` is
+    the whole input (a short one may be blank; the empty-trace message is load.py's)."""
+    window = bytes(data[:SNIFF_BYTES])
+    if window.startswith(UTF8_BOM):
+        window = window[len(UTF8_BOM) :]
+    bad = _NOT_JSON_BYTE.search(window)
+    if bad is not None:
+        raise InputError(
+            f"{label}: not a JSON trace (byte {bad.start():,} is 0x{window[bad.start()]:02x}, which JSON never "
+            "holds: a binary file); give a kineto trace (.json or .json.gz)"
+        )
+    try:
+        codecs.getincrementaldecoder("utf-8")().decode(window, final=whole)
+    except UnicodeDecodeError as exc:
+        raise InputError(
+            f"{label}: not a JSON trace (byte {exc.start:,} is not UTF-8: a binary file); "
+            "give a kineto trace (.json or .json.gz)"
+        ) from None
+    text = window.lstrip(JSON_BLANK)
+    if text and text[:1] not in _JSON_STARTS:
+        shown = text[:12].decode("utf-8", "replace")
+        raise InputError(
+            f"{label}: not a JSON trace (it starts with {shown!r}, a kineto trace with '{{'); "
+            "give a kineto trace (.json or .json.gz)"
+        )
 
 
 def _read_block(f, n: int) -> bytes:
@@ -88,6 +140,8 @@ def _read_into(f, view: memoryview) -> int:
 
 def _read_file(f, head: bytes, size: int, path: Path) -> bytearray:
     """The rest of a plain file of `size` bytes after `head`, read straight into one bytearray."""
+    if len(head) > size:  # more than its size said: a file still growing, or a special file (/proc)
+        raise InputError(_changed(path, size, len(head), "grew"))
     data = bytearray(size)
     view = memoryview(data)
     try:
@@ -198,13 +252,19 @@ def _read_stream(fd: int, label: str, max_bytes: int | None):
         return _inflate(reader, head, label, max_bytes, compressed_size=None)
     limit = MAX_TRACE_BYTES if max_bytes is None else max_bytes
     out = bytearray(head)
+    sniffed = False
     while True:
         block = reader.read(READ_BYTES)
         if not block:
             break
         out += block
+        if not sniffed and len(out) >= SNIFF_BYTES:
+            check_json_start(out, label, whole=False)
+            sniffed = True
         if len(out) > limit:
             _check_size(len(out), max_bytes, label)
+    if not sniffed:
+        check_json_start(out, label, whole=True)
     return _without_bom(out)
 
 
@@ -233,7 +293,7 @@ def _inflate(f, head: bytes, label: str, max_bytes: int | None, compressed_size:
     `f.read`, a step at a time, stopping at the ceiling."""
     out = bytearray()
     inflater = zlib.decompressobj(zlib.MAX_WBITS | 16)
-    pending, read, full = head, len(head), False
+    pending, read, full, sniffed = head, len(head), False, False
     try:
         while True:
             if inflater.eof and pending:
@@ -243,6 +303,9 @@ def _inflate(f, head: bytes, label: str, max_bytes: int | None, compressed_size:
             if (pending or full) and not inflater.eof:
                 step = inflater.decompress(pending, INFLATE_STEP)
                 out += step
+                if not sniffed and len(out) >= SNIFF_BYTES:
+                    check_json_start(out, label, whole=False)
+                    sniffed = True
                 limit = ceiling(read if compressed_size is None else compressed_size, max_bytes)
                 if len(out) > limit:
                     raise InputError(
@@ -261,6 +324,8 @@ def _inflate(f, head: bytes, label: str, max_bytes: int | None, compressed_size:
         raise InputError(f"{label}: truncated or corrupt gzip data ({exc})") from None
     if not inflater.eof:
         raise InputError(f"{label}: truncated or corrupt gzip data (it ends before the end of the stream)")
+    if not sniffed:
+        check_json_start(out, label, whole=True)
     return _without_bom(out)
 
 

@@ -28,6 +28,14 @@ ITERATION_MARKS = (
     (re.compile(r"^enumerate\(DataLoader\)#"), "start", "the starts of the DataLoader's __next__"),
     (re.compile(r"^Optimizer\.zero_grad#"), "start", "the starts of Optimizer.zero_grad#…"),
 )
+# ranges that libraries open for themselves: never "the user's own range" (inductor's and dynamo's,
+# the optimizer's and DataLoader's marks, autograd, communication, Lightning's and DDP/FSDP's hooks,
+# diagnose's own), though what they enclose is activity of the loop
+LIBRARY_RANGES = re.compile(
+    r"^(## |Torch-Compiled Region|TorchDynamo|CompiledFunction|CompiledFxGraph|Optimizer\.|enumerate\(DataLoader\)|"
+    r"autograd::|nccl|c10d::|record_param_comms|ProfilerStep#|diagnose/|\[[A-Za-z_]+\]|"
+    r"DistributedDataParallel|FullyShardedDataParallel|FSDP::|torch\.|cuda(Graph|Stream|Device)|Memcpy|Memset)"
+)
 # the ranges torch itself opens with record_function (steps and iteration marks)
 TORCH_RANGES = re.compile(r"^(ProfilerStep#\d+|enumerate\(DataLoader\)#|Optimizer\.(step|zero_grad)#)")
 # how metrics/steps.py says the steps were found by one of the two step ranges (the usual case)
