@@ -10,6 +10,7 @@ shows and the exit code says. `diagnose demo` makes a Run too.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import functools
 import sys
@@ -20,10 +21,11 @@ from rich.console import Console
 
 from diagnose.capture.spec import CaptureOptions
 from diagnose.commands import common
-from diagnose.base.errors import EXIT_FINDING, EXIT_OK, EXIT_WORKLOAD_FAILED, UsageError
+from diagnose.base.errors import EXIT_BAD_INPUT, EXIT_FINDING, EXIT_OK, EXIT_WORKLOAD_FAILED, UsageError
 from diagnose.model.findings import SEVERITIES, Diagnosis
 from diagnose.base.format import plain
 from diagnose.front.output import OutputFolder
+from diagnose.ranks.cluster import cluster_address, open_engine
 
 SUMMARY = """\
   diagnose [run] TARGET   diagnose a workload or a trace (`run` may be left out):
@@ -62,6 +64,7 @@ class RunOptions:
     verify: bool = False
     verify_skip: str = ""
     max_trace_bytes: int | None = None
+    cluster: str | None = None
     baseline: Path | None = None
     fail_on_regression: float | None = None
     nproc_per_node: int | None = None
@@ -120,6 +123,12 @@ class RunCommand(common.Command):
         p.add_argument("--verify", action="store_true", help="then apply each fix it can, time it, check outputs")
         p.add_argument("--verify-skip", default="", metavar="V,...", help="fix variants not to try")
         common.add_trace_options(p)
+        p.add_argument(
+            "--cluster",
+            metavar="ADDRESS|local[:N]",
+            help="analyse a rank folder's ranks on a Dask cluster (default: $DASK_SCHEDULER_ADDRESS, else "
+            "this machine's process pool); local:N starts N worker processes (pip install 'diagnose-gpu[cluster]')",
+        )
         p.add_argument(
             "--baseline", type=Path, metavar="FOLDER", help="then diff against it (--fail-on-regression PCT)"
         )
@@ -228,6 +237,8 @@ class Run:
         for flag, given in (("--nnodes", o.nnodes), ("--rdzv-endpoint", o.rdzv_endpoint), ("--node-rank", o.node_rank)):
             if given is not None and not o.nproc_per_node:
                 raise UsageError(f"{flag} is passed to torchrun: it needs --nproc-per-node N")
+        if o.cluster and self.target.kind != "ranks":
+            raise UsageError(f"--cluster needs a folder of rank traces; {self.target.text} is not one")
         if not self.target.runs:
             for flag, wanted in (
                 ("--sweep", o.sweep),
@@ -258,9 +269,20 @@ class Run:
         from diagnose.front import pipeline
 
         o = self.options
-        diagnosis = pipeline.analyse(
-            self.target, self.config, ncu_csv=o.ncu_csv, on_progress=on_progress, max_bytes=o.max_trace_bytes
-        )
+        address = cluster_address(o.cluster) if self.target.kind == "ranks" else None
+        with open_engine(address) if address else contextlib.nullcontext() as engine:
+            if engine is not None and not o.quiet:
+                self.err.print(
+                    f"diagnose: ranks on the Dask cluster {address}; dashboard: {engine.dashboard_link}", soft_wrap=True
+                )
+            diagnosis = pipeline.analyse(
+                self.target,
+                self.config,
+                ncu_csv=o.ncu_csv,
+                on_progress=on_progress,
+                max_bytes=o.max_trace_bytes,
+                engine=engine,
+            )
         if o.ncu:
             diagnosis.warnings.insert(
                 0,
@@ -396,6 +418,11 @@ class Run:
         if diagnosis.workload_failed:
             print_workload_error(diagnosis.capture.get("error") or {})
             return EXIT_WORKLOAD_FAILED
+        lost = diagnosis.details.failed_ranks or []
+        if lost:  # the report is written without them; the exit code says a rank could not be read
+            more = f" (and {len(lost) - 1} more)" if len(lost) > 1 else ""
+            print(f"diagnose: error: {plain(lost[0]['error'])}{more}; the other ranks were analysed", file=sys.stderr)
+            return EXIT_BAD_INPUT
         worst = diagnosis.worst_severity()
         if self.config.fail_on and worst and SEVERITIES.index(worst) <= SEVERITIES.index(self.config.fail_on):
             return EXIT_FINDING

@@ -33,17 +33,25 @@ NCU_FILES = ("ncu.csv", "ncu.csv.gz", "ncu.ncu-rep")
 
 
 def analyse(
-    target: Target | Path, config: Config, ncu_csv: Path | None = None, on_progress=None, max_bytes: int | None = None
+    target: Target | Path,
+    config: Config,
+    ncu_csv: Path | None = None,
+    on_progress=None,
+    max_bytes: int | None = None,
+    engine=None,
 ) -> Diagnosis:
     """Analysis mode, no torch: a recorded target (a path is resolved by diagnose/front/target.py), by the
     analysis of its kind: a trace file, a capture folder (with its ncu.csv, if any), a rank folder
-    or a sweep folder. `ncu_csv` attaches Nsight Compute results to a trace or capture.
+    or a sweep folder. `ncu_csv` attaches Nsight Compute results to a trace or capture; `engine`
+    (diagnose/ranks/cluster.py, e.g. a Dask cluster) measures a rank folder's ranks.
 
     `on_progress` (optional) receives {"phase": ...} events: "decode" (with done and total), "rules"."""
     target = as_target(target)
     analysis = ANALYSES.get(target.kind)
     if analysis is None:
         raise UsageError(f"{target.text}: a workload to run, not a recording to analyse")
+    if engine is not None and target.kind == "ranks":
+        return _analyse_ranks(target.path, config, ncu_csv, on_progress, max_bytes, engine=engine)
     return analysis(target.path, config, ncu_csv, on_progress, max_bytes)
 
 
@@ -59,11 +67,13 @@ def _analyse_capture(path: Path, config: Config, ncu_csv: Path | None, on_progre
     return _with_ncu(trace, config, ncu_csv, capture_ncu_file(path), on_progress)
 
 
-def _analyse_ranks(path: Path, config: Config, ncu_csv: Path | None, on_progress, max_bytes: int | None) -> Diagnosis:
-    """A folder of rank traces, compared across ranks (diagnose/ranks)."""
+def _analyse_ranks(
+    path: Path, config: Config, ncu_csv: Path | None, on_progress, max_bytes: int | None, engine=None
+) -> Diagnosis:
+    """A folder of rank traces, compared across ranks (diagnose/ranks), on `engine` where one is given."""
     from diagnose.ranks.analyse import analyse_ranks
 
-    return analyse_ranks(path, config, on_progress=on_progress, max_bytes=max_bytes)
+    return analyse_ranks(path, config, on_progress=on_progress, max_bytes=max_bytes, engine=engine)
 
 
 def _analyse_sweep_folder(

@@ -491,6 +491,9 @@ class Details(msgspec.Struct, omit_defaults=True):
       inventory      every GPU op per step by (kernel, launching op, input shapes), for `diagnose diff`
                      (metrics/views.py)
       ranks          with several ranks: each rank's step budget, side by side (ranks/model.py)
+      failed_ranks   the ranks of a rank folder that could not be analysed, {rank, source, error}
+                     each: a trace missing, truncated or not a trace, or a worker that died each time
+                     (ranks/analyse.py); the others were analysed without them
     """
 
     top_kernels: list | None = None
@@ -501,6 +504,7 @@ class Details(msgspec.Struct, omit_defaults=True):
     ncu: dict | None = None
     inventory: list | None = None
     ranks: list | None = None
+    failed_ranks: list | None = None
 
 
 class Diagnosis(msgspec.Struct):

@@ -5,4 +5,5 @@
 - model.py      the cross-rank model: collectives matched across ranks, sync wait vs transfer (analysis layer)
 - analyse.py    per-rank analysis in worker processes, at most W traces in flight, and the
                 combined Diagnosis (above assemble)
+- cluster.py    the same per-rank analysis as Dask tasks (`--cluster`), the driver holding only results
 """

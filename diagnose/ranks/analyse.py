@@ -9,7 +9,9 @@ with the RankSet in the context: the single-rank rules as on one trace, the cros
 measured, its trace and views are reused; else its trace is loaded again. Each finding says on
 which ranks it holds; a finding that holds on other ranks but not on the reference is taken from
 the first of them. Peak memory is one trace per worker plus one in the parent, whatever the number
-of ranks.
+of ranks. A rank whose trace cannot be read is a failed rank: named (details.failed_ranks), the
+others compared without it. With an `engine` (cluster.py: Dask), the engine measures every rank and
+runs the reference's rules, and the parent holds only the ranks' results.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from diagnose.capture.guard import die_with_parent
 from diagnose.rulebook.assemble import capture_summary, diagnose_trace
 from diagnose.model.config import Config
 from diagnose.rulebook.engine import Context, impact, run_rules, verdict
-from diagnose.base.errors import InputError
+from diagnose.base.errors import DiagnoseError, InputError
 from diagnose.model.findings import Bucket, Diagnosis, Finding, RankSummary, typed
 from diagnose.model.invariants import enforce
 from diagnose.metrics.accounting import largest_non_compute, with_rank_wait
@@ -54,9 +56,24 @@ def analyse_rank(source: RankSource, config: Config, max_bytes: int | None = Non
     return _analysed_rank(source, config, max_bytes)[0]
 
 
-def _analysed_rank(source: RankSource, config: Config, max_bytes: int | None) -> tuple[dict, Context]:
-    """analyse_rank's result, with the Context it was measured in (trace and Metrics)."""
-    trace = load_target(source.path, **({"max_bytes": max_bytes} if max_bytes else {}))
+def failed_rank(source: RankSource, why: str) -> dict:
+    """analyse_rank's result for a rank that could not be analysed: the line that names it."""
+    return {"failed": f"rank {source.rank}: {why}", "rank": source.rank, "path": str(source.path)}
+
+
+def reference_diagnosis(path: str, config: Config, ranks: RankSet, max_bytes: int | None = None) -> Diagnosis:
+    """Every rule on the reference rank's trace (loaded again), the cross-rank ones with `ranks`."""
+    trace = load_target(Path(path), **({"max_bytes": max_bytes} if max_bytes else {}))
+    return diagnose_trace(trace, config, ranks=ranks)
+
+
+def _analysed_rank(source: RankSource, config: Config, max_bytes: int | None) -> tuple[dict, Context | None]:
+    """analyse_rank's result, with the Context it was measured in (trace and Metrics); a trace that
+    cannot be read (missing, truncated, not a trace) is a failed rank, with no Context."""
+    try:
+        trace = load_target(source.path, **({"max_bytes": max_bytes} if max_bytes else {}))
+    except DiagnoseError as exc:
+        return failed_rank(source, str(exc)), None
     rank, how = source.rank, source.how
     if how != "folder":
         found, _ = distributed_rank(trace)
@@ -84,25 +101,31 @@ def analyse_ranks(
     workers: int | None = None,
     on_progress=None,
     max_bytes: int | None = None,
+    engine=None,
 ) -> Diagnosis:
-    """The Diagnosis of a rank folder (see the module docstring); InputError when it holds no ranks."""
+    """The Diagnosis of a rank folder (see the module docstring); InputError when it holds no ranks,
+    or fewer than two that could be read. `engine` (cluster.py's RankEngine, e.g. a Dask cluster)
+    measures the ranks and runs the reference's rules in place of the local pool."""
     config = config or Config()
     sources = rank_sources(Path(folder))
     if not sources:
         raise InputError(f"{folder}: no rank traces in it (rank-K/ folders or several kineto trace files)")
     report = on_progress or (lambda event: None)
-    results, kept = _run_workers(sources, config, workers or default_workers(), max_bytes, report)
-    chosen, warnings = _one_per_rank(results)
+    if engine is None:
+        results, kept = _run_workers(sources, config, workers or default_workers(), max_bytes, report)
+    else:
+        results, kept = engine.map_ranks(sources, config, max_bytes, report), None
+    failed = sorted((r for r in results if "failed" in r), key=lambda r: (r["rank"], r["path"]))
+    chosen, warnings = _one_per_rank([r for r in results if "failed" not in r], failed)
     profiles = [RankProfile.from_dict(r["profile"]) for r in chosen]
     reference = chosen[0]
     ranks = RankSet(profiles, reference=profiles[0].rank)
     report({"phase": "rules"})
-    if reference is results[0]:  # the parent measured the reference itself: its views are reused
+    if kept is not None and reference is results[0]:  # the parent measured the reference: its views are reused
         d = diagnose_trace(kept.trace, config, ranks=ranks, context=kept)
     else:
         del kept  # one trace in the parent at a time
-        trace = load_target(Path(reference["path"]), **({"max_bytes": max_bytes} if max_bytes else {}))
-        d = diagnose_trace(trace, config, ranks=ranks)
+        d = (engine or _Here).reference(reference["path"], config, ranks, max_bytes)
     _merge_findings(d, chosen)
     d.target = str(folder)
     d.summary.ranks = typed(ranks.summary(), RankSummary)
@@ -112,8 +135,10 @@ def analyse_ranks(
         accounting.buckets = typed(buckets, list[Bucket])
         accounting.largest_non_compute = largest_non_compute(buckets)
     d.details.ranks = ranks.budgets()
+    d.details.failed_ranks = [{"rank": r["rank"], "source": r["path"], "error": r["failed"]} for r in failed] or None
     _failed_rank(d, chosen)
-    d.warnings = list(dict.fromkeys([*warnings, *ranks.warnings, *d.warnings]))
+    lost = [f"{r['failed']} (not analysed; the other {len(chosen)} ranks were)" for r in failed]
+    d.warnings = list(dict.fromkeys([*lost, *warnings, *ranks.warnings, *d.warnings]))
     enforce(d)  # the merged findings and the rank rows, held to diagnose/model/invariants.py
     d.verdict = verdict(d)
     return d
@@ -163,9 +188,18 @@ def _stop_workers(pool: concurrent.futures.ProcessPoolExecutor) -> None:
         worker.join(5)
 
 
-def _one_per_rank(results: list[dict]) -> tuple[list[dict], list[str]]:
+class _Here:
+    """The local path's reference: the parent loads the reference rank's trace again."""
+
+    reference = staticmethod(reference_diagnosis)
+
+
+def _one_per_rank(results: list[dict], failed: list[dict] = ()) -> tuple[list[dict], list[str]]:
     """One result per rank, sorted; of several files of one rank (one per step), the one with the most
-    steps, else the last."""
+    steps, else the last. InputError, naming the failed ranks, when fewer than two ranks remain."""
+    if failed and len({r["profile"]["rank"] for r in results}) < 2:
+        more = f" (and {len(failed) - 1} more failed ranks)" if len(failed) > 1 else ""
+        raise InputError(f"{failed[0]['failed']}{more}: comparing ranks needs at least two that can be read")
     by_rank: dict[int, list[dict]] = {}
     for r in results:
         by_rank.setdefault(r["profile"]["rank"], []).append(r)

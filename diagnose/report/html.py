@@ -20,6 +20,7 @@ from diagnose.base.step_timing import paid_step_us, set_aside_timing
 from diagnose.vocabulary.units import duration, fmt, is_number, percent
 from diagnose.memory.units import gb
 from diagnose.report import Renderer, charts, memory_charts
+from diagnose.report.rank_view import rank_ranges, ranks_view
 from diagnose.report.verify_view import verify_lines
 from diagnose.base.version import __version__
 
@@ -76,7 +77,7 @@ def _environment() -> jinja2.Environment:
         trim_blocks=True,
         lstrip_blocks=True,
     )
-    env.filters.update(fmt=fmt, duration=duration, percent=percent)
+    env.filters.update(fmt=fmt, duration=duration, percent=percent, rank_ranges=rank_ranges)
     return env
 
 
@@ -84,6 +85,9 @@ def report_context(d: Diagnosis) -> dict:
     """Everything the template shows, as plain display-ready data."""
     summary, details = d.summary, d.details
     step_us = summary.step_time_us
+    ranks = ranks_view(summary.ranks.per_rank, summary.ranks.reference) if summary.ranks else {"many": False}
+    drawn = ranks.get("drawn")
+    rank_bars = [r for r in details.ranks or [] if drawn is None or r.get("rank") in drawn]
     return {
         "d": d,
         "version": __version__,
@@ -100,9 +104,10 @@ def report_context(d: Diagnosis) -> dict:
             "roofline": Markup(charts.roofline_chart(details.roofline or {})),
             "memory": Markup(memory_charts.memory_timeline_chart(details.memory or {})),
             "sweep": Markup(memory_charts.sweep_chart((details.memory or {}).get("sweep") or {})),
-            "ranks": Markup(charts.rank_budget_chart(details.ranks)),
+            "ranks": Markup(charts.rank_budget_chart(rank_bars)),
             "steps": Markup(charts.step_times_chart(details.steps or [])),
         },
+        "ranks": ranks,
         "roofline": roofline_view(details.roofline or {}),
         "ncu": ncu_view(details.ncu or {}),
         "budget_parts": charts.step_budget_parts(summary),
