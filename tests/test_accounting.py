@@ -28,9 +28,10 @@ def test_buckets_sum_to_the_step_and_unexplained_is_small_or_named(path):
         assert d.verdict.startswith("The workload"), "a failed workload's verdict says so, not a step split"
         return
     if not d.summary.gpu_ops_per_step:
-        assert d.verdict.startswith(("No GPU activity", "GPU activity was not recorded")), (
-            "a trace without GPU records (CPU-only, or lost) has no GPU step to split"
-        )
+        # a trace without GPU records (CPU-only, or lost) has no GPU step to split; CPU ranks (gloo) with timed
+        # arrivals may still have a straggler, the one rule that judges them without a GPU
+        cross_rank = bool(d.findings) and all(f.rule == "straggler" for f in d.findings)
+        assert cross_rank or d.verdict.startswith(("No GPU activity", "GPU activity was not recorded")), d.verdict
         return
     acct = d.summary.accounting
     summed = [b for b in acct.buckets if b.in_sum]

@@ -35,23 +35,13 @@ import time
 from pathlib import Path
 
 from diagnose.base.safe_files import write_new
+from diagnose.vocabulary.collectives import TORCH_COLLECTIVES
 
 ARRIVALS_FILE = "arrivals.json"
 ARRIVALS_SCHEMA = "diagnose.arrivals/1"
 ROUNDS = 7
 MAX_CALLS = 20_000  # calls kept over all timed steps (a side file stays small)
-WATCHED = (
-    "all_reduce",
-    "all_gather",
-    "all_gather_into_tensor",
-    "reduce_scatter",
-    "reduce_scatter_tensor",
-    "all_to_all",
-    "all_to_all_single",
-    "broadcast",
-    "reduce",
-    "barrier",
-)
+WATCHED = TORCH_COLLECTIVES  # the torch.distributed functions whose entry is noted
 
 
 def now_us() -> float:

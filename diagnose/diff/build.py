@@ -10,6 +10,7 @@ from diagnose.diff.changes import finding_changes
 from diagnose.diff.model import DiffReport, Side
 from diagnose.diff.stats import MIN_EFFECT, gate_trips, step_change, step_samples
 from diagnose.diff.units import match_units
+from diagnose.vocabulary.markers import STEP_RANGE_HOWS
 from diagnose.base.errors import InputError
 from diagnose.model.findings import Diagnosis
 
@@ -117,7 +118,7 @@ UNSURE = ("as one window", "by a repeating pattern whose iteration is unsure")
 
 def _how_found(text: str) -> str:
     """How a side's steps were found, in the words of the diff's warning."""
-    if text.startswith(("diagnose step ranges", "ProfilerStep#N")):
+    if text.startswith(STEP_RANGE_HOWS):
         return "by step ranges"
     if text.startswith(("the ends of the optimizer", "the starts of")):
         return "by iteration marks"

@@ -25,7 +25,15 @@ from diagnose.metrics.launches import lookup
 from diagnose.metrics.periods import Period, find_period
 from diagnose.trace.model import Trace
 from diagnose.trace.names import name_match
-from diagnose.vocabulary.markers import ITERATION_MARKS, LIBRARY_RANGES, OUR_STEP, PROFILER_STEP, SESSION_CUT
+from diagnose.vocabulary.markers import (
+    ITERATION_MARKS,
+    LIBRARY_RANGES,
+    OUR_STEP,
+    PROFILER_STEP,
+    SESSION_CUT,
+    STEP_MARKERS,
+)
+from diagnose.vocabulary.units import percent
 
 MIN_MARKS = 3  # marks that make a step (two whole steps at least)
 COLD_FACTOR = 2.0
@@ -224,7 +232,7 @@ def _period_how(period: Period, whole: int) -> str:
             "repetition, shares are of the whole window"
         )
     elif period.score < 0.95:
-        how += f"; the steps differ ({period.score:.0%} of their activity in common)"
+        how += f"; the steps differ ({percent(period.score, 0)} of their activity in common)"
     return how + " (no step ranges or iteration marks)"
 
 
@@ -233,7 +241,7 @@ def top_level_activity(trace: Trace) -> pd.DataFrame:
     drives it (the one with the most, autograd's backward calls aside), the outermost ops of the autograd
     threads, and graph launches made outside any op. diagnose's own ranges are left out."""
     ops = trace.ops
-    ops = ops[~ops["name"].astype(str).str.startswith(("diagnose/", "ProfilerStep#"))] if len(ops) else ops
+    ops = ops[~ops["name"].astype(str).str.startswith(STEP_MARKERS)] if len(ops) else ops
     parts = []
     main_ops = ops.iloc[0:0]
     if len(ops):

@@ -22,6 +22,19 @@ from __future__ import annotations
 import functools
 import re
 
+# the torch.distributed functions that are collectives (what the capture's arrival recorder wraps)
+TORCH_COLLECTIVES = (
+    "all_reduce",
+    "all_gather",
+    "all_gather_into_tensor",
+    "reduce_scatter",
+    "reduce_scatter_tensor",
+    "all_to_all",
+    "all_to_all_single",
+    "broadcast",
+    "reduce",
+    "barrier",
+)
 _LIBRARY = re.compile(r"nccl|rccl|msccl", re.IGNORECASE)
 _NAMED = re.compile(r"all_?reduce|all_?gather|reduce_?scatter|all_?to_?all|sendrecv", re.IGNORECASE)
 _COMPILED = re.compile(r"^triton_")

@@ -49,8 +49,9 @@ _I = re.IGNORECASE
 _ATTENTION = re.compile(r"flash|fmha|sdpa|attention|attn_fwd|attn_bwd|cudnn::fusion::", _I)  # cuDNN's SDPA engine
 _CONV = re.compile(
     r"fprop|dgrad|wgrad|implicit_?gemm|conv(?!ert)|scudnn|winograd|fft2d|"
-    # cuDNN's own kernels and the offset tables its implicit-GEMM kernels read (cask_cudnn::compute…Offsets)
-    r"cudnn_(?:infer|train)_|cask_cudnn",
+    # cuDNN's own kernels and the offset and index tables its implicit-GEMM kernels read
+    # (cask_cudnn::compute…Offsets, cudnn::cnn::kern_precompute_indices)
+    r"cudnn_(?:infer|train)_|cask_cudnn|cudnn::cnn::kern_precompute",
     _I,
 )
 _GEMM = re.compile(
