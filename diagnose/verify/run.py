@@ -8,19 +8,16 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
-import subprocess
 import sys
 from pathlib import Path
 
-from diagnose.capture.runner import _package_root, end_group, wait_or_kill
+from diagnose.capture.launch import CannotStart, run_child
 from diagnose.capture.spec import CaptureSpec
 from diagnose.verify import numerics
 from diagnose.verify.budget import fixed_budget
 from diagnose.verify.model import FixTrial, Verification
 from diagnose.verify.plan import env_for, plan_trials
 from diagnose.base.safe_files import write_new
-from diagnose.capture.guard import guarded
 
 VERIFY_FOLDER = "verify"
 PHASES = {
@@ -59,28 +56,14 @@ def run_variant(
     }
     spec_path = folder / "spec.json"
     write_new(spec_path, json.dumps(data).encode())
-    env = dict(os.environ, PYTHONUNBUFFERED="1", **env_extra)
-    env.pop("DIAGNOSE_PROGRESS_FD", None)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [_package_root(), env.get("PYTHONPATH")]))
+    command = [python or sys.executable, "-m", "diagnose.capture.verify", str(spec_path)]
     with open(folder / "workload.log", "wb") as log:
         try:
-            proc = subprocess.Popen(
-                [python or sys.executable, "-m", "diagnose.capture.verify", str(spec_path)],
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                env=env,
-                start_new_session=True,
-            )
-        except OSError as exc:
+            ended = run_child(command, folder=folder, timeout_s=timeout_s, log=log, env=env_extra)
+        except CannotStart as exc:
             return FixTrial(variant, how, "failed", numerics.FAILED, f"cannot start: {exc}", folder=str(folder))
-        with guarded(proc, folder):
-            try:
-                timed_out = wait_or_kill(proc, timeout_s)
-            finally:
-                end_group(proc)
     spec_path.unlink(missing_ok=True)
-    return read_trial(folder, variant, how, proc.returncode, timed_out, timeout_s, baseline_us)
+    return read_trial(folder, variant, how, ended.returncode, ended.timed_out, timeout_s, baseline_us)
 
 
 def read_trial(
