@@ -34,7 +34,7 @@ import secrets
 import shutil
 import stat
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, Literal
 
 from diagnose.base.errors import UsageError
 from diagnose.base.safe_files import write_new
@@ -244,7 +244,7 @@ class OutputFolder:
         """Where to write now: the staging folder while open, the final folder once committed."""
         return self.staging if self.staging is not None else self.final
 
-    def public(self, path: str | Path) -> Path:
+    def public(self, path: str | os.PathLike[str]) -> Path:
         """Where `path` (inside the staging folder) will be once committed: for messages and reports."""
         path = Path(path)
         if self.staging is not None and path.is_relative_to(self.staging):
@@ -301,7 +301,7 @@ class OutputFolder:
         self.open()
         return self
 
-    def __exit__(self, exc_type, exc, tb) -> bool:
+    def __exit__(self, exc_type, exc, tb) -> Literal[False]:
         if isinstance(exc, OSError):  # name the file where it was going, not its staging path
             for attribute in ("filename", "filename2"):
                 name = getattr(exc, attribute)

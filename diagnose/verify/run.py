@@ -110,7 +110,9 @@ def read_trial(
 
 
 def _phase(result: dict) -> str:
-    return PHASES.get(result.get("phase"), str(result.get("phase") or "starting"))
+    """What the variant's process was doing, in words ("starting" until it said)."""
+    phase = str(result.get("phase") or "starting")
+    return PHASES.get(phase, phase)
 
 
 def verify_diagnosis(
