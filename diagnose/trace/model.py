@@ -148,12 +148,12 @@ class Trace:
         return props[0]
 
 
-def _typed(value, kind):
+def _typed(value: object, kind: type | tuple[type, ...]) -> Any:
     """`value` when it is a `kind`, else None: a foreign trace's fields can hold anything."""
     return value if isinstance(value, kind) else None
 
 
-def _count(value, least: int = 1) -> int | None:
+def _count(value: object, least: int = 1) -> int | None:
     """A positive (or at least `least`) integer field of deviceProperties, else None."""
     if isinstance(value, bool) or not isinstance(value, int) or value < least:
         return None
