@@ -9,7 +9,7 @@ Diagnosis is held to diagnose/model/invariants.py: a finding with an impossible 
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Iterable, Sequence
 
 from diagnose.model.config import Config
 from diagnose.rulebook.engine import Context, run_rules, verdict
@@ -105,5 +105,5 @@ def capture_summary(trace: Trace) -> dict:
     return {k: meta.get(k) for k in CAPTURE_KEYS if k in meta}
 
 
-def _unique(items) -> list[str]:
+def _unique(items: Iterable[str]) -> list[str]:
     return list(dict.fromkeys(items))

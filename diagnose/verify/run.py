@@ -10,9 +10,11 @@ import dataclasses
 import json
 import sys
 from pathlib import Path
+from typing import Callable
 
 from diagnose.capture.launch import CannotStart, run_child
 from diagnose.capture.spec import CaptureSpec
+from diagnose.model.findings import Diagnosis, Verify
 from diagnose.verify import numerics
 from diagnose.verify.budget import fixed_budget
 from diagnose.verify.model import FixTrial, Verification
@@ -116,7 +118,7 @@ def _phase(result: dict) -> str:
 
 
 def verify_diagnosis(
-    diagnosis,
+    diagnosis: Diagnosis,
     spec: CaptureSpec,
     out: Path,
     op_names: set[str],
@@ -124,7 +126,7 @@ def verify_diagnosis(
     timeout_s: float,
     python: str | None = None,
     compile_backend: str = "",
-    on_progress=None,
+    on_progress: Callable[[dict], None] | None = None,
     skip: frozenset = frozenset(),
 ) -> list[Verification]:
     """Try every auto-applicable fix of every finding (each variant once, shared between findings that
@@ -147,10 +149,11 @@ def verify_diagnosis(
             compile_backend=compile_backend,
         )
     verifications = []
-    for finding in diagnosis.findings:
-        finding.verify = []
+    records: list[list[Verify]] = [[] for _ in diagnosis.findings]
     for p in planned:
         v = Verification(p.fix, bool(p.variants), p.why, [trials[name] for name, _ in p.variants], p.snippet)
-        diagnosis.findings[p.finding].verify.append(v.record())
+        records[p.finding].append(v.record())
         verifications.append(v)
+    for finding, verify in zip(diagnosis.findings, records):
+        finding.verify = verify
     return verifications
