@@ -33,7 +33,7 @@ import dataclasses
 
 import pandas as pd
 
-from diagnose.rulebook.engine import Quiet, Rule, Threshold, top_offenders
+from diagnose.rulebook.engine import Quiet, Rule, Threshold, severity_ladder, top_offenders
 from diagnose.model.findings import Evidence, Finding, Offender, Severity
 from diagnose.model.fixes import fix
 from diagnose.metrics import Metrics
@@ -111,7 +111,7 @@ def _decide(s: _Syncs, t) -> Severity | Quiet:
             f"{s.per_step:.1f} syncs per step; GPU idle after syncs {percent(s.share)} of the step "
             f"(fires at ≥ {t['min_syncs_per_step']:g} and ≥ {percent(t['min_idle_share'])})"
         )
-    return _severity(s.share, t)
+    return severity_ladder(s.share, t)
 
 
 def _estimate(s: _Syncs) -> float:
@@ -139,11 +139,6 @@ def _word(rule: Rule, s: _Syncs, severity: Severity, new_step: float, t) -> Find
         basis=f"new step = {budget.step_us:,.0f} − {s.idle:,.0f} µs idle after syncs; {budget.basis}",
         why=_WHY,
     )
-
-
-def _severity(share: float, t) -> Severity:
-    """high / medium / low by the share of the step the GPU idles after syncs."""
-    return "high" if share >= t["high_share"] else "medium" if share >= t["medium_share"] else "low"
 
 
 def _code(op: str) -> str:

@@ -32,6 +32,7 @@ PACKAGES = [
     "diagnose.trace",
     "diagnose.commands",
     "diagnose.vocabulary",
+    "diagnose.verify",
 ]
 MODULES = [
     "diagnose.model.findings",
@@ -47,6 +48,11 @@ MODULES = [
     "diagnose.front.cli",
     "diagnose.front.pipeline",
     "diagnose.front.target",
+    "diagnose.front.output",
+    "diagnose.base.safe_files",
+    "diagnose.base.os_errors",
+    "diagnose.rulebook.assemble",
+    "diagnose.rulebook.docs",
 ]
 
 

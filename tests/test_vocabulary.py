@@ -4,8 +4,10 @@ mean, and its answers on every real name of the bundled traces are pinned.
 - No module outside diagnose/vocabulary holds that vocabulary in a pattern or a table: the source
   of every module of diagnose/ and rules/ is parsed, and a regular expression (re.compile,
   re.search, …, pandas' .str.contains / .str.match), a set literal, a dict literal's keys, a tuple
-  or list tested with `in`, or a prefix given to startswith that names kernel, collective, dtype or
-  step-marker vocabulary fails the test, with its file and line.
+  or list tested with `in`, or a prefix given to startswith that names kernel, collective, dtype,
+  step-marker, kernel-launch or torch.compile vocabulary fails the test, with its file and line.
+- The runtime names (the kernel-launch calls, torch.compile's marks) and the severity order are
+  pinned case by case.
 - Every percentage is written by `units.percent` (one style, "88.3 %"): no f-string of diagnose/
   or rules/ formats a share with a `%` format spec of its own.
 - tests/data/kernel_names.tsv holds every distinct kernel name of fixtures/captures and
@@ -23,10 +25,14 @@ import sys
 
 import pytest
 
+from diagnose.model.findings import SEVERITIES, severity_rank
+from diagnose.rulebook.engine import severity_ladder
 from diagnose.vocabulary import units
+from diagnose.vocabulary.compiled import COMPILED_REGION, DYNAMO_OWN, GRAPH_CALL, INDUCTOR_KERNEL, REGION_PREFIX
 from diagnose.vocabulary.collectives import collective_kind, is_collective_kernel
 from diagnose.vocabulary.dtypes import PRECISIONS, dtype_bytes, float_bits, precision, precision_label
 from diagnose.vocabulary.kernels import KINDS, kernel_family, kernel_kind, tensor_core
+from diagnose.vocabulary.runtime import KERNEL_LAUNCH
 
 from conftest import ROOT
 
@@ -34,13 +40,16 @@ sys.path.insert(0, str(ROOT / "fixtures"))
 from collect_kernel_names import DTYPES, KERNELS, cell, read  # noqa: E402
 
 # Names that only the vocabulary may hold: libraries and instructions in kernel names, dtype
-# spellings, collectives, layout conversions, attention kernels and torch.profiler's step range.
+# spellings, collectives, layout conversions, attention kernels, torch.profiler's step range, the
+# runtime's kernel-launch calls and torch.compile's marks.
 VOCABULARY = re.compile(
     r"nccl|rccl|msccl|gemm|gemv|nvjet|xmma|wgmma|cutlass|cudnn|cublas|sm[5-9]\d_|"
     r"nchw2?to_?nhwc|nhwc2?to_?nchw|flash|fmha|"
     r"bfloat16|float16|float8|\bhalf\b|e4m3|e5m2|"
     r"all_?reduce|all_?gather|reduce_?scatter|all_?to_?all|sendrecv|"
-    r"profilerstep",
+    r"profilerstep|"
+    r"launchkernel|cooperativekernel|"
+    r"torch-compiled region|compiledfxgraph|compiledfunction|torchdynamo|cpp_fused_",
     re.IGNORECASE,
 )
 # A catalogue id (a fix, a --verify variant: `flash-attention`, `sdpa-flash`) is a name of this
@@ -140,6 +149,10 @@ def test_no_other_module_holds_kernel_collective_or_dtype_vocabulary():
         'kinds = frozenset(["all_reduce", "broadcast"])\n',
         'MARKERS = ("diagnose/", "ProfilerStep#")\n',
         'for key in ("math", "flash", "efficient"):\n    pass\n',
+        'import re\nLAUNCH = re.compile(r"cudaLaunchKernel|GraphLaunch")\n',
+        'import re\nLAUNCH = re.compile(r"Launch(?:Kernel|CooperativeKernel)|cuLaunchKernel")\n',
+        'import re\nREGION = re.compile(r"^Torch-Compiled Region: (\\d+)/(\\d+)$")\n',
+        'calls = names.str.match(r"^(## Call CompiledFxGraph \\S+ ##|CompiledFunction)$")\n',
     ],
 )
 def test_the_check_catches_vocabulary_outside_the_module(snippet):
@@ -150,7 +163,6 @@ def test_the_check_catches_vocabulary_outside_the_module(snippet):
 @pytest.mark.parametrize(
     "snippet",
     [
-        'import re\nLAUNCH = re.compile(r"cudaLaunchKernel|GraphLaunch")\n',
         'FIXES = {"flash-attention": 1, "bf16-tensor-cores": 2}\n',
         'VARIANTS = {"tf32", "autocast-bf16", "sdpa-flash"}\n',
         'msg = f"the gemm took {x} us"\n',  # prose, not a pattern
@@ -270,3 +282,87 @@ def test_precision_labels():
 )
 def test_one_percent_style(fraction, text):
     assert units.percent(fraction) == text
+
+
+@pytest.mark.parametrize(
+    "name, launches",
+    [
+        ("cudaLaunchKernel", True),
+        ("cudaLaunchKernelExC", True),
+        ("cudaLaunchCooperativeKernel", True),
+        ("cuLaunchKernel", True),
+        ("cuLaunchKernelEx", True),
+        ("hipLaunchKernel", True),
+        ("hipExtLaunchKernel", True),
+        ("hipModuleLaunchKernel", True),
+        ("cudaGraphLaunch", True),
+        ("hipGraphLaunch", True),
+        ("cudaMemcpyAsync", False),
+        ("cudaStreamSynchronize", False),
+        ("cudaDeviceSynchronize", False),
+        ("cudaStreamBeginCapture", False),
+        ("cudaGraphInstantiate", False),
+        ("cudaFuncGetAttributes", False),
+    ],
+)
+def test_kernel_launch_calls(name, launches):
+    """The one kernel-launch pattern (trace/model.py, metrics/compiled.py, overhead.py and graph_capture.py
+    ask it): CUDA runtime and driver, HIP and graph replays launch; copies, syncs and graph capture do not."""
+    assert bool(KERNEL_LAUNCH.search(name)) is launches
+
+
+@pytest.mark.parametrize(
+    "name, region",
+    [
+        ("Torch-Compiled Region: 0/0", ("0", "0")),
+        ("Torch-Compiled Region: 12/3", ("12", "3")),
+        ("Torch-Compiled Region: 0/0 (resume)", None),
+        ("Torch-Compiled Region", None),
+        ("TorchDynamo Cache Lookup", None),
+    ],
+)
+def test_compiled_region(name, region):
+    """A compiled region entered, with its (frame, version); its prefix is what overhead.py looks for."""
+    found = COMPILED_REGION.match(name)
+    assert (found.groups() if found else None) == region
+    assert name.startswith(REGION_PREFIX) is name.startswith("Torch-Compiled Region")
+
+
+@pytest.mark.parametrize(
+    "name, graph_call, dynamo_own",
+    [
+        ("## Call CompiledFxGraph fabc123 ##", True, True),
+        ("CompiledFunction", True, True),
+        ("CompiledFunctionBackward", True, True),
+        ("Torch-Compiled Region: 0/1", False, True),
+        ("TorchDynamo Cache Lookup", False, True),
+        ("Pregraph bytecode", False, True),
+        ("AOTDispatcher Runtime Wrapper Prologue", False, True),
+        ("aten::mm", False, False),
+        ("## forward ##", False, True),
+    ],
+)
+def test_graph_calls_and_dynamos_own_ranges(name, graph_call, dynamo_own):
+    assert bool(GRAPH_CALL.match(name)) is graph_call
+    assert bool(DYNAMO_OWN.match(name)) is dynamo_own
+
+
+@pytest.mark.parametrize(
+    "name, inductor",
+    [
+        ("triton_poi_fused_add_0", True),
+        ("cpp_fused_mul_1", True),
+        ("ampere_sgemm_128x64_nn", False),
+        ("fused_x", False),
+    ],
+)
+def test_inductor_kernels(name, inductor):
+    assert bool(INDUCTOR_KERNEL.match(name)) is inductor
+
+
+def test_one_severity_order():
+    """SEVERITIES is the order, most serious first; severity_rank sorts by it and severity_ladder climbs it."""
+    assert SEVERITIES == ("high", "medium", "low")
+    assert [severity_rank(s) for s in SEVERITIES] == [2, 1, 0]
+    t = {"high_share": 0.3, "medium_share": 0.1}
+    assert [severity_ladder(x, t) for x in (0.5, 0.3, 0.2, 0.1, 0.05)] == ["high", "high", "medium", "medium", "low"]

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from diagnose.capture import runner, sweep
+from diagnose.capture import launch, runner, sweep
 from diagnose.capture.spec import CaptureSpec
 from diagnose.front.cli import main
 from diagnose.base.errors import UsageError
@@ -99,7 +99,7 @@ def test_no_child_outlives_a_timeout(tmp_path, capsys, pids_file):
 
 @needs_torch
 def test_a_child_that_ignores_sigterm_gets_sigkill(tmp_path, capsys, pids_file, monkeypatch):
-    monkeypatch.setattr(runner, "TERM_GRACE_S", 1.0)
+    monkeypatch.setattr(launch, "TERM_GRACE_S", 1.0)
     started = time.monotonic()
     assert (
         main([*spawner(pids_file, "normal", "--param", "stubborn=true"), "-o", str(tmp_path / "cap"), "-q", *FAST]) == 0
@@ -201,9 +201,9 @@ def test_end_group_escalates_to_sigkill():
     proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, start_new_session=True)
     child = int(proc.stdout.readline())
     started = time.monotonic()
-    runner.end_group(proc, grace_s=0.5)
+    launch.end_group(proc, grace_s=0.5)
     assert 0.4 < time.monotonic() - started < 10
-    assert proc.returncode == -signal.SIGKILL and not alive(child) and not runner.group_alive(proc.pid)
+    assert proc.returncode == -signal.SIGKILL and not alive(child) and not launch.group_alive(proc.pid)
 
 
 # -- outcomes -----------------------------------------------------------------------------------

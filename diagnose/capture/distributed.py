@@ -17,13 +17,11 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
-import subprocess
 import sys
 from pathlib import Path
 
-from diagnose.capture.guard import guarded
-from diagnose.capture.runner import TRACE_FILE, _finalise_meta, _package_root, end_group, wait_or_kill
+from diagnose.capture.launch import CannotStart, run_child
+from diagnose.capture.runner import TRACE_FILE, _finalise_meta
 from diagnose.capture.spec import CAPTURE_SCHEMA, CaptureSpec
 from diagnose.base.errors import UsageError
 from diagnose.base.safe_files import write_new
@@ -80,26 +78,17 @@ def run_distributed(
     out.mkdir(parents=True, exist_ok=True)
     spec_path = out / "spec.json"
     spec_path.write_text(spec.to_json())
-    env = {k: v for k, v in os.environ.items() if k != "DIAGNOSE_PROGRESS_FD"}
-    env.update({RANK_ENV: "1", "PYTHONUNBUFFERED": "1"})
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [_package_root(), env.get("PYTHONPATH")]))
     command = torchrun_command(spec_path, launch, python)
     if on_progress:
         on_progress({"phase": "ranks", "done": 0, "total": 0})
     with open(out / "workload.log", "wb") as log:
         try:
-            proc = subprocess.Popen(
-                command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, start_new_session=True
-            )
-        except OSError as exc:
-            raise UsageError(f"--python {python or sys.executable}: cannot run it ({exc.strerror or exc})") from None
-        with guarded(proc, out):
-            try:
-                timed_out = wait_or_kill(proc, timeout_s)
-            finally:
-                end_group(proc)
+            ended = run_child(command, folder=out, timeout_s=timeout_s, log=log, env={RANK_ENV: "1"})
+        except CannotStart as exc:
+            why = exc.reason.strerror or exc.reason
+            raise UsageError(f"--python {python or sys.executable}: cannot run it ({why})") from None
     spec_path.unlink(missing_ok=True)
-    return _finalise(out, spec, launch, command, proc.returncode, timed_out, timeout_s)
+    return _finalise(out, spec, launch, command, ended.returncode, ended.timed_out, timeout_s)
 
 
 def _finalise(

@@ -1,6 +1,6 @@
 """No process of a workload outlives diagnose, however diagnose ends.
 
-The workload runs in a process group of its own, which the runner ends (runner.end_group). Two
+The workload runs in a process group of its own, which the launcher ends (launch.end_group). Two
 things escape that: processes that leave the group (`setsid`, a daemon's double fork), and
 everything, when diagnose itself is killed outright (SIGKILL, or a signal it cannot unwind from)
 and nothing is left to end the group. So:

@@ -3,12 +3,9 @@
 Never imports torch. Whatever the child does (raise, run out of memory, segfault, hang), the
 capture folder ends with a meta.json whose `status` says what happened.
 
-The child runs in a session (and process group) of its own, and whatever is left of that group
-when the run ends (normally, by a timeout, by Ctrl-C in diagnose, by a crash) is ended with it:
-SIGTERM, then SIGKILL after `TERM_GRACE_S`. So a workload's own children (a `subprocess.Popen`,
-a multiprocessing pool, a double-forked process that stays in the group) never outlive
-diagnose. A process that starts a session of its own (`setsid`, a daemon) has left the group on
-purpose and is not followed.
+The child runs through launch.py, in a session (and process group) of its own, and whatever is
+left of that group when the run ends (normally, by a timeout, by Ctrl-C in diagnose, by a crash)
+is ended with it, so a workload's own children never outlive diagnose.
 """
 
 from __future__ import annotations
@@ -16,26 +13,19 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
-import threading
-import time
 from pathlib import Path
 from typing import Callable
 
-from diagnose.capture.guard import guarded, process_table
 from diagnose.base import measured_peaks
+from diagnose.capture.launch import CannotStart, run_child
 from diagnose.capture.spec import CaptureSpec, read_meta
 from diagnose.base.errors import UsageError
 from diagnose.base.safe_files import write_new
 
 ProgressCallback = Callable[[dict], None]
-
-KILL_SETTLE_S = 2.0  # at most this long for SIGKILLed members to be gone
-TERM_GRACE_S = 5.0
-"""Seconds a workload's process group has between SIGTERM and SIGKILL when a run ends."""
 
 PYTHON_PROBE_TIMEOUT_S = 60.0
 """Seconds `check_python` waits for the --python interpreter to start and print its version."""
@@ -80,34 +70,20 @@ def run_capture(
     out.mkdir(parents=True, exist_ok=True)
     spec_path = out / "spec.json"
     spec_path.write_text(spec.to_json())
-    read_fd, write_fd = os.pipe()
-    env = dict(os.environ, DIAGNOSE_PROGRESS_FD=str(write_fd), PYTHONUNBUFFERED="1")
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [_package_root(), env.get("PYTHONPATH")]))
+    command = [python or sys.executable, "-m", "diagnose.capture.child", str(spec_path)]
     with open(out / "workload.log", "wb") as log:
         try:
-            proc = subprocess.Popen(
-                [python or sys.executable, "-m", "diagnose.capture.child", str(spec_path)],
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                pass_fds=(write_fd,),
-                env=env,
-                start_new_session=True,
+            ended = run_child(
+                command,
+                folder=out,
+                timeout_s=timeout_s,
+                log=log,
+                on_progress_fd=lambda fd: _relay_progress(fd, on_progress),
             )
-        except OSError as exc:
-            os.close(read_fd)
-            raise UsageError(f"--python {python or sys.executable}: cannot run it ({exc.strerror or exc})") from None
-        finally:
-            os.close(write_fd)
-        relay = threading.Thread(target=_relay_progress, args=(read_fd, on_progress), daemon=True)
-        relay.start()
-        with guarded(proc, out):
-            try:
-                timed_out = wait_or_kill(proc, timeout_s)
-            finally:
-                end_group(proc)  # the workload's own children, whatever ended the run
-        relay.join(timeout=5)
-    meta = _finalise_meta(out, spec, proc.returncode, timed_out, timeout_s)
+        except CannotStart as exc:
+            why = exc.reason.strerror or exc.reason
+            raise UsageError(f"--python {python or sys.executable}: cannot run it ({why})") from None
+    meta = _finalise_meta(out, spec, ended.returncode, ended.timed_out, timeout_s)
     if meta.get("trace_cut_short"):  # an OSError: the output folder is discarded, the previous one kept
         raise OSError(
             None,
@@ -143,11 +119,6 @@ def _add_gpu_probe(out: Path, meta: dict, python: str | None) -> dict:
     return meta
 
 
-def _package_root() -> str:
-    """The folder that holds the `diagnose` package, so the child imports this same copy."""
-    return str(Path(__file__).resolve().parents[2])
-
-
 RELAY_LINE_MAX = 1 << 16  # a progress line longer than this is no report of diagnose's: skipped
 
 
@@ -167,90 +138,6 @@ def _relay_progress(fd: int, on_progress: ProgressCallback | None) -> None:
                     on_progress(event)
             except (ValueError, TypeError):
                 continue
-
-
-def wait_or_kill(proc: subprocess.Popen, timeout_s: float) -> bool:
-    """Wait for a child started in its own session; past `timeout_s` (or on Ctrl-C) end its whole
-    process group (`end_group`). Returns True when it timed out.
-
-    A caller should still call `end_group` once the child has exited (in a `finally`), since the
-    child may leave processes of its own behind."""
-    try:
-        proc.wait(timeout=timeout_s)
-        return False
-    except subprocess.TimeoutExpired:
-        end_group(proc)
-        return True
-    except BaseException:
-        end_group(proc)
-        raise
-
-
-def end_group(proc: subprocess.Popen, grace_s: float | None = None) -> None:
-    """End what is left of the process group of `proc` (started with start_new_session=True).
-
-    SIGTERM to the group, then SIGKILL to whatever is still alive after `grace_s` (default
-    `TERM_GRACE_S`; at once on a second Ctrl-C), and `proc` is reaped. Returns at once when the
-    group is already empty.
-    """
-    pgid = proc.pid
-    if _signal_group(proc, signal.SIGTERM):
-        deadline = time.monotonic() + (TERM_GRACE_S if grace_s is None else grace_s)
-        try:
-            while group_alive(pgid) and time.monotonic() < deadline:
-                proc.poll()  # reap the child itself, so that it does not count as alive
-                time.sleep(0.02)
-        finally:
-            if group_alive(pgid):
-                _signal_group(proc, signal.SIGKILL)
-                _wait_until_gone(pgid, KILL_SETTLE_S)
-    proc.wait()
-
-
-def _wait_until_gone(pgid: int, limit_s: float) -> None:
-    """SIGKILL is delivered asynchronously: give the group's members a moment to die."""
-    deadline = time.monotonic() + limit_s
-    while group_alive(pgid) and time.monotonic() < deadline:
-        time.sleep(0.01)
-
-
-def kill_group(proc: subprocess.Popen) -> None:
-    """SIGKILL the child's process group at once (no grace period) and reap the child."""
-    _signal_group(proc, signal.SIGKILL)
-    proc.wait()
-
-
-def _signal_group(proc: subprocess.Popen, sig: int) -> bool:
-    """Send `sig` to the process group led by `proc`; False when the group no longer exists."""
-    try:
-        os.killpg(proc.pid, sig)
-        return True
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # the group is not ours to signal (it should be): the child at least
-        if proc.poll() is None:
-            proc.send_signal(sig)
-        return proc.poll() is None
-
-
-def group_alive(pgid: int) -> bool:
-    """True while a process of group `pgid` is alive (zombies, which wait to be reaped, do not count)."""
-    members = _group_members_from_proc(pgid)
-    if members is not None:
-        return bool(members)
-    try:
-        os.killpg(pgid, 0)
-        return True
-    except (ProcessLookupError, PermissionError):
-        return False
-
-
-def _group_members_from_proc(pgid: int) -> list[int] | None:
-    """Pids of the live processes of group `pgid` read from /proc; None where there is no /proc."""
-    table = process_table()
-    if table is None:
-        return None
-    return [pid for pid, (_, group, _) in table.items() if group == pgid]
 
 
 def _finalise_meta(out: Path, spec: CaptureSpec, returncode: int, timed_out: bool, timeout_s: float) -> dict:

@@ -34,7 +34,8 @@ import secrets
 import shutil
 import stat
 from pathlib import Path
-from typing import Iterable
+from types import TracebackType
+from typing import Any, Iterable, Iterator, Literal
 
 from diagnose.base.errors import UsageError
 from diagnose.base.safe_files import write_new
@@ -163,7 +164,7 @@ def write_manifest(folder: Path, files: list[str]) -> None:
     write_new(folder / MANIFEST, json.dumps(body, indent=1).encode())
 
 
-def _regular_files(folder: Path):
+def _regular_files(folder: Path) -> Iterator[Path]:
     """Every regular file under `folder`, links not followed."""
     for root, dirs, files in os.walk(folder, followlinks=False):
         for name in files:
@@ -244,7 +245,7 @@ class OutputFolder:
         """Where to write now: the staging folder while open, the final folder once committed."""
         return self.staging if self.staging is not None else self.final
 
-    def public(self, path: str | Path) -> Path:
+    def public(self, path: str | os.PathLike[str]) -> Path:
         """Where `path` (inside the staging folder) will be once committed: for messages and reports."""
         path = Path(path)
         if self.staging is not None and path.is_relative_to(self.staging):
@@ -301,7 +302,9 @@ class OutputFolder:
         self.open()
         return self
 
-    def __exit__(self, exc_type, exc, tb) -> bool:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> Literal[False]:
         if isinstance(exc, OSError):  # name the file where it was going, not its staging path
             for attribute in ("filename", "filename2"):
                 name = getattr(exc, attribute)
@@ -406,7 +409,7 @@ def _exchange(a: Path, b: Path) -> bool | None:
     raise UsageError(f"--out {b}: cannot move the output into place: {os.strerror(err)}")
 
 
-def _renameat2():
+def _renameat2() -> Any:
     """libc's renameat2, when this platform has one."""
     try:
         libc = ctypes.CDLL(None, use_errno=True)

@@ -25,7 +25,6 @@ CUDA-graph skips with the user's file and line.
 from __future__ import annotations
 
 import dataclasses
-import re
 from pathlib import Path
 from typing import Union
 
@@ -37,15 +36,9 @@ from diagnose.metrics.host import merge_intervals
 from diagnose.metrics.timeline import name_matches
 from diagnose.trace import schemas
 from diagnose.trace.model import Trace
+from diagnose.vocabulary.compiled import COMPILED_REGION, DYNAMO_OWN, GRAPH_CALL, INDUCTOR_KERNEL
+from diagnose.vocabulary.runtime import KERNEL_LAUNCH
 
-REGION = re.compile(r"^Torch-Compiled Region: (\d+)/(\d+)$")
-GRAPH_CALL = re.compile(r"^(## Call CompiledFxGraph \S+ ##|CompiledFunction|CompiledFunctionBackward)$")
-INDUCTOR_KERNEL = re.compile(r"^(triton_|cpp_fused_)")
-DYNAMO_OWN = re.compile(
-    r"^(TorchDynamo Cache Lookup|Pregraph bytecode|AOTDispatcher Runtime Wrapper Prologue|"
-    r"Torch-Compiled Region: .*|## .* ##|CompiledFunction.*)$"
-)
-LAUNCH = re.compile(r"Launch(?:Kernel|CooperativeKernel)|cuLaunchKernel")
 COMPILE_FILE = "compile.json"
 COMPILE_SCHEMA = "diagnose.compile/1"
 STEP_COLUMNS = [
@@ -85,7 +78,7 @@ class CompiledSteps:
 def compiled_steps(trace: Trace, windows) -> CompiledSteps:
     """Graphs entered, graph calls and host time between them in each measured step."""
     ops = trace.ops
-    is_region, is_call = name_matches(ops["name"], REGION), name_matches(ops["name"], GRAPH_CALL)
+    is_region, is_call = name_matches(ops["name"], COMPILED_REGION), name_matches(ops["name"], GRAPH_CALL)
     regions, calls = ops[is_region], ops[is_call]
     if not len(regions) and not len(calls):  # nothing compiled: no step to measure
         return CompiledSteps(pd.DataFrame(columns=STEP_COLUMNS), False, _between_ops([], 1), 0)
@@ -115,7 +108,7 @@ def compiled_steps(trace: Trace, windows) -> CompiledSteps:
             else runtime
         )
         rt_names = rt["name"].astype(str) if len(rt) else pd.Series([], dtype=object)
-        launches = rt[name_matches(rt["name"], LAUNCH)] if len(rt) else rt
+        launches = rt[name_matches(rt["name"], KERNEL_LAUNCH)] if len(rt) else rt
         gpu = trace.gpu
         rows.append(
             {

@@ -16,8 +16,9 @@ import re
 import numpy as np
 
 from diagnose.metrics.steps import Steps
-from diagnose.trace.model import KERNEL_LAUNCH, Trace
+from diagnose.trace.model import Trace
 from diagnose.trace.names import name_match, name_search
+from diagnose.vocabulary.runtime import KERNEL_LAUNCH
 from diagnose.vocabulary.units import percent
 
 BEGIN = re.compile(r"^(?:cuda|hip)StreamBeginCapture")

@@ -10,7 +10,6 @@ compares the shapes of consecutive steps, for the dynamic-shapes rule.
 
 from __future__ import annotations
 
-import re
 
 import numpy as np
 import pandas as pd
@@ -18,9 +17,9 @@ import pandas as pd
 from diagnose.metrics.host import COMPILE_OP, _spans, _touching, merge_intervals, overlap_us, self_held, setup_mask
 from diagnose.trace.model import Trace
 from diagnose.trace.names import name_match, name_search
+from diagnose.vocabulary.compiled import COMPILED_REGION
 
 HELD_COLUMNS = ["step", "name", "ts", "host_us", "held_us", "kernel_us", "shapes", "compile"]
-COMPILED_REGION = re.compile(r"^Torch-Compiled Region: (\d+)/(\d+)$")
 
 
 def held_ops(trace: Trace, windows, silent: pd.DataFrame, min_held_us: float) -> pd.DataFrame:

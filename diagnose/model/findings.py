@@ -21,8 +21,13 @@ from diagnose.vocabulary.units import fmt
 from diagnose.model.invariants import holds
 
 SCHEMA = "diagnose.model.findings/1"
-SEVERITIES = ("high", "medium", "low")
+SEVERITIES = ("high", "medium", "low")  # the one order of severities, most serious first
 Severity = Literal["high", "medium", "low"]
+
+
+def severity_rank(severity: str) -> int:
+    """How serious `severity` is, for sorting: 2 for high, 1 for medium, 0 for low."""
+    return len(SEVERITIES) - 1 - SEVERITIES.index(severity)
 
 
 class Evidence(msgspec.Struct):

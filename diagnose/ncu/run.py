@@ -20,19 +20,16 @@ import json
 import os
 import re
 import shutil
-import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 from typing import Callable
 
-from diagnose.capture.runner import end_group, wait_or_kill
+from diagnose.capture.launch import CannotStart, run_child
 from diagnose.ncu.csv import NO_HEADER, NO_ROWS, NO_TABLE, REQUESTED_METRICS, NcuTable, parse_text
 from diagnose.ncu.join import base_name
 from diagnose.ncu.tool import find_ncu
 from diagnose.base.safe_files import write_new
-from diagnose.capture.guard import guarded
 from diagnose.vocabulary.markers import NVTX_FIRST_STEP_FILTER
 
 COVER = 0.9
@@ -188,45 +185,24 @@ def _run(cmd: list[str], timeout_s: float, expected: int, on_progress, folder: P
     With --csv, ncu prints nothing per kernel while it replays, so the phases of the child that
     it runs (building, warming up, the replayed step) are what progress can show.
     """
-    env = dict(os.environ, PYTHONUNBUFFERED="1")
-    root = str(Path(__file__).resolve().parents[2])
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [root, env.get("PYTHONPATH")]))
-    read_fd, write_fd = os.pipe()
-    env["DIAGNOSE_PROGRESS_FD"] = str(write_fd)
-    try:
-        proc = subprocess.Popen(
-            cmd,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            env=env,
-            start_new_session=True,
-            text=True,
-            errors="replace",
-            pass_fds=(write_fd,),
-        )
-    except OSError as exc:
-        os.close(read_fd)
-        return f"==ERROR== could not start ncu: {exc}\n", 127, False
-    finally:
-        os.close(write_fd)
     lines: list[str] = []
     relay = on_progress or (lambda event: None)
-    relay({"phase": "ncu-start", "done": 0, "total": 0})
-    threads = [
-        threading.Thread(target=_read, args=(proc.stdout, lines), daemon=True),
-        threading.Thread(target=_relay_phases, args=(read_fd, relay, expected), daemon=True),
-    ]
-    for thread in threads:
-        thread.start()
-    with guarded(proc, folder):
-        try:
-            timed_out = wait_or_kill(proc, timeout_s)
-        finally:
-            end_group(proc)  # what ncu or the workload left running in their process group
-    for thread in threads:
-        thread.join(timeout=5)
-    return "".join(lines), proc.returncode, timed_out
+
+    def phases(fd: int) -> None:
+        relay({"phase": "ncu-start", "done": 0, "total": 0})
+        _relay_phases(fd, relay, expected)
+
+    try:
+        ended = run_child(
+            cmd,
+            folder=folder,
+            timeout_s=timeout_s,
+            on_progress_fd=phases,
+            on_output=lambda stream: _read(stream, lines),
+        )
+    except CannotStart as exc:
+        return f"==ERROR== could not start ncu: {exc}\n", 127, False
+    return "".join(lines), ended.returncode, ended.timed_out
 
 
 def _read(stream, lines: list[str], limit: int | None = None) -> None:

@@ -9,6 +9,8 @@ Diagnosis is held to diagnose/model/invariants.py: a finding with an impossible 
 
 from __future__ import annotations
 
+from typing import Iterable, Sequence
+
 from diagnose.model.config import Config
 from diagnose.rulebook.engine import Context, run_rules, verdict
 from diagnose.model.findings import Details, Diagnosis, Summary, typed
@@ -30,7 +32,7 @@ def diagnose_trace(
     *,
     sweep=None,
     ncu=None,
-    notes: list[str] = (),
+    notes: Sequence[str] = (),
     ncu_label: str = "--ncu",
     ncu_seconds: float | None = None,
     ranks=None,
@@ -103,5 +105,5 @@ def capture_summary(trace: Trace) -> dict:
     return {k: meta.get(k) for k in CAPTURE_KEYS if k in meta}
 
 
-def _unique(items) -> list[str]:
+def _unique(items: Iterable[str]) -> list[str]:
     return list(dict.fromkeys(items))

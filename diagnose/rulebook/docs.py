@@ -10,12 +10,13 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from diagnose.rulebook.engine import Rule
 from diagnose.rules import ALL_RULES
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def rule_page(rule, cases_dir: Path | None = None) -> str:
+def rule_page(rule: type[Rule], cases_dir: Path | None = None) -> str:
     """The Markdown page of one rule."""
     sheet = rule.cheat_sheet
     lines = [

@@ -27,6 +27,7 @@ from diagnose.model.findings import (
     OffenderLabel,
     Severity,
     Skipped,
+    severity_rank,
 )
 from diagnose.vocabulary.units import fmt, percent
 from diagnose.model.frameworks import detect_frameworks, in_framework_api
@@ -380,8 +381,7 @@ def time_base(budget) -> str:
 
 def impact(finding: Finding) -> tuple:
     """Findings with a fix left to apply first (rulebook/in_place.py), then by estimate and severity."""
-    rank = {"high": 2, "medium": 1, "low": 0}[finding.severity]
-    return (not all_in_place(finding), finding.est_speedup or 1.0, rank)
+    return (not all_in_place(finding), finding.est_speedup or 1.0, severity_rank(finding.severity))
 
 
 NO_TORCH_WARNING = "the workload ran no PyTorch operation"  # trace/load.py's warning for such a capture

@@ -85,13 +85,13 @@ class _Codes(dict):
         self.by_code: list = []
         self._decode = decode
 
-    def __missing__(self, key) -> int:
+    def __missing__(self, key: Any) -> int:
         code = self[key] = len(self.by_code)
         self.by_code.append(self._decode(key) if self._decode else key)
         return code
 
 
-def _codes(table: _Codes, keys) -> np.ndarray:
+def _codes(table: _Codes, keys: Iterable[Any]) -> np.ndarray:
     """The codes of `keys` (new keys get new codes) as an int32 array."""
     return np.fromiter(map(table.__getitem__, keys), np.int32)
 
@@ -115,7 +115,7 @@ def _list_info(raw: bytes) -> tuple:
     return value, _dims_text(value), _product(value)
 
 
-def _product(dims) -> int | None:
+def _product(dims: object) -> int | None:
     if not isinstance(dims, list) or not dims:
         return None
     out = 1
@@ -126,13 +126,13 @@ def _product(dims) -> int | None:
     return out
 
 
-def _dims_text(dims) -> str | None:
+def _dims_text(dims: object) -> str | None:
     if not isinstance(dims, list):
         return None
     return ",".join(str(d) for d in dims)
 
 
-def _int_or(value, fallback):
+def _int_or(value: object, fallback: Any) -> Any:
     if isinstance(value, int) and not isinstance(value, bool):
         return value
     if isinstance(value, str) and value.strip().lstrip("-").isdigit():
@@ -156,7 +156,7 @@ def id_array(values: list) -> np.ndarray:
     return np.array([v if type(v) is int and -INT64_MAX <= v <= INT64_MAX else None for v in values], dtype=float)
 
 
-def _get(field: str, items) -> list:
+def _get(field: str, items: Iterable[Any]) -> list:
     return list(map(attrgetter(field), items))
 
 
@@ -483,7 +483,7 @@ def _piece(values: list) -> Column:
     return Column(_array(values, types), types)
 
 
-def _values(column: Column, none_view: bool = False):
+def _values(column: Column, none_view: bool = False) -> np.ndarray | list:
     """The values of a column, coded or not; with `none_view`, a column of None alone (a trace
     without launch geometry) is one None seen in every row, read-only (np.broadcast_to)."""
     if none_view and column.types == NONE and len(column.values):
@@ -512,7 +512,7 @@ def _decoded(parts: list[Column]) -> Column:
     return Column(taken, types)
 
 
-def _array(values: list, types: frozenset):
+def _array(values: list, types: frozenset) -> np.ndarray | list:
     dtype = _NUMERIC.get(types)
     if dtype is not None:
         try:

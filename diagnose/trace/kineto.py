@@ -236,7 +236,7 @@ class Decoded:
         return events
 
 
-def decode(raw: bytes, locate: bool = True) -> Decoded:
+def decode(raw: bytes | bytearray, locate: bool = True) -> Decoded:
     """Decode trace bytes; the events are decoded lazily, chunk by chunk (Decoded.chunks).
 
     With `locate`, the event array is first looked for without reading the whole file (see
@@ -270,7 +270,7 @@ def decode(raw: bytes, locate: bool = True) -> Decoded:
     return Decoded(head, events, warnings)
 
 
-def _locate(raw) -> tuple[Head, memoryview] | None:
+def _locate(raw: bytes | bytearray) -> tuple[Head, memoryview] | None:
     """The top level and the event array of a file laid out as kineto writes it, found without a
     pass over the whole file: the array starts after the first `"traceEvents": [` and ends at one of
     the last few `]`; the top level with an empty array in its place must decode, with
@@ -357,7 +357,7 @@ def _trimmed(raw: memoryview, start: int, end: int) -> tuple[int, int]:
     return start, end
 
 
-def _loose(data: bytes, warnings: list[str]) -> Any:
+def _loose(data: bytes | bytearray, warnings: list[str]) -> Any:
     try:
         return _LOOSE.decode(data)
     except msgspec.DecodeError as exc:
@@ -377,11 +377,11 @@ def _warn_utf8(warnings: list[str]) -> None:
         warnings.append(message)
 
 
-def _repair_utf8(data) -> bytes:
+def _repair_utf8(data: bytes | bytearray | memoryview) -> bytes:
     return bytes(data).decode("utf-8", errors="replace").encode("utf-8")
 
 
-def decode_list(raw) -> list | None:
+def decode_list(raw: bytes | str | None) -> list | None:
     """The list a raw JSON field holds, or None for anything else (null, a string, bad JSON)."""
     if raw is None:
         return None
@@ -396,7 +396,7 @@ def decode_list(raw) -> list | None:
     return value if isinstance(value, list) else None
 
 
-def _lenient(raw, exc: Exception, warnings: list[str]) -> Decoded:
+def _lenient(raw: bytes | bytearray, exc: Exception, warnings: list[str]) -> Decoded:
     """A Decoded from the file read as untyped JSON, keeping every field that can be coerced."""
     warnings.append(f"{LENIENT} ({exc}); read leniently")
     doc = _loose(raw, warnings)
@@ -405,7 +405,7 @@ def _lenient(raw, exc: Exception, warnings: list[str]) -> Decoded:
     if not isinstance(doc, dict) or not isinstance(doc.get("traceEvents"), list):
         raise NotATrace("no traceEvents list")
 
-    def top(key, kind):
+    def top(key: str, kind: type | tuple[type, ...]) -> Any:
         value = doc.get(key)
         return value if isinstance(value, kind) else None
 

@@ -18,6 +18,7 @@ from diagnose.trace import kineto, legacy, parallel, schemas, source
 from diagnose.trace.frames import build_frames
 from diagnose.trace.model import Trace
 from diagnose.trace.names import name_starts
+from diagnose.trace.parallel import ProgressCallback
 from diagnose.vocabulary.markers import OWN_PREFIX
 
 TRACE_NAMES = ("trace.json.gz", "trace.json")
@@ -40,7 +41,9 @@ def load_target(path: str | Path, on_progress=None, max_bytes: int | None = None
     return load_trace_file(path, on_progress=on_progress, max_bytes=max_bytes)
 
 
-def load_capture_folder(folder: Path, on_progress=None, max_bytes: int | None = None) -> Trace:
+def load_capture_folder(
+    folder: Path, on_progress: ProgressCallback | None = None, max_bytes: int | None = None
+) -> Trace:
     """A capture folder: meta.json (checked against its schema) plus, when the workload got that
     far, trace.json.gz."""
     meta_path = folder / "meta.json"
@@ -68,7 +71,9 @@ def load_capture_folder(folder: Path, on_progress=None, max_bytes: int | None = 
     return trace
 
 
-def load_trace_file(path: Path, allow_empty: bool = False, on_progress=None, max_bytes: int | None = None) -> Trace:
+def load_trace_file(
+    path: Path, allow_empty: bool = False, on_progress: ProgressCallback | None = None, max_bytes: int | None = None
+) -> Trace:
     """Read one kineto trace file (or standard input); raises InputError for anything that is not one."""
     read = _read_events(path, on_progress, max_bytes)
     name = source.describe(path)
@@ -106,7 +111,9 @@ def load_trace_file(path: Path, allow_empty: bool = False, on_progress=None, max
     )
 
 
-def _read_events(path: Path, on_progress=None, max_bytes: int | None = None) -> tuple[kineto.Decoded, dict] | None:
+def _read_events(
+    path: Path, on_progress: ProgressCallback | None = None, max_bytes: int | None = None
+) -> tuple[kineto.Decoded, dict] | None:
     """Decode the file chunk by chunk into frames; None for an empty file.
 
     The file's bytes live only inside this call, so they are freed before the analysis starts.

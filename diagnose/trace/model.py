@@ -4,17 +4,16 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import re
 from typing import Any
 
 import pandas as pd
 
 from diagnose.trace.names import name_search
+from diagnose.vocabulary.runtime import KERNEL_LAUNCH
 
 # What diagnose's capture records beside name, SM count, memory and compute capability
 # (diagnose/capture/child.py); kineto's deviceProperties hold the first two at most.
 CAPTURED_PROPERTIES = ("gcn_arch", "warp_size", "clock_khz", "memory_clock_khz", "memory_bus_bits")
-KERNEL_LAUNCH = re.compile(r"Launch(?:Kernel|CooperativeKernel)|cuLaunchKernel|hip\w*LaunchKernel|GraphLaunch")
 
 
 @dataclasses.dataclass
@@ -149,12 +148,12 @@ class Trace:
         return props[0]
 
 
-def _typed(value, kind):
+def _typed(value: object, kind: type | tuple[type, ...]) -> Any:
     """`value` when it is a `kind`, else None: a foreign trace's fields can hold anything."""
     return value if isinstance(value, kind) else None
 
 
-def _count(value, least: int = 1) -> int | None:
+def _count(value: object, least: int = 1) -> int | None:
     """A positive (or at least `least`) integer field of deviceProperties, else None."""
     if isinstance(value, bool) or not isinstance(value, int) or value < least:
         return None

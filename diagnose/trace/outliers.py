@@ -83,7 +83,7 @@ FAMILY = {
 }
 
 
-def _describe(key: str, name, ts: float, dur) -> str:
+def _describe(key: str, name: object, ts: float, dur: object) -> str:
     text = (
         f"{FAMILY.get(key, key)} {str(name)[:80]!r} at ts {ts:.6g} µs"
         if name is not None

@@ -17,6 +17,7 @@ import os
 import pickle
 import signal
 import sys
+from typing import IO, Callable
 
 from diagnose.trace.frames import FrameBuilder
 from diagnose.trace.kineto import Decoded
@@ -26,13 +27,14 @@ MAX_PROCESSES = 4
 BLOCKS_PER_PROCESS = 32
 TICKET = 4  # bytes per block number in the ticket pipe
 PROGRESS_EVERY = 16  # pieces decoded on one core between progress reports
+ProgressCallback = Callable[[dict], None]  # called with {"phase": "decode", "done": n, "total": N}
 
 
 class _Failed(Exception):
     """A block could not be decoded by its process: decode everything in this one."""
 
 
-def build(decoded: Decoded, on_progress=None) -> FrameBuilder:
+def build(decoded: Decoded, on_progress: ProgressCallback | None = None) -> FrameBuilder:
     """Bucket every event of `decoded` into a FrameBuilder, on several cores when it pays.
 
     `on_progress` (optional) is called with {"phase": "decode", "done": n, "total": N} as the
@@ -81,7 +83,7 @@ def _shares(pieces: list[tuple[int, int]], n: int) -> list[tuple[int, int]]:
     return [(a, b) for a, b in zip(bounds, bounds[1:]) if b > a]
 
 
-def _parallel(decoded: Decoded, processes: int, report) -> FrameBuilder:
+def _parallel(decoded: Decoded, processes: int, report: ProgressCallback) -> FrameBuilder:
     blocks = _shares(decoded.pieces(), processes * BLOCKS_PER_PROCESS)
     tickets, write = os.pipe()
     try:
@@ -120,7 +122,9 @@ def _parallel(decoded: Decoded, processes: int, report) -> FrameBuilder:
     return builder
 
 
-def _decode_blocks(decoded: Decoded, blocks: list[tuple[int, int]], tickets: int, report=None) -> list[tuple]:
+def _decode_blocks(
+    decoded: Decoded, blocks: list[tuple[int, int]], tickets: int, report: ProgressCallback | None = None
+) -> list[tuple]:
     """Decode the blocks whose tickets this process draws, until none is left; for each,
     (block number, compacted columns, bad events, kept, dropped, warnings). Tickets are drawn in
     order, so the number drawn tells how far all processes together have got (`report`)."""
@@ -163,7 +167,7 @@ def _fork(decoded: Decoded, blocks: list[tuple[int, int]], tickets: int) -> tupl
         os._exit(code)
 
 
-def _send(done: list[tuple], out) -> None:
+def _send(done: list[tuple], out: IO[bytes]) -> None:
     """Write a child's blocks to its pipe one at a time, each let go once written, so that its
     columns are not held in the child and in the parent at once: first the code tables of the
     coded columns (shared by many blocks) and the block count, then each block with its tables
@@ -186,7 +190,7 @@ def _send(done: list[tuple], out) -> None:
         del columns, rest
 
 
-def _receive(fd: int):
+def _receive(fd: int) -> list[tuple] | None:
     """The child's blocks (as _send wrote them, with their code tables back in place), or None
     when it failed before sending them all."""
     try:

@@ -250,7 +250,7 @@ def read_meta(path: Path) -> dict:
     return validate(read_json_object(path, "capture metadata"), CaptureMeta, path, "capture metadata")
 
 
-def _json_kind(value) -> str:
+def _json_kind(value: object) -> str:
     if value is None:
         return "null"
     return {list: "an array", str: "a string", bool: "a boolean", int: "a number", float: "a number"}.get(

@@ -39,11 +39,13 @@ A UTF-8 byte-order mark at the start is skipped.
 from __future__ import annotations
 
 import codecs
+import io
 import os
 import re
 import stat
 import zlib
 from pathlib import Path
+from typing import Protocol
 
 from diagnose.base.errors import InputError
 
@@ -63,7 +65,7 @@ STDIN = "-"
 _FD_PATH = re.compile(r"^/(?:dev/fd|proc/self/fd)/(\d+)$")
 
 
-def trace_bytes(path: Path, max_bytes: int | None = None):
+def trace_bytes(path: Path, max_bytes: int | None = None) -> bytearray:
     """The trace's bytes (gunzipped when gzip), as a buffer the JSON decoder reads (a bytearray or
     bytes). Raises InputError for anything that is not a readable regular file or standard input,
     for input past the ceiling, and for a file that changed while it was read (module docstring)."""
@@ -87,7 +89,7 @@ def trace_bytes(path: Path, max_bytes: int | None = None):
     return _without_bom(data)
 
 
-def _read_head(f, n: int) -> bytes:
+def _read_head(f: io.FileIO, n: int) -> bytes:
     """The first `n` bytes of the unbuffered file `f` (fewer only at its end)."""
     head = b""
     while len(head) < n:
@@ -98,7 +100,7 @@ def _read_head(f, n: int) -> bytes:
     return head
 
 
-def check_json_start(data, label: str, whole: bool) -> None:
+def check_json_start(data: bytes | bytearray, label: str, whole: bool) -> None:
     """InputError unless `data`, the first bytes of a trace (inflated, after a byte-order mark), can
     start a JSON document: no control byte that JSON never holds raw (a NUL, any binary), valid
     UTF-8, and after any whitespace a character that starts a JSON value. `whole` says `data` is
@@ -128,17 +130,17 @@ def check_json_start(data, label: str, whole: bool) -> None:
         )
 
 
-def _read_block(f, n: int) -> bytes:
+def _read_block(f: io.FileIO, n: int) -> bytes:
     """Up to `n` bytes from the unbuffered file `f`."""
     return f.read(n)
 
 
-def _read_into(f, view: memoryview) -> int:
+def _read_into(f: io.FileIO, view: memoryview) -> int:
     """Read into `view` from the unbuffered file `f`; the bytes read (0 at the end of the file)."""
     return f.readinto(view)
 
 
-def _read_file(f, head: bytes, size: int, path: Path) -> bytearray:
+def _read_file(f: io.FileIO, head: bytes, size: int, path: Path) -> bytearray:
     """The rest of a plain file of `size` bytes after `head`, read straight into one bytearray."""
     if len(head) > size:  # more than its size said: a file still growing, or a special file (/proc)
         raise InputError(_changed(path, size, len(head), "grew"))
@@ -222,7 +224,7 @@ def _kind(mode: int) -> str:
     return "not a file"
 
 
-def _check_size(size: int, max_bytes: int | None, where) -> None:
+def _check_size(size: int, max_bytes: int | None, where: str | Path) -> None:
     limit = MAX_TRACE_BYTES if max_bytes is None else max_bytes
     if size > limit:
         raise InputError(
@@ -231,7 +233,7 @@ def _check_size(size: int, max_bytes: int | None, where) -> None:
         )
 
 
-def _read_stream(fd: int, label: str, max_bytes: int | None):
+def _read_stream(fd: int, label: str, max_bytes: int | None) -> bytearray:
     """Everything standard input (or another open pipe) delivers, inflated when it is gzip; bounded."""
     try:
         mode = os.fstat(fd).st_mode
@@ -268,6 +270,12 @@ def _read_stream(fd: int, label: str, max_bytes: int | None):
     return _without_bom(out)
 
 
+class _Reader(Protocol):
+    """What `_inflate` reads from: an unbuffered file, or a pipe (`_FdReader`)."""
+
+    def read(self, n: int, /) -> bytes: ...
+
+
 class _FdReader:
     """`read(n)` over a raw file descriptor, with OSError turned into InputError."""
 
@@ -288,7 +296,7 @@ def ceiling(compressed: int, max_bytes: int | None = None) -> int:
     return min(MAX_TRACE_BYTES, max(INFLATE_FLOOR_BYTES, INFLATE_RATIO * compressed))
 
 
-def _inflate(f, head: bytes, label: str, max_bytes: int | None, compressed_size: int | None) -> bytearray:
+def _inflate(f: _Reader, head: bytes, label: str, max_bytes: int | None, compressed_size: int | None) -> bytearray:
     """Inflate gzip (every member; zero padding after the last is allowed) from `head` and then
     `f.read`, a step at a time, stopping at the ceiling."""
     out = bytearray()
@@ -343,7 +351,7 @@ def _too_big(label: str, limit: int, compressed: int, max_bytes: int | None) -> 
     )
 
 
-def _without_bom(data: bytearray):
+def _without_bom(data: bytearray) -> bytearray:
     if data[: len(UTF8_BOM)] == UTF8_BOM:
         del data[: len(UTF8_BOM)]
     return data

@@ -8,6 +8,8 @@ report gives its relative error.
 
 from __future__ import annotations
 
+from typing import Protocol
+
 import numpy as np
 
 from diagnose.diff.stats import ratio_interval
@@ -46,7 +48,14 @@ def verdict(status: str, low: float | None, high: float | None, numerics: dict |
     return NO_GAIN
 
 
-def rank(trial) -> tuple:
+class _Judged(Protocol):
+    """What `rank` reads of a FixTrial (verify/model.py, which imports this module)."""
+
+    verdict: str
+    speedup: float | None
+
+
+def rank(trial: _Judged) -> tuple:
     """Sort key: verified first, then faster with other caveats, then by speedup."""
     order = {VERIFIED: 5, UNCOMPARED: 4, CHANGES: 3, NO_GAIN: 2, SLOWER: 1, FAILED: 0, NEEDS_CODE: 0}
     return order.get(trial.verdict, 0), trial.speedup or 0.0

@@ -8,9 +8,11 @@ the process environment) maps to its variants, the main one first: the child pro
 from __future__ import annotations
 
 import dataclasses
+from typing import Iterable
 
 from diagnose.capture.verify import SCRIPT_VARIANTS  # what applies to a script run as a whole
 from diagnose.metrics.optimizer import PREFIX as OPTIMIZER_RANGE
+from diagnose.model.findings import Finding
 from diagnose.vocabulary.ops import is_sdpa_op
 
 # fix id -> [(variant, what it does)], main variant first
@@ -127,7 +129,7 @@ def plan_trials(
     return planned
 
 
-def _fits(variant: str, finding, op_names) -> bool:
+def _fits(variant: str, finding: Finding, op_names: Iterable[str]) -> bool:
     """Whether what `variant` acts on is in the step: an optimizer to make capturable (an
     `Optimizer.step#` range), transformers' generate() (a fix written in its API), weights to
     quantize where the finding is one that quantized weights answer (`RULES_OF`: a graph replay

@@ -8,19 +8,18 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
-import subprocess
 import sys
 from pathlib import Path
+from typing import Callable
 
-from diagnose.capture.runner import _package_root, end_group, wait_or_kill
+from diagnose.capture.launch import CannotStart, run_child
 from diagnose.capture.spec import CaptureSpec
+from diagnose.model.findings import Diagnosis, Verify
 from diagnose.verify import numerics
 from diagnose.verify.budget import fixed_budget
 from diagnose.verify.model import FixTrial, Verification
 from diagnose.verify.plan import env_for, plan_trials
 from diagnose.base.safe_files import write_new
-from diagnose.capture.guard import guarded
 
 VERIFY_FOLDER = "verify"
 PHASES = {
@@ -59,28 +58,14 @@ def run_variant(
     }
     spec_path = folder / "spec.json"
     write_new(spec_path, json.dumps(data).encode())
-    env = dict(os.environ, PYTHONUNBUFFERED="1", **env_extra)
-    env.pop("DIAGNOSE_PROGRESS_FD", None)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [_package_root(), env.get("PYTHONPATH")]))
+    command = [python or sys.executable, "-m", "diagnose.capture.verify", str(spec_path)]
     with open(folder / "workload.log", "wb") as log:
         try:
-            proc = subprocess.Popen(
-                [python or sys.executable, "-m", "diagnose.capture.verify", str(spec_path)],
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                env=env,
-                start_new_session=True,
-            )
-        except OSError as exc:
+            ended = run_child(command, folder=folder, timeout_s=timeout_s, log=log, env=env_extra)
+        except CannotStart as exc:
             return FixTrial(variant, how, "failed", numerics.FAILED, f"cannot start: {exc}", folder=str(folder))
-        with guarded(proc, folder):
-            try:
-                timed_out = wait_or_kill(proc, timeout_s)
-            finally:
-                end_group(proc)
     spec_path.unlink(missing_ok=True)
-    return read_trial(folder, variant, how, proc.returncode, timed_out, timeout_s, baseline_us)
+    return read_trial(folder, variant, how, ended.returncode, ended.timed_out, timeout_s, baseline_us)
 
 
 def read_trial(
@@ -127,11 +112,13 @@ def read_trial(
 
 
 def _phase(result: dict) -> str:
-    return PHASES.get(result.get("phase"), str(result.get("phase") or "starting"))
+    """What the variant's process was doing, in words ("starting" until it said)."""
+    phase = str(result.get("phase") or "starting")
+    return PHASES.get(phase, phase)
 
 
 def verify_diagnosis(
-    diagnosis,
+    diagnosis: Diagnosis,
     spec: CaptureSpec,
     out: Path,
     op_names: set[str],
@@ -139,7 +126,7 @@ def verify_diagnosis(
     timeout_s: float,
     python: str | None = None,
     compile_backend: str = "",
-    on_progress=None,
+    on_progress: Callable[[dict], None] | None = None,
     skip: frozenset = frozenset(),
 ) -> list[Verification]:
     """Try every auto-applicable fix of every finding (each variant once, shared between findings that
@@ -162,10 +149,11 @@ def verify_diagnosis(
             compile_backend=compile_backend,
         )
     verifications = []
-    for finding in diagnosis.findings:
-        finding.verify = []
+    records: list[list[Verify]] = [[] for _ in diagnosis.findings]
     for p in planned:
         v = Verification(p.fix, bool(p.variants), p.why, [trials[name] for name, _ in p.variants], p.snippet)
-        diagnosis.findings[p.finding].verify.append(v.record())
+        records[p.finding].append(v.record())
         verifications.append(v)
+    for finding, verify in zip(diagnosis.findings, records):
+        finding.verify = verify
     return verifications

@@ -9,6 +9,8 @@ Every other module asks here rather than keeping its own pattern or table
 - `ops`          which CPU ops are matmuls, convolutions, attention (SDPA and its backends), …
 - `dtypes`       a dtype in either spelling -> precision (the peak-table key) -> bytes per element
 - `markers`      the step ranges (`diagnose/step N`, `ProfilerStep#N`) and iteration marks
+- `runtime`      which CUDA/HIP runtime calls on the host launch GPU work
+- `compiled`     torch.compile's marks: compiled regions, graph calls, dynamo's own ranges
 - `units`        numbers, durations and percentages for people
 
 Each answer depends on a name alone and is cached per distinct name; nothing here needs pandas,
