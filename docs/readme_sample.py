@@ -7,6 +7,7 @@ numbers or the text report, regenerate it:
 
     python docs/readme_sample.py
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -27,9 +28,12 @@ def demo_output() -> str:
     from diagnose.front.cli import main
 
     out, err = io.StringIO(), io.StringIO()
-    with tempfile.TemporaryDirectory() as scratch, \
-            mock.patch("diagnose.capture.probe.cuda_available", return_value=False), \
-            contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+    with (
+        tempfile.TemporaryDirectory() as scratch,
+        mock.patch("diagnose.capture.probe.cuda_available", return_value=False),
+        contextlib.redirect_stdout(out),
+        contextlib.redirect_stderr(err),
+    ):
         code = main(["demo", "--out", str(Path(scratch) / "demo")])
     if code not in (0, 1):
         raise RuntimeError(f"diagnose demo exited {code}: {err.getvalue()}")
