@@ -61,7 +61,7 @@ def describe(exc: OSError) -> str:
     where = f"{_shown(path)}: " if path is not None else ""
     if exc.filename2 is not None:
         where = f"{_shown(path)} -> {_shown(exc.filename2)}: "
-    advice = _ADVICE.get(exc.errno)
+    advice = _ADVICE.get(exc.errno) if exc.errno is not None else None
     if path == STDOUT:
         advice = "send stdout somewhere that takes it (the output folder is written)"
     line = f"{where}{reason}" + (f": {advice}" if advice else "")
