@@ -232,6 +232,7 @@ class ComputeBound(Rule):
         the finding when autocast would save at least `min_whole_saving_share` of the step, else `quiet`, which says so."""
         ops, step_us, n = work
         spec = m.device_spec
+        assert spec is not None  # the rule needs "device-peaks", so it runs only with a known device
         target = spec.half_rung()
         if not target or not spec.achievable(target):
             return quiet

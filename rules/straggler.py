@@ -719,7 +719,7 @@ def _word_timed(
         basis=(
             f"basis: timed arrivals ({timed.basis}); cause in the profiled steps before its first late "
             f"collective (#{x.place}): {_timed_cause(x, names)}; new step = {x.step:,.0f} µs (rank {ranks.reference}'s step"
-            f"{' timed without the profiler' if ranks.profile(ranks.reference).unprofiled_step_us else ', profiled'}) − {x.cost:,.0f} µs (rank {x.late}'s {x.lateness:,.0f} µs lateness per "
+            f"{' timed without the profiler' if ranks.profile_of(ranks.reference).unprofiled_step_us else ', profiled'}) − {x.cost:,.0f} µs (rank {x.late}'s {x.lateness:,.0f} µs lateness per "
             f"step, at most the {x.bound:,.0f} µs the other ranks wait and the {x.explained:,.0f} µs its cause "
             f"explains) = {new_step:,.0f} µs; ranks {', '.join(map(str, others))} "
             f"wait for it"
@@ -861,7 +861,7 @@ def _gpu_late_evidence(ranks: RankSet, rest: dict, step: float, t: dict[str, flo
             f"rank {r}: GPU arrival after the median rank's that its own launch does not explain, per step",
             round(rest[r], 1),
             ">=",
-            round(t["min_cost_share"] * (ranks.profile(r).profiled_step_us or step), 1),
+            round(t["min_cost_share"] * (ranks.profile_of(r).profiled_step_us or step), 1),
             "µs",
         )
         for r in rest

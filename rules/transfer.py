@@ -48,6 +48,7 @@ import pandas as pd
 
 from diagnose.rulebook.engine import Quiet, Rule, Threshold, severity_ladder, time_base, top_offenders
 from diagnose.metrics.host import length, merge_intervals, subtract
+from diagnose.metrics.step_time import StepBudget
 from diagnose.model.findings import Evidence, Finding, Fix, Offender
 from diagnose.model.fixes import fix
 from diagnose.vocabulary.dtypes import dtype_bytes
@@ -91,7 +92,7 @@ class Transfer(Rule):
 class _Copies:
     """The host↔device copies of the measured steps (what `_measure` found)."""
 
-    budget: object  # StepBudget
+    budget: StepBudget
     copies: pd.DataFrame  # one row per copy: direction, memory, bytes, stream, synchronous, critical_us
     n: int
     critical_us: float  # per step: copy time on the critical path (no kernel running, or the host held)

@@ -19,6 +19,7 @@ from __future__ import annotations
 import concurrent.futures
 import multiprocessing
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
 import msgspec
@@ -144,8 +145,8 @@ def analyse_ranks(
     return d
 
 
-def _run_workers(sources, config, workers: int, max_bytes, report) -> tuple[list[dict], Context]:
-    """analyse_rank on every source, with the Context of the first: the parent analyses the first source
+def _run_workers(sources, config, workers: int, max_bytes, report) -> tuple[list[dict], Context | None]:
+    """analyse_rank on every source, with the Context of the first (None when it failed): the parent analyses the first source
     itself (the reference rank, as a rule, whose views the cross-rank pass then reuses) while
     `workers` - 1 processes take the others (none when `workers` is 1: all in this process)."""
     total = len(sources)
@@ -194,7 +195,7 @@ class _Here:
     reference = staticmethod(reference_diagnosis)
 
 
-def _one_per_rank(results: list[dict], failed: list[dict] = ()) -> tuple[list[dict], list[str]]:
+def _one_per_rank(results: list[dict], failed: Sequence[dict] = ()) -> tuple[list[dict], list[str]]:
     """One result per rank, sorted; of several files of one rank (one per step), the one with the most
     steps, else the last. InputError, naming the failed ranks, when fewer than two ranks remain."""
     if failed and len({r["profile"]["rank"] for r in results}) < 2:

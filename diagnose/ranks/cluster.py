@@ -29,10 +29,13 @@ import sys
 import threading
 import uuid
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from diagnose.base.errors import UsageError
 from diagnose.base.version import __version__
+
+if TYPE_CHECKING:
+    from distributed import Client
 
 ENV_ADDRESS = "DASK_SCHEDULER_ADDRESS"  # as Nsight Systems' recipes and dask.distributed's Client read it
 RETRIES = 2  # a rank task that raises (not an unreadable trace, which is a result) is tried this often again
@@ -103,7 +106,7 @@ class DaskEngine:
         self.workers = local_workers(address) if self.local else None
         self.task = task  # the per-rank function; None: analyse.analyse_rank (tests put a fault before it)
         self.retries = retries
-        self.client = None
+        self.client: Client | None = None
         self.cluster = None
 
     def __enter__(self) -> "DaskEngine":
@@ -127,9 +130,8 @@ class DaskEngine:
             raise
         return self
 
-    def __exit__(self, *exc) -> bool:
+    def __exit__(self, *exc) -> None:
         self.close()
-        return False
 
     def _local_cluster(self):
         """A LocalCluster of worker processes, one thread each (a rank's decode holds the GIL)."""

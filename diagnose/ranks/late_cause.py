@@ -69,12 +69,13 @@ def timed_late(ranks: RankSet, timed: TimedArrivals) -> TimedLate:
     others = [r for r in ranks.ranks if r != late]
 
     def extra(i: int) -> float:
-        if not others or lead[late] is None:
+        own = lead[late]
+        if not others or own is None:
             return 0.0
-        theirs = [lead[r][i] for r in others if lead[r] is not None]
-        return max(lead[late][i] - statistics.median(theirs), 0.0) if theirs else 0.0
+        theirs = [their[i] for their in (lead[r] for r in others) if their is not None]
+        return max(own[i] - statistics.median(theirs), 0.0) if theirs else 0.0
 
-    mine = ranks.profile(late)
+    mine = ranks.profile_of(late)
     on_gpu = any(p.compute_us for p in ranks.profiles)
     gpu_extra = max(ranks.work_of(mine) - ranks.median_work_us(exclude=late), 0.0) if on_gpu else 0.0
     return TimedLate(
@@ -95,7 +96,7 @@ def _timed_step(ranks: RankSet, timed: TimedArrivals) -> float:
     """The step the lateness is taken from, on the same basis as the lateness: the reference rank's step
     timed without the profiler (the capture's timing); without that timing, the report's step (the
     estimate may not start from a step shorter than the one it is reported against)."""
-    reference = ranks.profile(ranks.reference)
+    reference = ranks.profile_of(ranks.reference)
     return reference.unprofiled_step_us or reference.step_us or timed.step_us.get(ranks.reference) or 1e-9
 
 

@@ -70,6 +70,14 @@ class RankSet:
         """The profile of `rank`, or None."""
         return next((p for p in self.profiles if p.rank == rank), None)
 
+    def profile_of(self, rank: int) -> RankProfile:
+        """The profile of `rank`, one of `ranks` (the reference, a rank named by the arrivals); KeyError
+        for a rank the set does not hold."""
+        profile = self.profile(rank)
+        if profile is None:
+            raise KeyError(f"no profile for rank {rank}")
+        return profile
+
     def _split_comm(self) -> dict[int, RankComm]:
         """Per rank, the mean per step of synchronisation wait and transfer inside collectives."""
         n_steps = min((len(p.steps_collectives) for p in self.profiles), default=0)
@@ -294,7 +302,9 @@ def _basis(profile: RankProfile) -> str:
 def _on_unprofiled(profile: RankProfile) -> bool:
     """Whether the rank's `step_us` is its unprofiled timing."""
     timed = profile.unprofiled_step_us
-    return bool(timed) and abs(profile.step_us - timed) <= 1e-3 * timed
+    if not timed:
+        return False
+    return abs(profile.step_us - timed) <= 1e-3 * timed
 
 
 TIE_US = 5.0  # arrivals closer than this (or twice the ends' spread after alignment) have no last

@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import json
 from pathlib import Path
+from typing import Any
 
 import jinja2
 from markupsafe import Markup
@@ -85,7 +86,9 @@ def report_context(d: Diagnosis) -> dict:
     """Everything the template shows, as plain display-ready data."""
     summary, details = d.summary, d.details
     step_us = summary.step_time_us
-    ranks = ranks_view(summary.ranks.per_rank, summary.ranks.reference) if summary.ranks else {"many": False}
+    ranks: dict[str, Any] = (
+        ranks_view(summary.ranks.per_rank, summary.ranks.reference) if summary.ranks else {"many": False}
+    )
     drawn = ranks.get("drawn")
     rank_bars = [r for r in details.ranks or [] if drawn is None or r.get("rank") in drawn]
     return {
