@@ -43,6 +43,15 @@ def strip_markers(src: Path, dest: Path) -> int:
     return len(events) - len(kept)
 
 
+def alone(trace: Path, tmp: Path) -> Path:
+    """A copy of a capture's trace file with no side file beside it (meta.json, compile.json, samples), as the
+    stripped copy is: the two then differ by their markers alone."""
+    dest = tmp / "marked" / f"{trace.parent.name}.json.gz"
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    dest.write_bytes(trace.read_bytes())
+    return dest
+
+
 def outcome(path: Path) -> dict:
     """The first finding, its first fix and estimate, and the step of one analysis."""
     d = analyze(path)
@@ -90,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
                     continue
                 stripped = Path(tmp) / f"{folder.name}.json.gz"
                 strip_markers(folder / "trace.json.gz", stripped)
-                pairs.append((folder.name, folder / "trace.json.gz", stripped))
+                pairs.append((folder.name, alone(folder / "trace.json.gz", Path(tmp)), stripped))
         for folder in sorted((ROOT / "fixtures" / "plain").glob("*/")):
             if args.names and folder.name not in args.names:
                 continue
