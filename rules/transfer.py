@@ -157,7 +157,8 @@ def _with_host_calls(copies: pd.DataFrame, runtime: pd.DataFrame, ops: pd.DataFr
 
 def _element_bytes(types) -> int | None:
     """Bytes per element of the tensor a copy op read (its first input type), None when not recorded."""
-    return dtype_bytes(types[0]) if isinstance(types, list) and types else None
+    first = types[0] if isinstance(types, list) and types else None
+    return dtype_bytes(first) if isinstance(first, str) else None  # a hostile trace may nest anything there
 
 
 def _quiet(c: _Copies, share: float, t) -> str:

@@ -125,9 +125,8 @@ class RunCommand(common.Command):
         common.add_trace_options(p)
         p.add_argument(
             "--cluster",
-            metavar="ADDRESS|local[:N]",
-            help="analyse a rank folder's ranks on a Dask cluster (default: $DASK_SCHEDULER_ADDRESS, else "
-            "this machine's process pool); local:N starts N worker processes (pip install 'diagnose-gpu[cluster]')",
+            metavar="ADDR",
+            help="rank folders on a Dask cluster, or local:N workers",
         )
         p.add_argument(
             "--baseline", type=Path, metavar="FOLDER", help="then diff against it (--fail-on-regression PCT)"
@@ -135,7 +134,7 @@ class RunCommand(common.Command):
         common.add_gate_option(p, shown=False)
         p.add_argument("--nproc-per-node", type=common.count(1), metavar="N", help="capture N ranks through torchrun")
         p.add_argument("--nnodes", metavar="N|MIN:MAX", help="passed to torchrun (multi-node)")
-        p.add_argument("--rdzv-endpoint", metavar="HOST:PORT", help="passed to torchrun (c10d rendezvous)")
+        p.add_argument("--rdzv-endpoint", metavar="ADDR", help="passed to torchrun (c10d rendezvous, HOST:PORT)")
         p.add_argument("--node-rank", type=common.count(0), metavar="K", help=argparse.SUPPRESS)
         common.add_display_options(p)
 
