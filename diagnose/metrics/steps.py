@@ -367,13 +367,8 @@ def _range_max(values: np.ndarray, first: np.ndarray, stop: np.ndarray) -> np.nd
 
 
 def _launch_time_of_gpu_ops(trace: Trace) -> np.ndarray:
-    """For each GPU op of the trace, the host time of the call that launched it (its own start if unknown)."""
-    return launch_times(trace, trace.gpu)
-
-
-def launch_times(trace: Trace, gpu: pd.DataFrame) -> np.ndarray:
-    """For each row of `gpu` (GPU ops of the trace), the host time of the call that launched it (its own
-    start if unknown)."""
+    """For each GPU op, the host time of the call that launched it (its own start if unknown)."""
+    gpu = trace.gpu
     if not len(gpu):
         return np.array([])
     runtime = trace.runtime.dropna(subset=["correlation"]).drop_duplicates("correlation")

@@ -25,7 +25,8 @@ import numpy as np
 import pandas as pd
 
 from diagnose.metrics.launches import lookup
-from diagnose.metrics.steps import Steps, launch_times
+from diagnose.metrics.comm import launch_times
+from diagnose.metrics.steps import Steps
 from diagnose.base.thresholds import Threshold
 from diagnose.trace.model import Trace
 from diagnose.trace.names import name_search
@@ -115,8 +116,12 @@ def build_timeline(trace: Trace, steps: Steps, params: dict | None = None) -> Ti
     ops = gpu[(gpu["device"] == device) & (gpu["end"] > start) & (gpu["ts"] < end)]
     if steps.annotated and len(ops):
         # a step's GPU work is what its own ops launched: work launched after the last step's CPU range (the
-        # next iteration, recorded until the profiler stopped) is not counted, though it runs in its window
-        ops = ops[launch_times(trace, ops) <= steps.windows[-1].cpu_end]
+        # next iteration, recorded until the profiler stopped) is not counted, though it runs in its window.
+        # Only an op that starts after that range can have been launched after it: look those up alone.
+        cut = steps.windows[-1].cpu_end
+        late = ops[ops["ts"].to_numpy(float) > cut]
+        if len(late):
+            ops = ops.drop(late.index[launch_times(trace, late) > cut])
     ops = ops.sort_values("ts", kind="stable").reset_index(drop=True)
     ts = np.clip(ops["ts"].to_numpy(float), start, end)
     te = np.clip(ops["end"].to_numpy(float), start, end)
