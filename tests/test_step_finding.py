@@ -271,3 +271,49 @@ def test_steps_inside_the_session_are_left_as_recorded(tmp_path):
         path.write_bytes(gzip.compress(json.dumps(doc).encode()))
         steps = find_steps(load_target(path))
         assert "session" not in steps.how and len(steps.windows) == 4
+
+
+def _op(name: str, ts: float, dur: float, **args) -> dict:
+    return {"ph": "X", "cat": "cpu_op", "name": name, "pid": 1, "tid": 1, "ts": ts, "dur": dur, "args": args}
+
+
+def test_work_launched_after_the_last_step_is_not_the_steps(tmp_path):
+    """SYNTHETIC: two ProfilerStep ranges, each launching one long kernel; after the last range ends, the next
+    iteration (recorded until the profiler stopped) launches a kernel on another stream that runs inside the last
+    step's window. It is not the step's work: one GPU op per step, not 1.5."""
+    from diagnose import analyze
+
+    events = []
+    for i, (start, gpu_ts) in enumerate(((0.0, 20.0), (100.0, 520.0))):
+        events.append({**_op(f"ProfilerStep#{i}", start, 100.0), "cat": "user_annotation"})
+    for corr, (host, gpu_ts, stream, dur) in enumerate(
+        ((10.0, 20.0, 7, 500.0), (110.0, 520.0, 7, 500.0), (210.0, 600.0, 8, 50.0)), start=1
+    ):
+        events += [
+            _op("aten::mm", host, 20.0, **{"External id": corr}),
+            {**_op("cudaLaunchKernel", host + 5, 5.0, correlation=corr), "cat": "cuda_runtime"},
+            {
+                "ph": "X",
+                "cat": "kernel",
+                "name": "kernel_mm",
+                "pid": 0,
+                "tid": stream,
+                "ts": gpu_ts,
+                "dur": dur,
+                "args": {"correlation": corr, "device": 0, "stream": stream},
+            },
+        ]
+    path = tmp_path / "after_the_last_step.json.gz"
+    with gzip.open(path, "wt") as f:
+        json.dump({"traceEvents": events}, f)
+    d = analyze(path)
+    assert d.summary.steps_analysed == 2
+    assert d.summary.gpu_ops_per_step == 1.0
+
+
+def test_a_library_range_is_never_the_users_range(tmp_path):
+    """SYNTHETIC: inductor's own range repeats once per iteration; it is activity of the loop, not the user's step
+    range, so the steps come from the activity's pattern and the steps line does not call it the user's."""
+    steps = find_steps(_trace(tmp_path, 5, marks=["## Call CompiledFxGraph fabc123 ##"]))
+    assert "user's own range" not in steps.how
+    assert "repeating pattern" in steps.how and len(steps.windows) >= 4

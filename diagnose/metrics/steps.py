@@ -325,7 +325,7 @@ def _windows_from_ranges(trace: Trace, marked: pd.DataFrame) -> list[StepWindow]
     GPU time of the work its step launched.
     """
     marked = marked.sort_values("ts").drop_duplicates("ts")
-    launch_ts = _launch_time_of_gpu_ops(trace)
+    launch_ts = launch_time_of_gpu_ops(trace)
     order = np.argsort(launch_ts, kind="stable")
     launch_ts, gpu_end = launch_ts[order], trace.gpu["end"].to_numpy(float)[order]
     cpu_start, cpu_end = marked["ts"].to_numpy(float), marked["end"].to_numpy(float)
@@ -366,9 +366,10 @@ def _range_max(values: np.ndarray, first: np.ndarray, stop: np.ndarray) -> np.nd
     return out
 
 
-def _launch_time_of_gpu_ops(trace: Trace) -> np.ndarray:
-    """For each GPU op, the host time of the call that launched it (its own start if unknown)."""
-    gpu = trace.gpu
+def launch_time_of_gpu_ops(trace: Trace, gpu: pd.DataFrame | None = None) -> np.ndarray:
+    """For each GPU op (of the trace, or the rows `gpu` of it), the host time of the CUDA call that launched it
+    (its own start if unknown)."""
+    gpu = trace.gpu if gpu is None else gpu
     if not len(gpu):
         return np.array([])
     runtime = trace.runtime.dropna(subset=["correlation"]).drop_duplicates("correlation")

@@ -25,8 +25,7 @@ import numpy as np
 import pandas as pd
 
 from diagnose.metrics.launches import lookup
-from diagnose.metrics.comm import launch_times
-from diagnose.metrics.steps import Steps
+from diagnose.metrics.steps import Steps, launch_time_of_gpu_ops
 from diagnose.base.thresholds import Threshold
 from diagnose.trace.model import Trace
 from diagnose.trace.names import name_search
@@ -121,7 +120,7 @@ def build_timeline(trace: Trace, steps: Steps, params: dict | None = None) -> Ti
         cut = steps.windows[-1].cpu_end
         late = ops[ops["ts"].to_numpy(float) > cut]
         if len(late):
-            ops = ops.drop(late.index[launch_times(trace, late) > cut])
+            ops = ops.drop(late.index[launch_time_of_gpu_ops(trace, late) > cut])
     ops = ops.sort_values("ts", kind="stable").reset_index(drop=True)
     ts = np.clip(ops["ts"].to_numpy(float), start, end)
     te = np.clip(ops["end"].to_numpy(float), start, end)
