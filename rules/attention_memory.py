@@ -315,7 +315,9 @@ def _time_saved(ctx, t, s: ScoreMatrix):
     rate = t["flash_efficiency"] * (spec.achievable_tflops.get("bf16") or spec.achievable_tflops.get("fp16") or 0)
     if rate <= 0:
         return None
-    calls = max(round(len(chain[chain["kind"] == "gemm"]) / n / 2), 1)  # two matmuls per attention call
+    # two matmuls per attention call, counted over the window and not rounded per step, so the estimate
+    # does not hang on the unit (a step cut shorter than one iteration holds half a call)
+    calls = max(len(chain[chain["kind"] == "gemm"]) / 2, 1) / n
     fused_us = calls * flops / (rate * 1e12) * 1e6
     after = max(step_us - chain_us + fused_us, fused_us, 1e-9)
     ev = [
@@ -326,7 +328,7 @@ def _time_saved(ctx, t, s: ScoreMatrix):
     half = " (causal half)" if causal else ""
     basis = (
         f"time: the chain's kernels take {chain_us:,.0f} µs per step; a fused kernel does "
-        f"{flops / 1e9:,.1f} GFLOP{half} per call × {calls} at {percent(t['flash_efficiency'])} × "
+        f"{flops / 1e9:,.1f} GFLOP{half} per call × {calls:g} at {percent(t['flash_efficiency'])} × "
         f"{rate / t['flash_efficiency']:,.0f} TFLOP/s = {fused_us:,.0f} µs; "
         f"step {step_us:,.0f} → {after:,.0f} µs ({m.budget.basis})"
     )

@@ -3,14 +3,16 @@
 **Signal.** In any trace, diagnose finds torch.compile's graph calls (inductor's
 `## Call CompiledFxGraph ##` ranges, `CompiledFunction` in training; the innermost
 `Torch-Compiled Region` ranges for backends that mark no call) and, per measured step on the
-thread that ran it, counts the graphs entered and measures the host time *between* the first and
-the last graph that no graph call covers (diagnose/metrics/compiled.py). With one graph per
-step that time is zero; every graph break adds an eager stretch (the code dynamo could not
+thread that ran it, counts the graphs entered and measures the host time *between* graphs of one
+compiled call (the outermost `Torch-Compiled Region` around them) that no graph call covers
+(diagnose/metrics/compiled.py). The user's code between two calls of a compiled model is not a
+break, so a step that holds several calls, or two iterations, reads the same. With one graph per
+call that time is zero; every graph break adds an eager stretch (the code dynamo could not
 trace, such as a `.item()`, a `print`, a call into an unsupported library) plus the cost of
 leaving one graph and entering the next (cache lookup, guards, the AOT wrapper). When diagnose
 captured the workload, compile.json adds dynamo's own account: each graph break with its reason
 and the user's file:line, each recompile with the guard that failed, and the compile seconds
-spent in each capture phase. The rule fires when the time between graphs (steps with two graphs
+spent in each capture phase. The rule fires when the time between graphs (steps with a call of two graphs
 or more) plus the compile time per step booked to the measured or timed steps is at least
 `min_share` of the step. A trace without any compiled region is skipped with that reason.
 
@@ -120,6 +122,7 @@ class _Breaks:
     cs: CompiledSteps
     record: CompileRecord | None  # dynamo's log (compile.json), None for a trace without it
     graphs: float  # compiled graphs in the median step
+    graphs_per_entry: float  # the most graphs one compiled call ran, median over the steps (2+: a break)
     share_between: float  # the median step's share between graphs (steps with at least two graphs)
     between_us: float  # `share_between` of the step, µs
     recompile_us: float  # compile time per step, µs
@@ -139,7 +142,9 @@ def _measure(ctx, record: CompileRecord | None) -> _Breaks:
     budget = ctx.metrics.budget
     cs = ctx.metrics.compiled
     steps = cs.steps
-    per_step_share = (steps["between_us"] / steps["step_us"].clip(lower=1e-9)).where(steps["graphs"] >= 2, 0.0)
+    per_step_share = (steps["between_us"] / steps["step_us"].clip(lower=1e-9)).where(
+        steps["graphs_per_entry"] >= 2, 0.0
+    )
     share_between = float(per_step_share.median())  # the median step: a slow first step does not dilute it
     between_us = share_between * budget.step_us
     recompile_us, recompiles, where = _recompile_cost(record, ctx.trace.capture or {}, steps["step_us"], ctx.warnings)
@@ -148,6 +153,7 @@ def _measure(ctx, record: CompileRecord | None) -> _Breaks:
         cs=cs,
         record=record,
         graphs=float(steps["graphs"].median()),
+        graphs_per_entry=float(steps["graphs_per_entry"].median()),
         share_between=share_between,
         between_us=between_us,
         recompile_us=recompile_us,
@@ -203,6 +209,7 @@ def _evidence(b: _Breaks, named: list[str], t: dict[str, float]) -> list[Evidenc
         Evidence("time between graphs and recompiling", round(b.share * 100, 1), ">=", t["min_share"] * 100, "%"),
         Evidence("compiled graphs per step", b.graphs),
         Evidence("graph regions entered per step", round(cs.per_step("regions"), 1)),
+        Evidence("most graphs one compiled call ran", b.graphs_per_entry),
         Evidence("host time between graphs per step (profiled)", round(cs.per_step("between_us"), 1), unit="µs"),
         Evidence("eager ops between graphs per step", round(cs.per_step("eager_ops_between"), 1)),
     ]
@@ -225,7 +232,7 @@ def _evidence(b: _Breaks, named: list[str], t: dict[str, float]) -> list[Evidenc
 def _fixes(b: _Breaks, named: list[str]) -> list[Fix]:
     """fix-graph-break (several graphs or a named break), mark-dynamic (recompiles), then fullgraph."""
     fixes = []
-    if b.graphs >= 2 or named:
+    if b.graphs_per_entry >= 2 or named:
         fixes.append(fix("fix-graph-break", code=_break_code(b.breaks)))
     if b.recompiles:
         fixes.append(fix("mark-dynamic", code=_dynamic_code(b.record)))

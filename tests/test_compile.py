@@ -3,6 +3,7 @@ the compile-breaks rule, and launch-overhead's note on skipped CUDA graphs."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import shutil
@@ -103,6 +104,27 @@ def test_trace_mode_counts_graphs_and_the_time_between_them():
     assert cs.marked and list(cs.steps["graphs"]) == [4, 4, 4, 4]
     assert list(cs.steps["between_us"]) == [300.0] * 4 and list(cs.steps["eager_ops_between"]) == [3] * 4
     assert cs.between_ops["name"].tolist() == ["aten::item"]
+
+
+def _pairs(windows):
+    """The steps merged two by two: a unit twice as long, as a trace without markers can be read."""
+    return [
+        dataclasses.replace(a, cpu_end=b.cpu_end, end=b.end, n_gpu_ops=a.n_gpu_ops + b.n_gpu_ops)
+        for a, b in zip(windows[::2], windows[1::2])
+    ]
+
+
+@pytest.mark.parametrize(
+    "name,graphs,per_entry,between",
+    [("synthetic_compile_breaks.json", 8, 4, 600.0), ("synthetic_compile_onegraph.json", 2, 1, 0.0)],
+)
+def test_the_time_between_graphs_does_not_hang_on_the_unit(name, graphs, per_entry, between):
+    """SYNTHETIC: two compiled calls in one step have the user's code between them, not a break; the breaks
+    inside each call still count, twice over."""
+    trace = load_target(SYNTHETIC / name)
+    cs = compiled_steps(trace, _pairs(Metrics(trace).steps.windows))
+    assert set(cs.steps["graphs"]) == {graphs} and set(cs.steps["graphs_per_entry"]) == {per_entry}
+    assert set(cs.steps["between_us"]) == {between}
 
 
 def test_real_compiled_captures_run_one_graph_per_step():

@@ -11,11 +11,13 @@ Works on any kineto trace (no logs needed). torch.compile leaves these marks:
   back to the regions that hold no other region;
 - inductor's kernels (`triton_…`, `cpp_fused_…`) and CUDA graph replays (`cudaGraphLaunch`).
 
-Per measured step, on the thread that ran the step: regions entered, graph calls, host time
-inside graph calls, host time *between* the first and the last graph call not covered by one
-(the eager code and the dynamo entry cost that a graph break puts between graphs: what
-removing the breaks recovers), host time outside graph calls altogether, eager ops and kernel
-launches between graphs, graph replays.
+Per measured step, on the thread that ran the step: regions entered, graph calls, the most graph
+calls one compiled entry made (the outermost region around them: a break's resume functions run
+inside the frame that broke), host time inside graph calls, host time *between* graph calls of the
+same entry not covered by one (the eager code and the dynamo entry cost that a graph break puts
+between graphs: what removing the breaks recovers; the user's code between two calls of a compiled
+model is not a break, so the count does not hang on how many calls a step holds), host time outside
+graph calls altogether, eager ops and kernel launches between graphs, graph replays.
 
 `load_compile_record` reads compile.json (schema diagnose.compile/1, written by
 diagnose/capture/compile_log.py) beside the trace: dynamo's own graph breaks, recompiles and
@@ -46,6 +48,7 @@ STEP_COLUMNS = [
     "step_us",
     "regions",
     "graphs",
+    "graphs_per_entry",
     "graph_us",
     "between_us",
     "outside_us",
@@ -95,9 +98,9 @@ def compiled_steps(trace: Trace, windows) -> CompiledSteps:
             else ops.iloc[0:0]
         )
         step_calls = calls[(calls["tid"] == tid) & (calls["ts"] >= w.cpu_start) & (calls["ts"] < w.cpu_end)]
-        spans = merge_intervals(step_calls["ts"].to_numpy(float), step_calls["end"].to_numpy(float).clip(max=w.cpu_end))
+        entries = _entries(step_calls, regions[regions["tid"] == tid] if len(regions) else regions)
+        spans, gaps, per_entry = _graph_spans(step_calls, entries, w.cpu_end)
         covered = float((spans[:, 1] - spans[:, 0]).sum()) if len(spans) else 0.0
-        gaps = np.column_stack((spans[:-1, 1], spans[1:, 0])) if len(spans) > 1 else np.zeros((0, 2))
         eager = _top_level(own[~name_matches(own["name"], DYNAMO_OWN) & (own["cat"] == "cpu_op").to_numpy()])
         in_gap = _within(eager["ts"].to_numpy(float), gaps)
         between.append(eager[in_gap].assign(step=i))
@@ -120,6 +123,7 @@ def compiled_steps(trace: Trace, windows) -> CompiledSteps:
                 if len(regions)
                 else 0,
                 "graphs": len(spans),
+                "graphs_per_entry": per_entry,
                 "graph_us": covered,
                 "between_us": float((gaps[:, 1] - gaps[:, 0]).sum()) if len(gaps) else 0.0,
                 "outside_us": max((w.cpu_end - w.cpu_start) - covered, 0.0) if len(spans) else 0.0,
@@ -133,6 +137,47 @@ def compiled_steps(trace: Trace, windows) -> CompiledSteps:
         )
     frame = pd.DataFrame(rows, columns=STEP_COLUMNS)
     return CompiledSteps(frame, marked, _between_ops(between, max(len(windows), 1)), int(is_region.sum()))
+
+
+def _entries(calls: pd.DataFrame, regions: pd.DataFrame) -> np.ndarray:
+    """For each graph call (one thread), the compiled entry it ran in: the outermost region that holds it.
+
+    A graph break's resume functions run inside the region of the frame that broke, so the graphs of one
+    entry and the eager code between them share that region; graphs of separate entries (a model called
+    twice in a step, a step that is two iterations) have the user's own code between them, not a break.
+    A call outside every region is an entry of its own; a trace that marks no region at all (older torch)
+    has one entry per step, as every call between the first and the last could be a break."""
+    if not len(regions):
+        return np.zeros(len(calls), dtype=int)
+    outer = _outermost(regions)
+    starts, ends = outer["ts"].to_numpy(float), outer["end"].to_numpy(float)
+    ts = calls["ts"].to_numpy(float)
+    at = np.searchsorted(starts, ts, side="right") - 1
+    inside = (at >= 0) & (ts < ends[np.maximum(at, 0)])
+    return np.where(inside, at, len(outer) + np.arange(len(calls)))
+
+
+def _outermost(regions: pd.DataFrame) -> pd.DataFrame:
+    """The regions (one thread) held by no other, sorted by start: disjoint spans."""
+    return _top_level(regions)
+
+
+def _graph_spans(calls: pd.DataFrame, entries: np.ndarray, cap: float) -> tuple[np.ndarray, np.ndarray, int]:
+    """(the step's graph spans, the gaps between graphs of the same entry, the most graphs one entry ran)."""
+    ts, end = calls["ts"].to_numpy(float), calls["end"].to_numpy(float).clip(max=cap)
+    spans, gaps, most = [], [], 0
+    for entry in np.unique(entries):
+        mine = entries == entry
+        merged = merge_intervals(ts[mine], end[mine])
+        spans.append(merged)
+        most = max(most, len(merged))
+        if len(merged) > 1:
+            gaps.append(np.column_stack((merged[:-1, 1], merged[1:, 0])))
+    all_spans = np.concatenate(spans) if spans else np.zeros((0, 2))
+    all_spans = all_spans[np.argsort(all_spans[:, 0])] if len(all_spans) else all_spans
+    all_gaps = np.concatenate(gaps) if gaps else np.zeros((0, 2))
+    all_gaps = all_gaps[np.argsort(all_gaps[:, 0])] if len(all_gaps) else all_gaps
+    return all_spans, all_gaps, most
 
 
 def _between_ops(parts: list[pd.DataFrame], n: int) -> pd.DataFrame:
