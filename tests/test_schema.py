@@ -103,6 +103,8 @@ def test_a_findings_json_from_before_the_typed_model_reads_typed():
         "estimated_unprofiled_step_time_us",
         "profiler_share_of_host_time",
         "python_tracing_us_per_step",
+        "steps_method",
+        "step_unit_known",
     }
     assert all(again["summary"][k] is None for k in added)
     ranks = again["summary"]["ranks"]  # the timed arrivals are additive too: None when absent

@@ -192,3 +192,22 @@ def test_recompiles_are_the_same_activity():
     starts = np.arange(len(names)) * 10.0
     period = find_period(names, starts, starts + 5)
     assert period.length == 2 and len(period.cuts) == 7
+
+
+def test_diff_reads_how_steps_were_found_from_the_summary_and_from_an_older_files_words():
+    from diagnose.diff.build import how_found
+    from diagnose.model.findings import Summary
+
+    assert how_found(Summary(steps_method="pattern", step_unit_known=False)).endswith("unsure")
+    assert how_found(Summary(steps_method="pattern", step_unit_known=True)) == "by a repeating pattern"
+    assert how_found(Summary(steps_method="window", step_unit_known=False)) == "as one window"
+    # a findings.json written before steps_method: its words
+    older = Summary(steps_found_by="ProfilerStep#N ranges recorded by torch.profiler")
+    assert how_found(older) == "by step ranges"
+
+
+def test_the_summary_says_how_steps_were_found_in_one_word():
+    d = analyze(ROOT / "fixtures" / "plain" / "item_loop" / "plain.json.gz")
+    assert (d.summary.steps_method, d.summary.step_unit_known) == ("pattern", False)
+    d = analyze(ROOT / "fixtures" / "plain" / "item_loop" / "marked.json.gz")
+    assert (d.summary.steps_method, d.summary.step_unit_known) == ("step-ranges", True)

@@ -29,7 +29,7 @@ def diff_diagnoses(
 
     `paths` name the two sides as the user gave them. InputError when a side has no measured step."""
     samples, basis, warnings = _samples(before, after)
-    found = [_how_found(d.summary.steps_found_by or "") for d in (before, after)]
+    found = [how_found(d.summary) for d in (before, after)]
     unsure = any(f in UNSURE for f in found)
     unit = match_units(before.details.inventory, after.details.inventory, rescale=unsure)
     if unit.rescaled:
@@ -106,7 +106,7 @@ def _side_samples(d: Diagnosis, label: str) -> tuple[list[float], str]:
 
 def _found_differently(before: Diagnosis, after: Diagnosis) -> list[str]:
     """A warning when the two sides' steps were found in different ways (marks on one, a pattern on the other)."""
-    kinds = [_how_found(d.summary.steps_found_by or "") for d in (before, after)]
+    kinds = [how_found(d.summary) for d in (before, after)]
     if kinds[0] == kinds[1]:
         return []
     return [f"the steps were found differently: {kinds[0]} before, {kinds[1]} after"]
@@ -116,8 +116,28 @@ def _found_differently(before: Diagnosis, after: Diagnosis) -> list[str]:
 UNSURE = ("as one window", "by a repeating pattern whose iteration is unsure")
 
 
-def _how_found(text: str) -> str:
-    """How a side's steps were found, in the words of the diff's warning."""
+METHOD_WORDS = {
+    "step-ranges": "by step ranges",
+    "iteration-marks": "by iteration marks",
+    "user-range": "by the user's own range",
+    "window": "as one window",
+    "pattern": "by a repeating pattern",
+}
+
+
+def how_found(summary) -> str:
+    """How a side's steps were found, in the words of the diff's warning: from the summary's steps_method
+    and step_unit_known, or, in a findings.json written before those were recorded, from its words."""
+    method = summary.steps_method
+    if method in METHOD_WORDS:
+        if method == "pattern" and summary.step_unit_known is False:
+            return UNSURE[1]
+        return METHOD_WORDS[method]
+    return _how_found_in_words(summary.steps_found_by or "")
+
+
+def _how_found_in_words(text: str) -> str:
+    """How steps were found, read from the steps line of an older findings.json."""
     if text.startswith(STEP_RANGE_HOWS):
         return "by step ranges"
     if text.startswith(("the ends of the optimizer", "the starts of")):

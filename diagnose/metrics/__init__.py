@@ -212,6 +212,8 @@ class Metrics:
         return {
             "steps_analysed": len(steps.windows),
             "steps_found_by": steps.how,
+            "steps_method": steps.method,
+            "step_unit_known": steps.unit_known,
             "cold_start_us": steps.cold_start_us,
             "unrecorded_launches": self.trace.unrecorded_launches,
             "graph_capture": (

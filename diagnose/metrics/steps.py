@@ -77,6 +77,9 @@ class Steps:
     # apart; False when the trace is one window, or a short pattern repeated edge to edge (the iteration
     # may be any multiple of it, and per-step counts are then per repetition of the pattern)
     unit_known: bool = True
+    # how they were found, one word for tools (diff matches units by it): "step-ranges" (diagnose's or
+    # ProfilerStep#N), "iteration-marks", "user-range", "pattern" (of top-level activity) or "window"
+    method: str = "step-ranges"
 
     @property
     def start(self) -> float:
@@ -111,17 +114,24 @@ def find_steps(trace: Trace) -> Steps:
             # ProfilerStep#0 holds the profiler's start-up as an unmarked first iteration does; diagnose's
             # own ranges start after a warm-up step that absorbs it
             return _without_cold_start(steps, COLD_FACTOR if pattern is OUR_STEP else COLD_FACTOR_UNMARKED)
-    found = _iteration_marks(trace, annotations) or _repeated_range(annotations) or _activity_pattern(trace)
-    if found is not None:
-        cuts, how, known = found
-        steps = Steps(_windows_from_ranges(trace, _between(cuts)), how, annotated=True, unit_known=known)
-        return _without_cold_start(steps, COLD_FACTOR_UNMARKED)
+    for method, find in (
+        ("iteration-marks", lambda: _iteration_marks(trace, annotations)),
+        ("user-range", lambda: _repeated_range(annotations)),
+        ("pattern", lambda: _activity_pattern(trace)),
+    ):
+        found = find()
+        if found is not None:
+            cuts, how, known = found
+            windows = _windows_from_ranges(trace, _between(cuts))
+            steps = Steps(windows, how, annotated=True, unit_known=known, method=method)
+            return _without_cold_start(steps, COLD_FACTOR_UNMARKED)
     return Steps(
         _whole_window(trace),
         "no step ranges in the trace and no repeating activity: the span of its GPU activity is analysed as one "
         "window (the window is the unit of every per-step number)",
         annotated=False,
         unit_known=False,
+        method="window",
     )
 
 

@@ -467,6 +467,10 @@ class Summary(msgspec.Struct):
     time_basis: str | None = None
     accounting: Accounting | None = None
     ranks: RankSummary | None = None  # with several ranks only
+    # how the steps were found, one word (metrics/steps.py Steps.method), and whether the iteration is known;
+    # None in a findings.json written before they were recorded (diff then reads steps_found_by's words)
+    steps_method: str | None = None
+    step_unit_known: bool | None = None
 
     @property
     def step_basis(self) -> str:
