@@ -46,7 +46,7 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from diagnose.rulebook.engine import Quiet, Rule, Skip, Threshold, top_offenders
+from diagnose.rulebook.engine import Quiet, Rule, Skip, Threshold, severity_ladder, top_offenders
 from diagnose.model.findings import Evidence, Finding, Offender, Severity
 from diagnose.model.fixes import fix
 from diagnose.memory.details import breakdown, step_levels
@@ -178,7 +178,7 @@ def _score_part(ctx, t, s: ScoreMatrix) -> _Part:
             "time not estimated (no kernels of the chain in the measured steps, or a GPU without "
             "figures in diagnose/base/devices.py)"
         )
-    return _Part(evidence, basis, "high" if s.tk >= t["long_tokens"] else "medium", est_speedup, recoverable)
+    return _Part(evidence, basis, severity_ladder(s.tk, t, "long_tokens", None), est_speedup, recoverable)
 
 
 def _mask_part(c) -> _Part:
@@ -322,7 +322,7 @@ def _time_saved(ctx, t, s: ScoreMatrix):
     after = max(step_us - chain_us + fused_us, fused_us, 1e-9)
     ev = [
         Evidence("attention chain kernel time per step", round(chain_us, 1), unit="µs"),
-        Evidence("attention chain share of the step", round(min(chain_us / step_us, 1.0) * 100, 1), unit="%"),
+        Evidence.share("attention chain share of the step", min(chain_us / step_us, 1.0)),
         Evidence("fused kernel estimate per step", round(fused_us, 1), unit="µs"),
     ]
     half = " (causal half)" if causal else ""

@@ -206,7 +206,7 @@ def _evidence(b: _Breaks, named: list[str], t: dict[str, float]) -> list[Evidenc
     lines (or why they are not known)."""
     cs = b.cs
     evidence = [
-        Evidence("time between graphs and recompiling", round(b.share * 100, 1), ">=", t["min_share"] * 100, "%"),
+        Evidence.share("time between graphs and recompiling", b.share, ">=", t["min_share"]),
         Evidence("compiled graphs per step", b.graphs),
         Evidence("graph regions entered per step", round(cs.per_step("regions"), 1)),
         Evidence("most graphs one compiled call ran", b.graphs_per_entry),

@@ -125,27 +125,34 @@ import numpy as np
 import pandas as pd
 
 from diagnose.base.devices import DeviceSpec
-from diagnose.rulebook.engine import NO_STEP_WORK, Quiet, Rule, Skip, Threshold, time_base, top_offenders
+from diagnose.rulebook.engine import (
+    NO_STEP_WORK,
+    Quiet,
+    Rule,
+    Skip,
+    Threshold,
+    time_base,
+    top_offenders,
+    severity_from,
+    severity_ladder,
+)
 from diagnose.model.findings import Evidence, Finding, Fix, Offender, Severity
 from diagnose.model.fixes import fix
 from diagnose.metrics import Metrics
-from diagnose.vocabulary.dtypes import dtype_bytes, precision
+from diagnose.vocabulary.dtypes import (
+    HALF_PRECISIONS,
+    NARROW_PRECISIONS,
+    dtype_bytes,
+    precision,
+    precision_bytes,
+    rung_name,
+)
+from diagnose.vocabulary.kernels import MATMUL_KINDS
 from diagnose.ncu.classify import LATENCY_PCT
 from diagnose.vocabulary.units import percent
 from diagnose.trace.names import name_search
 from diagnose.rules import whole_step
 
-MATRIX_KINDS = ("gemm", "conv")
-RUNG_NAMES = {
-    "fp32": "FP32 (CUDA cores)",
-    "tf32": "TF32 tensor cores",
-    "bf16": "bf16 tensor cores",
-    "fp16": "fp16 tensor cores",
-    "fp8": "FP8 tensor cores",
-    "int8": "INT8 tensor cores",
-    "fp64": "FP64",
-}
-RUNG_BYTES = {"fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2, "fp8": 1, "int8": 1}
 FIX_OF_ISSUE = {"tensor-cores-unused": "bf16-tensor-cores", "misaligned": "pad-dims"}
 MEASURED_TENSOR_PCT = 1.0  # a measured tensor pipe at least this active means tensor cores ran
 MIN_SHAPE_COVER = 0.5  # below this share of matrix time with known FLOPs, the roofline cannot be drawn
@@ -312,24 +319,23 @@ def _estimate(p: "_Placed") -> tuple[float, float, float]:
 def _severity(issues: list[str], speedup: float, t) -> Severity:
     """high or medium (from `high_speedup`) for a defect (tensor cores unused, misaligned dims), else low."""
     defect = any(i in FIX_OF_ISSUE for i in issues)
-    return ("high" if speedup >= t["high_speedup"] else "medium") if defect else "low"
+    return severity_from(defect and speedup >= t["high_speedup"], medium=defect)
 
 
 def _evidence(p: "_Placed", groups: list[tuple[str, pd.DataFrame]], t) -> list[Evidence]:
     """The gate, the throughput against the peak, the intensity against the ridge, what Nsight Compute
     measured, then each issue's share of the step."""
     assert p.main_rung is not None  # the acting ops are compute-bound, so one precision leads
-    rung_name = RUNG_NAMES.get(p.main_rung, p.main_rung)
+    rung_label = rung_name(p.main_rung)
     cb = p.cb
     evidence = [
         _gate(p, t),
-        Evidence(f"achieved throughput ({rung_name})", round(p.achieved, 1), unit="TFLOP/s"),
-        Evidence(
-            f"share of the {rung_name} datasheet peak ({p.main_peak:,.0f} TFLOP/s)",
-            round(p.achieved / p.main_peak * 100, 1),
+        Evidence(f"achieved throughput ({rung_label})", round(p.achieved, 1), unit="TFLOP/s"),
+        Evidence.share(
+            f"share of the {rung_label} datasheet peak ({p.main_peak:,.0f} TFLOP/s)",
+            p.achieved / p.main_peak,
             ">=" if p.achieved / p.main_peak >= t["near_peak_share"] else "<",
-            t["near_peak_share"] * 100,
-            "%",
+            t["near_peak_share"],
         ),
         Evidence(
             "arithmetic intensity (median)",
@@ -342,27 +348,22 @@ def _evidence(p: "_Placed", groups: list[tuple[str, pd.DataFrame]], t) -> list[E
     ]
     for issue, part in groups:
         share_of_step = p.metrics.per_step(part["matrix_us"].sum()) / p.step_us
-        evidence.append(Evidence(_issue_label(issue, part), round(share_of_step * 100, 1), unit="% of step"))
+        evidence.append(Evidence.share(_issue_label(issue, part), share_of_step, unit="% of step"))
     return evidence
 
 
 def _gate(p: "_Placed", t) -> Evidence:
     """What let the rule fire: compute-bound math at least `min_share` of the step, else the defect's saving."""
     if p.cb_busy_share >= t["min_share"]:
-        return Evidence(
-            "compute-bound matrix math, share of the GPU's busy time",
-            round(p.cb_busy_share * 100, 1),
-            ">=",
-            t["min_share"] * 100,
-            "%",
+        return Evidence.share(
+            "compute-bound matrix math, share of the GPU's busy time", p.cb_busy_share, ">=", t["min_share"]
         )
-    return Evidence(
+    return Evidence.share(
         f"step saved by fixing it (matrix math {percent(p.cb_busy_share)} of the GPU's busy time "
         f"< {percent(t['min_share'])})",
-        round(p.defect_saving * 100, 1),
+        p.defect_saving,
         ">=",
-        t["min_defect_saving"] * 100,
-        "%",
+        t["min_defect_saving"],
     )
 
 
@@ -392,7 +393,7 @@ def _measure(ctx, t, ops: pd.DataFrame, step_us: float, n: int) -> "_Placed | Qu
     """Place every matrix op of the steps on the roofline; Quiet or Skip when there is too little to place."""
     m = ctx.metrics
     spec = m.device_spec
-    matrix = ops[ops["kind"].isin(MATRIX_KINDS)]
+    matrix = ops[ops["kind"].isin(MATMUL_KINDS)]
     matrix_share = m.per_step(matrix["matrix_us"].sum()) / step_us
     busy_us = _busy_us(m, step_us)
     matrix_busy_share = m.per_step(matrix["matrix_us"].sum()) / busy_us
@@ -499,7 +500,7 @@ def _target_names(acting: pd.DataFrame) -> str:
     names = []
     pairs = acting[["issue", "target"]].drop_duplicates()
     for issue, target in zip(pairs["issue"], pairs["target"].astype(str)):
-        name = RUNG_NAMES.get(target, target) if issue == "next-rung" else _DEFECT_FIX_WORDS.get(issue, issue)
+        name = rung_name(target) if issue == "next-rung" else _DEFECT_FIX_WORDS.get(issue, issue)
         if name not in names:
             names.append(name)
     return " / ".join(names)
@@ -591,7 +592,7 @@ def _precision_as_run(known: pd.DataFrame, spec, achieved: np.ndarray) -> tuple[
     )
     fp32 = rung == "fp32"
     tc = np.where(fp32 & (tc == -1), achieved > (spec.peak("fp32") or math.inf), tc).astype(np.int8)
-    half = np.isin(rung, ["bf16", "fp16", "fp8", "int8"])
+    half = np.isin(rung, NARROW_PRECISIONS)
     run = np.where(rung == None, "fp32", rung).astype(object)  # noqa: E711 - elementwise
     run[fp32] = "tf32" if spec.peak("tf32") else "fp32"
     run[fp32 & (tc != 1)] = "fp32"
@@ -675,7 +676,7 @@ def _after(spec, flops, nbytes, esize, issue, target) -> np.ndarray:
             continue
         rows = target == goal
         e, b = esize[rows].astype(float), nbytes[rows]
-        factor = RUNG_BYTES[goal] if goal in RUNG_BYTES else e
+        factor = precision_bytes(goal) or e
         new_bytes = np.where(issue[rows] != "misaligned", b * factor / e, b)
         compute_us = flops[rows] / tflops / 1e6
         memory_us = new_bytes / spec.achievable_tbps / 1e6
@@ -767,10 +768,8 @@ def _measured_evidence(cb: pd.DataFrame) -> list[Evidence]:
         share = classes.drop("compute-bound", errors="ignore").sum() / w.sum()
         top = classes.drop("compute-bound", errors="ignore").idxmax()
         out.append(
-            Evidence(
-                f"matrix time Nsight Compute calls {top} (kept: the shapes put it right of the ridge)",
-                round(float(share) * 100, 1),
-                unit="%",
+            Evidence.share(
+                f"matrix time Nsight Compute calls {top} (kept: the shapes put it right of the ridge)", float(share)
             )
         )
     if m["tensor_pct"].notna().all():
@@ -815,7 +814,7 @@ def _issue_label(issue: str, part: pd.DataFrame) -> str:
         return "matrix time on CUDA cores (tensor cores unused)"
     if issue == "misaligned":
         return f"matrix time in misaligned GEMMs ({part['bad_dims'].iloc[0]}, not a multiple of 8/16 bytes)"
-    rung, target = RUNG_NAMES.get(_lead_rung(part)), part["target"].iloc[0].upper()
+    rung, target = rung_name(_lead_rung(part)), part["target"].iloc[0].upper()
     return f"matrix time near the {rung} peak with {target} available"
 
 
@@ -835,8 +834,7 @@ def _title(issue: str, part: pd.DataFrame) -> str:
         )
     rung = _lead_rung(part)
     return (
-        f"Compute-bound matrix math near the {RUNG_NAMES.get(rung, rung)} peak: "
-        f"{part['target'].iloc[0].upper()} is the next step"
+        f"Compute-bound matrix math near the {rung_name(rung)} peak: {part['target'].iloc[0].upper()} is the next step"
     )
 
 
@@ -868,7 +866,7 @@ def _fix_for(issue: str, part: pd.DataFrame, spec: DeviceSpec, n: int, training:
         )
         return fix("fp8", how=how, code=_fp8_code())
     how = (
-        f"These matmuls run on {RUNG_NAMES.get(_lead_rung(part))} near their peak; {target} autocast doubles "
+        f"These matmuls run on {rung_name(_lead_rung(part))} near their peak; {target} autocast doubles "
         f"the tensor-core rate again and halves the bytes."
     )
     return fix("bf16-tensor-cores", how=how, code=_autocast_code(target))
@@ -882,7 +880,7 @@ def _tensor_core_fix(part: pd.DataFrame, spec: DeviceSpec, n: int, training: boo
     what = "convolutions" if (part["kind"] == "conv").all() else "matmuls"
     kernel = part["kernel"].iloc[0][:60]
     dtypes = {precision(d) for d in part["dtype"]}
-    if dtypes <= {"bf16", "fp16"}:  # already 16-bit: autocast would change nothing
+    if dtypes <= set(HALF_PRECISIONS):  # already 16-bit: autocast would change nothing
         how = (
             f"These {what} already have {'/'.join(sorted(r for r in dtypes if r))} data but run on CUDA-core kernels "
             f"({kernel}…): cuBLAS/cuDNN found no tensor-core kernel for their layout or sizes. Make the "
@@ -933,10 +931,10 @@ def _tf32_note(part: pd.DataFrame, spec: DeviceSpec, half: str, n: int, by: str 
 
 def _quiet_detail(cb, spec, achieved, rung, peak, share) -> str:
     top = spec.next_rung(rung)
-    where = f"{achieved:,.0f} TFLOP/s = {percent(achieved / peak)} of the {RUNG_NAMES.get(rung, rung)} peak"
+    where = f"{achieved:,.0f} TFLOP/s = {percent(achieved / peak)} of the {rung_name(rung)} peak"
     if top is None:
         return (
-            f"compute-bound matrix math {percent(share)} of the step on {RUNG_NAMES.get(rung, rung)} at {where}: "
+            f"compute-bound matrix math {percent(share)} of the step on {rung_name(rung)} at {where}: "
             f"already the fastest precision of this GPU's tensor cores ({spec.name})"
         )
     return (
@@ -1095,7 +1093,7 @@ def _whole_step_finding(rule: Rule, ws: "whole_step.WholeStep", ops: pd.DataFram
     )
     return Finding(
         rule=rule.id,
-        severity="high" if ws.speedup >= t["high_speedup"] else "medium",
+        severity=severity_ladder(ws.speedup, t, "high_speedup", None),
         title=f"The training step runs in fp32: {target} autocast would speed up the whole step",
         evidence=_whole_step_evidence(ws, target, t),
         offenders=top_offenders(
@@ -1118,14 +1116,8 @@ def _whole_step_finding(rule: Rule, ws: "whole_step.WholeStep", ops: pd.DataFram
 def _whole_step_evidence(ws: "whole_step.WholeStep", target: str, t) -> list[Evidence]:
     """The saving against its floor, the fp32 share against its gate, then what each part saves and what stays."""
     return [
-        Evidence(f"step saved at {target}", round(ws.share * 100, 1), ">=", t["min_whole_saving_share"] * 100, "%"),
-        Evidence(
-            "matrix time in fp32 / TF32",
-            round(ws.matrix_share * 100, 1),
-            ">=",
-            t["min_fp32_matrix_share"] * 100,
-            "%",
-        ),
+        Evidence.share(f"step saved at {target}", ws.share, ">=", t["min_whole_saving_share"]),
+        Evidence.share("matrix time in fp32 / TF32", ws.matrix_share, ">=", t["min_fp32_matrix_share"]),
         Evidence("saved on matmuls and convolutions", round(ws.matrix_saving, 1), unit="µs per step"),
         Evidence("saved on attention (half the bytes)", round(ws.attention_saving, 1), unit="µs per step"),
         Evidence(

@@ -62,7 +62,16 @@ import numpy as np
 import pandas as pd
 
 from diagnose.base.devices import DeviceSpec
-from diagnose.rulebook.engine import NO_STEP_WORK, Quiet, Rule, Skip, Threshold, time_base, top_offenders
+from diagnose.rulebook.engine import (
+    NO_STEP_WORK,
+    Quiet,
+    Rule,
+    Skip,
+    Threshold,
+    time_base,
+    top_offenders,
+    severity_ladder,
+)
 from diagnose.model.findings import Evidence, Finding, Fix, Offender
 from diagnose.model.fixes import fix
 from diagnose.metrics.step_time import StepBudget
@@ -131,7 +140,7 @@ class DecodeLatency(Rule):
         e = _estimate(s, t)
         return Finding(
             rule=self.id,
-            severity="high" if s.share >= t["high_share"] else "medium",
+            severity=severity_ladder(s.share, t, medium=None),
             title=self.title,
             evidence=_evidence(s, e, t),
             offenders=_offenders(s.gemv, s.n),
@@ -211,20 +220,19 @@ def _evidence(s: "_Streaming", e: _Estimate, t) -> list[Evidence]:
     bytes and bandwidths, and with rows the tokens/s now and at the ceilings."""
     bw = s.spec.achievable_tbps
     evidence = [
-        Evidence("time in GEMV-shaped weight matmuls", round(s.share * 100, 1), ">=", t["min_weight_share"] * 100, "%"),
+        Evidence.share("time in GEMV-shaped weight matmuls", s.share, ">=", t["min_weight_share"]),
         *(
             [Evidence("rows per weight matmul (tokens × sequences)", s.tokens, "<=", t["max_rows"])]
             if s.tokens
             else [Evidence(s.recognised_by, "measured")]
         ),
         Evidence("weight bytes read per step", round(s.weight_bytes / 1e9, 3), unit="GB"),
-        Evidence(
+        Evidence.share(
             f"weight bytes ÷ step time ({s.weight_bytes / s.step_us / 1e6:.2f} TB/s), share of the achievable "
             f"{bw:.2f} TB/s",
-            round(s.weight_bytes / s.step_us / 1e6 / bw * 100, 1),
-            unit="%",
+            s.weight_bytes / s.step_us / 1e6 / bw,
         ),
-        Evidence(f"bandwidth of the GEMV kernels (share of {e.ref_name})", round(e.tbps / e.ref * 100, 1), unit="%"),
+        Evidence.share(f"bandwidth of the GEMV kernels (share of {e.ref_name})", e.tbps / e.ref),
     ]
     if s.tokens:
         ceiling = s.tokens * bw * 1e12 / s.weight_bytes if s.weight_bytes else math.inf

@@ -234,9 +234,7 @@ def _evidence(x: _Top, changes: list[str], t: dict[str, float]) -> list[Evidence
     """The held share, host and kernel time, their ratio, the steps it recurs in, the shape changes."""
     top = x.top
     return [
-        Evidence(
-            f"host time {x.name} holds with no CUDA call", round(x.share * 100, 1), ">=", t["min_share"] * 100, "%"
-        ),
+        Evidence.share(f"host time {x.name} holds with no CUDA call", x.share, ">=", t["min_share"]),
         Evidence("its host µs per step", round(top.host_us / top.steps, 1), unit="µs"),
         Evidence("its kernels' µs per step", round(top.kernel_us / top.steps, 1), unit="µs"),
         Evidence("host ÷ kernel time", round(x.ratio, 1), ">=", t["min_host_ratio"], "×"),

@@ -306,19 +306,18 @@ def _word(
 def _evidence(x: _Exposed, saving: float, t: dict[str, float], extra: list) -> list[Evidence]:
     """The exposed share and the gain against their thresholds, the bounds, then `extra` and the rounds."""
     evidence = [
-        Evidence("exposed communication per step", round(x.share * 100, 1), ">=", t["min_exposed_share"] * 100, "%"),
-        Evidence(
+        Evidence.share("exposed communication per step", x.share, ">=", t["min_exposed_share"]),
+        Evidence.share(
             "step to gain (hiding it beyond the GPU's idle for the host, or skipping all-reduces)",
-            round(saving / x.step * 100, 1),
+            saving / x.step,
             ">=",
-            t["min_saving_share"] * 100,
-            "%",
+            t["min_saving_share"],
         ),
         Evidence("exposed communication time per step", round(x.exposed, 1), unit="µs"),
         Evidence(
             "GPU idle waiting for the host per step (hides communication already)", round(x.host_idle, 1), unit="µs"
         ),
-        Evidence("collective time overlapped with compute", round(x.comm.overlap_fraction * 100, 1), unit="%"),
+        Evidence.share("collective time overlapped with compute", x.comm.overlap_fraction),
         Evidence("collectives per step", round(x.comm.comm_kernels_per_step, 1)),
         Evidence(
             "most that overlap can still hide per step: min(communication, compute) less what it hides already",

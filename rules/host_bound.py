@@ -72,7 +72,7 @@ import shlex
 import numpy as np
 import pandas as pd
 
-from diagnose.rulebook.engine import Quiet, Rule, Threshold, severity_ladder, top_offenders
+from diagnose.rulebook.engine import Quiet, Rule, Threshold, milder, severity_ladder, top_offenders
 from diagnose.model.findings import Evidence, Finding, Fix, Offender, Severity
 from diagnose.model.fixes import comment, fix
 from diagnose.metrics import Metrics
@@ -80,9 +80,9 @@ from diagnose.metrics.host import SilentSplit
 from diagnose.metrics.pyframes import NO_SAMPLE, PySamples
 from diagnose.metrics.step_time import StepBudget
 from diagnose.trace.names import name_has
+from diagnose.vocabulary.runtime import PAGEABLE
 from diagnose.vocabulary.units import percent
 
-LOWER: dict[Severity, Severity] = {"high": "medium", "medium": "low", "low": "low"}
 MAX_OFFENDERS = 8
 PAGEABLE_EXPLAINS = 0.5  # pageable copies taking this share of the host work explain it: pinned memory first
 
@@ -189,7 +189,7 @@ def _decide(work: _HostWork, named: _Named, t: dict[str, float]) -> Severity:
     than `min_host_share` of the step is named by any op (the finding rests on unnamed time)."""
     severity = severity_ladder(work.share, t)
     if named.samples is None and work.named_share < t["min_host_share"]:
-        severity = LOWER[severity]  # the finding rests on time nothing in the trace names
+        severity = milder(severity)  # the finding rests on time nothing in the trace names
     return severity
 
 
@@ -250,30 +250,24 @@ def _evidence(ctx, work: _HostWork, named: _Named, t: dict[str, float]) -> list[
     """The host-work share and size, how much of it ops or samples name, and the pageable copies."""
     budget, split, per_step = work.budget, work.split, work.per_step
     evidence = [
-        Evidence("host work while the GPU idles", round(work.share * 100, 1), ">=", t["min_host_share"] * 100, "%"),
+        Evidence.share("host work while the GPU idles", work.share, ">=", t["min_host_share"]),
         Evidence("host work per step", round(work.work, 1), unit="µs"),
-        Evidence("GPU busy per step", round(budget.share(budget.busy_us) * 100, 1), unit="%"),
-        Evidence("of it named by CPU ops or DataLoader ranges", round(work.named_share * 100, 1), unit="%"),
+        Evidence.share("GPU busy per step", budget.share(budget.busy_us)),
+        Evidence.share("of it named by CPU ops or DataLoader ranges", work.named_share),
     ]
     if named.samples is not None and named.lines is not None:
         lines = named.lines
         if named.samples.from_trace:
             in_lines = lines.loc[lines["where"] != NO_SAMPLE, "us"].sum() * per_step
             evidence.append(
-                Evidence(
-                    "of it named by the trace's python_function events (with_stack)",
-                    round(budget.share(in_lines) * 100, 1),
-                    unit="%",
-                )
+                Evidence.share("of it named by the trace's python_function events (with_stack)", budget.share(in_lines))
             )
         else:
             sampled = lines.loc[lines["where"] != NO_SAMPLE, "samples"].sum()
             evidence.append(Evidence("Python stack samples inside the host work", int(sampled)))
     else:
         unnamed = budget.share(split.unnamed_us * per_step)
-        evidence.append(
-            Evidence("of it in no recorded op (Python the trace cannot name)", round(unnamed * 100, 1), unit="%")
-        )
+        evidence.append(Evidence.share("of it in no recorded op (Python the trace cannot name)", unnamed))
         evidence.append(Evidence("command that would name the code", command_for(ctx.trace)))
     if named.pageable["count"]:
         evidence.append(Evidence("pageable host-to-device copies per step", named.pageable["count"]))
@@ -391,7 +385,7 @@ def _where_silent_went(split, budget, per_step: float) -> str:
 
 
 def _pageable_copies(ops, n: int) -> dict:
-    copies = ops[(ops["cat"] == "memcpy") & name_has(ops["name"], "Pageable")]
+    copies = ops[(ops["cat"] == "memcpy") & name_has(ops["name"], PAGEABLE)]
     return {"count": round(len(copies) / n, 1), "us": float(copies["dur"].sum()) / n}
 
 
@@ -475,13 +469,7 @@ def _main_loader_finding(rule: Rule, budget: StepBudget, loader: float, t) -> Fi
         severity=severity_ladder(budget.share(loader), t) if budget.step_us / new_step >= 1.1 else "low",
         title=MAIN_LOADER_TITLE,
         evidence=[
-            Evidence(
-                "DataLoader loading in the main process",
-                round(budget.share(loader) * 100, 1),
-                ">=",
-                t["min_host_share"] * 100,
-                "%",
-            ),
+            Evidence.share("DataLoader loading in the main process", budget.share(loader), ">=", t["min_host_share"]),
             Evidence("loading per step", round(loader, 1), unit="µs"),
             Evidence("GPU busy per step", round(budget.busy_us, 1), unit="µs"),
         ],

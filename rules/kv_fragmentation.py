@@ -60,7 +60,7 @@ import math
 
 import pandas as pd
 
-from diagnose.rulebook.engine import Quiet, Rule, Threshold, top_offenders
+from diagnose.rulebook.engine import Quiet, Rule, Threshold, severity_from, top_offenders
 from diagnose.model.findings import Evidence, Finding, Offender
 from diagnose.model.fixes import fix
 from diagnose.memory.details import breakdown, step_levels, step_windows
@@ -175,7 +175,7 @@ def _word(rule: Rule, ctx, kv: _KV, capacity: dict | None, t) -> Finding:
     gain = capacity["gain"] if capacity else 0.0
     return Finding(
         rule=rule.id,
-        severity="high" if gain >= t["high_gain"] or (kv.frag or {}).get("oom") else "medium",
+        severity=severity_from(gain >= t["high_gain"] or bool((kv.frag or {}).get("oom"))),
         title=_title(kv.concat, kv.prealloc, kv.frag),
         evidence=[e for p in parts for e in p["evidence"]],
         fixes=fixes,
@@ -241,13 +241,7 @@ def _preallocated(ctx, t, decode: list, weights: float, windows: list) -> dict |
     if share >= t["max_used_share"] or unused < t["min_unused_gb"] * GB:
         return None
     evidence = [
-        Evidence(
-            "K/V read per step ÷ memory held outside the weights",
-            round(share * 100, 1),
-            "<",
-            t["max_used_share"] * 100,
-            "%",
-        ),
+        Evidence.share("K/V read per step ÷ memory held outside the weights", share, "<", t["max_used_share"]),
         Evidence("memory held outside the weights (allocated floor)", in_gb(held), unit="GB"),
         Evidence("held but never read by attention", in_gb(unused), ">=", t["min_unused_gb"], "GB"),
     ]
@@ -289,9 +283,7 @@ def _fragmentation(record, t) -> dict | None:
     if not oom_frag and (share < t["min_waste_share"] or waste < t["min_waste_gb"] * GB):
         return None
     evidence = [
-        Evidence(
-            "reserved but not allocated at the peak", round(share * 100, 1), ">=", t["min_waste_share"] * 100, "%"
-        ),
+        Evidence.share("reserved but not allocated at the peak", share, ">=", t["min_waste_share"]),
         Evidence("reserved peak", in_gb(record.peak_reserved), unit="GB"),
         Evidence("allocated peak", in_gb(record.peak_allocated), unit="GB"),
     ]

@@ -331,7 +331,7 @@ def _evidence(idle: _Idle, t: dict[str, float]) -> list[Evidence]:
     """The evidence of the idle itself: its share, the kernels' sizes and count, the host per launch."""
     budget = idle.budget
     evidence = [
-        Evidence("launch-bound idle per step", round(idle.share * 100, 1), ">=", t["min_recoverable_share"] * 100, "%"),
+        Evidence.share("launch-bound idle per step", idle.share, ">=", t["min_recoverable_share"]),
         Evidence(
             "median kernel duration",
             round(idle.median_us, 2),
@@ -339,9 +339,9 @@ def _evidence(idle: _Idle, t: dict[str, float]) -> list[Evidence]:
             t["small_kernel_us"],
             "µs",
         ),
-        Evidence("kernels shorter than 10 µs", round(idle.small_share * 100, 1), unit="%"),
+        Evidence.share("kernels shorter than 10 µs", idle.small_share),
         Evidence("kernels per step", round(idle.per_step, 1)),
-        Evidence("GPU busy per step", round(budget.share(budget.busy_us) * 100, 1), unit="%"),
+        Evidence.share("GPU busy per step", budget.share(budget.busy_us)),
         Evidence("host time per kernel launched", round(idle.host_per_launch, 2), unit="µs"),
     ]
     if idle.skipped:
@@ -370,12 +370,11 @@ def _first_steps(idle: _Idle, firsts: _Firsts, t: dict[str, float]) -> list[_Fir
 def _optimizer_first(optimizer: OptimizerStep, t: dict[str, float]) -> _FirstStep:
     """fused-optimizer first: a single-tensor optimizer launches most of the kernels."""
     return (
-        Evidence(
+        Evidence.share(
             f"kernels launched by {optimizer.name}.step (single-tensor)",
-            round(optimizer.launch_share * 100, 1),
+            optimizer.launch_share,
             ">=",
-            t["optimizer_launch_share"] * 100,
-            "%",
+            t["optimizer_launch_share"],
         ),
         fix("fused-optimizer", code=optimizer_code(optimizer.name), prerequisite=True),
         f"; first fused-optimizer: {optimizer.name} (foreach=False) launches "

@@ -84,7 +84,7 @@ from diagnose.rulebook.engine import (
 )
 from diagnose.model.findings import Evidence, Finding, Fix, Offender
 from diagnose.model.fixes import comment, fix
-from diagnose.vocabulary.dtypes import precision
+from diagnose.vocabulary.dtypes import HALF_PRECISIONS, precision
 from diagnose.vocabulary.kernels import MEMORY_KINDS
 from diagnose.metrics.step_time import StepBudget
 from diagnose.metrics.work import best_bytes
@@ -180,19 +180,18 @@ def _evidence(f: "_Fusion", t) -> list[Evidence]:
     """The chains' bandwidth, intensity and saving against their thresholds; their bytes, kernels and time."""
     bw, tbps = f.bw, f.tbps
     return [
-        Evidence(
+        Evidence.share(
             f"{'measured DRAM' if f.measured else 'HBM'} bandwidth of the chains, share of the achievable "
             f"{bw:.3g} TB/s ({tbps:.2f} TB/s{_measured_pct(tbps, f.spec) if f.measured else ''})",
-            round(tbps / bw * 100, 1),
+            tbps / bw,
             ">=",
-            t["min_bw_share"] * 100,
-            "%",
+            t["min_bw_share"],
         ),
         Evidence("arithmetic intensity", round(f.intensity, 3), "<=", round(f.max_intensity, 2), "FLOP/B"),
-        Evidence("estimated saving from fusion", round(f.saving * 100, 1), ">=", t["min_saving_share"] * 100, "%"),
+        Evidence.share("estimated saving from fusion", f.saving, ">=", t["min_saving_share"]),
         Evidence("bytes moved ÷ single-pass bytes", round(f.moved / max(f.fused_bytes, 1.0), 2), unit="×"),
         Evidence("unfused kernels in the chains per step", round(f.kernels, 1)),
-        Evidence("time in the chains per step", round(f.chain_us / f.step_us * 100, 1), unit="%"),
+        Evidence.share("time in the chains per step", f.chain_us / f.step_us),
     ]
 
 
@@ -326,7 +325,7 @@ def _half_matmuls(ctx) -> bool:
     work = ctx.step_work()
     ops = work[0] if work is not None else None
     gemm_dtypes = ops[ops["kind"] == "gemm"]["dtype"].dropna().unique() if ops is not None else []
-    return any(precision(d) in ("bf16", "fp16") for d in gemm_dtypes)
+    return any(precision(d) in HALF_PRECISIONS for d in gemm_dtypes)
 
 
 def _bf16_fix(good: list[dict], n: int, step_us: float, t) -> list:

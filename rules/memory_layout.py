@@ -33,21 +33,18 @@ benchmarks/calibrate.py derives them): batch norm 10,805 → 6,521 µs per step 
 from __future__ import annotations
 
 import dataclasses
-import re
 
 import pandas as pd
 
-from diagnose.rulebook.engine import Quiet, Rule, Threshold, top_offenders
+from diagnose.rulebook.engine import Quiet, Rule, Threshold, severity_ladder, top_offenders
 from diagnose.model.findings import Evidence, Finding, Offender, Severity
 from diagnose.model.fixes import fix
 from diagnose.metrics import Metrics
 from diagnose.metrics.step_time import StepBudget
 from diagnose.trace.names import name_search, name_test
 from diagnose.vocabulary.kernels import is_layout_conversion
+from diagnose.vocabulary.ops import BATCH_NORM_OP, CONV_OP
 from diagnose.vocabulary.units import percent
-
-BATCH_NORM_OP = re.compile(r"batch_norm", re.IGNORECASE)
-CONV_OP = re.compile(r"conv", re.IGNORECASE)
 
 
 class MemoryLayout(Rule):
@@ -141,7 +138,7 @@ def _decide(x: _Conversions, t) -> Severity | Quiet:
             f"layout conversion kernels {percent(x.share)} of the step < {percent(t['min_share'])} "
             f"({len(x.layout) / x.n:.0f} per step)"
         )
-    return "high" if x.share >= t["high_share"] else "medium"
+    return severity_ladder(x.share, t, medium=None)
 
 
 def _estimate(x: _Conversions, t) -> _Saving:
@@ -163,8 +160,8 @@ def _word(rule: Rule, x: _Conversions, severity: Severity, e: _Saving, t) -> Fin
         severity=severity,
         title=rule.title,
         evidence=[
-            Evidence("layout conversion kernels per step", round(x.share * 100, 1), ">=", t["min_share"] * 100, "%"),
-            Evidence("share of GPU busy time", round(busy_share * 100, 1), unit="%"),
+            Evidence.share("layout conversion kernels per step", x.share, ">=", t["min_share"]),
+            Evidence.share("share of GPU busy time", busy_share),
             Evidence("conversion kernels per step", round(len(x.layout) / n, 1)),
             Evidence("conversion time per step", round(x.convert_us, 1), unit="µs"),
             Evidence("kernels launched by convolution ops per step", round(float(conv_ops.sum()) / n, 1)),

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from diagnose.rulebook.engine import Quiet, Rule, Threshold, top_offenders
+from diagnose.rulebook.engine import Quiet, Rule, Threshold, severity_ladder, top_offenders
 from diagnose.model.findings import Evidence, Finding, Offender, Severity
 from diagnose.model.fixes import fix, optimizer_code
 from diagnose.metrics.optimizer import SINGLE
@@ -134,7 +134,7 @@ def _decide(x: _Single, t: dict[str, float]) -> Severity | Quiet:
             f"{opt.name} (single-tensor) takes {percent(opt.time_share)} of the step, but a fused step "
             f"would take about as long ({x.fused_us:,.0f} µs ≥ {x.opt_us:,.0f} µs)"
         )
-    return "high" if opt.time_share >= t["high_share"] else "medium"
+    return severity_ladder(opt.time_share, t, medium=None)
 
 
 def _estimate(x: _Single) -> float:
@@ -150,11 +150,9 @@ def _word(rule: Rule, x: _Single, severity: Severity, fixed: float, t: dict[str,
         severity=severity,
         title=rule.title,
         evidence=[
-            Evidence(
-                f"{opt.name}.step share of the step", round(opt.time_share * 100, 1), ">=", t["min_share"] * 100, "%"
-            ),
+            Evidence.share(f"{opt.name}.step share of the step", opt.time_share, ">=", t["min_share"]),
             Evidence("kernels launched by the optimizer per step", round(opt.kernels, 1)),
-            Evidence("share of the step's kernels", round(opt.launch_share * 100, 1), unit="%"),
+            Evidence.share("share of the step's kernels", opt.launch_share),
             Evidence("optimizer GPU time per step", round(opt.gpu_us, 1), unit="µs"),
             Evidence("implementation", f"{opt.impl} (no _foreach_ or _fused_ ops)"),
         ],

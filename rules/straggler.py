@@ -104,7 +104,7 @@ from diagnose.ranks.late_cause import TimedLate, timed_late
 from diagnose.ranks.model import Arrivals, RankSet
 from diagnose.ranks.timed import TimedArrivals
 from diagnose.ranks.profile import RankProfile
-from diagnose.vocabulary.units import percent
+from diagnose.vocabulary.units import percent, percent_value
 
 
 class Straggler(Rule):
@@ -423,26 +423,20 @@ def _work_evidence(w: _Work, t: dict[str, float]) -> list[Evidence]:
     """The skews and the cost against their thresholds, then each rank's work, launches and wait."""
     slow, ranks = w.slow, w.ranks
     evidence = [
-        Evidence(
-            f"rank {slow.rank}: GPU work above the other ranks' median",
-            round(w.work_skew * 100, 1),
-            ">=",
-            t["min_work_skew"] * 100,
-            "%",
+        Evidence.share(
+            f"rank {slow.rank}: GPU work above the other ranks' median", w.work_skew, ">=", t["min_work_skew"]
         ),
-        Evidence(
+        Evidence.share(
             f"rank {slow.rank}: kernels launched per step above the other ranks' median",
-            round(w.kernel_skew * 100 if slow is w.by_kernels else 0.0, 1),
+            w.kernel_skew if slow is w.by_kernels else 0.0,
             ">=",
-            t["min_launch_skew"] * 100,
-            "%",
+            t["min_launch_skew"],
         ),
-        Evidence(
+        Evidence.share(
             "cost of the extra work per step (GPU time, or launches at the step's pace)",
-            round(w.share * 100, 1),
+            w.share,
             ">=",
-            t["min_cost_share"] * 100,
-            "%",
+            t["min_cost_share"],
         ),
     ]
     for p in ranks.profiles:
@@ -466,7 +460,7 @@ def _work_offenders(w: _Work) -> list[Offender]:
             rank=slow.rank,
             work_us_per_step=round(w.ranks.work_of(slow), 1),
             others_median_work_us=round(w.work_median, 1),
-            skew_pct=round(w.work_skew * 100, 1),
+            skew_pct=percent_value(w.work_skew),
             extra_kernels_per_step=round(w.extra_kernels, 1),
         )
     ]
@@ -602,39 +596,25 @@ def _late_evidence(x: _Late, t: dict[str, float]) -> list[Evidence]:
     """The late steps and the cost against their thresholds, then each cause against its own."""
     late = x.late
     evidence = [
-        Evidence(
-            f"rank {late}: steps in which it arrived last",
-            round(x.late_steps * 100, 1),
-            ">=",
-            t["min_late_steps"] * 100,
-            "%",
-        ),
-        Evidence(
+        Evidence.share(f"rank {late}: steps in which it arrived last", x.late_steps, ">=", t["min_late_steps"]),
+        Evidence.share(
             f"rank {late}: cost of its late arrivals per step (what its cause explains)",
-            round(x.share * 100, 1),
+            x.share,
             ">=",
-            t["min_cost_share"] * 100,
-            "%",
+            t["min_cost_share"],
         ),
     ]
     if x.gpu_counts:
         evidence.append(
-            Evidence(
-                f"rank {late}: GPU work above the other ranks' median",
-                round(x.gpu_skew * 100, 1),
-                ">=",
-                t["min_work_skew"] * 100,
-                "%",
-            )
+            Evidence.share(f"rank {late}: GPU work above the other ranks' median", x.gpu_skew, ">=", t["min_work_skew"])
         )
     if x.host_counts:
         evidence.append(
-            Evidence(
+            Evidence.share(
                 f"rank {late}: extra silent host time before its late collectives (share of the profiled step)",
-                round(x.host_extra / x.profiled * 100, 1),
+                x.host_extra / x.profiled,
                 ">=",
-                t["min_host_share"] * 100,
-                "%",
+                t["min_host_share"],
             )
         )
     return evidence
@@ -742,19 +722,11 @@ def _timed_cause(x: TimedLate, names: list[tuple[str, float]]) -> str:
 def _timed_evidence(timed: TimedArrivals, x: TimedLate, t: dict[str, float]) -> list[Evidence]:
     """The late steps and the cost against their thresholds, the clocks, then each rank's timed wait."""
     evidence = [
-        Evidence(
-            f"rank {x.late}: timed steps in which it arrived last",
-            round(x.late_steps * 100, 1),
-            ">=",
-            t["min_timed_late_steps"] * 100,
-            "%",
+        Evidence.share(
+            f"rank {x.late}: timed steps in which it arrived last", x.late_steps, ">=", t["min_timed_late_steps"]
         ),
-        Evidence(
-            f"rank {x.late}: cost of its late arrivals per timed step",
-            round(x.cost / x.step * 100, 1),
-            ">=",
-            t["min_cost_share"] * 100,
-            "%",
+        Evidence.share(
+            f"rank {x.late}: cost of its late arrivals per timed step", x.cost / x.step, ">=", t["min_cost_share"]
         ),
         Evidence(
             "clocks aligned at a barrier before and after the timed steps: error and drift",

@@ -128,7 +128,7 @@ def _word(rule: Rule, s: _Syncs, severity: Severity, new_step: float, t) -> Find
         severity=severity,
         title=rule.title,
         evidence=[
-            Evidence("GPU idle after syncs", round(s.share * 100, 1), ">=", t["min_idle_share"] * 100, "%"),
+            Evidence.share("GPU idle after syncs", s.share, ">=", t["min_idle_share"]),
             Evidence("syncs per step", round(s.per_step, 1), ">=", t["min_syncs_per_step"]),
             Evidence("idle after syncs per step", round(s.idle, 1), unit="µs"),
         ],

@@ -41,7 +41,6 @@ The copies' times are the profiled ones: the profiler adds little to one long co
 from __future__ import annotations
 
 import dataclasses
-import re
 
 import numpy as np
 import pandas as pd
@@ -52,10 +51,9 @@ from diagnose.metrics.step_time import StepBudget
 from diagnose.model.findings import Evidence, Finding, Fix, Offender
 from diagnose.model.fixes import fix
 from diagnose.vocabulary.dtypes import dtype_bytes
+from diagnose.vocabulary.runtime import COPY_DIRECTION, HOST_COPY, PAGEABLE, PINNED
 from diagnose.vocabulary.units import percent
 
-DIRECTION = re.compile(r"\b(HtoD|DtoH)\b")
-HOST_COPY = re.compile(r"\b(?:HtoD|DtoH)\b")
 SYNC_HOLD = 0.5  # a host call held at least this share of its copy's GPU time: the host waited for it
 MB = 1e6
 
@@ -141,9 +139,11 @@ def _with_host_calls(copies: pd.DataFrame, runtime: pd.DataFrame, ops: pd.DataFr
     size_of = dict(zip(sizes["external_id"].tolist(), map(_element_bytes, sizes["input_types"].tolist())))
     out["element_bytes"] = [size_of.get(e) for e in out["call_external_id"].tolist()]
     names = out["name"].astype(str)
-    out["direction"] = names.str.extract(DIRECTION, expand=False)
+    out["direction"] = names.str.extract(COPY_DIRECTION, expand=False)
     out["memory"] = np.select(
-        [names.str.contains("Pageable"), names.str.contains("Pinned")], ["pageable", "pinned"], "unknown"
+        [names.str.contains(PAGEABLE, regex=False), names.str.contains(PINNED, regex=False)],
+        ["pageable", "pinned"],
+        "unknown",
     )
     # a foreign trace may write any number of bytes: none below zero
     out["bytes"] = pd.to_numeric(out["bytes"], errors="coerce").fillna(0.0).clip(lower=0.0)
@@ -190,10 +190,10 @@ def _word(rule: Rule, c: _Copies, share: float, t) -> Finding:
         severity=severity_ladder(share, t),
         title=rule.title,
         evidence=[
-            Evidence("copies on the critical path", round(share * 100, 1), ">=", t["min_share"] * 100, "%"),
+            Evidence.share("copies on the critical path", share, ">=", t["min_share"]),
             Evidence("copied per step", round(c.mb_per_step, 1), unit="MB"),
-            Evidence("bytes from pageable host memory", round(pageable * 100, 1), unit="%"),
-            Evidence("critical copy time in synchronous copies", round(sync * 100, 1), unit="%"),
+            Evidence.share("bytes from pageable host memory", pageable),
+            Evidence.share("critical copy time in synchronous copies", sync),
             Evidence("critical copy time per step", round(c.critical_us, 1), unit="µs"),
         ],
         offenders=_offenders(c),

@@ -41,7 +41,7 @@ import dataclasses
 import math
 import re
 
-from diagnose.rulebook.engine import Quiet, Rule, Skip, Threshold, top_offenders
+from diagnose.rulebook.engine import Quiet, Rule, Skip, Threshold, severity_from, top_offenders
 from diagnose.model.findings import Evidence, Finding, Offender, Severity
 from diagnose.model.fixes import fix
 from diagnose.memory.breakdown import STATES_PER_PARAM
@@ -156,7 +156,7 @@ def _decide(v: _Held, t: dict[str, float]) -> Severity | Quiet:
             f"reserved peak {gb(v.peak)} = {percent(v.share)} of {gb(limit)} < {percent(t['max_peak_share'])}"
             + _parts_text(v.bd)
         )
-    return "high" if record.out_of_memory else "medium"
+    return severity_from(bool(record.out_of_memory))
 
 
 def _estimate(v: _Held, t: dict[str, float]) -> dict:
@@ -172,12 +172,8 @@ def _word(rule: Rule, v: _Held, severity: Severity, sizing: dict, limit_source: 
     """The finding: the limit and the peak, the OOM, the sizing; sharding fixes for training, else serving ones."""
     evidence = [
         Evidence("memory limit", in_gb(v.limit), unit="GB"),
-        Evidence(
-            "reserved peak ÷ limit",
-            round(v.share * 100, 1),
-            ">=" if v.share >= t["max_peak_share"] else "<",
-            t["max_peak_share"] * 100,
-            "%",
+        Evidence.share(
+            "reserved peak ÷ limit", v.share, ">=" if v.share >= t["max_peak_share"] else "<", t["max_peak_share"]
         ),
     ]
     if v.record.out_of_memory:

@@ -23,7 +23,8 @@ import numpy as np
 import pandas as pd
 
 from diagnose.trace.model import KERNEL_LAUNCH
-from diagnose.vocabulary.dtypes import precision
+from diagnose.vocabulary.dtypes import FP32_PRECISIONS, precision
+from diagnose.vocabulary.kernels import MATMUL_KINDS, MEMORY_KINDS
 
 # ops autocast runs in fp32, or that update fp32 weights and gradients: their time does not move
 KEEPS_FP32 = re.compile(
@@ -31,8 +32,6 @@ KEEPS_FP32 = re.compile(
     r"|\bsum\b|mean|clamp|where|nonzero|index",
     re.I,
 )
-BANDWIDTH_KINDS = ("elementwise", "reduction", "memory")
-FP32_RUNGS = ("fp32", "tf32")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -73,15 +72,15 @@ def price(ops: pd.DataFrame, step_us: float, n: int, matrix_after: pd.Series, fl
     """The measured steps' ops (`ops`, one row per op instance, metrics/work.py) priced at bf16 over `n`
     steps; `matrix_after` holds the time after of the fp32 / TF32 matrix ops compute-bound placed (by index);
     `floor_us` the step the host's launches need (`host_floor`)."""
-    fp32 = ops["dtype"].map(lambda d: precision(d) in FP32_RUNGS, na_action="ignore").fillna(False).astype(bool)
-    matrix = ops["kind"].isin(("gemm", "conv"))
+    fp32 = ops["dtype"].map(lambda d: precision(d) in FP32_PRECISIONS, na_action="ignore").fillna(False).astype(bool)
+    matrix = ops["kind"].isin(MATMUL_KINDS)
     saving = pd.Series(0.0, index=ops.index)
     placed = matrix_after.dropna()
     saving[placed.index] = (ops.loc[placed.index, "matrix_us"] - placed).clip(lower=0.0)
     attention = fp32 & (ops["kind"] == "attention")
     saving[attention] = ops.loc[attention, "kernel_us"] / 2
     keeps = ops["op_name"].fillna("").str.contains(KEEPS_FP32)
-    bandwidth = fp32 & ops["kind"].isin(BANDWIDTH_KINDS)
+    bandwidth = fp32 & ops["kind"].isin(MEMORY_KINDS)
     saving[bandwidth & ~keeps] = ops.loc[bandwidth & ~keeps, "kernel_us"] / 2
     matrix_us = float(ops.loc[matrix, "matrix_us"].sum())
     return WholeStep(
@@ -117,7 +116,7 @@ def host_floor(metrics) -> float:
 
 def kept_names(ops: pd.DataFrame, top: int = 3) -> list[str]:
     """The fp32 ops autocast would keep in fp32 that take the most time (layer norms, the loss, the optimizer)."""
-    keeps = ops[ops["op_name"].fillna("").str.contains(KEEPS_FP32) & ops["kind"].isin(BANDWIDTH_KINDS)]
+    keeps = ops[ops["op_name"].fillna("").str.contains(KEEPS_FP32) & ops["kind"].isin(MEMORY_KINDS)]
     order = keeps.groupby("op_name")["kernel_us"].sum().sort_values(ascending=False)
     return [str(name) for name in order.index[:top]]
 
@@ -125,4 +124,4 @@ def kept_names(ops: pd.DataFrame, top: int = 3) -> list[str]:
 def fp32_matrix(ops: pd.DataFrame) -> np.ndarray:
     """Which ops are matmuls or convolutions in fp32 data (TF32 or not) with known FLOPs."""
     rung = ops["dtype"].map(precision, na_action="ignore")
-    return (ops["kind"].isin(("gemm", "conv")) & rung.isin(FP32_RUNGS) & (ops["flops"].fillna(0) > 0)).to_numpy()
+    return (ops["kind"].isin(MATMUL_KINDS) & rung.isin(FP32_PRECISIONS) & (ops["flops"].fillna(0) > 0)).to_numpy()

@@ -17,10 +17,11 @@ import diagnose.rules.compute_bound as cb
 from diagnose.base import devices
 from diagnose.model.config import Config
 from diagnose.rulebook.engine import Context
-from diagnose.vocabulary.dtypes import dtype_bytes, precision
+from diagnose.vocabulary.dtypes import dtype_bytes, precision, precision_bytes
+from diagnose.vocabulary.kernels import MATMUL_KINDS
 from diagnose.trace.load import load_target
 
-RUNG_BYTES, MEASURED_TENSOR_PCT = cb.RUNG_BYTES, cb.MEASURED_TENSOR_PCT
+MEASURED_TENSOR_PCT = cb.MEASURED_TENSOR_PCT
 DEFAULTS = {th.name: th.default for th in cb.ComputeBound.thresholds}
 # misaligned K, fp32 without tensor cores, next rung, convolutions, unshaped rows
 CAPTURES = ["matmul_bf16_k8191", "matmul_fp32", "matmul_tf32", "matmul_fp8", "conv_nchw", "opt_single", "decode_eager"]
@@ -70,7 +71,7 @@ def place_row(row, spec, t) -> dict:
     after = math.nan
     if target:
         tflops = spec.achievable(target)
-        new_bytes = row.bytes * RUNG_BYTES.get(target, esize) / esize if issue != "misaligned" else row.bytes
+        new_bytes = row.bytes * (precision_bytes(target) or esize) / esize if issue != "misaligned" else row.bytes
         after = max(row.flops / tflops / 1e6, new_bytes / spec.achievable_tbps / 1e6) if tflops else math.nan
     saving = max(0.0, row.matrix_us - after) if not math.isnan(after) else 0.0
     return {
@@ -117,7 +118,7 @@ def _reference(known: pd.DataFrame, spec, t) -> pd.DataFrame:
 
 
 def _known(ops: pd.DataFrame) -> pd.DataFrame:
-    matrix = ops[ops["kind"].isin(cb.MATRIX_KINDS)]
+    matrix = ops[ops["kind"].isin(MATMUL_KINDS)]
     return matrix[matrix["flops"].notna() & (matrix["flops"] > 0)]
 
 

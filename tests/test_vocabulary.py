@@ -6,8 +6,13 @@ mean, and its answers on every real name of the bundled traces are pinned.
   re.search, …, pandas' .str.contains / .str.match), a set literal, a dict literal's keys, a tuple
   or list tested with `in`, or a prefix given to startswith that names kernel, collective, dtype,
   step-marker, kernel-launch or torch.compile vocabulary fails the test, with its file and line.
-- The runtime names (the kernel-launch calls, torch.compile's marks) and the severity order are
-  pinned case by case.
+- A pattern (not a table) that names a precision (`bf16`, `tf32`, `fp8`…) or a kernel kind
+  (`elementwise`, `conv`…) fails too: the precisions and kinds are answers other modules compare
+  with, never text they search names for.
+- No module outside diagnose/vocabulary defines a constant by the name of one of the vocabulary's
+  (a `MATRIX_KINDS` of its own with another value).
+- The runtime names (kernel-launch, sync, graph-capture and copy calls, torch.compile's marks), the
+  precision tables and the severity order are pinned case by case.
 - Every percentage is written by `units.percent` (one style, "88.3 %"): no f-string of diagnose/
   or rules/ formats a share with a `%` format spec of its own.
 - tests/data/kernel_names.tsv holds every distinct kernel name of fixtures/captures and
@@ -25,14 +30,55 @@ import sys
 
 import pytest
 
-from diagnose.model.findings import SEVERITIES, severity_rank
-from diagnose.rulebook.engine import severity_ladder
+from diagnose.model.findings import SEVERITIES, Evidence, severity_rank
+from diagnose.rulebook.engine import milder, severity_from, severity_ladder
 from diagnose.vocabulary import units
-from diagnose.vocabulary.compiled import COMPILED_REGION, DYNAMO_OWN, GRAPH_CALL, INDUCTOR_KERNEL, REGION_PREFIX
+from diagnose.vocabulary.compiled import (
+    COMPILED_REGION,
+    COMPILING,
+    DYNAMO_OWN,
+    GRAPH_CALL,
+    INDUCTOR_KERNEL,
+    REGION_PREFIX,
+    TRITON_PREFIX,
+)
 from diagnose.vocabulary.collectives import collective_kind, is_collective_kernel
-from diagnose.vocabulary.dtypes import PRECISIONS, dtype_bytes, float_bits, precision, precision_label
-from diagnose.vocabulary.kernels import KINDS, kernel_family, kernel_kind, tensor_core
-from diagnose.vocabulary.runtime import KERNEL_LAUNCH
+from diagnose.vocabulary.dtypes import (
+    FP32_PRECISIONS,
+    HALF_PRECISIONS,
+    NARROW_PRECISIONS,
+    PRECISIONS,
+    RUNG_NAMES,
+    dtype_bytes,
+    float_bits,
+    precision,
+    precision_bytes,
+    precision_label,
+    rung_name,
+)
+from diagnose.vocabulary.kernels import (
+    KINDS,
+    MATMUL_KINDS,
+    MATRIX_KINDS,
+    MEMORY_KINDS,
+    kernel_family,
+    kernel_kind,
+    tensor_core,
+)
+from diagnose.vocabulary.ops import BATCH_NORM_OP, CONV_OP
+from diagnose.vocabulary.runtime import (
+    CAPTURE_BEGIN,
+    CAPTURE_END,
+    COPY_DIRECTION,
+    GRAPH_INSTANTIATE,
+    GRAPH_LAUNCH,
+    HOST_COPY,
+    HOST_TO_DEVICE,
+    KERNEL_LAUNCH,
+    PAGEABLE,
+    PINNED,
+    SYNC_CALL,
+)
 
 from conftest import ROOT
 
@@ -48,8 +94,15 @@ VOCABULARY = re.compile(
     r"bfloat16|float16|float8|\bhalf\b|e4m3|e5m2|"
     r"all_?reduce|all_?gather|reduce_?scatter|all_?to_?all|sendrecv|"
     r"profilerstep|"
-    r"launchkernel|cooperativekernel|"
-    r"torch-compiled region|compiledfxgraph|compiledfunction|torchdynamo|cpp_fused_",
+    r"launchkernel|cooperativekernel|graphlaunch|synchroni[sz]e|(?:cuda|cu|hip)mem(?:cpy|set)|"
+    r"begincapture|endcapture|graphinstantiate|htod|dtoh|pageable|"
+    r"torch-compiled region|compiledfxgraph|compiledfunction|torchdynamo|cpp_fused_|entire_frame_compile|dynamo_timed",
+    re.IGNORECASE,
+)
+# Names a pattern may not search for, though a table may hold them: the vocabulary's own answers
+# (precisions, kernel kinds), which a module compares with (`kind in ("gemm", "conv")`).
+ANSWER_IN_PATTERN = re.compile(
+    r"\b(?:fp|bf)(?:4|8|16|32|64)\b|\btf32\b|\bint[48]\b|elementwise|reduction|attention|\bconv",
     re.IGNORECASE,
 )
 # A catalogue id (a fix, a --verify variant: `flash-attention`, `sdpa-flash`) is a name of this
@@ -88,7 +141,8 @@ def vocabulary_literals(source: str) -> list[tuple[int, str, str]]:
     def check(node: ast.AST, where: str, texts: list[str], pattern: bool = False) -> None:
         for text in texts:
             answer = not pattern and text in ANSWERS  # a pattern "gemm" is a pattern, not a kind
-            if VOCABULARY.search(text) and not CATALOGUE_ID.fullmatch(text) and not answer:
+            named = VOCABULARY.search(text) or (pattern and ANSWER_IN_PATTERN.search(text))
+            if named and not CATALOGUE_ID.fullmatch(text) and not answer:
                 found.append((node.lineno, where, text))
 
     for node in ast.walk(ast.parse(source)):
@@ -153,6 +207,19 @@ def test_no_other_module_holds_kernel_collective_or_dtype_vocabulary():
         'import re\nLAUNCH = re.compile(r"Launch(?:Kernel|CooperativeKernel)|cuLaunchKernel")\n',
         'import re\nREGION = re.compile(r"^Torch-Compiled Region: (\\d+)/(\\d+)$")\n',
         'calls = names.str.match(r"^(## Call CompiledFxGraph \\S+ ##|CompiledFunction)$")\n',
+        'import re\nSYNC = re.compile(r"Synchronize|^(?:cuda|hip)Memcpy(?:2D)?$")\n',
+        'import re\nBEGIN = re.compile(r"^(?:cuda|hip)StreamBeginCapture")\n',
+        'import re\nMADE = re.compile(r"^(?:cuda|hip)GraphInstantiate")\n',
+        'graphs = names.str.contains("GraphLaunch", regex=False)\n',
+        'import re\nCOPY = re.compile(r"\\b(?:HtoD|DtoH)\\b")\n',
+        'import re\nUP = re.compile(r"\\bHtoD\\b")\n',
+        'pageable = names.str.contains("Pageable")\n',
+        'import re\nCOMPILING = re.compile(r"^(?:dynamo|entire_frame_compile)$|\\(dynamo_timed\\)$")\n',
+        'import re\nHALF = re.compile(r"bf16|fp16")\n',
+        'import re\nTF32 = re.compile(r"tf32", re.I)\n',
+        'narrow = names.str.contains("fp8|int8")\n',
+        'import re\nPOINTWISE = re.compile(r"elementwise|reduction")\n',
+        'import re\nCONV = re.compile(r"conv", re.IGNORECASE)\n',
     ],
 )
 def test_the_check_catches_vocabulary_outside_the_module(snippet):
@@ -168,6 +235,9 @@ def test_the_check_catches_vocabulary_outside_the_module(snippet):
         'msg = f"the gemm took {x} us"\n',  # prose, not a pattern
         'rungs = {"bf16": 1, "fp16": 2, "fp8": 3}\n',  # the vocabulary's own answers (peak keys)
         'MATRIX = ("gemm", "conv")\n',  # kernel kinds: answers too
+        'half = precision(d) in ("bf16", "fp16")\n',  # a comparison with answers, not a pattern
+        'peaks = {"fp4": 1.0, "fp8": 2.0}\n',  # a device's peak table keyed by rung (base/devices.py)
+        'ok = kind == "memcpy"\n',  # a trace category, not a runtime call
     ],
 )
 def test_the_check_leaves_other_names_alone(snippet):
@@ -361,8 +431,204 @@ def test_inductor_kernels(name, inductor):
 
 
 def test_one_severity_order():
-    """SEVERITIES is the order, most serious first; severity_rank sorts by it and severity_ladder climbs it."""
+    """SEVERITIES is the order, most serious first; severity_rank sorts by it and severity_ladder climbs it
+    (with no medium cut-off, medium is its floor); severity_from takes conditions, milder steps down."""
     assert SEVERITIES == ("high", "medium", "low")
     assert [severity_rank(s) for s in SEVERITIES] == [2, 1, 0]
-    t = {"high_share": 0.3, "medium_share": 0.1}
+    t = {"high_share": 0.3, "medium_share": 0.1, "high_speedup": 2.0}
     assert [severity_ladder(x, t) for x in (0.5, 0.3, 0.2, 0.1, 0.05)] == ["high", "high", "medium", "medium", "low"]
+    assert [severity_ladder(x, t, medium=None) for x in (0.5, 0.3, 0.05)] == ["high", "high", "medium"]
+    assert [severity_ladder(x, t, "high_speedup", None) for x in (2.5, 1.5)] == ["high", "medium"]
+    assert [severity_from(True), severity_from(False), severity_from(True, False), severity_from(False, False)] == [
+        "high",
+        "medium",
+        "high",
+        "low",
+    ]
+    assert [milder(s) for s in SEVERITIES] == ["medium", "low", "low"]
+
+
+def module_constants(source: str) -> dict[str, int]:
+    """{name: line} of the public constants a module defines at its top level (`MATRIX_KINDS = …`)."""
+    names: dict[str, int] = {}
+    for node in ast.parse(source).body:
+        targets = (
+            node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+        )
+        for target in targets:
+            if isinstance(target, ast.Name) and target.id.isupper() and not target.id.startswith("_"):
+                names[target.id] = node.lineno
+    return names
+
+
+VOCABULARY_CONSTANTS = {
+    name: path.stem
+    for path in sorted((ROOT / "diagnose" / "vocabulary").glob("*.py"))
+    for name in module_constants(path.read_text())
+}
+
+
+# Constants that share a vocabulary name but not its meaning
+NOT_SHADOWS = {
+    ("diagnose/capture/quantize.py", "KINDS"),  # --verify variant -> the weights' format, not kernel kinds
+    ("diagnose/metrics/overhead.py", "KINDS"),  # the kinds of host event the profiler's cost is fitted on
+}
+
+
+def test_no_module_shadows_a_vocabulary_constant():
+    """A constant named like one of the vocabulary's (MATRIX_KINDS, SYNC_CALL, RUNG_NAMES) is a second
+    copy that drifts: import the vocabulary's instead."""
+    offenders = [
+        f"{path.relative_to(ROOT)}:{line}: {name} (diagnose/vocabulary/{VOCABULARY_CONSTANTS[name]}.py has it)"
+        for path in sources()
+        for name, line in module_constants(path.read_text()).items()
+        if name in VOCABULARY_CONSTANTS and (str(path.relative_to(ROOT)), name) not in NOT_SHADOWS
+    ]
+    assert not offenders, "import it from diagnose/vocabulary:\n" + "\n".join(offenders)
+
+
+def test_the_shadow_check_can_fail():
+    assert "MATRIX_KINDS" in VOCABULARY_CONSTANTS and "SYNC_CALL" in VOCABULARY_CONSTANTS
+    assert module_constants('MATRIX_KINDS = ("gemm", "conv")\nx = 1\n') == {"MATRIX_KINDS": 1}
+    assert not module_constants("from diagnose.vocabulary.kernels import MATRIX_KINDS\n")
+
+
+@pytest.mark.parametrize(
+    "name, syncs",
+    [
+        ("cudaStreamSynchronize", True),
+        ("cudaDeviceSynchronize", True),
+        ("cudaEventSynchronize", True),
+        ("hipDeviceSynchronize", True),
+        ("cudaMemcpy", True),
+        ("cudaMemcpy2D", True),
+        ("hipMemcpy", True),
+        ("cuMemcpyDtoH_v2", True),
+        ("cuMemcpyHtoD", True),
+        ("cudaMemcpyAsync", False),
+        ("cudaMemcpy2DAsync", False),
+        ("cudaLaunchKernel", False),
+        ("cudaStreamWaitEvent", False),
+    ],
+)
+def test_sync_calls(name, syncs):
+    """The one sync pattern (metrics/timeline.py, host.py, overhead.py ask it): blocking calls wait, async copies do not."""
+    assert bool(SYNC_CALL.search(name)) is syncs
+
+
+@pytest.mark.parametrize(
+    "name, replay, begin, end, instantiate",
+    [
+        ("cudaGraphLaunch", True, False, False, False),
+        ("hipGraphLaunch", True, False, False, False),
+        ("cudaStreamBeginCapture", False, True, False, False),
+        ("cudaStreamBeginCapture_v2", False, True, False, False),
+        ("hipStreamBeginCapture", False, True, False, False),
+        ("cudaStreamEndCapture", False, False, True, False),
+        ("cudaGraphInstantiate", False, False, False, True),
+        ("cudaGraphInstantiateWithFlags", False, False, False, True),
+        ("cudaLaunchKernel", False, False, False, False),
+    ],
+)
+def test_graph_calls(name, replay, begin, end, instantiate):
+    """Graph replays (any position, `GRAPH_LAUNCH.search`) and the capture calls (a prefix, `.match`)."""
+    assert bool(GRAPH_LAUNCH.search(name)) is replay
+    assert bool(CAPTURE_BEGIN.match(name)) is begin
+    assert bool(CAPTURE_END.match(name)) is end
+    assert bool(GRAPH_INSTANTIATE.match(name)) is instantiate
+
+
+@pytest.mark.parametrize(
+    "name, direction, pageable, pinned",
+    [
+        ("Memcpy HtoD (Pageable -> Device)", "HtoD", True, False),
+        ("Memcpy DtoH (Device -> Pinned)", "DtoH", False, True),
+        ("Memcpy HtoD (Pinned -> Device)", "HtoD", False, True),
+        ("Memcpy DtoD (Device -> Device)", None, False, False),
+        ("Memset (Device)", None, False, False),
+    ],
+)
+def test_copies(name, direction, pageable, pinned):
+    """A copy's GPU event: its host-device direction, and the host memory it names."""
+    found = COPY_DIRECTION.search(name)
+    assert (found.group(1) if found else None) == direction
+    assert bool(HOST_COPY.search(name)) is (direction is not None)
+    assert bool(HOST_TO_DEVICE.search(name)) is (direction == "HtoD")
+    assert (PAGEABLE in name, PINNED in name) == (pageable, pinned)
+
+
+@pytest.mark.parametrize(
+    "name, compiling",
+    [
+        ("dynamo", True),
+        ("entire_frame_compile", True),
+        ("compile_fx_inner (dynamo_timed)", True),
+        ("TorchDynamo Cache Lookup", False),
+        ("dynamo_cache", False),
+        ("Torch-Compiled Region: 0/0", False),
+    ],
+)
+def test_compiling(name, compiling):
+    """torch.compile compiling: its own ranges (metrics/host.py and slow_ops.py count them as setup)."""
+    assert bool(COMPILING.search(name)) is compiling
+
+
+def test_triton_prefix_is_an_inductor_kernel():
+    assert INDUCTOR_KERNEL.match(TRITON_PREFIX + "poi_fused_add_0")
+
+
+@pytest.mark.parametrize(
+    "name, norm, conv",
+    [
+        ("aten::cudnn_batch_norm", True, False),
+        ("aten::native_batch_norm_backward", True, False),
+        ("aten::convolution", False, True),
+        ("aten::cudnn_convolution_backward", False, True),
+        ("aten::layer_norm", False, False),
+        ("aten::mm", False, False),
+    ],
+)
+def test_norm_and_conv_ops(name, norm, conv):
+    assert bool(BATCH_NORM_OP.search(name)) is norm
+    assert bool(CONV_OP.search(name)) is conv
+
+
+def test_precision_tables():
+    """One table per fact, every rung of it a precision; the numbers agree with the dtypes' own."""
+    assert set(RUNG_NAMES) <= set(PRECISIONS)
+    assert {*FP32_PRECISIONS, *HALF_PRECISIONS, *NARROW_PRECISIONS} <= set(PRECISIONS)
+    assert [rung_name(r) for r in ("fp32", "tf32", "bf16", "fp8", "fp4")] == [
+        "FP32 (CUDA cores)",
+        "TF32 tensor cores",
+        "bf16 tensor cores",
+        "FP8 tensor cores",
+        "fp4",
+    ]
+    bytes_of = {r: precision_bytes(r) for r in ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "int8", "fp4")}
+    assert bytes_of == {"fp64": 8, "fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2, "fp8": 1, "int8": 1, "fp4": None}
+    for dtype in ("float", "bfloat16", "c10::Half", "c10::Float8_e4m3fn", "float8_e5m2", "signed char"):
+        assert precision_bytes(precision(dtype)) == dtype_bytes(dtype)
+    assert all((precision_bytes(r) or 0) < precision_bytes("fp32") for r in NARROW_PRECISIONS)
+
+
+def test_kind_tables():
+    assert set(MATMUL_KINDS) < set(MATRIX_KINDS) <= set(KINDS)
+    assert "attention" not in MATMUL_KINDS and not set(MEMORY_KINDS) & set(MATRIX_KINDS)
+
+
+@pytest.mark.parametrize(
+    "fraction, op, threshold, value, text",
+    [
+        (0.7123, ">=", 0.2, 71.2, "host wait 71.2 % >= 20 %"),
+        (0.15, ">=", 0.2, 15.0, "host wait 15 % >= 20 % (not met)"),
+        (0.0004, "", None, 0.0, "host wait 0 %"),
+        (1.0, "<", 0.07, 100.0, "host wait 100 % < 7 % (not met)"),
+    ],
+)
+def test_share_evidence(fraction, op, threshold, value, text):
+    """A rule gives a fraction and a fraction threshold; the evidence holds the percents findings.json has
+    always written (the value to one decimal) and writes them with units.percent."""
+    e = Evidence.share("host wait", fraction, op, threshold)
+    assert (e.value, e.threshold, e.unit) == (value, None if threshold is None else threshold * 100, "%")
+    assert e.text() == text
+    assert Evidence.share("matmuls", 0.123, unit="% of step").text() == "matmuls 12.3 % of step"

@@ -11,19 +11,15 @@ CAPTURED_SHARE of its kernel launches fall inside capture spans.
 from __future__ import annotations
 
 import dataclasses
-import re
 
 import numpy as np
 
 from diagnose.metrics.steps import Steps
 from diagnose.trace.model import Trace
 from diagnose.trace.names import name_match, name_search
-from diagnose.vocabulary.runtime import KERNEL_LAUNCH
+from diagnose.vocabulary.runtime import CAPTURE_BEGIN, CAPTURE_END, GRAPH_INSTANTIATE, KERNEL_LAUNCH
 from diagnose.vocabulary.units import percent
 
-BEGIN = re.compile(r"^(?:cuda|hip)StreamBeginCapture")
-END = re.compile(r"^(?:cuda|hip)StreamEndCapture")
-INSTANTIATE = re.compile(r"^(?:cuda|hip)GraphInstantiate")
 CAPTURED_SHARE = 0.5
 
 
@@ -65,10 +61,10 @@ def graph_capture(trace: Trace, steps: Steps) -> GraphCapture | None:
     if not len(runtime) or not steps.windows:
         return None
     names = runtime["name"]
-    begins = runtime[name_match(names, BEGIN)]
+    begins = runtime[name_match(names, CAPTURE_BEGIN)]
     if not len(begins):
         return None
-    ends = runtime[name_match(names, END)].sort_values("ts")
+    ends = runtime[name_match(names, CAPTURE_END)].sort_values("ts")
     start, stop = steps.windows[0].cpu_start, max(w.cpu_end for w in steps.windows)
     inside = runtime[(runtime["ts"] >= start) & (runtime["ts"] <= stop)]
     launch_ts = inside.loc[name_search(inside["name"], KERNEL_LAUNCH), "ts"].to_numpy(float)
@@ -83,7 +79,7 @@ def graph_capture(trace: Trace, steps: Steps) -> GraphCapture | None:
         captured |= (launch_ts >= b) & (launch_ts <= e)
     if not spans:
         return None
-    inst = int(name_match(inside["name"], INSTANTIATE).sum())
+    inst = int(name_match(inside["name"], GRAPH_INSTANTIATE).sum())
     return GraphCapture(
         captures=spans, captured_launches=int(captured.sum()), launches=len(launch_ts), instantiations=inst
     )

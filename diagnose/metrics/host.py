@@ -9,18 +9,15 @@ loading, preprocessing, Python outside the model. That is what the host-bound ru
 from __future__ import annotations
 
 import dataclasses
-import re
 
 import numpy as np
 import pandas as pd
 
-from diagnose.metrics.timeline import SYNC_CALL, name_matches
+from diagnose.metrics.timeline import name_matches
 from diagnose.trace.model import Trace
 from diagnose.trace.names import name_has, name_search
-
-# torch.compile's own ranges (dynamo tracing, AOT autograd, inductor codegen): compiling is setup
-# work that a new input shape repeats, like a kernel-launching op's plan building
-COMPILE_OP = re.compile(r"^(?:dynamo|entire_frame_compile)$|\(dynamo_timed\)$")
+from diagnose.vocabulary.compiled import COMPILING
+from diagnose.vocabulary.runtime import SYNC_CALL
 
 
 def merge_intervals(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
@@ -305,7 +302,7 @@ def _sums_in_order(values: np.ndarray, owner: np.ndarray, n: int) -> np.ndarray:
 def setup_mask(trace: Trace, cpu: pd.DataFrame) -> np.ndarray:
     """For each CPU op, whether it is setup-capable: it launches GPU work, or it is one of
     torch.compile's compiling ranges."""
-    return _launching_mask(trace, cpu) | name_search(cpu["name"], COMPILE_OP)
+    return _launching_mask(trace, cpu) | name_search(cpu["name"], COMPILING)
 
 
 def sync_calls(trace: Trace, windows) -> pd.DataFrame:

@@ -28,11 +28,11 @@ import numpy as np
 import pandas as pd
 
 from diagnose.metrics.steps import StepWindow
-from diagnose.metrics.timeline import SYNC_CALL, name_matches
+from diagnose.metrics.timeline import name_matches
 from diagnose.trace.model import Trace
 from diagnose.trace.names import name_search, name_starts
-from diagnose.vocabulary.compiled import REGION_PREFIX
-from diagnose.vocabulary.runtime import KERNEL_LAUNCH
+from diagnose.vocabulary.compiled import REGION_PREFIX, TRITON_PREFIX
+from diagnose.vocabulary.runtime import KERNEL_LAUNCH, SYNC_CALL
 
 # µs of host time per recorded event, fitted by benchmarks/profiler_overhead.py on the NVIDIA H200
 # captures of fixtures/captures (torch 2.11, record_shapes=True, profile_memory=True, with_stack=False),
@@ -58,7 +58,6 @@ REFERENCE_LAUNCH_US = 8.35
 HOST_SPEED_RANGE = (0.25, 4.0)
 EDGE_US = 0.5  # a window edge this close to an op's start or end is that op's
 MAX_STEPS = 32  # steps replayed at most (spread over the trace): the median needs no more
-INDUCTOR_KERNEL = "triton_"
 
 
 @dataclasses.dataclass
@@ -151,7 +150,7 @@ def _host_events(trace: Trace, spans: tuple[np.ndarray, np.ndarray]) -> tuple[_H
     ops = ops[_inside(ops["ts"], spans) & ops["tid"].isin(tids)]
     names = ops["name"]
     region = name_starts(names, REGION_PREFIX)
-    inductor = name_starts(names, INDUCTOR_KERNEL)
+    inductor = name_starts(names, TRITON_PREFIX)
     op_ts = ops["ts"].to_numpy(float)
     shapes = _inputs_recorded(ops["input_dims"]) if "input_dims" in ops else np.zeros(len(ops))
     on_tids = rt["tid"].isin(tids).to_numpy() & ~name_matches(rt["name"], SYNC_CALL)  # a sync is a wait

@@ -23,6 +23,8 @@ from collections import Counter
 
 import numpy as np
 
+from diagnose.vocabulary.runtime import GRAPH_LAUNCH
+
 MIN_REPEATS = 2  # whole repetitions that make a period
 MIN_COVER = 0.8  # a period must span this share of the activity
 ALIKE = 0.8  # segments share at least this share of their activities (dynamic shapes add or drop a few)
@@ -135,7 +137,7 @@ def _joined_by_gaps(period: Period, tokens: list[str], starts: np.ndarray, ends:
     cuts = period.cuts
     repeats = len(cuts) - 1
     pure = cuts[0] == 0 and cuts[-1] == len(tokens)
-    graph = "GraphLaunch" in period.head  # a graph replays a whole captured step, not an inner loop of one
+    graph = bool(GRAPH_LAUNCH.search(period.head))  # a graph replays a whole captured step, not an inner loop of one
     if not pure or repeats < 2 * MIN_REPEATS or graph:
         return period
     # the host's pause before each repetition after the first: pauses[j] precedes cut index j + 1

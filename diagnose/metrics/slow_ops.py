@@ -14,10 +14,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from diagnose.metrics.host import COMPILE_OP, _spans, _touching, merge_intervals, overlap_us, self_held, setup_mask
+from diagnose.metrics.host import _spans, _touching, merge_intervals, overlap_us, self_held, setup_mask
 from diagnose.trace.model import Trace
 from diagnose.trace.names import name_match, name_search
-from diagnose.vocabulary.compiled import COMPILED_REGION
+from diagnose.vocabulary.compiled import COMPILED_REGION, COMPILING
 
 HELD_COLUMNS = ["step", "name", "ts", "host_us", "held_us", "kernel_us", "shapes", "compile"]
 
@@ -30,7 +30,7 @@ def held_ops(trace: Trace, windows, silent: pd.DataFrame, min_held_us: float) ->
     cpu = trace.cpu_ops
     cpu = cpu[_touching(cpu["ts"].to_numpy(float), cpu["end"].to_numpy(float), stretches)].reset_index(drop=True)
     cpu = cpu[setup_mask(trace, cpu)].reset_index(drop=True)
-    compiling = name_search(cpu["name"], COMPILE_OP)
+    compiling = name_search(cpu["name"], COMPILING)
     outer = _outermost(cpu[compiling])
     launching = cpu[~compiling]
     launching = launching[~_inside(launching, outer)]

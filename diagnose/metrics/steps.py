@@ -33,6 +33,7 @@ from diagnose.vocabulary.markers import (
     SESSION_CUT,
     STEP_MARKERS,
 )
+from diagnose.vocabulary.runtime import GRAPH_LAUNCH
 from diagnose.vocabulary.units import percent
 
 MIN_MARKS = 3  # marks that make a step (two whole steps at least)
@@ -266,7 +267,7 @@ def top_level_activity(trace: Trace) -> pd.DataFrame:
             if tid != main and len(frame) and backward.loc[frame.index].mean() > 0.5:
                 parts.append(frame)
     runtime = trace.runtime
-    graph = runtime[runtime["name"].astype(str).str.contains("GraphLaunch", regex=False)] if len(runtime) else runtime
+    graph = runtime[runtime["name"].astype(str).str.contains(GRAPH_LAUNCH)] if len(runtime) else runtime
     if len(graph):
         inside = _inside_any(
             graph["ts"].to_numpy(float), main_ops["ts"].to_numpy(float), main_ops["end"].to_numpy(float)

@@ -29,9 +29,8 @@ from diagnose.metrics.steps import Steps, launch_time_of_gpu_ops
 from diagnose.base.thresholds import Threshold
 from diagnose.trace.model import Trace
 from diagnose.trace.names import name_search
+from diagnose.vocabulary.runtime import GRAPH_LAUNCH, SYNC_CALL
 
-SYNC_CALL = re.compile(r"Synchronize|^(?:cuda|hip)Memcpy(?:2D)?$|^cuMemcpy(?:DtoH|HtoD)(?:_v2)?$")
-GRAPH_LAUNCH = re.compile(r"GraphLaunch")
 
 PARAMETERS = (
     Threshold(

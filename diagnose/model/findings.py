@@ -17,7 +17,7 @@ from typing import Literal
 
 import msgspec
 
-from diagnose.vocabulary.units import fmt
+from diagnose.vocabulary.units import fmt, is_number, percent, percent_value
 from diagnose.model.invariants import holds
 
 SCHEMA = "diagnose.model.findings/1"
@@ -47,6 +47,15 @@ class Evidence(msgspec.Struct):
         if self.holds is None and holds(self.value, self.op, self.threshold) is False:
             self.holds = False
 
+    @classmethod
+    def share(
+        cls, metric: str, fraction: float, op: str = "", threshold: float | None = None, unit: str = "%"
+    ) -> "Evidence":
+        """A share (a fraction: 0.712) against a fraction threshold (0.2), held as findings.json writes it:
+        the percent the value shows to one decimal (`units.percent_value`: 71.2) and the threshold's percent
+        (20.0), in `unit` ("%", or "% of step"); `text()` writes both with `units.percent`."""
+        return cls(metric, percent_value(fraction), op, None if threshold is None else threshold * 100, unit)
+
     @property
     def is_test(self) -> bool:
         """True when the line compares its value with a threshold."""
@@ -54,11 +63,18 @@ class Evidence(msgspec.Struct):
 
     def text(self) -> str:
         """The evidence as one readable condition ("(not met)" after one that does not hold)."""
-        unit = f" {self.unit}" if self.unit else ""
         if not self.is_test:
-            return f"{self.metric} {fmt(self.value)}{unit}"
+            return f"{self.metric} {self._shown(self.value)}"
         unmet = " (not met)" if self.holds is False else ""
-        return f"{self.metric} {fmt(self.value)}{unit} {self.op} {fmt(self.threshold)}{unit}{unmet}"
+        return f"{self.metric} {self._shown(self.value)} {self.op} {self._shown(self.threshold)}{unmet}"
+
+    def _shown(self, number) -> str:
+        """A value or threshold with its unit: a percent unit ("%", "% of step") through `units.percent`
+        ("71.2 %"), any other number through `fmt`."""
+        if self.unit.startswith("%") and is_number(number):
+            return percent(number / 100) + self.unit.removeprefix("%")
+        unit = f" {self.unit}" if self.unit else ""
+        return f"{fmt(number)}{unit}"
 
 
 class Fix(msgspec.Struct):

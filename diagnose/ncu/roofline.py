@@ -18,26 +18,17 @@ import pandas as pd
 
 from diagnose.metrics.views import group_codes
 from diagnose.metrics.work import best_bytes
-from diagnose.vocabulary.dtypes import precision
+from diagnose.vocabulary.dtypes import NARROW_PRECISIONS, precision, rung_name
 from diagnose.vocabulary.kernels import MATRIX_KINDS
 
 MAX_POINTS = 14
-RUNG_LABELS = {
-    "fp32": "FP32 CUDA cores",
-    "tf32": "TF32 tensor",
-    "bf16": "bf16 tensor",
-    "fp16": "fp16 tensor",
-    "fp8": "FP8 tensor",
-    "int8": "INT8 tensor",
-    "fp64": "FP64",
-}
 
 
 def _rung_label(rung: str, spec) -> str:
     """A ceiling's label; FP32 runs on CUDA cores on NVIDIA GPUs, on vector units elsewhere (AMD)."""
     if rung == "fp32" and not str(getattr(spec, "name", "")).startswith("NVIDIA"):
         return "FP32 vector units"
-    return RUNG_LABELS.get(rung, rung)
+    return rung_name(rung)
 
 
 def roofline(metrics, limit: int = MAX_POINTS) -> dict:
@@ -131,7 +122,7 @@ def _rung(kind, dtype, tensor_core) -> str:
     rung = precision(dtype) or "fp32"
     if rung == "fp32" and tensor_core is True:
         return "tf32"
-    if rung in ("bf16", "fp16", "fp8", "int8") and tensor_core is False:
+    if rung in NARROW_PRECISIONS and tensor_core is False:
         return "fp32"
     return rung
 

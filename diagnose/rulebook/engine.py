@@ -12,7 +12,8 @@ import functools
 import inspect
 import math
 import sys
-from typing import Callable, ClassVar
+from collections.abc import Mapping
+from typing import Callable, ClassVar, cast
 
 from diagnose.model.config import Config
 from diagnose.model.findings import (
@@ -27,6 +28,7 @@ from diagnose.model.findings import (
     OffenderLabel,
     Severity,
     Skipped,
+    SEVERITIES,
     severity_rank,
 )
 from diagnose.vocabulary.units import fmt, percent
@@ -37,6 +39,8 @@ from diagnose.metrics import Metrics
 from diagnose.metrics.timeline import PARAMETERS as TIMELINE_PARAMETERS
 from diagnose.base.thresholds import Threshold
 from diagnose.trace.model import Trace
+
+_SEVERITIES = cast(tuple[Severity, ...], SEVERITIES)  # the one order, most serious first (model/findings.py)
 
 __all__ = [
     "Context",
@@ -265,10 +269,24 @@ class Context:
         return ", and ".join(r for r in reasons if r)
 
 
-def severity_ladder(value: float, t: dict, high: str = "high_share", medium: str = "medium_share") -> Severity:
-    """ "high" from the rule's `high` threshold, "medium" from its `medium` one, else "low": the
-    cut-offs are declared thresholds, so `--set` moves them and the docs list them."""
-    return "high" if value >= t[high] else "medium" if value >= t[medium] else "low"
+def severity_ladder(
+    value: float, t: Mapping[str, float], high: str = "high_share", medium: str | None = "medium_share"
+) -> Severity:
+    """How serious a finding is from the value it rests on: high from the rule's `high` threshold, medium
+    from its `medium` one, else low; with `medium=None` medium below `high` (a rule whose firing gate is
+    its medium floor). The cut-offs are declared thresholds, so `--set` moves them and the docs list them."""
+    return severity_from(value >= t[high], medium is None or value >= t[medium])
+
+
+def severity_from(high: bool, medium: bool = True) -> Severity:
+    """The ladder's rungs for a finding whose severity rests on conditions rather than one value (an
+    out-of-memory error): the most serious of SEVERITIES whose condition holds, the least when none does."""
+    return next((s for s, met in zip(_SEVERITIES, (high, medium)) if met), _SEVERITIES[-1])
+
+
+def milder(severity: Severity) -> Severity:
+    """One rung less serious (low stays low)."""
+    return _SEVERITIES[min(_SEVERITIES.index(severity) + 1, len(_SEVERITIES) - 1)]
 
 
 def known_thresholds(rules) -> dict[str, Threshold]:

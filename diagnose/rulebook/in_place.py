@@ -22,18 +22,17 @@ the engine applies it to every finding, whatever rule made it.
 
 from __future__ import annotations
 
-import re
 
 import pandas as pd
 
 from diagnose.metrics.optimizer import FOREACH, FUSED
 from diagnose.model.findings import Finding
 from diagnose.trace.model import KERNEL_LAUNCH
+from diagnose.vocabulary.runtime import GRAPH_LAUNCH, HOST_TO_DEVICE, PAGEABLE, PINNED
 from diagnose.vocabulary.units import percent
 
 LOADER_KEEPS_UP = 0.05  # waiting for the next batch under this share of the step: the workers keep up
 WORKER_LOADER = "_MultiProcessingDataLoaderIter.__next__"
-HOST_TO_DEVICE = re.compile(r"\bHtoD\b")
 
 
 def in_place(ctx) -> dict[str, str]:
@@ -101,7 +100,7 @@ def _graphed(m) -> str:
         return ""
     runtime = m.trace.runtime
     calls = _in_steps(runtime[runtime["name"].str.contains(KERNEL_LAUNCH, na=False)], m)
-    if calls["name"].str.contains("GraphLaunch").all():
+    if calls["name"].str.contains(GRAPH_LAUNCH).all():
         return f"the step already replays CUDA graphs ({replays:.0f} per step) and launches no kernel outside them"
     return ""
 
@@ -112,7 +111,11 @@ def _pinned(m) -> str:
     copies = gpu[(gpu["cat"] == "memcpy") & gpu["name"].str.contains(HOST_TO_DEVICE, na=False)]
     copies = _in_steps(copies, m) if m.steps.windows else copies.iloc[:0]
     names = copies["name"].astype(str)
-    if not len(copies) or names.str.contains("Pageable").any() or not names.str.contains("Pinned").all():
+    if (
+        not len(copies)
+        or names.str.contains(PAGEABLE, regex=False).any()
+        or not names.str.contains(PINNED, regex=False).all()
+    ):
         return ""
     return "the step's host-to-device copies already come from pinned memory"
 

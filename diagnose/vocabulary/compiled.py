@@ -5,7 +5,8 @@
   `CompiledFunctionBackward` (AOT autograd, training): one compiled graph running, a *graph call*;
 - dynamo's and AOT autograd's own ranges around them (cache lookup, pre-graph bytecode, the
   runtime wrapper's prologue);
-- inductor's kernels: `triton_…` on a GPU, `cpp_fused_…` on the CPU.
+- inductor's kernels: `triton_…` on a GPU, `cpp_fused_…` on the CPU;
+- compiling itself: `dynamo`, `entire_frame_compile` and the `… (dynamo_timed)` ranges.
 """
 
 from __future__ import annotations
@@ -22,3 +23,6 @@ DYNAMO_OWN = re.compile(
 )
 """The ranges torch.compile opens for itself (not the user's eager code)."""
 INDUCTOR_KERNEL = re.compile(r"^(triton_|cpp_fused_)")
+TRITON_PREFIX = "triton_"  # an inductor Triton kernel, and the CPU op named after it that launches it
+COMPILING = re.compile(r"^(?:dynamo|entire_frame_compile)$|\(dynamo_timed\)$")
+"""torch.compile compiling (dynamo tracing, AOT autograd, inductor codegen): its own ranges, `.search(name)`."""

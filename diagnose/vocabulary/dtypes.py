@@ -44,10 +44,26 @@ _TABLE: tuple[tuple[tuple[str, ...], str | None, int], ...] = (
     (("c10::complex<c10::Half>", "complex32"), None, 4),
 )
 _BY_NAME = {name: (precision, size) for names, precision, size in _TABLE for name in names}
+_PRECISION_BYTES = {rung: size for _, rung, size in _TABLE if rung}  # every dtype of a rung has one size
+_PRECISION_BYTES["tf32"] = _PRECISION_BYTES["fp32"]  # TF32 computes on fp32 data
 
 BF16 = "c10::BFloat16"  # as torch.profiler records it
 FLOAT_PRECISIONS = ("fp64", "fp32", "fp16", "bf16")  # the floating types arithmetic promotes between
 PRECISIONS = ("tf32", "fp64", "fp32", "fp16", "bf16", "fp8", "int8")
+FP32_PRECISIONS = ("fp32", "tf32")  # fp32 data, on CUDA cores or as TF32 on tensor cores
+HALF_PRECISIONS = ("bf16", "fp16")  # the 16-bit floating types
+# below fp32: tensor (matrix) cores run these at their own rate, CUDA cores at most at the fp32 rate
+NARROW_PRECISIONS = ("bf16", "fp16", "fp8", "int8")
+# a precision rung for people, with the units that run its matrix math at that rate
+RUNG_NAMES = {
+    "fp32": "FP32 (CUDA cores)",
+    "tf32": "TF32 tensor cores",
+    "bf16": "bf16 tensor cores",
+    "fp16": "fp16 tensor cores",
+    "fp8": "FP8 tensor cores",
+    "int8": "INT8 tensor cores",
+    "fp64": "FP64",
+}
 _LABELS = {"tf32": "TF32", "fp64": "fp64", "fp32": "fp32", "fp16": "fp16", "bf16": "bf16"}
 
 
@@ -77,6 +93,18 @@ def dtype_bytes(name, default: int | None = None) -> int | None:
 def _size(name) -> int | None:
     entry = _BY_NAME.get(_key(name) or "")
     return entry[1] if entry else None
+
+
+def rung_name(rung) -> str:
+    """A precision rung for people, with the units that run it: "TF32 tensor cores", "FP32 (CUDA cores)";
+    any other rung as it is."""
+    return RUNG_NAMES.get(rung, rung)
+
+
+def precision_bytes(rung) -> int | None:
+    """Bytes per element of data at a precision rung (fp32 and tf32: 4, bf16: 2, fp8: 1), None for a rung
+    no dtype of the table has (fp4's packed format)."""
+    return _PRECISION_BYTES.get(rung)
 
 
 @functools.lru_cache(maxsize=1024)

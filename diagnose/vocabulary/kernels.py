@@ -42,6 +42,7 @@ from diagnose.vocabulary.collectives import collective_kind, is_collective_kerne
 KINDS = ("gemm", "conv", "attention", "elementwise", "reduction", "memory", "comm", "other")
 MEMORY_KINDS = ("elementwise", "reduction", "memory")
 MATRIX_KINDS = ("gemm", "conv", "attention")
+MATMUL_KINDS = ("gemm", "conv")  # matrix products priced by a precision's peak; attention is priced on its own
 FAMILIES = ("attention", "conv", "gemm")  # kernel kinds that are one family each
 COMM_FAMILY = "nccl "  # the prefix of a collective's family: `nccl AllReduce` (RCCL and MSCCL alike)
 

@@ -138,6 +138,10 @@ SDPA_BACKENDS = ("math", "flash", "efficient", "cudnn")  # as they appear in the
 # the cuDNN convolution backward of PyTorch <= 1.12 and the argument (self 0, weight 2) whose size
 # list each of its two child ops left unrecorded
 CONV_BACKWARD_PARENT = "aten::cudnn_convolution_backward"
+# any op with a batch norm or a convolution in its name, in any case (`aten::cudnn_batch_norm`,
+# `aten::convolution`, `aten::_convolution`), for `.search(name)`; `conv` also matches `convert`
+BATCH_NORM_OP = re.compile(r"batch_norm", re.IGNORECASE)
+CONV_OP = re.compile(r"conv", re.IGNORECASE)
 CONV_BACKWARD_SIZES = {"aten::cudnn_convolution_backward_input": 0, "aten::cudnn_convolution_backward_weight": 2}
 
 

@@ -65,6 +65,11 @@ def percent(fraction, digits: int = 1, signed: bool = False) -> str:
     return f"+{text} %" if signed and value > 0 else f"{text} %"
 
 
+def percent_value(fraction: float, digits: int = 1) -> float:
+    """The number a percentage shows, as data (findings.json's evidence): 0.7123 -> 71.2."""
+    return round(fraction * 100, digits)
+
+
 def plural(count: int | float, noun: str, many: str | None = None) -> str:
     """ "1 step", "4 steps" (`many` for irregular plurals)."""
     word = noun if count == 1 else (many or noun + "s")
