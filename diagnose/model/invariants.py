@@ -3,7 +3,7 @@
 `violations(diagnosis)` lists, as sentences, every way a Diagnosis breaks these rules:
   - an evidence line with a comparison (value op threshold) holds, or carries `holds: false`
     (shown as not met); a finding with comparisons has at least one that holds;
-  - a share of a peak is at most 100 %;
+  - a share of a peak (datasheet or achievable) is at most 100 %;
   - no saving is negative: a finding recovers between 0 and the whole step, an offender's time
     after a fix is never above its time now, and no quiet rule's line says "would save −x %";
   - an estimate never exceeds what removing the recovered time can give (Amdahl over the step:
@@ -202,7 +202,8 @@ def _ranks(d: dict) -> list[str]:
 
 def _is_peak_share(e: dict) -> bool:
     metric = (e.get("metric") or "").lower()
-    return "share" in metric and "peak" in metric and (e.get("unit") or "").startswith("%")
+    of_a_peak = "peak" in metric or "achievable" in metric
+    return "share" in metric and of_a_peak and (e.get("unit") or "").startswith("%")
 
 
 def _num(x) -> float:
