@@ -169,9 +169,8 @@ class VerifySession(CaptureSession):
         }
         self._restore: list[Callable[[], None]] = []
         self.generate_calls = [0]  # static-cache: generate() calls the fix reached
-        self.quantizer: Quantizer | None = (
-            None  # w4a16 / fp8: the function mode that quantizes the fixed step's weights
-        )
+        # w4a16 / fp8: the function mode that quantizes the fixed step's weights
+        self.quantizer: Quantizer | None = None
 
     # -- bookkeeping -------------------------------------------------------------------------
     def write_result(self) -> None:
@@ -398,7 +397,7 @@ class VerifySession(CaptureSession):
         out = self.run_calls(fixed, compare_after(self.variant))
         self.check_generate_called()
         self.check_quantized()
-        judged, precision = None, fix_precision(torch, self.variant)
+        judged, numerics, precision = None, None, fix_precision(torch, self.variant)
         weight_error = self.quantizer.weight_error() if self.quantizer is not None else None
         if reference is not None:
             judged = snapshot(torch, base, out)
@@ -424,7 +423,7 @@ class VerifySession(CaptureSession):
             self.meta["steps"]["profiled"] = i + 1
         self.sync()
         self.stop_profiler()
-        if reference is not None and judged is not None and numerics.get("verdict") == CHANGES:
+        if reference is not None and judged is not None and numerics is not None and numerics.get("verdict") == CHANGES:
             # Only a fix that changes results needs the baseline's own variation to be judged by, and
             # only once the fixed step is gone: two copies of a large model need not fit at once.
             del fixed, base
