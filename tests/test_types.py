@@ -1,10 +1,12 @@
-"""The type checker passes in CI: mypy (pyproject.toml's [tool.mypy]) over the analysis packages.
+"""The type checker passes in CI: mypy (pyproject.toml's [tool.mypy]) over every module diagnose installs.
 
 rules/ is installed as `diagnose.rules` (setuptools package-dir), which mypy cannot see through the
 editable install's import hook. So the test lays out the installed tree, diagnose/ with rules/ as
 diagnose/rules and fixtures/__init__.py as diagnose/fixtures, in .mypy_cache/tree (a fixed place,
 so mypy's cache there stays valid between runs), and runs mypy on the installed names (-p, -m).
-Its output names the source files (rules/x.py, not diagnose/rules/x.py). By hand:
+Its output names the source files (rules/x.py, not diagnose/rules/x.py). A module is checked as
+part of a package in PACKAGES or by itself in MODULES, and every installed module must be one of
+them (test_every_module_is_checked). By hand:
 
     python -m pytest -q -o addopts="" tests/test_types.py
 """
@@ -33,27 +35,45 @@ PACKAGES = [
     "diagnose.commands",
     "diagnose.vocabulary",
     "diagnose.verify",
+    "diagnose.capture",
+    "diagnose.front",
+    "diagnose.base",
+    "diagnose.rulebook",
 ]
 MODULES = [
     "diagnose.model.findings",
-    "diagnose.rulebook.engine",
     "diagnose.model.invariants",
     "diagnose.model.fixes",
-    "diagnose.base.format",
-    "diagnose.base.thresholds",
     "diagnose.model.config",
-    "diagnose.base.errors",
-    "diagnose.base.devices",
-    "diagnose.base.step_timing",
-    "diagnose.front.cli",
-    "diagnose.front.pipeline",
-    "diagnose.front.target",
-    "diagnose.front.output",
-    "diagnose.base.safe_files",
-    "diagnose.base.os_errors",
-    "diagnose.rulebook.assemble",
-    "diagnose.rulebook.docs",
+    "diagnose",
+    "diagnose.__main__",
+    "diagnose.fixtures",
+    "diagnose.model",
+    "diagnose.model.frameworks",
 ]
+
+
+def in_package(module):
+    """True when `module` is one of PACKAGES or inside one."""
+    return any(module == name or module.startswith(name + ".") for name in PACKAGES)
+
+
+def mypy_targets():
+    """mypy's arguments: -p for each package, -m for each module no package holds (mypy refuses a
+    module named twice)."""
+    modules = [name for name in dict.fromkeys(MODULES) if not in_package(name)]
+    return [arg for name in dict.fromkeys(PACKAGES) for arg in ("-p", name)] + [
+        arg for name in modules for arg in ("-m", name)
+    ]
+
+
+def installed_modules(tree):
+    """The dotted names of the modules in the installed tree `tree` (a package by its own name)."""
+    names = []
+    for path in sorted((tree / "diagnose").rglob("*.py")):
+        parts = path.relative_to(tree).with_suffix("").parts
+        names.append(".".join(parts[:-1] if parts[-1] == "__init__" else parts))
+    return names
 
 
 def installed_tree(dest):
@@ -73,7 +93,7 @@ def run_mypy():
     """Run mypy over PACKAGES and MODULES; return (exit code, its output with source paths)."""
     cache = ROOT / ".mypy_cache"
     tree = installed_tree(cache / "tree")
-    targets = [arg for name in PACKAGES for arg in ("-p", name)] + [arg for name in MODULES for arg in ("-m", name)]
+    targets = mypy_targets()
     done = subprocess.run(
         [
             sys.executable,
@@ -100,6 +120,19 @@ def test_mypy_finds_nothing():
         pytest.skip("mypy is not installed (it comes with the [test] extra)")
     code, output = run_mypy()
     assert code == 0, output
+
+
+def test_every_module_is_checked(tmp_path):
+    tree = installed_tree(tmp_path / "tree")
+    modules = installed_modules(tree)
+    assert "diagnose.trace.model" in modules and any(name.startswith("diagnose.rules.") for name in modules)
+    assert [name for name in modules if not in_package(name) and name not in MODULES] == []
+
+
+def test_a_module_in_a_checked_package_is_not_named_twice(monkeypatch):
+    monkeypatch.setitem(globals(), "PACKAGES", ["diagnose.front", "diagnose.front"])
+    monkeypatch.setitem(globals(), "MODULES", ["diagnose.front.cli", "diagnose.frontier", "diagnose.front"])
+    assert mypy_targets() == ["-p", "diagnose.front", "-m", "diagnose.frontier"]
 
 
 if __name__ == "__main__":

@@ -20,10 +20,12 @@ import time
 import traceback
 import zlib
 from pathlib import Path
+from typing import Any
 
 from diagnose.capture.arrivals import ArrivalRecorder
 from diagnose.capture.compile_log import CompileLog
 from diagnose.capture.memory import MEMORY_FILE, MemoryRecorder
+from diagnose.capture.meta import MetaRecord
 from diagnose.capture.model_census import census
 from diagnose.capture.sampler import StackSampler
 from diagnose.capture.spec import CAPTURE_SCHEMA, CaptureSpec
@@ -134,6 +136,8 @@ def load_function(path: str, name: str):
     file = Path(path).resolve()
     sys.path.insert(0, str(file.parent))
     module_spec = importlib.util.spec_from_file_location(file.stem, file)
+    if module_spec is None or module_spec.loader is None:
+        raise ImportError(f"{path} cannot be imported as a module")
     module = importlib.util.module_from_spec(module_spec)
     sys.modules[file.stem] = module
     module_spec.loader.exec_module(module)
@@ -149,14 +153,15 @@ class CaptureSession:
         self.spec = spec
         self.out = Path(spec.out_dir)
         self.progress = Progress()
-        self.torch = None
-        self.profiler = None
-        self.memory = None
-        self.tracker = None
-        self.sampler = None
-        self.compile_log = None  # torch.compile's own account (compile.json), when it ran
-        self.arrivals = None  # ArrivalRecorder while the timed steps of several ranks run
-        self.meta = {
+        # torch once run() has imported it, and its profiler while it runs (diagnose does not type torch's API)
+        self.torch: Any = None
+        self.profiler: Any = None
+        self.memory: MemoryRecorder | None = None
+        self.tracker: StepTracker | None = None
+        self.sampler: StackSampler | None = None
+        self.compile_log: CompileLog | None = None  # torch.compile's own account (compile.json), when it ran
+        self.arrivals: ArrivalRecorder | None = None  # while the timed steps of several ranks run
+        self.meta: MetaRecord = {
             "schema": CAPTURE_SCHEMA,
             "target": spec.target,
             "mode": spec.mode,
@@ -309,6 +314,8 @@ class CaptureSession:
         """Function mode: warm up, time without the profiler, then profile a few steps."""
         spec = self.spec
         self.progress("build")
+        if spec.function is None:
+            raise ValueError("function mode needs the factory's name (file.py:NAME)")
         factory = load_function(spec.path, spec.function)
         step = factory(**spec.params)
         if not callable(step):
@@ -503,7 +510,7 @@ def is_out_of_memory(torch, exc: BaseException) -> bool:
     return isinstance(exc, (MemoryError,) + ((oom_type,) if oom_type else ())) or "out of memory" in str(exc).lower()
 
 
-def memory_summary(torch) -> dict | None:
+def memory_summary(torch) -> dict[str, int] | None:
     """Peak allocator figures of device 0, when CUDA is present."""
     if torch is None or not torch.cuda.is_available():
         return None

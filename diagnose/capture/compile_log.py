@@ -166,7 +166,14 @@ class CompileLog:
 def parse(kind: str, message: str) -> dict:
     """The fields of one graph-break, recompile or cudagraph-skip message: file, line, reason, function."""
     text = message.strip()
-    event = {"kind": kind, "file": None, "line": None, "reason": "", "function": None, "text": text[:MAX_TEXT]}
+    event: dict[str, str | int | None] = {
+        "kind": kind,
+        "file": None,
+        "line": None,
+        "reason": "",
+        "function": None,
+        "text": text[:MAX_TEXT],
+    }
     if kind == "graph_break":
         at = _BREAK_AT.search(text)
         if at:

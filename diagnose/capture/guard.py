@@ -29,6 +29,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Set as AbstractSet
 from pathlib import Path
 
 STAGING_MARK = ".diagnose-staging-"  # as diagnose/front/output.py names its staging folders
@@ -122,7 +123,7 @@ def kill_seen(seen: dict[int, int]) -> None:
                 os.waitpid(pid, os.WNOHANG)  # an adopted orphan is ours to reap
 
 
-def end_escaped(root: int, born: int | None, exclude: set[int] = frozenset()) -> None:
+def end_escaped(root: int, born: int | None, exclude: AbstractSet[int] = frozenset()) -> None:
     """End the descendants of the workload `root` (started at `born`) that left its process group,
     and the orphans this process (a subreaper) adopted since it started."""
     kill_seen(descendants(root, born, os.getpid(), set(exclude) | {os.getpid()}))
@@ -147,9 +148,10 @@ def guarded(proc: subprocess.Popen, folder: str | Path):
     finally:
         end_escaped(proc.pid, born, exclude={watchdog.pid} if watchdog else set())
         if watchdog is not None:
-            with contextlib.suppress(OSError, ValueError):
-                watchdog.stdin.write(b"done\n")
-                watchdog.stdin.close()
+            if watchdog.stdin is not None:  # a pipe: _start_watchdog opens it
+                with contextlib.suppress(OSError, ValueError):
+                    watchdog.stdin.write(b"done\n")
+                    watchdog.stdin.close()
             with contextlib.suppress(subprocess.TimeoutExpired):
                 watchdog.wait(timeout=5)
             if watchdog.poll() is None:

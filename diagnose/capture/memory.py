@@ -36,8 +36,8 @@ class MemoryRecorder:
         self.torch = torch
         self.out = Path(out_dir)
         self.enabled = torch.cuda.is_available()
-        self.oom_snapshot = None
-        self.oom_info = None
+        self.oom_snapshot: dict | None = None  # torch.cuda.memory._snapshot() at the out-of-memory error
+        self.oom_info: dict[str, int] | None = None
 
     def watch(self) -> None:
         """Take a snapshot if the workload runs out of memory (from the start, at no cost)."""

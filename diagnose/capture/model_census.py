@@ -46,14 +46,10 @@ def models(torch, objects: list) -> dict:
     children = {id(child) for m in modules for child in m.children()}
     roots = [m for m in modules if id(m) not in children]
     seen: set[int] = set()
-    out = {
-        "device": "cuda" if on_gpu else "cpu",
-        "parameter_bytes": 0,
-        "buffer_bytes": 0,
-        "parameters": 0,
-        "dtypes": {},
-        "models": [],
-    }
+    held = {"parameter": 0, "buffer": 0}  # bytes of each kind
+    parameters = 0
+    dtypes: dict[str, int] = {}
+    found: list[dict[str, str | int]] = []
     for root in roots:
         own = 0
         for kind, tensors in (("parameter", root.parameters()), ("buffer", root.buffers())):
@@ -62,16 +58,22 @@ def models(torch, objects: list) -> dict:
                     continue
                 seen.add(id(tensor))
                 size = tensor.numel() * tensor.element_size()
-                out[f"{kind}_bytes"] += size
+                held[kind] += size
                 own += size
                 if kind == "parameter":
-                    out["parameters"] += 1
+                    parameters += 1
                     dtype = str(tensor.dtype).removeprefix("torch.")
-                    out["dtypes"][dtype] = out["dtypes"].get(dtype, 0) + size
+                    dtypes[dtype] = dtypes.get(dtype, 0) + size
         if own:
-            out["models"].append({"class": type(root).__name__, "module": type(root).__module__, "bytes": own})
-    out["models"] = sorted(out["models"], key=lambda m: -m["bytes"])[:MAX_MODELS]
-    return out
+            found.append({"class": type(root).__name__, "module": type(root).__module__, "bytes": own})
+    return {
+        "device": "cuda" if on_gpu else "cpu",
+        "parameter_bytes": held["parameter"],
+        "buffer_bytes": held["buffer"],
+        "parameters": parameters,
+        "dtypes": dtypes,
+        "models": sorted(found, key=lambda m: -int(m["bytes"]))[:MAX_MODELS],
+    }
 
 
 def live_tensors(torch, objects: list) -> dict:

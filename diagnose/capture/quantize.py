@@ -56,6 +56,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from typing import Any, Protocol
 
 from diagnose.capture.rewrite import NotApplicable
 from diagnose.vocabulary.units import percent
@@ -79,8 +80,8 @@ class Quantized:
     kind: str
     n: int
     k: int
-    weight: object  # packed int4 or the e4m3 tensor (n, k)
-    extra: object  # int4: scales and zeros (k / GROUP, n, 2); fp8: the weight's scale
+    weight: Any  # a torch.Tensor: packed int4 or the e4m3 tensor (n, k)
+    extra: Any  # a torch.Tensor: int4: scales and zeros (k / GROUP, n, 2); fp8: the weight's scale
     error: float  # ‖W_q − W‖_F ÷ ‖W‖_F
     bytes_before: int
     bytes_after: int
@@ -197,10 +198,31 @@ def label(kind: str) -> str:
     return "4-bit weight" if kind == INT4 else "FP8 weight and activation"
 
 
+class Quantizer(Protocol):
+    """What verify.py uses of a WeightQuantizer (a torch function mode, so its class is made once torch is
+    imported, by `_define`)."""
+
+    def __enter__(self) -> Any: ...
+
+    def __exit__(self, *exc: object) -> Any: ...
+
+    def weight_error(self) -> float:
+        """The largest normwise error of a quantized weight (0 with none)."""
+        ...
+
+    def note(self) -> str:
+        """How many weights and bytes were quantized, and what was left in 16 bits and why."""
+        ...
+
+    def check(self) -> None:
+        """NotApplicable when nothing was quantized."""
+        ...
+
+
 _MODE_CLASS: dict = {}
 
 
-def weight_quantizer(torch, kind: str):
+def weight_quantizer(torch, kind: str) -> Quantizer:
     """A new WeightQuantizer for `kind` ("int4" or "fp8")."""
     if "class" not in _MODE_CLASS:
         _MODE_CLASS["class"] = _define(torch)

@@ -101,7 +101,9 @@ def _add_gpu_probe(out: Path, meta: dict, python: str | None) -> dict:
 
     Measured in a process of its own once the workload is done, so it never shares the workload's memory
     or timing; DIAGNOSE_GPU_PROBE=0 leaves it out. A probe that fails is a warning, not a failed capture."""
-    device = meta.get("device") if isinstance(meta.get("device"), dict) else {}
+    device = meta.get("device")
+    if not isinstance(device, dict):
+        device = {}
     if (
         meta.get("status") != "ok"
         or not device.get("compute_capability")
@@ -171,7 +173,9 @@ def _finalise_meta(out: Path, spec: CaptureSpec, returncode: int, timed_out: boo
             "message": f"the workload process died ({how}) before it could report",
             "traceback": _log_tail(out),
         }
-    error = meta.get("error") if isinstance(meta.get("error"), dict) else {}
+    error = meta.get("error")
+    if not isinstance(error, dict):
+        error = {}
     if error.get("traceback") and meta.get("status") not in ("ok", "crashed"):
         # the child caught the workload's exception: its traceback goes in workload.log too
         with open(out / "workload.log", "ab") as log:

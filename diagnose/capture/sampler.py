@@ -49,7 +49,10 @@ class StackSampler:
 
     def __init__(self, interval_s: float = DEFAULT_INTERVAL_S, thread_id: int | None = None):
         self.interval_s = interval_s
-        self.thread_id = thread_id if thread_id is not None else threading.main_thread().ident
+        ident = thread_id if thread_id is not None else threading.main_thread().ident
+        if ident is None:
+            raise RuntimeError("the thread to sample has not started")
+        self.thread_id: int = ident
         self.frames: dict[tuple, int] = {}
         self.stacks: dict[tuple, int] = {}
         self.samples: list[tuple[int, int]] = []
@@ -131,10 +134,10 @@ class StackSampler:
     def to_dict(self) -> dict:
         """The samples in the file's form (see the module docstring)."""
         t0 = self.clock.get("start_ns", 0)
-        frames = [None] * len(self.frames)
+        frames: list[list | None] = [None] * len(self.frames)
         for (code, line), fid in self.frames.items():
             frames[fid] = [code.co_filename, line, code.co_name]
-        stacks = [None] * len(self.stacks)
+        stacks: list[list[int] | None] = [None] * len(self.stacks)
         for stack, sid in self.stacks.items():
             stacks[sid] = list(stack)
         return {

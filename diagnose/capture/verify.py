@@ -61,6 +61,7 @@ import sys
 import time
 import traceback
 from pathlib import Path
+from typing import Callable
 
 from diagnose.base.safe_files import write_new
 
@@ -72,7 +73,8 @@ from diagnose.capture.compare import (  # noqa: F401 (TOLERANCES, tolerance re-e
     tolerance,
 )
 from diagnose.capture.child import CaptureSession, is_out_of_memory, load_function, memory_summary
-from diagnose.capture.quantize import KINDS as WEIGHT_KINDS, weight_quantizer
+from diagnose.capture.meta import VerifyRecord
+from diagnose.capture.quantize import KINDS as WEIGHT_KINDS, Quantizer, weight_quantizer
 from diagnose.capture.rewrite import NotApplicable, apply_channels_last, apply_optimizer, static_cache_generate
 from diagnose.capture.spec import CaptureSpec
 from diagnose.capture.steps import EnoughSteps
@@ -154,7 +156,7 @@ class VerifySession(CaptureSession):
         super().__init__(spec)
         self.variant, self.with_baseline, self.compile_backend = variant, baseline, compile_backend
         self.meta["verify"] = {"variant": variant}
-        self.result = {
+        self.result: VerifyRecord = {
             "schema": VERIFY_SCHEMA,
             "variant": variant,
             "status": "running",
@@ -165,9 +167,10 @@ class VerifySession(CaptureSession):
             "numerics": None,
             "notes": [],
         }
-        self._restore = []
+        self._restore: list[Callable[[], None]] = []
         self.generate_calls = [0]  # static-cache: generate() calls the fix reached
-        self.quantizer = None  # w4a16 / fp8: the function mode that quantizes the fixed step's weights
+        # w4a16 / fp8: the function mode that quantizes the fixed step's weights
+        self.quantizer: Quantizer | None = None
 
     # -- bookkeeping -------------------------------------------------------------------------
     def write_result(self) -> None:
@@ -394,11 +397,11 @@ class VerifySession(CaptureSession):
         out = self.run_calls(fixed, compare_after(self.variant))
         self.check_generate_called()
         self.check_quantized()
-        judged, precision = None, fix_precision(torch, self.variant)
+        judged, numerics, precision = None, None, fix_precision(torch, self.variant)
         weight_error = self.quantizer.weight_error() if self.quantizer is not None else None
         if reference is not None:
             judged = snapshot(torch, base, out)
-            self.result["numerics"] = compare(torch, reference, judged, precision, weight_error=weight_error)
+            self.result["numerics"] = numerics = compare(torch, reference, judged, precision, weight_error=weight_error)
         del out
         self.run_calls(fixed, self.spec.warmup)
         self.progress("verify-timing")
@@ -420,7 +423,7 @@ class VerifySession(CaptureSession):
             self.meta["steps"]["profiled"] = i + 1
         self.sync()
         self.stop_profiler()
-        if judged is not None and self.result["numerics"].get("verdict") == CHANGES:
+        if reference is not None and judged is not None and numerics is not None and numerics.get("verdict") == CHANGES:
             # Only a fix that changes results needs the baseline's own variation to be judged by, and
             # only once the fixed step is gone: two copies of a large model need not fit at once.
             del fixed, base
@@ -452,7 +455,8 @@ class VerifySession(CaptureSession):
         try:
             import torch
         except ImportError:
-            self.result.update(status="failed", error={"type": "ImportError", "message": "torch is not installed"})
+            self.result["status"] = "failed"
+            self.result["error"] = {"type": "ImportError", "message": "torch is not installed"}
             self.write_result()
             return 3
         self.torch = torch
@@ -471,14 +475,12 @@ class VerifySession(CaptureSession):
                 else "failed"
             )
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-            self.result.update(
-                status=kind,
-                error={
-                    "type": type(exc).__name__,
-                    "message": first[:2000],
-                    "traceback": traceback.format_exc(limit=-8)[-4000:],
-                },
-            )
+            self.result["status"] = kind
+            self.result["error"] = {
+                "type": type(exc).__name__,
+                "message": first[:2000],
+                "traceback": traceback.format_exc(limit=-8)[-4000:],
+            }
             self.fail(kind, type(exc).__name__, first)
         finally:
             with contextlib.suppress(BaseException):
@@ -562,7 +564,7 @@ def _loader_attr(source, name: str):
 
 def rebuild_loader(torch, source, workers: int, pin: bool):
     """A new DataLoader over the same dataset, batches and collate function, with a seeded sampler."""
-    from torch.utils.data import BatchSampler, DataLoader, RandomSampler, SequentialSampler
+    from torch.utils.data import BatchSampler, DataLoader, RandomSampler, Sampler, SequentialSampler
 
     dataset = getattr(source, "dataset", getattr(source, "_dataset", None))
     batches = getattr(source, "batch_sampler", getattr(source, "_index_sampler", None))
@@ -570,6 +572,7 @@ def rebuild_loader(torch, source, workers: int, pin: bool):
     inner = getattr(batches, "sampler", None)
     if dataset is None or not isinstance(batches, BatchSampler) or not hasattr(dataset, "__len__"):
         raise NotApplicable("the DataLoader reads an iterable dataset or has no batch sampler: rebuild it in the code")
+    sampler: Sampler[int]
     if isinstance(inner, RandomSampler):
         sampler = RandomSampler(dataset, generator=torch.Generator().manual_seed(SEED))
     elif isinstance(inner, SequentialSampler):

@@ -13,6 +13,7 @@ from __future__ import annotations
 import concurrent.futures
 import multiprocessing
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 from diagnose import report
@@ -53,7 +54,7 @@ def run_diff(args, config) -> int:
 CONCURRENT_MIN_BYTES = 32 << 20  # as the loader's own parallel decoding (diagnose/trace/parallel.py)
 
 
-def analyse_both(paths: list[Target | Path], config, max_bytes: int | None = None) -> list[Diagnosis]:
+def analyse_both(paths: Sequence[Target | Path], config, max_bytes: int | None = None) -> list[Diagnosis]:
     """Analyse BEFORE and AFTER, each once. Large sides are analysed at the same time, BEFORE in a
     forked process: one analysis leaves a core idle while its rules run, so two together take less
     than twice one (small sides, where a fork costs more than it saves, go one after the other)."""
@@ -96,9 +97,12 @@ def write_diff(result: DiffReport, out: Path) -> dict[str, str]:
     out.mkdir(parents=True, exist_ok=True)
     written = {}
     for renderer in report.diff_file_renderers():
-        path = out / renderer.diff_filename
-        write_new(path, renderer.render_diff(result).encode("utf-8"))
-        written[renderer.diff_filename.replace(".", " ")] = str(path)
+        name, render = renderer.diff_filename, renderer.render_diff
+        if name is None or render is None:  # diff_file_renderers gives only renderers with both
+            continue
+        path = out / name
+        write_new(path, render(result).encode("utf-8"))
+        written[name.replace(".", " ")] = str(path)
     return written
 
 
@@ -106,13 +110,14 @@ def show(result: DiffReport, args, written: dict[str, str]) -> None:
     """Print the diff in the chosen format (the paths only, with -q and text)."""
     fmt_name = "json" if args.json else (args.format or "text")
     renderer = report.diff_renderers().get(fmt_name)
-    if renderer is None:
+    render = renderer.render_diff if renderer is not None else None
+    if render is None:
         raise UsageError(f"--format {fmt_name} has no diff view (known: {', '.join(report.diff_renderers())})")
     if args.quiet and fmt_name == "text":
         text = "\n".join(written.values())
     else:
         tty = sys.stdout.isatty()
-        text = renderer.render_diff(result, outputs=written, width=None, color=colour(tty)).rstrip("\n")
+        text = render(result, outputs=written, width=None, color=colour(tty)).rstrip("\n")
     print_out(text)
 
 

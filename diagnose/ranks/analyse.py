@@ -64,7 +64,7 @@ def failed_rank(source: RankSource, why: str) -> dict:
 
 def reference_diagnosis(path: str, config: Config, ranks: RankSet, max_bytes: int | None = None) -> Diagnosis:
     """Every rule on the reference rank's trace (loaded again), the cross-rank ones with `ranks`."""
-    trace = load_target(Path(path), **({"max_bytes": max_bytes} if max_bytes else {}))
+    trace = load_target(Path(path), max_bytes=max_bytes or None)
     return diagnose_trace(trace, config, ranks=ranks)
 
 
@@ -72,7 +72,7 @@ def _analysed_rank(source: RankSource, config: Config, max_bytes: int | None) ->
     """analyse_rank's result, with the Context it was measured in (trace and Metrics); a trace that
     cannot be read (missing, truncated, not a trace) is a failed rank, with no Context."""
     try:
-        trace = load_target(source.path, **({"max_bytes": max_bytes} if max_bytes else {}))
+        trace = load_target(source.path, max_bytes=max_bytes or None)
     except DiagnoseError as exc:
         return failed_rank(source, str(exc)), None
     rank, how = source.rank, source.how

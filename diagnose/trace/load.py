@@ -25,7 +25,7 @@ TRACE_NAMES = ("trace.json.gz", "trace.json")
 _BLANK = re.compile(rb"\s*")
 
 
-def load_target(path: str | Path, on_progress=None, max_bytes: int | None = None) -> Trace:
+def load_target(path: str | Path, on_progress: ProgressCallback | None = None, max_bytes: int | None = None) -> Trace:
     """Load a kineto trace (.json / .json.gz), standard input (`-`) or a capture folder written by diagnose.
 
     `on_progress`, when given, is called with {"phase": "decode", "done": n, "total": N} as the
