@@ -84,7 +84,7 @@ def test_a_broken_memory_json_is_a_warning(tmp_path):
     (folder / "memory.json").write_text("{not json")
     d = diagnose_trace(load_target(folder))
     assert any("unreadable memory record" in w for w in d.warnings)
-    assert d.details.memory["peak_allocated_bytes"] == 5
+    assert d.details.memory.peak_allocated_bytes == 5
 
 
 # --- a failed capture without a trace ----------------------------------------------------------
@@ -254,7 +254,7 @@ def test_train_fits_breakdown_and_gpu_count():
     d = diagnose_trace(
         load_capture("train_fits"), Config(overrides={"vram-limit.max_peak_share": 0.15}), rules=[rule("vram-limit")]
     )
-    parts = {p["part"]: p["bytes"] for p in d.details.memory["breakdown"]["parts"]}
+    parts = {p.part: p.bytes for p in d.details.memory.breakdown.parts}
     assert parts["parameters"] == parts["gradients"] == pytest.approx(4.2955 * GB, rel=1e-3)
     assert parts["optimizer state (AdamW)"] == pytest.approx(8.591 * GB, rel=1e-3)
     assert parts["activations and temporaries"] == pytest.approx(4.632 * GB, rel=1e-3)

@@ -27,6 +27,7 @@ PACKAGES = [
     "diagnose.ncu",
     "diagnose.diff",
     "diagnose.report",
+    "diagnose.model",
     "diagnose.rules",
     "diagnose.ranks",
     "diagnose.trace",

@@ -30,6 +30,7 @@ from diagnose.model.config import Config
 from diagnose.rulebook.engine import Context, impact, run_rules, verdict
 from diagnose.base.errors import DiagnoseError, InputError
 from diagnose.model.findings import Bucket, Diagnosis, Finding, RankSummary, typed
+from diagnose.model.details import FailedRank, RankBudget, capture_of
 from diagnose.model.invariants import enforce
 from diagnose.metrics.accounting import largest_non_compute, with_rank_wait
 from diagnose.ranks.discover import RankSource, rank_sources
@@ -135,8 +136,8 @@ def analyse_ranks(
         buckets = with_rank_wait(msgspec.to_builtins(accounting.buckets), ranks.wait_us(ranks.reference))
         accounting.buckets = typed(buckets, list[Bucket])
         accounting.largest_non_compute = largest_non_compute(buckets)
-    d.details.ranks = ranks.budgets()
-    d.details.failed_ranks = [{"rank": r["rank"], "source": r["path"], "error": r["failed"]} for r in failed] or None
+    d.details.ranks = typed(ranks.budgets(), list[RankBudget])
+    d.details.failed_ranks = [FailedRank(rank=r["rank"], source=r["path"], error=r["failed"]) for r in failed] or None
     _failed_rank(d, chosen)
     lost = [f"{r['failed']} (not analysed; the other {len(chosen)} ranks were)" for r in failed]
     d.warnings = list(dict.fromkeys([*lost, *warnings, *ranks.warnings, *d.warnings]))
@@ -249,5 +250,5 @@ def _failed_rank(d: Diagnosis, chosen: list[dict]) -> None:
         if capture.get("status") not in (None, "ok"):
             error = dict(capture.get("error") or {})
             error["message"] = f"rank {r['profile']['rank']}: {error.get('message', '')}"
-            d.capture = {**capture, "error": error, "rank": r["profile"]["rank"]}
+            d.capture = capture_of(capture, error=error, rank=r["profile"]["rank"])
             return
