@@ -132,7 +132,7 @@ class MemoryTimeline(msgspec.Struct):
     steps: list[StepSpan] = msgspec.field(default_factory=list)
 
 
-class PeakPart(Row):
+class PeakPart(msgspec.Struct):
     """One part of the peak (parameters, gradients, optimizer state, the rest...) and how it was counted."""
 
     part: str
@@ -314,11 +314,16 @@ class NcuKernel(Row):
 
 
 class NcuThresholds(msgspec.Struct):
-    """The percentages that class a measured kernel (ncu/classify.py THRESHOLDS)."""
+    """The numbers that class a measured kernel (ncu/classify.py THRESHOLDS), as the run used them; None in a
+    findings.json written before a threshold existed."""
 
-    LATENCY_PCT: Number = 60
-    LEAD_PCT: Number = 10
-    TENSOR_PCT: Number = 50
+    LATENCY_PCT: Number | None = None
+    LEAD_PCT: Number | None = None
+    SATURATED_PCT: Number | None = None
+    TENSOR_PCT: Number | None = None
+    LOW_OCCUPANCY_PCT: Number | None = None
+    TINY_US: Number | None = None
+    MANY_LAUNCHES: Number | None = None
 
 
 class Ncu(msgspec.Struct):
@@ -331,7 +336,7 @@ class Ncu(msgspec.Struct):
     step_kernels: int
     coverage: Number
     steps_joined: int
-    range: list[int] | None
+    range: str  # the steps joined, in words
     unmatched_ncu: list[str]
     unmeasured: list[str]
     unmeasured_count: int

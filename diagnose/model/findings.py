@@ -3,7 +3,10 @@
 Every class here is a msgspec Struct: findings.json is their encoding (`Diagnosis.to_dict`), a
 findings.json is read back typed and checked (`Diagnosis.from_dict`), and `diagnose schema` prints
 the JSON Schema of `diagnose.model.findings/1` made from them (`findings_schema`). Changes stay additive:
-a field added later has a default, so an older findings.json still reads.
+a field added later has a default, so an older findings.json still reads. The report's sections,
+the capture and the device are Structs too (diagnose/model/details.py). A Finding (its evidence and
+offenders with it) is normalised when it is made: plain Python numbers, NaN as None, no estimate
+outside [1, MAX_SPEEDUP]×.
 
 An offender row is written flat, as before the rows were typed: the key its `label` names holds
 what the row names ("op": "aten::mm"), beside `label` itself, its common measures and its extra

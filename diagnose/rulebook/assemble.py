@@ -1,10 +1,12 @@
 """The one step that turns a trace into a Diagnosis: run the rules, then build the report's data.
 
 Everything a renderer shows is computed here, once, from the trace, its Metrics and the rules'
-results: the summary numbers, the verdict, and the typed `Details` sections (top kernels with
+results: the summary numbers, the capture and device, and the `Details` sections (top kernels with
 their Nsight Compute columns, the median step's timeline, the per-step table, memory, roofline,
-the ncu join). Renderers (diagnose/report) only read the Diagnosis; nothing writes on the trace. Last, the
-Diagnosis is held to diagnose/model/invariants.py: a finding with an impossible number is dropped.
+the ncu join), each typed here (diagnose/model/details.py) as its builder's rows arrive. The Diagnosis
+is made by its one constructor, `Diagnosis.assemble`, which holds it to diagnose/model/invariants.py
+(a finding with an impossible number is dropped) and writes the verdict. Renderers (diagnose/report)
+read it by field; nothing writes on the trace.
 """
 
 from __future__ import annotations
