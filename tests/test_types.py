@@ -36,13 +36,9 @@ PACKAGES = [
     "diagnose.verify",
 ]
 MODULES = [
-    "diagnose.model.findings",
     "diagnose.rulebook.engine",
-    "diagnose.model.invariants",
-    "diagnose.model.fixes",
     "diagnose.base.format",
     "diagnose.base.thresholds",
-    "diagnose.model.config",
     "diagnose.base.errors",
     "diagnose.base.devices",
     "diagnose.base.step_timing",
