@@ -271,7 +271,7 @@ def test_wording_a_new_user_tripped_over():
     amd = diagnose.analyze(
         ROOT / "fixtures" / "peer" / "hta" / "amd_trace" / "mi250_minitoy_train_ROCm6_2_kineto.json.gz"
     )
-    labels = [c["label"] for c in (amd.details.roofline or {}).get("ceilings", {}).get("compute", [])]
+    labels = [c.label for c in amd.details.roofline.ceilings.compute] if amd.details.roofline else []
     assert labels and "FP32 CUDA cores" not in labels and "FP32 vector units" in labels
     alexnet = diagnose.analyze(
         ROOT

@@ -272,11 +272,11 @@ def test_single_huge_request_is_not_a_vram_limit():
 
 def test_details_memory_timeline_and_breakdown():
     memory = diagnose_trace(load_capture("attention_naive_8k")).details.memory
-    timeline = memory["timeline"]
-    assert timeline["peak_allocated"] == 10955522048 and len(timeline["steps"]) == 4
-    assert all(len(p) == 3 for p in timeline["points"])
-    assert memory["breakdown"]["top_allocating"][0]["where"].endswith("attention.py:25 in naive")
-    assert memory["snapshot"]["fragmentation"] == pytest.approx(0.6693)
+    timeline = memory.timeline
+    assert timeline.peak_allocated == 10955522048 and len(timeline.steps) == 4
+    assert all(len(p) == 3 for p in timeline.points)
+    assert memory.breakdown.top_allocating[0].where.endswith("attention.py:25 in naive")
+    assert memory.snapshot.fragmentation == pytest.approx(0.6693)
 
 
 def test_a_reserve_made_before_the_trace_is_not_called_fragmentation(tmp_path):

@@ -14,6 +14,8 @@ from typing import Any
 import msgspec
 from msgspec import UNSET, UnsetType
 
+from diagnose.base.step_timing import paid_step_us
+
 Number = int | float
 
 
@@ -463,10 +465,9 @@ class CaptureTiming(msgspec.Struct):
     mean_us: Number | None | UnsetType = UNSET
 
     @property
-    def paid_step_us(self) -> Number | None:
-        """The measured unprofiled step a run pays for: the mean of the timed steps (None without them;
-        base/step_timing.py paid_step_us on meta.json's form)."""
-        return self.mean_us or None
+    def paid_step_us(self) -> float | None:
+        """The measured unprofiled step a run pays for (base/step_timing.py paid_step_us)."""
+        return paid_step_us(msgspec.structs.asdict(self))
 
 
 class CaptureMemory(msgspec.Struct):
@@ -501,9 +502,9 @@ class Capture(msgspec.Struct):
         """True when the captured workload raised, ran out of memory, timed out or crashed."""
         return self.status not in (None, UNSET, "ok")
 
-    def set_aside_us(self, step_basis: str) -> Number | None:
-        """The measured step when the report's step is the profiled one all the same (base/step_timing.py
-        set_aside_timing): the timing, synchronised after each step, was longer than the profiled steps."""
+    def set_aside_us(self, step_basis: str) -> float | None:
+        """The capture's measured step when the report's step is the profiled one all the same: the timing,
+        synchronised after each step, was longer than the profiled steps (metrics/step_time.step_budget)."""
         return self.timing.paid_step_us if step_basis == "profiled" and self.timing else None
 
     @property

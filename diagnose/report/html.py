@@ -13,7 +13,6 @@ from pathlib import Path
 
 import jinja2
 from markupsafe import Markup
-
 from msgspec import UNSET, UnsetType
 
 from diagnose.model.details import (
