@@ -35,11 +35,11 @@ def test_profile_a_callable(tmp_path):
         width=16,
     )
     assert not d.workload_failed
-    assert d.capture["params"] == {"width": 16}
+    assert d.capture.params == {"width": 16}
     assert (tmp_path / "cap" / "trace.json.gz").exists()
 
 
 def test_analyze_a_sweep_folder():
     d = diagnose.analyze(CAPTURES / "sweep_attention_naive")
-    assert d.details.memory["sweep"]["param"] == "seq"
+    assert d.details.memory.sweep.param == "seq"
     assert "attention-memory" in set(d.findings_frame()["rule"])

@@ -14,6 +14,7 @@ from diagnose.rulebook.assemble import diagnose_trace
 from diagnose.rulebook.engine import verdict
 from diagnose.model.findings import Diagnosis, Summary
 from diagnose.report.html import render_html
+from diagnose.model.details import Capture, CaptureError, Device
 
 from conftest import load_capture
 
@@ -88,7 +89,7 @@ def test_report_renders_every_section_and_its_script_runs_cleanly(eager, tmp_pat
 
 
 def test_clicking_a_column_header_sorts_the_table(eager, tmp_path):
-    column = list(eager.details.steps[0]).index("duration_us")
+    column = list(eager.details.steps[0].columns()).index("duration_us")
     click = f"document.querySelectorAll('#steps-table th')[{column}].click();"
     result = run_chromium(write_report(eager, tmp_path, click), tmp_path / "profile", "--dump-dom")
     table = re.search(r'<table class="sortable" id="steps-table">.*?</table>', result.stdout, re.S).group()
@@ -96,7 +97,7 @@ def test_clicking_a_column_header_sorts_the_table(eager, tmp_path):
     body = table[table.index("<tbody>") :]
     cells = [re.findall(r"<td([^>]*)>", row) for row in re.findall(r"<tr>(.*?)</tr>", body, re.S)]
     shown = [float(re.search(r'data-sort="([^"]*)"', row[column]).group(1)) for row in cells]
-    durations = [row["duration_us"] for row in eager.details.steps]
+    durations = [row.duration_us for row in eager.details.steps]
     assert shown == sorted(durations, reverse=True)
     assert console_messages(result.stderr) == []
 
@@ -105,13 +106,13 @@ def test_clicking_a_column_header_sorts_the_table(eager, tmp_path):
 def test_sparse_reports_render_without_console_errors(tmp_path, status):
     d = Diagnosis(
         target="t.json",
-        device={},
+        device=Device(),
         summary=Summary(),
         findings=[],
         skipped=[],
-        capture={"status": status, "error": {"type": "OutOfMemoryError", "message": "out of memory"}}
+        capture=Capture(status=status, error=CaptureError(type="OutOfMemoryError", message="out of memory"))
         if status != "ok"
-        else {},
+        else Capture(),
     )
     d.verdict = verdict(d)
     result = run_chromium(write_report(d, tmp_path), tmp_path / "profile", "--dump-dom")

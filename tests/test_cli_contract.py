@@ -271,7 +271,7 @@ def test_wording_a_new_user_tripped_over():
     amd = diagnose.analyze(
         ROOT / "fixtures" / "peer" / "hta" / "amd_trace" / "mi250_minitoy_train_ROCm6_2_kineto.json.gz"
     )
-    labels = [c["label"] for c in (amd.details.roofline or {}).get("ceilings", {}).get("compute", [])]
+    labels = [c.label for c in amd.details.roofline.ceilings.compute] if amd.details.roofline else []
     assert labels and not any("CUDA cores" in label for label in labels) and "FP32 vector units" in labels
     alexnet = diagnose.analyze(
         ROOT

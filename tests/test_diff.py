@@ -8,6 +8,7 @@ import json
 import sys
 
 import numpy as np
+import msgspec
 import pytest
 from conftest import CAPTURES, ROOT
 
@@ -158,11 +159,11 @@ def test_profiled_durations_are_used_when_a_side_has_no_unprofiled_timing():
     import copy
 
     stripped = copy.deepcopy(after)
-    stripped.capture = {k: v for k, v in stripped.capture.items() if k != "timing"}
+    stripped.capture = msgspec.structs.replace(stripped.capture, timing=msgspec.UNSET)
     report = diff_diagnoses(before, stripped)
     # each side on its report's own basis: BEFORE's timed steps, AFTER's profiled ones, and a warning saying so
     assert "own step basis" in report.step.basis
-    assert report.step.n_before == len(before.capture["timing"]["unprofiled_step_us"])
+    assert report.step.n_before == len(before.capture.timing.unprofiled_step_us)
     assert report.step.n_after == len(stripped.details.steps)
     assert any("different bases" in w for w in report.warnings)
 

@@ -132,7 +132,9 @@ def test_a_failing_workloads_traceback_is_on_stderr(capsys):
         '  File "boom.py", line 5, in outer\n    inner()\n'
         '  File "boom.py", line 2, in inner\n    raise ValueError("boom")\nValueError: boom'
     )
-    _print_workload_error({"type": "ValueError", "message": "boom", "traceback": tb})
+    from diagnose.model.details import CaptureError
+
+    _print_workload_error(CaptureError(type="ValueError", message="boom", traceback=tb))
     err = capsys.readouterr().err
     assert 'File "boom.py", line 2, in inner' in err and "ValueError: boom" in err
     assert "child.py" not in err and "frozen" not in err

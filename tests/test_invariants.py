@@ -15,6 +15,7 @@ import sys
 import pytest
 
 from conftest import ROOT, SYNTHETIC, diagnosis_of
+from diagnose.model.details import Device
 from diagnose.model.findings import Diagnosis, Evidence, Finding, Offender, Summary, typed
 from diagnose.model.invariants import enforce, violations
 
@@ -62,7 +63,7 @@ def test_every_bundled_trace_satisfies_the_invariants(path):
 def test_the_invariants_catch_impossible_numbers():
     d = Diagnosis(
         "t",
-        {},
+        Device(),
         typed(
             {
                 "step_time_us": 1000.0,
@@ -122,10 +123,10 @@ def test_exposed_comm_recovers_at_most_the_communication():
     }
     finding = Finding("exposed-comm", "high", "x", [], [], est_speedup=2.8, recoverable_us=643.0)
     summary = typed({"step_time_us": 1000.0, "accounting": acc}, Summary)
-    found = violations(Diagnosis("t", {}, summary, [finding], []))
+    found = violations(Diagnosis("t", Device(), summary, [finding], []))
     assert any("more than the 460.0 µs" in v for v in found)
     finding.recoverable_us, finding.est_speedup = 460.0, 1.85
-    assert violations(Diagnosis("t", {}, summary, [finding], [])) == []
+    assert violations(Diagnosis("t", Device(), summary, [finding], [])) == []
 
 
 def test_enforce_drops_the_finding_and_says_why():
@@ -139,7 +140,7 @@ def test_enforce_drops_the_finding_and_says_why():
         recoverable_us=400.0,
     )
     bad = Finding("exposed-comm", "high", "too much", [], [], est_speedup=2.8, recoverable_us=460.0)
-    d = Diagnosis("t", {}, Summary(step_time_us=1000.0), [good, bad], [])
+    d = Diagnosis("t", Device(), Summary(step_time_us=1000.0), [good, bad], [])
     assert enforce(d)
     assert [f.rule for f in d.findings] == ["launch-overhead"]
     assert any(w.startswith("dropped the exposed-comm finding") for w in d.warnings)
@@ -227,9 +228,9 @@ def test_an_unmet_comparison_is_marked_and_shown():
     assert Evidence("idle", 30, ">=", 25, "%").holds is None
     assert (
         "holds"
-        not in Diagnosis("t", {}, Summary(), [Finding("r", "low", "t", [Evidence("a", 1, ">", 0)], [])], []).to_dict()[
-            "findings"
-        ][0]["evidence"][0]
+        not in Diagnosis(
+            "t", Device(), Summary(), [Finding("r", "low", "t", [Evidence("a", 1, ">", 0)], [])], []
+        ).to_dict()["findings"][0]["evidence"][0]
     )
 
 

@@ -84,7 +84,7 @@ def test_a_broken_memory_json_is_a_warning(tmp_path):
     (folder / "memory.json").write_text("{not json")
     d = diagnose_trace(load_target(folder))
     assert any("unreadable memory record" in w for w in d.warnings)
-    assert d.details.memory["peak_allocated_bytes"] == 5
+    assert d.details.memory.peak_allocated_bytes == 5
 
 
 # --- a failed capture without a trace ----------------------------------------------------------
@@ -254,7 +254,7 @@ def test_train_fits_breakdown_and_gpu_count():
     d = diagnose_trace(
         load_capture("train_fits"), Config(overrides={"vram-limit.max_peak_share": 0.15}), rules=[rule("vram-limit")]
     )
-    parts = {p["part"]: p["bytes"] for p in d.details.memory["breakdown"]["parts"]}
+    parts = {p.part: p.bytes for p in d.details.memory.breakdown.parts}
     assert parts["parameters"] == parts["gradients"] == pytest.approx(4.2955 * GB, rel=1e-3)
     assert parts["optimizer state (AdamW)"] == pytest.approx(8.591 * GB, rel=1e-3)
     assert parts["activations and temporaries"] == pytest.approx(4.632 * GB, rel=1e-3)
@@ -272,11 +272,11 @@ def test_single_huge_request_is_not_a_vram_limit():
 
 def test_details_memory_timeline_and_breakdown():
     memory = diagnose_trace(load_capture("attention_naive_8k")).details.memory
-    timeline = memory["timeline"]
-    assert timeline["peak_allocated"] == 10955522048 and len(timeline["steps"]) == 4
-    assert all(len(p) == 3 for p in timeline["points"])
-    assert memory["breakdown"]["top_allocating"][0]["where"].endswith("attention.py:25 in naive")
-    assert memory["snapshot"]["fragmentation"] == pytest.approx(0.6693)
+    timeline = memory.timeline
+    assert timeline.peak_allocated == 10955522048 and len(timeline.steps) == 4
+    assert all(len(p) == 3 for p in timeline.points)
+    assert memory.breakdown.top_allocating[0].where.endswith("attention.py:25 in naive")
+    assert memory.snapshot.fragmentation == pytest.approx(0.6693)
 
 
 def test_a_reserve_made_before_the_trace_is_not_called_fragmentation(tmp_path):

@@ -43,11 +43,11 @@ def test_sdpa_attention_grows_linearly():
 def test_diagnose_sweep_folder():
     d = diagnose_sweep(CAPTURES / "sweep_attention_naive")
     assert d.target == str(CAPTURES / "sweep_attention_naive")
-    sweep = d.details.memory["sweep"]
-    assert sweep["analysed_point"] == {"value": 16384, "folder": "seq=16384"}
-    assert sweep["fits"]["peak_allocated"]["exponent"] == pytest.approx(1.97, abs=0.01)
-    assert [p["status"] for p in sweep["points"]] == ["ok"] * 4 + ["oom"] * 2
-    assert sweep["wall"]["value"] == 32768
+    sweep = d.details.memory.sweep
+    assert (sweep.analysed_point.value, sweep.analysed_point.folder) == (16384, "seq=16384")
+    assert sweep.fits.peak_allocated.exponent == pytest.approx(1.97, abs=0.01)
+    assert [p.status for p in sweep.points] == ["ok"] * 4 + ["oom"] * 2
+    assert sweep.wall.value == 32768
     top = d.findings[0]
     assert top.rule == "attention-memory" and "seq^1.97" in top.basis
     json.dumps(d.to_dict())

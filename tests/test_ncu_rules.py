@@ -76,15 +76,15 @@ def test_verdicts_unchanged_by_measurements():
     for name in ("swiglu_eager", "matmul_bf16", "matmul_fp32", "gemv_decode_1tok", "decode_eager"):
         with_csv, without = analyse(name), analyse(name, with_csv=False)
         assert [f.rule for f in with_csv.findings] == [f.rule for f in without.findings]
-        assert with_csv.details.ncu["matched"] == with_csv.details.ncu["ncu_rows"]
+        assert with_csv.details.ncu.matched == with_csv.details.ncu.ncu_rows
 
 
 def test_op_work_measured_columns():
     d = analyse("gemv_decode_1tok")
-    points = d.details.roofline["points"]
-    assert d.details.roofline["measured_points"] == len(points)
-    gemv = [p for p in points if p["op"] == "aten::mm"]
-    assert gemv and all(p["bound"] == "memory-bound" for p in gemv)
+    points = d.details.roofline.points
+    assert d.details.roofline.measured_points == len(points)
+    gemv = [p for p in points if p.op == "aten::mm"]
+    assert gemv and all(p.bound == "memory-bound" for p in gemv)
 
 
 def graph_like(name: str, with_csv: bool):
@@ -136,7 +136,7 @@ def test_graphed_compute_bound_matmul_is_not_weight_streaming():
 def test_misaligned_matmul_keeps_pad_dims_when_ncu_calls_it_latency_bound():
     csv = NCU / "matmul_bf16_k8191.synthetic.ncu.csv.gz"  # SYNTHETIC, from the real matmul_bf16 CSV
     d = pipeline.analyse(CAPTURES / "matmul_bf16_k8191", Config(), ncu_csv=csv)
-    assert d.details.ncu["kernels"][0]["bound"] == "latency-bound"
+    assert d.details.ncu.kernels[0].bound == "latency-bound"
     f = finding(d, "compute-bound")
     assert f is not None and f.severity == "high" and f.fixes[0].id == "pad-dims"
     sm = next(e for e in f.evidence if e.metric.startswith("SM throughput"))

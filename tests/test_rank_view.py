@@ -11,20 +11,21 @@ import pytest
 
 from conftest import SYNTHETIC
 from diagnose.model.config import Config
+from diagnose.model.findings import RankRow
 from diagnose.ranks.analyse import analyse_ranks
 from diagnose.report.html import render_html
 from diagnose.report.rank_view import MANY_RANKS, rank_ranges, ranks_view
 
 
 def _row(rank, step=1000.0, work=800.0, wait=100.0):
-    return {
-        "rank": rank,
-        "profiled_step_us": step,
-        "work_us": work,
-        "wait_us": wait,
-        "transfer_us": 50.0,
-        "exposed_comm_us": wait + 50.0,
-    }
+    return RankRow(
+        rank=rank,
+        profiled_step_us=step,
+        work_us=work,
+        wait_us=wait,
+        transfer_us=50.0,
+        exposed_comm_us=wait + 50.0,
+    )
 
 
 def test_rank_ranges_keep_a_thousand_ranks_on_one_line():
@@ -61,8 +62,8 @@ def test_the_html_rank_section_is_bounded(straggler, count):
     first, slow = d.summary.ranks.per_rank[0], d.summary.ranks.per_rank[1]
     d.summary.ranks.per_rank = [msgspec.structs.replace(slow if r == 1 else first, rank=r) for r in range(count)]
     d.summary.ranks.count = count
-    bars = {b["rank"]: b for b in d.details.ranks}
-    d.details.ranks = [{**bars[1 if r == 1 else 0], "rank": r} for r in range(count)]
+    bars = {b.rank: b for b in d.details.ranks}
+    d.details.ranks = [msgspec.structs.replace(bars[1 if r == 1 else 0], rank=r) for r in range(count)]
     html = render_html(d)
     section = html[html.index("Each rank’s step") :][:20000]
     rows = len(re.findall(r"<tr>", section.split("</table>")[0]))

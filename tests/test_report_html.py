@@ -6,11 +6,13 @@ import copy
 import re
 import xml.etree.ElementTree as ET
 
+import msgspec
 import pytest
 from markupsafe import escape
 
 from diagnose.rulebook.assemble import diagnose_trace
 from diagnose.rulebook.engine import verdict
+from diagnose.model.details import Capture, CaptureError, Device, StepRow
 from diagnose.model.findings import Checked, Diagnosis, Offender, Skipped, Summary
 from diagnose.base.format import short_name
 from diagnose.report.charts import (
@@ -67,20 +69,20 @@ def failed_without_trace(status: str = "failed") -> Diagnosis:
     """A workload that died before profiling: no trace, no summary, no device."""
     d = Diagnosis(
         target="fixtures/workloads/big.py:make_step",
-        device={},
+        device=Device(),
         summary=Summary(),
         findings=[],
         skipped=[Skipped("launch-overhead", "no GPU activity in the trace")],
-        capture={
-            "target": "fixtures/workloads/big.py:make_step",
-            "mode": "function",
-            "status": status,
-            "error": {
-                "type": "RuntimeError",
-                "message": "shape mismatch in layer 3",
-                "traceback": 'Traceback (most recent call last):\n  File "big.py", line 9',
-            },
-        },
+        capture=Capture(
+            target="fixtures/workloads/big.py:make_step",
+            mode="function",
+            status=status,
+            error=CaptureError(
+                type="RuntimeError",
+                message="shape mismatch in layer 3",
+                traceback='Traceback (most recent call last):\n  File "big.py", line 9',
+            ),
+        ),
     )
     d.verdict = verdict(d)
     return d
@@ -138,7 +140,7 @@ def test_top_kernels_table_shortens_names_and_keeps_the_full_one(eager, eager_ht
     table = re.search(r'<table class="sortable" id="top-kernels-table">.*?</table>', eager_html, re.S).group()
     kernels = eager.details.top_kernels
     assert table.count("<tr>") == len(kernels) + 1
-    long_names = [k["name"] for k in kernels if len(k["name"]) > 44]
+    long_names = [k.name for k in kernels if len(k.name) > 44]
     assert long_names, "the capture has long C++ kernel names"
     for name in long_names:
         assert f'title="{esc(name)}"' in table
@@ -150,9 +152,9 @@ def test_per_step_table_has_a_row_per_step(eager, eager_html):
     assert table.count("<tr>") == len(eager.details.steps) + 1
 
 
-def _steps(n: int) -> list[dict]:
+def _steps(n: int) -> list[StepRow]:
     """n steps of 100 µs, every 7th one 10× longer."""
-    return [{"step": i, "duration_us": 1000.0 if i % 7 == 3 else 100.0} for i in range(n)]
+    return [StepRow(i, None, 0.0, 1000.0 if i % 7 == 3 else 100.0, 1, 0.0, 0.0, 0.0, 0.0) for i in range(n)]
 
 
 def test_a_long_trace_lists_its_first_and_longest_steps_and_draws_them_all():
@@ -162,7 +164,7 @@ def test_a_long_trace_lists_its_first_and_longest_steps_and_draws_them_all():
     view = steps_view(many)
     listed = [row[0]["sort"] for row in view["steps"]["rows"]]
     assert listed[:FIRST_STEPS] == list(range(FIRST_STEPS)) and len(listed) == FIRST_STEPS + LONGEST_STEPS
-    assert all(many[i]["duration_us"] == 1000.0 for i in listed[FIRST_STEPS:])
+    assert all(many[i].duration_us == 1000.0 for i in listed[FIRST_STEPS:])
     assert "5,000 measured steps" in view["steps_note"]
     chart = step_times_chart(many)
     ET.fromstring(chart)
@@ -173,7 +175,7 @@ def test_a_long_trace_lists_its_first_and_longest_steps_and_draws_them_all():
 def test_the_step_chart_draws_a_line_for_tens_of_steps_and_leaves_a_few_to_the_table():
     assert "<polyline" in step_times_chart(_steps(12))
     assert step_times_chart(_steps(MIN_CHART_STEPS - 1)) == ""
-    assert step_times_chart([{"duration_us": float("nan")}] * 30) == ""
+    assert step_times_chart([StepRow(0, None, 0.0, float("nan"), 0, 0.0, 0.0, 0.0, 0.0)] * 30) == ""
 
 
 def test_charts_are_well_formed_svg_with_axes_and_legend(eager, eager_html):
@@ -187,7 +189,7 @@ def test_charts_are_well_formed_svg_with_axes_and_legend(eager, eager_html):
     assert "idle: waiting for the host" in timeline and "after a sync" in timeline
     kernels = top_kernels_chart(eager.details.top_kernels)
     assert "µs per step (profiled)" in kernels
-    assert f"<title>{esc(eager.details.top_kernels[1]['name'])}" in kernels
+    assert f"<title>{esc(eager.details.top_kernels[1].name)}" in kernels
 
 
 def test_short_name_drops_qualifiers_and_argument_lists():
@@ -223,12 +225,12 @@ def test_cpu_only_trace_lists_skipped_rules_with_reasons(cpu_only):
 @pytest.mark.parametrize("status", ["oom", "failed"])
 def test_failed_workload_shows_the_banner_and_the_error(eager, status):
     d = copy.deepcopy(eager)
-    d.capture["status"] = status
-    d.capture["error"] = {
-        "type": "torch.OutOfMemoryError",
-        "message": "CUDA out of memory. Tried to allocate 2.00 GiB",
-        "traceback": 'Traceback (most recent call last):\n  File "step.py", line 3, in step',
-    }
+    d.capture.status = status
+    d.capture.error = CaptureError(
+        type="torch.OutOfMemoryError",
+        message="CUDA out of memory. Tried to allocate 2.00 GiB",
+        traceback='Traceback (most recent call last):\n  File "step.py", line 3, in step',
+    )
     d.verdict = verdict(d)
     page = render_html(d)
     banner = re.search(
@@ -254,7 +256,7 @@ def test_no_banner_when_the_workload_ran(eager_html):
 
 
 def test_empty_diagnosis_renders():
-    page = render_html(Diagnosis(target="t.json", device={}, summary=Summary(), findings=[], skipped=[]))
+    page = render_html(Diagnosis(target="t.json", device=Device(), summary=Summary(), findings=[], skipped=[]))
     assert "No step summary" in page and "No rule ran." in page
 
 
@@ -262,26 +264,22 @@ def hostile(eager: Diagnosis, payload: str) -> Diagnosis:
     """A copy of `eager` with `payload` in every string a trace or a workload can control."""
     d = copy.deepcopy(eager)
     d.target = payload
-    d.device["name"] = payload
+    d.device.name = payload
     d.warnings = [payload]
-    d.capture.update(
-        target=payload,
-        status="failed",
-        params={payload: payload},
-        error={"type": payload, "message": payload, "traceback": payload},
-    )
+    d.capture.target, d.capture.status, d.capture.params = payload, "failed", {payload: payload}
+    d.capture.error = CaptureError(type=payload, message=payload, traceback=payload)
     f = d.findings[0]
     f.title = f.why = f.basis = payload
     f.evidence[0].metric = payload
     f.fixes[0].title = f.fixes[0].how = f.fixes[0].code = payload
     f.offenders = [Offender.of("op", payload, **{payload: payload, "kernel": payload + "x" * 80})]
     for k in d.details.top_kernels:
-        k.update(name=payload, op=payload, input_dims=payload)
-    d.details.top_kernels[0]["name"] = "void ns::" + payload + "(" + payload + ")"
-    for op in d.details.step_timeline["ops"]:
-        op.update(name=payload, cat=payload)
+        k.name = k.op = k.input_dims = payload
+    d.details.top_kernels[0].name = "void ns::" + payload + "(" + payload + ")"
+    for op in d.details.step_timeline.ops:
+        op.name = op.cat = payload
     for step in d.details.steps:
-        step["label"] = payload
+        step.label = payload
     d.checked = [Checked(payload, payload)]
     d.skipped = [Skipped(payload, payload)]
     d.verdict = verdict(d)
@@ -301,9 +299,9 @@ def test_untrusted_strings_are_escaped_everywhere(eager, payload):
 
 def test_chart_functions_escape_names_themselves(eager):
     timeline = copy.deepcopy(eager.details.step_timeline)
-    for op in timeline["ops"]:
-        op["name"], op["cat"] = SCRIPT, IMG
-    kernels = [dict(k, name=IMG, op=SCRIPT) for k in eager.details.top_kernels]
+    for op in timeline.ops:
+        op.name, op.cat = SCRIPT, IMG
+    kernels = [msgspec.structs.replace(k, name=IMG, op=SCRIPT) for k in eager.details.top_kernels]
     for chart in (step_timeline_chart(timeline), top_kernels_chart(kernels)):
         assert "<script>alert" not in chart and "<img src=x" not in chart
         ET.fromstring(chart)

@@ -156,7 +156,7 @@ def test_case_with_ncu(rule_id, case):
     """The same case with the capture's Nsight Compute CSV attached: the same outcome (or `with_ncu`)."""
     diagnosis, fired, skipped = _run(rule_id, case, ncu_table(case["capture"]))
     assert diagnosis.details.top_kernels is not None
-    assert diagnosis.details.ncu and diagnosis.details.ncu["matched"], "the CSV matched none of the trace's kernels"
+    assert diagnosis.details.ncu and diagnosis.details.ncu.matched, "the CSV matched none of the trace's kernels"
     expected = case.get("with_ncu", case["fires"])
     outcome = "skipped" if skipped else bool(fired)
     assert outcome == expected, (

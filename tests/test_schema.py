@@ -8,6 +8,7 @@ import pytest
 
 from diagnose.front.cli import main
 from diagnose.model.findings import LABEL_KEYS, SCHEMA, CheatSheet, Diagnosis, Finding, Offender, Summary, Verify
+from diagnose.model.details import Device
 
 from conftest import CAPTURES, ROOT
 
@@ -154,7 +155,7 @@ def test_a_mixed_list_names_each_row_by_its_label():
         Offender.of("code", "train.py:42 build_batch", us_per_step=400.0, share_of_step=0.2),
     ]
     f = Finding("host-bound", "high", "Host-bound", [], [], offenders=rows)
-    d = Diagnosis(target="t", device={}, summary=Summary(), findings=[f], skipped=[])
+    d = Diagnosis(target="t", device=Device(), summary=Summary(), findings=[f], skipped=[])
     assert "top offender: enumerate(DataLoader)" in render_text(d)
     assert "top offender: enumerate\\(DataLoader\\)" in render_markdown(d)  # Markdown-escaped
     data = json.loads(json.dumps(d.to_dict()))
@@ -185,7 +186,7 @@ def test_verify_entries_are_typed_and_the_old_plain_form_reads():
     entry = v.record()
     assert isinstance(entry, Verify) and entry.best == "cuda-graph" and entry.trials[0].numerics.tensors == 180
     f = Finding("launch-overhead", "high", "t", [], [], est_speedup=4.1, verify=[entry])
-    d = Diagnosis(target="t", device={}, summary=Summary(), findings=[f], skipped=[])
+    d = Diagnosis(target="t", device=Device(), summary=Summary(), findings=[f], skipped=[])
     data = json.loads(json.dumps(d.to_dict()))
     assert Diagnosis.from_dict(data).findings[0].verify == [entry]
     data["findings"][0]["verify"] = [v.to_dict()]  # the plain form findings.json held before

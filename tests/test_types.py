@@ -29,6 +29,7 @@ PACKAGES = [
     "diagnose.ncu",
     "diagnose.diff",
     "diagnose.report",
+    "diagnose.model",
     "diagnose.rules",
     "diagnose.ranks",
     "diagnose.trace",
@@ -41,15 +42,9 @@ PACKAGES = [
     "diagnose.rulebook",
 ]
 MODULES = [
-    "diagnose.model.findings",
-    "diagnose.model.invariants",
-    "diagnose.model.fixes",
-    "diagnose.model.config",
     "diagnose",
     "diagnose.__main__",
     "diagnose.fixtures",
-    "diagnose.model",
-    "diagnose.model.frameworks",
 ]
 
 

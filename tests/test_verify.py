@@ -17,6 +17,7 @@ from diagnose.model.fixes import fix
 from diagnose.verify import numerics
 from diagnose.verify.plan import plan_trials
 from diagnose.verify.run import read_trial, run_variant
+from diagnose.model.details import Device
 
 from conftest import ROOT
 
@@ -376,7 +377,7 @@ def test_prerequisite_fix_reads_in_the_verdict():
         fixes=[fix("fused-optimizer", prerequisite=True), fix("cuda-graphs")],
         est_speedup=4.0,
     )
-    d = Diagnosis(target="t", device={}, summary=Summary(), findings=[f], skipped=[])
+    d = Diagnosis(target="t", device=Device(), summary=Summary(), findings=[f], skipped=[])
     assert "est. 4× faster with fused-optimizer, then cuda-graphs" in verdict_of(d)
     assert Diagnosis.from_dict(d.to_dict()).findings[0].fixes[0].prerequisite is True
     f.fixes[0].prerequisite = False

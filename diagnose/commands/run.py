@@ -22,6 +22,7 @@ from rich.console import Console
 from diagnose.capture.spec import CaptureOptions
 from diagnose.commands import common
 from diagnose.base.errors import EXIT_BAD_INPUT, EXIT_FINDING, EXIT_OK, EXIT_WORKLOAD_FAILED, UsageError
+from diagnose.model.details import CaptureError
 from diagnose.model.findings import SEVERITIES, Diagnosis
 from diagnose.base.format import plain
 from diagnose.front.output import OutputFolder
@@ -415,12 +416,12 @@ class Run:
         if o.open and "report" in written:
             open_report(Path(written["report"]))
         if diagnosis.workload_failed:
-            print_workload_error(diagnosis.capture.get("error") or {})
+            print_workload_error(diagnosis.capture.error_or_empty)
             return EXIT_WORKLOAD_FAILED
         lost = diagnosis.details.failed_ranks or []
         if lost:  # the report is written without them; the exit code says a rank could not be read
             more = f" (and {len(lost) - 1} more)" if len(lost) > 1 else ""
-            print(f"diagnose: error: {plain(lost[0]['error'])}{more}; the other ranks were analysed", file=sys.stderr)
+            print(f"diagnose: error: {plain(lost[0].error)}{more}; the other ranks were analysed", file=sys.stderr)
             return EXIT_BAD_INPUT
         worst = diagnosis.worst_severity()
         if self.config.fail_on and worst and SEVERITIES.index(worst) <= SEVERITIES.index(self.config.fail_on):
@@ -459,10 +460,10 @@ def open_report(path: Path) -> None:
         )
 
 
-def print_workload_error(error: dict) -> None:
+def print_workload_error(error: CaptureError) -> None:
     """The failed workload's traceback, its last frames (file:line), on stderr: the terminal shows
     where it failed, not only findings.json."""
-    tb = _user_frames((error.get("traceback") or "").rstrip().splitlines())
+    tb = _user_frames((error.traceback or "").rstrip().splitlines())
     if not tb:
         return
     shown = tb[-TRACEBACK_LINES:]

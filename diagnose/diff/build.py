@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import statistics
 
+import msgspec
+
 from diagnose.diff import matching
 from diagnose.diff.attribution import bucket_changes
 from diagnose.diff.changes import finding_changes
@@ -46,8 +48,8 @@ def diff_diagnoses(
             "the two sides' step accounting is on different time bases (one on its unprofiled timing, "
             "the other on its profiled step): bucket changes mix profiled and unprofiled time"
         )
-    if before.device.get("name") and after.device.get("name") and before.device["name"] != after.device["name"]:
-        warnings.append(f"different devices: {before.device['name']} before, {after.device['name']} after")
+    if before.device.name and after.device.name and before.device.name != after.device.name:
+        warnings.append(f"different devices: {before.device.name} before, {after.device.name} after")
     shapes = matching.shape_changes(
         matching.op_table(before.details.inventory), matching.op_table(after.details.inventory)
     )
@@ -173,12 +175,19 @@ def _time_base(d: Diagnosis) -> bool:
 
 
 def _side(d: Diagnosis, path: str) -> Side:
-    return Side(d.target, d.device, d.summary.step_time_us, d.verdict, [f.rule for f in d.findings], str(path))
+    return Side(
+        d.target,
+        msgspec.structs.asdict(d.device),
+        d.summary.step_time_us,
+        d.verdict,
+        [f.rule for f in d.findings],
+        str(path),
+    )
 
 
 def _side_warnings(before: Diagnosis, after: Diagnosis) -> list[str]:
     out = []
     for label, d in (("BEFORE", before), ("AFTER", after)):
         if d.workload_failed:
-            out.append(f"{label}: the workload failed ({d.capture.get('status')}); its numbers cover what ran")
+            out.append(f"{label}: the workload failed ({d.capture.status}); its numbers cover what ran")
     return out

@@ -13,39 +13,40 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Mapping, TypeVar
 
+from diagnose.model.details import InventoryRow
 from diagnose.vocabulary.kernels import kernel_family
 
 
-def kernel_families(inventory: list[dict] | None) -> dict[str, dict]:
+def kernel_families(inventory: list[InventoryRow] | None) -> dict[str, dict]:
     """Per family: µs and calls per step, the ops that launched it and its kernel names."""
     out: dict[str, dict] = {}
     for row in inventory or []:
         fam = out.setdefault(
-            kernel_family(row["name"]),
+            kernel_family(row.name),
             {
                 "us_per_step": 0.0,
                 "calls_per_step": 0.0,
-                "cat": row.get("cat"),
+                "cat": row.cat,
                 "ops": defaultdict(float),
                 "kernels": defaultdict(float),
             },
         )
-        fam["us_per_step"] += row.get("us_per_step") or 0.0
-        fam["calls_per_step"] += row.get("calls_per_step") or 0.0
-        fam["ops"][row.get("op") or "(no CPU op: graph replay or untraced)"] += row.get("us_per_step") or 0.0
-        fam["kernels"][row["name"]] += row.get("us_per_step") or 0.0
+        fam["us_per_step"] += row.us_per_step or 0.0
+        fam["calls_per_step"] += row.calls_per_step or 0.0
+        fam["ops"][row.op or "(no CPU op: graph replay or untraced)"] += row.us_per_step or 0.0
+        fam["kernels"][row.name] += row.us_per_step or 0.0
     return out
 
 
-def op_table(inventory: list[dict] | None) -> dict[tuple[str, str], dict]:
+def op_table(inventory: list[InventoryRow] | None) -> dict[tuple[str, str], dict]:
     """Per (op name, input shapes): GPU µs and kernels launched per step (ops that launch kernels)."""
     out: dict[tuple[str, str], dict] = {}
     for row in inventory or []:
-        if not row.get("op"):
+        if not row.op:
             continue
-        entry = out.setdefault((row["op"], row.get("input_dims") or ""), {"us_per_step": 0.0, "kernels_per_step": 0.0})
-        entry["us_per_step"] += row.get("us_per_step") or 0.0
-        entry["kernels_per_step"] += row.get("calls_per_step") or 0.0
+        entry = out.setdefault((row.op, row.input_dims or ""), {"us_per_step": 0.0, "kernels_per_step": 0.0})
+        entry["us_per_step"] += row.us_per_step or 0.0
+        entry["kernels_per_step"] += row.calls_per_step or 0.0
     return out
 
 

@@ -22,6 +22,7 @@ import dataclasses
 import numpy as np
 
 from diagnose.base.thresholds import Threshold
+from diagnose.model.details import Capture, StepRow
 
 RESAMPLES = 4000
 CONFIDENCE = 0.95
@@ -132,11 +133,11 @@ def step_change(
     )
 
 
-def step_samples(capture: dict, steps: list | None) -> tuple[list[float], list[float]]:
+def step_samples(capture: Capture, steps: list[StepRow] | None) -> tuple[list[float], list[float]]:
     """(unprofiled per-step times, profiled per-step durations) of one side, µs; either may be empty."""
-    timing = (capture or {}).get("timing") or {}
-    unprofiled = [float(x) for x in timing.get("unprofiled_step_us") or [] if x and x > 0]
-    profiled = [float(s["duration_us"]) for s in steps or [] if s.get("duration_us")]
+    timed = capture.timing.unprofiled_step_us if capture.timing else None
+    unprofiled = [float(x) for x in timed or [] if x and x > 0]
+    profiled = [float(s.duration_us) for s in steps or [] if s.duration_us]
     return unprofiled, profiled
 
 

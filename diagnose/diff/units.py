@@ -20,6 +20,7 @@ import numpy as np
 
 from diagnose.base.errors import InputError
 from diagnose.diff.matching import kernel_families
+from diagnose.model.details import InventoryRow
 
 SAME_UNIT = 1.2  # a work ratio within this factor either way is the same unit (batch noise, a tail)
 AGREE = 0.15  # families agree on the ratio when within this share of it
@@ -38,7 +39,7 @@ class UnitMatch:
 
 
 def match_units(
-    before_inventory: list[dict] | None, after_inventory: list[dict] | None, rescale: bool = True
+    before_inventory: list[InventoryRow] | None, after_inventory: list[InventoryRow] | None, rescale: bool = True
 ) -> UnitMatch:
     """The unit change between two sides from their kernel inventories; InputError when they share no
     kernel family and `rescale` asks for a unit (nothing to compare the work by). With `rescale` False (both

@@ -14,6 +14,8 @@ import importlib.util
 import json
 from pathlib import Path
 
+import msgspec
+
 from diagnose import report
 from diagnose.rulebook.assemble import diagnose_trace
 from diagnose.capture.runner import check_python
@@ -103,7 +105,7 @@ ANALYSES = {
 def analyse_sweep(folder: Path, config: Config | None = None, rules=None) -> Diagnosis:
     """A sweep folder: fit peak memory and step time against the swept parameter (sweep.json), run
     the rules on the largest point that ran with the sweep in their context; the Diagnosis's target
-    is the sweep folder and the sweep sits under `details.memory["sweep"]`."""
+    is the sweep folder and the sweep sits under `details.memory.sweep`."""
     sweep = load_sweep(folder)
     point = sweep.representative()
     if point is None:
@@ -327,9 +329,8 @@ def capture_distributed_and_analyse(
     traced = [s for s in rank_sources(out) if (s.path / "trace.json.gz").exists()]
     if meta["status"] == "ok" and len(traced) >= 2:
         d = analyse_ranks(out, config, on_progress=on_progress)
-        d.target = spec.target
-        d.capture["distributed"] = meta["distributed"]
-        return d
+        capture = msgspec.structs.replace(d.capture, distributed=meta["distributed"])
+        return msgspec.structs.replace(d, target=spec.target, capture=capture)
     # a failed rank, or one rank only: the diagnosis of one rank folder, with the failed rank's error
     failed = next((r for r in meta["ranks"] if r["status"] != "ok"), None)
     folder = out / (failed["folder"] if failed else meta["ranks"][0]["folder"]) if meta["ranks"] else out
@@ -339,11 +340,7 @@ def capture_distributed_and_analyse(
 
         trace = empty_trace(str(out))
         trace.capture = {k: meta.get(k) for k in ("target", "mode", "status", "error", "params")}
-    d = diagnose_trace(trace, config)
-    d.target = spec.target
-    d.capture.update({k: meta[k] for k in ("status", "error") if meta.get(k) is not None})
-    d.capture["distributed"] = meta["distributed"]
-    from diagnose.rulebook.engine import verdict
-
-    d.verdict = verdict(d)
-    return d
+    # the run's own target, status and error, and how torchrun launched it: what the Diagnosis is built with
+    ran = {k: meta[k] for k in ("status", "error") if meta.get(k) is not None}
+    trace.capture = {**(trace.capture or {}), "target": spec.target, **ran, "distributed": meta["distributed"]}
+    return diagnose_trace(trace, config)

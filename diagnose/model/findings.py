@@ -3,7 +3,10 @@
 Every class here is a msgspec Struct: findings.json is their encoding (`Diagnosis.to_dict`), a
 findings.json is read back typed and checked (`Diagnosis.from_dict`), and `diagnose schema` prints
 the JSON Schema of `diagnose.model.findings/1` made from them (`findings_schema`). Changes stay additive:
-a field added later has a default, so an older findings.json still reads.
+a field added later has a default, so an older findings.json still reads. The report's sections,
+the capture and the device are Structs too (diagnose/model/details.py). A Finding (its evidence and
+offenders with it) is normalised when it is made: plain Python numbers, NaN as None, no estimate
+outside [1, MAX_SPEEDUP]×.
 
 An offender row is written flat, as before the rows were typed: the key its `label` names holds
 what the row names ("op": "aten::mm"), beside `label` itself, its common measures and its extra
@@ -13,14 +16,17 @@ holds (`Offender.from_row`).
 
 from __future__ import annotations
 
-from typing import Literal
+import math
+from typing import Callable, Iterable, Literal
 
 import msgspec
 
 from diagnose.vocabulary.units import fmt, is_number, percent, percent_value
-from diagnose.model.invariants import holds
+from diagnose.model.details import ByName, Capture, Details, Device
+from diagnose.model.invariants import enforce, holds
 
 SCHEMA = "diagnose.model.findings/1"
+MAX_SPEEDUP = 1e5  # beyond this an estimate says more about the input than the fix
 SEVERITIES = ("high", "medium", "low")  # the one order of severities, most serious first
 Severity = Literal["high", "medium", "low"]
 
@@ -44,6 +50,9 @@ class Evidence(msgspec.Struct):
     holds: bool | None = None  # False: the comparison is not met; None: met, or not a comparison
 
     def __post_init__(self):
+        # numpy numbers from pandas arithmetic become Python floats, so JSON and YAML stay plain
+        self.value = self.value if isinstance(self.value, (str, bool)) else float(self.value)
+        self.threshold = None if self.threshold is None else float(self.threshold)
         if self.holds is None and holds(self.value, self.op, self.threshold) is False:
             self.holds = False
 
@@ -154,6 +163,13 @@ class Offender(msgspec.Struct, kw_only=True):
     rank: int | None = None  # with several ranks: the rank the row is measured on
     extra: dict[str, ExtraValue] = msgspec.field(default_factory=dict)
 
+    def __post_init__(self):
+        # numpy numbers as Python ones, NaN as None: a row is plain data however the rule computed it
+        self.name = plain_number(self.name)
+        for measure in OFFENDER_MEASURES:
+            setattr(self, measure, plain_number(getattr(self, measure)))
+        self.extra = {k: plain_number(v) for k, v in self.extra.items()}
+
     @classmethod
     def of(cls, label: OffenderLabel, name, **columns) -> "Offender":
         """An offender named `name` (a `label`), its columns split into the shared measures and `extra`."""
@@ -185,6 +201,13 @@ class Offender(msgspec.Struct, kw_only=True):
         """The flat row: the name under `key`, then the measures the row has, then `extra`."""
         measures = {k: getattr(self, k) for k in OFFENDER_MEASURES if getattr(self, k) is not None}
         return {self.key: self.name, **measures, **self.extra}
+
+
+def plain_number(value):
+    """A numpy number as a Python one, NaN as None; anything else as it is."""
+    if hasattr(value, "item") and not isinstance(value, (list, dict, str)):
+        value = value.item()
+    return None if isinstance(value, float) and math.isnan(value) else value
 
 
 def _native_row(row: dict) -> dict:
@@ -293,6 +316,18 @@ class Finding(msgspec.Struct):
     ranks: list | None = None  # with several ranks: the ranks it holds on (None: a single trace)
     sheet: CheatSheet | None = None  # the rule's cheat-sheet row, filled in when the Diagnosis is assembled
 
+    def __post_init__(self):
+        """Plain numbers, and no estimate that is not a finite speedup of at least 1× (a broken input must not
+        print "est. 3,072,000,000,000× faster"): the reason goes into the basis instead."""
+        for name in ("est_speedup", "recoverable_us"):
+            value = getattr(self, name)
+            if value is not None:
+                setattr(self, name, float(value))
+        speedup = self.est_speedup
+        if speedup is not None and not (math.isfinite(speedup) and 1.0 <= speedup <= MAX_SPEEDUP):
+            self.basis = f"no estimate: the computation gave {speedup:g}×, outside [1, {MAX_SPEEDUP:g}]; {self.basis}"
+            self.est_speedup = None
+
     def fix_phrase(self) -> str:
         """The fix the estimate is for: "cuda-graphs", or "fused-optimizer, then cuda-graphs" when
         the first fixes are prerequisites of the next ("remove-sync and fused-optimizer, then
@@ -319,13 +354,6 @@ class Checked(msgspec.Struct):
 
     rule: str
     detail: str
-
-
-class ByName(msgspec.Struct):
-    """Part of an accounting bucket, by what names it (an op, a DataLoader range, a file:line)."""
-
-    name: str
-    us_per_step: float
 
 
 class Bucket(msgspec.Struct):
@@ -502,46 +530,16 @@ class Summary(msgspec.Struct):
         return all(getattr(self, f) is None for f in self.__struct_fields__)
 
 
-class Details(msgspec.Struct, omit_defaults=True):
-    """The report's supporting data, one named section each; a section the run has nothing for is None.
-
-    Each section is plain data (lists and dicts of numbers and strings), built once by
-    diagnose/rulebook/assemble.py and read by every renderer:
-      top_kernels    the GPU ops that take most time per step (metrics/views.py; ncu columns when measured)
-      step_timeline  the median step's GPU ops and classified gaps (metrics/views.py)
-      steps          the per-step table, profiled time (metrics/views.py)
-      memory         allocator peaks, timeline, peak breakdown, sweep fits (memory/summary.py)
-      roofline       roofline points and ceilings (ncu/roofline.py)
-      ncu            the Nsight Compute join and measured kernels (ncu/details.py)
-      inventory      every GPU op per step by (kernel, launching op, input shapes), for `diagnose diff`
-                     (metrics/views.py)
-      ranks          with several ranks: each rank's step budget, side by side (ranks/model.py)
-      failed_ranks   the ranks of a rank folder that could not be analysed, {rank, source, error}
-                     each: a trace missing, truncated or not a trace, or a worker that died each time
-                     (ranks/analyse.py); the others were analysed without them
-    """
-
-    top_kernels: list | None = None
-    step_timeline: dict | None = None
-    steps: list | None = None
-    memory: dict | None = None
-    roofline: dict | None = None
-    ncu: dict | None = None
-    inventory: list | None = None
-    ranks: list | None = None
-    failed_ranks: list | None = None
-
-
 class Diagnosis(msgspec.Struct):
     """Everything a report shows; `to_dict` is the findings.json schema."""
 
     target: str
-    device: dict
+    device: Device
     summary: Summary
     findings: list[Finding]
     skipped: list[Skipped]
     checked: list[Checked] = msgspec.field(default_factory=list)
-    capture: dict = msgspec.field(default_factory=dict)
+    capture: Capture = msgspec.field(default_factory=Capture)
     warnings: list[str] = msgspec.field(default_factory=list)
     verdict: str = ""
     details: Details = msgspec.field(default_factory=Details)
@@ -555,6 +553,40 @@ class Diagnosis(msgspec.Struct):
             f"<Diagnosis {self.target!r}: {top}; {len(self.findings)} findings, {len(self.checked)} quiet, "
             f"{len(self.skipped)} skipped>"
         )
+
+    @classmethod
+    def assemble(
+        cls,
+        *,
+        target: str,
+        device: Device,
+        summary: Summary,
+        findings: list[Finding],
+        skipped: list[Skipped],
+        checked: list[Checked],
+        capture: Capture,
+        details: Details,
+        warnings: Iterable[str] = (),
+        verdict: Callable[["Diagnosis"], str] | None = None,
+    ) -> "Diagnosis":
+        """The one way a Diagnosis is made from an analysis: its parts as given (warnings once each), every
+        finding that breaks an invariant dropped with the reason in the warnings (model/invariants.py),
+        then the verdict sentence `verdict` writes of the result."""
+        d = cls(
+            target=target,
+            device=device,
+            summary=summary,
+            findings=findings,
+            skipped=skipped,
+            checked=checked,
+            capture=capture,
+            warnings=list(dict.fromkeys(warnings)),
+            details=details,
+        )
+        enforce(d)
+        if verdict is not None:
+            d.verdict = verdict(d)
+        return d
 
     def to_dict(self) -> dict:
         """Plain data for JSON (the stable, versioned schema)."""
@@ -614,18 +646,18 @@ class Diagnosis(msgspec.Struct):
         """The top GPU kernels per step as a pandas DataFrame."""
         import pandas as pd
 
-        return pd.DataFrame(self.details.top_kernels or [])
+        return pd.DataFrame([k.columns() for k in self.details.top_kernels or []])
 
     def steps_frame(self):
         """The per-step table (profiled time) as a pandas DataFrame."""
         import pandas as pd
 
-        return pd.DataFrame(self.details.steps or [])
+        return pd.DataFrame([s.columns() for s in self.details.steps or []])
 
     @property
     def workload_failed(self) -> bool:
         """True when the captured workload raised, ran out of memory, timed out or crashed."""
-        return self.capture.get("status") not in (None, "ok")
+        return self.capture.failed
 
 
 def _native_offenders(finding):

@@ -29,8 +29,8 @@ from diagnose.rulebook.assemble import capture_summary, diagnose_trace
 from diagnose.model.config import Config
 from diagnose.rulebook.engine import Context, impact, run_rules, verdict
 from diagnose.base.errors import DiagnoseError, InputError
-from diagnose.model.findings import Bucket, Diagnosis, Finding, RankSummary, typed
-from diagnose.model.invariants import enforce
+from diagnose.model.findings import Accounting, Bucket, Checked, Diagnosis, Finding, RankSummary, typed
+from diagnose.model.details import Capture, FailedRank, RankBudget, capture_of
 from diagnose.metrics.accounting import largest_non_compute, with_rank_wait
 from diagnose.ranks.discover import RankSource, rank_sources
 from diagnose.ranks.model import RankSet
@@ -123,26 +123,45 @@ def analyse_ranks(
     ranks = RankSet(profiles, reference=profiles[0].rank)
     report({"phase": "rules"})
     if kept is not None and reference is results[0]:  # the parent measured the reference: its views are reused
-        d = diagnose_trace(kept.trace, config, ranks=ranks, context=kept)
+        ref = diagnose_trace(kept.trace, config, ranks=ranks, context=kept)
     else:
         del kept  # one trace in the parent at a time
-        d = (engine or _Here).reference(reference["path"], config, ranks, max_bytes)
-    _merge_findings(d, chosen)
-    d.target = str(folder)
-    d.summary.ranks = typed(ranks.summary(), RankSummary)
-    accounting = d.summary.accounting
-    if accounting and accounting.buckets:  # the same exposed time as exposed-comm's (with_rank_wait)
-        buckets = with_rank_wait(msgspec.to_builtins(accounting.buckets), ranks.wait_us(ranks.reference))
-        accounting.buckets = typed(buckets, list[Bucket])
-        accounting.largest_non_compute = largest_non_compute(buckets)
-    d.details.ranks = ranks.budgets()
-    d.details.failed_ranks = [{"rank": r["rank"], "source": r["path"], "error": r["failed"]} for r in failed] or None
-    _failed_rank(d, chosen)
+        ref = (engine or _Here).reference(reference["path"], config, ranks, max_bytes)
+    findings, checked = _merged_findings(ref, chosen)
+    summary = msgspec.structs.replace(
+        ref.summary,
+        ranks=typed(ranks.summary(), RankSummary),
+        accounting=_with_rank_wait(ref.summary.accounting, ranks),
+    )
+    failed_ranks = [FailedRank(rank=r["rank"], source=r["path"], error=r["failed"]) for r in failed] or None
     lost = [f"{r['failed']} (not analysed; the other {len(chosen)} ranks were)" for r in failed]
-    d.warnings = list(dict.fromkeys([*lost, *warnings, *ranks.warnings, *d.warnings]))
-    enforce(d)  # the merged findings and the rank rows, held to diagnose/model/invariants.py
-    d.verdict = verdict(d)
-    return d
+    # the reference's diagnosis with the ranks in it, made anew: the merged findings and the rank rows are
+    # held to diagnose/model/invariants.py again and the verdict written of them
+    return Diagnosis.assemble(
+        target=str(folder),
+        device=ref.device,
+        summary=summary,
+        findings=findings,
+        skipped=ref.skipped,
+        checked=checked,
+        capture=_failed_capture(chosen) or ref.capture,
+        details=msgspec.structs.replace(
+            ref.details, ranks=typed(ranks.budgets(), list[RankBudget]), failed_ranks=failed_ranks
+        ),
+        warnings=[*lost, *warnings, *ranks.warnings, *ref.warnings],
+        verdict=verdict,
+    )
+
+
+def _with_rank_wait(accounting: Accounting | None, ranks: RankSet) -> Accounting | None:
+    """The reference's step accounting with its exposed communication split into transfer and the wait
+    for other ranks: the same exposed time as exposed-comm's (metrics/accounting.py with_rank_wait)."""
+    if not accounting or not accounting.buckets:
+        return accounting
+    buckets = with_rank_wait(msgspec.to_builtins(accounting.buckets), ranks.wait_us(ranks.reference))
+    return msgspec.structs.replace(
+        accounting, buckets=typed(buckets, list[Bucket]), largest_non_compute=largest_non_compute(buckets)
+    )
 
 
 def _run_workers(sources, config, workers: int, max_bytes, report) -> tuple[list[dict], Context | None]:
@@ -221,33 +240,34 @@ def _one_per_rank(results: list[dict], failed: Sequence[dict] = ()) -> tuple[lis
     return chosen, warnings
 
 
-def _merge_findings(d: Diagnosis, chosen: list[dict]) -> None:
-    """Say on which ranks each single-rank finding holds; add those that hold only on other ranks."""
+def _merged_findings(d: Diagnosis, chosen: list[dict]) -> tuple[list[Finding], list[Checked]]:
+    """The reference's findings, each saying on which ranks it holds, with those that hold only on other
+    ranks added (and no longer quiet), by impact; and the quiet rules left."""
     fired: dict[str, list[int]] = {}
     for r in chosen:
         for rule in r["findings"]:
             fired.setdefault(rule, []).append(r["profile"]["rank"])
     present = {f.rule for f in d.findings}
-    for finding in d.findings:
-        if finding.ranks is None:
-            finding.ranks = fired.get(finding.rule, [])
+    findings = [
+        f if f.ranks is not None else msgspec.structs.replace(f, ranks=fired.get(f.rule, [])) for f in d.findings
+    ]
+    checked = list(d.checked)
     for rule, ranks in fired.items():
         if rule in present:
             continue
         first = next(r for r in chosen if r["profile"]["rank"] == ranks[0])
         theirs: Finding = first["findings"][rule]
-        theirs.ranks = ranks
-        d.findings.append(theirs)
-        d.checked = [c for c in d.checked if c.rule != rule]
-    d.findings.sort(key=impact, reverse=True)
+        findings.append(msgspec.structs.replace(theirs, ranks=ranks))
+        checked = [c for c in checked if c.rule != rule]
+    return sorted(findings, key=impact, reverse=True), checked
 
 
-def _failed_rank(d: Diagnosis, chosen: list[dict]) -> None:
-    """When a rank's workload failed, the Diagnosis's capture is that rank's, its error named by rank."""
+def _failed_capture(chosen: list[dict]) -> Capture | None:
+    """When a rank's workload failed, that rank's capture, its error named by rank (None when none failed)."""
     for r in chosen:
         capture = r["capture"] or {}
         if capture.get("status") not in (None, "ok"):
             error = dict(capture.get("error") or {})
             error["message"] = f"rank {r['profile']['rank']}: {error.get('message', '')}"
-            d.capture = {**capture, "error": error, "rank": r["profile"]["rank"]}
-            return
+            return capture_of(capture, error=error, rank=r["profile"]["rank"])
+    return None

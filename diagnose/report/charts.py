@@ -8,9 +8,23 @@ from __future__ import annotations
 
 import math
 import statistics
-from typing import Any
+from typing import Any, Callable, TypeVar
 
-from diagnose.model.findings import Bucket, Summary
+import msgspec
+
+from diagnose.model.details import (
+    Ceilings,
+    ComputeCeiling,
+    RankBudget,
+    Roofline,
+    RooflinePoint,
+    StepRow,
+    StepTimeline,
+    TimelineGap,
+    TimelineOp,
+    TopKernel,
+)
+from diagnose.model.findings import Bucket, IdleSplit, Summary
 from diagnose.base.format import short_name
 from diagnose.vocabulary.units import fmt, percent
 from diagnose.report.svg import (
@@ -94,13 +108,10 @@ def step_budget_parts(summary: Summary) -> list[dict]:
             for b in buckets
             if b.in_sum and b.us_per_step > 0
         ]
-    idle = summary.idle_us_per_step
-    values: dict[str, float] = {
-        "busy": summary.gpu_busy_us_per_step or 0.0,
-        **({f: getattr(idle, f) for f in idle.__struct_fields__} if idle else {}),
-    }
+    idle = summary.idle_us_per_step or IdleSplit()
+    values = {"busy": summary.gpu_busy_us_per_step or 0.0, **msgspec.structs.asdict(idle)}
     parts: list[dict[str, Any]] = [
-        {"label": label, "colour": colour, "us": float(values.get(key) or 0.0), "detail": ""}
+        {"label": label, "colour": colour, "us": float(values[key] or 0.0), "detail": ""}
         for key, label, colour in BUDGET_PARTS
     ]
     return [{**part, "share": part["us"] / step} for part in parts if part["us"] > 0]
@@ -124,7 +135,7 @@ def step_budget_bar(summary: Summary) -> str:
     for part in parts:
         w = part["us"] / total * 1000
         tip = f"{part['label']}: {fmt(part['us'])} µs per step ({percent(part['share'])})"
-        if part.get("detail"):
+        if part["detail"]:
             tip += f"\n{part['detail']}"
         body.append(rect(x, 0, w, 24, part["colour"], tip))
         x += w
@@ -134,23 +145,25 @@ def step_budget_bar(summary: Summary) -> str:
     )
 
 
-def step_timeline_chart(timeline: dict) -> str:
+def step_timeline_chart(timeline: StepTimeline | None) -> str:
     """One measured step on the GPU: ops as bars per stream, idle gaps by class, after-sync gaps marked."""
-    duration = float(timeline.get("duration_us") or 0.0)
-    ops = _clip(timeline.get("ops") or [], duration)
-    gaps = _clip(timeline.get("gaps") or [], duration)
+    if timeline is None:
+        return ""
+    duration = float(timeline.duration_us or 0.0)
+    ops = _clip(timeline.ops, duration)
+    gaps = _clip(timeline.gaps, duration)
     if duration <= 0 or not (ops or gaps):
         return ""
     left, right, top, lane_h, lane_gap = 96.0, 16.0, 62.0, 22.0, 10.0
     x1 = WIDTH - right
     us_per_px = duration / (x1 - left)
     scale = 1.0 / us_per_px
-    streams = sorted({int(op["stream"]) for op in ops})
+    streams = sorted({op.stream for op in ops})
     lanes = [(f"stream {s}", top + i * (lane_h + lane_gap)) for i, s in enumerate(streams)]
     idle_y = top + len(streams) * (lane_h + lane_gap)
     axis_y = idle_y + lane_h + 8
-    title = f"Step {timeline.get('step', '')} on the GPU: {fmt(duration)} µs of profiled time"
-    cats = sorted({op["cat"] for op in ops}, key=lambda c: (c not in OP_COLOURS, c))
+    title = f"Step {timeline.step} on the GPU: {fmt(duration)} µs of profiled time"
+    cats = sorted({op.cat for op in ops}, key=lambda c: (c not in OP_COLOURS, c))
     body = [text(0, 16, title, cls="chart-title")]
     body += _legend(
         0,
@@ -164,54 +177,57 @@ def step_timeline_chart(timeline: dict) -> str:
         body.append(rect(left, y, x1 - left, lane_h, "#f3f5f9"))
     body += x_axis(left, x1, axis_y, duration, "time since the step started (µs, profiled)", top)
     for stream, (_, y) in zip(streams, lanes):
-        lane = [op for op in ops if int(op["stream"]) == stream]
-        for group in _merge_close(lane, us_per_px, key="cat"):
+        lane = [op for op in ops if op.stream == stream]
+        for group in _merge_close(lane, us_per_px, key=lambda op: op.cat):
             body.append(
                 rect(
-                    left + group[0]["t"] * scale,
+                    left + group[0].t * scale,
                     y + 2,
                     _span(group) * scale,
                     lane_h - 4,
-                    OP_COLOURS.get(group[0]["cat"], OTHER_OP_COLOUR),
+                    OP_COLOURS.get(group[0].cat, OTHER_OP_COLOUR),
                     _op_tip(group),
                 )
             )
     merge_within = us_per_px if len(gaps) > MAX_SEPARATE_GAPS else 0.0
-    for group in _merge_close(gaps, merge_within, key="kind"):
-        x = left + group[0]["t"] * scale
+    for gap_group in _merge_close(gaps, merge_within, key=lambda gap: gap.kind):
+        x = left + gap_group[0].t * scale
         body.append(
             rect(
                 x,
                 idle_y + 2,
-                _span(group) * scale,
+                _span(gap_group) * scale,
                 lane_h - 4,
-                GAP_COLOURS.get(group[0]["kind"], OTHER_OP_COLOUR),
-                _gap_tip(group),
+                GAP_COLOURS.get(gap_group[0].kind, OTHER_OP_COLOUR),
+                _gap_tip(gap_group),
             )
         )
-        synced = next((g for g in group if g.get("after_sync")), None)
+        synced = next((g for g in gap_group if g.after_sync), None)
         if synced:
-            body.append(triangle_marker(left + synced["t"] * scale, idle_y - 7, SYNC_COLOUR))
+            body.append(triangle_marker(left + synced.t * scale, idle_y - 7, SYNC_COLOUR))
     return svg(WIDTH, axis_y + 44, title, body)
 
 
-def _clip(items: list[dict], duration: float) -> list[dict]:
+Item = TypeVar("Item", TimelineOp, TimelineGap)
+
+
+def _clip(items: list[Item], duration: float) -> list[Item]:
     """Items cut to the step window [0, duration]: a gap may run on into the next step."""
     clipped = []
     for item in items:
-        start, end = max(item["t"], 0.0), min(item["t"] + item["dur"], duration)
+        start, end = max(item.t, 0.0), min(item.t + item.dur, duration)
         if end > start:
-            clipped.append({**item, "t": start, "dur": end - start})
+            clipped.append(msgspec.structs.replace(item, t=start, dur=end - start))
     return clipped
 
 
-def _merge_close(items: list[dict], us_per_px: float, key: str) -> list[list[dict]]:
+def _merge_close(items: list[Item], us_per_px: float, key: Callable[[Item], str]) -> list[list[Item]]:
     """Group items that would touch on screen (same `key`, less than a pixel apart): a small SVG."""
-    groups: list[list[dict]] = []
+    groups: list[list[Item]] = []
     end = -math.inf
-    for item in sorted(items, key=lambda i: i["t"]):
-        item_end = item["t"] + item["dur"]
-        if groups and item[key] == groups[-1][0][key] and item["t"] - end < us_per_px:
+    for item in sorted(items, key=lambda i: i.t):
+        item_end = item.t + item.dur
+        if groups and key(item) == key(groups[-1][0]) and item.t - end < us_per_px:
             groups[-1].append(item)
             end = max(end, item_end)
         else:
@@ -220,39 +236,39 @@ def _merge_close(items: list[dict], us_per_px: float, key: str) -> list[list[dic
     return groups
 
 
-def _span(group: list[dict]) -> float:
-    return max(i["t"] + i["dur"] for i in group) - group[0]["t"]
+def _span(group: list[Item]) -> float:
+    return max(i.t + i.dur for i in group) - group[0].t
 
 
-def _op_tip(group: list[dict]) -> str:
+def _op_tip(group: list[TimelineOp]) -> str:
     first = group[0]
-    name = short_name(first["name"], TIP_NAME_CHARS)
+    name = short_name(first.name, TIP_NAME_CHARS)
     if len(group) == 1:
-        return f"{name}\n{first['cat']} · {fmt(first['dur'])} µs, at {fmt(first['t'])} µs"
-    busy = sum(i["dur"] for i in group)
+        return f"{name}\n{first.cat} · {fmt(first.dur)} µs, at {fmt(first.t)} µs"
+    busy = sum(i.dur for i in group)
     return (
-        f"{len(group)} {first['cat']} ops, {fmt(busy)} µs busy, "
-        f"{fmt(first['t'])}–{fmt(first['t'] + _span(group))} µs\nfirst: {name}"
+        f"{len(group)} {first.cat} ops, {fmt(busy)} µs busy, "
+        f"{fmt(first.t)}–{fmt(first.t + _span(group))} µs\nfirst: {name}"
     )
 
 
-def _gap_tip(group: list[dict]) -> str:
+def _gap_tip(group: list[TimelineGap]) -> str:
     first = group[0]
-    label = GAP_LABELS.get(first["kind"], f"idle: {first['kind']}")
+    label = GAP_LABELS.get(first.kind, f"idle: {first.kind}")
     if len(group) > 1:
-        return f"{label}: {len(group)} gaps, {fmt(sum(g['dur'] for g in group))} µs, from {fmt(first['t'])} µs"
-    sync = ", after a synchronising call" if first.get("after_sync") else ""
-    return f"{label}{sync}: {fmt(first['dur'])} µs, at {fmt(first['t'])} µs"
+        return f"{label}: {len(group)} gaps, {fmt(sum(g.dur for g in group))} µs, from {fmt(first.t)} µs"
+    sync = ", after a synchronising call" if first.after_sync else ""
+    return f"{label}{sync}: {fmt(first.dur)} µs, at {fmt(first.t)} µs"
 
 
-def top_kernels_chart(kernels: list[dict], label_chars: int = 44) -> str:
+def top_kernels_chart(kernels: list[TopKernel], label_chars: int = 44) -> str:
     """The GPU ops with the most time per step, as horizontal bars with an axis in µs per step."""
-    rows = [k for k in kernels if (k.get("us_per_step") or 0) > 0]
+    rows = [k for k in kernels if (k.us_per_step or 0) > 0]
     if not rows:
         return ""
     left, right, top, row_h = 310.0, 80.0, 34.0, 24.0
     x1 = WIDTH - right
-    upper = _axis_upper(max(k["us_per_step"] for k in rows))
+    upper = _axis_upper(max(k.us_per_step for k in rows))
     scale = (x1 - left) / upper
     axis_y = top + len(rows) * row_h + 4
     title = "Top GPU kernels by time per step"
@@ -260,9 +276,9 @@ def top_kernels_chart(kernels: list[dict], label_chars: int = 44) -> str:
     body += x_axis(left, x1, axis_y, upper, "µs per step (profiled)", top)
     for i, k in enumerate(rows):
         y = top + i * row_h
-        full = str(k.get("name", ""))
-        tip = f"{full}\n{fmt(k['us_per_step'])} µs per step · {fmt(k.get('calls_per_step', 0))} calls per step" + (
-            f" · launched by {k['op']}" if k.get("op") else ""
+        full = k.name
+        tip = f"{full}\n{fmt(k.us_per_step)} µs per step · {fmt(k.calls_per_step)} calls per step" + (
+            f" · launched by {k.op}" if k.op else ""
         )
         body.append(f"<g><title>{esc(tip)}</title>")
         body.append(text(left - 8, y + row_h / 2 + 4, short_name(full, label_chars), "end", "bar-label"))
@@ -270,15 +286,13 @@ def top_kernels_chart(kernels: list[dict], label_chars: int = 44) -> str:
             rect(
                 left,
                 y + 3,
-                k["us_per_step"] * scale,
+                k.us_per_step * scale,
                 row_h - 6,
-                OP_COLOURS.get(k.get("cat") or "", OTHER_OP_COLOUR),
+                OP_COLOURS.get(k.cat or "", OTHER_OP_COLOUR),
                 extra=' rx="2"',
             )
         )
-        body.append(
-            text(left + k["us_per_step"] * scale + 6, y + row_h / 2 + 4, f"{fmt(k['us_per_step'])} µs", cls="value")
-        )
+        body.append(text(left + k.us_per_step * scale + 6, y + row_h / 2 + 4, f"{fmt(k.us_per_step)} µs", cls="value"))
         body.append("</g>")
     return svg(WIDTH, axis_y + 44, title, body)
 
@@ -296,25 +310,27 @@ CEILING_COLOUR = "#475569"
 KEY_CHARS = 34
 
 
-def roofline_chart(roof: dict) -> str:
+def roofline_chart(roof: Roofline | None) -> str:
     """Hot ops on a log-log roofline: achieved TFLOP/s against FLOP/byte, under the device's ceilings.
 
     Filled points have Nsight Compute's measured DRAM bytes (coloured by its class), hollow ones
     bytes estimated from shapes; solid ceilings are datasheet peaks, dashed ones achievable. Each
     point is numbered; the key on the right names its kernel, the tooltip tells the rest.
     """
-    points = [p for p in roof.get("points") or [] if p.get("intensity", 0) > 0 and p.get("tflops", 0) > 0]
-    ceilings = roof.get("ceilings") or {}
+    if roof is None:
+        return ""
+    points = [p for p in roof.points if p.intensity > 0 and p.tflops > 0]
+    ceilings: Ceilings = roof.ceilings
     if not points:
         return ""
-    hbm, reach = ceilings.get("hbm_tbps") or 0.0, ceilings.get("achievable_tbps") or 0.0
-    compute = [c for c in ceilings.get("compute") or [] if c.get("peak_tflops")]
-    peaks = [c["peak_tflops"] for c in compute]
-    ridges = [c["peak_tflops"] / hbm for c in compute] if hbm else []
-    x_lo = _decade(min(p["intensity"] for p in points) / 2, down=True)
-    x_hi = _decade(max([p["intensity"] * 2 for p in points] + [r * 4 for r in ridges]), down=False)
-    y_lo = _decade(min([p["tflops"] for p in points] + [x_lo * hbm if hbm else math.inf]) / 2, down=True)
-    y_hi = _decade(max([p["tflops"] * 2 for p in points] + [v * 1.5 for v in peaks]), down=False)
+    hbm, reach = ceilings.hbm_tbps or 0.0, ceilings.achievable_tbps or 0.0
+    compute = [c for c in ceilings.compute if c.peak_tflops]
+    peaks = [c.peak_tflops or 0.0 for c in compute]
+    ridges = [v / hbm for v in peaks] if hbm else []
+    x_lo = _decade(min(p.intensity for p in points) / 2, down=True)
+    x_hi = _decade(max([p.intensity * 2 for p in points] + [r * 4 for r in ridges]), down=False)
+    y_lo = _decade(min([p.tflops for p in points] + [x_lo * hbm if hbm else math.inf]) / 2, down=True)
+    y_hi = _decade(max([p.tflops * 2 for p in points] + [v * 1.5 for v in peaks]), down=False)
     key_w, height = 330.0, 440.0
     plot = (80.0, 72.0, WIDTH - key_w - 16, height - 56.0)
 
@@ -326,29 +342,37 @@ def roofline_chart(roof: dict) -> str:
         span = math.log10(y_hi) - math.log10(y_lo)
         return plot[3] - (math.log10(y) - math.log10(y_lo)) / span * (plot[3] - plot[1])
 
-    title = f"Roofline of the hot ops on the {ceilings.get('device', 'GPU')}"
+    title = f"Roofline of the hot ops on the {ceilings.device or 'GPU'}"
     body = [text(0, 16, title, cls="chart-title")] + _roofline_legend(points, 0, 40)
     labels = Labels()
     body += _log_axes(plot, (x_lo, x_hi), (y_lo, y_hi), sx, sy, labels)
     texts = len(labels.boxes)
     labels.boxes += [
-        (sx(p["intensity"]) - 7, sy(p["tflops"]) - 7, sx(p["intensity"]) + 7, sy(p["tflops"]) + 7) for p in points
+        (sx(p.intensity) - 7, sy(p.tflops) - 7, sx(p.intensity) + 7, sy(p.tflops) + 7) for p in points
     ]  # ceiling labels go where no point would hide them
-    for dashed, bw, key in ((False, hbm, "peak_tflops"), (True, reach, "achievable_tflops")):
-        body += _ceilings(compute, bw, key, dashed, (x_lo, x_hi), (y_lo, y_hi), sx, sy, labels)
+    for dashed, bw, roof_of in ((False, hbm, _peak), (True, reach, _achievable)):
+        body += _ceilings(compute, bw, roof_of, dashed, (x_lo, x_hi), (y_lo, y_hi), sx, sy, labels)
     del labels.boxes[texts : texts + len(points)]  # a point's number may touch another point, not a label
     body += _points(points, sx, sy, labels)
     body += _roofline_key(points, WIDTH - key_w + 4, plot[1])
     return svg(WIDTH, height, title, body)
 
 
-def _roofline_legend(points: list[dict], x: float, y: float) -> list[str]:
+def _peak(c: ComputeCeiling) -> float | None:
+    return c.peak_tflops
+
+
+def _achievable(c: ComputeCeiling) -> float | None:
+    return c.achievable_tflops
+
+
+def _roofline_legend(points: list[RooflinePoint], x: float, y: float) -> list[str]:
     """Swatches for the classes of the measured points present, and for estimated points when any."""
-    present = {p.get("bound") for p in points if p.get("measured")}
+    present = {p.bound for p in points if p.measured}
     entries = [(BOUND_COLOURS[c], True, f"measured, {c}") for c in BOUND_COLOURS if c in present]
-    if any(p.get("measured") and p.get("bound") not in BOUND_COLOURS for p in points):
+    if any(p.measured and p.bound not in BOUND_COLOURS for p in points):
         entries.append((ESTIMATED_COLOUR, True, "measured, unclassified"))
-    if not all(p.get("measured") for p in points):
+    if not all(p.measured for p in points):
         entries.append((ESTIMATED_COLOUR, False, "hollow: bytes estimated from shapes"))
     out = []
     for colour, filled, label in entries:
@@ -396,14 +420,24 @@ def _log_axes(plot, xs, ys, sx, sy, labels: Labels) -> list[str]:
     return out
 
 
-def _ceilings(compute: list[dict], bw: float, key: str, dashed: bool, xs, ys, sx, sy, labels: Labels) -> list[str]:
+def _ceilings(
+    compute: list[ComputeCeiling],
+    bw: float,
+    roof_of: Callable[[ComputeCeiling], float | None],
+    dashed: bool,
+    xs,
+    ys,
+    sx,
+    sy,
+    labels: Labels,
+) -> list[str]:
     """The roof min(peak, intensity × bandwidth) of each compute ceiling, labelled at its right end
     (above a datasheet line, below an achievable one, further off where another label is)."""
     if not bw or not compute:
         return []
     dash = ' stroke-dasharray="6 4"' if dashed else ""
     kind = "achievable" if dashed else "datasheet"
-    top = max(c[key] or 0 for c in compute)
+    top = max(roof_of(c) or 0 for c in compute)
     out = []
     x_knee = min(top / bw, xs[1])
     x_start = max(xs[0], ys[0] / bw)
@@ -421,12 +455,12 @@ def _ceilings(compute: list[dict], bw: float, key: str, dashed: bool, xs, ys, sx
             if spot:
                 out.append(text(spot[0], spot[1], label, "end", "legend"))
     for c in compute:
-        peak = c.get(key)
+        peak = roof_of(c)
         if not peak or not ys[0] < peak < ys[1]:
             continue
         x_from = max(peak / bw, xs[0])
-        label = f"{c['label']}: {fmt(peak)} TFLOP/s peak" if not dashed else f"{fmt(peak)} achievable"
-        tip = f"{c['label']}, {kind}: {fmt(peak)} TFLOP/s"
+        label = f"{c.label}: {fmt(peak)} TFLOP/s peak" if not dashed else f"{fmt(peak)} achievable"
+        tip = f"{c.label}, {kind}: {fmt(peak)} TFLOP/s"
         out.append(
             f'<line x1="{sx(x_from):.1f}" y1="{sy(peak):.1f}" x2="{sx(xs[1]):.1f}" y2="{sy(peak):.1f}" '
             f'stroke="{CEILING_COLOUR}" stroke-width="1.6"{dash}><title>{esc(tip)}</title></line>'
@@ -444,15 +478,15 @@ def _ceilings(compute: list[dict], bw: float, key: str, dashed: bool, xs, ys, sx
     return out
 
 
-def _points(points: list[dict], sx, sy, labels: Labels) -> list[str]:
+def _points(points: list[RooflinePoint], sx, sy, labels: Labels) -> list[str]:
     """One numbered circle per op: filled when Nsight Compute measured its bytes, hollow when estimated.
     A number goes beside its circle where it overlaps no other label (the tooltip and key still name
     a point whose number found no room)."""
     out = []
     for i, p in enumerate(points, 1):
-        x, y = sx(p["intensity"]), sy(p["tflops"])
-        colour = BOUND_COLOURS.get(p.get("bound") or "", ESTIMATED_COLOUR)
-        fill = colour if p.get("measured") else "#ffffff"
+        x, y = sx(p.intensity), sy(p.tflops)
+        colour = BOUND_COLOURS.get(p.bound or "", ESTIMATED_COLOUR)
+        fill = colour if p.measured else "#ffffff"
         out.append(
             f'<g><title>{esc(_point_tip(i, p))}</title><circle cx="{x:.1f}" cy="{y:.1f}" r="6" '
             f'fill="{fill}" stroke="{colour}" stroke-width="2"/>'
@@ -474,73 +508,73 @@ def _points(points: list[dict], sx, sy, labels: Labels) -> list[str]:
     return out
 
 
-def _point_tip(i: int, p: dict) -> str:
-    if p.get("measured"):
+def _point_tip(i: int, p: RooflinePoint) -> str:
+    if p.measured:
         sol = (
-            f" (DRAM {fmt(p['dram_pct'])} %, SM {fmt(p['sm_pct'])} %)"
-            if p.get("dram_pct") is not None and p.get("sm_pct") is not None
+            f" (DRAM {fmt(p.dram_pct)} %, SM {fmt(p.sm_pct)} %)"
+            if p.dram_pct is not None and p.sm_pct is not None
             else ""
         )
-        how = f"bytes measured by Nsight Compute{sol}" + (f": {p['bound']}" if p.get("bound") else "")
+        how = f"bytes measured by Nsight Compute{sol}" + (f": {p.bound}" if p.bound else "")
     else:
         how = "bytes estimated from shapes"
     return (
-        f"{i}. {short_name(p.get('kernel', ''), TIP_NAME_CHARS)}\n{p.get('op') or 'no op'} {p.get('shapes') or ''}\n"
-        f"{fmt(p['intensity'])} FLOP/byte · {fmt(p['tflops'])} TFLOP/s · {fmt(p.get('us_per_step', 0))} µs "
+        f"{i}. {short_name(p.kernel, TIP_NAME_CHARS)}\n{p.op or 'no op'} {p.shapes or ''}\n"
+        f"{fmt(p.intensity)} FLOP/byte · {fmt(p.tflops)} TFLOP/s · {fmt(p.us_per_step)} µs "
         f"per step\n{how}; FLOPs from shapes"
     )
 
 
-def _key_label(p: dict) -> str:
+def _key_label(p: RooflinePoint) -> str:
     """ "mul · elementwise_kernel<128, 2, …": the op that launched it, then the shortened kernel name."""
-    op = str(p.get("op") or "").removeprefix("aten::")
+    op = str(p.op or "").removeprefix("aten::")
     if not op or op == "None":
-        return short_name(p.get("kernel", ""), KEY_CHARS)
-    return f"{op} · {short_name(p.get('kernel', ''), max(KEY_CHARS - len(op) - 3, 12))}"
+        return short_name(p.kernel, KEY_CHARS)
+    return f"{op} · {short_name(p.kernel, max(KEY_CHARS - len(op) - 3, 12))}"
 
 
-def _roofline_key(points: list[dict], x: float, y: float) -> list[str]:
+def _roofline_key(points: list[RooflinePoint], x: float, y: float) -> list[str]:
     """The numbered list of the plotted kernels, beside the chart."""
     out = [text(x, y - 8, "op · kernel (µs per step)", cls="legend")]
     for i, p in enumerate(points, 1):
         row_y = y + 10 + (i - 1) * 19
-        colour = BOUND_COLOURS.get(p.get("bound") or "", ESTIMATED_COLOUR)
-        fill = colour if p.get("measured") else "#ffffff"
+        colour = BOUND_COLOURS.get(p.bound or "", ESTIMATED_COLOUR)
+        fill = colour if p.measured else "#ffffff"
         tip = _point_tip(i, p)
         out.append(
             f'<g><title>{esc(tip)}</title><circle cx="{x + 5:.1f}" cy="{row_y - 4:.1f}" r="4" fill="{fill}" '
             f'stroke="{colour}" stroke-width="1.6"/>'
         )
-        out.append(text(x + 14, row_y, f"{i}. {_key_label(p)} ({fmt(p.get('us_per_step', 0))})", cls="bar-label"))
+        out.append(text(x + 14, row_y, f"{i}. {_key_label(p)} ({fmt(p.us_per_step)})", cls="bar-label"))
         out.append("</g>")
     return out
 
 
 # --- the ranks side by side ---
-def rank_budget_chart(ranks: list | None) -> str:
+def rank_budget_chart(ranks: list[RankBudget] | None) -> str:
     """Each rank's step budget as one stacked bar per rank, on a common µs scale (Details.ranks)."""
-    rows = [r for r in ranks or [] if r.get("buckets")]
+    rows = [r for r in ranks or [] if r.buckets]
     if not rows:
         return ""
-    longest = max(sum(b["us_per_step"] for b in r["buckets"]) for r in rows) or 1.0
+    longest = max(sum(b.us_per_step for b in r.buckets) for r in rows) or 1.0
     bar, gap, label_w = 18, 6, 70
     scale = (WIDTH - label_w - 10) / longest
     body = []
     for i, r in enumerate(rows):
         y, x = i * (bar + gap), float(label_w)
-        body.append(text(4, y + bar - 4, f"rank {r['rank']}", cls="legend"))
-        for b in r["buckets"]:
-            w = b["us_per_step"] * scale
+        body.append(text(4, y + bar - 4, f"rank {r.rank}", cls="legend"))
+        for b in r.buckets:
+            w = b.us_per_step * scale
             if w <= 0:
                 continue
-            tip = f"rank {r['rank']}: {b['label']}: {fmt(b['us_per_step'])} µs per step"
-            split = any(c["id"] == "comm_wait" for c in r["buckets"])  # the wait has its own bucket
-            if b["id"] == "comm_exposed" and r.get("wait_share") and not split:
+            tip = f"rank {r.rank}: {b.label}: {fmt(b.us_per_step)} µs per step"
+            split = any(c.id == "comm_wait" for c in r.buckets)  # the wait has its own bucket
+            if b.id == "comm_exposed" and r.wait_share and not split:
                 tip += (
-                    f" (under the profiler, {percent(r['wait_share'])} of the step was spent in collectives "
+                    f" (under the profiler, {percent(r.wait_share)} of the step was spent in collectives "
                     "waiting for the slowest rank)"
                 )
-            body.append(rect(x, y, w, bar, ACCOUNTING_COLOURS.get(b["id"], OTHER_OP_COLOUR), tip))
+            body.append(rect(x, y, w, bar, ACCOUNTING_COLOURS.get(b.id, OTHER_OP_COLOUR), tip))
             x += w
     height = len(rows) * (bar + gap)
     return (
@@ -555,11 +589,11 @@ STEP_COLUMNS = 600  # more steps than this are drawn as the range of each pixel 
 MIN_CHART_STEPS = 10  # fewer steps are read from the table alone
 
 
-def step_times_chart(steps: list[dict]) -> str:
+def step_times_chart(steps: list[StepRow]) -> str:
     """Every measured step's duration (µs, profiled) against its index, the median dashed; with more
     steps than STEP_COLUMNS, each column of the plot shows the shortest-to-longest range of its steps.
     "" for fewer than MIN_CHART_STEPS steps: the steps table shows them."""
-    durations = [float(s["duration_us"]) for s in steps if finite(s.get("duration_us"))]
+    durations = [float(s.duration_us) for s in steps if finite(s.duration_us)]
     if len(durations) < MIN_CHART_STEPS:
         return ""
     n, height = len(durations), 250.0

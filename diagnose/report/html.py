@@ -10,14 +10,24 @@ from __future__ import annotations
 import functools
 import json
 from pathlib import Path
-from typing import Any
 
 import jinja2
 from markupsafe import Markup
+from msgspec import UNSET, UnsetType
 
+from diagnose.model.details import (
+    Capture,
+    CaptureMemory,
+    CaptureSteps,
+    CaptureTiming,
+    Device,
+    Ncu,
+    PeakBreakdown,
+    Roofline,
+    StepRow,
+)
 from diagnose.model.findings import Diagnosis, Finding
 from diagnose.base.format import column_label, document_inert, short_name
-from diagnose.base.step_timing import paid_step_us, set_aside_timing
 from diagnose.vocabulary.units import duration, fmt, is_number, percent
 from diagnose.memory.units import gb
 from diagnose.report import Renderer, charts, memory_charts
@@ -86,45 +96,44 @@ def report_context(d: Diagnosis) -> dict:
     """Everything the template shows, as plain display-ready data."""
     summary, details = d.summary, d.details
     step_us = summary.step_time_us
-    ranks: dict[str, Any] = (
-        ranks_view(summary.ranks.per_rank, summary.ranks.reference) if summary.ranks else {"many": False}
-    )
-    drawn = ranks.get("drawn")
-    rank_bars = [r for r in details.ranks or [] if drawn is None or r.get("rank") in drawn]
+    ranks = ranks_view(summary.ranks.per_rank, summary.ranks.reference) if summary.ranks else ranks_view([], None)
+    drawn = ranks["drawn"]
+    rank_bars = [r for r in details.ranks or [] if drawn is None or r.rank in drawn]
+    memory = details.memory
     return {
         "d": d,
         "version": __version__,
         "severity": severity_class(d),
         "failure": failure_view(d),
-        "device": device_facts(d.device or {}),
+        "device": device_facts(d.device),
         "tiles": headline_tiles(d),
         "findings": [finding_view(f, step_us) for f in d.findings],
         "has_gpu": details.top_kernels is not None or bool(summary.gpu_ops_per_step),
         "charts": {
             "budget": Markup(charts.step_budget_bar(summary)),
-            "timeline": Markup(charts.step_timeline_chart(details.step_timeline or {})),
+            "timeline": Markup(charts.step_timeline_chart(details.step_timeline)),
             "kernels": Markup(charts.top_kernels_chart(details.top_kernels or [])),
-            "roofline": Markup(charts.roofline_chart(details.roofline or {})),
-            "memory": Markup(memory_charts.memory_timeline_chart(details.memory or {})),
-            "sweep": Markup(memory_charts.sweep_chart((details.memory or {}).get("sweep") or {})),
+            "roofline": Markup(charts.roofline_chart(details.roofline)),
+            "memory": Markup(memory_charts.memory_timeline_chart(memory)),
+            "sweep": Markup(memory_charts.sweep_chart(memory.sweep if memory and memory.sweep else None)),
             "ranks": Markup(charts.rank_budget_chart(rank_bars)),
             "steps": Markup(charts.step_times_chart(details.steps or [])),
         },
         "ranks": ranks,
-        "roofline": roofline_view(details.roofline or {}),
-        "ncu": ncu_view(details.ncu or {}),
+        "roofline": roofline_view(details.roofline),
+        "ncu": ncu_view(details.ncu),
         "budget_parts": charts.step_budget_parts(summary),
         "overlapped": charts.overlapped_comm(summary),
-        "timeline_note": (details.step_timeline or {}).get("note", ""),
+        "timeline_note": details.step_timeline.note if details.step_timeline else "",
         "top_kernels": records_table(
-            details.top_kernels or [],
+            [k.columns() for k in details.top_kernels or []],
             TOP_KERNEL_COLUMNS,
             percent_keys={"share_of_gpu_time"},
             max_chars=KERNEL_NAME_CHARS,
         ),
         **steps_view(details.steps or [], d.summary.steps_found_by),
-        "capture": capture_facts(d.capture or {}),
-        "memory_parts": memory_parts_table((details.memory or {}).get("breakdown") or {}),
+        "capture": capture_facts(d.capture),
+        "memory_parts": memory_parts_table(memory.breakdown if memory else None),
     }
 
 
@@ -132,75 +141,74 @@ STEP_ROWS = 40  # more measured steps than this: the table lists the first and t
 FIRST_STEPS, LONGEST_STEPS = 3, 10
 
 
-def steps_view(steps: list[dict], found_by: str | None = None) -> dict:
+def steps_view(steps: list[StepRow], found_by: str | None = None) -> dict:
     """The steps table and its caption: every step, or for a long trace the first and the longest ones
     (findings.json holds them all, and the step-time chart draws them all), and how the steps were found."""
     how = f" Steps: {found_by}." if found_by else ""
     caption = "Each measured step in profiled time (the profiler stretches host-side gaps)." + how
     if len(steps) <= STEP_ROWS:
-        return {"steps": records_table(steps), "steps_note": caption}
-    longest = sorted(range(len(steps)), key=lambda i: -(steps[i].get("duration_us") or 0))[:LONGEST_STEPS]
+        return {"steps": records_table([s.columns() for s in steps]), "steps_note": caption}
+    longest = sorted(range(len(steps)), key=lambda i: -(steps[i].duration_us or 0))[:LONGEST_STEPS]
     shown = sorted(set(range(FIRST_STEPS)) | set(longest))
     note = (
         f"{len(steps):,} measured steps in profiled time: the first {FIRST_STEPS} and the {LONGEST_STEPS} longest "
         "are listed (the chart above draws every one, findings.json lists every one)." + how
     )
-    return {"steps": records_table([steps[i] for i in shown]), "steps_note": note}
+    return {"steps": records_table([steps[i].columns() for i in shown]), "steps_note": note}
 
 
-def memory_parts_table(breakdown: dict) -> dict:
+def memory_parts_table(breakdown: PeakBreakdown | None | UnsetType) -> dict:
     """The peak broken down by what holds it (or, failing that, by the code that allocated it)."""
-    parts = [
-        {"part": p["part"], "size": gb(p["bytes"]), "how it was counted": p.get("how", "")}
-        for p in breakdown.get("parts") or []
-    ]
+    if not breakdown:
+        return {**records_table([]), "peak_gb": None, "basis": ""}
+    parts: list[dict] = [{"part": p.part, "size": gb(p.bytes), "how it was counted": p.how} for p in breakdown.parts]
     if not parts:
         parts = [
             {
-                "allocated at": a["where"],
-                "GB allocated over the run": round(a["bytes"] / 1e9, 2),
-                "allocations": a.get("count"),
-                "largest GB": round((a.get("largest") or 0) / 1e9, 2),
+                "allocated at": a.where,
+                "GB allocated over the run": round(a.bytes / 1e9, 2),
+                "allocations": a.count,
+                "largest GB": round((a.largest or 0) / 1e9, 2),
             }
-            for a in (breakdown.get("top_allocating") or [])[:8]
+            for a in breakdown.top_allocating[:8]
         ]
     table = records_table(parts)
-    table["peak_gb"] = round(breakdown["peak_bytes"] / 1e9, 2) if breakdown.get("peak_bytes") else None
-    table["basis"] = breakdown.get("basis", "")
+    table["peak_gb"] = round(breakdown.peak_bytes / 1e9, 2) if breakdown.peak_bytes else None
+    table["basis"] = breakdown.basis
     return table
 
 
-def roofline_view(roof: dict) -> dict:
+def roofline_view(roof: Roofline | None) -> dict:
     """What the roofline's caption says: how many points are measured, where the ceilings come from."""
-    points = roof.get("points") or []
-    measured = sum(1 for p in points if p.get("measured"))
+    points = roof.points if roof else []
+    measured = sum(1 for p in points if p.measured)
     return {
         "points": len(points),
         "measured": measured,
         "estimated": len(points) - measured,
-        "source": (roof.get("ceilings") or {}).get("source", ""),
+        "source": roof.ceilings.source if roof else "",
     }
 
 
-def ncu_view(ncu: dict) -> dict:
+def ncu_view(ncu: Ncu | None) -> dict:
     """The Nsight Compute section: its summary line, thresholds, and the measured kernels as a table."""
     if not ncu:
         return {}
-    thresholds = ncu.get("thresholds") or {}
+    t = ncu.thresholds
     rule = (
-        f"latency-bound: SM and memory both < {fmt(thresholds.get('LATENCY_PCT', 60))} %; compute-bound: "
-        f"SM ≥ {fmt(thresholds.get('LATENCY_PCT', 60))} % and more than {fmt(thresholds.get('LEAD_PCT', 10))} "
-        f"points above memory (or within them with the tensor pipe ≥ {fmt(thresholds.get('TENSOR_PCT', 50))} %); "
+        f"latency-bound: SM and memory both < {fmt(t.LATENCY_PCT)} %; compute-bound: "
+        f"SM ≥ {fmt(t.LATENCY_PCT)} % and more than {fmt(t.LEAD_PCT)} "
+        f"points above memory (or within them with the tensor pipe ≥ {fmt(t.TENSOR_PCT)} %); "
         "memory-bound: memory ≥ "
-        f"{fmt(thresholds.get('LATENCY_PCT', 60))} % otherwise"
+        f"{fmt(t.LATENCY_PCT)} % otherwise"
     )
     return {
-        "summary": ncu.get("summary", ""),
-        "source": ncu.get("source", ""),
-        "seconds": ncu.get("seconds"),
+        "summary": ncu.summary,
+        "source": ncu.source,
+        "seconds": ncu.seconds or None,
         "rule": rule,
-        "unmatched": ", ".join(ncu.get("unmatched_ncu") or []),
-        "table": records_table(ncu.get("kernels") or [], NCU_COLUMNS, max_chars=KERNEL_NAME_CHARS),
+        "unmatched": ", ".join(ncu.unmatched_ncu),
+        "table": records_table([k.columns() for k in ncu.kernels], NCU_COLUMNS, max_chars=KERNEL_NAME_CHARS),
     }
 
 
@@ -215,27 +223,27 @@ def failure_view(d: Diagnosis) -> dict | None:
     """The workload-failure banner: what happened, the error, and its traceback (None when it ran)."""
     if not d.workload_failed:
         return None
-    status = str(d.capture.get("status"))
-    error = d.capture.get("error") or {}
+    status = str(d.capture.status)
+    error = d.capture.error_or_empty
     return {
         "status": status,
         "title": FAILURE_TITLES.get(status, f"The workload ended with status {status}"),
-        "type": error.get("type") or "",
-        "message": error.get("message") or "",
-        "traceback": error.get("traceback") or "",
+        "type": error.type or "",
+        "message": error.message or "",
+        "traceback": error.traceback or "",
     }
 
 
-def device_facts(device: dict) -> list[tuple[str, str]]:
+def device_facts(device: Device) -> list[tuple[str, str]]:
     """(label, value) pairs of what is known about the GPU, unknown ones left out."""
-    memory = device.get("memory_bytes")
+    memory = device.memory_bytes
     facts = [
-        ("GPU", device.get("name")),
-        ("SMs", device.get("sm_count")),
+        ("GPU", device.name),
+        ("SMs", device.sm_count),
         ("memory", f"{memory / 2**30:.0f} GiB" if memory else None),
-        ("compute capability", device.get("compute_capability")),
-        ("torch", device.get("torch")),
-        ("CUDA", device.get("cuda")),
+        ("compute capability", device.compute_capability),
+        ("torch", device.torch),
+        ("CUDA", device.cuda),
     ]
     return [(label, str(value)) for label, value in facts if value not in (None, "")]
 
@@ -259,7 +267,7 @@ def headline_tiles(d: Diagnosis) -> list[dict]:
             ),
             "profiled": "profiled: includes profiler overhead",
         }
-        synced = set_aside_timing(s.step_basis, d.capture)
+        synced = d.capture.set_aside_us(s.step_basis)
         if synced:
             notes["profiled"] = (
                 f"profiled: {duration(synced)} timed with a sync after each step, which the profiled steps did not have"
@@ -340,7 +348,9 @@ def records_table(
     """A list of dicts as a table: columns from `labels` (or every key, in order of appearance), cells formatted.
 
     Each cell carries its display text, a raw sort value, and the full text as a tooltip when
-    shortened to `max_chars`.
+    shortened to `max_chars`. The records are open mappings by column name (an offender's `row()`, whose
+    columns each rule names, or a typed row's `columns()`, without the columns it lacks), so a cell is
+    read with `.get`: a row without that column shows "—".
     """
     keys = list(labels) if labels else list(dict.fromkeys(k for r in records for k in r))
     keys = [k for k in keys if any(k in r for r in records)]
@@ -361,34 +371,32 @@ def _cell(value, numeric: bool, as_percent: bool, max_chars: int) -> dict:
     return {"text": short, "sort": None, "title": text if short != text else "", "bar": None}
 
 
-def capture_facts(capture: dict) -> list[tuple[str, str]]:
+def capture_facts(capture: Capture) -> list[tuple[str, str]]:
     """(label, value) pairs describing how the workload was captured and timed."""
-    steps, timing, memory = capture.get("steps") or {}, capture.get("timing") or {}, capture.get("memory") or {}
+    steps, memory = capture.steps or CaptureSteps(), capture.memory or CaptureMemory()
     facts = [
-        ("status", capture.get("status")),
-        ("target", capture.get("target")),
-        ("mode", capture.get("mode")),
-        ("recorded at", capture.get("recorded_at")),
-        ("steps", f"{steps['warmup']} warm-up, {steps['profiled']} profiled" if "warmup" in steps else None),
-        ("a step is", steps.get("how")),
-        ("unprofiled timing", _timing_text(timing)),
-        ("peak memory allocated", _gib(memory.get("max_allocated_bytes"))),
-        ("peak memory reserved", _gib(memory.get("max_reserved_bytes"))),
-        ("parameters", json.dumps(capture["params"], default=str) if capture.get("params") else None),
+        ("status", capture.status),
+        ("target", capture.target),
+        ("mode", capture.mode),
+        ("recorded at", capture.recorded_at),
+        ("steps", f"{steps.warmup} warm-up, {steps.profiled} profiled" if steps.warmup is not UNSET else None),
+        ("a step is", steps.how),
+        ("unprofiled timing", _timing_text(capture.timing or None)),
+        ("peak memory allocated", _gib(memory.max_allocated_bytes)),
+        ("peak memory reserved", _gib(memory.max_reserved_bytes)),
+        ("parameters", json.dumps(capture.params, default=str) if capture.params else None),
     ]
-    return [(label, str(value)) for label, value in facts if value not in (None, "")]
+    return [(label, str(value)) for label, value in facts if value not in (None, "", UNSET)]
 
 
-def _timing_text(timing: dict) -> str | None:
-    paid = paid_step_us(timing)
-    if paid is None:
+def _timing_text(timing: CaptureTiming | None) -> str | None:
+    paid = timing.paid_step_us if timing else None
+    if timing is None or paid is None:
         return None
-    runs = len(timing.get("unprofiled_step_us") or [])
-    spread = f", min {duration(timing['min_us'])}" if timing.get("min_us") is not None else ""
-    return (
-        f"mean {duration(paid)}, median "
-        f"{duration(timing['median_us'])}{spread} over {runs} steps ({timing.get('source', '')})"
-    )
+    runs = len(timing.unprofiled_step_us or [])
+    spread = f", min {duration(timing.min_us)}" if isinstance(timing.min_us, (int, float)) else ""
+    median = timing.median_us if isinstance(timing.median_us, (int, float)) else None
+    return f"mean {duration(paid)}, median {duration(median)}{spread} over {runs} steps ({timing.source or ''})"
 
 
 def _gib(n) -> str | None:

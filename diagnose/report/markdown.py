@@ -60,8 +60,8 @@ def _headline_rows(d: Diagnosis) -> list[tuple[str, str]]:
         rows.append(("GPU busy", percent(s.gpu_busy_fraction)))
     if s.host_wait_share is not None:
         rows.append(("host wait", percent(s.host_wait_share)))
-    if d.device.get("name"):
-        rows.append(("device", str(d.device["name"])))
+    if d.device.name:
+        rows.append(("device", d.device.name))
     return rows
 
 

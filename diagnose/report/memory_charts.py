@@ -1,7 +1,7 @@
 """Inline SVG charts of memory for the HTML report: memory over time, and a parameter sweep.
 
-Each function takes the plain data of Diagnosis.details["memory"] (diagnose/memory/details.py)
-and returns one <svg> element as a string, or "" when there is nothing to draw. Every string that
+Each function takes a typed part of Diagnosis.details.memory (diagnose/model/details.py Memory, built by
+diagnose/memory/details.py) and returns one <svg> element as a string, or "" when there is nothing to draw. Every string that
 comes from a trace or a capture (labels, parameter names, values, error messages) is escaped.
 """
 
@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 
+from diagnose.model.details import Fit, Memory, Sweep, SweepPoint
 from diagnose.report.svg import (
     GRID,
     AXIS,
@@ -42,17 +43,19 @@ def _ticks(upper: float, count: int = 5) -> list[float]:
     return nice_ticks(upper, count, cover=True)
 
 
-def memory_timeline_chart(memory: dict) -> str:
-    """Allocated and reserved GPU memory (GB) against time (ms) from details["memory"]["timeline"],
+def memory_timeline_chart(memory: Memory | None) -> str:
+    """Allocated and reserved GPU memory (GB) against time (ms) from details.memory.timeline,
     the measured steps shaded, the peak marked, and the memory limit when the run came near it."""
-    timeline = (memory or {}).get("timeline") or {}
-    points = [p for p in timeline.get("points") or [] if len(p) == 3 and all(finite(v) for v in p)]
+    timeline = memory.timeline if memory else None
+    if not memory or not timeline:
+        return ""
+    points = [p for p in timeline.points if len(p) == 3 and all(finite(v) for v in p)]
     if len(points) < 2:
         return ""
     t0 = points[0][0]
     span = max(points[-1][0] - t0, 1e-9)
     top = max(max(p[1], p[2]) for p in points)
-    limit = memory.get("limit_bytes") or 0.0
+    limit = memory.limit_bytes or 0.0
     show_limit = bool(limit) and top >= 0.5 * limit
     upper = _ticks(max(top, limit if show_limit else 0.0) / 1e9 * 1.05)
     height = 320.0
@@ -73,12 +76,12 @@ def memory_timeline_chart(memory: dict) -> str:
     if show_limit:
         entries.append((LIMIT, "memory limit", "dash"))
     body += _legend(0, 38, entries)
-    for step in timeline.get("steps") or []:
-        a, b = max(step.get("start", t0), t0), min(step.get("end", t0), t0 + span)
+    for step in timeline.steps:
+        a, b = max(step.start, t0), min(step.end, t0 + span)
         if b > a:
             body.append(
                 f'<rect x="{sx(a):.1f}" y="{y0:.1f}" width="{max(sx(b) - sx(a), 1):.1f}" '
-                f'height="{y1 - y0:.1f}" fill="{STEP_FILL}"><title>{esc(step.get("label", "step"))}</title></rect>'
+                f'height="{y1 - y0:.1f}" fill="{STEP_FILL}"><title>{esc(step.label)}</title></rect>'
             )
     body += linear_axes((x0, y0, x1, y1), upper, span / 1e3, "time (ms)", "GPU memory (GB)")
     body.append(_step_path([(sx(p[0]), sy(p[2])) for p in points], RESERVED))
@@ -90,7 +93,7 @@ def memory_timeline_chart(memory: dict) -> str:
         text(
             min(px + 6, x1 - 4),
             max(py - 8, y0 + 12),
-            _peak_label(peak[1], memory.get("peak_allocated_bytes")),
+            _peak_label(peak[1], memory.peak_allocated_bytes or None),
             "end" if px > x1 - 260 else "start",
             "legend",
         )
@@ -122,18 +125,19 @@ def _step_path(xy: list[tuple[float, float]], colour: str) -> str:
     return f'<path d="{" ".join(d)}" fill="none" stroke="{colour}" stroke-width="1.8"/>'
 
 
-def sweep_chart(sweep: dict) -> str:
+def sweep_chart(sweep: Sweep | None) -> str:
     """Two log-log panels against the swept parameter: peak allocated memory (GB) with the device's
     memory, and median step time (ms); each with its fitted power law and exponent, and the
     points that ran out of memory marked with a red cross at the top of the panel."""
-    points = (sweep or {}).get("points") or []
-    numeric = [p for p in points if finite(p.get("value")) and p["value"] > 0]
-    ok = [p for p in numeric if p.get("status") == "ok"]
+    if sweep is None:
+        return ""
+    numeric = [p for p in sweep.points if finite(p.value) and p.value > 0]
+    ok = [p for p in numeric if p.status == "ok"]
     if not ok:
         return ""
-    param = sweep.get("param") or "parameter"
-    fits = sweep.get("fits") or {}
-    xs = [p["value"] for p in numeric]
+    param = sweep.param or "parameter"
+    fits = sweep.fits
+    xs = [p.value for p in numeric]
     height = 380.0
     panel_w = (WIDTH - 40) / 2
     title = f"Peak memory and step time against {param} (log-log)"
@@ -148,23 +152,23 @@ def sweep_chart(sweep: dict) -> str:
             (LIMIT, "out of memory", "cross"),
         ],
     )
-    device = sweep.get("device_total_bytes")
+    device = sweep.device_total_bytes
     panels = (
-        ("peak allocated (GB)", "peak_allocated_bytes", 1e9, fits.get("peak_allocated"), ALLOCATED, device),
-        ("median step time (ms)", "median_step_us", 1e3, fits.get("step_time"), TIME, None),
+        ("peak allocated (GB)", [(p.value, p.peak_allocated_bytes) for p in ok], 1e9, fits.peak_allocated, device),
+        ("median step time (ms)", [(p.value, p.median_step_us) for p in ok], 1e3, fits.step_time, None),
     )
-    for i, (label, key, scale, fit, colour, ceiling) in enumerate(panels):
+    for i, ((label, data, scale, fit, ceiling), colour) in enumerate(zip(panels, (ALLOCATED, TIME))):
         plot = (76.0 + i * (panel_w + 40), 60.0, 76.0 + i * (panel_w + 40) + panel_w - 76, height - 60.0)
         body += _sweep_panel(
             plot,
             param,
             label,
-            [(p["value"], p.get(key)) for p in ok],
+            data,
             scale,
             fit,
             colour,
             xs,
-            [p for p in numeric if p.get("status") == "oom"],
+            [p for p in numeric if p.status == "oom"],
             ceiling,
         )
     return svg(WIDTH, height, title, body)
@@ -176,10 +180,10 @@ def _sweep_panel(
     label: str,
     data: list,
     scale: float,
-    fit: dict | None,
+    fit: Fit | None,
     colour: str,
     all_x: list[float],
-    ooms: list[dict],
+    ooms: list[SweepPoint],
     ceiling: float | None,
 ) -> list[str]:
     values = [(x, y / scale) for x, y in data if finite(y) and y > 0]
@@ -204,8 +208,8 @@ def _sweep_panel(
             f'stroke-dasharray="6 4"/>'
         )
         out.append(text(x0 + 6, cy - 6, f"device memory {ceiling / 1e9:.0f} GB", cls="legend"))
-    if fit and finite(fit.get("coefficient")) and finite(fit.get("exponent")):
-        a, b = fit["coefficient"] / scale, fit["exponent"]
+    if fit and finite(fit.coefficient) and finite(fit.exponent):
+        a, b = fit.coefficient / scale, fit.exponent
         lo, hi = math.log10(min(all_x)), math.log10(max(all_x))
         samples = [10 ** (lo + (hi - lo) * i / 60) for i in range(61)]
         inside = [(sx(x), sy(a * x**b)) for x in samples if a > 0 and y_lo <= a * x**b <= y_hi]
@@ -216,7 +220,7 @@ def _sweep_panel(
             text(
                 x0 + 8,
                 y0 + 16,
-                f"∝ {param}^{b:.2f} (r² {fit.get('r2', 0):.3f}, {fit.get('points', '?')} points)",
+                f"∝ {param}^{b:.2f} (r² {fit.r2:.3f}, {fit.points} points)",
                 cls="legend",
             )
         )
@@ -231,8 +235,8 @@ def _sweep_panel(
             f"<title>{esc(f'{param}={x:g}: {y:.4g} {label}')}</title></circle>"
         )
     for p in ooms:
-        cx = sx(p["value"])
-        tip = f"{param}={p['value']:g}: out of memory" + (f" ({p['error']})" if p.get("error") else "")
+        cx = sx(p.value)
+        tip = f"{param}={p.value:g}: out of memory" + (f" ({p.error})" if p.error else "")
         out.append(f"<g><title>{esc(tip)}</title>{cross(cx, y0 + 10, LIMIT)}</g>")
         out.append(text(cx, y0 + 30, "OOM", "middle", "legend"))
     return out

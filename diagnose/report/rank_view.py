@@ -10,7 +10,10 @@ only for the reference rank and the first SHOWN_OUTLIERS outliers. findings.json
 
 from __future__ import annotations
 
+import msgspec
 import numpy as np
+
+from diagnose.model.findings import RankRow
 
 MANY_RANKS = 16
 SHOWN_OUTLIERS = 8
@@ -25,16 +28,16 @@ MEASURES = (  # (key in summary.ranks.per_rank, label)
 OUTLIER_MEASURES = ("profiled_step_us", "work_us", "wait_us", "exposed_comm_us")
 
 
-def ranks_view(per_rank: list, reference: int | None) -> dict:
+def ranks_view(per_rank: list[RankRow], reference: int | None) -> dict:
     """What the rank section shows: `many` (False: the table of every rank, as before), else the
     `distribution` rows, the `outliers` (rank and the measures that set it apart, largest gap first)
     and `drawn`, the ranks whose bars are drawn."""
-    rows = [_plain(r) for r in per_rank]
+    rows = [msgspec.structs.asdict(r) for r in per_rank]  # a measure is read by its name in MEASURES
     if len(rows) <= MANY_RANKS:
         return {"many": False, "distribution": [], "outliers": [], "more_outliers": 0, "drawn": None}
     distribution, columns = [], {}
     for key, label in MEASURES:
-        pairs = [(r["rank"], float(r[key])) for r in rows if r.get(key) is not None]
+        pairs = [(r["rank"], float(r[key])) for r in rows if r[key] is not None]
         if not pairs:
             continue
         values = np.array([v for _, v in pairs])
@@ -66,9 +69,8 @@ def _outliers(columns: dict) -> list[dict]:
     """The ranks beyond Tukey's fences on any of OUTLIER_MEASURES, each with its measures' values and
     medians, the rank furthest from a median (relative to it) first."""
     found: dict[int, list] = {}
-    for key in OUTLIER_MEASURES:
-        pairs = columns.get(key)
-        if not pairs:
+    for key, pairs in columns.items():  # in MEASURES order, as OUTLIER_MEASURES are
+        if key not in OUTLIER_MEASURES or not pairs:
             continue
         values = np.array([v for _, v in pairs])
         q1, median, q3 = np.percentile(values, [25, 50, 75])
@@ -92,10 +94,3 @@ def rank_ranges(ranks: list[int]) -> str:
         else:
             runs.append([rank, rank])
     return ", ".join(f"{a}–{b}" if b - a >= 2 else ", ".join(map(str, range(a, b + 1))) for a, b in runs)
-
-
-def _plain(row) -> dict:
-    """A summary.ranks.per_rank row (typed or a dict) as a dict."""
-    if isinstance(row, dict):
-        return row
-    return {f: getattr(row, f) for f in row.__struct_fields__}

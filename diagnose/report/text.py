@@ -13,7 +13,7 @@ import io
 from rich.console import Console
 from rich.table import Table
 
-from diagnose.base.step_timing import set_aside_timing
+from diagnose.model.details import Capture, Device
 from diagnose.model.findings import Diagnosis, Summary
 from diagnose.vocabulary.units import fmt, percent, plural
 from diagnose.report import Renderer
@@ -26,17 +26,17 @@ SEVERITY_STYLE = {"high": "bold red", "medium": "bold yellow", "low": "cyan"}
 MAX_FINDINGS = 4
 
 
-def device_line(device: dict) -> str:
+def device_line(device: Device) -> str:
     """ "NVIDIA H200 · 132 SMs · 140 GiB · torch 2.11 · CUDA 13.0", leaving out what is unknown."""
-    parts = [device.get("name") or "unknown device"]
-    if device.get("sm_count"):
-        parts.append(f"{device['sm_count']} SMs")
-    if device.get("memory_bytes"):
-        parts.append(f"{device['memory_bytes'] / 2**30:.0f} GiB")
-    if device.get("torch"):
-        parts.append(f"torch {device['torch']}")
-    if device.get("cuda"):
-        parts.append(f"CUDA {device['cuda']}")
+    parts = [device.name or "unknown device"]
+    if device.sm_count:
+        parts.append(f"{device.sm_count} SMs")
+    if device.memory_bytes:
+        parts.append(f"{device.memory_bytes / 2**30:.0f} GiB")
+    if device.torch:
+        parts.append(f"torch {device.torch}")
+    if device.cuda:
+        parts.append(f"CUDA {device.cuda}")
     return " · ".join(str(p) for p in parts)
 
 
@@ -69,7 +69,7 @@ def print_summary(diagnosis: Diagnosis, console: Console, outputs: dict[str, str
     s = d.summary
     if s.step_time_us is not None:
         basis = s.step_basis
-        synced = set_aside_timing(basis, d.capture)
+        synced = d.capture.set_aside_us(basis)
         if synced:
             basis = f"profiled; {fmt(synced)} µs timed with a sync after each step"
         elif basis == "estimated unprofiled":
@@ -135,13 +135,13 @@ def _accounting_line(summary: Summary) -> str:
     return " · ".join(f"{b.label or b.id} {percent(b.share)}" for b in parts[:5] if b.share >= 0.005)
 
 
-def _capture_note(capture: dict) -> str:
+def _capture_note(capture: Capture) -> str:
     """Script mode stops the script after its warm-up and profiled steps: say so."""
-    steps = capture.get("steps") or {}
-    if capture.get("mode") == "script" and steps.get("stopped_early"):
+    steps = capture.steps
+    if capture.mode == "script" and steps and steps.stopped_early:
         return (
-            f"the script was stopped after {plural(steps.get('warmup', 0), 'warm-up step')} and "
-            f"{plural(steps.get('profiled', 0), 'profiled step')} (--warmup, --steps)"
+            f"the script was stopped after {plural(steps.warmup or 0, 'warm-up step')} and "
+            f"{plural(steps.profiled or 0, 'profiled step')} (--warmup, --steps)"
         )
     return ""
 

@@ -1,28 +1,29 @@
 """The one step that turns a trace into a Diagnosis: run the rules, then build the report's data.
 
 Everything a renderer shows is computed here, once, from the trace, its Metrics and the rules'
-results: the summary numbers, the verdict, and the typed `Details` sections (top kernels with
+results: the summary numbers, the capture and device, and the `Details` sections (top kernels with
 their Nsight Compute columns, the median step's timeline, the per-step table, memory, roofline,
-the ncu join). Renderers (diagnose/report) only read the Diagnosis; nothing writes on the trace. Last, the
-Diagnosis is held to diagnose/model/invariants.py: a finding with an impossible number is dropped.
+the ncu join), each typed here (diagnose/model/details.py) as its builder's rows arrive. The Diagnosis
+is made by its one constructor, `Diagnosis.assemble`, which holds it to diagnose/model/invariants.py
+(a finding with an impossible number is dropped) and writes the verdict. Renderers (diagnose/report)
+read it by field; nothing writes on the trace.
 """
 
 from __future__ import annotations
 
-from typing import Iterable, Sequence
+from typing import Sequence
 
 from diagnose.model.config import Config
 from diagnose.rulebook.engine import Context, run_rules, verdict
-from diagnose.model.findings import Details, Diagnosis, Summary, typed
-from diagnose.model.invariants import enforce
+from diagnose.model.details import CAPTURE_KEYS, Details, Device, Memory, Ncu, Roofline, StepTimeline
+from diagnose.model.details import InventoryRow, StepRow, TopKernel, capture_of
+from diagnose.model.findings import Diagnosis, Summary, typed
 from diagnose.memory.details import memory_details
 from diagnose.metrics import views
 from diagnose.ncu.details import enrich_top_kernels, join_warnings, ncu_details
 from diagnose.ncu.roofline import roofline
 from diagnose.rules import ALL_RULES
 from diagnose.trace.model import Trace
-
-CAPTURE_KEYS = ("target", "mode", "status", "error", "steps", "timing", "memory", "recorded_at", "params")
 
 
 def diagnose_trace(
@@ -52,22 +53,24 @@ def diagnose_trace(
     else:
         ctx, ctx.sweep, ctx.ranks = context, sweep, ranks
     results = run_rules(ctx, rules or ALL_RULES)
-    d = Diagnosis(
+    return Diagnosis.assemble(
         target=(trace.capture or {}).get("target") or trace.source,
-        device=trace.device,
+        device=typed(trace.device, Device),
         summary=summary(ctx),
         findings=results.findings,
         skipped=results.skipped,
         checked=results.checked,
-        capture=capture_summary(trace),
+        capture=capture_of(trace.capture),
+        details=details(ctx, ncu, ncu_seconds),
+        warnings=[
+            *notes,
+            *join_warnings(ctx.metrics, ncu_label),
+            *trace.warnings,
+            *ctx.warnings,
+            *ctx.metrics.warnings,
+        ],
+        verdict=verdict,
     )
-    d.details = details(ctx, ncu, ncu_seconds)
-    d.warnings = _unique(
-        [*notes, *join_warnings(ctx.metrics, ncu_label), *trace.warnings, *ctx.warnings, *ctx.metrics.warnings]
-    )
-    enforce(d)  # a finding with an impossible number is dropped, the reason in warnings
-    d.verdict = verdict(d)
-    return d
 
 
 def summary(ctx: Context) -> Summary:
@@ -83,27 +86,28 @@ def summary(ctx: Context) -> Summary:
 
 
 def details(ctx: Context, ncu=None, ncu_seconds: float | None = None) -> Details:
-    """The report's supporting sections, each None when this run has nothing for it."""
+    """The report's supporting sections, typed once here; each None when this run has nothing for it."""
     metrics = ctx.metrics
-    out = Details(memory=memory_details(ctx) or None)
+    memory = memory_details(ctx)
+    out = Details(memory=typed(memory, Memory) if memory else None)
     if not ctx.trace.has_gpu_activity:
         return out
-    out.top_kernels = views.top_kernels(metrics)
-    out.step_timeline = views.step_timeline(metrics)
-    out.steps = views.per_step(metrics)
-    out.inventory = views.work_inventory(metrics)
-    out.roofline = roofline(metrics) or None
+    top = views.top_kernels(metrics)
+    timeline = views.step_timeline(metrics)
+    roof = roofline(metrics)
+    out.step_timeline = typed(timeline, StepTimeline) if timeline else None
+    out.steps = typed(views.per_step(metrics), list[StepRow])
+    out.inventory = typed(views.work_inventory(metrics), list[InventoryRow])
+    out.roofline = typed(roof, Roofline) if roof else None
     if metrics.ncu is not None:
-        out.ncu = ncu_details(metrics, ncu, ncu_seconds)
-        out.top_kernels = enrich_top_kernels(out.top_kernels, metrics)
+        out.ncu = typed(ncu_details(metrics, ncu, ncu_seconds), Ncu)
+        top = enrich_top_kernels(top, metrics)
+    out.top_kernels = typed(top, list[TopKernel])
     return out
 
 
 def capture_summary(trace: Trace) -> dict:
-    """What the capture said about itself (status, error, steps, timing...), for the report."""
+    """What the capture said about itself (status, error, steps, timing...), as plain data (a rank
+    worker's result; `capture_of` makes the Diagnosis's Capture of it)."""
     meta = trace.capture or {}
     return {k: meta.get(k) for k in CAPTURE_KEYS if k in meta}
-
-
-def _unique(items: Iterable[str]) -> list[str]:
-    return list(dict.fromkeys(items))

@@ -10,15 +10,15 @@ from __future__ import annotations
 import dataclasses
 import functools
 import inspect
-import math
 import sys
 from collections.abc import Mapping
 from typing import Callable, ClassVar, cast
 
+import msgspec
+
 from diagnose.model.config import Config
 from diagnose.model.findings import (
     LABEL_KEYS,
-    OFFENDER_MEASURES,
     Bucket,
     CheatSheet,
     Checked,
@@ -220,7 +220,6 @@ NEEDS: dict[str, Need] = {
 }
 
 
-MAX_SPEEDUP = 1e5  # beyond this an estimate says more about the input than the fix
 NO_STEP_WORK = "no kernels in the measured steps"
 
 
@@ -315,46 +314,17 @@ def run_rules(ctx: Context, rules) -> RuleResults:
         elif isinstance(result, Quiet):
             checked.append(Checked(rule.id, result.detail))
         else:
-            if result.sheet is None:
-                result.sheet = CheatSheet(**rule.cheat_sheet)
+            if result.sheet is None:  # the rule's own row, unless it named a row of its own
+                result = msgspec.structs.replace(result, sheet=CheatSheet(**rule.cheat_sheet))
             frameworks = ctx.metrics.shared(
                 "frameworks",
                 lambda: detect_frameworks(
                     ctx.trace, ctx.metrics.python_samples, compiled=bool(ctx.metrics.compiled.compiled)
                 ),
             )
-            findings.append(_plain_numbers(pass_over(in_framework_api(result, frameworks), in_place(ctx))))
+            findings.append(pass_over(in_framework_api(result, frameworks), in_place(ctx)))
     findings.sort(key=impact, reverse=True)
     return RuleResults(findings, checked, skipped)
-
-
-def _plain_numbers(finding: Finding) -> Finding:
-    """Numpy scalars from pandas arithmetic become Python floats, so JSON and YAML stay plain; NaN in an
-    offender becomes None; an estimate that is not a finite speedup of at least 1× is dropped, with
-    the reason in its basis (a broken input must not print "est. 3,072,000,000,000× faster")."""
-    for name in ("est_speedup", "recoverable_us"):
-        value = getattr(finding, name)
-        if value is not None:
-            setattr(finding, name, float(value))
-    speedup = finding.est_speedup
-    if speedup is not None and not (math.isfinite(speedup) and 1.0 <= speedup <= MAX_SPEEDUP):
-        finding.basis = f"no estimate: the computation gave {speedup:g}×, outside [1, {MAX_SPEEDUP:g}]; {finding.basis}"
-        finding.est_speedup = None
-    for ev in finding.evidence:
-        ev.value = ev.value if isinstance(ev.value, (str, bool)) else float(ev.value)
-        ev.threshold = None if ev.threshold is None else float(ev.threshold)
-    for o in finding.offenders:
-        for name in OFFENDER_MEASURES:
-            setattr(o, name, _plain_number(getattr(o, name)))
-        o.extra = {k: _plain_number(v) for k, v in o.extra.items()}
-    return finding
-
-
-def _plain_number(value):
-    """A numpy number as a Python one, NaN as None; anything else as it is."""
-    if hasattr(value, "item") and not isinstance(value, (list, dict, str)):
-        value = value.item()
-    return None if isinstance(value, float) and math.isnan(value) else value
 
 
 def top_offenders(rows, label: OffenderLabel, *, by: str | None = None, n: int = 8) -> list[Offender]:
@@ -373,8 +343,7 @@ def top_offenders(rows, label: OffenderLabel, *, by: str | None = None, n: int =
         records = sorted(records, key=lambda r: r[by], reverse=True)
     out = []
     for record in records[:n]:
-        columns = {k: _plain_number(v) for k, v in record.items() if k != key}
-        out.append(Offender.of(label, _plain_number(record[key]), **columns))
+        out.append(Offender.of(label, record[key], **{k: v for k, v in record.items() if k != key}))
     return out
 
 
@@ -415,11 +384,11 @@ EXPLAIN_UNEXPLAINED = (
 def verdict(d: Diagnosis) -> str:
     """One sentence: what limits this workload, and where the rest of the step went (step accounting)."""
     if d.workload_failed:
-        err = d.capture.get("error") or {}
+        err = d.capture.error_or_empty
         what = {"oom": "ran out of memory", "timeout": "timed out", "crashed": "crashed"}.get(
-            d.capture.get("status") or "", "failed"
+            d.capture.status or "", "failed"
         )
-        return f"The workload {what}: {err.get('type', '')}: {err.get('message', '')}".strip().rstrip(":")
+        return f"The workload {what}: {err.type or ''}: {err.message or ''}".strip().rstrip(":")
     s = d.summary
     buckets = {b.id: b for b in (s.accounting.buckets if s.accounting else []) if b.in_sum}
     largest = buckets.get((s.accounting.largest_non_compute if s.accounting else None) or "")

@@ -133,7 +133,8 @@ def verify_diagnosis(
     name the same fix; none of `skip`) and set each finding's `verify` list; returns the Verifications."""
     report = on_progress or (lambda event: None)
     planned = plan_trials(diagnosis.findings, op_names, skip, script=spec.mode != "function")
-    baseline_us = [float(x) for x in ((diagnosis.capture or {}).get("timing") or {}).get("unprofiled_step_us") or []]
+    timing = diagnosis.capture.timing
+    baseline_us = [float(x) for x in (timing.unprofiled_step_us if timing else None) or []]
     trials: dict[str, FixTrial] = {}
     todo = list(dict.fromkeys(v for p in planned for v in p.variants))
     for done, (variant, how) in enumerate(todo):
