@@ -139,17 +139,23 @@ def test_diff_with_markers_stripped_agrees_with_the_marked_pair(before, after, s
 def test_diff_of_a_graphed_window_against_one_token_steps_is_per_token(tmp_path):
     """SYNTHETIC unit: a graphed decode read as one window of many tokens against eager one-token steps is
     compared per matched unit of work, so a tenfold regression cannot pass the gate."""
-    from diagnose.diff.units import match_units
+    import msgspec
 
-    eager = [{"name": "ampere_sgemm_64x64_nn", "op": "aten::mm", "calls_per_step": 25, "us_per_step": 100}]
-    eager += [{"name": "void at::native::vectorized_elementwise_kernel<4>", "calls_per_step": 20, "us_per_step": 30}]
+    from diagnose.diff.units import match_units
+    from diagnose.model.details import InventoryRow
+
+    def row(name, op, calls, us):
+        return InventoryRow(name, op, None, "kernel", calls, us)
+
+    eager = [row("ampere_sgemm_64x64_nn", "aten::mm", 25, 100)]
+    eager += [row("void at::native::vectorized_elementwise_kernel<4>", None, 20, 30)]
     window = [
-        dict(row, calls_per_step=row["calls_per_step"] * 24, us_per_step=row["us_per_step"] * 24) for row in eager
+        msgspec.structs.replace(r, calls_per_step=r.calls_per_step * 24, us_per_step=r.us_per_step * 24) for r in eager
     ]
     unit = match_units(window, eager, rescale=True)
     assert unit.rescaled and unit.ratio == pytest.approx(1 / 24)
     assert "unit of work" in unit.note
-    fused = [dict(eager[0], calls_per_step=8)] + eager[1:]  # a fused projection: not a whole number of steps
+    fused = [msgspec.structs.replace(eager[0], calls_per_step=8)] + eager[1:]  # a fused projection: not whole steps
     assert not match_units(eager, fused, rescale=True).rescaled
 
 
