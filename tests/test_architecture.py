@@ -2,8 +2,8 @@
 → ranks → diff → verify → report → front → commands → the package itself.
 
 Every import counts, those deferred inside functions too (they are the hidden cycles): a module may import
-only modules of its own folder's floor or below, and the module graph has no cycle at all. rules/ is
-installed as `diagnose.rules` and fixtures/ as `diagnose.fixtures`, and they are walked under those names.
+only modules of its own folder's floor or below, and the module graph has no cycle at all. fixtures/ is
+installed as `diagnose.fixtures`, and it is walked under that name.
 
 The arrows that still point back up (a folder that spans two floors, an application layer below the
 command line) are listed in KNOWN_BACK_ARROWS: a new one fails, and so does a listed one that is gone (take
@@ -60,16 +60,15 @@ KNOWN_BACK_ARROWS = {
     ("diagnose.front.diff_command", "diagnose.commands.common"),
 }
 
-INSTALLED_AS = {"rules": "diagnose.rules", "fixtures": "diagnose.fixtures"}
+INSTALLED_AS = {"fixtures": "diagnose.fixtures"}
 
 
 def modules() -> dict[str, object]:
-    """Dotted module name -> path, for the installed layout (rules/ is diagnose.rules, fixtures/ is
-    diagnose.fixtures: its package module only, the recording scripts beside it are run by hand)."""
+    """Dotted module name -> path, for the installed layout (fixtures/ is diagnose.fixtures: its
+    package module only, the recording scripts beside it are run by hand)."""
     found = {}
     paths = [
         *sorted((ROOT / "diagnose").rglob("*.py")),
-        *sorted((ROOT / "rules").glob("*.py")),
         ROOT / "fixtures" / "__init__.py",
     ]
     for path in paths:
@@ -147,7 +146,7 @@ def test_every_known_arrow_back_up_is_still_there():
 
 
 def test_the_walker_sees_the_installed_folders():
-    """rules/ and fixtures/ are walked under their installed names, and imports of them are seen."""
+    """diagnose/rules/ is walked, fixtures/ under its installed name, and imports of both are seen."""
     edges = graph()
     assert "diagnose.rulebook.engine" in edges["diagnose.rules.sync_stall"]
     assert "diagnose.rules" in edges["diagnose.rulebook.assemble"]
@@ -245,7 +244,7 @@ def test_no_source_names_an_issue_number():
     pattern = re.compile(r"\bissue ?#?\d+", re.IGNORECASE)
     found = [
         f"{p.relative_to(ROOT)}:{i}"
-        for folder in ("diagnose", "rules", "tests", "benchmarks", "fixtures")
+        for folder in ("diagnose", "tests", "benchmarks", "fixtures")
         for p in sorted((ROOT / folder).rglob("*"))
         if p.suffix in (".py", ".j2")
         for i, line in enumerate(p.read_text().splitlines(), 1)
@@ -270,11 +269,11 @@ def long_functions(source: str, limit: int = MAX_RULE_FUNCTION_LINES) -> list[st
 
 
 def test_no_rule_function_is_longer_than_40_lines():
-    """A rule reads as measure → decide → estimate → word: no function in rules/ grows past 40 lines
+    """A rule reads as measure → decide → estimate → word: no function in diagnose/rules/ grows past 40 lines
     (split it, as the rules already are, rather than raising the limit)."""
     found = [
         f"{p.relative_to(ROOT)}: {f}"
-        for p in sorted((ROOT / "rules").glob("*.py"))
+        for p in sorted((ROOT / "diagnose" / "rules").glob("*.py"))
         for f in long_functions(p.read_text())
     ]
     assert not found, f"functions over {MAX_RULE_FUNCTION_LINES} lines: {found}"

@@ -61,7 +61,7 @@ def test_fix_ids_are_the_stable_ones():
 
 
 def test_rule_ids_are_unique_and_each_rule_is_complete():
-    """Adding a rule is one file in rules/, one YAML file of cases and regenerated docs: nothing else to edit.
+    """Adding a rule is one file in diagnose/rules/, one YAML file of cases and regenerated docs: nothing else to edit.
     Each rule needs only registered inputs, and its cases show it both firing and staying quiet."""
     ids = [rule.id for rule in ALL_RULES]
     assert len(ids) == len(set(ids))

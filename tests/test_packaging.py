@@ -28,7 +28,6 @@ def test_the_distribution_has_a_name_of_its_own_and_every_hint_uses_it():
     hint = re.compile(r"pip install\s+['\"]?([A-Za-z0-9_.\-]+)\[")
     files = [
         *(ROOT / "diagnose").rglob("*.py"),
-        *(ROOT / "rules").glob("*.py"),
         ROOT / "README.md",
         *(ROOT / "docs").rglob("*.md"),
     ]

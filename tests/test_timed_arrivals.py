@@ -215,7 +215,7 @@ def test_trace_only_gpu_lateness_survives_host_skew_and_names_the_late_ranks():
     from types import SimpleNamespace
 
     from diagnose.ranks.model import RankSet
-    from rules.straggler import Straggler
+    from diagnose.rules.straggler import Straggler
 
     late = {7: 12_000.0, 2: 9000.0, 6: 6000.0}
     profiles = [
