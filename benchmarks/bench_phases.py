@@ -49,7 +49,7 @@ PHASES_CHILD = r"""
 import json, sys, time
 t0 = time.perf_counter()
 import diagnose, diagnose.rules
-from diagnose.rulebook import assemble
+from diagnose.ruleset import assemble
 from diagnose.model.config import Config
 from diagnose.rulebook.engine import Context, run_rules
 from diagnose.report.html import render_html

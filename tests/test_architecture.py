@@ -1,5 +1,5 @@
 """One floor per folder, lowest first: base → capture → trace → metrics → memory → ncu → model → rulebook → rules
-→ ranks → diff → verify → report → front → commands → the package itself.
+→ ruleset → ranks → diff → verify → report → front → commands → the package itself.
 
 Every import counts, those deferred inside functions too (they are the hidden cycles): a module may import
 only modules of its own folder's floor or below, and the module graph has no cycle at all. fixtures/ is
@@ -28,6 +28,7 @@ FLOORS = [
     ("model", ["diagnose.model"]),
     ("rulebook", ["diagnose.rulebook"]),
     ("rules", ["diagnose.rules"]),
+    ("ruleset", ["diagnose.ruleset"]),
     ("ranks", ["diagnose.ranks"]),
     ("diff", ["diagnose.diff"]),
     ("verify", ["diagnose.verify"]),
@@ -43,10 +44,6 @@ KNOWN_BACK_ARROWS = {
     # metrics/__init__ reaches up for the memory patterns and the ncu join (pass them in)
     ("diagnose.metrics", "diagnose.memory.patterns"),
     ("diagnose.metrics", "diagnose.ncu.join"),
-    # rulebook/ holds the engine (below the rules) and assembly, docs and the rules table (above them)
-    ("diagnose.rulebook.assemble", "diagnose.rules"),
-    ("diagnose.rulebook.docs", "diagnose.rules"),
-    ("diagnose.rulebook.rules_table", "diagnose.rules"),
     # the straggler rule reads the rank profiles, which live in ranks/ beside the rank analysis above the rules
     ("diagnose.rules.straggler", "diagnose.ranks.model"),
     ("diagnose.rules.straggler", "diagnose.ranks.profile"),
@@ -149,7 +146,7 @@ def test_the_walker_sees_the_installed_folders():
     """diagnose/rules/ is walked, fixtures/ under its installed name, and imports of both are seen."""
     edges = graph()
     assert "diagnose.rulebook.engine" in edges["diagnose.rules.sync_stall"]
-    assert "diagnose.rules" in edges["diagnose.rulebook.assemble"]
+    assert "diagnose.rules" in edges["diagnose.ruleset.assemble"]
     assert "diagnose.fixtures" in edges["diagnose.front.bundled"]
     assert floor_of("diagnose.rules.sync_stall") > floor_of("diagnose.rulebook.engine")
 

@@ -11,7 +11,7 @@ import pytest
 
 from diagnose.capture.compile_log import CompileLog, parse
 from diagnose.model.config import Config
-from diagnose.rulebook.assemble import diagnose_trace
+from diagnose.ruleset.assemble import diagnose_trace
 from diagnose.base.errors import InputError
 from diagnose.metrics import Metrics
 from diagnose.metrics.compiled import compiled_steps, load_compile_record

@@ -6,7 +6,7 @@ import re
 
 import yaml
 
-from diagnose.rulebook.docs import generate
+from diagnose.ruleset.docs import generate
 from diagnose.rulebook.engine import NEEDS
 from diagnose.model.fixes import CATALOGUE
 from diagnose.rules import ALL_RULES
@@ -29,7 +29,7 @@ def test_generated_docs_are_current():
         for p, text in generate(ROOT / "docs").items()
         if not p.exists() or p.read_text() != text
     ]
-    assert not stale, f"run `python -m diagnose.rulebook.docs` to regenerate: {stale}"
+    assert not stale, f"run `python -m diagnose.ruleset.docs` to regenerate: {stale}"
 
 
 def test_fix_ids_are_the_stable_ones():

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from diagnose.rulebook.assemble import diagnose_trace
+from diagnose.ruleset.assemble import diagnose_trace
 from diagnose.model.config import Config
 from diagnose.model.fixes import CODE_COLUMNS
 from diagnose.model.frameworks import (

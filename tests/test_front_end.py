@@ -189,7 +189,7 @@ def test_rules_table_never_breaks_a_name_at_80_columns():
 
     from diagnose.metrics.timeline import PARAMETERS
     from diagnose.rules import ALL_RULES
-    from diagnose.rulebook.rules_table import print_rules
+    from diagnose.ruleset.rules_table import print_rules
 
     buffer = io.StringIO()
     print_rules(Console(file=buffer, width=80, highlight=False))

@@ -13,7 +13,7 @@ import pytest
 
 from diagnose.capture.sampler import StackSampler
 from diagnose.model.config import Config
-from diagnose.rulebook.assemble import diagnose_trace
+from diagnose.ruleset.assemble import diagnose_trace
 from diagnose.metrics import Metrics
 from diagnose.metrics.host import silent_split, subtract
 from diagnose.metrics.pyframes import NO_SAMPLE, SAMPLES_FILE, python_samples

@@ -408,7 +408,7 @@ def test_an_impossible_estimate_is_dropped_with_its_reason():
 def test_a_gzipped_memory_record_is_read_and_a_bomb_is_refused(tmp_path, capsys):
     import gzip
 
-    from diagnose.rulebook.assemble import diagnose_trace
+    from diagnose.ruleset.assemble import diagnose_trace
     from diagnose.trace import load_target
 
     folder = copy_capture(tmp_path, CAPTURES / "attention_sdpa_8k")

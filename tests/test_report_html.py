@@ -9,7 +9,7 @@ import xml.etree.ElementTree as ET
 import pytest
 from markupsafe import escape
 
-from diagnose.rulebook.assemble import diagnose_trace
+from diagnose.ruleset.assemble import diagnose_trace
 from diagnose.rulebook.engine import verdict
 from diagnose.model.findings import Checked, Diagnosis, Offender, Skipped, Summary
 from diagnose.base.format import short_name

@@ -16,7 +16,7 @@ import pytest
 from conftest import CAPTURES, load_capture
 
 from diagnose import report
-from diagnose.rulebook.assemble import diagnose_trace
+from diagnose.ruleset.assemble import diagnose_trace
 from diagnose.front.cli import main
 from diagnose.model.config import Config
 from diagnose.rulebook.engine import known_thresholds

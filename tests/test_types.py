@@ -51,8 +51,8 @@ MODULES = [
     "diagnose.front.output",
     "diagnose.base.safe_files",
     "diagnose.base.os_errors",
-    "diagnose.rulebook.assemble",
-    "diagnose.rulebook.docs",
+    "diagnose.ruleset.assemble",
+    "diagnose.ruleset.docs",
 ]
 
 

@@ -318,7 +318,7 @@ def test_verify_entries_render_and_round_trip(tmp_path):
     s = spec(FAKE, tmp_path / "cap")
     meta = run_capture(s, timeout_s=120)
     trace = load_capture_folder(tmp_path / "cap")
-    from diagnose.rulebook.assemble import diagnose_trace
+    from diagnose.ruleset.assemble import diagnose_trace
 
     d = diagnose_trace(trace, Config())
     d.findings = [finding("bf16-tensor-cores", "remove-sync")]

@@ -1,6 +1,6 @@
 """The paths of a run: capture a workload then analyse it, analyse an existing trace or sweep, write outputs.
 
-Every path ends in a Diagnosis (diagnose/rulebook/assemble.py builds it) and `write_outputs`, which writes
+Every path ends in a Diagnosis (diagnose/ruleset/assemble.py builds it) and `write_outputs`, which writes
 findings.json and each renderer's file (report.html) into the output folder; a capture folder
 also holds trace.json.gz, meta.json, workload.log (and with `--ncu` ncu.csv and ncu.log), so a run
 can be re-analysed anywhere. Nsight Compute measurements come from the `--ncu` pass, from
@@ -15,7 +15,7 @@ import json
 from pathlib import Path
 
 from diagnose import report
-from diagnose.rulebook.assemble import diagnose_trace
+from diagnose.ruleset.assemble import diagnose_trace
 from diagnose.capture.runner import check_python
 from diagnose.capture.spec import CaptureOptions, CaptureSpec
 from diagnose.model.config import Config

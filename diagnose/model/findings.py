@@ -486,7 +486,7 @@ class Details(msgspec.Struct, omit_defaults=True):
     """The report's supporting data, one named section each; a section the run has nothing for is None.
 
     Each section is plain data (lists and dicts of numbers and strings), built once by
-    diagnose/rulebook/assemble.py and read by every renderer:
+    diagnose/ruleset/assemble.py and read by every renderer:
       top_kernels    the GPU ops that take most time per step (metrics/views.py; ncu columns when measured)
       step_timeline  the median step's GPU ops and classified gaps (metrics/views.py)
       steps          the per-step table, profiled time (metrics/views.py)

@@ -25,7 +25,7 @@ from pathlib import Path
 import msgspec
 
 from diagnose.capture.guard import die_with_parent
-from diagnose.rulebook.assemble import capture_summary, diagnose_trace
+from diagnose.ruleset.assemble import capture_summary, diagnose_trace
 from diagnose.model.config import Config
 from diagnose.rulebook.engine import Context, impact, run_rules, verdict
 from diagnose.base.errors import DiagnoseError, InputError

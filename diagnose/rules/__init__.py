@@ -1,7 +1,7 @@
 """The rules of diagnose, one file each; ALL_RULES lists them in report order.
 
 Each rule's module docstring is its documentation; the pages in docs/rules/ are generated from them
-(`python -m diagnose.rulebook.docs`). A rule joins by existing: every
+(`python -m diagnose.ruleset.docs`). A rule joins by existing: every
 module here that defines a `Rule` subclass is found, and the rules are ordered by their `order`
 (time rules first, then memory rules). Adding a rule is one file here, one YAML file of cases in
 fixtures/cases/, and regenerated docs.
