@@ -1,5 +1,5 @@
-"""One floor per folder, lowest first: base → capture → trace → metrics → memory → ncu → model → rulebook → rules
-→ ruleset → ranks → diff → verify → report → front → commands → the package itself.
+"""One floor per folder, lowest first: base → capture → trace → metrics → memory → ncu → rankset → model
+→ rulebook → rules → ruleset → ranks → diff → verify → report → front → commands → the package itself.
 
 Every import counts, those deferred inside functions too (they are the hidden cycles): a module may import
 only modules of its own folder's floor or below, and the module graph has no cycle at all. fixtures/ is
@@ -25,6 +25,7 @@ FLOORS = [
     ("metrics", ["diagnose.metrics"]),
     ("memory", ["diagnose.memory"]),
     ("ncu", ["diagnose.ncu"]),
+    ("rankset", ["diagnose.rankset"]),
     ("model", ["diagnose.model"]),
     ("rulebook", ["diagnose.rulebook"]),
     ("rules", ["diagnose.rules"]),
@@ -44,12 +45,6 @@ KNOWN_BACK_ARROWS = {
     # metrics/__init__ reaches up for the memory patterns and the ncu join (pass them in)
     ("diagnose.metrics", "diagnose.memory.patterns"),
     ("diagnose.metrics", "diagnose.ncu.join"),
-    # the straggler rule reads the rank profiles, which live in ranks/ beside the rank analysis above the rules
-    ("diagnose.rules.straggler", "diagnose.ranks.model"),
-    ("diagnose.rules.straggler", "diagnose.ranks.profile"),
-    # ... and the timed arrivals and the late rank's cause, added beside them in wave 4 (same move fixes them)
-    ("diagnose.rules.straggler", "diagnose.ranks.timed"),
-    ("diagnose.rules.straggler", "diagnose.ranks.late_cause"),
     # front/ (the application services) sits below commands/ but its cli.py holds `main` and uses the registry
     ("diagnose.front.cli", "diagnose.commands"),
     ("diagnose.front.cli", "diagnose.commands.progress"),

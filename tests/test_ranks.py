@@ -20,9 +20,9 @@ from diagnose.front.cli import main
 from diagnose.model.config import Config
 from diagnose.base.errors import InputError
 from diagnose.ranks.analyse import analyse_ranks
-from diagnose.ranks.discover import is_rank_folder, rank_sources
-from diagnose.ranks.model import RankSet
-from diagnose.ranks.profile import RankProfile
+from diagnose.trace.rank_files import is_rank_folder, rank_sources
+from diagnose.rankset.model import RankSet
+from diagnose.rankset.profile import RankProfile
 
 sys.path[:0] = [str(ROOT / "fixtures" / "synthetic"), str(ROOT / "benchmarks")]
 import make_synthetic_ranks  # noqa: E402

@@ -21,7 +21,7 @@ Noting one call costs 2.9-3.9 µs on the 2-core CPU machine (timeit, 2026-12-06)
 Clocks: before the first timed step and after the last, the ranks meet at a barrier ROUNDS times and
 exchange the time each left it; a rank's offset to rank 0 is the median of the differences, its
 *error* twice their median distance from it (a round that a busy host delays does not count), and the change of the offset from start to end its *drift*.
-Everything goes into `arrivals.json` in the rank's folder (read by diagnose/ranks/timed.py).
+Everything goes into `arrivals.json` in the rank's folder (read by diagnose/rankset/timed.py).
 """
 
 from __future__ import annotations

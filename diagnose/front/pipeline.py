@@ -319,7 +319,7 @@ def capture_distributed_and_analyse(
     folders together (diagnose/ranks); a failed rank makes the Diagnosis's capture that rank's."""
     from diagnose.capture.distributed import run_distributed
     from diagnose.ranks.analyse import analyse_ranks
-    from diagnose.ranks.discover import rank_sources
+    from diagnose.trace.rank_files import rank_sources
 
     check_can_capture(options.python)
     spec = capture_spec(target, options, out)

@@ -21,7 +21,7 @@ Overlapped communication (collectives running while compute also runs) is report
 buckets and is *not* part of the sum: that time is already `compute`.
 
 Across ranks (`diagnose DIR`), a collective's exposed time on one rank is partly *waiting* for the
-last rank to arrive (diagnose/ranks/model.py): `with_rank_wait` splits `comm_exposed` into the
+last rank to arrive (diagnose/rankset/model.py): `with_rank_wait` splits `comm_exposed` into the
 exposed transfer (`comm_exposed`) and `comm_wait`, with `exposed_comm_split`, the one function the
 exposed-comm rule also uses, so that the step breakdown and the rule show the same exposed time.
 

@@ -349,7 +349,7 @@ class IdleSplit(msgspec.Struct):
 
 
 class RankRow(msgspec.Struct):
-    """One rank of `summary.ranks` (per step, µs; diagnose/ranks/model.py RankSet.summary)."""
+    """One rank of `summary.ranks` (per step, µs; diagnose/rankset/model.py RankSet.summary)."""
 
     rank: int
     source: str = ""
@@ -415,7 +415,7 @@ class TimedArrivalRow(msgspec.Struct):
 
 
 class TimedArrivalsSummary(msgspec.Struct):
-    """The ranks' own arrivals in the steps timed without the profiler (diagnose/ranks/timed.py)."""
+    """The ranks' own arrivals in the steps timed without the profiler (diagnose/rankset/timed.py)."""
 
     basis: str = ""
     on: str = ""
@@ -429,7 +429,7 @@ class TimedArrivalsSummary(msgspec.Struct):
 
 
 class RankSummary(msgspec.Struct):
-    """With several ranks: the ranks side by side (`summary.ranks`, diagnose/ranks/model.py)."""
+    """With several ranks: the ranks side by side (`summary.ranks`, diagnose/rankset/model.py)."""
 
     count: int
     reference: int
@@ -495,7 +495,7 @@ class Details(msgspec.Struct, omit_defaults=True):
       ncu            the Nsight Compute join and measured kernels (ncu/details.py)
       inventory      every GPU op per step by (kernel, launching op, input shapes), for `diagnose diff`
                      (metrics/views.py)
-      ranks          with several ranks: each rank's step budget, side by side (ranks/model.py)
+      ranks          with several ranks: each rank's step budget, side by side (rankset/model.py)
       failed_ranks   the ranks of a rank folder that could not be analysed, {rank, source, error}
                      each: a trace missing, truncated or not a trace, or a worker that died each time
                      (ranks/analyse.py); the others were analysed without them

@@ -32,10 +32,10 @@ from diagnose.base.errors import DiagnoseError, InputError
 from diagnose.model.findings import Bucket, Diagnosis, Finding, RankSummary, typed
 from diagnose.model.invariants import enforce
 from diagnose.metrics.accounting import largest_non_compute, with_rank_wait
-from diagnose.ranks.discover import RankSource, rank_sources
-from diagnose.ranks.model import RankSet
-from diagnose.ranks.profile import RankProfile, distributed_rank, rank_profile
-from diagnose.ranks.timed import read_timed
+from diagnose.trace.rank_files import RankSource, rank_sources
+from diagnose.rankset.model import RankSet
+from diagnose.rankset.profile import RankProfile, distributed_rank, rank_profile
+from diagnose.rankset.timed import read_timed
 from diagnose.rules import ALL_RULES
 from diagnose.trace.load import load_target
 

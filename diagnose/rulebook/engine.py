@@ -224,7 +224,7 @@ class Context:
     """What a rule sees: the trace, its shared metrics (with Nsight Compute measurements when given),
     the configuration, the allocator record (`memory`, read on first use), for a parameter
     sweep the Sweep (diagnose/memory/sweep.py) and, for one rank of several, the RankSet of all of
-    them (`ranks`, diagnose/ranks/model.py; None for a single trace). The trace is only read; what reading it taught
+    them (`ranks`, diagnose/rankset/model.py; None for a single trace). The trace is only read; what reading it taught
     (the allocator record's warnings) collects in `warnings`."""
 
     def __init__(self, trace: Trace, config: Config, sweep=None, ncu=None, ranks=None):

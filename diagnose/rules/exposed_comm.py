@@ -20,7 +20,7 @@ of every rank separate the two.
 
 **Across ranks.** With the traces of every rank (`diagnose DIR`), each collective's time is
 split into *transfer* (its shortest duration over the ranks) and *synchronisation wait* (the rest:
-waiting for the slowest rank; diagnose/ranks/model.py). Wait is counted as exposed first (the
+waiting for the slowest rank; diagnose/rankset/model.py). Wait is counted as exposed first (the
 kernel starts waiting as soon as it is launched), and the rule then judges only the exposed
 *transfer*, the part overlap can hide; the wait is the straggler rule's. The finding says on which
 ranks it holds.

@@ -2,11 +2,11 @@
 
 **Signal.** Timed arrivals first. A `--nproc-per-node` capture records, in the steps it times
 without the profiler, when each rank entered each collective, on clocks aligned at a barrier before
-and after (arrivals.json; diagnose/ranks/timed.py). The late rank is the one last at the
+and after (arrivals.json; diagnose/rankset/timed.py). The late rank is the one last at the
 collectives by more than the clocks' error in at least `min_timed_late_steps` of the timed steps; its
 cost is its lateness per step (median over the timed steps), at most what the least-waiting other
 rank waits and, where the profiled steps show a cause, at most what the cause explains. The cause
-comes from the profiled steps before its first late collective (diagnose/ranks/late_cause.py): extra
+comes from the profiled steps before its first late collective (diagnose/rankset/late_cause.py): extra
 host time that no op or CUDA call covers (a host-only straggler: input pipeline, logging, a sleep,
 named by its host ranges and Python lines) or extra work (op time on a CPU rank, GPU work on a GPU
 rank). Other ranks that arrive well after the median rank (`min_cost_share` of the step) are named
@@ -21,13 +21,13 @@ lateness.
 
 Then the trace's arrivals. With the traces of every rank (`diagnose DIR`), every collective is matched
 across ranks by its process group, sequence number, kind and size, and the ranks' clocks are
-aligned by the collectives' end times (diagnose/ranks/model.py, `Arrivals`). Each rank's arrival is
+aligned by the collectives' end times (diagnose/rankset/model.py, `Arrivals`). Each rank's arrival is
 its kernel's start (and its launch on the host); the last to arrive makes the others wait. The
 *late rank* is the one whose late arrivals cost the others the most (its lateness per step: how much
 later than the next-latest rank it arrived, summed over the collectives it was last at). What
 precedes its late arrivals is its *cause*: extra GPU work (its GPU work above the others' median by
 `min_work_skew`: each kind of kernel priced alike on every rank at its duration with no collective
-beside it, diagnose/ranks/profile.py), or extra host time (its *silent* host time before those
+beside it, diagnose/rankset/profile.py), or extra host time (its *silent* host time before those
 collectives, no CUDA call for 200 µs or longer, above the other ranks' at the same collectives by
 `min_host_share` of the profiled step), named by the host ranges and Python lines in it. The rule
 fires on arrivals when the late rank was last in at least `min_late_steps` of the steps and what
@@ -100,10 +100,10 @@ import statistics
 from diagnose.rulebook.engine import Quiet, Rule, Threshold, severity_ladder, top_offenders
 from diagnose.model.findings import Evidence, Finding, Offender, Severity
 from diagnose.model.fixes import fix
-from diagnose.ranks.late_cause import TimedLate, timed_late
-from diagnose.ranks.model import Arrivals, RankSet
-from diagnose.ranks.timed import TimedArrivals
-from diagnose.ranks.profile import RankProfile
+from diagnose.rankset.late_cause import TimedLate, timed_late
+from diagnose.rankset.model import Arrivals, RankSet
+from diagnose.rankset.timed import TimedArrivals
+from diagnose.rankset.profile import RankProfile
 from diagnose.vocabulary.units import percent
 
 

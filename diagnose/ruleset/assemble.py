@@ -43,7 +43,7 @@ def diagnose_trace(
     `sweep` (a diagnose.memory.Sweep) when the trace is one point of a parameter sweep; `ncu` (an
     NcuTable) when Nsight Compute measured the same workload, `ncu_label` naming where it came
     from and `ncu_seconds` how long its pass took; `notes` go first among the warnings; `ranks` (a
-    diagnose.ranks.model.RankSet) when the trace is one rank of several analysed together; `context`
+    diagnose.rankset.model.RankSet) when the trace is one rank of several analysed together; `context`
     when rules already ran on this trace with this configuration and `ncu` (a rank measured on its
     own before the cross-rank pass): its views are reused, and it takes `sweep` and `ranks`."""
     config = config or Config()

@@ -33,8 +33,8 @@ import numpy as np
 
 from diagnose.vocabulary.collectives import is_collective_kernel, is_collective_op
 from diagnose.metrics.accounting import with_rank_wait
-from diagnose.ranks.profile import RankProfile
-from diagnose.ranks.timed import TimedArrivals
+from diagnose.rankset.profile import RankProfile
+from diagnose.rankset.timed import TimedArrivals
 
 
 @dataclasses.dataclass

@@ -3,7 +3,7 @@
 A rank folder is either a capture folder diagnose wrote with `--nproc-per-node` (`rank-K/`
 sub-folders, each a capture folder, and one meta.json above them) or a folder of kineto traces
 as `tensorboard_trace_handler` writes them (one file per rank, or per rank and step). A file's
-rank comes from its `distributedInfo.rank` once it is decoded (analyse.py); before that, from its
+rank comes from its `distributedInfo.rank` once it is decoded (diagnose/ranks/analyse.py); before that, from its
 name (`rank-3`, `rank_3`, `rank3`), else from its place in the sorted list.
 """
 

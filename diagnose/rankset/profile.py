@@ -45,7 +45,7 @@ from diagnose.metrics.accounting import HOST_PACED
 from diagnose.metrics.comm import comm_rounds, in_windows, is_comm, launch_times
 from diagnose.metrics.host import intersect, length, merge_intervals, subtract
 from diagnose.metrics.pyframes import NO_SAMPLE
-from diagnose.ranks.host_lead import cpu_lead_ins
+from diagnose.rankset.host_lead import cpu_lead_ins
 from diagnose.metrics.timeline import DEFAULTS as TIMELINE_DEFAULTS
 from diagnose.trace.names import name_starts
 from diagnose.vocabulary.markers import STEP_MARKERS
@@ -82,7 +82,7 @@ class RankProfile:
     host_ranges_us: dict = dataclasses.field(default_factory=dict)  # name -> silent lead-in µs per step it fills
     group_from: str = "none"  # how collectives got their process group: "pg_name" | "stream" | "none"
     host_leads: list = dataclasses.field(default_factory=list)  # per step: [[lead-in, silent µs], ...] per collective
-    timed_arrivals: dict | None = None  # the capture's arrivals.json (diagnose/ranks/timed.py), when it has one
+    timed_arrivals: dict | None = None  # the capture's arrivals.json (diagnose/rankset/timed.py), when it has one
 
     def host_paced(self, field: str = "us_per_step") -> float:
         """The rank's step buckets in which its GPU waited for its host (launch and host buckets), as

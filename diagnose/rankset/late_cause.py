@@ -12,8 +12,8 @@ from __future__ import annotations
 import dataclasses
 import statistics
 
-from diagnose.ranks.model import RankSet
-from diagnose.ranks.timed import TimedArrivals
+from diagnose.rankset.model import RankSet
+from diagnose.rankset.timed import TimedArrivals
 
 
 @dataclasses.dataclass(frozen=True)
