@@ -42,9 +42,6 @@ FLOORS = [
 # importer -> imported, pointing to a higher floor, as the tree stands; each one is a folder to split or
 # a dependency to pass in as an input, not to be added to.
 KNOWN_BACK_ARROWS = {
-    # metrics/__init__ reaches up for the memory patterns and the ncu join (pass them in)
-    ("diagnose.metrics", "diagnose.memory.patterns"),
-    ("diagnose.metrics", "diagnose.ncu.join"),
     # front/ (the application services) sits below commands/ but its cli.py holds `main` and uses the registry
     ("diagnose.front.cli", "diagnose.commands"),
     ("diagnose.front.cli", "diagnose.commands.progress"),
