@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from conftest import CAPTURES, ROOT, SYNTHETIC
-from diagnose.front.cli import main
+from diagnose.commands import main
 from diagnose.ranks.analyse import analyse_rank
 from diagnose.trace.rank_files import rank_sources
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from diagnose.front.cli import main
+from diagnose.commands import main
 from diagnose.model.config import load_config
 from diagnose.base.errors import UsageError
 
@@ -122,7 +122,7 @@ def test_no_color_output_has_no_escape_codes_and_force_color_has(tmp_path, monke
 
 
 def test_a_failing_workloads_traceback_is_on_stderr(capsys):
-    from diagnose.front.cli import _print_workload_error
+    from diagnose.commands.run import print_workload_error
 
     here = str(ROOT / "diagnose" / "capture" / "child.py")
     tb = (
@@ -132,7 +132,7 @@ def test_a_failing_workloads_traceback_is_on_stderr(capsys):
         '  File "boom.py", line 5, in outer\n    inner()\n'
         '  File "boom.py", line 2, in inner\n    raise ValueError("boom")\nValueError: boom'
     )
-    _print_workload_error({"type": "ValueError", "message": "boom", "traceback": tb})
+    print_workload_error({"type": "ValueError", "message": "boom", "traceback": tb})
     err = capsys.readouterr().err
     assert 'File "boom.py", line 2, in inner' in err and "ValueError: boom" in err
     assert "child.py" not in err and "frozen" not in err

@@ -265,7 +265,7 @@ def test_dynamic_shapes_is_quiet_when_shapes_do_not_change():
 
 def test_python_batch_capture_writes_samples_that_name_the_workload(tmp_path, capsys):
     pytest.importorskip("torch")
-    from diagnose.front.cli import main
+    from diagnose.commands import main
 
     out = tmp_path / "cap"
     target = f"{ROOT / 'fixtures' / 'workloads' / 'python_batch.py'}:make_step"

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from conftest import CAPTURES, ROOT, diagnosis_of
-from diagnose.front.cli import main
+from diagnose.commands import main
 from diagnose.base.errors import InputError
 from diagnose.trace import load_target, source
 
@@ -61,7 +61,7 @@ def assert_one_line_error(stderr: str, *fragments: str) -> None:
 
 
 def cli(capsys, *args) -> tuple[int, str]:
-    """diagnose.front.cli.main in this process: (exit code, stderr)."""
+    """diagnose.commands.main in this process: (exit code, stderr)."""
     code = main([*map(str, args), "-q"])
     return code, capsys.readouterr().err
 

@@ -192,7 +192,7 @@ def test_a_trace_without_python_events_says_nothing_of_python_tracing():
 
 
 def test_the_text_report_names_python_tracing_on_the_step_line(tmp_path, capsys):
-    from diagnose.front.cli import main
+    from diagnose.commands import main
 
     path = PEER_WITH_STACK / "Falconsai_nsfw_image_detection__1016002.json.gz"
     assert main([str(path), "-o", str(tmp_path)]) in (0, 1)

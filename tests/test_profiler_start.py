@@ -9,7 +9,7 @@ import types
 import pytest
 
 from diagnose.capture.child import without_lazy_inductor
-from diagnose.front.cli import main
+from diagnose.commands import main
 
 from conftest import ROOT
 

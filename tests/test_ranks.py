@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from conftest import PEER_TRACES, ROOT, SYNTHETIC
-from diagnose.front.cli import main
+from diagnose.commands import main
 from diagnose.model.config import Config
 from diagnose.base.errors import InputError
 from diagnose.ranks.analyse import analyse_ranks

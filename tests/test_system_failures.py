@@ -28,7 +28,7 @@ from conftest import CAPTURES, ROOT, SYNTHETIC
 from hostile_guard import tree_state, untouched_outside
 
 from diagnose.base import os_errors, safe_files
-from diagnose.front.cli import main
+from diagnose.commands import main
 
 pytestmark = pytest.mark.hostile
 

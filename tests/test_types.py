@@ -45,7 +45,6 @@ MODULES = [
     "diagnose.base.errors",
     "diagnose.base.devices",
     "diagnose.base.step_timing",
-    "diagnose.front.cli",
     "diagnose.front.pipeline",
     "diagnose.front.target",
     "diagnose.front.output",

@@ -11,7 +11,7 @@ import json
 import pytest
 
 from diagnose.capture.spec import CaptureSpec
-from diagnose.front.cli import main
+from diagnose.commands import main
 from diagnose.model.findings import Diagnosis, Evidence, Finding, Numerics, Summary
 from diagnose.model.fixes import fix
 from diagnose.verify import numerics
