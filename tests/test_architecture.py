@@ -1,4 +1,4 @@
-"""One floor per folder, lowest first: base → capture → trace → metrics → memory → ncu → rankset → model
+"""One floor per folder, lowest first: base → capture → child → trace → metrics → memory → ncu → rankset → model
 → rulebook → rules → ruleset → ranks → diff → verify → report → front → commands → the package itself.
 
 Every import counts, those deferred inside functions too (they are the hidden cycles): a module may import
@@ -21,6 +21,7 @@ from conftest import ROOT
 FLOORS = [
     ("base", ["diagnose.base", "diagnose.vocabulary", "diagnose.fixtures"]),
     ("capture", ["diagnose.capture"]),
+    ("child", ["diagnose.child"]),  # the torch child programs; they read capture/spec.py
     ("trace", ["diagnose.trace"]),
     ("metrics", ["diagnose.metrics"]),
     ("memory", ["diagnose.memory"]),

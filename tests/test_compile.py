@@ -9,7 +9,7 @@ import shutil
 
 import pytest
 
-from diagnose.capture.compile_log import CompileLog, parse
+from diagnose.child.compile_log import CompileLog, parse
 from diagnose.model.config import Config
 from diagnose.ruleset.assemble import diagnose_trace
 from diagnose.base.errors import InputError

@@ -124,7 +124,7 @@ def test_no_color_output_has_no_escape_codes_and_force_color_has(tmp_path, monke
 def test_a_failing_workloads_traceback_is_on_stderr(capsys):
     from diagnose.commands.run import print_workload_error
 
-    here = str(ROOT / "diagnose" / "capture" / "child.py")
+    here = str(ROOT / "diagnose" / "child" / "capture.py")
     tb = (
         "Traceback (most recent call last):\n"
         f'  File "{here}", line 263, in run_script\n    runpy.run_path(spec.path, run_name="__main__")\n'
@@ -135,7 +135,7 @@ def test_a_failing_workloads_traceback_is_on_stderr(capsys):
     print_workload_error({"type": "ValueError", "message": "boom", "traceback": tb})
     err = capsys.readouterr().err
     assert 'File "boom.py", line 2, in inner' in err and "ValueError: boom" in err
-    assert "child.py" not in err and "frozen" not in err
+    assert "capture.py" not in err and "frozen" not in err
 
 
 def test_diff_rows_are_ordered_by_size_whatever_the_sign_and_shares_add_up():

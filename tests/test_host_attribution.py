@@ -11,7 +11,7 @@ import time
 import numpy as np
 import pytest
 
-from diagnose.capture.sampler import StackSampler
+from diagnose.child.sampler import StackSampler
 from diagnose.model.config import Config
 from diagnose.ruleset.assemble import diagnose_trace
 from diagnose.metrics import Metrics

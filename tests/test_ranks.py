@@ -316,7 +316,7 @@ def test_torchrun_arguments_pass_through():
         "--nproc-per-node=2",
         "--standalone",
         "-m",
-        "diagnose.capture.child",
+        "diagnose.child.capture",
         "s.json",
     ]
     multi = torchrun_command(Path("s.json"), Launch(8, "2", "node0:29500", 1), python="py")

@@ -18,7 +18,7 @@ removing the breaks recovers), host time outside graph calls altogether, eager o
 launches between graphs, graph replays.
 
 `load_compile_record` reads compile.json (schema diagnose.compile/1, written by
-diagnose/capture/compile_log.py) beside the trace: dynamo's own graph breaks, recompiles and
+diagnose/child/compile_log.py) beside the trace: dynamo's own graph breaks, recompiles and
 CUDA-graph skips with the user's file and line.
 """
 

@@ -190,7 +190,7 @@ def _offender_json(native: dict) -> dict:
 
 
 class RunToRun(msgspec.Struct):
-    """How much two runs of the baseline differ from each other (diagnose/capture/compare.py)."""
+    """How much two runs of the baseline differ from each other (diagnose/child/compare.py)."""
 
     tensors_that_vary: int = 0
     max_rel_difference: float = 0.0
@@ -198,7 +198,7 @@ class RunToRun(msgspec.Struct):
 
 
 class Numerics(msgspec.Struct):
-    """`--verify`'s check of a fixed step's outputs against the original's (diagnose/capture/compare.py)."""
+    """`--verify`'s check of a fixed step's outputs against the original's (diagnose/child/compare.py)."""
 
     verdict: str | None = (
         None  # match | within precision | within run-to-run variation | changes results | not compared

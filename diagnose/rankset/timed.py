@@ -1,4 +1,4 @@
-"""Who waits for whom in the unprofiled timed steps: the ranks' own arrivals.json (diagnose/capture/arrivals.py).
+"""Who waits for whom in the unprofiled timed steps: the ranks' own arrivals.json (diagnose/child/arrivals.py).
 
 Under the profiler each host issues its calls several times slower, by different amounts, so which
 rank arrives last in a trace follows the hosts' pace. The timed steps run without the profiler, so

@@ -12,7 +12,7 @@ work, and the dynamic-shapes rule's subject when it recurs as shapes change). Ho
 named plus the unnamed part; the rule fires when it is at least `min_host_share` of the step.
 
 **Naming the code.** In capture modes, a sampler reads the main thread's Python stack every
-millisecond while the profiled steps run (diagnose/capture/sampler.py); each silent stretch is
+millisecond while the profiled steps run (diagnose/child/sampler.py); each silent stretch is
 shared among the samples inside it, each labelled with its innermost frame in the user's own
 code (not torch, the standard library or diagnose), so the offenders are the user's
 `file:line function`. A trace recorded with `with_stack=True` names them the same way from its

@@ -1,6 +1,6 @@
 """The Triton kernels that `diagnose probe` times: a copy and a STREAM triad over fp32 buffers.
 
-Imported only where Triton is installed (diagnose/capture/gpu_probe.py asks first). Each kernel
+Imported only where Triton is installed (diagnose/child/gpu_probe.py asks first). Each kernel
 moves every byte once: copy reads N and writes N elements, triad reads 2N and writes N.
 """
 

@@ -40,7 +40,7 @@ errors add in quadrature, and a residual stream carries the unquantized input pa
 The bound is `ERROR_FACTOR` (2) × the largest ε_W of the step's weights (for fp8, of ε_W ⊕ 2⁻⁴, the quadrature
 sum): room for a chain of four full-weight products in quadrature. A step whose outputs differ
 from the baseline's by more has amplified the rounding (outliers, ill conditioning, a long chain
-without residuals) and "changes results" (diagnose/capture/compare.py). Measured on a CPU (fp32)
+without residuals) and "changes results" (diagnose/child/compare.py). Measured on a CPU (fp32)
 on the SwiGLU decode of fixtures/workloads/gemv_decode.py, ε_W ≈ 10 % throughout: 8 layers of
 d_model 256, d_ff 512: output error 1.1 %; two blocks of 2048 × 5504: 15.9 %; one 7B-width block (4096 ×
 11008): 15.5 % (bound 20 %); two: 29 %; four: 74 %. That stack has no normalization and its block
@@ -57,7 +57,7 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from diagnose.capture.rewrite import NotApplicable
+from diagnose.child.rewrite import NotApplicable
 from diagnose.vocabulary.units import percent
 
 GROUP = 128  # inputs per 4-bit scale and zero

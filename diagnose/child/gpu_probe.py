@@ -2,7 +2,7 @@
 each precision, so that the roofline and the memory/compute rules judge kernels against this very GPU
 rather than against a datasheet.
 
-- **Bandwidth**: Triton copy and STREAM-triad kernels (diagnose/capture/triton_kernels.py) over
+- **Bandwidth**: Triton copy and STREAM-triad kernels (diagnose/child/triton_kernels.py) over
   buffers of `BUFFER_BYTES` each, far larger than any L2, counting bytes read plus written; the best
   of a few block sizes. Without Triton, a torch copy (`Tensor.copy_`) stands in and the record says so.
 - **Matmul rates**: `MATMUL_N`³ products through torch.matmul (cuBLAS/hipBLASLt, what a workload's
@@ -13,7 +13,7 @@ Each figure is the median of `REPEATS` timed calls (CUDA events) after `WARMUP` 
 The result is cached per device (diagnose/base/measured_peaks.py): a capture or `diagnose probe` measures
 once per GPU and software stack.
 
-    python -m diagnose.capture.gpu_probe [--refresh] [--cache-dir DIR]   # prints the record as JSON
+    python -m diagnose.child.gpu_probe [--refresh] [--cache-dir DIR]   # prints the record as JSON
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ def bandwidth(torch) -> dict:
     a, b, c = (torch.rand(n, device="cuda", dtype=torch.float32) for _ in range(3))
     out: dict = {"buffer_bytes": BUFFER_BYTES}
     try:
-        from diagnose.capture import triton_kernels
+        from diagnose.child import triton_kernels
         import triton
     except Exception as exc:  # no Triton (or a broken one): torch's own copy stands in
         us = _time_us(torch, lambda: b.copy_(a))
@@ -174,7 +174,7 @@ def probe(torch, cache_dir=None, refresh: bool = False) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     """Print the probe record as JSON (exit 0), or a one-line reason on stderr (exit 2)."""
-    parser = argparse.ArgumentParser(prog="python -m diagnose.capture.gpu_probe")
+    parser = argparse.ArgumentParser(prog="python -m diagnose.child.gpu_probe")
     parser.add_argument("--refresh", action="store_true", help="measure again even when a cached record exists")
     parser.add_argument("--cache-dir", default=None)
     args = parser.parse_args(argv)

@@ -1,6 +1,6 @@
 """The child process: runs the workload under torch.profiler and writes the capture folder.
 
-Run as `python -m diagnose.capture.child SPEC.json`. This is the only module of diagnose that
+Run as `python -m diagnose.child.capture SPEC.json`. This is the only module of diagnose that
 imports torch. Whatever happens to the workload (exception, OOM, sys.exit), the trace recorded
 so far and a meta.json saying what happened are written before the process ends.
 """
@@ -21,13 +21,13 @@ import traceback
 import zlib
 from pathlib import Path
 
-from diagnose.capture.arrivals import ArrivalRecorder
-from diagnose.capture.compile_log import CompileLog
-from diagnose.capture.memory import MEMORY_FILE, MemoryRecorder
-from diagnose.capture.model_census import census
-from diagnose.capture.sampler import StackSampler
+from diagnose.child.arrivals import ArrivalRecorder
+from diagnose.child.compile_log import CompileLog
+from diagnose.child.memory import MEMORY_FILE, MemoryRecorder
+from diagnose.child.model_census import census
+from diagnose.child.sampler import StackSampler
 from diagnose.capture.spec import CAPTURE_SCHEMA, CaptureSpec
-from diagnose.capture.steps import EnoughSteps, StepTracker
+from diagnose.child.steps import EnoughSteps, StepTracker
 from diagnose.base.safe_files import fresh_path, write_new
 from diagnose.base.step_timing import timing_summary
 from diagnose.vocabulary.markers import nvtx_label, step_label, warmup_label
@@ -347,7 +347,7 @@ class CaptureSession:
         self.take_census()  # while the step (and the models it holds) is alive
 
     def take_census(self) -> None:
-        """Record the workload's libraries and models (diagnose/capture/model_census.py) in meta.json."""
+        """Record the workload's libraries and models (diagnose/child/model_census.py) in meta.json."""
         self.meta["workload"] = census(self.torch)
 
     def run_script(self) -> None:

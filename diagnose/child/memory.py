@@ -10,7 +10,7 @@ import json
 import os
 from pathlib import Path
 
-from diagnose.capture.memory_summary import summarise_snapshot
+from diagnose.child.memory_summary import summarise_snapshot
 from diagnose.base.safe_files import fresh_path
 
 HISTORY_ENTRIES = 20000

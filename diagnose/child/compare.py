@@ -20,7 +20,7 @@ bf16 tolerance alone rejected it). Within, the verdict is "within precision" wit
 relative error ("within bf16 rounding: max relative error 0.29 %"); beyond, "changes results".
 
 A fix that quantizes the weights (w4a16: 4-bit integers; fp8: e4m3 weights and activations,
-diagnose/capture/quantize.py) changes results by design, in every dtype, bf16 included: its
+diagnose/child/quantize.py) changes results by design, in every dtype, bf16 included: its
 `precision` is `int4` or `fp8` and it passes the weights' own measured quantization error
 (`weight_error`, the largest ‖W_q − W‖_F ÷ ‖W‖_F of the step's weights). A floating tensor of any
 dtype that misses its dtype's tolerance is then within the fix's rounding when its normwise
@@ -39,7 +39,7 @@ variation": the fix changed it no more than running the baseline again does.
 
 from __future__ import annotations
 
-from diagnose.capture.quantize import bound_text, error_bound, label as quantized_label
+from diagnose.child.quantize import bound_text, error_bound, label as quantized_label
 from diagnose.vocabulary.dtypes import precision as dtype_precision, precision_label
 from diagnose.vocabulary.units import percent
 

@@ -1,6 +1,6 @@
 """The verify child: apply one fix to the step from outside the user's code, time it, check its outputs.
 
-Run as `python -m diagnose.capture.verify SPEC.json` (one process per fix, so a fix that crashes,
+Run as `python -m diagnose.child.verify SPEC.json` (one process per fix, so a fix that crashes,
 runs out of memory or wedges the CUDA context takes nothing else down). The spec is a CaptureSpec
 (diagnose/capture/spec.py, function mode) plus `variant`, `baseline` and `compile_backend`.
 
@@ -15,7 +15,7 @@ In that process, for `variant`:
 2. *fixed*: seed, build a fresh step the same way, wrap it (`wrap`), call it as many times,
    snapshot and compare with the baseline (`compare`), warm up, time it, profile `steps` steps.
 
-Timing is the baseline's (child.py): synchronised after each step, at least `MIN_TIMED_STEPS`
+Timing is the baseline's (capture.py): synchronised after each step, at least `MIN_TIMED_STEPS`
 steps (or --timed-steps, if more), and more in chunks while the 95 % interval of the median is
 wider than `WIDE_INTERVAL` of it, up to `MAX_TIMED_STEPS` steps or `MAX_TIMING_S` seconds.
 
@@ -27,20 +27,20 @@ pinning, the fixed step with LOADER_WORKERS persistent workers and pinned memory
 
 Script (or module) mode: the script runs again as __main__ with the fix around the whole run (a
 setting of the process or a context entered before it starts), its steps found and timed by the same
-hooks as the capture (diagnose/capture/steps.py); the baseline is the capture's own unprofiled steps,
+hooks as the capture (diagnose/child/steps.py); the baseline is the capture's own unprofiled steps,
 and the outputs are not compared (a script's tensors are out of reach: function mode compares them).
 Only SCRIPT_VARIANTS apply that way.
 
-Numerics (diagnose/capture/compare.py): each tensor is compared in the baseline's dtype with
+Numerics (diagnose/child/compare.py): each tensor is compared in the baseline's dtype with
 torch.testing.assert_close; a fix that computes at a lower precision (`fix_precision`: TF32 for tf32
 and for channels-last convolutions under cuDNN's default TF32, bf16 for autocast) is judged at that
 precision's tolerance and reported with its relative error; beyond it, it "changes results".
 Integer and bool tensors (token ids) must match exactly.
 
 channels-last, fused-optimizer and foreach-optimizer change what the step's closure holds
-(diagnose/capture/rewrite.py): its conv modules and image tensors, its optimizers.
+(diagnose/child/rewrite.py): its conv modules and image tensors, its optimizers.
 
-w4a16 and fp8 quantize the step's weights (diagnose/capture/quantize.py): a TorchFunctionMode is
+w4a16 and fp8 quantize the step's weights (diagnose/child/quantize.py): a TorchFunctionMode is
 entered around the fixed step's build (so a CUDA graph its factory captures records the quantized
 kernels) and around each of its calls, and runs F.linear / matmul by a weight on a quantized copy
 of it. The outputs are judged against the weights' own rounding (`quantize.error_bound`, the
@@ -64,18 +64,18 @@ from pathlib import Path
 
 from diagnose.base.safe_files import write_new
 
-from diagnose.capture.compare import (  # noqa: F401 (TOLERANCES, tolerance re-exported)
+from diagnose.child.compare import (  # noqa: F401 (TOLERANCES, tolerance re-exported)
     CHANGES,
     TOLERANCES,
     compare,
     relative_differences,
     tolerance,
 )
-from diagnose.capture.child import CaptureSession, is_out_of_memory, load_function, memory_summary
-from diagnose.capture.quantize import KINDS as WEIGHT_KINDS, weight_quantizer
-from diagnose.capture.rewrite import NotApplicable, apply_channels_last, apply_optimizer, static_cache_generate
+from diagnose.child.capture import CaptureSession, is_out_of_memory, load_function, memory_summary
+from diagnose.child.quantize import KINDS as WEIGHT_KINDS, weight_quantizer
+from diagnose.child.rewrite import NotApplicable, apply_channels_last, apply_optimizer, static_cache_generate
 from diagnose.capture.spec import CaptureSpec
-from diagnose.capture.steps import EnoughSteps
+from diagnose.child.steps import EnoughSteps
 from diagnose.vocabulary.markers import step_label, warmup_label
 
 VERIFY_SCHEMA = "diagnose.verify/1"
@@ -456,7 +456,7 @@ class VerifySession(CaptureSession):
             self.write_result()
             return 3
         self.torch = torch
-        from diagnose.capture.child import device_info
+        from diagnose.child.capture import device_info
 
         self.meta["device"] = device_info(torch)
         try:
