@@ -5,9 +5,11 @@ Every import counts, those deferred inside functions too (they are the hidden cy
 only modules of its own folder's floor or below, and the module graph has no cycle at all. fixtures/ is
 installed as `diagnose.fixtures`, and it is walked under that name.
 
-The arrows that still point back up (a folder that spans two floors, an application layer below the
-command line) are listed in KNOWN_BACK_ARROWS: a new one fails, and so does a listed one that is gone (take
-it off the list).
+No arrow points back up: KNOWN_BACK_ARROWS is empty. A folder that spans two floors is split (the engine
+in rulebook/, what reads every rule in ruleset/; rank discovery in trace/, the cross-rank model in
+rankset/, the rank analysis in ranks/), and a dependency on a higher floor is passed in by the caller
+(Metrics gets the ncu join and the attention-call finder from the rules' Context). An arrow listed there
+that is gone fails too (take it off the list).
 """
 
 from __future__ import annotations
