@@ -38,7 +38,7 @@ def paid_step_us(timing: dict | None) -> float | None:
 
 def set_aside_timing(step_basis: str, capture: dict | None) -> float | None:
     """The capture's measured step when the report's step is the profiled one all the same: the timing,
-    synchronised after each step, was longer than the profiled steps (metrics/step_time.step_budget)."""
+    synchronised after each step, was longer than the profiled steps (metrics/budget.step_budget)."""
     return paid_step_us((capture or {}).get("timing")) if step_basis == "profiled" else None
 
 

@@ -20,7 +20,7 @@ from diagnose.metrics.pyframes import PySamples, python_samples
 from diagnose.metrics.launches import join_launches
 from diagnose.metrics.optimizer import optimizer_steps
 from diagnose.metrics.overhead import OverheadEstimate, estimate_unprofiled
-from diagnose.metrics.step_time import StepBudget, on_estimate, step_budget
+from diagnose.metrics.budget import StepBudget, on_estimate, step_budget
 from diagnose.metrics.steps import Steps, find_steps
 from diagnose.metrics.timeline import DEFAULTS as TIMELINE_DEFAULTS
 from diagnose.metrics.timeline import Timeline, build_timeline
@@ -70,7 +70,7 @@ class Metrics:
     @functools.cached_property
     def budget(self) -> StepBudget:
         """Per-step time split, on the unprofiled time base: measured when the capture timed steps
-        without the profiler, else estimated from the trace (step_time.on_estimate)."""
+        without the profiler, else estimated from the trace (budget.on_estimate)."""
         budget = step_budget(self.steps, self.timeline, self.trace.capture)
         if budget.unprofiled_step_us:
             return budget
@@ -227,7 +227,7 @@ class Metrics:
             ),
             "step_time_us": round(b.step_us, 3),
             "profiled_step_time_us": round(b.profiled_step_us, 3),
-            # a measured step longer than the profiled one is not used (step_time.step_budget): the step is profiled
+            # a measured step longer than the profiled one is not used (budget.step_budget): the step is profiled
             "unprofiled_step_time_us": None if b.synced_step_us else b.unprofiled_step_us,
             "estimated_unprofiled_step_time_us": (
                 round(b.estimated_step_us, 3) if b.estimated_step_us is not None else None

@@ -1,6 +1,6 @@
 """Step accounting: every microsecond of the analysed step in one named bucket, summing to the step.
 
-The step (on the unprofiled time base when the capture measured one, see step_time.py) is the
+The step (on the unprofiled time base when the capture measured one, see budget.py) is the
 GPU's busy time plus its idle gaps (timeline.py). Both are split further:
 
 | bucket | what it is | from |
@@ -39,7 +39,7 @@ import pandas as pd
 from diagnose.metrics.comm import Communication
 from diagnose.metrics.host import SilentSplit, merge_intervals, silent_split
 from diagnose.metrics.pyframes import NO_SAMPLE, PySamples
-from diagnose.metrics.step_time import StepBudget
+from diagnose.metrics.budget import StepBudget
 from diagnose.metrics.timeline import Timeline
 from diagnose.trace.model import Trace
 from diagnose.vocabulary.units import percent

@@ -295,7 +295,7 @@ class RankSet:
 
 def _basis(profile: RankProfile) -> str:
     """Which step `step_us` is: "unprofiled" when it is the capture's timing without the profiler (not
-    when that timing was set aside for the profiled step, metrics/step_time.step_budget)."""
+    when that timing was set aside for the profiled step, metrics/budget.step_budget)."""
     return "unprofiled" if _on_unprofiled(profile) else "profiled"
 
 

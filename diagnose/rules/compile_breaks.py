@@ -51,7 +51,7 @@ from diagnose.model.findings import Evidence, Finding, Fix, Offender, Severity
 from diagnose.model.fixes import CODE_COLUMNS, comment, fix
 from diagnose.base.format import short_name
 from diagnose.metrics.compiled import CompiledSteps, CompileRecord, load_compile_record
-from diagnose.metrics.step_time import StepBudget
+from diagnose.metrics.budget import StepBudget
 from diagnose.trace import schemas
 from diagnose.vocabulary.units import percent
 

@@ -65,7 +65,7 @@ from diagnose.base.devices import DeviceSpec
 from diagnose.rulebook.engine import NO_STEP_WORK, Quiet, Rule, Skip, Threshold, time_base, top_offenders
 from diagnose.model.findings import Evidence, Finding, Fix, Offender
 from diagnose.model.fixes import fix
-from diagnose.metrics.step_time import StepBudget
+from diagnose.metrics.budget import StepBudget
 from diagnose.trace.names import name_test
 from diagnose.vocabulary.dtypes import dtype_bytes, float_bits
 from diagnose.vocabulary.kernels import is_gemv, weight_bits

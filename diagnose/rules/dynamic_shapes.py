@@ -51,7 +51,7 @@ from diagnose.model.fixes import fix
 from diagnose.metrics import Metrics
 from diagnose.metrics.compiled import logged_recompiles
 from diagnose.metrics.slow_ops import compiled_versions, held_ops, shape_changes, step_shapes
-from diagnose.metrics.step_time import StepBudget
+from diagnose.metrics.budget import StepBudget
 from diagnose.vocabulary.units import percent
 
 MAX_SHAPES_SHOWN = 4

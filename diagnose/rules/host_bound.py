@@ -78,7 +78,7 @@ from diagnose.model.fixes import comment, fix
 from diagnose.metrics import Metrics
 from diagnose.metrics.host import SilentSplit
 from diagnose.metrics.pyframes import NO_SAMPLE, PySamples
-from diagnose.metrics.step_time import StepBudget
+from diagnose.metrics.budget import StepBudget
 from diagnose.trace.names import name_has
 from diagnose.vocabulary.units import percent
 

@@ -94,7 +94,7 @@ from diagnose.memory.details import step_windows
 from diagnose.memory.patterns import kv_appends, step_index
 from diagnose.metrics import Metrics
 from diagnose.metrics.optimizer import SINGLE, OptimizerStep
-from diagnose.metrics.step_time import StepBudget
+from diagnose.metrics.budget import StepBudget
 from diagnose.vocabulary.units import percent
 
 KV_MAX_APPEND = 16  # positions a decode step appends (speculative decoding adds a few)

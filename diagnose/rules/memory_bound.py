@@ -86,7 +86,7 @@ from diagnose.model.findings import Evidence, Finding, Fix, Offender
 from diagnose.model.fixes import comment, fix
 from diagnose.vocabulary.dtypes import precision
 from diagnose.vocabulary.kernels import MEMORY_KINDS
-from diagnose.metrics.step_time import StepBudget
+from diagnose.metrics.budget import StepBudget
 from diagnose.metrics.work import best_bytes
 from diagnose.vocabulary.units import percent
 

@@ -41,7 +41,7 @@ from diagnose.rulebook.engine import Quiet, Rule, Threshold, top_offenders
 from diagnose.model.findings import Evidence, Finding, Offender, Severity
 from diagnose.model.fixes import fix
 from diagnose.metrics import Metrics
-from diagnose.metrics.step_time import StepBudget
+from diagnose.metrics.budget import StepBudget
 from diagnose.trace.names import name_search, name_test
 from diagnose.vocabulary.kernels import is_layout_conversion
 from diagnose.vocabulary.units import percent

@@ -40,7 +40,7 @@ from diagnose.model.findings import Evidence, Finding, Offender, Severity
 from diagnose.model.fixes import fix, optimizer_code
 from diagnose.metrics.optimizer import SINGLE
 from diagnose.metrics.optimizer import OptimizerStep as OptimizerRun  # the rule's class holds the name
-from diagnose.metrics.step_time import StepBudget
+from diagnose.metrics.budget import StepBudget
 from diagnose.vocabulary.units import percent
 
 FUSED_TRAFFIC = {"Adam": 7 / 20, "AdamW": 7 / 20, "SGD": 5 / 8}

@@ -37,7 +37,7 @@ from diagnose.rulebook.engine import Quiet, Rule, Threshold, severity_ladder, to
 from diagnose.model.findings import Evidence, Finding, Offender, Severity
 from diagnose.model.fixes import fix
 from diagnose.metrics import Metrics
-from diagnose.metrics.step_time import StepBudget
+from diagnose.metrics.budget import StepBudget
 from diagnose.vocabulary.units import percent
 
 
