@@ -94,7 +94,7 @@ def result_bytes(folder: Path) -> dict:
     """What one rank sends back to the driver (analyse_rank's result), pickled, and its largest parts."""
     from diagnose.model.config import Config
     from diagnose.ranks.analyse import analyse_rank
-    from diagnose.ranks.discover import rank_sources
+    from diagnose.trace.rank_files import rank_sources
 
     result = analyse_rank(rank_sources(folder)[0], Config())
     parts = {k: len(pickle.dumps(v)) for k, v in result["profile"].items()}

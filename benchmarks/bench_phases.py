@@ -6,8 +6,8 @@
 Each run is a child process of the project's interpreter (--python), one after another and
 interleaved: the floor (bench_vs_hta.py's FLOOR_CHILD: read the file and one typed
 `msgspec.json.decode`, in one process), then diagnose split into phases, then, with --before,
-the same phases on another source tree of diagnose (a `git archive` of an older commit, with
-`diagnose/rules` linked to its `rules/`), so a before/after comparison is made on the same
+the same phases on another source tree of diagnose (a `git archive` of an older commit; one from before
+rules/ moved into diagnose/ needs `diagnose/rules` linked to its `rules/`), so a before/after comparison is made on the same
 machine minutes apart. Phases, timed inside the child (imports and interpreter start left out):
 
 - decode: `load_target` (reading, decoding in parallel, frames);
@@ -49,7 +49,7 @@ PHASES_CHILD = r"""
 import json, sys, time
 t0 = time.perf_counter()
 import diagnose, diagnose.rules
-from diagnose.rulebook import assemble
+from diagnose.ruleset import assemble
 from diagnose.model.config import Config
 from diagnose.rulebook.engine import Context, run_rules
 from diagnose.report.html import render_html

@@ -34,7 +34,7 @@ from diagnose.metrics import Metrics  # noqa: E402
 from diagnose.front.pipeline import analyse  # noqa: E402
 from diagnose.rules import ALL_RULES  # noqa: E402
 from diagnose.trace.load import load_target  # noqa: E402
-from rules.memory_layout import layout_parts  # noqa: E402
+from diagnose.rules.memory_layout import layout_parts  # noqa: E402
 
 CAPTURES = ROOT / "fixtures" / "captures"
 RESULTS = ROOT / "fixtures" / "verify" / "RESULTS.json"

@@ -156,7 +156,7 @@ def verdicts() -> int:
     trace file's, judged on the profiled step as recorded and on the replayed estimate (the default), and how
     many of each agree with the folder on the rule; then the step each bare trace file's report prints (the
     estimate, on the step budget) against the folder's step (the mean of its timed steps, or its profiled step
-    where that is shorter: metrics/step_time.py)."""
+    where that is shorter: metrics/budget.py)."""
     from diagnose import analyze
 
     agree = {"profiled": 0, "estimated": 0}

@@ -3,7 +3,7 @@
     python benchmarks/sampler_overhead.py fixtures/workloads/tiny_decode.py:make_step --steps 200
 
 Runs the step (synchronising after each) in alternating blocks with and without the sampler
-running (diagnose/capture/sampler.py, default interval), after a warm-up, and prints the median
+running (diagnose/child/sampler.py, default interval), after a warm-up, and prints the median
 step time of each and the difference in %, plus µs spent per sample. The capture runs the sampler
 only while the profiler runs, so this is an upper bound on what it adds to a profiled step and
 exactly zero for the unprofiled timing run.
@@ -19,8 +19,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from diagnose.capture.child import load_function  # noqa: E402
-from diagnose.capture.sampler import StackSampler  # noqa: E402
+from diagnose.child.capture import load_function  # noqa: E402
+from diagnose.child.sampler import StackSampler  # noqa: E402
 
 
 def main() -> int:

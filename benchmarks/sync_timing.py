@@ -4,7 +4,7 @@ step in a loop that never synchronises.
     python benchmarks/sync_timing.py [--steps 30] [--rounds 5] [--json OUT]   # needs a CUDA GPU
 
 diagnose's capture times each unprofiled step between two `torch.cuda.synchronize()` calls
-(diagnose/capture/steps.py), and the profiler-overhead replay estimates that same quantity
+(diagnose/child/steps.py), and the profiler-overhead replay estimates that same quantity
 (diagnose/metrics/overhead.py). A training or serving loop that does not synchronise lets the host
 run ahead, so a GPU-bound step there does not wait for its own first launch. This times a few
 workloads of fixtures/workloads/library_zoo.py both ways, alternating, `--rounds` times: `synced` is

@@ -2,6 +2,6 @@
 
 import sys
 
-from diagnose.front.cli import main
+from diagnose.commands import main
 
 sys.exit(main())

@@ -25,7 +25,7 @@ END = "<!-- end of sample -->"
 
 def demo_output() -> str:
     """stderr then stdout of `diagnose demo` on the no-GPU path, run in a scratch folder."""
-    from diagnose.front.cli import main
+    from diagnose.commands import main
 
     out, err = io.StringIO(), io.StringIO()
     with (

@@ -97,7 +97,7 @@ def pytest_configure(config):
         os.environ[SHARED_CACHE] = config._diagnose_shared_cache
     import compileall
 
-    for folder in ("diagnose", "rules", "tests/workloads", "fixtures/workloads"):
+    for folder in ("diagnose", "tests/workloads", "fixtures/workloads"):
         if (ROOT / folder).is_dir():
             compileall.compile_dir(ROOT / folder, quiet=2, workers=1)
 

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from diagnose.rulebook.assemble import diagnose_trace
+from diagnose.ruleset.assemble import diagnose_trace
 from diagnose.metrics import Metrics
 from diagnose.trace import load_target
 

@@ -14,7 +14,7 @@ import json
 
 import pytest
 
-from diagnose.front.cli import main
+from diagnose.commands import main
 
 hypothesis = pytest.importorskip("hypothesis")
 from hypothesis import HealthCheck, example, given, settings  # noqa: E402

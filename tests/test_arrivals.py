@@ -20,7 +20,7 @@ from diagnose.model.config import Config
 from diagnose.model.invariants import violations
 from diagnose.metrics.accounting import exposed_comm_split, with_rank_wait
 from diagnose.ranks.analyse import analyse_ranks
-from diagnose.ranks.discover import rank_sources
+from diagnose.trace.rank_files import rank_sources
 
 sys.path.insert(0, str(Path(__file__).parent))
 import synthetic_arrivals  # noqa: E402
@@ -168,7 +168,7 @@ def test_findings_json_carries_the_arrivals(eight_ranks, tmp_path):
 
 def _arrival_profile(rank, rows, clock=0.0):
     """A profile with one step of arrivals: rows of (key, host, start, end) on this rank's clock."""
-    from diagnose.ranks.profile import RankProfile
+    from diagnose.rankset.profile import RankProfile
 
     return RankProfile(
         rank=rank,
@@ -189,7 +189,7 @@ def _arrival_profile(rank, rows, clock=0.0):
 def test_collectives_are_matched_by_key_not_by_time():
     """Rank 1 runs an extra collective of its own between the two shared ones, and its clock is 50 ms
     ahead: matching by key pairs the shared ones, the extra one is left out with a warning."""
-    from diagnose.ranks.model import RankSet
+    from diagnose.rankset.model import RankSet
 
     a = [("pg0|0|AllReduce|[4]", 0.0, 100.0, 600.0), ("pg0|1|AllReduce|[8]", 900.0, 1000.0, 1300.0)]
     b = [

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from diagnose.rulebook.assemble import diagnose_trace
+from diagnose.ruleset.assemble import diagnose_trace
 from diagnose.rulebook.engine import verdict
 from diagnose.model.findings import Diagnosis, Summary
 from diagnose.report.html import render_html

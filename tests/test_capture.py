@@ -8,7 +8,7 @@ import pytest
 
 pytest.importorskip("torch", reason="capturing needs torch (.ci/run installs the CPU build)")
 
-from diagnose.front.cli import main  # noqa: E402
+from diagnose.commands import main  # noqa: E402
 
 from conftest import ROOT  # noqa: E402
 

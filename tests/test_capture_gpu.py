@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from diagnose.front.cli import main
+from diagnose.commands import main
 
 from conftest import ROOT
 

@@ -6,7 +6,7 @@ import json
 import subprocess
 import sys
 
-from diagnose.front.cli import main
+from diagnose.commands import main
 
 from conftest import CAPTURES, ROOT
 
@@ -73,7 +73,7 @@ def test_analysis_never_imports_torch(tmp_path):
     """The analysis side must run where torch is absent: block its import and analyse a capture."""
     code = (
         "import sys; sys.modules['torch'] = None\n"
-        "from diagnose.front.cli import main\n"
+        "from diagnose.commands import main\n"
         f"sys.exit(main([{str(CAPTURES / 'decode_eager')!r}, '-q', '-o', {str(tmp_path)!r}]))\n"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)

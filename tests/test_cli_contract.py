@@ -13,7 +13,8 @@ import sys
 
 import pytest
 
-from diagnose.front.cli import CountedOf, main
+from diagnose.commands import main
+from diagnose.commands.progress import CountedOf
 from diagnose.base.errors import EXIT_BAD_INPUT
 
 from conftest import CAPTURES, ROOT

@@ -20,9 +20,9 @@ from pathlib import Path
 import pytest
 
 from conftest import CAPTURES, ROOT, SYNTHETIC
-from diagnose.front.cli import main
+from diagnose.commands import main
 from diagnose.ranks.analyse import analyse_rank
-from diagnose.ranks.discover import rank_sources
+from diagnose.trace.rank_files import rank_sources
 
 distributed = pytest.importorskip("distributed")
 

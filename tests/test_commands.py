@@ -7,7 +7,7 @@ import sys
 import pytest
 
 from diagnose import commands
-from diagnose.front.cli import main
+from diagnose.commands import main
 
 CENSUS = '''
 from diagnose.commands import common

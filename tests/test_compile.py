@@ -10,9 +10,9 @@ import shutil
 
 import pytest
 
-from diagnose.capture.compile_log import CompileLog, parse
+from diagnose.child.compile_log import CompileLog, parse
 from diagnose.model.config import Config
-from diagnose.rulebook.assemble import diagnose_trace
+from diagnose.ruleset.assemble import diagnose_trace
 from diagnose.base.errors import InputError
 from diagnose.metrics import Metrics
 from diagnose.metrics.compiled import compiled_steps, load_compile_record
@@ -174,7 +174,7 @@ def _backend() -> str:
 
 def test_a_cpu_capture_with_a_graph_break_names_its_line_and_fires(tmp_path, capsys, monkeypatch):
     pytest.importorskip("torch", reason="capturing needs torch")
-    from diagnose.front.cli import main
+    from diagnose.commands import main
 
     # On a small shared CPU, the intra-op thread pool and inductor's background compile workers
     # make some steps take 2-80 ms instead of ~0.3 ms (a 8x32x64 aten::mm measured 2-8 ms); one
@@ -227,7 +227,7 @@ def test_a_cpu_capture_that_recompiles_every_step_names_the_guard_and_line(tmp_p
     (they are emitted only once the artifact is enabled) and compile-breaks recommends mark-dynamic.
     The guards and recompiles are dynamo's, as in the graph-break test (_backend: aot_eager)."""
     pytest.importorskip("torch", reason="capturing needs torch")
-    from diagnose.front.cli import main
+    from diagnose.commands import main
 
     monkeypatch.setenv("TORCHINDUCTOR_COMPILE_THREADS", "1")
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
@@ -286,7 +286,7 @@ def test_a_script_capture_books_the_warm_ups_compiling_to_the_warm_up(tmp_path, 
     """In script mode the profiler runs from the start; what dynamo compiles in the warm-up steps is
     the warm-up's, not the profiled steps' (the steps then last far less than the compile took)."""
     pytest.importorskip("torch", reason="capturing needs torch")
-    from diagnose.front.cli import main
+    from diagnose.commands import main
 
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     script = tmp_path / "compiled_script.py"

@@ -19,7 +19,7 @@ from diagnose.ncu import read_ncu
 from diagnose.ncu.details import enrich_top_kernels, ncu_details
 from diagnose.ncu.roofline import roofline
 from diagnose.report.json_report import render_json
-from diagnose.rulebook.assemble import details
+from diagnose.ruleset.assemble import details
 from diagnose.rulebook.engine import Context
 
 OLD_FINDINGS = ROOT / "fixtures" / "golden" / "old_findings_main_727cab9_ddp_straggler.json"
@@ -96,6 +96,6 @@ def test_an_older_findings_json_reads_its_sections_typed():
 
 
 def _decode() -> Diagnosis:
-    from diagnose.rulebook.assemble import diagnose_trace
+    from diagnose.ruleset.assemble import diagnose_trace
 
     return diagnose_trace(load_capture("decode_eager"))

@@ -12,7 +12,7 @@ from diagnose import analyze
 from diagnose.base import devices
 
 from diagnose.base import measured_peaks
-from diagnose.capture.child import device_info
+from diagnose.child.capture import device_info
 from diagnose.trace.model import Trace
 
 from conftest import ROOT

@@ -12,7 +12,7 @@ import msgspec
 import pytest
 from conftest import CAPTURES, ROOT
 
-from diagnose.front.cli import main
+from diagnose.commands import main
 from diagnose.diff import DIFF_SCHEMA, diff_diagnoses
 from diagnose.diff.matching import shape_changes
 from diagnose.vocabulary.kernels import kernel_family

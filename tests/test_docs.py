@@ -6,7 +6,7 @@ import re
 
 import yaml
 
-from diagnose.rulebook.docs import generate
+from diagnose.ruleset.docs import generate
 from diagnose.rulebook.engine import NEEDS
 from diagnose.model.fixes import CATALOGUE
 from diagnose.rules import ALL_RULES
@@ -29,7 +29,7 @@ def test_generated_docs_are_current():
         for p, text in generate(ROOT / "docs").items()
         if not p.exists() or p.read_text() != text
     ]
-    assert not stale, f"run `python -m diagnose.rulebook.docs` to regenerate: {stale}"
+    assert not stale, f"run `python -m diagnose.ruleset.docs` to regenerate: {stale}"
 
 
 def test_fix_ids_are_the_stable_ones():
@@ -61,7 +61,7 @@ def test_fix_ids_are_the_stable_ones():
 
 
 def test_rule_ids_are_unique_and_each_rule_is_complete():
-    """Adding a rule is one file in rules/, one YAML file of cases and regenerated docs: nothing else to edit.
+    """Adding a rule is one file in diagnose/rules/, one YAML file of cases and regenerated docs: nothing else to edit.
     Each rule needs only registered inputs, and its cases show it both firing and staying quiet."""
     ids = [rule.id for rule in ALL_RULES]
     assert len(ids) == len(set(ids))

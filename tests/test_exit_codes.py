@@ -13,7 +13,7 @@ import shutil
 
 import pytest
 
-from diagnose.front.cli import main
+from diagnose.commands import main
 
 from conftest import ROOT
 

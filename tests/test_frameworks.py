@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from diagnose.rulebook.assemble import diagnose_trace
+from diagnose.ruleset.assemble import diagnose_trace
 from diagnose.model.config import Config
 from diagnose.model.fixes import CODE_COLUMNS
 from diagnose.model.frameworks import (
@@ -121,7 +121,7 @@ def test_generate_that_already_runs_compiled_is_not_told_to_compile_again():
 
 
 def test_the_terminal_summary_shows_the_fix_in_the_frameworks_api(tmp_path, capsys):
-    from diagnose.front.cli import main
+    from diagnose.commands import main
 
     from conftest import CAPTURES
 

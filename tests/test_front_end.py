@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from diagnose.front.cli import main
+from diagnose.commands import main
 from diagnose.model.config import load_config
 from diagnose.base.errors import UsageError
 
@@ -122,9 +122,9 @@ def test_no_color_output_has_no_escape_codes_and_force_color_has(tmp_path, monke
 
 
 def test_a_failing_workloads_traceback_is_on_stderr(capsys):
-    from diagnose.front.cli import _print_workload_error
+    from diagnose.commands.run import print_workload_error
 
-    here = str(ROOT / "diagnose" / "capture" / "child.py")
+    here = str(ROOT / "diagnose" / "child" / "capture.py")
     tb = (
         "Traceback (most recent call last):\n"
         f'  File "{here}", line 263, in run_script\n    runpy.run_path(spec.path, run_name="__main__")\n'
@@ -134,10 +134,10 @@ def test_a_failing_workloads_traceback_is_on_stderr(capsys):
     )
     from diagnose.model.details import CaptureError
 
-    _print_workload_error(CaptureError(type="ValueError", message="boom", traceback=tb))
+    print_workload_error(CaptureError(type="ValueError", message="boom", traceback=tb))
     err = capsys.readouterr().err
     assert 'File "boom.py", line 2, in inner' in err and "ValueError: boom" in err
-    assert "child.py" not in err and "frozen" not in err
+    assert "capture.py" not in err and "frozen" not in err
 
 
 def test_diff_rows_are_ordered_by_size_whatever_the_sign_and_shares_add_up():
@@ -191,7 +191,7 @@ def test_rules_table_never_breaks_a_name_at_80_columns():
 
     from diagnose.metrics.timeline import PARAMETERS
     from diagnose.rules import ALL_RULES
-    from diagnose.rulebook.rules_table import print_rules
+    from diagnose.ruleset.rules_table import print_rules
 
     buffer = io.StringIO()
     print_rules(Console(file=buffer, width=80, highlight=False))

@@ -3,7 +3,7 @@ when the step syncs between its kernel launches, and prices both changes togethe
 
 from __future__ import annotations
 
-from diagnose.rulebook.assemble import diagnose_trace
+from diagnose.ruleset.assemble import diagnose_trace
 from diagnose.model.config import Config
 from diagnose.model.findings import Finding
 from diagnose.model.fixes import fix

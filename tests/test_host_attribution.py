@@ -11,9 +11,9 @@ import time
 import numpy as np
 import pytest
 
-from diagnose.capture.sampler import StackSampler
+from diagnose.child.sampler import StackSampler
 from diagnose.model.config import Config
-from diagnose.rulebook.assemble import diagnose_trace
+from diagnose.ruleset.assemble import diagnose_trace
 from diagnose.metrics import Metrics
 from diagnose.metrics.host import silent_split, subtract
 from diagnose.metrics.pyframes import NO_SAMPLE, SAMPLES_FILE, python_samples
@@ -265,7 +265,7 @@ def test_dynamic_shapes_is_quiet_when_shapes_do_not_change():
 
 def test_python_batch_capture_writes_samples_that_name_the_workload(tmp_path, capsys):
     pytest.importorskip("torch")
-    from diagnose.front.cli import main
+    from diagnose.commands import main
 
     out = tmp_path / "cap"
     target = f"{ROOT / 'fixtures' / 'workloads' / 'python_batch.py'}:make_step"

@@ -13,7 +13,7 @@ import json
 import pytest
 from hostile_guard import untouched_outside
 
-from diagnose.front.cli import main
+from diagnose.commands import main
 from diagnose.trace import load_target
 
 pytestmark = pytest.mark.hostile

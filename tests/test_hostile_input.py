@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from conftest import CAPTURES, ROOT, diagnosis_of
-from diagnose.front.cli import main
+from diagnose.commands import main
 from diagnose.base.errors import InputError
 from diagnose.trace import load_target, source
 
@@ -61,7 +61,7 @@ def assert_one_line_error(stderr: str, *fragments: str) -> None:
 
 
 def cli(capsys, *args) -> tuple[int, str]:
-    """diagnose.front.cli.main in this process: (exit code, stderr)."""
+    """diagnose.commands.main in this process: (exit code, stderr)."""
     code = main([*map(str, args), "-q"])
     return code, capsys.readouterr().err
 
@@ -406,7 +406,7 @@ def test_an_impossible_estimate_is_dropped_with_its_reason():
 def test_a_gzipped_memory_record_is_read_and_a_bomb_is_refused(tmp_path, capsys):
     import gzip
 
-    from diagnose.rulebook.assemble import diagnose_trace
+    from diagnose.ruleset.assemble import diagnose_trace
     from diagnose.trace import load_target
 
     folder = copy_capture(tmp_path, CAPTURES / "attention_sdpa_8k")

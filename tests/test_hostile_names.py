@@ -18,7 +18,7 @@ import pytest
 from conftest import CAPTURES, ROOT
 from hostile_guard import untouched_outside
 
-from diagnose.front.cli import main
+from diagnose.commands import main
 from diagnose.base.format import markdown, plain
 
 pytestmark = pytest.mark.hostile

@@ -20,7 +20,7 @@ import pytest
 from conftest import CAPTURES, ROOT
 from hostile_guard import untouched_outside
 
-from diagnose.front.cli import main
+from diagnose.commands import main
 from diagnose.base.errors import InputError
 from diagnose.trace import load_target, source
 

@@ -20,7 +20,7 @@ import pytest
 from conftest import CAPTURES
 from hostile_guard import untouched_outside
 
-from diagnose.front.cli import main
+from diagnose.commands import main
 from diagnose.ncu import csv as ncu_csv
 from diagnose.trace import schemas
 

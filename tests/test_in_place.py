@@ -117,7 +117,7 @@ def test_a_finding_whose_fixes_are_all_in_place_ranks_after_one_with_a_fix_left(
 
 
 def test_the_verdict_says_when_the_top_findings_fixes_are_in_place():
-    from diagnose.rulebook.assemble import diagnose_trace
+    from diagnose.ruleset.assemble import diagnose_trace
 
     d = diagnose_trace(load_capture("opt_fused"), Config(), rules=[_Had])
     assert "its fixes are in place already: the optimizer already runs AdamW fused" in verdict(d)

@@ -433,7 +433,7 @@ for _shard in range(SHARDS):
 
 
 def test_a_tiny_chains_bandwidth_keeps_its_digits():
-    from rules.memory_bound import _rate
+    from diagnose.rules.memory_bound import _rate
 
     assert _rate(3.851) == "3.85 TB/s" and _rate(0.00211) == "2.11 GB/s"
 

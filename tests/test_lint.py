@@ -12,7 +12,7 @@ import pytest
 
 from conftest import ROOT
 
-PYTHON_FOLDERS = ("diagnose", "rules", "tests", "benchmarks", "fixtures")  # README's code blocks are prose
+PYTHON_FOLDERS = ("diagnose", "tests", "benchmarks", "fixtures")  # README's code blocks are prose
 
 
 def _ruff(*args: str) -> subprocess.CompletedProcess:

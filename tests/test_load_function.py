@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from diagnose.capture.child import load_function
+from diagnose.child.capture import load_function
 
 
 @pytest.fixture(autouse=True)

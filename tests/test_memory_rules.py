@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from diagnose.model.config import Config
-from diagnose.rulebook.assemble import diagnose_trace
+from diagnose.ruleset.assemble import diagnose_trace
 from diagnose.rulebook.engine import Context
 from diagnose.model.findings import Diagnosis
 from diagnose.memory.patterns import attention_calls, kv_appends, score_matrices, step_index

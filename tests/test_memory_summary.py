@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from diagnose.capture.memory_summary import summarise_snapshot, user_frame
+from diagnose.child.memory_summary import summarise_snapshot, user_frame
 
 MB = 1 << 20
 
@@ -59,7 +59,7 @@ def test_the_recorder_writes_a_gzipped_record_that_the_analysis_reads(tmp_path):
     """MemoryRecorder.finish with a stand-in for torch.cuda: memory.json.gz, read back by the analysis side."""
     import types
 
-    from diagnose.capture.memory import MEMORY_FILE, MemoryRecorder
+    from diagnose.child.memory import MEMORY_FILE, MemoryRecorder
     from diagnose.memory.record import _read_memory_json
 
     cuda = types.SimpleNamespace(

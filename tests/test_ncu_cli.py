@@ -8,7 +8,7 @@ import json
 import pandas as pd
 import pytest
 
-from diagnose.front.cli import main
+from diagnose.commands import main
 from diagnose.ncu import run
 from diagnose.report import charts
 

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from diagnose.front.cli import main
+from diagnose.commands import main
 from diagnose.ncu import run
 
 from conftest import ROOT

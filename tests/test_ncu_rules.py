@@ -92,7 +92,7 @@ def graph_like(name: str, with_csv: bool):
     op, no shapes): a trace derived from the capture, with its ncu CSV attached or not."""
     import numpy as np
 
-    from diagnose.rulebook.assemble import diagnose_trace
+    from diagnose.ruleset.assemble import diagnose_trace
     from diagnose.ncu import read_ncu
     from diagnose.trace import load_target
 
@@ -151,7 +151,7 @@ def test_the_w4a16_ceiling_is_never_below_its_estimate(name, share):
 
     from conftest import load_capture
 
-    from diagnose.rulebook.assemble import diagnose_trace
+    from diagnose.ruleset.assemble import diagnose_trace
 
     config = Config(overrides={"decode-latency.w4_bandwidth_share": share})
     f = finding(diagnose_trace(load_capture(name), config), "decode-latency")

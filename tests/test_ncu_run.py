@@ -64,7 +64,7 @@ def test_command_filters_one_step(tmp_path):
     assert cmd[cmd.index("--clock-control") + 1] == "none"
     assert cmd[cmd.index("-k") + 1].startswith("regex:") and "--launch-count" in cmd
     assert "dram__throughput.avg.pct_of_peak_sustained_elapsed" in text
-    assert cmd[-4:] == ["python3", "-m", "diagnose.capture.child", str(tmp_path / "spec.json")]
+    assert cmd[-4:] == ["python3", "-m", "diagnose.child.capture", str(tmp_path / "spec.json")]
 
 
 def test_measure_writes_ncu_csv_and_relays_the_childs_phases(tmp_path, monkeypatch):
@@ -90,7 +90,7 @@ def test_measure_writes_ncu_csv_and_relays_the_childs_phases(tmp_path, monkeypat
     assert [e["phase"] for e in events] == ["ncu-start", "ncu-build", "ncu-warmup", "ncu-replay", "ncu-finish"]
     assert events[3]["launches"] == 10
     called = args.read_text().split("\n")
-    assert "diagnose.capture.child" in called and "diagnose:step 0/" in called
+    assert "diagnose.child.capture" in called and "diagnose:step 0/" in called
     assert outcome.seconds >= 0
 
 

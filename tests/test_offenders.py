@@ -55,7 +55,7 @@ def test_the_time_base_says_which_step_the_estimate_starts_from():
 def test_no_rule_words_the_time_base_or_builds_offender_dicts_of_its_own():
     """The phrase lives in diagnose/rulebook/engine.py only; every rule's offenders go through the shared helpers."""
     phrase = re.compile(r"step time = unprofiled|unprofiled median|no unprofiled timing in the capture")
-    for path in sorted((ROOT / "rules").glob("*.py")):
+    for path in sorted((ROOT / "diagnose" / "rules").glob("*.py")):
         text = path.read_text()
         assert not phrase.search(text), f"{path.name} words the time base itself"
         assert not re.search(r"def _offenders\(.*\) -> list\[dict\]", text), path.name

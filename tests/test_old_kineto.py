@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from diagnose.front.cli import main
+from diagnose.commands import main
 from diagnose.trace import load_target
 
 from conftest import PEER_TRACES

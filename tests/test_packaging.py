@@ -24,11 +24,10 @@ def test_the_distribution_has_a_name_of_its_own_and_every_hint_uses_it():
     import re
 
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    assert project["name"] == DISTRIBUTION and project["scripts"] == {"diagnose": "diagnose.front.cli:main"}
+    assert project["name"] == DISTRIBUTION and project["scripts"] == {"diagnose": "diagnose.commands:main"}
     hint = re.compile(r"pip install\s+['\"]?([A-Za-z0-9_.\-]+)\[")
     files = [
         *(ROOT / "diagnose").rglob("*.py"),
-        *(ROOT / "rules").glob("*.py"),
         ROOT / "README.md",
         *(ROOT / "docs").rglob("*.md"),
     ]

@@ -127,7 +127,7 @@ def test_a_stall_that_only_some_steps_have_is_not_called_the_profilers():
     steps): steps of unequal length keep their stalls. Before, the median replayed step stood in for the
     mean profiled one, and most of a stalling DataLoader's wait was called the profiler's own."""
     from diagnose.metrics.overhead import OverheadEstimate
-    from diagnose.metrics.step_time import StepBudget, on_estimate
+    from diagnose.metrics.budget import StepBudget, on_estimate
 
     budget = StepBudget(4, 15_000.0, None, 5_000.0, 0.0, 10_000.0, 0.0, 0.0, 0.0, "profiled step time")
     estimate = OverheadEstimate(5_200.0, 5_500.0, {"cpu_op": 40.0}, 4, saving_us=300.0)
@@ -142,7 +142,7 @@ def test_a_stall_that_only_some_steps_have_is_not_called_the_profilers():
 def test_the_saving_is_never_more_than_the_host_idle():
     """A GPU-bound step: the replay takes more off than the GPU ever waited, so the step is its GPU time."""
     from diagnose.metrics.overhead import OverheadEstimate
-    from diagnose.metrics.step_time import StepBudget, on_estimate
+    from diagnose.metrics.budget import StepBudget, on_estimate
 
     budget = StepBudget(3, 32_700.0, None, 31_950.0, 100.0, 0.0, 0.0, 620.0, 0.0, "profiled step time")
     on = on_estimate(budget, OverheadEstimate(32_200.0, 32_800.0, {}, 3, saving_us=600.0))
@@ -192,7 +192,7 @@ def test_a_trace_without_python_events_says_nothing_of_python_tracing():
 
 
 def test_the_text_report_names_python_tracing_on_the_step_line(tmp_path, capsys):
-    from diagnose.front.cli import main
+    from diagnose.commands import main
 
     path = PEER_WITH_STACK / "Falconsai_nsfw_image_detection__1016002.json.gz"
     assert main([str(path), "-o", str(tmp_path)]) in (0, 1)

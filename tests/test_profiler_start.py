@@ -1,4 +1,4 @@
-"""Starting the profiler does not import inductor for a workload that never did (capture/child.py)."""
+"""Starting the profiler does not import inductor for a workload that never did (child/capture.py)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import types
 
 import pytest
 
-from diagnose.capture.child import without_lazy_inductor
-from diagnose.front.cli import main
+from diagnose.child.capture import without_lazy_inductor
+from diagnose.commands import main
 
 from conftest import ROOT
 

@@ -16,13 +16,13 @@ from pathlib import Path
 import pytest
 
 from conftest import PEER_TRACES, ROOT, SYNTHETIC
-from diagnose.front.cli import main
+from diagnose.commands import main
 from diagnose.model.config import Config
 from diagnose.base.errors import InputError
 from diagnose.ranks.analyse import analyse_ranks
-from diagnose.ranks.discover import is_rank_folder, rank_sources
-from diagnose.ranks.model import RankSet
-from diagnose.ranks.profile import RankProfile
+from diagnose.trace.rank_files import is_rank_folder, rank_sources
+from diagnose.rankset.model import RankSet
+from diagnose.rankset.profile import RankProfile
 
 sys.path[:0] = [str(ROOT / "fixtures" / "synthetic"), str(ROOT / "benchmarks")]
 import make_synthetic_ranks  # noqa: E402
@@ -316,7 +316,7 @@ def test_torchrun_arguments_pass_through():
         "--nproc-per-node=2",
         "--standalone",
         "-m",
-        "diagnose.capture.child",
+        "diagnose.child.capture",
         "s.json",
     ]
     multi = torchrun_command(Path("s.json"), Launch(8, "2", "node0:29500", 1), python="py")

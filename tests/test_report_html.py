@@ -10,7 +10,7 @@ import msgspec
 import pytest
 from markupsafe import escape
 
-from diagnose.rulebook.assemble import diagnose_trace
+from diagnose.ruleset.assemble import diagnose_trace
 from diagnose.rulebook.engine import verdict
 from diagnose.model.details import Capture, CaptureError, Device, StepRow
 from diagnose.model.findings import Checked, Diagnosis, Offender, Skipped, Summary

@@ -21,7 +21,7 @@ import yaml
 import pytest
 
 from diagnose.model.config import Config
-from diagnose.rulebook.assemble import diagnose_trace
+from diagnose.ruleset.assemble import diagnose_trace
 from diagnose.front.pipeline import analyse_sweep as diagnose_sweep
 from diagnose.ncu import read_ncu
 from diagnose.rules import ALL_RULES

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from diagnose.front.cli import main
+from diagnose.commands import main
 from diagnose.model.findings import LABEL_KEYS, SCHEMA, CheatSheet, Diagnosis, Finding, Offender, Summary, Verify
 from diagnose.model.details import Device
 

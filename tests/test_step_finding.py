@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from diagnose.front.cli import main
+from diagnose.commands import main
 from diagnose.metrics.steps import StepWindow, Steps, _without_cold_start, find_steps
 from diagnose.trace import load_target
 

@@ -28,7 +28,7 @@ from conftest import CAPTURES, ROOT, SYNTHETIC
 from hostile_guard import tree_state, untouched_outside
 
 from diagnose.base import os_errors, safe_files
-from diagnose.front.cli import main
+from diagnose.commands import main
 
 pytestmark = pytest.mark.hostile
 
@@ -361,7 +361,7 @@ def test_a_capture_under_a_file_size_limit_keeps_the_previous_output(tmp_path):
 
 
 def test_a_trace_cut_short_is_told_from_a_whole_one(tmp_path):
-    from diagnose.capture.child import whole_json_gzip
+    from diagnose.child.capture import whole_json_gzip
 
     whole = json.dumps({"traceEvents": [{"name": "x"}] * 1000}).encode() + b"\n"
     cases = {"whole": whole, "cut": whole[: len(whole) // 2], "empty": b""}

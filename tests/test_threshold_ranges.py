@@ -16,8 +16,8 @@ import pytest
 from conftest import CAPTURES, load_capture
 
 from diagnose import report
-from diagnose.rulebook.assemble import diagnose_trace
-from diagnose.front.cli import main
+from diagnose.ruleset.assemble import diagnose_trace
+from diagnose.commands import main
 from diagnose.model.config import Config
 from diagnose.rulebook.engine import known_thresholds
 from diagnose.rules import ALL_RULES

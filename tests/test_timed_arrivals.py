@@ -20,8 +20,8 @@ from diagnose.base.errors import InputError
 from diagnose.model.config import Config
 from diagnose.model.invariants import violations
 from diagnose.ranks.analyse import analyse_ranks
-from diagnose.ranks.discover import rank_sources
-from diagnose.ranks.timed import read_timed
+from diagnose.trace.rank_files import rank_sources
+from diagnose.rankset.timed import read_timed
 
 sys.path.insert(0, str(Path(__file__).parent))
 import synthetic_arrivals  # noqa: E402
@@ -177,7 +177,7 @@ def test_a_fresh_two_rank_gloo_capture_end_to_end(tmp_path):
 def _gpu_profile(rank: int, gpu_late_us: float, host_late_us: float, work_us: float, clock: float):
     """A SYNTHETIC rank profile of 6 steps × 3 collectives: its kernels start `gpu_late_us` after the
     others' (its launches `host_late_us` after), every collective ending together."""
-    from diagnose.ranks.profile import RankProfile
+    from diagnose.rankset.profile import RankProfile
 
     steps = []
     for s in range(6):
@@ -214,8 +214,8 @@ def test_trace_only_gpu_lateness_survives_host_skew_and_names_the_late_ranks():
     and 6, not 3 or 5."""
     from types import SimpleNamespace
 
-    from diagnose.ranks.model import RankSet
-    from rules.straggler import Straggler
+    from diagnose.rankset.model import RankSet
+    from diagnose.rules.straggler import Straggler
 
     late = {7: 12_000.0, 2: 9000.0, 6: 6000.0}
     profiles = [

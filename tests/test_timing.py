@@ -7,7 +7,7 @@ import statistics
 
 import pytest
 
-from diagnose.rulebook.assemble import diagnose_trace
+from diagnose.ruleset.assemble import diagnose_trace
 from diagnose.diff.build import stall_warning
 from diagnose.diff.stats import step_change, step_samples
 from diagnose.base.step_timing import normalised, paid_step_us, timing_summary

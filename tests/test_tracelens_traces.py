@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from diagnose.front.cli import main
+from diagnose.commands import main
 from diagnose.metrics.pyframes import trace_stacks
 from diagnose.trace import load_target
 

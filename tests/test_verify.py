@@ -11,7 +11,7 @@ import json
 import pytest
 
 from diagnose.capture.spec import CaptureSpec
-from diagnose.front.cli import main
+from diagnose.commands import main
 from diagnose.model.findings import Diagnosis, Evidence, Finding, Numerics, Summary
 from diagnose.model.fixes import fix
 from diagnose.verify import numerics
@@ -96,7 +96,7 @@ def test_bf16_autocast_is_judged_at_bf16_precision(tmp_path):
 def test_a_tensor_that_varies_as_much_between_two_baseline_runs_is_within_that_variation():
     import torch
 
-    from diagnose.capture.compare import compare, relative_differences
+    from diagnose.child.compare import compare, relative_differences
 
     torch.manual_seed(0)
     base = {"g": torch.randn(64), "w": torch.randn(64)}
@@ -117,7 +117,7 @@ def test_a_tensor_that_varies_as_much_between_two_baseline_runs_is_within_that_v
 def test_compare_at_a_precision_keeps_changes_beyond_it():
     import torch
 
-    from diagnose.capture.compare import compare
+    from diagnose.child.compare import compare
 
     base = {"w": torch.linspace(1, 2, 64)}
     rounded = {"w": base["w"].to(torch.bfloat16).float()}
@@ -152,7 +152,7 @@ def test_channels_last_puts_the_steps_conv_net_in_nhwc():
 
     import torch
 
-    from diagnose.capture.rewrite import apply_channels_last, closure_cells
+    from diagnose.child.rewrite import apply_channels_last, closure_cells
 
     spec_ = importlib.util.spec_from_file_location("conv_train", CONV)
     conv_train = importlib.util.module_from_spec(spec_)
@@ -192,7 +192,7 @@ def test_optimizer_variants_switch_a_single_tensor_adamw(tmp_path, variant, impl
 def test_apply_optimizer_refuses_what_it_cannot_switch():
     import torch
 
-    from diagnose.capture.rewrite import NotApplicable, apply_optimizer
+    from diagnose.child.rewrite import NotApplicable, apply_optimizer
 
     model = torch.nn.Linear(4, 4)
     lbfgs = torch.optim.LBFGS(model.parameters())
@@ -295,7 +295,7 @@ def test_speedup_is_baseline_over_fixed():
 def test_median_interval_and_tolerances():
     import torch
 
-    from diagnose.capture.verify import compare, median_interval, tolerance
+    from diagnose.child.verify import compare, median_interval, tolerance
 
     med, lo, hi = median_interval(list(range(1, 22)))
     assert med == 11 and lo < 11 < hi
@@ -319,7 +319,7 @@ def test_verify_entries_render_and_round_trip(tmp_path):
     s = spec(FAKE, tmp_path / "cap")
     meta = run_capture(s, timeout_s=120)
     trace = load_capture_folder(tmp_path / "cap")
-    from diagnose.rulebook.assemble import diagnose_trace
+    from diagnose.ruleset.assemble import diagnose_trace
 
     d = diagnose_trace(trace, Config())
     d.findings = [finding("bf16-tensor-cores", "remove-sync")]
@@ -513,7 +513,7 @@ def test_verify_in_script_mode_runs_through_the_cli(tmp_path, capsys):
 
 
 def test_a_fix_that_keeps_the_calls_is_compared_after_one_update_and_a_graph_after_its_replays():
-    from diagnose.capture.verify import COMPARE_AFTER, GRAPH_WARMUP_CALLS, compare_after
+    from diagnose.child.verify import COMPARE_AFTER, GRAPH_WARMUP_CALLS, compare_after
 
     for variant in ("tf32", "autocast-bf16", "channels-last", "fused-optimizer", "foreach-optimizer", "sdpa-flash"):
         assert compare_after(variant) == 1, variant
@@ -523,7 +523,7 @@ def test_a_fix_that_keeps_the_calls_is_compared_after_one_update_and_a_graph_aft
 
 def test_capturable_keeps_the_implementation_and_moves_the_counters():
     torch = pytest.importorskip("torch")
-    from diagnose.capture.rewrite import apply_optimizer
+    from diagnose.child.rewrite import apply_optimizer
 
     model = torch.nn.Linear(4, 4)
     opt = torch.optim.AdamW(model.parameters(), foreach=True)
@@ -539,7 +539,7 @@ def test_capturable_keeps_the_implementation_and_moves_the_counters():
 
 
 def test_static_cache_needs_transformers_or_says_so():
-    from diagnose.capture.rewrite import NotApplicable, static_cache_generate
+    from diagnose.child.rewrite import NotApplicable, static_cache_generate
 
     try:
         import transformers  # noqa: F401

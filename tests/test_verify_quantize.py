@@ -9,9 +9,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from diagnose.capture import quantize
-from diagnose.capture.compare import CHANGES, WITHIN, compare
-from diagnose.capture.rewrite import NotApplicable
+from diagnose.child import quantize
+from diagnose.child.compare import CHANGES, WITHIN, compare
+from diagnose.child.rewrite import NotApplicable
 from diagnose.capture.spec import CaptureSpec
 from diagnose.model.findings import Evidence, Finding
 from diagnose.model.fixes import fix

@@ -21,6 +21,7 @@ import diagnose
 from diagnose.memory import breakdown, patterns, record, timeline as memory_timeline
 from diagnose.metrics import (
     accounting,
+    budget,
     comm,
     compiled,
     host,
@@ -28,7 +29,6 @@ from diagnose.metrics import (
     optimizer,
     pyframes,
     slow_ops,
-    step_time,
     steps,
     timeline,
     work,
@@ -40,7 +40,7 @@ from diagnose.report.json_report import render_json
 VIEWS = [
     (steps, "find_steps"),
     (timeline, "build_timeline"),
-    (step_time, "step_budget"),
+    (budget, "step_budget"),
     (comm, "communication"),
     (comm, "rounds_per_step"),
     (launches, "join_launches"),

@@ -176,7 +176,7 @@ def test_gathers_count_the_rows_not_the_table():
 
 
 def test_rules_weighing_kernel_work_are_quiet_when_the_steps_ran_no_kernel():
-    from diagnose.rulebook.assemble import diagnose_trace
+    from diagnose.ruleset.assemble import diagnose_trace
     from diagnose.rulebook.engine import NO_STEP_WORK
 
     trace = load_capture("host_loader_inline")

@@ -15,7 +15,7 @@ import pytest
 
 from diagnose.capture import launch, runner, sweep
 from diagnose.capture.spec import CaptureSpec
-from diagnose.front.cli import main
+from diagnose.commands import main
 from diagnose.base.errors import UsageError
 
 from conftest import ROOT

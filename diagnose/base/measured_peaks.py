@@ -1,7 +1,7 @@
 """Peaks measured on the GPU itself (`diagnose probe`): the cache that keeps them per device, and the
 device spec the rules use once a capture carries them.
 
-A probe record (diagnose/capture/gpu_probe.py measures it) holds the achievable HBM bandwidth in TB/s
+A probe record (diagnose/child/gpu_probe.py measures it) holds the achievable HBM bandwidth in TB/s
 and the matmul TFLOP/s of each precision on that GPU. It is cached as one JSON file per device and
 software stack under `cache_dir()`; a capture copies it into meta.json as `gpu_probe`. `with_measured`
 then replaces the achievable figures of the datasheet spec (diagnose/base/devices.py) by the measured ones
@@ -90,7 +90,7 @@ def run_probe(
     python: str | None = None, refresh: bool = False, cache_folder=None, timeout_s: float = PROBE_TIMEOUT_S
 ) -> tuple[dict | None, str]:
     """Run the probe child (torch and the GPU live there) and return (record, "") or (None, why not)."""
-    command = [python or sys.executable, "-m", "diagnose.capture.gpu_probe"]
+    command = [python or sys.executable, "-m", "diagnose.child.gpu_probe"]
     if refresh:
         command.append("--refresh")
     if cache_folder:

@@ -3,7 +3,7 @@
 Every command reaches the machine through the same few calls (open, write, rename, mkdir, getcwd),
 and any of them may fail for reasons that are no fault of diagnose nor of its input: a full disk,
 a file-size limit (`ulimit -f`), a name too long, a permission, a folder removed while diagnose
-ran, the working folder deleted, stdout on /dev/full. The entry point (front/cli.py) hands any
+ran, the working folder deleted, stdout on /dev/full. The entry point (diagnose/commands/__init__.py) hands any
 OSError that got that far to `describe`, prints the line, and exits 2 (README, "Exit codes");
 the output folder's staging is discarded on the way out, so the previous output stays as it was.
 

@@ -1,7 +1,7 @@
 """`--nproc-per-node N`: one capture per rank, launched by torchrun's own agent and rendezvous.
 
 The parent (no torch) starts `python -m torch.distributed.run --nproc-per-node N ... -m
-diagnose.capture.child SPEC` in a process group of its own, exactly as runner.py starts a single
+diagnose.child.capture SPEC` in a process group of its own, exactly as runner.py starts a single
 child: the same timeout, the same end of the whole group whatever happens. torchrun starts N copies
 of diagnose's child; each one sees RANK in its environment and DIAGNOSE_RANK_FOLDERS, writes its
 capture (same warm-up, unprofiled timing and profiled steps as a single capture) into `rank-K/`,
@@ -55,7 +55,7 @@ class Launch:
 
 def torchrun_command(spec_path: Path, launch: Launch, python: str | None = None) -> list[str]:
     """The command that runs diagnose's child on every rank through torchrun."""
-    return [python or sys.executable, "-m", LAUNCHER, *launch.args(), "-m", "diagnose.capture.child", str(spec_path)]
+    return [python or sys.executable, "-m", LAUNCHER, *launch.args(), "-m", "diagnose.child.capture", str(spec_path)]
 
 
 def check_launch(launch: Launch) -> None:

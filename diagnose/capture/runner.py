@@ -70,7 +70,7 @@ def run_capture(
     out.mkdir(parents=True, exist_ok=True)
     spec_path = out / "spec.json"
     spec_path.write_text(spec.to_json())
-    command = [python or sys.executable, "-m", "diagnose.capture.child", str(spec_path)]
+    command = [python or sys.executable, "-m", "diagnose.child.capture", str(spec_path)]
     with open(out / "workload.log", "wb") as log:
         try:
             ended = run_child(

@@ -1,5 +1,5 @@
-"""What the subcommands share: the Command base class, the parser, option groups, argument types,
-the thresholds, and writing to stdout.
+"""What the subcommands share: the Command base class, the parser, option groups, argument types and
+the thresholds (writing to stdout is diagnose/front/stdout.py).
 
 The option groups are added in the order `diagnose run --help` lists them; a subcommand takes the
 groups it needs (demo: all but the target, --verify, --baseline and torchrun's).
@@ -17,7 +17,6 @@ from typing import ClassVar
 
 from rich.console import Console
 
-from diagnose.base import os_errors
 from diagnose.base.errors import UsageError
 from diagnose.model.findings import SEVERITIES
 from diagnose.base.version import __version__
@@ -227,35 +226,3 @@ def terminal_width() -> int:
         return os.get_terminal_size(sys.stdout.fileno()).columns
     except OSError:
         return 100
-
-
-def stdout_gone() -> None:
-    """The reader of stdout stopped early (`diagnose ... | head`), or stdout refused a write: drop the
-    rest (the reader's going is no error; a refused write is raised by print_out)."""
-    try:
-        fd = sys.stdout.fileno()
-    except (OSError, ValueError, AttributeError):  # no file descriptor behind it (a test's capture)
-        return
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, fd)
-    os.close(devnull)
-
-
-def print_out(text: str) -> None:
-    """Print `text` on stdout; a reader that went away ends the output quietly, and any other refusal
-    (/dev/full, a file-size limit) is an OSError naming standard output (front/cli.py says it in one line)."""
-    try:
-        print(text, flush=True)
-    except BrokenPipeError:
-        stdout_gone()
-    except OSError as exc:
-        stdout_gone()  # so that the buffered rest is not written again at exit
-        raise os_errors.on_stdout(exc) from None
-
-
-class Stdout(Console):
-    """A console on stdout where a closed pipe ends the output, not the run (rich would exit 1)."""
-
-    def on_broken_pipe(self) -> None:
-        """Drop the rest of the output."""
-        stdout_gone()

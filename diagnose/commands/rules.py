@@ -7,6 +7,7 @@ import io
 import sys
 
 from diagnose.commands import common
+from diagnose.front.stdout import print_out
 from diagnose.base.errors import EXIT_OK
 
 
@@ -20,20 +21,20 @@ class RulesCommand(common.Command):
 
     def add_arguments(self, p: argparse.ArgumentParser) -> None:
         """RULE, and --format."""
-        from diagnose.rulebook.rules_table import FORMATS
+        from diagnose.ruleset.rules_table import FORMATS
 
         p.add_argument("rule", nargs="?", help="one rule, with its documentation")
         p.add_argument("--format", choices=FORMATS, default="text", help="text (default), json or md")
 
     def run(self, args: argparse.Namespace) -> int:
         """Print the rules table, or one rule's documentation, in the chosen format."""
-        from diagnose.rulebook import rules_table
+        from diagnose.ruleset import rules_table
 
         rule = rules_table.find_rule(args.rule) if args.rule else None
         if args.format == "json":
-            common.print_out(rules_table.rules_json(rule))
+            print_out(rules_table.rules_json(rule))
         elif args.format == "md":
-            common.print_out(rules_table.rules_markdown(rule).rstrip("\n"))
+            print_out(rules_table.rules_markdown(rule).rstrip("\n"))
         else:
             from rich.console import Console
 
@@ -45,7 +46,7 @@ class RulesCommand(common.Command):
                 rules_table.print_rules(console)
             else:
                 rules_table.print_rule(console, rule)
-            common.print_out(shown.getvalue().rstrip("\n"))
+            print_out(shown.getvalue().rstrip("\n"))
         return EXIT_OK
 
 

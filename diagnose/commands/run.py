@@ -21,6 +21,7 @@ from rich.console import Console
 
 from diagnose.capture.spec import CaptureOptions
 from diagnose.commands import common
+from diagnose.front.stdout import print_out
 from diagnose.base.errors import EXIT_BAD_INPUT, EXIT_FINDING, EXIT_OK, EXIT_WORKLOAD_FAILED, UsageError
 from diagnose.model.details import CaptureError
 from diagnose.model.findings import SEVERITIES, Diagnosis
@@ -406,11 +407,11 @@ class Run:
             if exit_code(compared) != EXIT_OK:
                 return exit_code(compared)
         elif o.quiet and fmt_name == "text":
-            common.print_out("\n".join(written.values()))
+            print_out("\n".join(written.values()))
         else:
             tty = sys.stdout.isatty()
             width = common.terminal_width() if tty else None
-            common.print_out(
+            print_out(
                 report.get(fmt_name).render(diagnosis, outputs=written, width=width, color=colour(tty)).rstrip("\n")
             )
         if o.open and "report" in written:

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 from diagnose.commands import common
+from diagnose.front.stdout import print_out
 from diagnose.base.errors import EXIT_OK
 from diagnose.base.format import plain
 
@@ -32,11 +33,11 @@ class SchemaCommand(common.Command):
         from diagnose.model.findings import SCHEMA, check_findings_file, findings_schema
 
         if not args.files:
-            common.print_out(json.dumps(findings_schema(), indent=2))
+            print_out(json.dumps(findings_schema(), indent=2))
             return EXIT_OK
         for path in args.files:
             check_findings_file(path)
-            common.print_out(f"{plain(path)}: fits {SCHEMA}")
+            print_out(f"{plain(path)}: fits {SCHEMA}")
         return EXIT_OK
 
 

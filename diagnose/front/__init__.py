@@ -1,1 +1,3 @@
-"""The front end: the command line, the Python API, the pipeline from a path to a report, and output folders."""
+"""The application services below the command line (diagnose/commands): what a path is (target), one
+analysis per kind (pipeline), the staged output folder (output), stdout, the notebook object (api),
+the bundled demo capture (bundled), and the services behind `diagnose diff` and `diagnose probe`."""

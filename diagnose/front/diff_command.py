@@ -25,7 +25,7 @@ from diagnose.model.findings import Diagnosis
 from diagnose.front.output import OutputFolder
 from diagnose.report.richtext import colour
 from diagnose.base.safe_files import write_new
-from diagnose.commands.common import print_out
+from diagnose.front.stdout import print_out
 from diagnose.front.target import Target, as_target, resolve_target
 
 

@@ -1,6 +1,6 @@
 """The paths of a run: capture a workload then analyse it, analyse an existing trace or sweep, write outputs.
 
-Every path ends in a Diagnosis (diagnose/rulebook/assemble.py builds it) and `write_outputs`, which writes
+Every path ends in a Diagnosis (diagnose/ruleset/assemble.py builds it) and `write_outputs`, which writes
 findings.json and each renderer's file (report.html) into the output folder; a capture folder
 also holds trace.json.gz, meta.json, workload.log (and with `--ncu` ncu.csv and ncu.log), so a run
 can be re-analysed anywhere. Nsight Compute measurements come from the `--ncu` pass, from
@@ -17,7 +17,7 @@ from pathlib import Path
 import msgspec
 
 from diagnose import report
-from diagnose.rulebook.assemble import diagnose_trace
+from diagnose.ruleset.assemble import diagnose_trace
 from diagnose.capture.runner import check_python
 from diagnose.capture.spec import CaptureOptions, CaptureSpec
 from diagnose.model.config import Config
@@ -321,7 +321,7 @@ def capture_distributed_and_analyse(
     folders together (diagnose/ranks); a failed rank makes the Diagnosis's capture that rank's."""
     from diagnose.capture.distributed import run_distributed
     from diagnose.ranks.analyse import analyse_ranks
-    from diagnose.ranks.discover import rank_sources
+    from diagnose.trace.rank_files import rank_sources
 
     check_can_capture(options.python)
     spec = capture_spec(target, options, out)

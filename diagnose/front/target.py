@@ -24,7 +24,7 @@ from typing import Literal
 
 from diagnose.base.errors import InputError, UsageError
 from diagnose.memory.sweep import is_sweep_folder
-from diagnose.ranks.discover import is_rank_folder
+from diagnose.trace.rank_files import is_rank_folder
 
 Kind = Literal["trace", "capture", "ranks", "sweep", "script", "module", "function"]
 RECORDED: tuple[Kind, ...] = ("trace", "capture", "ranks", "sweep")

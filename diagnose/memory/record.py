@@ -1,7 +1,7 @@
 """The allocator record of one capture, behind one object the memory rules read.
 
 Three sources, each optional: memory.json.gz (or an older plain memory.json) beside the trace
-(schema diagnose.memory/1, written by diagnose/capture/memory.py: allocator statistics, OOM details, a snapshot summary), the `memory`
+(schema diagnose.memory/1, written by diagnose/child/memory.py: allocator statistics, OOM details, a snapshot summary), the `memory`
 block of meta.json (peaks, retries, OOM count: older captures have only this), and the trace's
 own allocator events (`profile_memory=True`, any kineto trace).
 

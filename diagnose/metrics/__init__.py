@@ -20,7 +20,7 @@ from diagnose.metrics.pyframes import PySamples, python_samples
 from diagnose.metrics.launches import join_launches
 from diagnose.metrics.optimizer import optimizer_steps
 from diagnose.metrics.overhead import OverheadEstimate, estimate_unprofiled
-from diagnose.metrics.step_time import StepBudget, on_estimate, step_budget
+from diagnose.metrics.budget import StepBudget, on_estimate, step_budget
 from diagnose.metrics.steps import Steps, find_steps
 from diagnose.metrics.timeline import DEFAULTS as TIMELINE_DEFAULTS
 from diagnose.metrics.timeline import Timeline, build_timeline
@@ -32,13 +32,22 @@ __all__ = ["Metrics", "TIMELINE_DEFAULTS"]
 class Metrics:
     """Lazily computed, cached metrics of one trace; the trace is only read.
 
-    `ncu_table` (a diagnose.ncu.NcuTable) carries Nsight Compute measurements of the same
-    workload: `ncu` joins them to the step kernels, and `op_work` prefers them to estimates."""
+    Two inputs come from the floors above, passed in by the caller (the rules' Context):
+    `ncu_join(kernels_in_steps, sm_count)` joins Nsight Compute measurements of the same workload
+    to the step kernels (diagnose/ncu/join.py bound to a table; None without measurements), and
+    `find_attention_calls(ops)` finds the trace's SDPA calls (diagnose/memory/patterns.py)."""
 
-    def __init__(self, trace: Trace, timeline_params: dict | None = None, ncu_table=None):
+    def __init__(
+        self,
+        trace: Trace,
+        timeline_params: dict | None = None,
+        ncu_join: Callable[[pd.DataFrame, int | None], Any] | None = None,
+        find_attention_calls: Callable[[pd.DataFrame], list] | None = None,
+    ):
         self.trace = trace
         self.timeline_params = timeline_params or {}
-        self.ncu_table = ncu_table if ncu_table is not None and len(ncu_table.kernels) else None
+        self.ncu_join = ncu_join
+        self.find_attention_calls = find_attention_calls
         self.warnings: list[str] = []  # what computing the metrics found wrong with their inputs
         self._silent_splits: dict[bytes, SilentSplit] = {}
         self._shared: dict[str, Any] = {}
@@ -61,7 +70,7 @@ class Metrics:
     @functools.cached_property
     def budget(self) -> StepBudget:
         """Per-step time split, on the unprofiled time base: measured when the capture timed steps
-        without the profiler, else estimated from the trace (step_time.on_estimate)."""
+        without the profiler, else estimated from the trace (budget.on_estimate)."""
         budget = step_budget(self.steps, self.timeline, self.trace.capture)
         if budget.unprofiled_step_us:
             return budget
@@ -119,10 +128,11 @@ class Metrics:
     @functools.cached_property
     def attention_calls(self) -> list:
         """Every scaled_dot_product_attention call of the trace, with its shapes and backend
-        (diagnose/memory/patterns.py); the memory rules and the peak breakdown share them."""
-        from diagnose.memory.patterns import attention_calls
-
-        return attention_calls(self.trace.ops)
+        (`find_attention_calls`, diagnose/memory/patterns.py); the memory rules and the peak breakdown
+        share them."""
+        if self.find_attention_calls is None:
+            raise ValueError("these Metrics were made without find_attention_calls (the rules' Context passes it)")
+        return self.find_attention_calls(self.trace.ops)
 
     def shared(self, key: str, build: Callable[[], Any]) -> Any:
         """The view named `key`, made by `build()` on first use and the same object after: for views
@@ -178,12 +188,10 @@ class Metrics:
 
     @functools.cached_property
     def ncu(self):
-        """Nsight Compute rows joined to the step kernels (diagnose/ncu/join.py), or None without any."""
-        from diagnose.ncu.join import join
-
-        if self.ncu_table is None:
+        """Nsight Compute rows joined to the step kernels (`ncu_join`, diagnose/ncu/join.py), or None without any."""
+        if self.ncu_join is None:
             return None
-        return join(self.ncu_table, self.kernels_in_steps, self.trace.device.get("sm_count"))
+        return self.ncu_join(self.kernels_in_steps, self.trace.device.get("sm_count"))
 
     @functools.cached_property
     def op_work(self) -> pd.DataFrame:
@@ -221,7 +229,7 @@ class Metrics:
             ),
             "step_time_us": round(b.step_us, 3),
             "profiled_step_time_us": round(b.profiled_step_us, 3),
-            # a measured step longer than the profiled one is not used (step_time.step_budget): the step is profiled
+            # a measured step longer than the profiled one is not used (budget.step_budget): the step is profiled
             "unprofiled_step_time_us": None if b.synced_step_us else b.unprofiled_step_us,
             "estimated_unprofiled_step_time_us": (
                 round(b.estimated_step_us, 3) if b.estimated_step_us is not None else None

@@ -1,6 +1,6 @@
 """Step accounting: every microsecond of the analysed step in one named bucket, summing to the step.
 
-The step (on the unprofiled time base when the capture measured one, see step_time.py) is the
+The step (on the unprofiled time base when the capture measured one, see budget.py) is the
 GPU's busy time plus its idle gaps (timeline.py). Both are split further:
 
 | bucket | what it is | from |
@@ -21,7 +21,7 @@ Overlapped communication (collectives running while compute also runs) is report
 buckets and is *not* part of the sum: that time is already `compute`.
 
 Across ranks (`diagnose DIR`), a collective's exposed time on one rank is partly *waiting* for the
-last rank to arrive (diagnose/ranks/model.py): `with_rank_wait` splits `comm_exposed` into the
+last rank to arrive (diagnose/rankset/model.py): `with_rank_wait` splits `comm_exposed` into the
 exposed transfer (`comm_exposed`) and `comm_wait`, with `exposed_comm_split`, the one function the
 exposed-comm rule also uses, so that the step breakdown and the rule show the same exposed time.
 
@@ -39,7 +39,7 @@ import pandas as pd
 from diagnose.metrics.comm import Communication
 from diagnose.metrics.host import SilentSplit, merge_intervals, silent_split
 from diagnose.metrics.pyframes import NO_SAMPLE, PySamples
-from diagnose.metrics.step_time import StepBudget
+from diagnose.metrics.budget import StepBudget
 from diagnose.metrics.timeline import Timeline
 from diagnose.trace.model import Trace
 from diagnose.vocabulary.units import percent

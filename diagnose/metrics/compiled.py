@@ -20,7 +20,7 @@ model is not a break, so the count does not hang on how many calls a step holds)
 graph calls altogether, eager ops and kernel launches between graphs, graph replays.
 
 `load_compile_record` reads compile.json (schema diagnose.compile/1, written by
-diagnose/capture/compile_log.py) beside the trace: dynamo's own graph breaks, recompiles and
+diagnose/child/compile_log.py) beside the trace: dynamo's own graph breaks, recompiles and
 CUDA-graph skips with the user's file and line.
 """
 

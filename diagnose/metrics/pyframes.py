@@ -1,6 +1,6 @@
 """The Python stack samples of a capture (pysamples.json.gz), aligned to the trace's clock.
 
-diagnose/capture/sampler.py writes them while the profiled steps run. Here they are read lazily
+diagnose/child/sampler.py writes them while the profiled steps run. Here they are read lazily
 from the capture folder (the Trace's `source`), put on the trace's time axis through the clock
 marker range the sampler entered, and used to name the user's code behind stretches of time:
 each sample is labelled with its innermost frame in the user's own code (frames under the

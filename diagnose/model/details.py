@@ -1,6 +1,6 @@
 """The report's supporting sections (`Diagnosis.details`), typed: what findings.json holds beside the findings.
 
-Each section is built once when the Diagnosis is assembled (diagnose/rulebook/assemble.py) and read by
+Each section is built once when the Diagnosis is assembled (diagnose/ruleset/assemble.py) and read by
 every renderer by field. The Structs encode exactly as the plain rows they replace: fields in the order
 the rows had their keys, and a column a row may lack (the Nsight Compute columns of a kernel measured
 without ncu, a timing without timed steps) is `UNSET` there and left out of the JSON, as before. A number
@@ -368,7 +368,7 @@ class RankBucket(msgspec.Struct):
 
 
 class RankBudget(msgspec.Struct, kw_only=True):
-    """One rank's step budget, for the ranks' side-by-side chart (ranks/model.py RankSet.budgets);
+    """One rank's step budget, for the ranks' side-by-side chart (rankset/model.py RankSet.budgets);
     `wait_basis` and `profiled_wait_us` came later (an older findings.json has neither)."""
 
     rank: int
@@ -393,7 +393,7 @@ class FailedRank(msgspec.Struct):
 class Details(msgspec.Struct, omit_defaults=True):
     """The report's supporting data, one named section each; a section the run has nothing for is None.
 
-    Built once by diagnose/rulebook/assemble.py and read by every renderer:
+    Built once by diagnose/ruleset/assemble.py and read by every renderer:
       top_kernels    the GPU ops that take most time per step (metrics/views.py; ncu columns when measured)
       step_timeline  the median step's GPU ops and classified gaps (metrics/views.py)
       steps          the per-step table, profiled time (metrics/views.py)
@@ -402,7 +402,7 @@ class Details(msgspec.Struct, omit_defaults=True):
       ncu            the Nsight Compute join and measured kernels (ncu/details.py)
       inventory      every GPU op per step by (kernel, launching op, input shapes), for `diagnose diff`
                      (metrics/views.py)
-      ranks          with several ranks: each rank's step budget, side by side (ranks/model.py)
+      ranks          with several ranks: each rank's step budget, side by side (rankset/model.py)
       failed_ranks   the ranks of a rank folder that could not be analysed: a trace missing, truncated or
                      not a trace, or a worker that died each time (ranks/analyse.py); the others were
                      analysed without them
@@ -504,7 +504,7 @@ class Capture(msgspec.Struct):
 
     def set_aside_us(self, step_basis: str) -> float | None:
         """The capture's measured step when the report's step is the profiled one all the same: the timing,
-        synchronised after each step, was longer than the profiled steps (metrics/step_time.step_budget)."""
+        synchronised after each step, was longer than the profiled steps (metrics/budget.step_budget)."""
         return self.timing.paid_step_us if step_basis == "profiled" and self.timing else None
 
     @property

@@ -229,7 +229,7 @@ def _offender_json(native: dict) -> dict:
 
 
 class RunToRun(msgspec.Struct):
-    """How much two runs of the baseline differ from each other (diagnose/capture/compare.py)."""
+    """How much two runs of the baseline differ from each other (diagnose/child/compare.py)."""
 
     tensors_that_vary: int = 0
     max_rel_difference: float = 0.0
@@ -237,7 +237,7 @@ class RunToRun(msgspec.Struct):
 
 
 class Numerics(msgspec.Struct):
-    """`--verify`'s check of a fixed step's outputs against the original's (diagnose/capture/compare.py)."""
+    """`--verify`'s check of a fixed step's outputs against the original's (diagnose/child/compare.py)."""
 
     verdict: str | None = (
         None  # match | within precision | within run-to-run variation | changes results | not compared
@@ -393,7 +393,7 @@ class IdleSplit(msgspec.Struct):
 
 
 class RankRow(msgspec.Struct):
-    """One rank of `summary.ranks` (per step, µs; diagnose/ranks/model.py RankSet.summary)."""
+    """One rank of `summary.ranks` (per step, µs; diagnose/rankset/model.py RankSet.summary)."""
 
     rank: int
     source: str = ""
@@ -459,7 +459,7 @@ class TimedArrivalRow(msgspec.Struct):
 
 
 class TimedArrivalsSummary(msgspec.Struct):
-    """The ranks' own arrivals in the steps timed without the profiler (diagnose/ranks/timed.py)."""
+    """The ranks' own arrivals in the steps timed without the profiler (diagnose/rankset/timed.py)."""
 
     basis: str = ""
     on: str = ""
@@ -473,7 +473,7 @@ class TimedArrivalsSummary(msgspec.Struct):
 
 
 class RankSummary(msgspec.Struct):
-    """With several ranks: the ranks side by side (`summary.ranks`, diagnose/ranks/model.py)."""
+    """With several ranks: the ranks side by side (`summary.ranks`, diagnose/rankset/model.py)."""
 
     count: int
     reference: int

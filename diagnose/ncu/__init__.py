@@ -7,7 +7,8 @@
 - details.py   plain data for the reports (measured table, top-kernel columns)
 - roofline.py  roofline points of the hot ops, measured or estimated from shapes
 
-Nothing here imports torch. Measurements reach the rules through `Metrics(trace, ncu_table=...)`:
+Nothing here imports torch. Measurements reach the rules through the rules' Context
+(`Context(trace, config, ncu=table)`), which hands Metrics the table's join (`ncu_join`):
 `Metrics.op_work` then fills its measured columns, and the rules prefer them.
 """
 

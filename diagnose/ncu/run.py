@@ -5,7 +5,7 @@ and ranked by GPU time per launch. The ones that make `COVER` (90 %) of the step
 replayed, as long as they stay within `MAX_LAUNCHES` launches (ncu replays each about ten times: 0.3–0.6 s per kernel on the H200);
 when the whole step fits, no name filter is used at all (`--launch-count` caps the replays
 either way). ncu runs the same capture child
-(`python -m diagnose.capture.child`) with one profiled step, filtered to it by NVTX
+(`python -m diagnose.child.capture`) with one profiled step, filtered to it by NVTX
 (`--nvtx --nvtx-include "diagnose:step 0/"`), with `--clock-control none` (the GPU's own clocks,
 as in the timed run) and a time limit. Its CSV lands in the capture folder as `ncu.csv`, its
 full output as `ncu.log`. Whatever goes wrong (no ncu, no permission for the counters, kernels
@@ -123,7 +123,7 @@ def command(tool: str, selection: Selection, python: str, spec_path: Path) -> li
     ]
     if selection.filtered:
         cmd += ["--kernel-name-base", "function", "-k", f"regex:{selection.regex}"]
-    return cmd + [python, "-m", "diagnose.capture.child", str(spec_path)]
+    return cmd + [python, "-m", "diagnose.child.capture", str(spec_path)]
 
 
 def measure(

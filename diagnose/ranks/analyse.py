@@ -25,17 +25,17 @@ from pathlib import Path
 import msgspec
 
 from diagnose.capture.guard import die_with_parent
-from diagnose.rulebook.assemble import capture_summary, diagnose_trace
+from diagnose.ruleset.assemble import capture_summary, diagnose_trace
 from diagnose.model.config import Config
 from diagnose.rulebook.engine import Context, impact, run_rules, verdict
 from diagnose.base.errors import DiagnoseError, InputError
 from diagnose.model.findings import Accounting, Bucket, Checked, Diagnosis, Finding, RankSummary, typed
 from diagnose.model.details import Capture, FailedRank, RankBudget, capture_of
 from diagnose.metrics.accounting import largest_non_compute, with_rank_wait
-from diagnose.ranks.discover import RankSource, rank_sources
-from diagnose.ranks.model import RankSet
-from diagnose.ranks.profile import RankProfile, distributed_rank, rank_profile
-from diagnose.ranks.timed import read_timed
+from diagnose.trace.rank_files import RankSource, rank_sources
+from diagnose.rankset.model import RankSet
+from diagnose.rankset.profile import RankProfile, distributed_rank, rank_profile
+from diagnose.rankset.timed import read_timed
 from diagnose.rules import ALL_RULES
 from diagnose.trace.load import load_target
 

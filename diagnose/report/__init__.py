@@ -3,7 +3,7 @@
 A renderer is a module of this package that defines `RENDERER`, a `Renderer`; it joins the
 registry by existing (the package's modules are discovered, in `order`), so `--format NAME`
 and `write_outputs` see it without any other file changing. Renderers only read the Diagnosis
-(its Details were built once by diagnose/rulebook/assemble.py); numbers and percentages are written by
+(its Details were built once by diagnose/ruleset/assemble.py); numbers and percentages are written by
 diagnose/vocabulary/units.py, untrusted names made safe by diagnose/base/format.py, and SVG drawn by
 report/svg.py. A renderer that can also show a `diagnose diff` (a DiffReport,
 diagnose/diff) says so with `render_diff`, and `diff_filename` names the file it writes into a

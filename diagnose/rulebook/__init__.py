@@ -1,1 +1,2 @@
-"""The rulebook: the rules engine, the Diagnosis it assembles, the cheat sheet and rule docs read from the rules."""
+"""The rulebook: the rules engine (Rule, Context, the needs registry, running rules, the verdict) that
+the rules in diagnose/rules are written against. What reads the whole rule set is diagnose/ruleset."""

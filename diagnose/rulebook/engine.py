@@ -34,6 +34,7 @@ from diagnose.model.findings import (
 from diagnose.vocabulary.units import fmt, percent
 from diagnose.model.frameworks import detect_frameworks, in_framework_api
 from diagnose.rulebook.in_place import all_in_place, in_place, pass_over
+from diagnose.memory.patterns import attention_calls
 from diagnose.memory.record import load_memory
 from diagnose.metrics import Metrics
 from diagnose.metrics.timeline import PARAMETERS as TIMELINE_PARAMETERS
@@ -223,18 +224,28 @@ NEEDS: dict[str, Need] = {
 NO_STEP_WORK = "no kernels in the measured steps"
 
 
+def _ncu_join(table) -> Callable | None:
+    """The join of an Nsight Compute table (diagnose.ncu.NcuTable) to a trace's step kernels, as Metrics
+    takes it (diagnose/ncu/join.py); None without a table or with an empty one."""
+    if table is None or not len(table.kernels):
+        return None
+    from diagnose.ncu.join import join
+
+    return functools.partial(join, table)
+
+
 class Context:
     """What a rule sees: the trace, its shared metrics (with Nsight Compute measurements when given),
     the configuration, the allocator record (`memory`, read on first use), for a parameter
     sweep the Sweep (diagnose/memory/sweep.py) and, for one rank of several, the RankSet of all of
-    them (`ranks`, diagnose/ranks/model.py; None for a single trace). The trace is only read; what reading it taught
+    them (`ranks`, diagnose/rankset/model.py; None for a single trace). The trace is only read; what reading it taught
     (the allocator record's warnings) collects in `warnings`."""
 
     def __init__(self, trace: Trace, config: Config, sweep=None, ncu=None, ranks=None):
         self.trace = trace
         self.ranks = ranks
         self.config = config
-        self.metrics = Metrics(trace, config.section("timeline"), ncu)
+        self.metrics = Metrics(trace, config.section("timeline"), _ncu_join(ncu), find_attention_calls=attention_calls)
         self.sweep = sweep
         self.warnings: list[str] = []
 

@@ -12,7 +12,7 @@ from diagnose.trace.names import name_search
 from diagnose.vocabulary.runtime import KERNEL_LAUNCH
 
 # What diagnose's capture records beside name, SM count, memory and compute capability
-# (diagnose/capture/child.py); kineto's deviceProperties hold the first two at most.
+# (diagnose/child/capture.py); kineto's deviceProperties hold the first two at most.
 CAPTURED_PROPERTIES = ("gcn_arch", "warp_size", "clock_khz", "memory_clock_khz", "memory_bus_bits")
 
 

@@ -1,8 +1,8 @@
 """Schemas of the JSON files beside a trace that diagnose reads but did not write in this run.
 
 A capture folder may come from anywhere (another machine, an older version, a hand edit), so its
-meta.json (schema diagnose.capture/1, written by diagnose/capture/child.py) and memory.json
-(diagnose.memory/1, diagnose/capture/memory.py) are checked against msgspec Structs before any
+meta.json (schema diagnose.capture/1, written by diagnose/child/capture.py) and memory.json
+(diagnose.memory/1, diagnose/child/memory.py) are checked against msgspec Structs before any
 field is used: the top level must be an object, every field the analysis reads must have its
 type (numbers finite and in range, file names plain names inside the folder), and a violation is
 an InputError naming the file and the field (`$.device.sm_count`). Fields the analysis does not
@@ -115,7 +115,7 @@ class CaptureMeta(msgspec.Struct):
     device: Union[CaptureDevice, None] = None
     memory: Union[CaptureMemory, None] = None
     warnings: Union[list[str], None] = None
-    workload: Union[dict, None] = None  # libraries and models (diagnose/capture/model_census.py)
+    workload: Union[dict, None] = None  # libraries and models (diagnose/child/model_census.py)
     gpu_probe: Union[dict, None] = None  # diagnose/base/measured_peaks.py checks its fields
 
 

@@ -1,7 +1,7 @@
 """`--verify`: apply each finding's fix from outside the user's code, measure it, check its numerics.
 
 plan.py says which fixes can be applied from outside (and how), run.py runs one child process per
-fix (diagnose/capture/verify.py) and reads back what it measured, model.py holds the result and
+fix (diagnose/child/verify.py) and reads back what it measured, model.py holds the result and
 numerics.py turns the measurements into the verdict a report shows.
 """
 

@@ -1,5 +1,5 @@
 """From measurements to a verdict: is the fix faster (the speedup's interval above 1) and are its
-outputs the baseline's (the child's assert_close per dtype, diagnose/capture/verify.py)?
+outputs the baseline's (the child's assert_close per dtype, diagnose/child/verify.py)?
 
 A fix that changes results beyond the tolerances is "faster but changes results", never "verified";
 one within the rounding of the precision it computes in (bf16 autocast, TF32) is verified, and the

@@ -2,7 +2,7 @@
 
 Each catalogue fix id (diagnose/model/fixes.py) that can be applied by wrapping the step callable (or by
 the process environment) maps to its variants, the main one first: the child process
-(diagnose/capture/verify.py) knows each variant by name. Every other fix "needs a code change".
+(diagnose/child/verify.py) knows each variant by name. Every other fix "needs a code change".
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Iterable
 
-from diagnose.capture.verify import SCRIPT_VARIANTS  # what applies to a script run as a whole
+from diagnose.child.verify import SCRIPT_VARIANTS  # what applies to a script run as a whole
 from diagnose.metrics.optimizer import PREFIX as OPTIMIZER_RANGE
 from diagnose.model.findings import Finding
 from diagnose.vocabulary.ops import is_sdpa_op

@@ -1,4 +1,4 @@
-"""Run `--verify`: one child process per fix variant (diagnose/capture/verify.py), results onto findings.
+"""Run `--verify`: one child process per fix variant (diagnose/child/verify.py), results onto findings.
 
 Never imports torch. A variant whose process fails, runs out of memory, times out or crashes is a
 FixTrial with status and error: the diagnosis is kept whatever the fixes do.
@@ -58,7 +58,7 @@ def run_variant(
     }
     spec_path = folder / "spec.json"
     write_new(spec_path, json.dumps(data).encode())
-    command = [python or sys.executable, "-m", "diagnose.capture.verify", str(spec_path)]
+    command = [python or sys.executable, "-m", "diagnose.child.verify", str(spec_path)]
     with open(folder / "workload.log", "wb") as log:
         try:
             ended = run_child(command, folder=folder, timeout_s=timeout_s, log=log, env=env_extra)
