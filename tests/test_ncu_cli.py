@@ -5,10 +5,13 @@ from __future__ import annotations
 import gzip
 import json
 
+import msgspec
+
 import pandas as pd
 import pytest
 
 from diagnose.commands import main
+from diagnose.model.details import Roofline
 from diagnose.ncu import run
 from diagnose.report import charts
 
@@ -137,6 +140,8 @@ def test_roofline_chart_escapes_and_marks_points():
                 "measured": True,
                 "bound": "compute-bound",
                 "us_per_step": 10.0,
+                "share": 0.6,
+                "rung": "bf16",
                 "dram_pct": 20.0,
                 "sm_pct": 93.0,
             },
@@ -149,6 +154,8 @@ def test_roofline_chart_escapes_and_marks_points():
                 "measured": False,
                 "bound": None,
                 "us_per_step": 5.0,
+                "share": 0.3,
+                "rung": None,
             },
         ],
         "ceilings": {
@@ -156,13 +163,15 @@ def test_roofline_chart_escapes_and_marks_points():
             "hbm_tbps": 4.8,
             "achievable_tbps": 4.3,
             "compute": [{"rung": "bf16", "label": "bf16 tensor", "peak_tflops": 989.4, "achievable_tflops": 790.0}],
+            "source": "synthetic",
         },
+        "measured_points": 1,
     }
-    svg = charts.roofline_chart(roof)
+    svg = charts.roofline_chart(msgspec.convert(roof, Roofline))
     assert "<img" not in svg and "&lt;img" in svg
     assert "FLOP/byte" in svg and "TFLOP/s" in svg and "bf16 tensor: 989 TFLOP/s peak" in svg
     assert 'fill="#ffffff" stroke="#0f9f8f"' in svg and 'fill="#3b6fd8"' in svg
-    assert charts.roofline_chart({}) == ""
+    assert charts.roofline_chart(None) == ""
 
 
 @pytest.fixture()

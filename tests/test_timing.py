@@ -37,7 +37,7 @@ def test_the_report_quotes_the_mean_step_and_diff_the_medians(name):
     trace = load_capture(name)
     d = diagnose_trace(trace)
     shown = d.summary.unprofiled_step_time_us
-    unprofiled, _ = step_samples(trace.capture, [])
+    unprofiled, _ = step_samples(d.capture, [])
     change = step_change(unprofiled, unprofiled, "unprofiled")
     assert shown == pytest.approx(statistics.fmean(steps), abs=1e-3)
     assert shown == pytest.approx(paid_step_us(trace.capture["timing"]), abs=1e-3)

@@ -470,7 +470,7 @@ VOCABULARY_CONSTANTS = {
 
 # Constants that share a vocabulary name but not its meaning
 NOT_SHADOWS = {
-    ("diagnose/capture/quantize.py", "KINDS"),  # --verify variant -> the weights' format, not kernel kinds
+    ("diagnose/child/quantize.py", "KINDS"),  # --verify variant -> the weights' format, not kernel kinds
     ("diagnose/metrics/overhead.py", "KINDS"),  # the kinds of host event the profiler's cost is fitted on
 }
 
