@@ -36,31 +36,67 @@ SHARED_CACHE = "DIAGNOSE_TEST_SHARED_CACHE"  # a folder the controller makes for
 
 
 @functools.lru_cache(maxsize=None)
+def _shared_folder() -> Path:
+    """The folder the session's workers share (made by the controller), or one of this process's own
+    when there is no controller (`-n 0`)."""
+    folder = os.environ.get(SHARED_CACHE)
+    if folder and Path(folder).is_dir():
+        return Path(folder)
+    import atexit
+    import shutil
+    import tempfile
+
+    own = tempfile.mkdtemp(prefix="diagnose-test-analyses-")
+    atexit.register(shutil.rmtree, own, True)
+    return Path(own)
+
+
+def _once(done: Path, make) -> Path:
+    """`done`, made by `make(partial_path)` by the first process that asks while the others wait on its
+    lock, then read by all: it only appears whole (written aside, then renamed)."""
+    import fcntl
+
+    with open(done.with_name(done.name + ".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not done.exists():
+            partial = done.with_name(done.name + ".partial")
+            make(partial)
+            partial.replace(done)
+    return done
+
+
+def shared_file(name: str, make) -> Path:
+    """A file derived from the bundled fixtures (a stripped or copied trace) at `name` in the workers'
+    shared folder, written once per session by `make(path)`: every worker reads the same path, so
+    diagnosis_of shares its analysis too. Read it, never change it."""
+    done = _shared_folder() / "files" / name
+    done.parent.mkdir(parents=True, exist_ok=True)
+    return _once(done, make)
+
+
+@functools.lru_cache(maxsize=None)
 def diagnosis_of(path: Path):
-    """diagnose.analyze(path), made once per session for every test that reads the same bundled target
-    (golden, invariants, accounting, rule cases): read it, never change it. Under xdist the workers
-    share it through a pickle in the session's folder, made by the first worker that asks while the
-    others wait on its lock, so no target is analysed twice in one run."""
+    """diagnose.analyze(path) with the bundled target's overrides (make_golden.overrides), made once per
+    session for every test that reads the same target (golden, invariants, accounting, rule cases, same
+    answer, unmarked steps, held-out): read it, never change it. Under xdist the workers share it through
+    a pickle in the session's folder, made by the first worker that asks while the others wait on its
+    lock, so no target is analysed twice in one run. Keyed by the resolved path: a Diagnosis names its
+    target, so a copy elsewhere is a target of its own (shared_file gives copies one path for all)."""
     from diagnose import analyze
 
     folder = os.environ.get(SHARED_CACHE)
     if not folder or not Path(folder).is_dir():
         return analyze(path, overrides=make_golden.overrides(path))
-    import fcntl
     import hashlib
     import pickle
 
-    stem = Path(folder) / hashlib.sha1(str(Path(path).resolve()).encode()).hexdigest()
-    with open(stem.with_suffix(".lock"), "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        done = stem.with_suffix(".pickle")
-        if done.exists():
-            return pickle.loads(done.read_bytes())
+    done = Path(folder) / (hashlib.sha1(str(Path(path).resolve()).encode()).hexdigest() + ".pickle")
+
+    def make(partial: Path) -> None:
         diagnosis = analyze(path, overrides=make_golden.overrides(path))
-        partial = stem.with_suffix(".partial")
         partial.write_bytes(pickle.dumps(diagnosis, protocol=pickle.HIGHEST_PROTOCOL))
-        partial.replace(done)
-        return diagnosis
+
+    return pickle.loads(_once(done, make).read_bytes())
 
 
 def has_cuda() -> bool:

@@ -17,7 +17,7 @@ from diagnose.commands import main
 from diagnose.commands.progress import CountedOf
 from diagnose.base.errors import EXIT_BAD_INPUT
 
-from conftest import CAPTURES, ROOT
+from conftest import CAPTURES, ROOT, diagnosis_of
 
 W = ROOT / "tests" / "workloads"
 EAGER = str(CAPTURES / "decode_eager")
@@ -161,9 +161,7 @@ def test_piped_output_does_not_wrap(tmp_path):
 
 
 def test_repr_of_a_diagnosis_is_one_short_line():
-    import diagnose
-
-    text = repr(diagnose.analyze(EAGER))
+    text = repr(diagnosis_of(CAPTURES / "decode_eager"))  # diagnose.analyze(EAGER), once a session
     assert "\n" not in text and len(text) < 200 and "launch-overhead" in text
 
 
@@ -264,17 +262,15 @@ def test_python_api_overrides_are_checked_too():
 def test_wording_a_new_user_tripped_over():
     """The cheat-sheet row is introduced, an AMD GPU's FP32 ceiling is not "CUDA cores", and a trace
     without steps does not read "the capture marked steps at none found"."""
-    import diagnose
     from diagnose.report.html import render_html
 
-    page = render_html(diagnose.analyze(EAGER))
+    # diagnose.analyze() of each target, made once a session (conftest.diagnosis_of)
+    page = render_html(diagnosis_of(CAPTURES / "decode_eager"))
     assert "Cheat-sheet row" not in page and "The textbook case" in page
-    amd = diagnose.analyze(
-        ROOT / "fixtures" / "peer" / "hta" / "amd_trace" / "mi250_minitoy_train_ROCm6_2_kineto.json.gz"
-    )
+    amd = diagnosis_of(ROOT / "fixtures" / "peer" / "hta" / "amd_trace" / "mi250_minitoy_train_ROCm6_2_kineto.json.gz")
     labels = [c.label for c in amd.details.roofline.ceilings.compute] if amd.details.roofline else []
     assert labels and not any("CUDA cores" in label for label in labels) and "FP32 vector units" in labels
-    alexnet = diagnose.analyze(
+    alexnet = diagnosis_of(
         ROOT
         / "fixtures"
         / "peer"

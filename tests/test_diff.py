@@ -3,14 +3,13 @@ the renderers (the Markdown table parsed with markdown-it-py), the CLI and `--ba
 
 from __future__ import annotations
 
-import functools
 import json
 import sys
 
 import numpy as np
 import msgspec
 import pytest
-from conftest import CAPTURES, ROOT
+from conftest import CAPTURES, ROOT, diagnosis_of
 
 from diagnose.commands import main
 from diagnose.diff import DIFF_SCHEMA, diff_diagnoses
@@ -28,12 +27,10 @@ PAIRS = [
 ]
 
 
-@functools.lru_cache(maxsize=None)
 def analysed(name: str):
-    from diagnose.front import pipeline
-    from diagnose.model.config import Config
-
-    return pipeline.analyse(CAPTURES / name, Config())
+    """The capture's analysis at the default settings, made once per session (conftest.diagnosis_of: the
+    golden test's, shared among the workers)."""
+    return diagnosis_of(CAPTURES / name)
 
 
 # --- statistics ---------------------------------------------------------------------------------

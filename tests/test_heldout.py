@@ -14,7 +14,7 @@ from diagnose.metrics import Metrics
 from diagnose.metrics.overhead import prepare
 from diagnose.trace import load_target
 
-from conftest import ROOT
+from conftest import ROOT, diagnosis_of
 
 HELDOUT = ROOT / "fixtures" / "heldout"
 NAMES = sorted(p.name for p in HELDOUT.iterdir() if p.is_dir())
@@ -32,8 +32,8 @@ def test_the_kept_set_is_there():
 def test_folder_and_trace_file_name_the_expected_bottleneck(name):
     folder = HELDOUT / name
     expect = json.loads((folder / "meta.json").read_text())["heldout"]["expect"]
-    assert _first(analyze(folder)) in expect
-    assert _first(analyze(folder / "trace.json.gz")) == _first(analyze(folder))
+    assert _first(diagnosis_of(folder)) in expect
+    assert _first(diagnosis_of(folder / "trace.json.gz")) == _first(diagnosis_of(folder))
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -54,7 +54,7 @@ def test_a_gemm_too_small_to_fill_the_gpu_is_not_promised_the_roofline(monkeypat
     import diagnose.rules.compute_bound as cb
 
     folder = HELDOUT / "hf_bert_infer_b1"
-    bounded = analyze(folder)
+    bounded = diagnosis_of(folder)  # the session's analysis, made before this test's patch
     assert "compute-bound" in [c.rule for c in bounded.checked]
     monkeypatch.setattr(cb, "_small_grid", lambda after, *_: after)  # the roofline alone
     unbounded = {f.rule: f for f in analyze(folder).findings}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from conftest import ROOT
+from conftest import ROOT, diagnosis_of
 
 sys.path.insert(0, str(ROOT / "docs"))
 import readme_sample  # noqa: E402
@@ -16,8 +16,6 @@ def test_the_readme_sample_is_the_demo_output():
 
 
 def test_the_readme_json_example_carries_the_demo_estimate():
-    from diagnose import analyze
-
-    top = analyze(ROOT / "fixtures" / "captures" / "decode_eager").findings[0]
+    top = diagnosis_of(ROOT / "fixtures" / "captures" / "decode_eager").findings[0]  # analyze(), once a session
     text = (ROOT / "README.md").read_text()
     assert f'"est_speedup": {top.est_speedup}, "recoverable_us": {top.recoverable_us},' in text

@@ -8,7 +8,6 @@ fixtures/plain (real H100 recordings with no markers at all) against their Profi
 
 from __future__ import annotations
 
-import functools
 import importlib.util
 import json
 from pathlib import Path
@@ -16,14 +15,18 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from diagnose import analyze
 from diagnose.diff.build import diff_diagnoses
 from diagnose.metrics.periods import find_period
+
+from conftest import CAPTURES, diagnosis_of, shared_file
 
 ROOT = Path(__file__).resolve().parents[1]
 _spec = importlib.util.spec_from_file_location("unmarked_steps", ROOT / "benchmarks" / "unmarked_steps.py")
 unmarked = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(unmarked)
+# The benchmark's outcome() reads the session's analysis of its path (conftest.diagnosis_of: analyze(path)
+# with no overrides for these targets), shared with test_same_answer and among the xdist workers.
+unmarked.analyze = diagnosis_of
 
 # Captures whose unmarked analysis still differs from the marked one, and why (strict: a fix makes them fail).
 KNOWN = {
@@ -48,29 +51,33 @@ def _captures() -> list[str]:
     return [p.name for p in unmarked.single_rank_captures()]
 
 
-@functools.lru_cache(maxsize=None)
-def _outcome(path: str) -> dict:
-    return unmarked.outcome(Path(path))
+def _outcome(path: Path) -> dict:
+    return unmarked.outcome(path)
 
 
-@functools.lru_cache(maxsize=None)
-def _stripped(name: str, tmp: str) -> str:
-    dest = Path(tmp) / f"{name}.json.gz"
-    unmarked.strip_markers(ROOT / "fixtures" / "captures" / name / "trace.json.gz", dest)
-    return str(dest)
+def _stripped(name: str) -> Path:
+    """The capture's trace file without its step markers, written once per session for all workers."""
+    return shared_file(
+        f"stripped/{name}.json.gz", lambda dest: unmarked.strip_markers(CAPTURES / name / "trace.json.gz", dest)
+    )
 
 
-@pytest.fixture(scope="module")
-def strip_dir(tmp_path_factory) -> str:
-    return str(tmp_path_factory.mktemp("stripped"))
+def _alone(name: str) -> Path:
+    """A copy of the capture's trace file with no side file beside it (unmarked.alone), once per session."""
+
+    def copy(dest: Path) -> None:
+        made = unmarked.alone(CAPTURES / name / "trace.json.gz", dest.parent.parent / "alone-work")
+        made.replace(dest)
+
+    return shared_file(f"marked/{name}.json.gz", copy)
 
 
 @pytest.mark.parametrize("name", _captures())
-def test_markers_stripped_same_verdict_and_step(name, strip_dir):
+def test_markers_stripped_same_verdict_and_step(name):
     if name in KNOWN:
         pytest.xfail(KNOWN[name])
-    marked = _outcome(str(unmarked.alone(ROOT / "fixtures" / "captures" / name / "trace.json.gz", Path(strip_dir))))
-    plain = _outcome(_stripped(name, strip_dir))
+    marked = _outcome(_alone(name))
+    plain = _outcome(_stripped(name))
     assert (plain["rule"], plain["fix"]) == (marked["rule"], marked["fix"]), (marked, plain)
     assert plain["step_us"] == pytest.approx(marked["step_us"], rel=0.20), (marked["how"], plain["how"])
     if name not in ESTIMATE_KNOWN and marked["estimate"] and plain["estimate"]:
@@ -85,7 +92,7 @@ def _plain_loops() -> list[str]:
 def test_plain_loop_gets_its_marked_twins_verdict(name):
     """REAL (H100): `with torch.profiler.profile(): for ...: step()` against the same loop with prof.step()."""
     folder = ROOT / "fixtures" / "plain" / name
-    marked, plain = _outcome(str(folder / "marked.json.gz")), _outcome(str(folder / "plain.json.gz"))
+    marked, plain = _outcome(folder / "marked.json.gz"), _outcome(folder / "plain.json.gz")
     assert (plain["rule"], plain["fix"]) == (marked["rule"], marked["fix"])
     if "unsure" in plain["how"]:
         # item_loop: 30 matmuls each followed by .item(), repeated edge to edge; nothing in the trace tells one
@@ -102,7 +109,7 @@ def test_plain_loops_index_says_what_one_iteration_is():
 
 
 def test_an_unsure_unit_is_said():
-    d = analyze(ROOT / "fixtures" / "plain" / "item_loop" / "plain.json.gz")
+    d = diagnosis_of(ROOT / "fixtures" / "plain" / "item_loop" / "plain.json.gz")
     assert "unsure" in d.summary.steps_found_by
 
 
@@ -119,18 +126,17 @@ DIFF_PAIRS = [
 ]
 
 
-@functools.lru_cache(maxsize=None)
-def _diagnosis(name: str, stripped: bool, tmp: str):
-    path = _stripped(name, tmp) if stripped else ROOT / "fixtures" / "captures" / name / "trace.json.gz"
-    return analyze(path)
+def _diagnosis(name: str, stripped: bool):
+    """The session's analysis of the capture's trace file as recorded (shared with test_same_answer) or stripped."""
+    return diagnosis_of(_stripped(name) if stripped else CAPTURES / name / "trace.json.gz")
 
 
 @pytest.mark.parametrize("before,after", DIFF_PAIRS)
 @pytest.mark.parametrize("sides", ["before", "after", "both"])
-def test_diff_with_markers_stripped_agrees_with_the_marked_pair(before, after, sides, strip_dir):
-    reference = diff_diagnoses(_diagnosis(before, False, strip_dir), _diagnosis(after, False, strip_dir)).step
-    b = _diagnosis(before, sides in ("before", "both"), strip_dir)
-    a = _diagnosis(after, sides in ("after", "both"), strip_dir)
+def test_diff_with_markers_stripped_agrees_with_the_marked_pair(before, after, sides):
+    reference = diff_diagnoses(_diagnosis(before, False), _diagnosis(after, False)).step
+    b = _diagnosis(before, sides in ("before", "both"))
+    a = _diagnosis(after, sides in ("after", "both"))
     got = diff_diagnoses(b, a).step
     assert (got.ratio > 1) == (reference.ratio > 1)
     assert got.ratio == pytest.approx(reference.ratio, rel=0.25)
@@ -213,7 +219,7 @@ def test_diff_reads_how_steps_were_found_from_the_summary_and_from_an_older_file
 
 
 def test_the_summary_says_how_steps_were_found_in_one_word():
-    d = analyze(ROOT / "fixtures" / "plain" / "item_loop" / "plain.json.gz")
+    d = diagnosis_of(ROOT / "fixtures" / "plain" / "item_loop" / "plain.json.gz")
     assert (d.summary.steps_method, d.summary.step_unit_known) == ("pattern", False)
-    d = analyze(ROOT / "fixtures" / "plain" / "item_loop" / "marked.json.gz")
+    d = diagnosis_of(ROOT / "fixtures" / "plain" / "item_loop" / "marked.json.gz")
     assert (d.summary.steps_method, d.summary.step_unit_known) == ("step-ranges", True)
