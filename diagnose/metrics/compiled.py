@@ -90,6 +90,7 @@ def compiled_steps(trace: Trace, windows) -> CompiledSteps:
         calls = _innermost(regions)
     rows, between = [], []
     inductor = name_matches(trace.gpu["name"], INDUCTOR_KERNEL)
+    outermost: dict = {}  # per thread: its regions held by no other, sorted (the compiled entries)
     for i, w in enumerate(windows):
         tid = _step_thread(ops, w, regions)
         own = (
@@ -98,7 +99,9 @@ def compiled_steps(trace: Trace, windows) -> CompiledSteps:
             else ops.iloc[0:0]
         )
         step_calls = calls[(calls["tid"] == tid) & (calls["ts"] >= w.cpu_start) & (calls["ts"] < w.cpu_end)]
-        entries = _entries(step_calls, regions[regions["tid"] == tid] if len(regions) else regions)
+        if tid not in outermost:
+            outermost[tid] = _top_level(regions[regions["tid"] == tid]) if len(regions) else regions
+        entries = _entries(step_calls, outermost[tid])
         spans, gaps, per_entry = _graph_spans(step_calls, entries, w.cpu_end)
         covered = float((spans[:, 1] - spans[:, 0]).sum()) if len(spans) else 0.0
         eager = _top_level(own[~name_matches(own["name"], DYNAMO_OWN) & (own["cat"] == "cpu_op").to_numpy()])
@@ -139,27 +142,22 @@ def compiled_steps(trace: Trace, windows) -> CompiledSteps:
     return CompiledSteps(frame, marked, _between_ops(between, max(len(windows), 1)), int(is_region.sum()))
 
 
-def _entries(calls: pd.DataFrame, regions: pd.DataFrame) -> np.ndarray:
-    """For each graph call (one thread), the compiled entry it ran in: the outermost region that holds it.
+def _entries(calls: pd.DataFrame, outer: pd.DataFrame) -> np.ndarray:
+    """For each graph call (one thread), the compiled entry it ran in: the outermost region that holds it
+    (`outer`: the thread's regions held by no other, sorted by start).
 
     A graph break's resume functions run inside the region of the frame that broke, so the graphs of one
     entry and the eager code between them share that region; graphs of separate entries (a model called
     twice in a step, a step that is two iterations) have the user's own code between them, not a break.
     A call outside every region is an entry of its own; a trace that marks no region at all (older torch)
     has one entry per step, as every call between the first and the last could be a break."""
-    if not len(regions):
+    if not len(outer):
         return np.zeros(len(calls), dtype=int)
-    outer = _outermost(regions)
     starts, ends = outer["ts"].to_numpy(float), outer["end"].to_numpy(float)
     ts = calls["ts"].to_numpy(float)
     at = np.searchsorted(starts, ts, side="right") - 1
     inside = (at >= 0) & (ts < ends[np.maximum(at, 0)])
     return np.where(inside, at, len(outer) + np.arange(len(calls)))
-
-
-def _outermost(regions: pd.DataFrame) -> pd.DataFrame:
-    """The regions (one thread) held by no other, sorted by start: disjoint spans."""
-    return _top_level(regions)
 
 
 def _graph_spans(calls: pd.DataFrame, entries: np.ndarray, cap: float) -> tuple[np.ndarray, np.ndarray, int]:
@@ -174,7 +172,6 @@ def _graph_spans(calls: pd.DataFrame, entries: np.ndarray, cap: float) -> tuple[
         if len(merged) > 1:
             gaps.append(np.column_stack((merged[:-1, 1], merged[1:, 0])))
     all_spans = np.concatenate(spans) if spans else np.zeros((0, 2))
-    all_spans = all_spans[np.argsort(all_spans[:, 0])] if len(all_spans) else all_spans
     all_gaps = np.concatenate(gaps) if gaps else np.zeros((0, 2))
     all_gaps = all_gaps[np.argsort(all_gaps[:, 0])] if len(all_gaps) else all_gaps
     return all_spans, all_gaps, most
