@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from diagnose.metrics.work import classify
-from diagnose.vocabulary.kernels import is_fused, kernel_kind, tensor_core
+from diagnose.vocabulary.kernels import is_fused, kernel_kind, tensor_core, tile_rows
 
 CASES = [
     # name, kind, tensor cores
@@ -153,3 +153,18 @@ def test_every_kernel_of_the_captures_is_classified():
             if kernel_kind(name) == "other":
                 unknown.add(name)
     assert not unknown, unknown
+
+
+@pytest.mark.parametrize(
+    "name,rows",
+    [
+        ("nvjet_sm90_tst_128x8_64x12_4x1_v_bz_TNT", 8),  # REAL: gemv_decode_1tok_graphed (H200)
+        ("nvjet_sm90_hsh_16x64_64x16_4x1_v_bz_bias_TNN", 16),  # REAL: decode_graphed
+        ("nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_TNT", 128),  # REAL: gemv_prefill_512
+        ("sm80_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize64x64x64_stage3_warpsize2x2x1_tensor16x8x16", None),
+        ("gemv2T_kernel_val", None),
+        (None, None),
+    ],
+)
+def test_tile_rows_reads_the_thin_side_of_an_nvjet_tile(name, rows):
+    assert tile_rows(name) == rows

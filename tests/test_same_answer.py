@@ -15,10 +15,6 @@ import pytest
 from conftest import CAPTURES, diagnosis_of
 
 DIFFER = {
-    "gemv_decode_1tok_graphed": (
-        "CUDA-graph replays carry no shapes: the folder's capture records the weights decode-latency weighs, "
-        "the trace file alone cannot (the rule is skipped there, and says so)"
-    ),
     "python_batch_workers": (
         "the trace file alone estimates a 5,222 µs unprofiled step where the capture measured 2,661 µs: the "
         "replay leaves host time that is the profiler's own as launch idle (launch-overhead 1.53x), the "

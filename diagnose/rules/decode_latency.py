@@ -15,7 +15,15 @@ A step replayed from a CUDA graph records no shapes. With Nsight Compute measure
 names `gemv`) are the weight streaming, and their measured DRAM bytes stand for the weight bytes
 (the activations of a few rows are a rounding error); bits per weight come from the kernel names
 (fp8/int4 kernels), else 16. Rows per token are then unknown, so the tokens/s evidence is left
-out. Without measurements the rule is skipped and says that `--ncu` would answer it.
+out. A capture made by diagnose knows the weights it held (meta.json's census) and weighs those
+instead. A trace file alone with neither still shows cuBLAS's own choice: its JIT kernels name their
+output tile (`nvjet_sm90_tst_128x8_…`), and a tile at most `max_rows` thin is picked for a product
+with that few rows. When such kernels run most of the unshaped matmul time, their median kernel is
+at least `min_tile_kernel_us` (shorter ones are paced by latency, not bytes: decode_graphed's 3–4 µs
+kernels) and the matmuls take `min_weight_share` of the step, they are the weight streaming; their
+bytes are taken as the most they could read (kernel time × achievable bandwidth), so the W4A16
+estimate is a floor (gemv_decode_1tok_graphed's trace file alone: 1.43×, measured 1.59×). Otherwise
+the rule is skipped and says that `--ncu` would answer it.
 
 **Thresholds.** `max_rows` 16: at 16 rows a bf16 product does 16 FLOP per weight byte, still
 ≥ 10× below the H200's bf16 ridge (790 TFLOP/s ÷ 4.3 TB/s ≈ 184 FLOP/B), so weight streaming
@@ -77,7 +85,7 @@ from diagnose.model.fixes import fix
 from diagnose.metrics.budget import StepBudget
 from diagnose.trace.names import name_test
 from diagnose.vocabulary.dtypes import dtype_bytes, float_bits
-from diagnose.vocabulary.kernels import is_gemv, weight_bits
+from diagnose.vocabulary.kernels import is_gemv, tile_rows, weight_bits
 from diagnose.vocabulary.ops import GEMM_OPS
 from diagnose.vocabulary.units import percent
 
@@ -121,6 +129,13 @@ class DecodeLatency(Rule):
             "share of the achievable bandwidth that PyTorch's int4 weight-only kernels (tinygemm) reach on a "
             "batch-1 decode, in the W4A16 estimate (calibrated: gemv_decode_1tok_w4a16)",
         ),
+        Threshold(
+            "min_tile_kernel_us",
+            10.0,
+            "µs",
+            "without shapes or capture metadata, thin-tile matmuls count as weight streaming only when their median "
+            "kernel runs at least this long: shorter ones are paced by latency, not by bytes",
+        ),
         Threshold("draft_tokens", 4, "tokens", "draft tokens per verification pass in the speculative estimate"),
         Threshold("acceptance", 0.7, "fraction", "draft-token acceptance rate assumed in the speculative estimate"),
     )
@@ -138,6 +153,7 @@ class DecodeLatency(Rule):
     def _finding(self, s: "_Streaming", t) -> Finding:
         """The finding: weight bytes, bandwidth, tokens/s ceilings and the W4A16 / speculative estimates."""
         e = _estimate(s, t)
+        today = "" if s.bytes_bound else f" (today's kernels: {e.tbps:.2f} TB/s)"  # bytes assumed: no bandwidth
         return Finding(
             rule=self.id,
             severity=severity_ladder(s.share, t, medium=None),
@@ -152,7 +168,7 @@ class DecodeLatency(Rule):
                 f"{s.gemv_us:,.0f} + {e.w4_bytes / 1e9:.3f} GB ÷ {e.w4_tbps:.2f} TB/s "
                 f"({percent(t['w4_bandwidth_share'])} "
                 f"of achievable, what PyTorch's tinygemm int4 kernels reached on the H200) = {e.after:,.0f} µs per "
-                f"step (today's kernels: {e.tbps:.2f} TB/s); {s.bytes_basis}; "
+                f"step{today}; {s.bytes_basis}; "
                 f"{time_base(s.budget)}; "
                 f"{s.spec.name}: {s.spec.source}"
             ),
@@ -224,8 +240,18 @@ def _evidence(s: "_Streaming", e: _Estimate, t) -> list[Evidence]:
         *(
             [Evidence("rows per weight matmul (tokens × sequences)", s.tokens, "<=", t["max_rows"])]
             if s.tokens
-            else [Evidence(s.recognised_by, "measured")]
+            else [Evidence(s.recognised_by, "kernel names" if s.bytes_bound else "measured")]
         ),
+    ]
+    if s.bytes_bound:  # the bandwidths would only restate the assumption
+        return evidence + [
+            Evidence(
+                "weight bytes read per step, at most (not recorded: kernel time × achievable bandwidth)",
+                round(s.weight_bytes / 1e9, 3),
+                unit="GB",
+            )
+        ]
+    evidence += [
         Evidence("weight bytes read per step", round(s.weight_bytes / 1e9, 3), unit="GB"),
         Evidence.share(
             f"weight bytes ÷ step time ({s.weight_bytes / s.step_us / 1e6:.2f} TB/s), share of the achievable "
@@ -247,6 +273,7 @@ def _evidence(s: "_Streaming", e: _Estimate, t) -> list[Evidence]:
 def _fixes(s: "_Streaming", e: _Estimate, t) -> list[Fix]:
     """W4A16 with its estimate and ceiling, then speculative decoding with its tokens per pass."""
     weights_gb = s.weight_bytes / 1e9
+    upto = "at most " if s.bytes_bound else ""
     k, a = t["draft_tokens"], t["acceptance"]
     rows = f"k × {s.tokens:.0f} rows" if s.tokens else "k rows per sequence"
     return [
@@ -255,8 +282,8 @@ def _fixes(s: "_Streaming", e: _Estimate, t) -> list[Fix]:
             code=_w4a16_code(),
             how=(
                 f"Store the weights in 4 bits ({W4_BITS} bits with group-128 scales) and run Marlin-class "
-                f"W4A16 kernels: {weights_gb:.2f} GB → {s.weight_bytes * W4_BITS / s.bits / 1e9:.2f} GB "
-                f"per step, est. {e.speedup:.2f}× ({s.step_us:,.0f} → {e.after:,.0f} µs per step) with PyTorch's "
+                f"W4A16 kernels: {upto}{weights_gb:.2f} GB → {s.weight_bytes * W4_BITS / s.bits / 1e9:.2f} GB "
+                f"per step, est. {'at least ' if s.bytes_bound else ''}{e.speedup:.2f}× ({s.step_us:,.0f} → {e.after:,.0f} µs per step) with PyTorch's "
                 f"int4 kernels at {e.w4_tbps:.2f} TB/s, up to {e.best:.2f}× with kernels that stream 4-bit weights "
                 "as fast as today's kernels stream these; quality close to 16-bit with AWQ/GPTQ calibration."
             ),
@@ -266,7 +293,7 @@ def _fixes(s: "_Streaming", e: _Estimate, t) -> list[Fix]:
             code=_speculative_code(),
             how=(
                 f"A draft model proposes k = {k:.0f} tokens and one pass of this model verifies them; the pass "
-                f"reads the same {weights_gb:.2f} GB of weights, so while {rows} stay "
+                f"reads the same {upto}{weights_gb:.2f} GB of weights, so while {rows} stay "
                 f"GEMV-shaped it costs about one step (measured on the H200: 4 tokens 916.7 µs vs 1 token "
                 f"1,008.5 µs). Up to {k:.0f}× tokens/s at full acceptance; ≈ {e.per_pass:.1f} tokens per pass "
                 f"at {percent(a)} acceptance, before the draft model's own cost. Combines with W4A16."
@@ -292,6 +319,7 @@ class _Streaming:
     bytes_basis: str
     recognised_by: str = ""
     from_census: bool = False  # weight bytes from the capture's census, not from shapes or Nsight Compute
+    bytes_bound: bool = False  # weight bytes not recorded: an upper bound from kernel time (`_from_tiles`)
 
 
 def _measure(ctx, t, ops: pd.DataFrame, step_us: float, n: int) -> "_Streaming | Quiet | Skip":
@@ -349,6 +377,16 @@ def _unshaped(ctx, t, gemm: pd.DataFrame, gemm_share: float, step_us: float, n: 
     held = _census_weights(ctx)
     if held is not None and len(unshaped):
         return _from_census(ctx, m, step_us, n, unshaped, *held)
+    thin = _thin_tiles(unshaped, t["max_rows"])
+    if thin is not None and gemm_share >= t["min_weight_share"]:
+        rows, median_us = thin
+        if median_us < t["min_tile_kernel_us"]:
+            return Quiet(
+                f"matmul kernels replayed without shapes take {percent(gemm_share)} of the step on {rows}-row cuBLAS "
+                f"tiles, but their median kernel runs {median_us:.1f} µs < {t['min_tile_kernel_us']:g} µs: paced by "
+                "latency, not by reading weights (fewer weight bytes would not shorten them)"
+            )
+        return _from_tiles(m, step_us, n, unshaped, rows)
     if gemm_share >= t["min_weight_share"]:
         return Skip(
             f"matmul kernels take {percent(gemm_share)} of the step but {_why_no_shapes(gemm)}, "
@@ -416,7 +454,49 @@ def _from_census(ctx, m, step_us, n, unshaped: pd.DataFrame, weight_bytes: float
     )
 
 
-def _streaming(m, step_us, n, gemv, tokens, bits, bytes_basis, recognised_by="", from_census=False) -> _Streaming:
+def _thin_tiles(unshaped: pd.DataFrame, max_rows: float) -> tuple[int, float] | None:
+    """(rows, median kernel µs) of the thin cuBLAS tiles (`tile_rows`, at most `max_rows`) when they run most
+    of the matmul time recorded without shapes, as a graph-replayed decode step's matrix-vector products do;
+    else None."""
+    if not len(unshaped):
+        return None
+    rows = unshaped["kernel"].map(tile_rows)
+    thin = rows.notna() & (rows <= max_rows)
+    if unshaped.loc[thin, "kernel_us"].sum() < 0.5 * unshaped["kernel_us"].sum():
+        return None
+    return int(rows[thin].max()), float(unshaped.loc[thin, "kernel_us"].median())
+
+
+def _from_tiles(m, step_us: float, n: int, unshaped: pd.DataFrame, rows: int) -> _Streaming:
+    """Matmuls replayed without shapes whose cuBLAS tiles are `rows` thin, in a trace with no capture metadata:
+    GEMV-shaped by cuBLAS's own choice. Their weight bytes were not recorded, so they are taken as the most the
+    kernels could read in their time at the achievable bandwidth: the W4A16 estimate is then the least it gives."""
+    gemv = unshaped.copy()
+    gemv["weight_bytes"] = gemv["kernel_us"].astype(float) * m.device_spec.achievable_tbps * 1e6
+    gemv["bytes"] = gemv["weight_bytes"]
+    example = next(k for k in gemv["kernel"].astype(str) if tile_rows(k) == rows)
+    return _streaming(
+        m,
+        step_us,
+        n,
+        gemv,
+        None,
+        _bits_from_names(gemv),
+        bytes_basis=(
+            "weight bytes not recorded (a CUDA-graph replay, no capture metadata): at most the kernels' time × "
+            f"the achievable {m.device_spec.achievable_tbps:.2f} TB/s, so the W4A16 estimate is the least it gives"
+        ),
+        recognised_by=(
+            f"matmul kernels replayed without shapes on {rows}-row cuBLAS tiles ({example.split('_v_')[0]}…), "
+            f"{len(gemv) / n:.0f} per step: GEMV-shaped"
+        ),
+        bytes_bound=True,
+    )
+
+
+def _streaming(
+    m, step_us, n, gemv, tokens, bits, bytes_basis, recognised_by="", from_census=False, bytes_bound=False
+) -> _Streaming:
     gemv_us = m.per_step(gemv["kernel_us"].sum())
     busy = m.budget.busy_us
     if busy > 0 and gemv_us > 0:  # profiled kernels can run longer than the unprofiled step holds
@@ -435,6 +515,7 @@ def _streaming(m, step_us, n, gemv, tokens, bits, bytes_basis, recognised_by="",
         bytes_basis=bytes_basis,
         recognised_by=recognised_by,
         from_census=from_census,
+        bytes_bound=bytes_bound,
     )
 
 

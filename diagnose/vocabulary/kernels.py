@@ -116,6 +116,8 @@ _FIRST = (
 # cuDNN's NCHW <-> NHWC transposes around a convolution run on NHWC kernels
 _LAYOUT = re.compile(r"nchwToNhwc|nhwcToNchw|nchw2nhwc|nhwc2nchw", _I)
 _GEMV = re.compile(r"gemv", _I)
+# a cuBLAS JIT kernel names its output tile after the precision code: nvjet_sm90_tst_128x8_64x12_… is 128 × 8
+_NVJET_TILE = re.compile(r"^nvjet_sm\d+_[a-z0-9]+_(\d+)x(\d+)_", _I)
 # bits per weight a low-precision matmul kernel's name says: int4 (W4A16, Marlin, tinygemm), then 8-bit
 _WEIGHT_BITS = (
     (re.compile(r"int4|w4a16|_4bit|marlin|tinygemm|int4pack", _I), 4),
@@ -178,6 +180,15 @@ def is_layout_conversion(name: str) -> bool:
 def is_gemv(name: str) -> bool:
     """True for a matrix-vector kernel (cuBLAS `gemv2T_kernel_val`, `gemvx`): it streams its matrix."""
     return isinstance(name, str) and bool(_GEMV.search(name))
+
+
+@functools.lru_cache(maxsize=8192)
+def tile_rows(name: str) -> int | None:
+    """The thin side of a cuBLAS JIT (`nvjet_*`) kernel's output tile (`nvjet_sm90_tst_128x8_…` → 8): cuBLAS
+    picks an 8- or 16-wide tile when one side of the product has that few rows, as a decode step's matrix-vector
+    products do; None for other kernels, whose names do not say."""
+    found = _NVJET_TILE.search(name) if isinstance(name, str) else None
+    return min(int(found.group(1)), int(found.group(2))) if found else None
 
 
 @functools.lru_cache(maxsize=8192)
