@@ -223,8 +223,22 @@ def _activity_pattern(trace: Trace) -> tuple[np.ndarray, str, bool] | None:
         return None
     cuts = starts[period.cuts[:-1]]
     last = period.cuts[-1]
-    cuts = np.append(cuts, starts[last] if last < len(starts) else float(ends[:last].max()))
+    cuts = np.append(cuts, starts[last] if last < len(starts) else _last_end(period.cuts, starts, ends, trace))
     return cuts, _period_how(period, len(cuts) - 1), not period.ambiguous
+
+
+def _last_end(cuts: list[int], starts: np.ndarray, ends: np.ndarray, trace: Trace) -> float:
+    """Where the last iteration of a pattern ends when no iteration follows it: its last activity's end plus
+    the pause the iteration before it left after its own (the loop's code between iterations, which each
+    earlier step holds up to the next one's start), within the profiling session."""
+    last = cuts[-1]
+    end = float(ends[:last].max())
+    pauses = [float(starts[b]) - float(ends[a:b].max()) for a, b in zip(cuts[:-2], cuts[1:-1])]
+    if pauses:  # the latest: a loop's pauses shrink over its first iterations as a compiled call's do
+        end += max(float(pauses[-1]), 0.0)
+    if trace.session_end_us is not None:
+        end = min(end, max(trace.session_end_us, float(ends[:last].max())))
+    return end
 
 
 def _period_how(period: Period, whole: int) -> str:
