@@ -303,3 +303,13 @@ def test_a_script_capture_books_the_warm_ups_compiling_to_the_warm_up(tmp_path, 
     phases = json.loads((out / "compile.json").read_text())["phases"]
     assert phases["warmup"]["frames_compiled"] >= 1
     assert phases.get("profile", {}).get("frames_compiled", 0) == 0
+
+
+def test_hip_graph_replays_count_as_replays():
+    """REAL capture (swiglu_compiled_graphs, H200) with its cudaGraphLaunch renamed as ROCm writes it."""
+    trace = load_target(CAPTURES / "swiglu_compiled_graphs")
+    runtime = trace.runtime
+    runtime["name"] = runtime["name"].replace("cudaGraphLaunch", "hipGraphLaunch")
+    assert (trace.runtime["name"] == "hipGraphLaunch").any()
+    cs = compiled_steps(trace, Metrics(trace).steps.windows)
+    assert set(cs.steps["replays"]) == {1}

@@ -9,7 +9,7 @@ Works on any kineto trace (no logs needed). torch.compile leaves these marks:
   `CompiledFunctionBackward` (AOT autograd, training): one compiled graph running. These are
   the *graph calls*. A trace with regions but none of them (backend="eager"/"aot_eager") falls
   back to the regions that hold no other region;
-- inductor's kernels (`triton_…`, `cpp_fused_…`) and CUDA graph replays (`cudaGraphLaunch`).
+- inductor's kernels (`triton_…`, `cpp_fused_…`) and CUDA and HIP graph replays (`cudaGraphLaunch`, `hipGraphLaunch`).
 
 Per measured step, on the thread that ran the step: regions entered, graph calls, the most graph
 calls one compiled entry made (the outermost region around them: a break's resume functions run
@@ -39,7 +39,7 @@ from diagnose.metrics.timeline import name_matches
 from diagnose.trace import schemas
 from diagnose.trace.model import Trace
 from diagnose.vocabulary.compiled import COMPILED_REGION, DYNAMO_OWN, GRAPH_CALL, INDUCTOR_KERNEL
-from diagnose.vocabulary.runtime import KERNEL_LAUNCH
+from diagnose.vocabulary.runtime import GRAPH_LAUNCH, KERNEL_LAUNCH
 
 COMPILE_FILE = "compile.json"
 COMPILE_SCHEMA = "diagnose.compile/1"
@@ -132,7 +132,7 @@ def compiled_steps(trace: Trace, windows) -> CompiledSteps:
                 "outside_us": max((w.cpu_end - w.cpu_start) - covered, 0.0) if len(spans) else 0.0,
                 "eager_ops_between": int(in_gap.sum()),
                 "launches_between": int(_within(launches["ts"].to_numpy(float), gaps).sum()) if len(launches) else 0,
-                "replays": int((rt_names == "cudaGraphLaunch").sum()) if len(rt) else 0,
+                "replays": int(name_matches(rt_names, GRAPH_LAUNCH).sum()) if len(rt) else 0,
                 "inductor_kernels": int((((gpu["ts"] >= w.start) & (gpu["ts"] < w.end)).to_numpy() & inductor).sum())
                 if len(gpu)
                 else 0,
