@@ -223,8 +223,14 @@ def _activity_pattern(trace: Trace) -> tuple[np.ndarray, str, bool] | None:
         return None
     cuts = starts[period.cuts[:-1]]
     last = period.cuts[-1]
-    cuts = np.append(cuts, starts[last] if last < len(starts) else _last_end(period.cuts, starts, ends, trace))
-    return cuts, _period_how(period, len(cuts) - 1), not period.ambiguous
+    how = _period_how(period, len(cuts))
+    if last < len(starts):
+        return np.append(cuts, starts[last]), how, not period.ambiguous
+    end = _last_end(period.cuts, starts, ends, trace)
+    pause = end - float(ends[:last].max())
+    if pause >= 1.0:
+        how += f"; the last step given the {pause:,.0f} µs pause the one before it left after its last activity"
+    return np.append(cuts, end), how, not period.ambiguous
 
 
 def _last_end(cuts: list[int], starts: np.ndarray, ends: np.ndarray, trace: Trace) -> float:
