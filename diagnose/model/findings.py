@@ -8,6 +8,10 @@ the capture and the device are Structs too (diagnose/model/details.py). A Findin
 offenders with it) is normalised when it is made: plain Python numbers, NaN as None, no estimate
 outside [1, MAX_SPEEDUP]×.
 
+An evidence share (its unit starts with "%") is a fraction in memory and the percent findings.json
+has always held in the file (0.712 <-> 71.2): `evidence_json` writes it, `native_evidence` reads it,
+and nothing else converts (`Evidence`).
+
 An offender row is written flat, as before the rows were typed: the key its `label` names holds
 what the row names ("op": "aten::mm"), beside `label` itself, its common measures and its extra
 columns. A row from an older findings.json has no `label`; it is read by the first naming key it
