@@ -82,7 +82,7 @@ def test_the_invariants_catch_impossible_numbers():
                 "compute-bound",
                 "high",
                 "x",
-                [Evidence("share of the FP32 datasheet peak", 176.4, ">=", 50, "%")],
+                [Evidence.share("share of the FP32 datasheet peak", 1.764, ">=", 0.5)],
                 [],
                 est_speedup=2.8,
                 recoverable_us=460.0,
@@ -91,7 +91,7 @@ def test_the_invariants_catch_impossible_numbers():
                 "memory-bound",
                 "low",
                 "y",
-                [Evidence("saving", 4.3, ">=", 10, "%")],
+                [Evidence.share("saving", 0.043, ">=", 0.1)],
                 [],
                 offenders=[Offender.of("chain", "a → b", us_per_step=452, fused_us_per_step=590)],
                 est_speedup=1.1,
@@ -134,7 +134,7 @@ def test_enforce_drops_the_finding_and_says_why():
         "launch-overhead",
         "high",
         "ok",
-        [Evidence("idle", 90, ">=", 25, "%")],
+        [Evidence.share("idle", 0.9, ">=", 0.25)],
         [],
         est_speedup=1.5,
         recoverable_us=400.0,
@@ -223,9 +223,9 @@ def test_an_impossible_input_is_dropped_with_its_reason_not_shown(tmp_path):
 
 
 def test_an_unmet_comparison_is_marked_and_shown():
-    e = Evidence("rank 1: GPU work above the other ranks' median", 4.3, ">=", 10, "%")
+    e = Evidence.share("rank 1: GPU work above the other ranks' median", 0.043, ">=", 0.1)
     assert e.holds is False and e.text().endswith("(not met)")
-    assert Evidence("idle", 30, ">=", 25, "%").holds is None
+    assert Evidence.share("idle", 0.3, ">=", 0.25).holds is None
     assert (
         "holds"
         not in Diagnosis(
@@ -445,5 +445,5 @@ def test_a_bandwidth_estimated_above_the_achievable_is_never_shown_above_all_of_
 
     d = analyze(ROOT / "fixtures" / "captures" / "conv_nchw" / "trace.json.gz")
     shares = [e for f in d.findings for e in f.evidence if e.metric.startswith("HBM bandwidth of the chains")]
-    assert shares and all(e.value <= 100 for e in shares)
+    assert shares and all(e.value <= 1 for e in shares)
     assert "stayed in L2" in shares[0].metric

@@ -27,7 +27,7 @@ def test_swiglu_memory_bound_uses_measured_dram():
     assert f is not None and f.severity == "high" and 3.5 <= f.est_speedup <= 5.5
     bw = f.evidence[0]
     assert bw.metric.startswith("measured DRAM bandwidth") and "Nsight Compute" in bw.metric
-    assert 60 <= bw.value <= 75  # 61.6 % of the 4.8 TB/s peak = 69 % of the achievable 4.3 TB/s
+    assert 0.6 <= bw.value <= 0.75  # 61.6 % of the 4.8 TB/s peak = 69 % of the achievable 4.3 TB/s
     assert f.basis.startswith("DRAM bytes and throughput measured by Nsight Compute")
 
 
@@ -42,8 +42,8 @@ def test_matmul_bf16_compute_bound_with_measured_sm_and_tensor_pipe():
     assert f is not None and "fp8" in [x.id for x in f.fixes]
     by_metric = {e.metric: e for e in f.evidence}
     sm = by_metric["SM throughput (share of peak), measured by Nsight Compute"]
-    assert sm.value == pytest.approx(93.3, abs=0.1) and sm.op == ">=" and sm.threshold == 60
-    assert by_metric["tensor pipe active, measured"].value == pytest.approx(96.9, abs=0.1)
+    assert sm.value == pytest.approx(0.933, abs=0.001) and sm.op == ">=" and sm.threshold == 0.6
+    assert by_metric["tensor pipe active, measured"].value == pytest.approx(0.969, abs=0.001)
     assert "measured by Nsight Compute for all compute-bound ops" in f.basis
 
 
@@ -140,7 +140,7 @@ def test_misaligned_matmul_keeps_pad_dims_when_ncu_calls_it_latency_bound():
     f = finding(d, "compute-bound")
     assert f is not None and f.severity == "high" and f.fixes[0].id == "pad-dims"
     sm = next(e for e in f.evidence if e.metric.startswith("SM throughput"))
-    assert sm.op == "<" and sm.value == pytest.approx(30.4)
+    assert sm.op == "<" and sm.value == pytest.approx(0.304)
     assert "stay compute-bound" in f.basis
 
 

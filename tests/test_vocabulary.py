@@ -617,18 +617,19 @@ def test_kind_tables():
 
 
 @pytest.mark.parametrize(
-    "fraction, op, threshold, value, text",
+    "fraction, op, threshold, held, written, text",
     [
-        (0.7123, ">=", 0.2, 71.2, "host wait 71.2 % >= 20 %"),
-        (0.15, ">=", 0.2, 15.0, "host wait 15 % >= 20 % (not met)"),
-        (0.0004, "", None, 0.0, "host wait 0 %"),
-        (1.0, "<", 0.07, 100.0, "host wait 100 % < 7 % (not met)"),
+        (0.7123, ">=", 0.2, 0.712, (71.2, 20.0), "host wait 71.2 % >= 20 %"),
+        (0.15, ">=", 0.2, 0.15, (15.0, 20.0), "host wait 15 % >= 20 % (not met)"),
+        (0.0004, "", None, 0.0, (0.0, None), "host wait 0 %"),
+        (1.0, "<", 0.07, 1.0, (100.0, 7.0), "host wait 100 % < 7 % (not met)"),
     ],
 )
-def test_share_evidence(fraction, op, threshold, value, text):
-    """A rule gives a fraction and a fraction threshold; the evidence holds the percents findings.json has
-    always written (the value to one decimal) and writes them with units.percent."""
+def test_share_evidence(fraction, op, threshold, held, written, text):
+    """A rule gives a fraction and a fraction threshold; the evidence holds fractions (the value kept to what
+    its percent shows), findings.json writes the percents it has always written, units.percent shows them."""
     e = Evidence.share("host wait", fraction, op, threshold)
-    assert (e.value, e.threshold, e.unit) == (value, None if threshold is None else threshold * 100, "%")
+    assert (e.value, e.threshold, e.unit) == (held, threshold, "%")
+    assert (e.written(e.value), e.written(e.threshold)) == written
     assert e.text() == text
     assert Evidence.share("matmuls", 0.123, unit="% of step").text() == "matmuls 12.3 % of step"

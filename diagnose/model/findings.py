@@ -8,6 +8,10 @@ the capture and the device are Structs too (diagnose/model/details.py). A Findin
 offenders with it) is normalised when it is made: plain Python numbers, NaN as None, no estimate
 outside [1, MAX_SPEEDUP]×.
 
+An evidence share (its unit starts with "%") is a fraction in memory and the percent findings.json
+has always held in the file (0.712 <-> 71.2): `evidence_json` writes it, `native_evidence` reads it,
+and nothing else converts (`Evidence`).
+
 An offender row is written flat, as before the rows were typed: the key its `label` names holds
 what the row names ("op": "aten::mm"), beside `label` itself, its common measures and its extra
 columns. A row from an older findings.json has no `label`; it is read by the first naming key it
@@ -17,11 +21,11 @@ holds (`Offender.from_row`).
 from __future__ import annotations
 
 import math
-from typing import Callable, Iterable, Literal
+from typing import Annotated, Callable, Iterable, Literal
 
 import msgspec
 
-from diagnose.vocabulary.units import fmt, is_number, percent, percent_value
+from diagnose.vocabulary.units import fmt, fraction_of, is_number, percent, percent_number, shown_share
 from diagnose.model.details import ByName, Capture, Details, Device
 from diagnose.model.invariants import enforce, holds
 
@@ -36,39 +40,78 @@ def severity_rank(severity: str) -> int:
     return len(SEVERITIES) - 1 - SEVERITIES.index(severity)
 
 
+SHARE_UNIT = "%"  # a unit that starts with it ("%", "% of step") makes the evidence a share
+
+
 class Evidence(msgspec.Struct):
-    """One measured value compared with its threshold: "host wait 71 % > 20 %".
+    """One measured value compared with its threshold: "host wait 71.2 % > 20 %".
+
+    A share (its unit starts with "%": "%", "% of step") holds fractions, the value kept to what its
+    percent shows (0.712, `units.shown_share`) against a fraction threshold (0.2); every renderer writes
+    them with `units.percent`. findings.json writes a share's value and threshold as percents (71.2 and
+    20.0), as it always has: `Diagnosis.to_dict` and `Diagnosis.from_dict` are the one place that
+    converts (`evidence_json`, `native_evidence`). Any other number is held and written as it is.
 
     A comparison that does not hold (a rule that fires on either of two conditions shows both)
-    carries `holds = False`, set here from the numbers, and is shown as not met."""
+    carries `holds = False`, set here from the numbers as findings.json writes them, so the file, the
+    report and the invariants (model/invariants.py) agree on it; it is shown as not met."""
 
     metric: str
-    value: float | str  # a measurement, or what was found where a name says more (a file:line, a command)
+    # a measurement, or what was found where a name says more (a file:line, a command)
+    value: Annotated[
+        float | str,
+        msgspec.Meta(
+            description=(
+                'The measurement, in `unit`; a share (unit "%" or "% of step") is written as its percent, '
+                "to one decimal (71.2 for 0.712). A string where a name says more (a file:line, a command)."
+            )
+        ),
+    ]
     op: str = ""
-    threshold: float | None = None
-    unit: str = ""
+    threshold: Annotated[
+        float | None,
+        msgspec.Meta(
+            description="What `value` is compared with by `op`, in the same unit (a share's as a percent: 20.0)."
+        ),
+    ] = None
+    unit: Annotated[
+        str, msgspec.Meta(description='The unit of value and threshold; one that starts with "%" marks a share.')
+    ] = ""
     holds: bool | None = None  # False: the comparison is not met; None: met, or not a comparison
 
     def __post_init__(self):
         # numpy numbers from pandas arithmetic become Python floats, so JSON and YAML stay plain
         self.value = self.value if isinstance(self.value, (str, bool)) else float(self.value)
         self.threshold = None if self.threshold is None else float(self.threshold)
-        if self.holds is None and holds(self.value, self.op, self.threshold) is False:
+        if self.is_share and is_number(self.value):
+            self.value = shown_share(self.value)
+        if self.holds is None and holds(self.written(self.value), self.op, self.written(self.threshold)) is False:
             self.holds = False
 
     @classmethod
     def share(
-        cls, metric: str, fraction: float, op: str = "", threshold: float | None = None, unit: str = "%"
+        cls, metric: str, fraction: float, op: str = "", threshold: float | None = None, unit: str = SHARE_UNIT
     ) -> "Evidence":
-        """A share (a fraction: 0.712) against a fraction threshold (0.2), held as findings.json writes it:
-        the percent the value shows to one decimal (`units.percent_value`: 71.2) and the threshold's percent
-        (20.0), in `unit` ("%", or "% of step"); `text()` writes both with `units.percent`."""
-        return cls(metric, percent_value(fraction), op, None if threshold is None else threshold * 100, unit)
+        """A share (a fraction: 0.712) against a fraction threshold (0.2), in `unit` ("%", or "% of step"):
+        held as fractions, written "71.2 % > 20 %" by `text()` and 71.2 against 20.0 in findings.json."""
+        if not unit.startswith(SHARE_UNIT):
+            raise ValueError(f"a share's unit starts with {SHARE_UNIT!r}, not {unit!r}")
+        return cls(metric, fraction, op, threshold, unit)
+
+    @property
+    def is_share(self) -> bool:
+        """True when the value and threshold are shares (fractions, shown and written as percents)."""
+        return self.unit.startswith(SHARE_UNIT)
 
     @property
     def is_test(self) -> bool:
         """True when the line compares its value with a threshold."""
         return self.threshold is not None and bool(self.op)
+
+    def written(self, number):
+        """`number` (this line's value or threshold) as findings.json holds it: a share's fraction as its
+        percent (`units.percent_number`: 0.712 -> 71.2), anything else as it is."""
+        return percent_number(number) if self.is_share and is_number(number) else number
 
     def text(self) -> str:
         """The evidence as one readable condition ("(not met)" after one that does not hold)."""
@@ -78,12 +121,32 @@ class Evidence(msgspec.Struct):
         return f"{self.metric} {self._shown(self.value)} {self.op} {self._shown(self.threshold)}{unmet}"
 
     def _shown(self, number) -> str:
-        """A value or threshold with its unit: a percent unit ("%", "% of step") through `units.percent`
-        ("71.2 %"), any other number through `fmt`."""
-        if self.unit.startswith("%") and is_number(number):
-            return percent(number / 100) + self.unit.removeprefix("%")
+        """A value or threshold with its unit: a share through `units.percent` ("71.2 %", "12.3 % of step"),
+        any other number through `fmt`."""
+        if self.is_share and is_number(number):
+            return percent(number) + self.unit.removeprefix(SHARE_UNIT)
         unit = f" {self.unit}" if self.unit else ""
         return f"{fmt(number)}{unit}"
+
+
+def evidence_json(native: dict) -> dict:
+    """findings.json's evidence line from an Evidence's builtins: a share's value and threshold as percents
+    (0.712 against 0.2 -> 71.2 against 20.0), `holds` only on a comparison that is not met."""
+    line = {k: v for k, v in native.items() if k != "holds" or v is not None}
+    if str(line.get("unit") or "").startswith(SHARE_UNIT):
+        for key in ("value", "threshold"):
+            if is_number(line.get(key)):
+                line[key] = percent_number(line[key])
+    return line
+
+
+def native_evidence(line):
+    """An evidence line of findings.json in the Evidence's own form: a share's percents as fractions
+    (71.2 against 20.0 -> 0.712 against 0.2). A line that is not an object, or a number that is not one,
+    is left as it is for msgspec to name."""
+    if not isinstance(line, dict) or not str(line.get("unit") or "").startswith(SHARE_UNIT):
+        return line
+    return {**line, **{k: fraction_of(line[k]) for k in ("value", "threshold") if is_number(line.get(k))}}
 
 
 class Fix(msgspec.Struct):
@@ -601,9 +664,7 @@ class Diagnosis(msgspec.Struct):
                 if finding.get(key) is None:
                     finding.pop(key, None)
             finding["offenders"] = [_offender_json(o) for o in finding["offenders"]]
-            for e in finding["evidence"]:  # `holds` only on a comparison that is not met
-                if e.get("holds") is None:
-                    e.pop("holds", None)
+            finding["evidence"] = [evidence_json(e) for e in finding["evidence"]]
         return data
 
     @classmethod
@@ -613,7 +674,7 @@ class Diagnosis(msgspec.Struct):
         without `label` (Offender.from_row)."""
         findings = data.get("findings") if isinstance(data, dict) else None
         if isinstance(findings, list):
-            data = {**data, "findings": [_native_offenders(f) for f in findings]}
+            data = {**data, "findings": [_native_finding(f) for f in findings]}
         return msgspec.convert(data, cls)
 
     def worst_severity(self) -> str | None:
@@ -660,13 +721,19 @@ class Diagnosis(msgspec.Struct):
         return self.capture.failed
 
 
-def _native_offenders(finding):
-    """A finding's JSON with its offender rows in the Offender's own form (rows that are not objects are
-    left for msgspec to name)."""
-    rows = finding.get("offenders") if isinstance(finding, dict) else None
-    if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
+def _native_finding(finding):
+    """A finding's JSON in the Finding's own form: its offender rows as Offenders (`_native_row`), its
+    evidence shares as fractions (`native_evidence`); what is not the expected shape is left for msgspec
+    to name."""
+    if not isinstance(finding, dict):
         return finding
-    return {**finding, "offenders": [_native_row(r) for r in rows]}
+    rows, lines = finding.get("offenders"), finding.get("evidence")
+    native = dict(finding)
+    if isinstance(rows, list) and all(isinstance(r, dict) for r in rows):
+        native["offenders"] = [_native_row(r) for r in rows]
+    if isinstance(lines, list):
+        native["evidence"] = [native_evidence(e) for e in lines]
+    return native
 
 
 def typed(data, cls):

@@ -149,7 +149,7 @@ from diagnose.vocabulary.dtypes import (
 )
 from diagnose.vocabulary.kernels import MATMUL_KINDS
 from diagnose.ncu.classify import LATENCY_PCT
-from diagnose.vocabulary.units import percent
+from diagnose.vocabulary.units import fraction_of, percent, shown_share
 from diagnose.trace.names import name_search
 from diagnose.rules import whole_step
 
@@ -748,19 +748,20 @@ def _bad_dims(kind, k, n, align: int) -> str | None:
 
 
 def _measured_evidence(cb: pd.DataFrame) -> list[Evidence]:
-    """Nsight Compute's SM throughput and tensor-pipe activity of the measured ops, weighted by time."""
+    """Nsight Compute's SM throughput and tensor-pipe activity of the measured ops, weighted by time
+    (Nsight Compute gives percents; the evidence holds them as fractions)."""
     m = cb[cb["measured"]]
     if not len(m):
         return []
     w = m["matrix_us"]
-    sm = round(float((m["sm_pct"] * w).sum() / w.sum()), 1)
+
+    def weighted(column: str) -> float:
+        return fraction_of(float((m[column] * w).sum() / w.sum()))
+
+    sm, latency = shown_share(weighted("sm_pct")), fraction_of(LATENCY_PCT)  # the op as the percents read
     out = [
-        Evidence(
-            "SM throughput (share of peak), measured by Nsight Compute",
-            sm,
-            ">=" if sm >= LATENCY_PCT else "<",
-            LATENCY_PCT,
-            "%",
+        Evidence.share(
+            "SM throughput (share of peak), measured by Nsight Compute", sm, ">=" if sm >= latency else "<", latency
         )
     ]
     classes = m.groupby("bound")["matrix_us"].sum()
@@ -773,17 +774,9 @@ def _measured_evidence(cb: pd.DataFrame) -> list[Evidence]:
             )
         )
     if m["tensor_pct"].notna().all():
-        out.append(
-            Evidence("tensor pipe active, measured", round(float((m["tensor_pct"] * w).sum() / w.sum()), 1), unit="%")
-        )
+        out.append(Evidence.share("tensor pipe active, measured", weighted("tensor_pct")))
     if m["dram_pct"].notna().all():
-        out.append(
-            Evidence(
-                "DRAM throughput (share of peak), measured",
-                round(float((m["dram_pct"] * w).sum() / w.sum()), 1),
-                unit="%",
-            )
-        )
+        out.append(Evidence.share("DRAM throughput (share of peak), measured", weighted("dram_pct")))
     return out
 
 

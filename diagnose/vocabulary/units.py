@@ -3,11 +3,14 @@
 The verdict and the evidence sentences (model layer), the rules and every renderer use these:
 `fmt` for a bare number (2,717 · 88.3 · 2.24 · 0.0786), `duration` for µs values ("232 µs",
 "110.6 ms"), `percent` for a share ("88.3 %", "8 %", "< 0.1 %"), `plural` for a count of things.
+A share is a fraction everywhere in memory (0.883); only `percent` writes it for people, and
+`percent_number` / `fraction_of` are the one conversion of findings.json's evidence (diagnose/model/findings.py).
 """
 
 from __future__ import annotations
 
 import math
+from decimal import Decimal
 from typing import Any
 
 
@@ -66,8 +69,27 @@ def percent(fraction, digits: int = 1, signed: bool = False) -> str:
 
 
 def percent_value(fraction: float, digits: int = 1) -> float:
-    """The number a percentage shows, as data (findings.json's evidence): 0.7123 -> 71.2."""
+    """The number a percentage shows, as data: 0.7123 -> 71.2 (an offender column that is a percent)."""
     return round(fraction * 100, digits)
+
+
+def shown_share(fraction: float, digits: int = 1) -> float:
+    """A share kept to what its percentage shows (`digits` decimals of the percent), still a fraction:
+    0.71234 -> 0.712, 0.0004 -> 0.0. An evidence share holds this, so the report of an analysis and
+    the report of its findings.json read back show the same."""
+    return fraction_of(round(fraction * 100, digits)) if math.isfinite(fraction) else fraction
+
+
+def percent_number(fraction: float) -> float:
+    """A fraction as the number of its percentage, as data (findings.json writes a share so): the decimal
+    point moved two places, so 0.712 -> 71.2, 0.2 -> 20.0, 0.07 -> 7.0 (not 0.07 × 100 = 7.000000000000001)."""
+    return float(Decimal(repr(float(fraction))).scaleb(2))
+
+
+def fraction_of(percent_number: float) -> float:
+    """The fraction a percentage's number stands for, the inverse of `percent_number` (and how a tool's
+    percentages, such as Nsight Compute's, are read): 71.2 -> 0.712 (not 71.2 / 100 = 0.7120000000000001)."""
+    return float(Decimal(repr(float(percent_number))).scaleb(-2))
 
 
 def plural(count: int | float, noun: str, many: str | None = None) -> str:
