@@ -52,12 +52,13 @@ def profile(
     from diagnose.front.api import Report
     from diagnose.capture.spec import CaptureOptions
     from diagnose.base.errors import UsageError
+    from diagnose.front.output import default_out
     from diagnose.front.target import resolve_target
 
     parsed = resolve_target(target)
     if parsed.kind != "function":
         raise UsageError("profile() takes a 'file.py:NAME' target; use analyze() for traces")
-    folder = Path(out) if out else pipeline.default_out(parsed)
+    folder = Path(out) if out else default_out(parsed)
     options = CaptureOptions(params=params, warmup=warmup, steps=steps, timed_steps=timed_steps, timeout_s=timeout_s)
     if nproc_per_node:
         from diagnose.capture.distributed import Launch

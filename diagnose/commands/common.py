@@ -8,12 +8,14 @@ groups it needs (demo: all but the target, --verify, --baseline and torchrun's).
 from __future__ import annotations
 
 import argparse
+import collections.abc
 import difflib
+import functools
 import math
 import os
 import sys
 from pathlib import Path
-from typing import ClassVar
+from typing import Callable, ClassVar, Iterable
 
 from rich.console import Console
 
@@ -107,7 +109,12 @@ def overview(commands: list[type[Command]]) -> str:
 def add_output_options(p: argparse.ArgumentParser) -> None:
     """Where the outputs go, what stdout shows, when to fail, thresholds."""
     p.add_argument("-o", "--out", type=Path, help="output folder (default: diagnose-out/NAME)")
-    p.add_argument("--format", choices=formats(), help="what to print on stdout (default: text)")
+    p.add_argument(
+        "--format",
+        choices=Lazily(formats),
+        metavar="FORMAT",
+        help="what to print on stdout: %(choices)s (default: text)",
+    )
     p.add_argument("--json", action="store_true", help="the same as --format json")
     p.add_argument("--fail-on", choices=SEVERITIES, help="exit 1 when a finding is at least this severe")
     p.add_argument("--set", action="append", default=[], metavar="RULE.NAME=VALUE", help="override a threshold")
@@ -162,6 +169,25 @@ def add_gate_option(p: argparse.ArgumentParser, shown: bool = True) -> None:
     )
 
 
+class Lazily(collections.abc.Sequence):
+    """A list made on first use, for argparse `choices` from a registry: argparse reads choices only to check a
+    value given or to write help, so building a parser imports nothing (the renderers import pandas; a
+    command line that never analyses, `--version` or a path that is not there, answers without it)."""
+
+    def __init__(self, make: Callable[[], Iterable[str]]):
+        self._make = make
+
+    @functools.cached_property
+    def _items(self) -> list[str]:
+        return list(self._make())
+
+    def __getitem__(self, index):
+        return self._items[index]
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+
 def formats() -> list[str]:
     """The names `--format` takes: every renderer's."""
     from diagnose import report
@@ -209,10 +235,14 @@ def percent(text: str) -> float:
 def load_config(settings: list[str], fail_on: str | None):
     """The thresholds and --fail-on: `--set` over pyproject.toml's [tool.diagnose], checked against the rules."""
     from diagnose.model.config import load_config as load
-    from diagnose.rulebook.engine import known_thresholds
-    from diagnose.rules import ALL_RULES
 
-    return load(settings, fail_on, known=known_thresholds(ALL_RULES))
+    def known() -> dict:
+        from diagnose.rulebook.engine import known_thresholds
+        from diagnose.rules import ALL_RULES
+
+        return known_thresholds(ALL_RULES)
+
+    return load(settings, fail_on, known=known)
 
 
 def stderr_console() -> Console:

@@ -40,7 +40,10 @@ class DiffCommand(common.Command):
         p.add_argument("after", metavar="AFTER", help="trace, capture folder or sweep folder")
         p.add_argument("-o", "--out", type=Path, help="write diff.json and diff.html into this folder")
         p.add_argument(
-            "--format", choices=list(report.diff_renderers()), help="what to print on stdout (default: text)"
+            "--format",
+            choices=common.Lazily(report.diff_renderers),
+            metavar="FORMAT",
+            help="what to print on stdout: %(choices)s (default: text)",
         )
         p.add_argument("--json", action="store_true", help="the same as --format json")
         common.add_gate_option(p)

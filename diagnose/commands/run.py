@@ -26,7 +26,7 @@ from diagnose.base.errors import EXIT_BAD_INPUT, EXIT_FINDING, EXIT_OK, EXIT_WOR
 from diagnose.model.details import CaptureError
 from diagnose.model.findings import SEVERITIES, Diagnosis
 from diagnose.base.format import plain
-from diagnose.front.output import OutputFolder
+from diagnose.front.output import OutputFolder, default_out
 from diagnose.ranks.cluster import cluster_address, open_engine
 
 SUMMARY = """\
@@ -193,13 +193,12 @@ class Run:
     `verify` after a single capture), `write` (the outputs, then `baseline`) and `show`."""
 
     def __init__(self, options: RunOptions, config, err: Console):
-        from diagnose.front import pipeline
         from diagnose.front.target import resolve_target
 
         self.options, self.config, self.err = options, config, err
         module = options.module is not None
         self.target = resolve_target((options.module or "") if module else (options.target or ""), module=module)
-        self.out = options.out or pipeline.default_out(self.target)
+        self.out = options.out or default_out(self.target)
         self.quiet_progress = options.quiet or options.output_format != "text"
         self.skip: frozenset = frozenset()
 
@@ -241,6 +240,9 @@ class Run:
         if o.cluster and self.target.kind != "ranks":
             raise UsageError(f"--cluster needs a folder of rank traces; {self.target.text} is not one")
         if not self.target.runs:
+            from diagnose.trace.source import check_present
+
+            check_present(self.target.path)  # before the analysis imports pandas: a wrong path answers at once
             for flag, wanted in (
                 ("--sweep", o.sweep),
                 ("--param", o.param),

@@ -35,11 +35,14 @@ import shutil
 import stat
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Iterable, Iterator, Literal
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, Literal
 
 from diagnose.base.errors import UsageError
 from diagnose.base.safe_files import write_new
 from diagnose.base.version import __version__
+
+if TYPE_CHECKING:
+    from diagnose.front.target import Target
 
 STAGING_MARK = ".diagnose-staging-"
 REPLACED_MARK = ".diagnose-replaced-"
@@ -419,3 +422,15 @@ def _renameat2() -> Any:
     function.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
     function.restype = ctypes.c_int
     return function
+
+
+def default_out(target: Target) -> Path:
+    """diagnose-out/<name of the target> in the current folder."""
+    if str(target.path) == "-":
+        return Path("diagnose-out") / "stdin"
+    name = target.path.name
+    for suffix in (".gz", ".json", ".py"):
+        name = name.removesuffix(suffix)
+    if target.function:
+        name = f"{name}-{target.function}"
+    return Path("diagnose-out") / (name or "trace")

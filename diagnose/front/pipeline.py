@@ -252,18 +252,6 @@ def _ncu_pass(
     return table, outcome.warnings, outcome.seconds
 
 
-def default_out(target: Target) -> Path:
-    """diagnose-out/<name of the target> in the current folder."""
-    if str(target.path) == "-":
-        return Path("diagnose-out") / "stdin"
-    name = target.path.name
-    for suffix in (".gz", ".json", ".py"):
-        name = name.removesuffix(suffix)
-    if target.function:
-        name = f"{name}-{target.function}"
-    return Path("diagnose-out") / (name or "trace")
-
-
 def write_outputs(diagnosis: Diagnosis, out: Path, html: bool = True) -> dict[str, str]:
     """Write findings.json and every file-writing renderer's document (report.html unless `html` is
     False) into `out`; returns {what: path} of what was written."""

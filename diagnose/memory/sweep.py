@@ -14,8 +14,6 @@ import math
 from collections.abc import Sequence
 from pathlib import Path
 
-import numpy as np
-
 from diagnose.base.errors import InputError
 from diagnose.trace import schemas
 
@@ -81,6 +79,8 @@ def fit_power(xs: Sequence[float | None], ys: Sequence[float | None]) -> Fit | N
     pairs = sorted((x, y) for x, y in zip(xs, ys) if x and y and x > 0 and y > 0)
     if len({x for x, _ in pairs}) < 2:
         return None
+    import numpy as np  # here: the command line asks whether a folder is a sweep before any analysis
+
     lx = np.log([x for x, _ in pairs])
     ly = np.log([y for _, y in pairs])
     b, log_a = np.polyfit(lx, ly, 1)

@@ -11,6 +11,7 @@ import dataclasses
 import difflib
 import tomllib
 from pathlib import Path
+from typing import Callable
 
 from diagnose.base.errors import InputError, UsageError
 from diagnose.model.findings import SEVERITIES
@@ -41,11 +42,15 @@ class Config:
 
 
 def load_config(
-    set_args: list[str] | None = None, fail_on: str | None = None, start: Path | None = None, known: dict | None = None
+    set_args: list[str] | None = None,
+    fail_on: str | None = None,
+    start: Path | None = None,
+    known: dict | Callable[[], dict] | None = None,
 ) -> Config:
     """Build the Config from the nearest pyproject.toml's [tool.diagnose] and --set KEY=VALUE.
 
-    `known` maps every overridable key to its Threshold (engine.known_thresholds); each override
+    `known` maps every overridable key to its Threshold (engine.known_thresholds), or makes that map
+    when called (only where there is an override to check: the rules import pandas); each override
     must name one of them and hold a value of its kind."""
     overrides, source, file_fail_on = {}, "defaults", None
     pyproject = _find_pyproject(start or Path.cwd())
@@ -74,8 +79,9 @@ def load_config(
         key, raw = item.split("=", 1)
         overrides[key.strip()] = _number(key.strip(), raw.strip(), "--set")
         set_keys.add(key.strip())
+    table = (known() if callable(known) else known or {}) if overrides else {}
     for key, value in overrides.items():
-        _check(key, value, known or {}, "--set" if key in set_keys else f"{pyproject}: [tool.diagnose.thresholds]")
+        _check(key, value, table, "--set" if key in set_keys else f"{pyproject}: [tool.diagnose.thresholds]")
     level = fail_on or file_fail_on
     if level is not None and level not in SEVERITIES:
         raise UsageError(f"--fail-on must be one of {', '.join(SEVERITIES)}, got {level!r}")

@@ -377,16 +377,9 @@ def _unshaped(ctx, t, gemm: pd.DataFrame, gemm_share: float, step_us: float, n: 
     held = _census_weights(ctx)
     if held is not None and len(unshaped):
         return _from_census(ctx, m, step_us, n, unshaped, *held)
-    thin = _thin_tiles(unshaped, t["max_rows"])
-    if thin is not None and gemm_share >= t["min_weight_share"]:
-        rows, median_us = thin
-        if median_us < t["min_tile_kernel_us"]:
-            return Quiet(
-                f"matmul kernels replayed without shapes take {percent(gemm_share)} of the step on {rows}-row cuBLAS "
-                f"tiles, but their median kernel runs {median_us:.1f} µs < {t['min_tile_kernel_us']:g} µs: paced by "
-                "latency, not by reading weights (fewer weight bytes would not shorten them)"
-            )
-        return _from_tiles(m, step_us, n, unshaped, rows)
+    tiles = _tiled(m, t, unshaped, gemm_share, step_us, n)
+    if tiles is not None:
+        return tiles
     if gemm_share >= t["min_weight_share"]:
         return Skip(
             f"matmul kernels take {percent(gemm_share)} of the step but {_why_no_shapes(gemm)}, "
@@ -452,6 +445,23 @@ def _from_census(ctx, m, step_us, n, unshaped: pd.DataFrame, weight_bytes: float
         recognised_by=f"matmul kernels recorded without shapes (CUDA-graph replay: {len(gemv) / n:.0f} "
         "per step), weighed against the capture's weight bytes",
     )
+
+
+def _tiled(m, t, unshaped: pd.DataFrame, gemm_share: float, step_us: float, n: int) -> "_Streaming | Quiet | None":
+    """Matmuls replayed without shapes on thin cuBLAS tiles (`_thin_tiles`) that take `min_weight_share` of
+    the step: the weight streaming (`_from_tiles`), or Quiet when their kernels are too short to be paced
+    by bytes; None when there are none."""
+    thin = _thin_tiles(unshaped, t["max_rows"])
+    if thin is None or gemm_share < t["min_weight_share"]:
+        return None
+    rows, median_us = thin
+    if median_us < t["min_tile_kernel_us"]:
+        return Quiet(
+            f"matmul kernels replayed without shapes take {percent(gemm_share)} of the step on {rows}-row cuBLAS "
+            f"tiles, but their median kernel runs {median_us:.1f} µs < {t['min_tile_kernel_us']:g} µs: paced by "
+            "latency, not by reading weights (fewer weight bytes would not shorten them)"
+        )
+    return _from_tiles(m, step_us, n, unshaped, rows)
 
 
 def _thin_tiles(unshaped: pd.DataFrame, max_rows: float) -> tuple[int, float] | None:

@@ -34,8 +34,7 @@ def load_target(path: str | Path, on_progress: ProgressCallback | None = None, m
     path = Path(path)
     if source.input_fd(path) is not None:
         return load_trace_file(path, on_progress=on_progress, max_bytes=max_bytes)
-    if not path.exists():
-        raise InputError(f"{path}: no such file or folder")
+    source.check_present(path)
     if path.is_dir():
         return load_capture_folder(path, on_progress, max_bytes=max_bytes)
     return load_trace_file(path, on_progress=on_progress, max_bytes=max_bytes)

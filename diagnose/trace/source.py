@@ -178,6 +178,13 @@ def _changed(path: Path, size: int, now: int | None, how: str) -> str:
     return f"{path}: the file {how} while it was read ({sizes}): analyse it once whatever writes it has finished"
 
 
+def check_present(path: Path) -> None:
+    """InputError when `path` is not there (standard input and /dev/fd/N always are): said before anything
+    heavier is imported, and again by the loader."""
+    if input_fd(path) is None and not path.exists():
+        raise InputError(f"{path}: no such file or folder")
+
+
 def input_fd(path: Path) -> int | None:
     """The open file descriptor `path` stands for (`-`, /dev/stdin, /dev/fd/N of an open pipe), else None."""
     text = str(path)
