@@ -23,12 +23,15 @@ import msgspec
 
 from diagnose.vocabulary.units import fmt, is_number, percent, percent_value
 from diagnose.model.details import ByName, Capture, Details, Device
-from diagnose.model.invariants import enforce, holds
+from diagnose.model.invariants import holds, screen
 
 SCHEMA = "diagnose.model.findings/1"
 MAX_SPEEDUP = 1e5  # beyond this an estimate says more about the input than the fix
 SEVERITIES = ("high", "medium", "low")  # the one order of severities, most serious first
 Severity = Literal["high", "medium", "low"]
+
+
+_made = msgspec.structs.force_setattr  # a frozen Struct's own field, set while it is being made (__post_init__)
 
 
 def severity_rank(severity: str) -> int:
@@ -86,8 +89,9 @@ class Evidence(msgspec.Struct):
         return f"{fmt(number)}{unit}"
 
 
-class Fix(msgspec.Struct):
-    """A recommended fix, by stable id (diagnose/model/fixes.py lists them), with a code example for the case."""
+class Fix(msgspec.Struct, frozen=True):
+    """A recommended fix, by stable id (diagnose/model/fixes.py lists them), with a code example for the case.
+    Frozen: a step that changes a fix (model/frameworks.py, rulebook/in_place.py) makes a new one."""
 
     id: str
     title: str
@@ -299,8 +303,9 @@ class Verify(msgspec.Struct):
     trials: list[Trial] = msgspec.field(default_factory=list)
 
 
-class Finding(msgspec.Struct):
-    """A bottleneck a rule found, with everything needed to believe and act on it."""
+class Finding(msgspec.Struct, frozen=True):
+    """A bottleneck a rule found, with everything needed to believe and act on it. Frozen: normalised when
+    made (`__post_init__`); a later step (the engine's `finished`, `--verify`) makes a new Finding of it."""
 
     rule: str
     severity: Severity
@@ -322,11 +327,15 @@ class Finding(msgspec.Struct):
         for name in ("est_speedup", "recoverable_us"):
             value = getattr(self, name)
             if value is not None:
-                setattr(self, name, float(value))
+                _made(self, name, float(value))
         speedup = self.est_speedup
         if speedup is not None and not (math.isfinite(speedup) and 1.0 <= speedup <= MAX_SPEEDUP):
-            self.basis = f"no estimate: the computation gave {speedup:g}×, outside [1, {MAX_SPEEDUP:g}]; {self.basis}"
-            self.est_speedup = None
+            _made(
+                self,
+                "basis",
+                f"no estimate: the computation gave {speedup:g}×, outside [1, {MAX_SPEEDUP:g}]; {self.basis}",
+            )
+            _made(self, "est_speedup", None)
 
     def fix_phrase(self) -> str:
         """The fix the estimate is for: "cuda-graphs", or "fused-optimizer, then cuda-graphs" when
@@ -530,8 +539,9 @@ class Summary(msgspec.Struct):
         return all(getattr(self, f) is None for f in self.__struct_fields__)
 
 
-class Diagnosis(msgspec.Struct):
-    """Everything a report shows; `to_dict` is the findings.json schema."""
+class Diagnosis(msgspec.Struct, frozen=True):
+    """Everything a report shows; `to_dict` is the findings.json schema. Frozen: built by one constructor
+    (`assemble`); a later step makes a new Diagnosis (`verified`, `noted`, msgspec.structs.replace)."""
 
     target: str
     device: Device
@@ -570,23 +580,29 @@ class Diagnosis(msgspec.Struct):
         verdict: Callable[["Diagnosis"], str] | None = None,
     ) -> "Diagnosis":
         """The one way a Diagnosis is made from an analysis: its parts as given (warnings once each), every
-        finding that breaks an invariant dropped with the reason in the warnings (model/invariants.py),
-        then the verdict sentence `verdict` writes of the result."""
-        d = cls(
-            target=target,
-            device=device,
-            summary=summary,
-            findings=findings,
-            skipped=skipped,
-            checked=checked,
-            capture=capture,
-            warnings=list(dict.fromkeys(warnings)),
-            details=details,
-        )
-        enforce(d)
-        if verdict is not None:
-            d.verdict = verdict(d)
-        return d
+        finding that breaks an invariant left out with the reason in the warnings (model/invariants.py),
+        then the verdict sentence `verdict` writes of the result. Nothing is set on it afterwards: a later
+        step (`--verify`, `noted`) makes a new Diagnosis of it."""
+        parts = dict(target=target, device=device, summary=summary, skipped=skipped, checked=checked, capture=capture)
+        warnings = list(warnings)
+        draft = cls(**parts, findings=findings, warnings=warnings, details=details)
+        bad, notes = screen(draft)
+        kept = [f for i, f in enumerate(findings) if i not in bad]
+        d = cls(**parts, findings=kept, warnings=list(dict.fromkeys([*warnings, *notes])), details=details)
+        return msgspec.structs.replace(d, verdict=verdict(d)) if verdict is not None else d
+
+    def verified(self, records: list[list[Verify]]) -> "Diagnosis":
+        """A new Diagnosis: this one with `--verify`'s entries joined to its findings (`records[i]` those of
+        `findings[i]`, diagnose/verify/run.py); the findings are made anew with them, this one is left as it is."""
+        if len(records) != len(self.findings):
+            raise ValueError(f"{len(records)} lists of verify entries for {len(self.findings)} findings")
+        findings = [msgspec.structs.replace(f, verify=r) for f, r in zip(self.findings, records)]
+        return msgspec.structs.replace(self, findings=findings)
+
+    def noted(self, *lines: str) -> "Diagnosis":
+        """A new Diagnosis: this one with `lines` first among its warnings (what a later step, such as
+        `--verify`, has to say of the run), each line once."""
+        return msgspec.structs.replace(self, warnings=list(dict.fromkeys([*lines, *self.warnings])))
 
     def to_dict(self) -> dict:
         """Plain data for JSON (the stable, versioned schema)."""

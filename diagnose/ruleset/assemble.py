@@ -38,6 +38,7 @@ def diagnose_trace(
     ncu_seconds: float | None = None,
     ranks=None,
     context: Context | None = None,
+    target: str | None = None,
 ) -> Diagnosis:
     """Run the rules (all of them, or `rules`) on `trace` and assemble the Diagnosis.
 
@@ -46,7 +47,8 @@ def diagnose_trace(
     from and `ncu_seconds` how long its pass took; `notes` go first among the warnings; `ranks` (a
     diagnose.rankset.model.RankSet) when the trace is one rank of several analysed together; `context`
     when rules already ran on this trace with this configuration and `ncu` (a rank measured on its
-    own before the cross-rank pass): its views are reused, and it takes `sweep` and `ranks`."""
+    own before the cross-rank pass): its views are reused, and it takes `sweep` and `ranks`; `target` names
+    what was analysed when that is not the trace (a sweep folder), else the capture's target or the trace's path."""
     config = config or Config()
     if context is None:
         ctx = Context(trace, config, sweep=sweep, ncu=ncu, ranks=ranks)
@@ -54,7 +56,7 @@ def diagnose_trace(
         ctx, ctx.sweep, ctx.ranks = context, sweep, ranks
     results = run_rules(ctx, rules or ALL_RULES)
     return Diagnosis.assemble(
-        target=(trace.capture or {}).get("target") or trace.source,
+        target=target or (trace.capture or {}).get("target") or trace.source,
         device=typed(trace.device, Device),
         summary=summary(ctx),
         findings=results.findings,
