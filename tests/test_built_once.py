@@ -1,4 +1,4 @@
-"""A Diagnosis is built once (issue 44): a Finding is normalised when made, the Diagnosis by its one constructor,
+"""A Diagnosis is built once: a Finding is normalised when made, the Diagnosis by its one constructor,
 and neither is patched afterwards. Every later step (the engine's framework and in-place passes, --verify, a
 warning added by a command) makes a new one and leaves what it was given as it was."""
 

@@ -583,12 +583,21 @@ class Diagnosis(msgspec.Struct, frozen=True):
         finding that breaks an invariant left out with the reason in the warnings (model/invariants.py),
         then the verdict sentence `verdict` writes of the result. Nothing is set on it afterwards: a later
         step (`--verify`, `noted`) makes a new Diagnosis of it."""
-        parts = dict(target=target, device=device, summary=summary, skipped=skipped, checked=checked, capture=capture)
         warnings = list(warnings)
-        draft = cls(**parts, findings=findings, warnings=warnings, details=details)
+        draft = cls(
+            target=target,
+            device=device,
+            summary=summary,
+            findings=findings,
+            skipped=skipped,
+            checked=checked,
+            capture=capture,
+            warnings=warnings,
+            details=details,
+        )
         bad, notes = screen(draft)
         kept = [f for i, f in enumerate(findings) if i not in bad]
-        d = cls(**parts, findings=kept, warnings=list(dict.fromkeys([*warnings, *notes])), details=details)
+        d = msgspec.structs.replace(draft, findings=kept, warnings=list(dict.fromkeys([*warnings, *notes])))
         return msgspec.structs.replace(d, verdict=verdict(d)) if verdict is not None else d
 
     def verified(self, records: list[list[Verify]]) -> "Diagnosis":
