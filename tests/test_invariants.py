@@ -16,8 +16,9 @@ import msgspec
 import pytest
 
 from conftest import ROOT, SYNTHETIC, diagnosis_of
+from diagnose.base.typed import typed
 from diagnose.model.details import Capture, Details, Device
-from diagnose.model.findings import Diagnosis, Evidence, Finding, Offender, Summary, typed
+from diagnose.model.findings import Diagnosis, Evidence, Finding, Offender, Summary
 from diagnose.model.invariants import screen, violations
 
 sys.path.insert(0, str(ROOT / "fixtures" / "golden"))

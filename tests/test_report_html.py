@@ -12,7 +12,8 @@ from markupsafe import escape
 
 from diagnose.ruleset.assemble import diagnose_trace
 from diagnose.rulebook.engine import verdict
-from diagnose.model.details import Capture, CaptureError, Device, StepRow
+from diagnose.metrics.sections import StepRow
+from diagnose.model.details import Capture, CaptureError, Device
 from diagnose.model.findings import Checked, Diagnosis, Offender, Skipped, Summary
 from diagnose.base.format import short_name
 from diagnose.report.charts import (

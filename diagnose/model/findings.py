@@ -22,6 +22,7 @@ from typing import Callable, Iterable, Literal
 import msgspec
 
 from diagnose.vocabulary.units import fmt, is_number, percent, percent_value
+from diagnose.base.typed import plain
 from diagnose.model.details import ByName, Capture, Details, Device
 from diagnose.model.invariants import holds, screen
 
@@ -615,7 +616,7 @@ class Diagnosis(msgspec.Struct, frozen=True):
 
     def to_dict(self) -> dict:
         """Plain data for JSON (the stable, versioned schema)."""
-        data = msgspec.to_builtins(self, enc_hook=_plain)
+        data = msgspec.to_builtins(self, enc_hook=plain)
         summary = data["summary"]
         if self.summary.empty:
             data["summary"] = {}
@@ -692,19 +693,6 @@ def _native_offenders(finding):
     if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
         return finding
     return {**finding, "offenders": [_native_row(r) for r in rows]}
-
-
-def typed(data, cls):
-    """`data` (plain dicts, numpy numbers among them) converted to the Struct `cls`, checked; keys become
-    strings, as in JSON."""
-    return msgspec.convert(msgspec.to_builtins(data, enc_hook=_plain, str_keys=True), cls)
-
-
-def _plain(value):
-    """numpy scalars and arrays (in details and offenders) as plain numbers and lists."""
-    if hasattr(value, "tolist"):
-        return value.tolist()
-    raise NotImplementedError(f"cannot encode {type(value).__name__} in findings.json")
 
 
 def check_findings_file(path) -> Diagnosis:
