@@ -8,7 +8,7 @@ import msgspec
 import pytest
 
 from diagnose.model.details import Capture, Details, Device
-from diagnose.model.findings import MAX_SPEEDUP, Diagnosis, Evidence, Finding, Summary, Verify
+from diagnose.model.findings import MAX_SPEEDUP, Diagnosis, Evidence, Finding, Offender, Skipped, Summary, Verify
 from diagnose.model.fixes import fix
 from diagnose.model.frameworks import Framework, in_framework_api
 from diagnose.rulebook.in_place import pass_over
@@ -46,11 +46,14 @@ def diagnosis(*findings: Finding) -> Diagnosis:
         (lambda: finding("cuda-graphs"), "fixes", []),
         (lambda: finding("cuda-graphs"), "verify", []),
         (lambda: finding("cuda-graphs").fixes[0], "passed_over", "in place"),
+        (lambda: Offender.of("op", "aten::mm", us_per_step=5.0), "us_per_step", 1.0),
+        (lambda: Skipped("r", "why"), "reason", "other"),
+        (lambda: Verify(fix="cuda-graphs", applicable=True), "verdict", "verified"),
         (lambda: diagnosis(finding("cuda-graphs")), "findings", []),
         (lambda: diagnosis(), "verdict", "patched"),
     ],
 )
-def test_a_finding_a_fix_and_a_diagnosis_cannot_be_patched(made, field, value):
+def test_a_finding_its_parts_and_a_diagnosis_cannot_be_patched(made, field, value):
     with pytest.raises(AttributeError):
         setattr(made(), field, value)
 
@@ -59,6 +62,8 @@ def test_a_frozen_finding_is_still_normalised_when_made():
     wild = finding("cuda-graphs", est=MAX_SPEEDUP * 10)
     assert wild.est_speedup is None and wild.basis.startswith("no estimate: the computation gave")
     assert isinstance(finding("cuda-graphs", est=2).est_speedup, float)
+    row = Offender.of("op", "aten::mm", us_per_step=float("nan"), calls=3)
+    assert row.us_per_step is None and row.extra == {"calls": 3}
 
 
 def test_the_in_place_and_framework_passes_make_new_findings():

@@ -103,7 +103,7 @@ class Fix(msgspec.Struct, frozen=True):
     passed_over: str = ""  # why it is not named first: the trace shows the code has it (rulebook/in_place.py)
 
 
-class CheatSheet(msgspec.Struct):
+class CheatSheet(msgspec.Struct, frozen=True):
     """The cheat-sheet row a rule encodes, as the finding carries it (an old findings.json renders
     the same after the rules change)."""
 
@@ -151,7 +151,7 @@ ExtraValue = str | int | float | bool | list[int | float] | dict[str, float] | N
 OFFENDER_MEASURES = ("us_per_step", "calls_per_step", "kernels_per_step", "share_of_step", "rank")
 
 
-class Offender(msgspec.Struct, kw_only=True):
+class Offender(msgspec.Struct, kw_only=True, frozen=True):
     """One row of what a finding blames: the thing it names (`label` says what that is: an op, a kernel,
     a file:line of the user's code, a chain of ops, an allocation site...), the measures rows share, and
     the rule's own columns in `extra` (in the order the rule gave them).
@@ -170,10 +170,10 @@ class Offender(msgspec.Struct, kw_only=True):
 
     def __post_init__(self):
         # numpy numbers as Python ones, NaN as None: a row is plain data however the rule computed it
-        self.name = plain_number(self.name)
+        _made(self, "name", plain_number(self.name))
         for measure in OFFENDER_MEASURES:
-            setattr(self, measure, plain_number(getattr(self, measure)))
-        self.extra = {k: plain_number(v) for k, v in self.extra.items()}
+            _made(self, measure, plain_number(getattr(self, measure)))
+        _made(self, "extra", {k: plain_number(v) for k, v in self.extra.items()})
 
     @classmethod
     def of(cls, label: OffenderLabel, name, **columns) -> "Offender":
@@ -233,7 +233,7 @@ def _offender_json(native: dict) -> dict:
     return {"label": label, LABEL_KEYS[label]: native.get("name"), **measures, **native.get("extra", {})}
 
 
-class RunToRun(msgspec.Struct):
+class RunToRun(msgspec.Struct, frozen=True):
     """How much two runs of the baseline differ from each other (diagnose/child/compare.py)."""
 
     tensors_that_vary: int = 0
@@ -241,7 +241,7 @@ class RunToRun(msgspec.Struct):
     within_it: int = 0  # fixed tensors judged within that variation
 
 
-class Numerics(msgspec.Struct):
+class Numerics(msgspec.Struct, frozen=True):
     """`--verify`'s check of a fixed step's outputs against the original's (diagnose/child/compare.py)."""
 
     verdict: str | None = (
@@ -261,7 +261,7 @@ class Numerics(msgspec.Struct):
     run_to_run: RunToRun | None = None
 
 
-class TrialBudget(msgspec.Struct):
+class TrialBudget(msgspec.Struct, frozen=True):
     """The fixed step's budget, from the trace its verify child profiled (diagnose/verify/budget.py)."""
 
     step_time_us: float | None = None
@@ -272,7 +272,7 @@ class TrialBudget(msgspec.Struct):
     buckets_us: dict[str, float] = msgspec.field(default_factory=dict)
 
 
-class Trial(msgspec.Struct):
+class Trial(msgspec.Struct, frozen=True):
     """One variant of a fix, as `--verify` measured it (diagnose/verify/model.py FixTrial)."""
 
     variant: str
@@ -292,7 +292,7 @@ class Trial(msgspec.Struct):
     folder: str = ""
 
 
-class Verify(msgspec.Struct):
+class Verify(msgspec.Struct, frozen=True):
     """One fix of one finding under `--verify`: the variants tried (or why none could be), the best one."""
 
     fix: str
@@ -352,14 +352,14 @@ class Finding(msgspec.Struct, frozen=True):
         return f"{before}, then {self.fixes[lead].id}"
 
 
-class Skipped(msgspec.Struct):
+class Skipped(msgspec.Struct, frozen=True):
     """A rule that could not run on this input, and why."""
 
     rule: str
     reason: str
 
 
-class Checked(msgspec.Struct):
+class Checked(msgspec.Struct, frozen=True):
     """A rule that ran and did not fire, with the deciding numbers."""
 
     rule: str
