@@ -51,6 +51,8 @@ def diagnosis(*findings: Finding) -> Diagnosis:
         (lambda: Verify(fix="cuda-graphs", applicable=True), "verdict", "verified"),
         (lambda: diagnosis(finding("cuda-graphs")), "findings", []),
         (lambda: diagnosis(), "verdict", "patched"),
+        (lambda: diagnosis().summary, "step_time_us", 1.0),
+        (lambda: diagnosis().details, "steps", []),
     ],
 )
 def test_a_finding_its_parts_and_a_diagnosis_cannot_be_patched(made, field, value):

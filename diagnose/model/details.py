@@ -68,7 +68,7 @@ class FailedRank(msgspec.Struct):
     error: str
 
 
-class Details(msgspec.Struct, omit_defaults=True):
+class Details(msgspec.Struct, omit_defaults=True, frozen=True):
     """The report's supporting data, one named section each; a section the run has nothing for is None.
 
     Built once by diagnose/ruleset/assemble.py and read by every renderer:

@@ -495,7 +495,7 @@ class RankSummary(msgspec.Struct):
     per_rank: list[RankRow] = msgspec.field(default_factory=list)
 
 
-class Summary(msgspec.Struct):
+class Summary(msgspec.Struct, frozen=True):
     """The headline numbers of the report (diagnose/metrics Metrics.summary); every field None for a
     trace with no operation (written as `{}`)."""
 
