@@ -8,6 +8,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from diagnose.ruleset.assemble import diagnose_trace
@@ -114,7 +115,7 @@ def test_sparse_reports_render_without_console_errors(tmp_path, status):
         if status != "ok"
         else Capture(),
     )
-    d.verdict = verdict(d)
+    d = msgspec.structs.replace(d, verdict=verdict(d))
     result = run_chromium(write_report(d, tmp_path), tmp_path / "profile", "--dump-dom")
     assert 'id="verdict"' in result.stdout and 'data-ready="1"' in result.stdout
     assert ('role="alert"' in result.stdout) == (status != "ok")

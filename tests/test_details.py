@@ -1,5 +1,6 @@
-"""The typed Details sections and capture (diagnose/model/details.py): in the schema, built once, losing no
-key the section builders write, encoded as the plain rows were, and an older findings.json still reads."""
+"""The typed Details sections and capture (diagnose/model/details.py and each builder's sections.py): in the
+schema, typed by the builders themselves and held by Details as built, encoded as the plain rows were, and an
+older findings.json still reads."""
 
 from __future__ import annotations
 
@@ -41,10 +42,10 @@ def test_every_section_and_the_capture_are_in_the_schema():
 
 
 @pytest.mark.parametrize("name, ncu", [("decode_eager", None), ("matmul_bf16", "matmul_bf16.ncu.csv.gz")])
-def test_the_typed_sections_keep_every_key_and_value_the_builders_write(name, ncu):
+def test_each_builder_returns_its_typed_section_and_details_holds_it_as_built(name, ncu):
     table = read_ncu(ROOT / "fixtures" / "ncu" / ncu) if ncu else None
     ctx = Context(load_capture(name), Config(), ncu=table)
-    typed = details(ctx, table, 1.25)
+    made = details(ctx, table, 1.25)
     m = ctx.metrics
     top = views.top_kernels(m)
     built = {
@@ -57,10 +58,15 @@ def test_the_typed_sections_keep_every_key_and_value_the_builders_write(name, nc
     }
     if table is not None:
         built["ncu"] = ncu_details(m, table, 1.25)
-        assert typed.ncu is not None and typed.top_kernels[0].sm_pct is not msgspec.UNSET
-    for section, rows in built.items():  # as JSON text: the order of keys counts too
-        assert rows, section
-        assert json.dumps(plain(getattr(typed, section))) == json.dumps(plain(rows)), section
+        assert made.ncu is not None and made.top_kernels[0].sm_pct is not msgspec.UNSET
+        assert top[0].sm_pct is msgspec.UNSET  # enriching made new rows; the builder's are as they were
+    for section, value in built.items():
+        assert value, section
+        rows = value if isinstance(value, list) else [value]
+        assert all(isinstance(r, msgspec.Struct) for r in rows), section  # typed by the builder, not later
+        assert getattr(made, section) == value, section
+        # as JSON text (the order of keys counts too): what findings.json writes is the builder's section
+        assert json.dumps(plain(getattr(made, section))) == json.dumps(plain(value)), section
 
 
 def test_a_sweep_section_reads_back_as_written(tmp_path):

@@ -12,12 +12,14 @@ from __future__ import annotations
 import json
 import sys
 
+import msgspec
 import pytest
 
 from conftest import ROOT, SYNTHETIC, diagnosis_of
-from diagnose.model.details import Device
-from diagnose.model.findings import Diagnosis, Evidence, Finding, Offender, Summary, typed
-from diagnose.model.invariants import enforce, violations
+from diagnose.base.typed import typed
+from diagnose.model.details import Capture, Details, Device
+from diagnose.model.findings import Diagnosis, Evidence, Finding, Offender, Summary
+from diagnose.model.invariants import screen, violations
 
 sys.path.insert(0, str(ROOT / "fixtures" / "golden"))
 import make_golden  # noqa: E402
@@ -125,11 +127,11 @@ def test_exposed_comm_recovers_at_most_the_communication():
     summary = typed({"step_time_us": 1000.0, "accounting": acc}, Summary)
     found = violations(Diagnosis("t", Device(), summary, [finding], []))
     assert any("more than the 460.0 µs" in v for v in found)
-    finding.recoverable_us, finding.est_speedup = 460.0, 1.85
+    finding = msgspec.structs.replace(finding, recoverable_us=460.0, est_speedup=1.85)
     assert violations(Diagnosis("t", Device(), summary, [finding], [])) == []
 
 
-def test_enforce_drops_the_finding_and_says_why():
+def test_assemble_leaves_out_the_finding_and_says_why():
     good = Finding(
         "launch-overhead",
         "high",
@@ -140,10 +142,23 @@ def test_enforce_drops_the_finding_and_says_why():
         recoverable_us=400.0,
     )
     bad = Finding("exposed-comm", "high", "too much", [], [], est_speedup=2.8, recoverable_us=460.0)
-    d = Diagnosis("t", Device(), Summary(step_time_us=1000.0), [good, bad], [])
-    assert enforce(d)
+    draft = Diagnosis("t", Device(), Summary(step_time_us=1000.0), [good, bad], [])
+    dropped, notes = screen(draft)
+    assert dropped == {1} and [f.rule for f in draft.findings] == ["launch-overhead", "exposed-comm"]  # only read
+    d = Diagnosis.assemble(
+        target="t",
+        device=Device(),
+        summary=Summary(step_time_us=1000.0),
+        findings=[good, bad],
+        skipped=[],
+        checked=[],
+        capture=Capture(),
+        details=Details(),
+        warnings=["seen first"],
+    )
     assert [f.rule for f in d.findings] == ["launch-overhead"]
-    assert any(w.startswith("dropped the exposed-comm finding") for w in d.warnings)
+    assert d.warnings[0] == "seen first" and d.warnings[1:] == notes
+    assert notes[0].startswith("dropped the exposed-comm finding")
 
 
 def test_an_impossible_input_is_dropped_with_its_reason_not_shown(tmp_path):

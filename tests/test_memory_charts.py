@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 
-from diagnose.model.details import Memory, MemoryTimeline, StepSpan, Sweep, SweepFits, SweepPoint
+from diagnose.memory.sections import Memory, MemoryTimeline, StepSpan, Sweep, SweepFits, SweepPoint
 from diagnose.ruleset.assemble import diagnose_trace
 from diagnose.front.pipeline import analyse_sweep as diagnose_sweep
 from diagnose.report.memory_charts import memory_timeline_chart, sweep_chart

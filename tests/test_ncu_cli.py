@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from diagnose.commands import main
-from diagnose.model.details import Roofline
+from diagnose.ncu.sections import Roofline
 from diagnose.ncu import run
 from diagnose.report import charts
 

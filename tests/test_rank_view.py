@@ -63,7 +63,8 @@ def test_the_html_rank_section_is_bounded(straggler, count):
     d.summary.ranks.per_rank = [msgspec.structs.replace(slow if r == 1 else first, rank=r) for r in range(count)]
     d.summary.ranks.count = count
     bars = {b.rank: b for b in d.details.ranks}
-    d.details.ranks = [msgspec.structs.replace(bars[1 if r == 1 else 0], rank=r) for r in range(count)]
+    ranks = [msgspec.structs.replace(bars[1 if r == 1 else 0], rank=r) for r in range(count)]
+    d = msgspec.structs.replace(d, details=msgspec.structs.replace(d.details, ranks=ranks))
     html = render_html(d)
     section = html[html.index("Each rank’s step") :][:20000]
     rows = len(re.findall(r"<tr>", section.split("</table>")[0]))

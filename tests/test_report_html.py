@@ -12,7 +12,8 @@ from markupsafe import escape
 
 from diagnose.ruleset.assemble import diagnose_trace
 from diagnose.rulebook.engine import verdict
-from diagnose.model.details import Capture, CaptureError, Device, StepRow
+from diagnose.metrics.sections import StepRow
+from diagnose.model.details import Capture, CaptureError, Device
 from diagnose.model.findings import Checked, Diagnosis, Offender, Skipped, Summary
 from diagnose.base.format import short_name
 from diagnose.report.charts import (
@@ -84,8 +85,7 @@ def failed_without_trace(status: str = "failed") -> Diagnosis:
             ),
         ),
     )
-    d.verdict = verdict(d)
-    return d
+    return msgspec.structs.replace(d, verdict=verdict(d))
 
 
 def svgs(page: str) -> list[str]:
@@ -231,8 +231,7 @@ def test_failed_workload_shows_the_banner_and_the_error(eager, status):
         message="CUDA out of memory. Tried to allocate 2.00 GiB",
         traceback='Traceback (most recent call last):\n  File "step.py", line 3, in step',
     )
-    d.verdict = verdict(d)
-    page = render_html(d)
+    page = render_html(msgspec.structs.replace(d, verdict=verdict(d)))
     banner = re.search(
         r'<section class="card verdict sev-failed banner" id="verdict" role="alert">.*?</section>', page, re.S
     )
@@ -263,16 +262,20 @@ def test_empty_diagnosis_renders():
 def hostile(eager: Diagnosis, payload: str) -> Diagnosis:
     """A copy of `eager` with `payload` in every string a trace or a workload can control."""
     d = copy.deepcopy(eager)
-    d.target = payload
     d.device.name = payload
-    d.warnings = [payload]
     d.capture.target, d.capture.status, d.capture.params = payload, "failed", {payload: payload}
     d.capture.error = CaptureError(type=payload, message=payload, traceback=payload)
-    f = d.findings[0]
-    f.title = f.why = f.basis = payload
+    f = d.findings[0]  # a Finding and its Fixes are frozen: the hostile ones are made anew
     f.evidence[0].metric = payload
-    f.fixes[0].title = f.fixes[0].how = f.fixes[0].code = payload
-    f.offenders = [Offender.of("op", payload, **{payload: payload, "kernel": payload + "x" * 80})]
+    fixes = [msgspec.structs.replace(f.fixes[0], title=payload, how=payload, code=payload), *f.fixes[1:]]
+    f = msgspec.structs.replace(
+        f,
+        title=payload,
+        why=payload,
+        basis=payload,
+        fixes=fixes,
+        offenders=[Offender.of("op", payload, **{payload: payload, "kernel": payload + "x" * 80})],
+    )
     for k in d.details.top_kernels:
         k.name = k.op = k.input_dims = payload
     d.details.top_kernels[0].name = "void ns::" + payload + "(" + payload + ")"
@@ -280,10 +283,15 @@ def hostile(eager: Diagnosis, payload: str) -> Diagnosis:
         op.name = op.cat = payload
     for step in d.details.steps:
         step.label = payload
-    d.checked = [Checked(payload, payload)]
-    d.skipped = [Skipped(payload, payload)]
-    d.verdict = verdict(d)
-    return d
+    d = msgspec.structs.replace(
+        d,
+        target=payload,
+        warnings=[payload],
+        findings=[f, *d.findings[1:]],
+        checked=[Checked(payload, payload)],
+        skipped=[Skipped(payload, payload)],
+    )
+    return msgspec.structs.replace(d, verdict=verdict(d))
 
 
 @pytest.mark.parametrize("payload", [SCRIPT, IMG])

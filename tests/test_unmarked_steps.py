@@ -165,7 +165,7 @@ def test_diff_of_a_graphed_window_against_one_token_steps_is_per_token(tmp_path)
     import msgspec
 
     from diagnose.diff.units import match_units
-    from diagnose.model.details import InventoryRow
+    from diagnose.metrics.sections import InventoryRow
 
     def row(name, op, calls, us):
         return InventoryRow(name, op, None, "kernel", calls, us)

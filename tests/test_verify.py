@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 
+import msgspec
 import pytest
 
 from diagnose.capture.spec import CaptureSpec
@@ -264,8 +265,9 @@ def test_plan_tries_the_variants_whose_target_the_step_holds():
     trained = plan_trials([finding("cuda-graphs")], {"Optimizer.step#AdamW.step"})
     assert [v for v, _ in trained[0].variants] == ["cuda-graph", "reduce-overhead", "capturable-cuda-graph"]
     generating = finding("static-shapes", "cuda-graphs")
-    for x in generating.fixes:
-        x.api = "transformers.generate"
+    generating = msgspec.structs.replace(
+        generating, fixes=[msgspec.structs.replace(x, api="transformers.generate") for x in generating.fixes]
+    )
     planned = plan_trials([generating], set(), script=True)
     assert [[v for v, _ in p.variants] for p in planned] == [["static-cache"], ["static-cache"]]
     plain = plan_trials([finding("static-shapes")], set())
@@ -321,9 +323,10 @@ def test_verify_entries_render_and_round_trip(tmp_path):
     trace = load_capture_folder(tmp_path / "cap")
     from diagnose.ruleset.assemble import diagnose_trace
 
-    d = diagnose_trace(trace, Config())
-    d.findings = [finding("bf16-tensor-cores", "remove-sync")]
-    pipeline.verify_fixes(d, trace, s, meta, tmp_path / "cap", timeout_s=120, python=None)
+    analysed = diagnose_trace(trace, Config())
+    planted = msgspec.structs.replace(analysed, findings=[finding("bf16-tensor-cores", "remove-sync")])
+    d = pipeline.verify_fixes(planted, trace, s, meta, tmp_path / "cap", timeout_s=120, python=None)
+    assert planted.findings[0].verify is None  # a new Diagnosis: the one given is left as it was
     entries = d.findings[0].verify
     assert [e.fix for e in entries] == ["bf16-tensor-cores", "remove-sync"]
     tf32 = entries[0].trials[0]
@@ -380,8 +383,8 @@ def test_prerequisite_fix_reads_in_the_verdict():
     d = Diagnosis(target="t", device=Device(), summary=Summary(), findings=[f], skipped=[])
     assert "est. 4× faster with fused-optimizer, then cuda-graphs" in verdict_of(d)
     assert Diagnosis.from_dict(d.to_dict()).findings[0].fixes[0].prerequisite is True
-    f.fixes[0].prerequisite = False
-    assert "with fused-optimizer)" in verdict_of(d)
+    plain = msgspec.structs.replace(f, fixes=[msgspec.structs.replace(f.fixes[0], prerequisite=False), f.fixes[1]])
+    assert "with fused-optimizer)" in verdict_of(msgspec.structs.replace(d, findings=[plain]))
 
 
 def test_old_findings_json_without_verify_still_loads():

@@ -287,10 +287,9 @@ class Run:
                 engine=engine,
             )
         if o.ncu:
-            diagnosis.warnings.insert(
-                0,
+            return diagnosis.noted(
                 "--ncu: the target is a trace, not a workload: nothing to run under "
-                "Nsight Compute (attach its results with --ncu-csv FILE)",
+                "Nsight Compute (attach its results with --ncu-csv FILE)"
             )
         return diagnosis
 
@@ -317,15 +316,15 @@ class Run:
             ncu_csv=o.ncu_csv,
             ncu_timeout_s=o.ncu_timeout,
         )
-        if o.verify:
-            self.verify(captured, folder, on_progress)
-        return pipeline.relocate(captured.diagnosis, folder.path, folder.final)
+        diagnosis = self.verify(captured, folder, on_progress) if o.verify else captured.diagnosis
+        return pipeline.relocate(diagnosis, folder.path, folder.final)
 
-    def verify(self, captured, folder: OutputFolder, on_progress) -> None:
-        """--verify: apply each fix that can be applied from outside the code, measure it, record the outcome."""
+    def verify(self, captured, folder: OutputFolder, on_progress) -> Diagnosis:
+        """--verify: apply each fix that can be applied from outside the code, measure it; the Diagnosis with
+        the outcome."""
         from diagnose.front import pipeline
 
-        pipeline.verify_fixes(
+        return pipeline.verify_fixes(
             captured.diagnosis,
             captured.trace,
             captured.spec,

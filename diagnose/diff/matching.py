@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Mapping, TypeVar
 
-from diagnose.model.details import InventoryRow
+from diagnose.metrics.sections import InventoryRow
 from diagnose.vocabulary.kernels import kernel_family
 
 

@@ -22,7 +22,8 @@ import dataclasses
 import numpy as np
 
 from diagnose.base.thresholds import Threshold
-from diagnose.model.details import Capture, StepRow
+from diagnose.metrics.sections import StepRow
+from diagnose.model.details import Capture
 
 RESAMPLES = 4000
 CONFIDENCE = 0.95

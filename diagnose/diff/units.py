@@ -20,7 +20,7 @@ import numpy as np
 
 from diagnose.base.errors import InputError
 from diagnose.diff.matching import kernel_families
-from diagnose.model.details import InventoryRow
+from diagnose.metrics.sections import InventoryRow
 
 SAME_UNIT = 1.2  # a work ratio within this factor either way is the same unit (batch noise, a tail)
 AGREE = 0.15  # families agree on the ratio when within this share of it

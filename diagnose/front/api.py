@@ -13,7 +13,7 @@ from diagnose import report
 from diagnose.model.findings import Diagnosis
 
 
-class Report(Diagnosis):
+class Report(Diagnosis, frozen=True):
     """A Diagnosis that renders itself."""
 
     @classmethod

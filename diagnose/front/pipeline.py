@@ -111,9 +111,7 @@ def analyse_sweep(folder: Path, config: Config | None = None, rules=None) -> Dia
     if point is None:
         raise InputError(f"{folder}: the sweep lists no point folder that exists")
     trace = load_target(Path(folder) / str(point.folder))
-    diagnosis = diagnose_trace(trace, config, rules, sweep=sweep)
-    diagnosis.target = str(folder)
-    return diagnosis
+    return diagnose_trace(trace, config, rules, sweep=sweep, target=str(folder))
 
 
 def capture_ncu_file(folder: Path) -> Path | None:
@@ -205,16 +203,16 @@ def verify_fixes(
     on_progress=None,
     compile_backend: str = "",
     skip: frozenset = frozenset(),
-) -> None:
-    """`--verify`: apply each finding's auto-applicable fix, measure it, set the findings' `verify` entries
-    (a script or module: only the fixes that act on the whole run; verify/plan.py)."""
+) -> Diagnosis:
+    """`--verify`: apply each finding's auto-applicable fix, measure it; returns a new Diagnosis whose findings
+    hold their `verify` entries (a script or module: only the fixes that act on the whole run; verify/plan.py),
+    with a warning first when nothing could be run. `diagnosis` is left as it is."""
     from diagnose.verify.run import verify_diagnosis
 
     if meta.get("status") != "ok":
-        diagnosis.warnings.insert(0, "--verify: the workload did not finish its capture, so no fix was tried")
-        return
+        return diagnosis.noted("--verify: the workload did not finish its capture, so no fix was tried")
     names = set(trace.ops["name"].astype(str).unique()) if len(trace.ops) else set()
-    tried = verify_diagnosis(
+    verified, tried = verify_diagnosis(
         diagnosis,
         spec,
         out,
@@ -228,11 +226,11 @@ def verify_fixes(
     if not any(v.applicable for v in tried):
         from diagnose.verify.plan import APPLICABLE
 
-        diagnosis.warnings.insert(
-            0,
+        return verified.noted(
             "--verify: no finding names a fix that can be applied from outside the code "
-            f"({', '.join(APPLICABLE)}): nothing was run",
+            f"({', '.join(APPLICABLE)}): nothing was run"
         )
+    return verified
 
 
 def _ncu_pass(

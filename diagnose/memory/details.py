@@ -1,8 +1,11 @@
-"""The memory part of a Diagnosis (`Details.memory`), and the memory views the memory rules share."""
+"""The memory part of a Diagnosis (`Details.memory`, typed: memory/sections.py), and the memory views the memory
+rules share."""
 
 from __future__ import annotations
 
+from diagnose.base.typed import typed
 from diagnose.memory.breakdown import peak_breakdown
+from diagnose.memory.sections import Memory
 from diagnose.memory.timeline import levels_in_steps, memory_timeline
 
 SNAPSHOT_KEYS = (
@@ -48,13 +51,13 @@ def step_levels(ctx) -> dict | None:
     return ctx.metrics.shared("memory levels in steps", lambda: levels_in_steps(record.events, step_windows(ctx)))
 
 
-def memory_details(ctx) -> dict:
+def memory_details(ctx) -> Memory | None:
     """Details.memory: limit and peaks, the allocator snapshot's totals, the timeline
-    (allocated and reserved over time), the peak breakdown, and the sweep with its fits; {} when
+    (allocated and reserved over time), the peak breakdown, and the sweep with its fits; None when
     nothing about memory is known."""
     record, sweep = ctx.memory, ctx.sweep
     if record is None and sweep is None:
-        return {}
+        return None
     out: dict = {}
     if record is not None:
         limit, limit_source = record.limit
@@ -81,4 +84,4 @@ def memory_details(ctx) -> dict:
         out["sweep"] = sweep.to_dict()
         point = sweep.representative()
         out["sweep"]["analysed_point"] = None if point is None else {"value": point.value, "folder": point.folder}
-    return out
+    return typed(out, Memory)

@@ -1,14 +1,18 @@
-"""Plain-data views of the metrics for the reports: top kernels, one step's timeline, per-step table."""
+"""The metrics' sections of the report, typed (metrics/sections.py): top kernels, one step's timeline, the
+per-step table, the work inventory. Each builder returns its Structs; the Diagnosis holds them as they are."""
 
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 
+from diagnose.base.typed import typed
+from diagnose.metrics.sections import InventoryRow, StepRow, StepTimeline, TopKernel
+
 MAX_TIMELINE_ITEMS = 3000
 
 
-def top_kernels(metrics, limit: int = 15) -> list[dict]:
+def top_kernels(metrics, limit: int = 15) -> list[TopKernel]:
     """The GPU ops that take most time per step, with the CPU op that launched each most often."""
     ops = metrics.step_kernels
     n = max(metrics.budget.n_steps, 1)
@@ -38,13 +42,13 @@ def top_kernels(metrics, limit: int = 15) -> list[dict]:
                 "input_dims": _first_text(launched["input_dims"]),
             }
         )
-    return rows
+    return typed(rows, list[TopKernel])
 
 
 INVENTORY_ROWS = 400
 
 
-def work_inventory(metrics, limit: int = INVENTORY_ROWS) -> list[dict]:
+def work_inventory(metrics, limit: int = INVENTORY_ROWS) -> list[InventoryRow]:
     """Every GPU op of the measured steps grouped by (kernel name, launching CPU op, its input
     shapes), per step, largest first (at most `limit` rows): what `diagnose diff` matches across
     two runs, kernels by name family and ops by name and shapes."""
@@ -66,7 +70,7 @@ def work_inventory(metrics, limit: int = INVENTORY_ROWS) -> list[dict]:
     for column, values in zip(("name", "op", "input_dims"), keys):
         grouped[column] = values[first]
     grouped = grouped.sort_values("total_us", ascending=False).head(limit)
-    return [
+    rows = [
         {
             "name": row.name,
             "op": row.op or None,
@@ -77,6 +81,7 @@ def work_inventory(metrics, limit: int = INVENTORY_ROWS) -> list[dict]:
         }
         for row in grouped.itertuples(index=False)
     ]
+    return typed(rows, list[InventoryRow])
 
 
 def group_codes(keys: list[np.ndarray]) -> np.ndarray:
@@ -109,18 +114,19 @@ def _first_text(series: pd.Series):
     return None
 
 
-def step_timeline(metrics) -> dict:
-    """GPU ops and classified gaps of the median-length measured step, times relative to its start."""
+def step_timeline(metrics) -> StepTimeline | None:
+    """GPU ops and classified gaps of the median-length measured step, times relative to its start; None
+    without a measured step or a GPU timeline."""
     steps = metrics.steps.windows
     if not steps or metrics.timeline.device is None:
-        return {}
+        return None
     ordered = sorted(steps, key=lambda w: w.duration)
     window = ordered[len(ordered) // 2]
     ops = metrics.timeline.ops
     ops = ops[(ops["end"] > window.start) & (ops["ts"] < window.end)].head(MAX_TIMELINE_ITEMS)
     gaps = metrics.timeline.gaps
     gaps = gaps[gaps["step"] == window.index].head(MAX_TIMELINE_ITEMS)
-    return {
+    timeline = {
         "step": window.index,
         "label": window.label,
         "duration_us": round(window.duration, 3),
@@ -145,9 +151,10 @@ def step_timeline(metrics) -> dict:
         ],
         "note": "profiled time (the profiler stretches host-side gaps)",
     }
+    return typed(timeline, StepTimeline)
 
 
-def per_step(metrics) -> list[dict]:
+def per_step(metrics) -> list[StepRow]:
     """The per-step table (profiled time)."""
     frame = metrics.timeline.per_step
-    return [] if frame is None or not len(frame) else frame.round(3).to_dict("records")
+    return [] if frame is None or not len(frame) else typed(frame.round(3).to_dict("records"), list[StepRow])

@@ -26,13 +26,17 @@ from typing import Annotated, Callable, Iterable, Literal
 import msgspec
 
 from diagnose.vocabulary.units import fmt, fraction_of, is_number, percent, percent_number, shown_share
+from diagnose.base.typed import plain
 from diagnose.model.details import ByName, Capture, Details, Device
-from diagnose.model.invariants import enforce, holds
+from diagnose.model.invariants import holds, screen
 
 SCHEMA = "diagnose.model.findings/1"
 MAX_SPEEDUP = 1e5  # beyond this an estimate says more about the input than the fix
 SEVERITIES = ("high", "medium", "low")  # the one order of severities, most serious first
 Severity = Literal["high", "medium", "low"]
+
+
+_made = msgspec.structs.force_setattr  # a frozen Struct's own field, set while it is being made (__post_init__)
 
 
 def severity_rank(severity: str) -> int:
@@ -149,8 +153,9 @@ def native_evidence(line):
     return {**line, **{k: fraction_of(line[k]) for k in ("value", "threshold") if is_number(line.get(k))}}
 
 
-class Fix(msgspec.Struct):
-    """A recommended fix, by stable id (diagnose/model/fixes.py lists them), with a code example for the case."""
+class Fix(msgspec.Struct, frozen=True):
+    """A recommended fix, by stable id (diagnose/model/fixes.py lists them), with a code example for the case.
+    Frozen: a step that changes a fix (model/frameworks.py, rulebook/in_place.py) makes a new one."""
 
     id: str
     title: str
@@ -161,7 +166,7 @@ class Fix(msgspec.Struct):
     passed_over: str = ""  # why it is not named first: the trace shows the code has it (rulebook/in_place.py)
 
 
-class CheatSheet(msgspec.Struct):
+class CheatSheet(msgspec.Struct, frozen=True):
     """The cheat-sheet row a rule encodes, as the finding carries it (an old findings.json renders
     the same after the rules change)."""
 
@@ -209,7 +214,7 @@ ExtraValue = str | int | float | bool | list[int | float] | dict[str, float] | N
 OFFENDER_MEASURES = ("us_per_step", "calls_per_step", "kernels_per_step", "share_of_step", "rank")
 
 
-class Offender(msgspec.Struct, kw_only=True):
+class Offender(msgspec.Struct, kw_only=True, frozen=True):
     """One row of what a finding blames: the thing it names (`label` says what that is: an op, a kernel,
     a file:line of the user's code, a chain of ops, an allocation site...), the measures rows share, and
     the rule's own columns in `extra` (in the order the rule gave them).
@@ -228,10 +233,10 @@ class Offender(msgspec.Struct, kw_only=True):
 
     def __post_init__(self):
         # numpy numbers as Python ones, NaN as None: a row is plain data however the rule computed it
-        self.name = plain_number(self.name)
+        _made(self, "name", plain_number(self.name))
         for measure in OFFENDER_MEASURES:
-            setattr(self, measure, plain_number(getattr(self, measure)))
-        self.extra = {k: plain_number(v) for k, v in self.extra.items()}
+            _made(self, measure, plain_number(getattr(self, measure)))
+        _made(self, "extra", {k: plain_number(v) for k, v in self.extra.items()})
 
     @classmethod
     def of(cls, label: OffenderLabel, name, **columns) -> "Offender":
@@ -291,7 +296,7 @@ def _offender_json(native: dict) -> dict:
     return {"label": label, LABEL_KEYS[label]: native.get("name"), **measures, **native.get("extra", {})}
 
 
-class RunToRun(msgspec.Struct):
+class RunToRun(msgspec.Struct, frozen=True):
     """How much two runs of the baseline differ from each other (diagnose/child/compare.py)."""
 
     tensors_that_vary: int = 0
@@ -299,7 +304,7 @@ class RunToRun(msgspec.Struct):
     within_it: int = 0  # fixed tensors judged within that variation
 
 
-class Numerics(msgspec.Struct):
+class Numerics(msgspec.Struct, frozen=True):
     """`--verify`'s check of a fixed step's outputs against the original's (diagnose/child/compare.py)."""
 
     verdict: str | None = (
@@ -319,7 +324,7 @@ class Numerics(msgspec.Struct):
     run_to_run: RunToRun | None = None
 
 
-class TrialBudget(msgspec.Struct):
+class TrialBudget(msgspec.Struct, frozen=True):
     """The fixed step's budget, from the trace its verify child profiled (diagnose/verify/budget.py)."""
 
     step_time_us: float | None = None
@@ -330,7 +335,7 @@ class TrialBudget(msgspec.Struct):
     buckets_us: dict[str, float] = msgspec.field(default_factory=dict)
 
 
-class Trial(msgspec.Struct):
+class Trial(msgspec.Struct, frozen=True):
     """One variant of a fix, as `--verify` measured it (diagnose/verify/model.py FixTrial)."""
 
     variant: str
@@ -350,7 +355,7 @@ class Trial(msgspec.Struct):
     folder: str = ""
 
 
-class Verify(msgspec.Struct):
+class Verify(msgspec.Struct, frozen=True):
     """One fix of one finding under `--verify`: the variants tried (or why none could be), the best one."""
 
     fix: str
@@ -362,8 +367,9 @@ class Verify(msgspec.Struct):
     trials: list[Trial] = msgspec.field(default_factory=list)
 
 
-class Finding(msgspec.Struct):
-    """A bottleneck a rule found, with everything needed to believe and act on it."""
+class Finding(msgspec.Struct, frozen=True):
+    """A bottleneck a rule found, with everything needed to believe and act on it. Frozen: normalised when
+    made (`__post_init__`); a later step (the engine's `finished`, `--verify`) makes a new Finding of it."""
 
     rule: str
     severity: Severity
@@ -385,11 +391,15 @@ class Finding(msgspec.Struct):
         for name in ("est_speedup", "recoverable_us"):
             value = getattr(self, name)
             if value is not None:
-                setattr(self, name, float(value))
+                _made(self, name, float(value))
         speedup = self.est_speedup
         if speedup is not None and not (math.isfinite(speedup) and 1.0 <= speedup <= MAX_SPEEDUP):
-            self.basis = f"no estimate: the computation gave {speedup:g}×, outside [1, {MAX_SPEEDUP:g}]; {self.basis}"
-            self.est_speedup = None
+            _made(
+                self,
+                "basis",
+                f"no estimate: the computation gave {speedup:g}×, outside [1, {MAX_SPEEDUP:g}]; {self.basis}",
+            )
+            _made(self, "est_speedup", None)
 
     def fix_phrase(self) -> str:
         """The fix the estimate is for: "cuda-graphs", or "fused-optimizer, then cuda-graphs" when
@@ -405,14 +415,14 @@ class Finding(msgspec.Struct):
         return f"{before}, then {self.fixes[lead].id}"
 
 
-class Skipped(msgspec.Struct):
+class Skipped(msgspec.Struct, frozen=True):
     """A rule that could not run on this input, and why."""
 
     rule: str
     reason: str
 
 
-class Checked(msgspec.Struct):
+class Checked(msgspec.Struct, frozen=True):
     """A rule that ran and did not fire, with the deciding numbers."""
 
     rule: str
@@ -548,7 +558,7 @@ class RankSummary(msgspec.Struct):
     per_rank: list[RankRow] = msgspec.field(default_factory=list)
 
 
-class Summary(msgspec.Struct):
+class Summary(msgspec.Struct, frozen=True):
     """The headline numbers of the report (diagnose/metrics Metrics.summary); every field None for a
     trace with no operation (written as `{}`)."""
 
@@ -593,8 +603,9 @@ class Summary(msgspec.Struct):
         return all(getattr(self, f) is None for f in self.__struct_fields__)
 
 
-class Diagnosis(msgspec.Struct):
-    """Everything a report shows; `to_dict` is the findings.json schema."""
+class Diagnosis(msgspec.Struct, frozen=True):
+    """Everything a report shows; `to_dict` is the findings.json schema. Frozen: built by one constructor
+    (`assemble`); a later step makes a new Diagnosis (`verified`, `noted`, msgspec.structs.replace)."""
 
     target: str
     device: Device
@@ -633,9 +644,11 @@ class Diagnosis(msgspec.Struct):
         verdict: Callable[["Diagnosis"], str] | None = None,
     ) -> "Diagnosis":
         """The one way a Diagnosis is made from an analysis: its parts as given (warnings once each), every
-        finding that breaks an invariant dropped with the reason in the warnings (model/invariants.py),
-        then the verdict sentence `verdict` writes of the result."""
-        d = cls(
+        finding that breaks an invariant left out with the reason in the warnings (model/invariants.py),
+        then the verdict sentence `verdict` writes of the result. Nothing is set on it afterwards: a later
+        step (`--verify`, `noted`) makes a new Diagnosis of it."""
+        warnings = list(warnings)
+        draft = cls(
             target=target,
             device=device,
             summary=summary,
@@ -643,17 +656,30 @@ class Diagnosis(msgspec.Struct):
             skipped=skipped,
             checked=checked,
             capture=capture,
-            warnings=list(dict.fromkeys(warnings)),
+            warnings=warnings,
             details=details,
         )
-        enforce(d)
-        if verdict is not None:
-            d.verdict = verdict(d)
-        return d
+        bad, notes = screen(draft)
+        kept = [f for i, f in enumerate(findings) if i not in bad]
+        d = msgspec.structs.replace(draft, findings=kept, warnings=list(dict.fromkeys([*warnings, *notes])))
+        return msgspec.structs.replace(d, verdict=verdict(d)) if verdict is not None else d
+
+    def verified(self, records: list[list[Verify]]) -> "Diagnosis":
+        """A new Diagnosis: this one with `--verify`'s entries joined to its findings (`records[i]` those of
+        `findings[i]`, diagnose/verify/run.py); the findings are made anew with them, this one is left as it is."""
+        if len(records) != len(self.findings):
+            raise ValueError(f"{len(records)} lists of verify entries for {len(self.findings)} findings")
+        findings = [msgspec.structs.replace(f, verify=r) for f, r in zip(self.findings, records)]
+        return msgspec.structs.replace(self, findings=findings)
+
+    def noted(self, *lines: str) -> "Diagnosis":
+        """A new Diagnosis: this one with `lines` first among its warnings (what a later step, such as
+        `--verify`, has to say of the run), each line once."""
+        return msgspec.structs.replace(self, warnings=list(dict.fromkeys([*lines, *self.warnings])))
 
     def to_dict(self) -> dict:
         """Plain data for JSON (the stable, versioned schema)."""
-        data = msgspec.to_builtins(self, enc_hook=_plain)
+        data = msgspec.to_builtins(self, enc_hook=plain)
         summary = data["summary"]
         if self.summary.empty:
             data["summary"] = {}
@@ -734,19 +760,6 @@ def _native_finding(finding):
     if isinstance(lines, list):
         native["evidence"] = [native_evidence(e) for e in lines]
     return native
-
-
-def typed(data, cls):
-    """`data` (plain dicts, numpy numbers among them) converted to the Struct `cls`, checked; keys become
-    strings, as in JSON."""
-    return msgspec.convert(msgspec.to_builtins(data, enc_hook=_plain, str_keys=True), cls)
-
-
-def _plain(value):
-    """numpy scalars and arrays (in details and offenders) as plain numbers and lists."""
-    if hasattr(value, "tolist"):
-        return value.tolist()
-    raise NotImplementedError(f"cannot encode {type(value).__name__} in findings.json")
 
 
 def check_findings_file(path) -> Diagnosis:

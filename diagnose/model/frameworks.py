@@ -8,14 +8,16 @@ recorded with_stack=True), else from the classes of the models the capture child
 (`transformers.models…`, `timm.models…`, `torchvision.models…`). A library that was merely imported
 is not evidence: transformers imports torchvision.
 
-`in_framework_api` rewrites a finding's fixes: a fix with a variant for the recognised framework gets
-that code, headed by a comment naming the framework and the evidence; other fixes keep their plain
-PyTorch code.
+`in_framework_api` makes a finding anew with its fixes rewritten: a fix with a variant for the recognised
+framework gets that code, headed by a comment naming the framework and the evidence; other fixes keep their
+plain PyTorch code.
 """
 
 from __future__ import annotations
 
 import dataclasses
+
+import msgspec
 
 from diagnose.model.findings import Finding
 from diagnose.model.fixes import comment
@@ -250,14 +252,18 @@ def api_code(fix_id: str, frameworks: list[Framework]) -> tuple[str, Framework] 
 
 
 def in_framework_api(finding: Finding, frameworks: list[Framework]) -> Finding:
-    """`finding` with each fix that has a variant for the recognised framework written in its API."""
+    """A new Finding: `finding` with each fix that has a variant for the recognised framework written in its API
+    (`finding` itself is left as it is; the same Finding when no fix has a variant)."""
     if not frameworks:
         return finding
+    fixes, changed = [], False
     for item in finding.fixes:
         found = api_code(item.id, frameworks)
-        if found is None:
-            continue
-        code, framework = found
-        item.code = f"{comment(f'{framework.key} ({framework.evidence})')}{code}"
-        item.api = framework.key
-    return finding
+        if found is not None:
+            code, framework = found
+            item = msgspec.structs.replace(
+                item, code=f"{comment(f'{framework.key} ({framework.evidence})')}{code}", api=framework.key
+            )
+            changed = True
+        fixes.append(item)
+    return msgspec.structs.replace(finding, fixes=fixes) if changed else finding

@@ -11,8 +11,9 @@
     recovers at most the step's exposed communication;
   - accounting buckets lie in [0, 1] and the summed ones add up to 1 (also each rank's);
   - a rank's collective wait and time lie within that rank's profiled step.
-`enforce(diagnosis)` is what the assembling step runs: a finding that breaks one is dropped, with
-the reason in `warnings`, so it is never shown; a violation outside the findings is a warning.
+`screen(diagnosis)` is what the assembling step runs (`Diagnosis.assemble`): a finding that breaks one
+is left out of the Diagnosis it builds, with the reason in `warnings`, so it is never shown; a violation
+outside the findings is a warning.
 """
 
 from __future__ import annotations
@@ -46,19 +47,17 @@ def violations(diagnosis) -> list[str]:
     return [why for _, why in _all(_as_dict(diagnosis))]
 
 
-def enforce(diagnosis) -> list[str]:
-    """Drop from `diagnosis` (a Diagnosis) each finding that breaks an invariant, and record every
-    violation in its warnings; returns the violations."""
+def screen(diagnosis) -> tuple[set[int], list[str]]:
+    """What holding `diagnosis` (a Diagnosis) to the invariants takes: the indexes of the findings that break
+    one (to be dropped) and the warning that says so of every violation, in order; `diagnosis` is only read.
+    `Diagnosis.assemble` builds the Diagnosis from what is left."""
     found = _all(_as_dict(diagnosis))
     bad = {index for index, _ in found if index is not None}
     notes = []
     for index, why in found:
         rule = diagnosis.findings[index].rule if index is not None else None
         notes.append(DROPPED.format(rule=rule, why=why) if rule else f"an invariant of diagnose broke: {why}")
-    if bad:
-        diagnosis.findings = [f for i, f in enumerate(diagnosis.findings) if i not in bad]
-    diagnosis.warnings = list(dict.fromkeys([*diagnosis.warnings, *notes]))
-    return [why for _, why in found]
+    return bad, notes
 
 
 def _as_dict(diagnosis) -> dict:

@@ -1,4 +1,4 @@
-"""Plain data of the Nsight Compute measurements for findings.json and report.html.
+"""The Nsight Compute measurements for findings.json and report.html, typed (ncu/sections.py).
 
 `ncu_details` describes the join (what matched, what did not) and lists the measured kernels of
 one step with their class; `enrich_top_kernels` adds measured SM % / DRAM % / tensor % and the
@@ -9,9 +9,13 @@ from __future__ import annotations
 
 import math
 
+import msgspec
 import pandas as pd
 
+from diagnose.base.typed import typed
+from diagnose.metrics.sections import TopKernel
 from diagnose.ncu import classify
+from diagnose.ncu.sections import Ncu
 from diagnose.vocabulary.units import percent
 
 MAX_ROWS = 40
@@ -26,11 +30,12 @@ def measured_kernels(metrics) -> pd.DataFrame:
     return metrics.kernels_in_steps[["name", "step", "dur"]].join(join.measured, how="inner")
 
 
-def ncu_details(metrics, table, seconds: float | None = None) -> dict:
-    """details["ncu"]: source, join summary, classification thresholds and the measured kernels of one step."""
+def ncu_details(metrics, table, seconds: float | None = None) -> Ncu | None:
+    """Details.ncu: source, join summary, classification thresholds and the measured kernels of one step; None
+    without a join."""
     join = metrics.ncu
     if join is None:
-        return {}
+        return None
     kernels = measured_kernels(metrics)
     rows = []
     if len(kernels):
@@ -68,7 +73,7 @@ def ncu_details(metrics, table, seconds: float | None = None) -> dict:
     }
     if seconds is not None:
         out["seconds"] = round(seconds, 1)
-    return out
+    return typed(out, Ncu)
 
 
 def join_warnings(metrics, label: str) -> list[str]:
@@ -89,8 +94,9 @@ def join_warnings(metrics, label: str) -> list[str]:
     return []
 
 
-def enrich_top_kernels(top: list[dict], metrics) -> list[dict]:
-    """The top-kernels records with measured `sm_pct`, `dram_pct`, `tensor_pct` and `bound` where present."""
+def enrich_top_kernels(top: list[TopKernel], metrics) -> list[TopKernel]:
+    """The top kernels, made anew with measured `sm_pct`, `dram_pct`, `tensor_pct` and `bound` where present (a
+    kernel Nsight Compute did not measure keeps them unset)."""
     kernels = measured_kernels(metrics)
     if not len(kernels) or not top:
         return top
@@ -98,7 +104,7 @@ def enrich_top_kernels(top: list[dict], metrics) -> list[dict]:
     grouped = kernels.assign(w=weight).groupby("name", sort=False)
     out = []
     for record in top:
-        name = record.get("name")
+        name = record.name
         if name not in grouped.groups:
             out.append(record)
             continue
@@ -109,7 +115,7 @@ def enrich_top_kernels(top: list[dict], metrics) -> list[dict]:
             for col, src in (("sm_pct", "sm_pct"), ("dram_pct", "dram_pct"), ("tensor_pct", "tensor_pct"))
         }
         extra["bound"] = g.groupby("bound")["w"].sum().idxmax() if g["bound"].notna().any() else None
-        out.append({**record, **extra})
+        out.append(msgspec.structs.replace(record, **extra))
     return out
 
 

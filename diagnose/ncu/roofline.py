@@ -1,4 +1,4 @@
-"""Roofline points of the hot ops, and the device's ceilings, as plain data for the report.
+"""Roofline points of the hot ops, and the device's ceilings, for the report (`Details.roofline`: ncu/sections.py).
 
 Each point is one op (op name, shapes and kernel) summed over the measured steps: x is its
 arithmetic intensity (FLOPs ÷ bytes), y its achieved throughput (FLOPs ÷ kernel time, the
@@ -16,8 +16,10 @@ from itertools import repeat
 import numpy as np
 import pandas as pd
 
+from diagnose.base.typed import typed
 from diagnose.metrics.views import group_codes
 from diagnose.metrics.work import best_bytes
+from diagnose.ncu.sections import Roofline
 from diagnose.vocabulary.dtypes import NARROW_PRECISIONS, precision, rung_name
 from diagnose.vocabulary.kernels import MATRIX_KINDS
 
@@ -31,16 +33,16 @@ def _rung_label(rung: str, spec) -> str:
     return rung_name(rung)
 
 
-def roofline(metrics, limit: int = MAX_POINTS) -> dict:
-    """{"points": [...], "ceilings": {...}} for the ops with the most kernel time, or {} when none fit."""
+def roofline(metrics, limit: int = MAX_POINTS) -> Roofline | None:
+    """The roofline points of the ops with the most kernel time and the device's ceilings; None when none fit."""
     spec = metrics.device_spec
     ops = metrics.op_work
     if spec is None or not len(ops):
-        return {}
+        return None
     frame = ops.assign(moved=best_bytes(ops), is_measured=ops["dram_bytes"].notna())
     frame = frame[(frame["flops"] > 0) & (frame["moved"] > 0) & (frame["kernel_us"] > 0)]
     if not len(frame):
-        return {}
+        return None
     n = max(len(metrics.steps.windows), 1)
     total_us = float(ops["kernel_us"].sum()) or 1.0
     frame = frame[np.fromiter(map(isinstance, frame["kernel"].tolist(), repeat(str)), bool, len(frame))]
@@ -83,7 +85,9 @@ def roofline(metrics, limit: int = MAX_POINTS) -> dict:
         ],
         "source": spec.source,
     }
-    return {"points": points, "ceilings": ceilings, "measured_points": sum(p["measured"] for p in points)}
+    return typed(
+        {"points": points, "ceilings": ceilings, "measured_points": sum(p["measured"] for p in points)}, Roofline
+    )
 
 
 def _point_keys(frame: pd.DataFrame) -> np.ndarray:

@@ -24,12 +24,13 @@ from pathlib import Path
 
 import msgspec
 
+from diagnose.base.typed import typed
 from diagnose.capture.guard import die_with_parent
 from diagnose.ruleset.assemble import capture_summary, diagnose_trace
 from diagnose.model.config import Config
 from diagnose.rulebook.engine import Context, impact, run_rules, verdict
 from diagnose.base.errors import DiagnoseError, InputError
-from diagnose.model.findings import Accounting, Bucket, Checked, Diagnosis, Finding, RankSummary, typed
+from diagnose.model.findings import Accounting, Bucket, Checked, Diagnosis, Finding, RankSummary
 from diagnose.model.details import Capture, FailedRank, RankBudget, capture_of
 from diagnose.metrics.accounting import largest_non_compute, with_rank_wait
 from diagnose.trace.rank_files import RankSource, rank_sources

@@ -12,18 +12,9 @@ from typing import Any, Callable, TypeVar
 
 import msgspec
 
-from diagnose.model.details import (
-    Ceilings,
-    ComputeCeiling,
-    RankBudget,
-    Roofline,
-    RooflinePoint,
-    StepRow,
-    StepTimeline,
-    TimelineGap,
-    TimelineOp,
-    TopKernel,
-)
+from diagnose.metrics.sections import StepRow, StepTimeline, TimelineGap, TimelineOp, TopKernel
+from diagnose.model.details import RankBudget
+from diagnose.ncu.sections import Ceilings, ComputeCeiling, Roofline, RooflinePoint
 from diagnose.model.findings import Bucket, IdleSplit, Summary
 from diagnose.base.format import short_name
 from diagnose.vocabulary.units import fmt, percent

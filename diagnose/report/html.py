@@ -15,17 +15,10 @@ import jinja2
 from markupsafe import Markup
 from msgspec import UNSET, UnsetType
 
-from diagnose.model.details import (
-    Capture,
-    CaptureMemory,
-    CaptureSteps,
-    CaptureTiming,
-    Device,
-    Ncu,
-    PeakBreakdown,
-    Roofline,
-    StepRow,
-)
+from diagnose.memory.sections import PeakBreakdown
+from diagnose.metrics.sections import StepRow
+from diagnose.model.details import Capture, CaptureMemory, CaptureSteps, CaptureTiming, Device
+from diagnose.ncu.sections import Ncu, Roofline
 from diagnose.model.findings import Diagnosis, Finding
 from diagnose.base.format import column_label, document_inert, short_name
 from diagnose.vocabulary.units import duration, fmt, is_number, percent

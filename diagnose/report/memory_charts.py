@@ -1,6 +1,6 @@
 """Inline SVG charts of memory for the HTML report: memory over time, and a parameter sweep.
 
-Each function takes a typed part of Diagnosis.details.memory (diagnose/model/details.py Memory, built by
+Each function takes a typed part of Diagnosis.details.memory (diagnose/memory/sections.py Memory, built by
 diagnose/memory/details.py) and returns one <svg> element as a string, or "" when there is nothing to draw. Every string that
 comes from a trace or a capture (labels, parameter names, values, error messages) is escaped.
 """
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 
-from diagnose.model.details import Fit, Memory, Sweep, SweepPoint
+from diagnose.memory.sections import Fit, Memory, Sweep, SweepPoint
 from diagnose.report.svg import (
     GRID,
     AXIS,

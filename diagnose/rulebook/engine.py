@@ -325,17 +325,22 @@ def run_rules(ctx: Context, rules) -> RuleResults:
         elif isinstance(result, Quiet):
             checked.append(Checked(rule.id, result.detail))
         else:
-            if result.sheet is None:  # the rule's own row, unless it named a row of its own
-                result = msgspec.structs.replace(result, sheet=CheatSheet(**rule.cheat_sheet))
-            frameworks = ctx.metrics.shared(
-                "frameworks",
-                lambda: detect_frameworks(
-                    ctx.trace, ctx.metrics.python_samples, compiled=bool(ctx.metrics.compiled.compiled)
-                ),
-            )
-            findings.append(pass_over(in_framework_api(result, frameworks), in_place(ctx)))
+            findings.append(finished(result, rule, ctx))
     findings.sort(key=impact, reverse=True)
     return RuleResults(findings, checked, skipped)
+
+
+def finished(result: Finding, rule: Rule, ctx: Context) -> Finding:
+    """The Finding a rule returned, made whole as a new Finding (the rule's one is not edited): the rule's
+    cheat-sheet row unless it named one of its own, each fix in the API of the framework the step runs
+    under (model/frameworks.py), then the fixes the code already has passed over (rulebook/in_place.py)."""
+    if result.sheet is None:
+        result = msgspec.structs.replace(result, sheet=CheatSheet(**rule.cheat_sheet))
+    frameworks = ctx.metrics.shared(
+        "frameworks",
+        lambda: detect_frameworks(ctx.trace, ctx.metrics.python_samples, compiled=bool(ctx.metrics.compiled.compiled)),
+    )
+    return pass_over(in_framework_api(result, frameworks), in_place(ctx))
 
 
 def top_offenders(rows, label: OffenderLabel, *, by: str | None = None, n: int = 8) -> list[Offender]:

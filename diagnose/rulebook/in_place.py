@@ -15,14 +15,14 @@ for five of them:
 
 Such a fix moves behind the finding's other fixes and says why it was passed over (`Fix.passed_over`,
 and its text); a fix another one needs first (`prerequisite`: a capturable optimizer before a graph) is a
-different change and stays. A finding whose every fix is in place ranks after those with a fix left
+different change and stays. `pass_over` makes a new Finding with new Fixes; the rule's own is not edited. A finding whose every fix is in place ranks after those with a fix left
 (diagnose/rulebook/engine.py). This is the one place where fixes are reordered for what the code has:
 the engine applies it to every finding, whatever rule made it.
 """
 
 from __future__ import annotations
 
-
+import msgspec
 import pandas as pd
 
 from diagnose.metrics.optimizer import FOREACH, FUSED
@@ -121,20 +121,17 @@ def _pinned(m) -> str:
 
 
 def pass_over(finding: Finding, present: dict[str, str]) -> Finding:
-    """`finding` with the fixes the code already has (`present`, from `in_place`) moved behind the others, each
-    saying why it was passed over; a prerequisite fix stays where it is."""
+    """A new Finding: `finding` with the fixes the code already has (`present`, from `in_place`) moved behind the
+    others, each saying why it was passed over; a prerequisite fix stays where it is. `finding` itself is left
+    as it is (the engine builds each finding once, before the Diagnosis exists)."""
     keep, moved = [], []
     for f in finding.fixes:
         reason = present.get(f.id)
         if reason and not f.prerequisite:
-            f.passed_over = reason
-            f.how = f"Passed over: {reason}. {f.how}"
-            moved.append(f)
+            moved.append(msgspec.structs.replace(f, passed_over=reason, how=f"Passed over: {reason}. {f.how}"))
         else:
             keep.append(f)
-    if moved:
-        finding.fixes = keep + moved
-    return finding
+    return msgspec.structs.replace(finding, fixes=keep + moved) if moved else finding
 
 
 def all_in_place(finding: Finding) -> bool:

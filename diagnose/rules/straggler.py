@@ -97,6 +97,8 @@ import dataclasses
 import re
 import statistics
 
+import msgspec
+
 from diagnose.rulebook.engine import Quiet, Rule, Threshold, severity_ladder, top_offenders
 from diagnose.model.findings import Evidence, Finding, Offender, Severity
 from diagnose.model.fixes import fix
@@ -168,7 +170,7 @@ class Straggler(Rule):
         if on_arrivals is not None and isinstance(by_work, Quiet):
             by_work.detail = f"{on_arrivals}; {by_work.detail}"
         elif on_arrivals is not None:
-            by_work.basis += f"; {on_arrivals}"
+            by_work = msgspec.structs.replace(by_work, basis=f"{by_work.basis}; {on_arrivals}")
         return by_work
 
     def _by_timed(self, ctx, t):

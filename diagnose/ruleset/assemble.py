@@ -3,7 +3,8 @@
 Everything a renderer shows is computed here, once, from the trace, its Metrics and the rules'
 results: the summary numbers, the capture and device, and the `Details` sections (top kernels with
 their Nsight Compute columns, the median step's timeline, the per-step table, memory, roofline,
-the ncu join), each typed here (diagnose/model/details.py) as its builder's rows arrive. The Diagnosis
+the ncu join), each a typed section its builder returns (diagnose/model/details.py names where each is
+defined), gathered by one Details constructor. The Diagnosis
 is made by its one constructor, `Diagnosis.assemble`, which holds it to diagnose/model/invariants.py
 (a finding with an impossible number is dropped) and writes the verdict. Renderers (diagnose/report)
 read it by field; nothing writes on the trace.
@@ -15,9 +16,9 @@ from typing import Sequence
 
 from diagnose.model.config import Config
 from diagnose.rulebook.engine import Context, run_rules, verdict
-from diagnose.model.details import CAPTURE_KEYS, Details, Device, Memory, Ncu, Roofline, StepTimeline
-from diagnose.model.details import InventoryRow, StepRow, TopKernel, capture_of
-from diagnose.model.findings import Diagnosis, Summary, typed
+from diagnose.base.typed import typed
+from diagnose.model.details import CAPTURE_KEYS, Details, Device, capture_of
+from diagnose.model.findings import Diagnosis, Summary
 from diagnose.memory.details import memory_details
 from diagnose.metrics import views
 from diagnose.ncu.details import enrich_top_kernels, join_warnings, ncu_details
@@ -38,6 +39,7 @@ def diagnose_trace(
     ncu_seconds: float | None = None,
     ranks=None,
     context: Context | None = None,
+    target: str | None = None,
 ) -> Diagnosis:
     """Run the rules (all of them, or `rules`) on `trace` and assemble the Diagnosis.
 
@@ -46,7 +48,8 @@ def diagnose_trace(
     from and `ncu_seconds` how long its pass took; `notes` go first among the warnings; `ranks` (a
     diagnose.rankset.model.RankSet) when the trace is one rank of several analysed together; `context`
     when rules already ran on this trace with this configuration and `ncu` (a rank measured on its
-    own before the cross-rank pass): its views are reused, and it takes `sweep` and `ranks`."""
+    own before the cross-rank pass): its views are reused, and it takes `sweep` and `ranks`; `target` names
+    what was analysed when that is not the trace (a sweep folder), else the capture's target or the trace's path."""
     config = config or Config()
     if context is None:
         ctx = Context(trace, config, sweep=sweep, ncu=ncu, ranks=ranks)
@@ -54,7 +57,7 @@ def diagnose_trace(
         ctx, ctx.sweep, ctx.ranks = context, sweep, ranks
     results = run_rules(ctx, rules or ALL_RULES)
     return Diagnosis.assemble(
-        target=(trace.capture or {}).get("target") or trace.source,
+        target=target or (trace.capture or {}).get("target") or trace.source,
         device=typed(trace.device, Device),
         summary=summary(ctx),
         findings=results.findings,
@@ -86,24 +89,26 @@ def summary(ctx: Context) -> Summary:
 
 
 def details(ctx: Context, ncu=None, ncu_seconds: float | None = None) -> Details:
-    """The report's supporting sections, typed once here; each None when this run has nothing for it."""
+    """The report's supporting sections, each typed by its builder, in one Details; each None when this run has
+    nothing for it."""
     metrics = ctx.metrics
     memory = memory_details(ctx)
-    out = Details(memory=typed(memory, Memory) if memory else None)
     if not ctx.trace.has_gpu_activity:
-        return out
+        return Details(memory=memory)
     top = views.top_kernels(metrics)
-    timeline = views.step_timeline(metrics)
-    roof = roofline(metrics)
-    out.step_timeline = typed(timeline, StepTimeline) if timeline else None
-    out.steps = typed(views.per_step(metrics), list[StepRow])
-    out.inventory = typed(views.work_inventory(metrics), list[InventoryRow])
-    out.roofline = typed(roof, Roofline) if roof else None
+    measured = None
     if metrics.ncu is not None:
-        out.ncu = typed(ncu_details(metrics, ncu, ncu_seconds), Ncu)
+        measured = ncu_details(metrics, ncu, ncu_seconds)
         top = enrich_top_kernels(top, metrics)
-    out.top_kernels = typed(top, list[TopKernel])
-    return out
+    return Details(
+        top_kernels=top,
+        step_timeline=views.step_timeline(metrics),
+        steps=views.per_step(metrics),
+        memory=memory,
+        roofline=roofline(metrics),
+        ncu=measured,
+        inventory=views.work_inventory(metrics),
+    )
 
 
 def capture_summary(trace: Trace) -> dict:

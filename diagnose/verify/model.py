@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from diagnose.model.findings import Verify, typed
+from diagnose.base.typed import typed
+from diagnose.model.findings import Verify
 
 
 @dataclasses.dataclass

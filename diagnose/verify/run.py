@@ -1,4 +1,4 @@
-"""Run `--verify`: one child process per fix variant (diagnose/child/verify.py), results onto findings.
+"""Run `--verify`: one child process per fix variant (diagnose/child/verify.py), results joined to a new Diagnosis.
 
 Never imports torch. A variant whose process fails, runs out of memory, times out or crashes is a
 FixTrial with status and error: the diagnosis is kept whatever the fixes do.
@@ -128,9 +128,10 @@ def verify_diagnosis(
     compile_backend: str = "",
     on_progress: Callable[[dict], None] | None = None,
     skip: frozenset = frozenset(),
-) -> list[Verification]:
+) -> tuple[Diagnosis, list[Verification]]:
     """Try every auto-applicable fix of every finding (each variant once, shared between findings that
-    name the same fix; none of `skip`) and set each finding's `verify` list; returns the Verifications."""
+    name the same fix; none of `skip`); returns a new Diagnosis, each finding with its `verify` list
+    (`Diagnosis.verified`; `diagnosis` is left as it is), and the Verifications."""
     report = on_progress or (lambda event: None)
     planned = plan_trials(diagnosis.findings, op_names, skip, script=spec.mode != "function")
     timing = diagnosis.capture.timing
@@ -155,6 +156,4 @@ def verify_diagnosis(
         v = Verification(p.fix, bool(p.variants), p.why, [trials[name] for name, _ in p.variants], p.snippet)
         records[p.finding].append(v.record())
         verifications.append(v)
-    for finding, verify in zip(diagnosis.findings, records):
-        finding.verify = verify
-    return verifications
+    return diagnosis.verified(records), verifications
