@@ -34,6 +34,7 @@ import msgspec
 import numpy as np
 import pandas as pd
 
+from diagnose.base.grouped import aggregate
 from diagnose.metrics.host import merge_intervals
 from diagnose.metrics.timeline import name_matches
 from diagnose.trace import schemas
@@ -184,7 +185,9 @@ def _between_ops(parts: list[pd.DataFrame], n: int) -> pd.DataFrame:
     if not parts:
         return pd.DataFrame(columns=cols)
     ops = pd.concat(parts, ignore_index=True)
-    grouped = ops.groupby("name").agg(calls=("dur", "size"), host=("dur", "sum")).sort_values("host", ascending=False)
+    grouped = aggregate(ops.groupby("name"), calls=("dur", "size"), host=("dur", "sum")).sort_values(
+        "host", ascending=False
+    )
     return pd.DataFrame(
         {
             "name": grouped.index,
