@@ -45,6 +45,7 @@ import dataclasses
 import numpy as np
 import pandas as pd
 
+from diagnose.base.grouped import aggregate
 from diagnose.rulebook.engine import Quiet, Rule, Threshold, severity_ladder, time_base, top_offenders
 from diagnose.metrics.host import length, merge_intervals, subtract
 from diagnose.metrics.budget import StepBudget
@@ -249,11 +250,13 @@ _COMPACT_CODE = (
 
 def _offenders(c: _Copies) -> list[Offender]:
     """The copy kinds (name, stream) by critical time per step."""
-    rows = (
-        c.copies.groupby(["name", "stream"], dropna=False)
-        .agg(us=("critical_us", "sum"), calls=("bytes", "size"), nbytes=("bytes", "sum"), sync=("synchronous", "mean"))
-        .reset_index()
-    )
+    rows = aggregate(
+        c.copies.groupby(["name", "stream"], dropna=False),
+        us=("critical_us", "sum"),
+        calls=("bytes", "size"),
+        nbytes=("bytes", "sum"),
+        sync=("synchronous", "mean"),
+    ).reset_index()
     return top_offenders(
         [
             {
