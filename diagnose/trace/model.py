@@ -78,10 +78,14 @@ class Trace:
 
     @property
     def main_device(self) -> int | None:
-        """The GPU index with the most GPU time (a rank's trace normally has one)."""
-        if not len(self.gpu):
-            return None
-        return int(self.gpu.groupby("device")["dur"].sum().idxmax())
+        """The GPU index with the most GPU time (a rank's trace normally has one). Computed once per `gpu`
+        frame (the device description, the timeline, transfers and comm all ask)."""
+        known = self.__dict__.get("_main_device")
+        if known is not None and known[0] is self.gpu:
+            return known[1]
+        device = int(self.gpu.groupby("device")["dur"].sum().idxmax()) if len(self.gpu) else None
+        self.__dict__["_main_device"] = (self.gpu, device)
+        return device
 
     @property
     def device(self) -> dict:
