@@ -88,6 +88,18 @@ class Trace:
         return device
 
     @property
+    def launch_calls(self) -> pd.DataFrame:
+        """The runtime calls that carry a correlation id, the first call of each id (the one that launched
+        the GPU records of that id), in trace order with their rows' index. Made once per `runtime` frame:
+        the launch join and the timeline both read it."""
+        known = self.__dict__.get("_launch_calls")
+        if known is not None and known[0] is self.runtime:
+            return known[1]
+        calls = self.runtime.dropna(subset=["correlation"]).drop_duplicates("correlation")
+        self.__dict__["_launch_calls"] = (self.runtime, calls)
+        return calls
+
+    @property
     def device(self) -> dict:
         """What the trace ran on: from the capture's own record, else the trace's deviceProperties.
 
