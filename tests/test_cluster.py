@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import CAPTURES, ROOT, SYNTHETIC
+from conftest import CAPTURES, ROOT, SYNTHETIC, diagnosis_of, make_golden
 from diagnose.commands import main
 from diagnose.ranks.analyse import analyse_rank
 from diagnose.trace.rank_files import rank_sources
@@ -53,12 +53,31 @@ def test_there_are_rank_folders_to_compare():
     assert len(RANK_FOLDERS) >= 13, RANK_FOLDERS  # ten 2-rank captures, three SYNTHETIC folders
 
 
+def _local_findings(folder: Path, out: Path) -> tuple[int, bytes]:
+    """The local pool's exit code and findings.json for `folder`. A capture folder's is the session's shared
+    analysis (conftest.diagnosis_of: diagnose.analyze at the command line's defaults, the golden test's too)
+    as the command line writes it, a successful run's exit code 0: the two are byte for byte the same file
+    (diagnose.analyze is what the command line runs). A SYNTHETIC folder is shared at other settings
+    (make_golden.overrides), so the command line analyses it here (a second or two)."""
+    if make_golden.overrides(folder) is not None:
+        return _findings(folder, out)
+    from diagnose.report.json_report import RENDERER
+
+    return 0, RENDERER.render(diagnosis_of(folder)).encode("utf-8")
+
+
 @pytest.mark.parametrize("folder", RANK_FOLDERS, ids=lambda p: p.name)
 def test_the_cluster_writes_the_local_pools_findings_json(folder, cluster, tmp_path):
-    local = _findings(folder, tmp_path / "local")
+    local = _local_findings(folder, tmp_path / "local")
     on_cluster = _findings(folder, tmp_path / "cluster", "--cluster", cluster.scheduler_address)
     assert local[0] == on_cluster[0] == 0
     assert on_cluster[1] == local[1]
+
+
+def test_the_local_findings_json_is_the_command_lines(tmp_path):
+    """What _local_findings stands for: the command line's local pool writes the shared analysis's file."""
+    folder = CAPTURES / "fsdp_prefetch"
+    assert _findings(folder, tmp_path / "o") == _local_findings(folder, tmp_path / "unused")
 
 
 def dies_once(source, config, max_bytes=None, *, marker: str):

@@ -456,9 +456,7 @@ def test_a_tiny_chains_bandwidth_keeps_its_digits():
 def test_a_bandwidth_estimated_above_the_achievable_is_never_shown_above_all_of_it():
     """REAL (H200, conv_nchw): bytes counted from shapes over the chains' time come to 9.3 TB/s, more than
     HBM moves; the share is capped and says why."""
-    from diagnose import analyze
-
-    d = analyze(ROOT / "fixtures" / "captures" / "conv_nchw" / "trace.json.gz")
+    d = diagnosis_of(ROOT / "fixtures" / "captures" / "conv_nchw" / "trace.json.gz")  # test_same_answer's too
     shares = [e for f in d.findings for e in f.evidence if e.metric.startswith("HBM bandwidth of the chains")]
     assert shares and all(e.value <= 1 for e in shares)
     assert "stayed in L2" in shares[0].metric

@@ -21,6 +21,7 @@ import re
 import numpy as np
 import pandas as pd
 
+from diagnose.base.grouped import aggregate
 from diagnose.vocabulary.collectives import is_collective_kernel
 from diagnose.metrics.host import intersect, length, merge_intervals
 from diagnose.trace.names import name_match
@@ -99,8 +100,8 @@ def _collectives(ops: pd.DataFrame, ts: np.ndarray, te: np.ndarray, compute_iv: 
         return pd.DataFrame(columns=columns)
     hidden = np.array([length(intersect(np.array([[s, e]]), compute_iv)) for s, e in zip(ts, te)])
     frame = pd.DataFrame({"name": ops["name"].to_numpy(object), "dur": te - ts, "exposed": (te - ts) - hidden})
-    grouped = frame.groupby("name", sort=False).agg(
-        calls=("dur", "size"), us=("dur", "sum"), exposed=("exposed", "sum")
+    grouped = aggregate(
+        frame.groupby("name", sort=False), calls=("dur", "size"), us=("dur", "sum"), exposed=("exposed", "sum")
     )
     grouped = grouped.sort_values("exposed", ascending=False)
     return pd.DataFrame(

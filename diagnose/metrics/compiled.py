@@ -34,6 +34,7 @@ import msgspec
 import numpy as np
 import pandas as pd
 
+from diagnose.base.grouped import aggregate
 from diagnose.metrics.host import merge_intervals
 from diagnose.metrics.timeline import name_matches
 from diagnose.trace import schemas
@@ -89,33 +90,30 @@ def compiled_steps(trace: Trace, windows) -> CompiledSteps:
     if not marked and len(regions):
         calls = _innermost(regions)
     rows, between = [], []
-    inductor = name_matches(trace.gpu["name"], INDUCTOR_KERNEL)
+    gpu, runtime = trace.gpu, trace.runtime
+    # what the steps test row by row, once for the whole trace: each step only cuts its rows out of these
+    inductor = name_matches(gpu["name"], INDUCTOR_KERNEL)
+    gpu_ts = gpu["ts"].to_numpy(float)
+    op_tid, op_ts = ops["tid"].to_numpy(), ops["ts"].to_numpy(float)
+    eager_op = ~name_matches(ops["name"], DYNAMO_OWN) & (ops["cat"] == "cpu_op").to_numpy()
+    rt_tid, rt_ts = runtime["tid"].to_numpy(), runtime["ts"].to_numpy(float)
+    rt_launch = name_matches(runtime["name"], KERNEL_LAUNCH)
+    rt_replay = name_matches(runtime["name"], GRAPH_LAUNCH)
     outermost: dict = {}  # per thread: its regions held by no other, sorted (the compiled entries)
     for i, w in enumerate(windows):
         tid = _step_thread(ops, w, regions)
-        own = (
-            ops[(ops["tid"] == tid) & (ops["ts"] >= w.cpu_start) & (ops["ts"] < w.cpu_end)]
-            if tid is not None
-            else ops.iloc[0:0]
-        )
+        own = _rows_of(op_tid, op_ts, tid, w)
         step_calls = calls[(calls["tid"] == tid) & (calls["ts"] >= w.cpu_start) & (calls["ts"] < w.cpu_end)]
         if tid not in outermost:
             outermost[tid] = _top_level(regions[regions["tid"] == tid]) if len(regions) else regions
         entries = _entries(step_calls, outermost[tid])
         spans, gaps, per_entry = _graph_spans(step_calls, entries, w.cpu_end)
         covered = float((spans[:, 1] - spans[:, 0]).sum()) if len(spans) else 0.0
-        eager = _top_level(own[~name_matches(own["name"], DYNAMO_OWN) & (own["cat"] == "cpu_op").to_numpy()])
+        eager = _top_level(ops[own & eager_op])
         in_gap = _within(eager["ts"].to_numpy(float), gaps)
         between.append(eager[in_gap].assign(step=i))
-        runtime = trace.runtime
-        rt = (
-            runtime[(runtime["tid"] == tid) & (runtime["ts"] >= w.cpu_start) & (runtime["ts"] < w.cpu_end)]
-            if len(runtime)
-            else runtime
-        )
-        rt_names = rt["name"].astype(str) if len(rt) else pd.Series([], dtype=object)
-        launches = rt[name_matches(rt["name"], KERNEL_LAUNCH)] if len(rt) else rt
-        gpu = trace.gpu
+        rt = _rows_of(rt_tid, rt_ts, tid, w)
+        launches_ts = rt_ts[rt & rt_launch]
         rows.append(
             {
                 "step": i,
@@ -131,15 +129,21 @@ def compiled_steps(trace: Trace, windows) -> CompiledSteps:
                 "between_us": float((gaps[:, 1] - gaps[:, 0]).sum()) if len(gaps) else 0.0,
                 "outside_us": max((w.cpu_end - w.cpu_start) - covered, 0.0) if len(spans) else 0.0,
                 "eager_ops_between": int(in_gap.sum()),
-                "launches_between": int(_within(launches["ts"].to_numpy(float), gaps).sum()) if len(launches) else 0,
-                "replays": int(name_matches(rt_names, GRAPH_LAUNCH).sum()) if len(rt) else 0,
-                "inductor_kernels": int((((gpu["ts"] >= w.start) & (gpu["ts"] < w.end)).to_numpy() & inductor).sum())
-                if len(gpu)
-                else 0,
+                "launches_between": int(_within(launches_ts, gaps).sum()) if len(launches_ts) else 0,
+                "replays": int((rt & rt_replay).sum()),
+                "inductor_kernels": int((((gpu_ts >= w.start) & (gpu_ts < w.end)) & inductor).sum()),
             }
         )
     frame = pd.DataFrame(rows, columns=STEP_COLUMNS)
     return CompiledSteps(frame, marked, _between_ops(between, max(len(windows), 1)), int(is_region.sum()))
+
+
+def _rows_of(tids: np.ndarray, ts: np.ndarray, tid, window) -> np.ndarray:
+    """Which rows (their thread ids and start times) thread `tid` started inside the step's CPU range; none
+    when the step has no thread."""
+    if tid is None:
+        return np.zeros(len(ts), dtype=bool)
+    return (tids == tid) & (ts >= window.cpu_start) & (ts < window.cpu_end)
 
 
 def _entries(calls: pd.DataFrame, outer: pd.DataFrame) -> np.ndarray:
@@ -184,7 +188,9 @@ def _between_ops(parts: list[pd.DataFrame], n: int) -> pd.DataFrame:
     if not parts:
         return pd.DataFrame(columns=cols)
     ops = pd.concat(parts, ignore_index=True)
-    grouped = ops.groupby("name").agg(calls=("dur", "size"), host=("dur", "sum")).sort_values("host", ascending=False)
+    grouped = aggregate(ops.groupby("name"), calls=("dur", "size"), host=("dur", "sum")).sort_values(
+        "host", ascending=False
+    )
     return pd.DataFrame(
         {
             "name": grouped.index,

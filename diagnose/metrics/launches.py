@@ -38,8 +38,7 @@ def join_launches(trace: Trace) -> pd.DataFrame:
     """One row per GPU op with `launch_name`, `launch_ts`, `launch_dur`, `launch_delay`, `op_name`, shapes."""
     gpu = trace.gpu
     out = gpu[GPU_COLUMNS]  # copy-on-write: the new columns go on `out`, the gpu frame is shared, not copied
-    runtime = trace.runtime[["correlation", "name", "ts", "dur", "external_id", "tid"]]
-    runtime = runtime.dropna(subset=["correlation"]).drop_duplicates("correlation")
+    runtime = trace.launch_calls[["correlation", "name", "ts", "dur", "external_id", "tid"]]
     found = lookup(out["correlation"], runtime["correlation"])
     for src, dst in (
         ("name", "launch_name"),

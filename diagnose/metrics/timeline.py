@@ -193,7 +193,7 @@ def _classify(trace: Trace, ops: pd.DataFrame, gaps: pd.DataFrame, p: dict, sync
     gaps["next_cat"] = None
     gaps.loc[has_next, "next_name"] = next_rows["name"].to_numpy()
     gaps.loc[has_next, "next_cat"] = next_rows["cat"].to_numpy()
-    launches = runtime[["correlation", "ts", "name"]].dropna(subset=["correlation"]).drop_duplicates("correlation")
+    launches = trace.launch_calls[["correlation", "ts", "name"]]
     corr = pd.Series(pd.NA, index=gaps.index, dtype="Int64")
     corr[has_next] = next_rows["correlation"].to_numpy()
     del next_rows

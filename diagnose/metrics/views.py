@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from diagnose.base.grouped import aggregate
 from diagnose.base.typed import typed
 from diagnose.metrics.sections import InventoryRow, StepRow, StepTimeline, TopKernel
 
@@ -19,8 +20,12 @@ def top_kernels(metrics, limit: int = 15) -> list[TopKernel]:
     if not len(ops):
         return []
     busy = float(ops["dur"].sum()) or 1.0
-    grouped = ops.groupby("name", sort=False).agg(
-        kind=("cat", "first"), calls=("dur", "size"), total_us=("dur", "sum"), median_us=("dur", "median")
+    grouped = aggregate(
+        ops.groupby("name", sort=False),
+        kind=("cat", "first"),
+        calls=("dur", "size"),
+        total_us=("dur", "sum"),
+        median_us=("dur", "median"),
     )
     grouped = grouped.sort_values("total_us", ascending=False).head(limit)
     # the launching op and shapes of the top kernels only (the three columns, not a copy of every column)
@@ -63,8 +68,8 @@ def work_inventory(metrics, limit: int = INVENTORY_ROWS) -> list[InventoryRow]:
     ]
     group = group_codes(keys)
     frame = pd.DataFrame({"group": group, "cat": ops["cat"].to_numpy(), "dur": ops["dur"].to_numpy(float)})
-    grouped = frame.groupby("group", sort=False).agg(
-        kind=("cat", "first"), calls=("dur", "size"), total_us=("dur", "sum")
+    grouped = aggregate(
+        frame.groupby("group", sort=False), kind=("cat", "first"), calls=("dur", "size"), total_us=("dur", "sum")
     )
     first = np.flatnonzero(~pd.Series(group).duplicated().to_numpy())  # each group's first row, in group order
     for column, values in zip(("name", "op", "input_dims"), keys):

@@ -37,6 +37,7 @@ import math
 import numpy as np
 import pandas as pd
 
+from diagnose.base.grouped import aggregate
 from diagnose.vocabulary import kernels as K
 from diagnose.vocabulary.dtypes import BF16, dtype_bytes, is_dtype, is_promoting_float, precision_label
 from diagnose.vocabulary.ops import (
@@ -519,7 +520,8 @@ def _aggregates(kern: pd.DataFrame, key: np.ndarray) -> pd.DataFrame:
         ["step", "stream", "op_name", "input_dims", "input_types"],
     )
     grouped = kern.groupby("instance", sort=False)
-    agg = grouped.agg(
+    agg = aggregate(
+        grouped,
         ts=("ts", "min"),
         end=("end", "max"),
         kernel_us=("dur", "sum"),

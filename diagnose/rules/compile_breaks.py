@@ -47,6 +47,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from diagnose.base.grouped import aggregate
 from diagnose.rulebook.engine import Quiet, Rule, Skip, Threshold, severity_ladder, time_base, top_offenders
 from diagnose.base.errors import InputError
 from diagnose.model.findings import Evidence, Finding, Fix, Offender, Severity
@@ -287,7 +288,7 @@ def _lines(events) -> list[str]:
     if events is None or not len(events):
         return []
     located = events.dropna(subset=["file"])
-    counts = located.groupby(["file", "line"], dropna=False).agg(n=("kind", "size"), reason=("reason", "first"))
+    counts = aggregate(located.groupby(["file", "line"], dropna=False), n=("kind", "size"), reason=("reason", "first"))
     counts = counts.sort_values("n", ascending=False)
     return [f"{Path(f).name}:{int(ln)} ({r})" for (f, ln), r in zip(counts.index, counts["reason"])]
 
@@ -299,10 +300,10 @@ def _offenders(record, cs) -> list[Offender]:
             ev = record.of(kind)
             if not len(ev):
                 continue
-            grouped = (
-                ev.fillna({"file": "", "line": 0, "function": ""})
-                .groupby(["file", "line", "reason"], sort=False)
-                .agg(n=("kind", "size"), function=("function", "first"))
+            grouped = aggregate(
+                ev.fillna({"file": "", "line": 0, "function": ""}).groupby(["file", "line", "reason"], sort=False),
+                n=("kind", "size"),
+                function=("function", "first"),
             )
             for (file, line, reason), row in grouped.head(MAX_SHOWN).iterrows():
                 breaks.append(

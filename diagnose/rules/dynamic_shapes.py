@@ -45,6 +45,7 @@ import math
 
 import pandas as pd
 
+from diagnose.base.grouped import aggregate
 from diagnose.rulebook.engine import Quiet, Rule, Threshold, severity_ladder, top_offenders
 from diagnose.model.findings import Evidence, Finding, Offender, Severity
 from diagnose.model.fixes import fix
@@ -138,7 +139,8 @@ def _measure(m: Metrics, held: pd.DataFrame, t: dict[str, float]) -> _Top:
     budget = m.budget
     n = budget.n_steps
     per_step = budget.host_scale / n
-    by_name = held.groupby("name").agg(
+    by_name = aggregate(
+        held.groupby("name"),
         held_us=("held_us", "sum"),
         host_us=("host_us", "sum"),
         kernel_us=("kernel_us", "sum"),

@@ -85,6 +85,7 @@ import dataclasses
 import numpy as np
 import pandas as pd
 
+from diagnose.base.grouped import aggregate
 from diagnose.rulebook.engine import Quiet, Rule, Threshold, severity_ladder, top_offenders
 from diagnose.model.findings import Evidence, Finding, Fix, Offender, Severity
 from diagnose.model.fixes import capturable_fix, fix, optimizer_code
@@ -488,8 +489,8 @@ def _offenders(m, host_gaps: pd.DataFrame, n: int, scale: float) -> list[Offende
         launches, left_on="next_correlation", right_on="correlation", how="left"
     )
     joined["op_name"] = joined["op_name"].fillna("(no CPU op recorded)")
-    grouped = joined.groupby("op_name").agg(
-        launches=("dur_x", "size"), waited_us=("dur_x", "sum"), kernel_us=("dur_y", "median")
+    grouped = aggregate(
+        joined.groupby("op_name"), launches=("dur_x", "size"), waited_us=("dur_x", "sum"), kernel_us=("dur_y", "median")
     )
     grouped = grouped.sort_values("waited_us", ascending=False)
     rows = [

@@ -36,6 +36,7 @@ import dataclasses
 
 import pandas as pd
 
+from diagnose.base.grouped import aggregate
 from diagnose.rulebook.engine import Quiet, Rule, Threshold, severity_ladder, top_offenders
 from diagnose.model.findings import Evidence, Finding, Offender, Severity
 from diagnose.model.fixes import fix
@@ -196,7 +197,7 @@ def _offenders(layout, n: int) -> list[Offender]:
     if not len(layout):
         return []
     by = layout.assign(op=layout["op_name"].fillna("(no CPU op recorded)")).groupby("op")
-    rows = by.agg(kernels=("dur", "size"), us=("dur", "sum")).sort_values("us", ascending=False).head(8)
+    rows = aggregate(by, kernels=("dur", "size"), us=("dur", "sum")).sort_values("us", ascending=False).head(8)
     rows = [
         {
             "op": op,

@@ -45,9 +45,11 @@ import dataclasses
 import numpy as np
 import pandas as pd
 
+from diagnose.base.grouped import aggregate
 from diagnose.rulebook.engine import Quiet, Rule, Threshold, severity_ladder, time_base, top_offenders
 from diagnose.metrics.host import length, merge_intervals, subtract
 from diagnose.metrics.budget import StepBudget
+from diagnose.metrics.launches import lookup
 from diagnose.model.findings import Evidence, Finding, Fix, Offender
 from diagnose.model.fixes import fix
 from diagnose.vocabulary.dtypes import dtype_bytes
@@ -132,11 +134,19 @@ def _with_host_calls(copies: pd.DataFrame, runtime: pd.DataFrame, ops: pd.DataFr
     """The copies with direction, host memory kind, bytes, element size (of the op that copied), whether
     the host call waited for them, and the span they hold the critical path for (`start`, `stop`: the GPU
     copy, to the end of its call when synchronous)."""
-    calls = runtime[["correlation", "ts", "end", "external_id"]].dropna(subset=["correlation"])
-    calls = calls.drop_duplicates("correlation").rename(columns={"external_id": "call_external_id"})
-    out = copies.merge(calls, on="correlation", how="left", suffixes=("", "_call"))
-    sizes = ops[["external_id", "input_types"]].dropna(subset=["external_id"]).drop_duplicates("external_id")
-    size_of = dict(zip(sizes["external_id"].tolist(), map(_element_bytes, sizes["input_types"].tolist())))
+    calls = runtime[runtime["correlation"].isin(copies["correlation"].dropna())]  # the calls of these copies
+    calls = calls[["correlation", "ts", "end", "external_id"]].drop_duplicates("correlation")
+    # a left join on the correlation id (each copy's first call), by position: what copies.merge(calls, how="left",
+    # suffixes=("", "_call")) made, without a merge's fixed cost on the few copies of a step
+    out = copies.reset_index(drop=True)
+    found = lookup(out["correlation"], calls["correlation"])
+    for column, name in (("ts", "ts_call"), ("end", "end_call"), ("external_id", "call_external_id")):
+        out[name] = pd.Series(calls[column].array.take(found, allow_fill=True), index=out.index)
+    size_of = {}
+    if len(out):  # the first op of each of the calls' external ids (the rows drop_duplicates keeps of all ops)
+        sizes = ops[ops["external_id"].isin(out["call_external_id"].dropna())]
+        sizes = sizes[["external_id", "input_types"]].drop_duplicates("external_id")
+        size_of = dict(zip(sizes["external_id"].tolist(), map(_element_bytes, sizes["input_types"].tolist())))
     out["element_bytes"] = [size_of.get(e) for e in out["call_external_id"].tolist()]
     names = out["name"].astype(str)
     out["direction"] = names.str.extract(COPY_DIRECTION, expand=False)
@@ -249,11 +259,13 @@ _COMPACT_CODE = (
 
 def _offenders(c: _Copies) -> list[Offender]:
     """The copy kinds (name, stream) by critical time per step."""
-    rows = (
-        c.copies.groupby(["name", "stream"], dropna=False)
-        .agg(us=("critical_us", "sum"), calls=("bytes", "size"), nbytes=("bytes", "sum"), sync=("synchronous", "mean"))
-        .reset_index()
-    )
+    rows = aggregate(
+        c.copies.groupby(["name", "stream"], dropna=False),
+        us=("critical_us", "sum"),
+        calls=("bytes", "size"),
+        nbytes=("bytes", "sum"),
+        sync=("synchronous", "mean"),
+    ).reset_index()
     return top_offenders(
         [
             {

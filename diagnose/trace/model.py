@@ -78,10 +78,26 @@ class Trace:
 
     @property
     def main_device(self) -> int | None:
-        """The GPU index with the most GPU time (a rank's trace normally has one)."""
-        if not len(self.gpu):
-            return None
-        return int(self.gpu.groupby("device")["dur"].sum().idxmax())
+        """The GPU index with the most GPU time (a rank's trace normally has one). Computed once per `gpu`
+        frame (the device description, the timeline, transfers and comm all ask)."""
+        known = self.__dict__.get("_main_device")
+        if known is not None and known[0] is self.gpu:
+            return known[1]
+        device = int(self.gpu.groupby("device")["dur"].sum().idxmax()) if len(self.gpu) else None
+        self.__dict__["_main_device"] = (self.gpu, device)
+        return device
+
+    @property
+    def launch_calls(self) -> pd.DataFrame:
+        """The runtime calls that carry a correlation id, the first call of each id (the one that launched
+        the GPU records of that id), in trace order with their rows' index. Made once per `runtime` frame:
+        the launch join and the timeline both read it."""
+        known = self.__dict__.get("_launch_calls")
+        if known is not None and known[0] is self.runtime:
+            return known[1]
+        calls = self.runtime.dropna(subset=["correlation"]).drop_duplicates("correlation")
+        self.__dict__["_launch_calls"] = (self.runtime, calls)
+        return calls
 
     @property
     def device(self) -> dict:
