@@ -403,7 +403,7 @@ def launch_time_of_gpu_ops(trace: Trace, gpu: pd.DataFrame | None = None) -> np.
     gpu = trace.gpu if gpu is None else gpu
     if not len(gpu):
         return np.array([])
-    runtime = trace.runtime.dropna(subset=["correlation"]).drop_duplicates("correlation")
+    runtime = trace.launch_calls
     at = lookup(gpu["correlation"], runtime["correlation"])
     return np.where(
         at >= 0, runtime["ts"].to_numpy(float)[np.maximum(at, 0)] if len(runtime) else 0.0, gpu["ts"].to_numpy(float)
