@@ -22,7 +22,9 @@ with that few rows. When such kernels run most of the unshaped matmul time, thei
 at least `min_tile_kernel_us` (shorter ones are paced by latency, not bytes: decode_graphed's 3–4 µs
 kernels) and the matmuls take `min_weight_share` of the step, they are the weight streaming; their
 bytes are taken as the most they could read (kernel time × achievable bandwidth), so the W4A16
-estimate is a floor (gemv_decode_1tok_graphed's trace file alone: 1.43×, measured 1.59×). Otherwise
+estimate is a floor (gemv_decode_1tok_graphed's trace file alone: 1.43×, measured 1.59×; a fresh
+H100 capture of the graphed 8-layer decode, 2026-12-06: 1.46× from its trace file alone, at most
+2.94 GB, against 1.49× from the capture folder's 2.82 GB census). Otherwise
 the rule is skipped and says that `--ncu` would answer it.
 
 **Thresholds.** `max_rows` 16: at 16 rows a bf16 product does 16 FLOP per weight byte, still
