@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-import diagnose.metrics as metrics  # noqa: E402
+import diagnose.metrics.shared as metrics  # noqa: E402
 from diagnose.metrics.steps import Steps, StepWindow  # noqa: E402
 from unmarked_steps import alone, outcome, single_rank_captures  # noqa: E402
 

@@ -6,6 +6,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from diagnose.commands import main
 
 from conftest import CAPTURES, ROOT
@@ -94,3 +96,18 @@ def test_a_reader_that_stops_early_is_no_error(tmp_path):
         assert proc.wait(timeout=60) == 0, flags
         assert b"Traceback" not in proc.stderr.read()
         assert (tmp_path / "out" / "findings.json").is_file()
+
+
+@pytest.mark.parametrize("argv", [["--version"], ["/no/such/trace.json"], ["diff", "/no/a", "/no/b"]])
+def test_a_command_line_that_never_analyses_does_not_import_pandas(argv):
+    """Start-up is what a wrong path or --version costs: the analysis (pandas, numpy, the rules) is imported
+    only once there is something to analyse (--help lists the renderers, which do import it)."""
+    probe = (
+        "import sys\n"
+        f"sys.argv = ['diagnose', *{argv!r}]\n"
+        "from diagnose.commands import main\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass\n"
+        "print(sorted(m for m in ('pandas', 'numpy') if m in sys.modules))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+    assert out.stdout.strip().splitlines()[-1] == "[]", out.stdout + out.stderr

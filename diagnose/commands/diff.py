@@ -53,6 +53,10 @@ class DiffCommand(common.Command):
 
     def run(self, args: argparse.Namespace) -> int:
         """Analyse both sides once, compare, print, write, gate."""
+        from diagnose.trace.source import check_present
+
+        for side in (args.before, args.after):  # before the analysis imports pandas: a wrong path answers at once
+            check_present(Path(side))
         from diagnose.front.diff_command import run_diff
 
         return run_diff(args, common.load_config(args.set, None))
