@@ -27,7 +27,6 @@ from diagnose.metrics.timeline import Timeline, build_timeline
 from diagnose.trace.model import Trace
 
 
-
 class Metrics:
     """Lazily computed, cached metrics of one trace; the trace is only read.
 
