@@ -254,6 +254,7 @@ def test_nproc_per_node_captures_every_rank_with_gloo(tmp_path):
     findings = json.loads((out / "findings.json").read_text())
     assert findings["summary"]["ranks"]["count"] == 2
     assert findings["target"].endswith("ddp_train.py:make_step")
+    assert findings["capture"]["distributed"]["launcher"] == "torch.distributed.run"  # built in, not patched after
     # the folder re-analyses as a rank folder
     assert main([str(out), "-o", str(tmp_path / "again"), "-q"]) == 0
 

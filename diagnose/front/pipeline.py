@@ -14,7 +14,6 @@ import importlib.util
 import json
 from pathlib import Path
 
-import msgspec
 
 from diagnose import report
 from diagnose.ruleset.assemble import diagnose_trace
@@ -314,9 +313,7 @@ def capture_distributed_and_analyse(
     meta = run_distributed(spec, launch, timeout_s=options.timeout_s, python=options.python, on_progress=on_progress)
     traced = [s for s in rank_sources(out) if (s.path / "trace.json.gz").exists()]
     if meta["status"] == "ok" and len(traced) >= 2:
-        d = analyse_ranks(out, config, on_progress=on_progress)
-        capture = msgspec.structs.replace(d.capture, distributed=meta["distributed"])
-        return msgspec.structs.replace(d, target=spec.target, capture=capture)
+        return analyse_ranks(out, config, on_progress=on_progress, target=spec.target, distributed=meta["distributed"])
     # a failed rank, or one rank only: the diagnosis of one rank folder, with the failed rank's error
     failed = next((r for r in meta["ranks"] if r["status"] != "ok"), None)
     folder = out / (failed["folder"] if failed else meta["ranks"][0]["folder"]) if meta["ranks"] else out

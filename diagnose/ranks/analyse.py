@@ -104,10 +104,14 @@ def analyse_ranks(
     on_progress=None,
     max_bytes: int | None = None,
     engine=None,
+    target: str | None = None,
+    distributed: dict | None = None,
 ) -> Diagnosis:
     """The Diagnosis of a rank folder (see the module docstring); InputError when it holds no ranks,
     or fewer than two that could be read. `engine` (cluster.py's RankEngine, e.g. a Dask cluster)
-    measures the ranks and runs the reference's rules in place of the local pool."""
+    measures the ranks and runs the reference's rules in place of the local pool. A run diagnose
+    launched on the ranks names its own `target` (the workload, not the folder) and how torchrun
+    launched it (`distributed`, into the capture)."""
     config = config or Config()
     sources = rank_sources(Path(folder))
     if not sources:
@@ -138,14 +142,17 @@ def analyse_ranks(
     lost = [f"{r['failed']} (not analysed; the other {len(chosen)} ranks were)" for r in failed]
     # the reference's diagnosis with the ranks in it, made anew: the merged findings and the rank rows are
     # held to diagnose/model/invariants.py again and the verdict written of them
+    capture = _failed_capture(chosen) or ref.capture
+    if distributed is not None and capture is not None:
+        capture = msgspec.structs.replace(capture, distributed=distributed)
     return Diagnosis.assemble(
-        target=str(folder),
+        target=target or str(folder),
         device=ref.device,
         summary=summary,
         findings=findings,
         skipped=ref.skipped,
         checked=checked,
-        capture=_failed_capture(chosen) or ref.capture,
+        capture=capture,
         details=msgspec.structs.replace(
             ref.details, ranks=typed(ranks.budgets(), list[RankBudget]), failed_ranks=failed_ranks
         ),
