@@ -1,16 +1,20 @@
 """A Diagnosis is built once: a Finding is normalised when made, the Diagnosis by its one constructor,
-and neither is patched afterwards. Every later step (the engine's framework and in-place passes, --verify, a
-warning added by a command) makes a new one and leaves what it was given as it was."""
+and neither is patched afterwards, nor are its device, its capture or the rows of its report sections.
+Every later step (the engine's framework and in-place passes, --verify, a warning added by a command)
+makes a new one and leaves what it was given as it was."""
 
 from __future__ import annotations
 
 import msgspec
 import pytest
 
-from diagnose.model.details import Capture, Details, Device
+from diagnose.memory.sections import PeakPart
+from diagnose.metrics.sections import TopKernel
+from diagnose.model.details import Capture, CaptureError, Details, Device, RankBudget
 from diagnose.model.findings import MAX_SPEEDUP, Diagnosis, Evidence, Finding, Offender, Skipped, Summary, Verify
 from diagnose.model.fixes import fix
 from diagnose.model.frameworks import Framework, in_framework_api
+from diagnose.ncu.sections import NcuKernel
 from diagnose.rulebook.in_place import pass_over
 
 
@@ -53,6 +57,25 @@ def diagnosis(*findings: Finding) -> Diagnosis:
         (lambda: diagnosis(), "verdict", "patched"),
         (lambda: diagnosis().summary, "step_time_us", 1.0),
         (lambda: diagnosis().details, "steps", []),
+        (lambda: diagnosis().device, "name", "patched"),
+        (lambda: diagnosis().capture, "status", "failed"),
+        (lambda: Capture(error=CaptureError(type="RuntimeError")).error, "message", "patched"),
+        (
+            lambda: RankBudget(
+                rank=0,
+                step_us=1.0,
+                step_basis="profiled",
+                wait_us=0.0,
+                profiled_step_us=1.0,
+                wait_share=0.0,
+                buckets=[],
+            ),
+            "wait_us",
+            5.0,
+        ),
+        (lambda: TopKernel("gemm", "kernel", 1, 5.0, 5.0, 0.5), "name", "patched"),
+        (lambda: PeakPart("parameters", 1024), "bytes", 0),
+        (lambda: NcuKernel("gemm", 5.0, 5.5, *[None] * 8), "bound", "memory"),
     ],
 )
 def test_a_finding_its_parts_and_a_diagnosis_cannot_be_patched(made, field, value):

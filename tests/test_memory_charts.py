@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 
+import msgspec
+
 from diagnose.memory.sections import Memory, MemoryTimeline, StepSpan, Sweep, SweepFits, SweepPoint
 from diagnose.ruleset.assemble import diagnose_trace
 from diagnose.front.pipeline import analyse_sweep as diagnose_sweep
@@ -43,7 +45,7 @@ def test_memory_timeline_chart():
 def test_the_chart_peak_names_the_run_peak_when_they_differ():
     memory = memory_of([[0, 1e9, 2e9], [5000, 3.34e9, 4e9]], peak_allocated_bytes=3.65e9)
     assert "peak 3.34 GB allocated here (whole run: 3.65 GB)" in texts(memory_timeline_chart(memory))
-    memory.peak_allocated_bytes = 3.34e9
+    memory = msgspec.structs.replace(memory, peak_allocated_bytes=3.34e9)
     assert "peak 3.34 GB allocated" in texts(memory_timeline_chart(memory))
 
 
@@ -61,7 +63,7 @@ def test_vram_limit_parts_below_a_gigabyte_read_in_megabytes():
 def test_memory_timeline_shows_the_limit_near_it():
     memory = memory_of([[0, 1e9, 2e9], [5000, 8e9, 9e9]], limit_bytes=10e9)
     assert "limit 10.00 GB" in texts(memory_timeline_chart(memory))
-    memory.limit_bytes = 150e9
+    memory = msgspec.structs.replace(memory, limit_bytes=150e9)
     assert not any(t.startswith("limit") for t in texts(memory_timeline_chart(memory)))
 
 

@@ -224,13 +224,12 @@ def test_cpu_only_trace_lists_skipped_rules_with_reasons(cpu_only):
 
 @pytest.mark.parametrize("status", ["oom", "failed"])
 def test_failed_workload_shows_the_banner_and_the_error(eager, status):
-    d = copy.deepcopy(eager)
-    d.capture.status = status
-    d.capture.error = CaptureError(
+    error = CaptureError(
         type="torch.OutOfMemoryError",
         message="CUDA out of memory. Tried to allocate 2.00 GiB",
         traceback='Traceback (most recent call last):\n  File "step.py", line 3, in step',
     )
+    d = msgspec.structs.replace(eager, capture=msgspec.structs.replace(eager.capture, status=status, error=error))
     page = render_html(msgspec.structs.replace(d, verdict=verdict(d)))
     banner = re.search(
         r'<section class="card verdict sev-failed banner" id="verdict" role="alert">.*?</section>', page, re.S
@@ -262,13 +261,18 @@ def test_empty_diagnosis_renders():
 def hostile(eager: Diagnosis, payload: str) -> Diagnosis:
     """A copy of `eager` with `payload` in every string a trace or a workload can control."""
     d = copy.deepcopy(eager)
-    d.device.name = payload
-    d.capture.target, d.capture.status, d.capture.params = payload, "failed", {payload: payload}
-    d.capture.error = CaptureError(type=payload, message=payload, traceback=payload)
-    f = d.findings[0]  # a Finding and its Fixes are frozen: the hostile ones are made anew
+    replace = msgspec.structs.replace  # the Diagnosis and its parts are frozen: the hostile ones are made anew
+    capture = replace(
+        d.capture,
+        target=payload,
+        status="failed",
+        params={payload: payload},
+        error=CaptureError(type=payload, message=payload, traceback=payload),
+    )
+    f = d.findings[0]
     f.evidence[0].metric = payload
-    fixes = [msgspec.structs.replace(f.fixes[0], title=payload, how=payload, code=payload), *f.fixes[1:]]
-    f = msgspec.structs.replace(
+    fixes = [replace(f.fixes[0], title=payload, how=payload, code=payload), *f.fixes[1:]]
+    f = replace(
         f,
         title=payload,
         why=payload,
@@ -276,22 +280,27 @@ def hostile(eager: Diagnosis, payload: str) -> Diagnosis:
         fixes=fixes,
         offenders=[Offender.of("op", payload, **{payload: payload, "kernel": payload + "x" * 80})],
     )
-    for k in d.details.top_kernels:
-        k.name = k.op = k.input_dims = payload
-    d.details.top_kernels[0].name = "void ns::" + payload + "(" + payload + ")"
-    for op in d.details.step_timeline.ops:
-        op.name = op.cat = payload
-    for step in d.details.steps:
-        step.label = payload
-    d = msgspec.structs.replace(
+    kernels = [replace(k, name=payload, op=payload, input_dims=payload) for k in d.details.top_kernels]
+    kernels[0] = replace(kernels[0], name="void ns::" + payload + "(" + payload + ")")
+    ops = [replace(op, name=payload, cat=payload) for op in d.details.step_timeline.ops]
+    details = replace(
+        d.details,
+        top_kernels=kernels,
+        step_timeline=replace(d.details.step_timeline, ops=ops),
+        steps=[replace(step, label=payload) for step in d.details.steps],
+    )
+    d = replace(
         d,
         target=payload,
+        device=replace(d.device, name=payload),
+        capture=capture,
+        details=details,
         warnings=[payload],
         findings=[f, *d.findings[1:]],
         checked=[Checked(payload, payload)],
         skipped=[Skipped(payload, payload)],
     )
-    return msgspec.structs.replace(d, verdict=verdict(d))
+    return replace(d, verdict=verdict(d))
 
 
 @pytest.mark.parametrize("payload", [SCRIPT, IMG])
@@ -306,9 +315,9 @@ def test_untrusted_strings_are_escaped_everywhere(eager, payload):
 
 
 def test_chart_functions_escape_names_themselves(eager):
-    timeline = copy.deepcopy(eager.details.step_timeline)
-    for op in timeline.ops:
-        op.name, op.cat = SCRIPT, IMG
+    timeline = eager.details.step_timeline
+    ops = [msgspec.structs.replace(op, name=SCRIPT, cat=IMG) for op in timeline.ops]
+    timeline = msgspec.structs.replace(timeline, ops=ops)
     kernels = [msgspec.structs.replace(k, name=IMG, op=SCRIPT) for k in eager.details.top_kernels]
     for chart in (step_timeline_chart(timeline), top_kernels_chart(kernels)):
         assert "<script>alert" not in chart and "<img src=x" not in chart

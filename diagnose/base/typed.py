@@ -16,8 +16,8 @@ from msgspec import UNSET
 Number = int | float
 
 
-class Row(msgspec.Struct):
-    """A Struct shown as a table row: `columns()` is its flat form, unset columns left out."""
+class Row(msgspec.Struct, frozen=True):
+    """A frozen Struct shown as a table row: `columns()` is its flat form, unset columns left out."""
 
     def columns(self) -> dict[str, Any]:
         """The row as {column: value}, in field order, without the columns this row does not have."""

@@ -11,7 +11,7 @@ from msgspec import UNSET, UnsetType
 from diagnose.base.typed import Number
 
 
-class MemorySnapshot(msgspec.Struct):
+class MemorySnapshot(msgspec.Struct, frozen=True):
     """The allocator snapshot's totals (memory/details.py SNAPSHOT_KEYS)."""
 
     reserved_bytes: Number | None = None
@@ -23,7 +23,7 @@ class MemorySnapshot(msgspec.Struct):
     live_blocks: int | None = None
 
 
-class StepSpan(msgspec.Struct):
+class StepSpan(msgspec.Struct, frozen=True):
     """A measured step on the memory timeline's clock (µs)."""
 
     label: str
@@ -31,7 +31,7 @@ class StepSpan(msgspec.Struct):
     end: Number
 
 
-class MemoryTimeline(msgspec.Struct):
+class MemoryTimeline(msgspec.Struct, frozen=True):
     """Allocated and reserved memory over time, from the trace's allocator events (memory/timeline.py):
     each point is [time, allocated, reserved]."""
 
@@ -45,7 +45,7 @@ class MemoryTimeline(msgspec.Struct):
     steps: list[StepSpan] = msgspec.field(default_factory=list)
 
 
-class PeakPart(msgspec.Struct):
+class PeakPart(msgspec.Struct, frozen=True):
     """One part of the peak (parameters, gradients, optimizer state, the rest...) and how it was counted."""
 
     part: str
@@ -53,7 +53,7 @@ class PeakPart(msgspec.Struct):
     how: str = ""
 
 
-class AllocationSite(msgspec.Struct):
+class AllocationSite(msgspec.Struct, frozen=True):
     """A line of user code by the memory it allocated (or holds live at the snapshot)."""
 
     where: str
@@ -62,7 +62,7 @@ class AllocationSite(msgspec.Struct):
     largest: Number
 
 
-class PeakBreakdown(msgspec.Struct):
+class PeakBreakdown(msgspec.Struct, frozen=True):
     """What holds the peak (memory/breakdown.py): parts the ops reveal, else the allocating code."""
 
     peak_bytes: Number | None
@@ -77,7 +77,7 @@ class PeakBreakdown(msgspec.Struct):
     basis: str = ""
 
 
-class OomRecord(msgspec.Struct):
+class OomRecord(msgspec.Struct, frozen=True):
     """The allocation that ran out of memory, as the capture's OOM observer saw it."""
 
     device: int | str | None = None
@@ -86,7 +86,7 @@ class OomRecord(msgspec.Struct):
     device_free_bytes: Number | None = None
 
 
-class SweepPoint(msgspec.Struct):
+class SweepPoint(msgspec.Struct, frozen=True):
     """One value of a swept parameter and what its capture measured (memory/sweep.py)."""
 
     value: Any  # the swept value as given (a number or a name)
@@ -98,7 +98,7 @@ class SweepPoint(msgspec.Struct):
     error: str | None = None
 
 
-class Fit(msgspec.Struct):
+class Fit(msgspec.Struct, frozen=True):
     """A power-law fit y = coefficient · x^exponent over the sweep's points."""
 
     exponent: Number
@@ -108,7 +108,7 @@ class Fit(msgspec.Struct):
     local_exponents: list[Number] = msgspec.field(default_factory=list)
 
 
-class SweepFits(msgspec.Struct):
+class SweepFits(msgspec.Struct, frozen=True):
     """The fits of peak memory and step time against the swept parameter (None: too few points)."""
 
     peak_allocated: Fit | None = None
@@ -116,21 +116,21 @@ class SweepFits(msgspec.Struct):
     step_time: Fit | None = None
 
 
-class SweepWall(msgspec.Struct):
+class SweepWall(msgspec.Struct, frozen=True):
     """The first swept value that ran out of memory."""
 
     value: Any
     error: str | None = None
 
 
-class AnalysedPoint(msgspec.Struct):
+class AnalysedPoint(msgspec.Struct, frozen=True):
     """The sweep point whose trace the findings are of."""
 
     value: Any
     folder: str
 
 
-class Sweep(msgspec.Struct):
+class Sweep(msgspec.Struct, frozen=True):
     """A parameter sweep (memory/sweep.py Sweep.to_dict); `params` are the other parameters, by the user's names."""
 
     folder: str
@@ -145,7 +145,7 @@ class Sweep(msgspec.Struct):
     analysed_point: AnalysedPoint | None = None
 
 
-class Memory(msgspec.Struct):
+class Memory(msgspec.Struct, frozen=True):
     """Details.memory (memory/details.py): limit and peaks, the allocator snapshot's totals, the timeline,
     the peak breakdown; the record's fields are unset for a sweep without one, `sweep` for a sweep only."""
 

@@ -10,7 +10,7 @@ from msgspec import UNSET, UnsetType
 from diagnose.base.typed import Number, Row
 
 
-class TopKernel(Row):
+class TopKernel(Row, frozen=True):
     """A GPU op that takes much of the step (metrics/views.py top_kernels); the last four columns only
     when Nsight Compute measured it (ncu/details.py enrich_top_kernels)."""
 
@@ -28,7 +28,7 @@ class TopKernel(Row):
     bound: str | None | UnsetType = UNSET
 
 
-class TimelineOp(msgspec.Struct):
+class TimelineOp(msgspec.Struct, frozen=True):
     """One GPU op of the median step: start `t` (µs from the step's start), duration, name, kind, stream."""
 
     t: Number
@@ -38,7 +38,7 @@ class TimelineOp(msgspec.Struct):
     stream: int
 
 
-class TimelineGap(msgspec.Struct):
+class TimelineGap(msgspec.Struct, frozen=True):
     """One idle stretch of the median step's GPU, by cause (metrics/timeline.py gaps)."""
 
     t: Number
@@ -47,7 +47,7 @@ class TimelineGap(msgspec.Struct):
     after_sync: bool
 
 
-class StepTimeline(msgspec.Struct):
+class StepTimeline(msgspec.Struct, frozen=True):
     """The median-length measured step on the GPU, times relative to its start (metrics/views.py)."""
 
     step: int
@@ -58,7 +58,7 @@ class StepTimeline(msgspec.Struct):
     note: str = ""
 
 
-class StepRow(Row):
+class StepRow(Row, frozen=True):
     """One measured step in profiled time (metrics/timeline.py per_step)."""
 
     step: int
@@ -72,7 +72,7 @@ class StepRow(Row):
     other_wait_us: Number
 
 
-class InventoryRow(msgspec.Struct):
+class InventoryRow(msgspec.Struct, frozen=True):
     """GPU work of the steps by (kernel, launching op, input shapes), per step: what `diagnose diff` matches."""
 
     name: str

@@ -25,14 +25,14 @@ from diagnose.metrics.sections import InventoryRow, StepRow, StepTimeline, TopKe
 from diagnose.ncu.sections import Ncu, Roofline
 
 
-class ByName(msgspec.Struct):
+class ByName(msgspec.Struct, frozen=True):
     """Part of an accounting bucket, by what names it (an op, a DataLoader range, a file:line)."""
 
     name: str
     us_per_step: float
 
 
-class RankBucket(msgspec.Struct):
+class RankBucket(msgspec.Struct, frozen=True):
     """One summed bucket of a rank's step budget (metrics/accounting.py with_rank_wait)."""
 
     id: str
@@ -45,7 +45,7 @@ class RankBucket(msgspec.Struct):
     by_name: list[ByName] | UnsetType = UNSET
 
 
-class RankBudget(msgspec.Struct, kw_only=True):
+class RankBudget(msgspec.Struct, kw_only=True, frozen=True):
     """One rank's step budget, for the ranks' side-by-side chart (rankset/model.py RankSet.budgets);
     `wait_basis` and `profiled_wait_us` came later (an older findings.json has neither)."""
 
@@ -60,7 +60,7 @@ class RankBudget(msgspec.Struct, kw_only=True):
     buckets: list[RankBucket]
 
 
-class FailedRank(msgspec.Struct):
+class FailedRank(msgspec.Struct, frozen=True):
     """A rank of a rank folder that could not be analysed (ranks/analyse.py)."""
 
     rank: int | None
@@ -97,7 +97,7 @@ class Details(msgspec.Struct, omit_defaults=True, frozen=True):
     failed_ranks: list[FailedRank] | None = None
 
 
-class Device(msgspec.Struct):
+class Device(msgspec.Struct, frozen=True):
     """What the trace ran on (trace/model.py Trace.device): from the capture's own record, else the trace's
     deviceProperties; what is not known is None."""
 
@@ -115,7 +115,7 @@ class Device(msgspec.Struct):
     source: str = "unknown"
 
 
-class CaptureError(msgspec.Struct):
+class CaptureError(msgspec.Struct, frozen=True):
     """How the workload failed: the exception's type and message, and its traceback."""
 
     type: str | None = None
@@ -123,7 +123,7 @@ class CaptureError(msgspec.Struct):
     traceback: str | None = None
 
 
-class CaptureSteps(msgspec.Struct):
+class CaptureSteps(msgspec.Struct, frozen=True):
     """The steps the capture ran: warm-up, profiled, what marked a step; `stopped_early` when a script's
     loop was stopped once enough steps were profiled."""
 
@@ -133,7 +133,7 @@ class CaptureSteps(msgspec.Struct):
     stopped_early: bool | UnsetType = UNSET
 
 
-class CaptureTiming(msgspec.Struct):
+class CaptureTiming(msgspec.Struct, frozen=True):
     """The steps timed without the profiler (base/step_timing.py timing_summary), µs."""
 
     source: str | None | UnsetType = UNSET
@@ -148,7 +148,7 @@ class CaptureTiming(msgspec.Struct):
         return paid_step_us(msgspec.structs.asdict(self))
 
 
-class CaptureMemory(msgspec.Struct):
+class CaptureMemory(msgspec.Struct, frozen=True):
     """torch.cuda.memory_stats' peaks over the capture."""
 
     max_allocated_bytes: Number | None | UnsetType = UNSET
@@ -157,7 +157,7 @@ class CaptureMemory(msgspec.Struct):
     num_ooms: int | None | UnsetType = UNSET
 
 
-class Capture(msgspec.Struct):
+class Capture(msgspec.Struct, frozen=True):
     """What the capture said about itself (meta.json, checked against trace/schemas.py CaptureMeta when
     read), as the report shows it; a key meta.json did not have is unset and stays out of findings.json.
     `params` are the workload's parameters and `distributed` the torchrun launch, both open mappings by their

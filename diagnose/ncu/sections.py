@@ -9,7 +9,7 @@ from msgspec import UNSET, UnsetType
 from diagnose.base.typed import Number, Row
 
 
-class RooflinePoint(msgspec.Struct):
+class RooflinePoint(msgspec.Struct, frozen=True):
     """One op on the roofline (ncu/roofline.py): arithmetic intensity, achieved TFLOP/s, measured or estimated."""
 
     kernel: str
@@ -26,7 +26,7 @@ class RooflinePoint(msgspec.Struct):
     sm_pct: Number | None = None
 
 
-class ComputeCeiling(msgspec.Struct):
+class ComputeCeiling(msgspec.Struct, frozen=True):
     """One compute roof: its precision rung, the datasheet peak and what is achievable."""
 
     rung: str
@@ -35,7 +35,7 @@ class ComputeCeiling(msgspec.Struct):
     achievable_tflops: Number | None
 
 
-class Ceilings(msgspec.Struct):
+class Ceilings(msgspec.Struct, frozen=True):
     """The device's roofs: memory bandwidth (None when unknown) and one compute roof per rung shown."""
 
     device: str
@@ -45,7 +45,7 @@ class Ceilings(msgspec.Struct):
     source: str
 
 
-class Roofline(msgspec.Struct):
+class Roofline(msgspec.Struct, frozen=True):
     """Roofline points of the ops with the most kernel time, and the device's ceilings (ncu/roofline.py)."""
 
     points: list[RooflinePoint]
@@ -53,7 +53,7 @@ class Roofline(msgspec.Struct):
     measured_points: int
 
 
-class NcuKernel(Row):
+class NcuKernel(Row, frozen=True):
     """One kernel of a step as Nsight Compute measured it (ncu/details.py)."""
 
     kernel: str
@@ -69,7 +69,7 @@ class NcuKernel(Row):
     why: str | None
 
 
-class NcuThresholds(msgspec.Struct):
+class NcuThresholds(msgspec.Struct, frozen=True):
     """The numbers that class a measured kernel (ncu/classify.py THRESHOLDS), as the run used them; None in a
     findings.json written before a threshold existed."""
 
@@ -82,7 +82,7 @@ class NcuThresholds(msgspec.Struct):
     MANY_LAUNCHES: Number | None = None
 
 
-class Ncu(msgspec.Struct):
+class Ncu(msgspec.Struct, frozen=True):
     """The Nsight Compute join (ncu/details.py): what matched, what did not, and the measured kernels."""
 
     source: str
