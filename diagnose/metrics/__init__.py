@@ -8,19 +8,12 @@ does not pay for pandas.
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING
+
+from diagnose.base.lazy import lazy_names
 
 if TYPE_CHECKING:
     from diagnose.metrics.shared import TIMELINE_DEFAULTS, Metrics
 
 __all__ = ["Metrics", "TIMELINE_DEFAULTS"]
-
-
-def __getattr__(name: str) -> object:
-    """`Metrics` and `TIMELINE_DEFAULTS`, imported when first asked for."""
-    if name not in __all__:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module("diagnose.metrics.shared"), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_names(__name__, dict.fromkeys(__all__, "diagnose.metrics.shared"))

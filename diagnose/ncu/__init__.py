@@ -14,20 +14,12 @@ Nothing here imports torch. Measurements reach the rules through the rules' Cont
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING
+
+from diagnose.base.lazy import lazy_names
 
 if TYPE_CHECKING:
     from diagnose.ncu.csv import NcuTable, read_ncu
 
 __all__ = ["NcuTable", "read_ncu"]
-
-
-def __getattr__(name: str) -> object:
-    """`NcuTable` and `read_ncu`, imported when first asked for (the report's sections import this package;
-    a command line that never reads a CSV does not pay for pandas)."""
-    if name not in __all__:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module("diagnose.ncu.csv"), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_names(__name__, dict.fromkeys(__all__, "diagnose.ncu.csv"))
