@@ -143,6 +143,14 @@ def test_repeating_op_pattern(tmp_path):
     assert len(steps.windows) == 5
 
 
+def test_the_last_unmarked_step_holds_the_pause_the_others_hold(tmp_path):
+    """SYNTHETIC: every 1,000 µs iteration ends in a 610 µs pause before the next one starts; the last one, with
+    no next start, is given the same pause instead of ending at its last activity (470 µs)."""
+    steps = find_steps(_trace(tmp_path, 5))
+    assert [round(w.duration) for w in steps.windows] == [1000] * 5
+    assert "the last step given the 610 µs pause" in steps.how
+
+
 def test_no_pattern_is_one_window(tmp_path):
     steps = find_steps(_trace(tmp_path, 2))
     assert len(steps.windows) == 1 and "one window" in steps.how and steps.cold_start_us is None

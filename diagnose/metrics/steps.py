@@ -226,25 +226,27 @@ def _activity_pattern(trace: Trace) -> tuple[np.ndarray, str, bool] | None:
     how = _period_how(period, len(cuts))
     if last < len(starts):
         return np.append(cuts, starts[last]), how, not period.ambiguous
-    end = _last_end(period.cuts, starts, ends, trace)
-    pause = end - float(ends[:last].max())
-    if pause >= 1.0:
-        how += f"; the last step given the {pause:,.0f} µs pause the one before it left after its last activity"
+    activity_end = float(ends[:last].max())
+    end = activity_end + _last_pause(period.cuts, starts, ends)
+    if trace.session_end_us is not None:
+        end = min(end, max(trace.session_end_us, activity_end))
+    if end - activity_end >= 1.0:
+        how += (
+            f"; the last step given the {end - activity_end:,.0f} µs pause the one before it left after its last "
+            "activity"
+        )
     return np.append(cuts, end), how, not period.ambiguous
 
 
-def _last_end(cuts: list[int], starts: np.ndarray, ends: np.ndarray, trace: Trace) -> float:
-    """Where the last iteration of a pattern ends when no iteration follows it: its last activity's end plus
-    the pause the iteration before it left after its own (the loop's code between iterations, which each
-    earlier step holds up to the next one's start), within the profiling session."""
-    last = cuts[-1]
-    end = float(ends[:last].max())
-    pauses = [float(starts[b]) - float(ends[a:b].max()) for a, b in zip(cuts[:-2], cuts[1:-1])]
-    if pauses:  # the latest: a loop's pauses shrink over its first iterations as a compiled call's do
-        end += max(float(pauses[-1]), 0.0)
-    if trace.session_end_us is not None:
-        end = min(end, max(trace.session_end_us, float(ends[:last].max())))
-    return end
+def _last_pause(cuts: list[int], starts: np.ndarray, ends: np.ndarray) -> float:
+    """The pause between the last activity of the last iteration but one and the last iteration's start: the
+    loop's code between iterations, which each earlier step holds up to the next one's start and the last
+    one is given too. The latest pause, as a loop's pauses shrink over its first iterations (a compiled
+    call's do); 0 without an iteration before the last."""
+    if len(cuts) < 3:
+        return 0.0
+    a, b = cuts[-3], cuts[-2]
+    return max(float(starts[b]) - float(ends[a:b].max()), 0.0)
 
 
 def _period_how(period: Period, whole: int) -> str:
