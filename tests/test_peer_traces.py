@@ -65,3 +65,14 @@ def test_lost_gpu_records(tmp_path, capsys):
     assert data["summary"]["unrecorded_launches"] == 60
     reasons = {s["rule"]: s["reason"] for s in data["skipped"]}
     assert "0 kernels" in reasons["host-bound"] and "0 kernels" in reasons["launch-overhead"]
+
+
+def test_the_fused_kernel_fix_claims_a_saved_second_read_only_where_there_is_one():
+    """PEER (kineto's V100 ResNet-50): its unfused chains have no looped reduction, so the Triton fix prices
+    one pass without saying 'X µs instead of X µs'."""
+    from conftest import diagnosis_of
+
+    d = diagnosis_of(PEER_TRACES / "kineto" / "resnet50_num_workers_4" / "worker0.1623212756351.pt.trace.json.gz")
+    finding = next(f for f in d.findings if f.rule == "memory-bound")
+    how = next(x.how for x in finding.fixes if x.id == "triton-kernel")
+    assert "instead of" not in how and "reads its inputs and writes its output once" in how
