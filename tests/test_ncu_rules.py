@@ -121,6 +121,16 @@ def test_graphed_decode_without_ncu_is_read_from_its_thin_tiles_with_a_floor_est
     assert 1.0 < f.est_speedup <= 1.44  # a floor: 1.44× from the shapes of the same capture
 
 
+def test_a_graph_replays_offenders_show_no_bandwidth_the_trace_did_not_measure():
+    """REAL (H200): the graphed decode's census and its thin tiles give weight bytes, not bytes moved per
+    kernel, so the offender rows leave their TB/s empty rather than 0 (or the assumed bound restated)."""
+    from conftest import diagnosis_of
+
+    for target in (CAPTURES / "gemv_decode_1tok_graphed", CAPTURES / "gemv_decode_1tok_graphed" / "trace.json.gz"):
+        f = finding(diagnosis_of(target), "decode-latency")
+        assert f is not None and {o.row()["tb_per_s"] for o in f.offenders} == {None}
+
+
 def test_graphed_steps_without_ncu_say_ncu_would_answer():
     d = graph_like("gemv_prefill_512", with_csv=False)  # 128-row tiles: nothing tells weight streaming
     skip = next(s for s in d.skipped if s.rule == "decode-latency")

@@ -216,7 +216,7 @@ def _estimate(s: "_Streaming", t) -> _Estimate:
     best = max(s.step_us / max(s.step_us - s.gemv_us + same_share_us, 1e-9), speedup)  # a ceiling, never below
     k, a = t["draft_tokens"], t["acceptance"]
     gemv = s.gemv
-    moved = gemv["bytes"] if "bytes" in gemv and gemv["bytes"].notna().all() else gemv["weight_bytes"]
+    moved = gemv["bytes"] if _known(gemv, "bytes") else gemv["weight_bytes"]
     tbps = moved.sum() / gemv["kernel_us"].sum() / 1e6
     # a kernel can beat the achievable figure (a copy benchmark) but never the datasheet peak
     ref, ref_name = (bw, "achievable") if tbps <= bw else (s.spec.hbm_tbps, "datasheet peak")
@@ -485,7 +485,6 @@ def _from_tiles(m, step_us: float, n: int, unshaped: pd.DataFrame, rows: int) ->
     kernels could read in their time at the achievable bandwidth: the W4A16 estimate is then the least it gives."""
     gemv = unshaped.copy()
     gemv["weight_bytes"] = gemv["kernel_us"].astype(float) * m.device_spec.achievable_tbps * 1e6
-    gemv["bytes"] = gemv["weight_bytes"]
     example = next(k for k in gemv["kernel"].astype(str) if tile_rows(k) == rows)
     return _streaming(
         m,
@@ -594,10 +593,16 @@ def _offenders(gemv: pd.DataFrame, n: int) -> list[Offender]:
                 "calls_per_step": round(len(g) / n, 2),
                 "us_per_step": round(us / n, 1),
                 "weight_mb_per_step": round(float(g["weight_bytes"].sum()) / n / 1e6, 1),
-                "tb_per_s": round(float(g["bytes"].sum()) / us / 1e6, 2) if us else None,
+                # bytes moved, where shapes or Nsight Compute say (a graph replay's census or tiles do not)
+                "tb_per_s": round(float(g["bytes"].sum()) / us / 1e6, 2) if us and _known(g, "bytes") else None,
             }
         )
     return top_offenders(rows, "op", by="us_per_step")
+
+
+def _known(frame: pd.DataFrame, column: str) -> bool:
+    """True when every row of `frame` has a value in `column`."""
+    return column in frame and bool(frame[column].notna().all())
 
 
 def _w4a16_code() -> str:
