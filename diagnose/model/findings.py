@@ -4,7 +4,7 @@ Every class here is a msgspec Struct: findings.json is their encoding (`Diagnosi
 findings.json is read back typed and checked (`Diagnosis.from_dict`), and `diagnose schema` prints
 the JSON Schema of `diagnose.model.findings/1` made from them (`findings_schema`). Changes stay additive:
 a field added later has a default, so an older findings.json still reads. The report's sections,
-the capture and the device are Structs too (diagnose/model/details.py). A Finding (its evidence and
+the capture and the device are Structs too (diagnose/model/details.py). All are frozen. A Finding (its evidence and
 offenders with it) is normalised when it is made: plain Python numbers, NaN as None, no estimate
 outside [1, MAX_SPEEDUP]×.
 
@@ -47,7 +47,7 @@ def severity_rank(severity: str) -> int:
 SHARE_UNIT = "%"  # a unit that starts with it ("%", "% of step") makes the evidence a share
 
 
-class Evidence(msgspec.Struct):
+class Evidence(msgspec.Struct, frozen=True):
     """One measured value compared with its threshold: "host wait 71.2 % > 20 %".
 
     A share (its unit starts with "%": "%", "% of step") holds fractions, the value kept to what its
@@ -84,13 +84,16 @@ class Evidence(msgspec.Struct):
     holds: bool | None = None  # False: the comparison is not met; None: met, or not a comparison
 
     def __post_init__(self):
-        # numpy numbers from pandas arithmetic become Python floats, so JSON and YAML stay plain
-        self.value = self.value if isinstance(self.value, (str, bool)) else float(self.value)
-        self.threshold = None if self.threshold is None else float(self.threshold)
-        if self.is_share and is_number(self.value):
-            self.value = shown_share(self.value)
+        # normalised once, as it is made (the Struct is frozen after): numpy numbers from pandas arithmetic become
+        # Python floats, so JSON and YAML stay plain
+        value = self.value if isinstance(self.value, (str, bool)) else float(self.value)
+        if self.is_share and is_number(value):
+            value = shown_share(value)
+        _made(self, "value", value)
+        if self.threshold is not None:
+            _made(self, "threshold", float(self.threshold))
         if self.holds is None and holds(self.written(self.value), self.op, self.written(self.threshold)) is False:
-            self.holds = False
+            _made(self, "holds", False)
 
     @classmethod
     def share(
@@ -429,7 +432,7 @@ class Checked(msgspec.Struct, frozen=True):
     detail: str
 
 
-class Bucket(msgspec.Struct):
+class Bucket(msgspec.Struct, frozen=True):
     """One bucket of the step accounting (diagnose/metrics/accounting.py): µs per step and its share."""
 
     id: str
@@ -442,7 +445,7 @@ class Bucket(msgspec.Struct):
     by_name: list[ByName] = msgspec.field(default_factory=list)
 
 
-class Accounting(msgspec.Struct):
+class Accounting(msgspec.Struct, frozen=True):
     """The step split into buckets that sum to it (`summary.accounting`)."""
 
     step_us: float
@@ -455,7 +458,7 @@ class Accounting(msgspec.Struct):
         return next((b for b in self.buckets if b.id == id and b.in_sum), None)
 
 
-class IdleSplit(msgspec.Struct):
+class IdleSplit(msgspec.Struct, frozen=True):
     """The GPU's idle time per step by cause (µs; diagnose/metrics/timeline.py)."""
 
     host_launch: float = 0.0
@@ -465,7 +468,7 @@ class IdleSplit(msgspec.Struct):
     other_wait: float = 0.0
 
 
-class RankRow(msgspec.Struct):
+class RankRow(msgspec.Struct, frozen=True):
     """One rank of `summary.ranks` (per step, µs; diagnose/rankset/model.py RankSet.summary)."""
 
     rank: int
@@ -490,7 +493,7 @@ class RankRow(msgspec.Struct):
     findings: list[str] = msgspec.field(default_factory=list)
 
 
-class ArrivalRow(msgspec.Struct):
+class ArrivalRow(msgspec.Struct, frozen=True):
     """One rank's arrivals at the collectives (`summary.ranks.arrivals.per_rank`)."""
 
     rank: int
@@ -507,7 +510,7 @@ class ArrivalRow(msgspec.Struct):
     silent_lead_in_us: float | None = None
 
 
-class ArrivalsSummary(msgspec.Struct):
+class ArrivalsSummary(msgspec.Struct, frozen=True):
     """Collectives matched across ranks by key, on aligned clocks (`summary.ranks.arrivals`)."""
 
     basis: str = ""
@@ -519,7 +522,7 @@ class ArrivalsSummary(msgspec.Struct):
     per_rank: list[ArrivalRow] = msgspec.field(default_factory=list)
 
 
-class TimedArrivalRow(msgspec.Struct):
+class TimedArrivalRow(msgspec.Struct, frozen=True):
     """One rank's arrivals in the unprofiled timed steps (`summary.ranks.timed_arrivals.per_rank`)."""
 
     rank: int
@@ -531,7 +534,7 @@ class TimedArrivalRow(msgspec.Struct):
     behind_us: float | None = None
 
 
-class TimedArrivalsSummary(msgspec.Struct):
+class TimedArrivalsSummary(msgspec.Struct, frozen=True):
     """The ranks' own arrivals in the steps timed without the profiler (diagnose/rankset/timed.py)."""
 
     basis: str = ""
@@ -545,7 +548,7 @@ class TimedArrivalsSummary(msgspec.Struct):
     per_rank: list[TimedArrivalRow] = msgspec.field(default_factory=list)
 
 
-class RankSummary(msgspec.Struct):
+class RankSummary(msgspec.Struct, frozen=True):
     """With several ranks: the ranks side by side (`summary.ranks`, diagnose/rankset/model.py)."""
 
     count: int
