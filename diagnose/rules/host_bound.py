@@ -80,6 +80,7 @@ from diagnose.metrics.host import SilentSplit
 from diagnose.metrics.pyframes import NO_SAMPLE, PySamples
 from diagnose.metrics.budget import StepBudget
 from diagnose.trace.names import name_has
+from diagnose.vocabulary.compiled import REGION_PREFIX
 from diagnose.vocabulary.runtime import PAGEABLE
 from diagnose.vocabulary.units import percent
 
@@ -378,10 +379,20 @@ def _where_silent_went(split, budget, per_step: float) -> str:
         top = split.setup_ops.iloc[0]
         text += (
             f" ({pct(split.in_cuda_us)} inside CUDA calls; most in {top['name']}, "
-            f"{top['overlap_us'] * per_step:,.0f} µs per step: plan building, compiling or first-call "
-            "setup, not host work)"
+            f"{top['overlap_us'] * per_step:,.0f} µs per step: {_setup_kind(str(top['name']))})"
         )
     return text
+
+
+def _setup_kind(name: str) -> str:
+    """What silent time inside the op `name` is: a compiled region's own host side in a steady step (its guards,
+    its CUDA-graph bookkeeping; compiling only when it recompiles, which compile-breaks and dynamic-shapes judge),
+    else an op's setup."""
+    if name.startswith(REGION_PREFIX):
+        return (
+            "the compiled code's own host side (guard checks, CUDA-graph bookkeeping, or recompiling), not the user's"
+        )
+    return "plan building, compiling or first-call setup, not host work"
 
 
 def _pageable_copies(ops, n: int) -> dict:
