@@ -161,6 +161,13 @@ def test_the_environment_names_the_cluster(cluster, tmp_path, monkeypatch, capsy
     assert code == 0 and f"Dask cluster {cluster.scheduler_address}" in capsys.readouterr().err
 
 
+def _default_sigint() -> None:
+    """In the child before exec: SIGINT at its default, as a terminal gives it. A suite started as a
+    shell's background job (`pytest &`, `nohup`) runs with SIGINT ignored, which the child would inherit
+    and so never see the Ctrl-C (test_interrupt and test_workload_lifecycle reset it alike)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_ctrl_c_ends_within_seconds_and_leaves_no_worker(tmp_path):
     """Ctrl-C at a terminal signals the whole process group: the driver and its LocalCluster's workers."""
     folder = tmp_path / "many"
@@ -176,6 +183,7 @@ def test_ctrl_c_ends_within_seconds_and_leaves_no_worker(tmp_path):
             stderr=err,
             stdout=subprocess.DEVNULL,
             start_new_session=True,
+            preexec_fn=_default_sigint,
         )
         deadline = time.monotonic() + 60
         while "dashboard" not in log.read_text() and time.monotonic() < deadline:
