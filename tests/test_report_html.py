@@ -270,10 +270,10 @@ def hostile(eager: Diagnosis, payload: str) -> Diagnosis:
         error=CaptureError(type=payload, message=payload, traceback=payload),
     )
     f = d.findings[0]
-    f.evidence[0].metric = payload
     fixes = [replace(f.fixes[0], title=payload, how=payload, code=payload), *f.fixes[1:]]
     f = replace(
         f,
+        evidence=[replace(f.evidence[0], metric=payload), *f.evidence[1:]],
         title=payload,
         why=payload,
         basis=payload,
