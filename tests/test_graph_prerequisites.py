@@ -3,6 +3,8 @@ when the step syncs between its kernel launches, and prices both changes togethe
 
 from __future__ import annotations
 
+import pytest
+
 from diagnose.ruleset.assemble import diagnose_trace
 from diagnose.model.config import Config
 from diagnose.model.findings import Finding
@@ -75,3 +77,16 @@ def test_two_prerequisites_read_in_order():
     )
     assert f.fix_phrase() == "remove-sync and fused-optimizer, then cuda-graphs"
     assert Finding("r", "low", "t", [], [fix("cuda-graphs"), fix("torch-compile")]).fix_phrase() == "cuda-graphs"
+
+
+def test_the_quiet_line_names_the_launch_paced_idle_it_does_not_count():
+    """REAL (H200): compile_graphs replays its kernels from a CUDA graph; the step accounting's launch / dispatch
+    bucket counts the host-paced idle before them, launch-overhead does not (the fix is applied), and its quiet line
+    says how much, so the two numbers add up instead of disagreeing."""
+    d = diagnose_trace(load_capture("compile_graphs"), Config())
+    detail = next(c.detail for c in d.checked if c.rule == "launch-overhead")
+    counted = float(detail.split("launch-bound idle ")[1].split(" %")[0])
+    graphed = float(detail.split("not counted: ")[1].split(" %")[0])
+    assert "before kernels a CUDA graph already replays" in detail and graphed > counted
+    bucket = next(b for b in d.summary.accounting.buckets if b.id == "launch")
+    assert counted + graphed == pytest.approx(bucket.share * 100, abs=1.0)  # kernel-wait excess aside
