@@ -215,8 +215,9 @@ def _measure(ctx, t: dict[str, float]) -> _Idle:
     host = gaps[(gaps["kind"] == "host") & ~graph & ~comm & ~gaps["after_sync"].astype(bool)]
     kern = gaps[(gaps["kind"] == "kernel") & ~graph & ~comm]
     host_us = float(host["paced_us"].sum()) / n * budget.host_scale
-    paced = gaps[(gaps["kind"] == "host") & ~gaps["after_sync"].astype(bool)]
-    left_out = lambda rows: budget.share(float(paced.loc[rows, "paced_us"].sum()) / n * budget.host_scale)  # noqa: E731
+    paced = ((gaps["kind"] == "host") & ~gaps["after_sync"].astype(bool)).to_numpy(bool)
+    paced_us = gaps["paced_us"].to_numpy(float)
+    left_out = lambda rows: budget.share(float(np.nansum(paced_us[paced & rows])) / n * budget.host_scale)  # noqa: E731
     kernel_us = float((kern["dur"] - t["graph_gap_us"]).clip(lower=0).sum()) / n
     recoverable = host_us + kernel_us
     kernels = m.step_kernels[m.step_kernels["cat"] == "kernel"]
@@ -233,8 +234,8 @@ def _measure(ctx, t: dict[str, float]) -> _Idle:
         small_share=float((kernels["dur"] < t["small_kernel_us"]).mean()) if len(kernels) else 0.0,
         host_per_launch=budget.step_us / max(per_step, 1),
         skipped=cudagraph_skips(ctx.trace, ctx.warnings),
-        graphed_share=left_out(graph[paced.index]),
-        comm_share=left_out(comm[paced.index] & ~graph[paced.index]),
+        graphed_share=left_out(graph.to_numpy(bool)),
+        comm_share=left_out(comm & ~graph.to_numpy(bool)),
     )
 
 
