@@ -210,14 +210,18 @@ def _measure(ctx, t: dict[str, float]) -> _Idle:
     base) plus the part of each kernel wait beyond a graph's gap; the kernels' count and sizes."""
     m = ctx.metrics
     budget, gaps, n = m.budget, m.timeline.gaps, m.budget.n_steps
-    graph = gaps["graph"].astype(bool)
+    graph = gaps["graph"].astype(bool).to_numpy()
     comm = is_comm(gaps["next_name"])
-    host = gaps[(gaps["kind"] == "host") & ~graph & ~comm & ~gaps["after_sync"].astype(bool)]
-    kern = gaps[(gaps["kind"] == "kernel") & ~graph & ~comm]
-    host_us = float(host["paced_us"].sum()) / n * budget.host_scale
-    paced = ((gaps["kind"] == "host") & ~gaps["after_sync"].astype(bool)).to_numpy(bool)
+    waits = ((gaps["kind"] == "host") & ~gaps["after_sync"].astype(bool)).to_numpy()  # host waits, syncs aside
     paced_us = gaps["paced_us"].to_numpy(float)
-    left_out = lambda rows: budget.share(float(np.nansum(paced_us[paced & rows])) / n * budget.host_scale)  # noqa: E731
+
+    def paced(rows: np.ndarray) -> float:
+        """µs per step of launch-paced host wait in the gaps `rows`, on the step's time base."""
+        return float(np.nansum(paced_us[waits & rows])) / n * budget.host_scale
+
+    host = gaps[waits & ~graph & ~comm]
+    kern = gaps[(gaps["kind"] == "kernel").to_numpy() & ~graph & ~comm]
+    host_us = paced(~graph & ~comm)
     kernel_us = float((kern["dur"] - t["graph_gap_us"]).clip(lower=0).sum()) / n
     recoverable = host_us + kernel_us
     kernels = m.step_kernels[m.step_kernels["cat"] == "kernel"]
@@ -234,8 +238,8 @@ def _measure(ctx, t: dict[str, float]) -> _Idle:
         small_share=float((kernels["dur"] < t["small_kernel_us"]).mean()) if len(kernels) else 0.0,
         host_per_launch=budget.step_us / max(per_step, 1),
         skipped=cudagraph_skips(ctx.trace, ctx.warnings),
-        graphed_share=left_out(graph.to_numpy(bool)),
-        comm_share=left_out(comm & ~graph.to_numpy(bool)),
+        graphed_share=budget.share(paced(graph)),
+        comm_share=budget.share(paced(comm & ~graph)),
     )
 
 
