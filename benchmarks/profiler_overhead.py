@@ -13,6 +13,7 @@ by benchmarks/profiler_event_costs.py (overhead.py's MEASURED).
     python benchmarks/profiler_overhead.py               # held-out check, then the fit on all
     python benchmarks/profiler_overhead.py --json OUT    # the same, figures as JSON too
     python benchmarks/profiler_overhead.py --verdicts    # each folder's verdict against its bare trace's
+    python benchmarks/profiler_overhead.py --evaluate --json OUT  # COSTS in use judged again, no fit
 
 Held-out check: the captures sorted by name are split in two halves (every other one); the costs
 fitted on each half judge the other, and every capture's held-out error is reported. The final
@@ -194,14 +195,30 @@ def verdicts() -> int:
     return 0
 
 
+def evaluate(out: Path | None) -> int:
+    """The COSTS in use (and overhead.py's reference launch call) judged on every capture, without a fit:
+    for a change to the replay that keeps the costs. Prints the counts; with `out`, writes the errors."""
+    data = captures()
+    final = errors(data, COSTS)
+    as_is = {n: data[n][0].estimate({}).profiled_us / data[n][1] - 1 for n in sorted(data)}
+    print(f"COSTS in use on all {len(data)}: {count_within(final)}")
+    print(f"profiled step as is: {count_within(as_is)}")
+    if out:
+        out.write_text(json.dumps({"costs": COSTS, "errors": final}, indent=1))
+    return 0
+
+
 def main() -> int:
     """Held-out check on two halves, the fit on all, the table and the summary lines."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", type=Path)
     parser.add_argument("--verdicts", action="store_true", help="compare folder and bare-trace verdicts")
+    parser.add_argument("--evaluate", action="store_true", help="judge the COSTS in use on every capture, no fit")
     args = parser.parse_args()
     if args.verdicts:
         return verdicts()
+    if args.evaluate:
+        return evaluate(args.json)
     data = captures()
     reference = reference_launch_us(data)
     for replay, _, _ in data.values():

@@ -33,10 +33,6 @@ KNOWN = {
     "compile_graphs": "host-bound's 1.26x on the marked trace sits on its 20 % edge (20.8 %); without markers the "
     "iteration starts at the compiled call rather than diagnose's range around it, and the host work left in the GPU's "
     "idle is 16.9 %",
-    "hf_generate_static": "the profiled steps agree (median 2,655 µs marked, 2,706 µs unmarked) but the replay's "
-    "per-event costs take 879 µs out of a step cut at the compiled call (GPU idle) and 500 µs out of one cut while the "
-    "GPU still runs the previous token: 1,814 against 2,251 µs (measured without the profiler: 2,258 µs); the replay "
-    "models each step alone, so where the cut falls moves it",
 }
 # Same verdict and step, but an estimate more than 15 % apart: the stripped trace keeps diagnose's absorbing warm-up
 # iteration, which here cannot be told from the loop's own (its steps vary by 3.5 ms; the warm-up is 1.1 ms longer

@@ -306,7 +306,10 @@ def _replay(host: _HostEvents, costs: np.ndarray, g: _GpuOps, w: StepWindow) -> 
     in_window = (g.ts >= w.start) & (g.ts < w.end)
     gpu_end = float(np.nanmax(ends[in_window])) if in_window.any() else -np.inf
     end = max(w.end - float(shift(w.end)), gpu_end)
-    return max(end - _replayed_time(g, ends, w.start, float(shift(w.start))), _busiest_stream(g, in_window))
+    # no synchronising call comes before the step's start (the step's own are read from its start on),
+    # so no catching up moves it: only the events before it
+    start_shift = float(host.cost_before(w.start, costs)) - base
+    return max(end - _replayed_time(g, ends, w.start, start_shift), _busiest_stream(g, in_window))
 
 
 def _busiest_stream(g: _GpuOps, rows: np.ndarray) -> float:
