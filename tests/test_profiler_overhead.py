@@ -205,3 +205,69 @@ def test_the_text_report_names_python_tracing_on_the_step_line(tmp_path, capsys)
     assert main([str(path), "-o", str(tmp_path)]) in (0, 1)
     step_line = next(line for line in capsys.readouterr().out.splitlines() if line.strip().startswith("step "))
     assert "estimated unprofiled; 7,894 µs profiled" in step_line and "with_stack's Python tracing" in step_line
+
+
+def _sync_step_trace(tmp_path, hidden_ops: int) -> Path:
+    """SYNTHETIC: five 1,000 µs ProfilerStep ranges. Each launches a 600 µs kernel at its start, records
+    `hidden_ops` CPU ops while that kernel runs, waits for it in `cudaStreamSynchronize` (t+430 to t+612),
+    then launches 19 small kernels one by one up to its end: launch-paced after the sync."""
+    events, corr = [], 1
+
+    def ev(name, cat, ts, dur, **args):
+        events.append({"ph": "X", "cat": cat, "name": name, "pid": 1, "tid": 1, "ts": ts, "dur": dur, "args": args})
+
+    def kernel(ts, dur):
+        events.append(
+            {
+                "ph": "X",
+                "cat": "kernel",
+                "name": "k",
+                "pid": 0,
+                "tid": 7,
+                "ts": ts,
+                "dur": dur,
+                "args": {"correlation": corr, "stream": 7},
+            }
+        )
+
+    for step in range(5):
+        t = 1000.0 * step
+        ev(f"ProfilerStep#{step}", "user_annotation", t, 1000.0)
+        ev("aten::mm", "cpu_op", t + 1, 8, **{"External id": corr})
+        ev("cudaLaunchKernel", "cuda_runtime", t + 2, 6, correlation=corr)
+        kernel(t + 10, 600)
+        corr += 1
+        for i in range(hidden_ops):
+            ev("aten::view", "cpu_op", t + 20 + 10 * i, 4)
+        ev("aten::item", "cpu_op", t + 430, 184)
+        ev("cudaStreamSynchronize", "cuda_runtime", t + 432, 180)
+        for i in range(19):
+            host = t + 620 + 20 * i
+            ev("aten::add", "cpu_op", host, 10, **{"External id": corr})
+            ev("cudaLaunchKernel", "cuda_runtime", host + 2, 6, correlation=corr)
+            kernel(host + 12, 5)
+            corr += 1
+    doc = {
+        "schemaVersion": 1,
+        "deviceProperties": [{"id": 0, "name": "NVIDIA H100 80GB HBM3", "numSms": 132, "totalGlobalMem": 85e9}],
+        "traceEvents": events,
+    }
+    path = tmp_path / f"sync_hidden_{hidden_ops}.synthetic.json"
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def test_events_hidden_behind_a_sync_wait_take_nothing_off_the_step(tmp_path):
+    """SYNTHETIC: CPU ops recorded while the host only waits for the GPU anyway (a kernel that a sync
+    then waits for) cost the step nothing: the step replays to the same length with 40 of them as with
+    none. Before the replay moved a step's start by the events before it alone, the sync's catch-up
+    cancelled out and the 40 took their cost off the step (758 against 695 µs here)."""
+    steps = {}
+    for hidden in (0, 40):
+        trace = load_target(_sync_step_trace(tmp_path, hidden))
+        replay = prepare(trace, Metrics(trace).steps.windows)
+        steps[hidden] = replay.estimate()
+    assert steps[40].profiled_us == pytest.approx(steps[0].profiled_us)
+    assert steps[40].step_us == pytest.approx(steps[0].step_us, abs=2.0)
+    # what is left to take off is the launch-paced part after the sync: well under the step
+    assert 0 < steps[0].saving_us < 400
