@@ -14,6 +14,12 @@ by benchmarks/profiler_event_costs.py (overhead.py's MEASURED).
     python benchmarks/profiler_overhead.py --json OUT    # the same, figures as JSON too
     python benchmarks/profiler_overhead.py --verdicts    # each folder's verdict against its bare trace's
     python benchmarks/profiler_overhead.py --evaluate --json OUT  # COSTS in use judged again, no fit
+    python benchmarks/profiler_overhead.py --unshaped --json OUT  # UNSHAPED_SCALE on fixtures/plain
+
+Unshaped: the plain user loops of fixtures/plain were recorded as most people record, without
+record_shapes or profile_memory, and each was timed without the profiler. Their events cost the host
+less than the calibration captures' (which record both), so one factor on COSTS is fitted on them
+(grid search, the same objective), and judged on each loop with the factor fitted on the other loops.
 
 Held-out check: the captures sorted by name are split in two halves (every other one); the costs
 fitted on each half judge the other, and every capture's held-out error is reported. The final
@@ -34,10 +40,12 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from diagnose.metrics import Metrics  # noqa: E402
-from diagnose.metrics.overhead import COSTS, MEASURED, Replay, prepare  # noqa: E402
+from diagnose.metrics.overhead import COSTS, MEASURED, UNSHAPED_SCALE, Replay, prepare  # noqa: E402
 from diagnose.trace import load_target  # noqa: E402
 
 CAPTURES = ROOT / "fixtures" / "captures"
+PLAIN = ROOT / "fixtures" / "plain"
+SCALES = np.round(np.arange(0.02, 1.51, 0.01), 2)  # the unshaped factors tried
 WITHIN = 0.25  # the bar: the estimated unprofiled step within 25 % of the measured one
 CAP = 0.7  # a capture's largest term in the objective (|log ratio|)
 FITTED = tuple(k for k in COSTS if k not in MEASURED)
@@ -195,6 +203,76 @@ def verdicts() -> int:
     return 0
 
 
+def plain_loops(loops: list[str] | None = None) -> dict[str, tuple[Replay, float]]:
+    """{"loop/file": (its replay without the unshaped factor, measured unprofiled median µs)} for the
+    plain user loops (all, or `loops`) recorded without shapes whose iteration is known (an unsure unit
+    is not one iteration, so its step is not the timed one)."""
+    out = {}
+    for folder in sorted(p for p in PLAIN.iterdir() if (p / "timing.json").exists()):
+        if loops is not None and folder.name not in loops:
+            continue
+        measured = float(json.loads((folder / "timing.json").read_text())["median_us"])
+        for name in ("marked.json.gz", "plain.json.gz"):
+            if not (folder / name).exists():
+                continue
+            trace = load_target(folder / name)
+            steps = Metrics(trace).steps
+            replay = prepare(trace, steps.windows) if steps.unit_known else None
+            if replay is not None and replay.unshaped:
+                replay.unshaped = False  # the factor is what is fitted here
+                out[f"{folder.name}/{name.split('.')[0]}"] = (replay, measured)
+    return out
+
+
+def _scaled_errors(data: dict, scale: float, names=None) -> dict[str, float]:
+    names = sorted(data) if names is None else names
+    return {n: data[n][0].estimate(scale=scale).step_us / data[n][1] - 1 for n in names}
+
+
+def _best_scale(data: dict, names: list[str]) -> float:
+    def objective(scale: float) -> float:
+        e = np.array(list(_scaled_errors(data, scale, names).values()))
+        return float(np.mean(np.minimum(np.abs(np.log1p(e)), CAP)))
+
+    return float(min(SCALES, key=objective))
+
+
+def unshaped(out: Path | None) -> int:
+    """The unshaped factor fitted on the plain loops, each loop judged with the others' fit."""
+    data = plain_loops()
+    names = sorted(data)
+    loops = sorted({n.split("/")[0] for n in names})
+    held, held_scale = {}, {}
+    for loop in loops:
+        mine = [n for n in names if n.split("/")[0] == loop]
+        scale = _best_scale(data, [n for n in names if n not in mine])
+        held |= _scaled_errors(data, scale, mine)
+        held_scale |= dict.fromkeys(mine, scale)
+    scale = _best_scale(data, names)
+    fitted = _scaled_errors(data, scale)
+    as_is = _scaled_errors(data, 1.0)
+    print("| loop / trace | measured µs | profiled µs | held out (its factor) | fitted on all | full costs |")
+    print("| --- | --- | --- | --- | --- | --- |")
+    for n in names:
+        replay, measured = data[n]
+        print(
+            f"| {n} | {measured:,.0f} | {replay.estimate({}).profiled_us:,.0f} | {held[n]:+.0%} ({held_scale[n]:.2f}) "
+            f"| {fitted[n]:+.0%} | {as_is[n]:+.0%} |"
+        )
+    print(f"held out (leave one loop out): {count_within(held)}")
+    print(f"fitted on all {len(names)}: {count_within(fitted)}")
+    print(f"full costs (no factor): {count_within(as_is)}")
+    print(f"UNSHAPED_SCALE = {scale:.2f} (in use: {UNSHAPED_SCALE})")
+    if out:
+        out.write_text(
+            json.dumps(
+                {"scale": scale, "held_out": held, "held_out_scale": held_scale, "fitted": fitted, "as_is": as_is},
+                indent=1,
+            )
+        )
+    return 0
+
+
 def evaluate(out: Path | None) -> int:
     """The COSTS in use (and overhead.py's reference launch call) judged on every capture, without a fit:
     for a change to the replay that keeps the costs. Prints the counts; with `out`, writes the errors."""
@@ -214,7 +292,10 @@ def main() -> int:
     parser.add_argument("--json", type=Path)
     parser.add_argument("--verdicts", action="store_true", help="compare folder and bare-trace verdicts")
     parser.add_argument("--evaluate", action="store_true", help="judge the COSTS in use on every capture, no fit")
+    parser.add_argument("--unshaped", action="store_true", help="fit UNSHAPED_SCALE on fixtures/plain")
     args = parser.parse_args()
+    if args.unshaped:
+        return unshaped(args.json)
     if args.verdicts:
         return verdicts()
     if args.evaluate:

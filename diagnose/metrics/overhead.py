@@ -56,6 +56,13 @@ MEASURED = ("python_function",)  # measured directly, not fitted
 # call against it, within HOST_SPEED_RANGE.
 REFERENCE_LAUNCH_US = 8.35
 HOST_SPEED_RANGE = (0.25, 4.0)
+# Every calibration capture records shapes (and allocator events), and recording an op's input shapes
+# costs the host most of what the fit charges per op. A trace recorded without record_shapes (torch's
+# default, how most people record) pays this fraction of the costs above, fitted by
+# `benchmarks/profiler_overhead.py --unshaped` on the plain user loops of fixtures/plain (recorded on an
+# NVIDIA H100 with torch.profiler's defaults: no shapes, no memory; each loop timed without the profiler)
+# and judged on each loop with the others' fit (benchmarks/results-profiler-overhead-unshaped.json).
+UNSHAPED_SCALE = 0.36
 EDGE_US = 0.5  # a window edge this close to an op's start or end is that op's
 MAX_STEPS = 32  # steps replayed at most (spread over the trace): the median needs no more
 
@@ -70,6 +77,7 @@ class OverheadEstimate:
     steps_replayed: int
     saving_us: float = 0.0  # what the replay took off a step: the median of (profiled − replayed) per step
     python_tracing_us: float = 0.0  # of that saving, what with_stack's Python function events alone added
+    unshaped: bool = False  # recorded without record_shapes: each event costs UNSHAPED_SCALE of COSTS
 
     def python_text(self) -> str:
         """What with_stack's Python tracing added to a step, in words ("" when the trace has none)."""
@@ -84,11 +92,18 @@ class OverheadEstimate:
         """The estimate in words, for the time basis: what the replay took off a step, and from what."""
         counts = ", ".join(f"{v:,.0f} {_plural(k)}" for k, v in self.events.items() if v >= 1)
         python = self.python_text()
+        unshaped = (
+            f"; recorded without shapes, so each event is charged {UNSHAPED_SCALE:g}× what a capture with "
+            "record_shapes costs"
+            if self.unshaped
+            else ""
+        )
         return (
             f"the profiler's own host time per event taken out by replaying {self.steps_replayed} step(s) "
             f"of {counts or 'no events'} (diagnose/metrics/overhead.py): {self.saving_us:,.0f} µs off a step "
             f"(median step {self.profiled_us:,.0f} µs profiled, {self.step_us:,.0f} µs replayed)"
             + (f", of which {python}" if python else "")
+            + unshaped
         )
 
 
@@ -358,6 +373,7 @@ class Replay:
     host: _HostEvents
     ops: list[_GpuOps]
     reference_launch_us: float = REFERENCE_LAUNCH_US
+    unshaped: bool = False  # the trace's ops carry no input shapes (record_shapes off)
 
     @property
     def host_speed(self) -> float:
@@ -369,7 +385,7 @@ class Replay:
     def estimate(self, costs: dict | None = None, scale: float = 1.0) -> OverheadEstimate:
         """The unprofiled step under `costs` (µs per event by kind, COSTS by default) × `scale`."""
         costs = COSTS if costs is None else costs
-        scale *= self.host_speed
+        scale *= self.host_speed * (UNSHAPED_SCALE if self.unshaped else 1.0)
         per_event = np.array([costs.get(k, 0.0) * scale for k in KINDS])
         replayed = [_replay(self.host, per_event, g, w) for g, w in zip(self.ops, self.windows)]
         python_us = self._python_tracing_us(per_event, replayed)
@@ -386,6 +402,7 @@ class Replay:
             len(self.windows),
             max(saving, 0.0),
             min(python_us, max(saving, 0.0)),
+            self.unshaped,
         )
 
     def _python_tracing_us(self, per_event: np.ndarray, replayed: list[float]) -> float:
@@ -405,13 +422,13 @@ def prepare(trace: Trace, windows: list[StepWindow]) -> Replay | None:
     if not windows or not len(trace.gpu):
         return None
     chosen = _chosen(windows)
-    host, _ = _host_events(trace, _spans(chosen))
+    host, counts = _host_events(trace, _spans(chosen))
     rt = trace.runtime
     launches = rt[name_search(rt["name"], KERNEL_LAUNCH)] if len(rt) else rt
     launch_ts = launches.drop_duplicates("correlation").set_index("correlation")["ts"]
     gpu, runtime = _ByStart(trace.gpu), _ByStart(rt)
     ops = [_gpu_ops(gpu, runtime, launch_ts, w) for w in chosen]
-    return Replay(chosen, host, ops)
+    return Replay(chosen, host, ops, unshaped=counts["cpu_op"] > 0 and counts["shaped_input"] == 0)
 
 
 def estimate_unprofiled(trace: Trace, windows: list[StepWindow], scale: float = 1.0) -> OverheadEstimate | None:
