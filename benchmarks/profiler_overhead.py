@@ -15,6 +15,7 @@ by benchmarks/profiler_event_costs.py (overhead.py's MEASURED).
     python benchmarks/profiler_overhead.py --verdicts    # each folder's verdict against its bare trace's
     python benchmarks/profiler_overhead.py --evaluate --json OUT  # COSTS in use judged again, no fit
     python benchmarks/profiler_overhead.py --unshaped --json OUT  # UNSHAPED_SCALE on fixtures/plain
+    python benchmarks/profiler_overhead.py --unshaped-check       # the same workloads with and without shapes
 
 Unshaped: the plain user loops of fixtures/plain were recorded as most people record, without
 record_shapes or profile_memory, and each was timed without the profiler. Their events cost the host
@@ -45,6 +46,7 @@ from diagnose.trace import load_target  # noqa: E402
 
 CAPTURES = ROOT / "fixtures" / "captures"
 PLAIN = ROOT / "fixtures" / "plain"
+UNSHAPED = ROOT / "fixtures" / "unshaped"  # fixtures/record_unshaped.py: one GPU, with and without shapes
 SCALES = np.round(np.arange(0.02, 1.51, 0.01), 2)  # the unshaped factors tried
 WITHIN = 0.25  # the bar: the estimated unprofiled step within 25 % of the measured one
 CAP = 0.7  # a capture's largest term in the objective (|log ratio|)
@@ -273,6 +275,41 @@ def unshaped(out: Path | None) -> int:
     return 0
 
 
+def unshaped_check() -> int:
+    """The model as it runs (UNSHAPED_SCALE where no shapes were recorded) on fixtures/unshaped, where each
+    workload was captured on one GPU with and without shapes and timed without the profiler; beside it,
+    the unshaped captures under the full costs."""
+    if not UNSHAPED.is_dir():
+        print(f"no {UNSHAPED}: record it on a GPU with fixtures/record_unshaped.py")
+        return 1
+    print("| capture | device | measured µs | profiled µs | estimate | error | full costs' error |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
+    model, full = {}, {}
+    for folder in sorted(p for p in UNSHAPED.iterdir() if (p / "meta.json").exists()):
+        meta = json.loads((folder / "meta.json").read_text())
+        measured = float((meta.get("timing") or {}).get("median_us") or 0)
+        trace = load_target(folder / "trace.json.gz")
+        replay = prepare(trace, Metrics(trace).steps.windows)
+        if replay is None or not measured:
+            continue
+        estimate = replay.estimate()
+        model[folder.name] = estimate.step_us / measured - 1
+        cell = ""
+        if replay.unshaped:
+            full[folder.name] = replay.estimate(scale=1 / UNSHAPED_SCALE).step_us / measured - 1
+            cell = f"{full[folder.name]:+.0%}"
+        device = (meta.get("device") or {}).get("name", "?")
+        print(
+            f"| {folder.name} | {device} | {measured:,.0f} | {estimate.profiled_us:,.0f} | {estimate.step_us:,.0f} "
+            f"| {model[folder.name]:+.0%} | {cell} |"
+        )
+    shaped = {k: v for k, v in model.items() if k not in full}
+    print(f"with shapes, full costs: {count_within(shaped)}")
+    print(f"without shapes, UNSHAPED_SCALE: {count_within({k: model[k] for k in full})}")
+    print(f"without shapes, full costs: {count_within(full)}")
+    return 0
+
+
 def evaluate(out: Path | None) -> int:
     """The COSTS in use (and overhead.py's reference launch call) judged on every capture, without a fit:
     for a change to the replay that keeps the costs. Prints the counts; with `out`, writes the errors."""
@@ -293,9 +330,12 @@ def main() -> int:
     parser.add_argument("--verdicts", action="store_true", help="compare folder and bare-trace verdicts")
     parser.add_argument("--evaluate", action="store_true", help="judge the COSTS in use on every capture, no fit")
     parser.add_argument("--unshaped", action="store_true", help="fit UNSHAPED_SCALE on fixtures/plain")
+    parser.add_argument("--unshaped-check", action="store_true", help="judge it on fixtures/unshaped")
     args = parser.parse_args()
     if args.unshaped:
         return unshaped(args.json)
+    if args.unshaped_check:
+        return unshaped_check()
     if args.verdicts:
         return verdicts()
     if args.evaluate:
