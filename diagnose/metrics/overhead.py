@@ -77,7 +77,7 @@ class OverheadEstimate:
     steps_replayed: int
     saving_us: float = 0.0  # what the replay took off a step: the median of (profiled − replayed) per step
     python_tracing_us: float = 0.0  # of that saving, what with_stack's Python function events alone added
-    unshaped: bool = False  # recorded without record_shapes: each event costs UNSHAPED_SCALE of COSTS
+    unshaped: bool = False  # recorded without record_shapes: each fitted event cost is UNSHAPED_SCALE of COSTS
 
     def python_text(self) -> str:
         """What with_stack's Python tracing added to a step, in words ("" when the trace has none)."""
@@ -385,8 +385,9 @@ class Replay:
     def estimate(self, costs: dict | None = None, scale: float = 1.0) -> OverheadEstimate:
         """The unprofiled step under `costs` (µs per event by kind, COSTS by default) × `scale`."""
         costs = COSTS if costs is None else costs
-        scale *= self.host_speed * (UNSHAPED_SCALE if self.unshaped else 1.0)
-        per_event = np.array([costs.get(k, 0.0) * scale for k in KINDS])
+        scale *= self.host_speed
+        fitted = UNSHAPED_SCALE if self.unshaped else 1.0  # what was measured directly needs no such factor
+        per_event = np.array([costs.get(k, 0.0) * scale * (1.0 if k in MEASURED else fitted) for k in KINDS])
         replayed = [_replay(self.host, per_event, g, w) for g, w in zip(self.ops, self.windows)]
         python_us = self._python_tracing_us(per_event, replayed)
         profiled = [w.end - w.start for w in self.windows]
