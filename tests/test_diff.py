@@ -407,3 +407,15 @@ def test_a_drained_queue_is_credited_to_the_stall_only_when_the_launches_are_the
     assert (
         drained_queue_first(small, Summary(gpu_ops_per_step=379), Summary(gpu_ops_per_step=379), 6400)[0].id == "launch"
     )
+
+
+def test_the_step_line_names_the_basis_it_compared():
+    """Two trace files are compared on their estimated unprofiled steps, and the step line says so (it
+    said "profiled"); two capture folders on their unprofiled timing; one of each, each on its own."""
+    from diagnose.report.diff_views import step_line
+
+    traces = [diagnosis_of(CAPTURES / name / "trace.json.gz") for name in ("decode_eager", "sync_item")]
+    folders = [analysed(name) for name in ("decode_eager", "sync_item")]
+    assert "; estimated unprofiled, " in step_line(diff_diagnoses(*traces))
+    assert "; unprofiled, " in step_line(diff_diagnoses(*folders))
+    assert "; each side's own basis, " in step_line(diff_diagnoses(folders[0], traces[1]))
