@@ -13,9 +13,10 @@ from diagnose.commands import main
 from diagnose.metrics.steps import StepWindow, Steps, _without_cold_start, find_steps
 from diagnose.trace import load_target
 
-from conftest import PEER_TRACES
+from conftest import PEER_TRACES, ROOT, diagnosis_of
 
 PARAM = PEER_TRACES / "param" / "linear_kineto.json.gz"
+PLAIN = ROOT / "fixtures" / "plain"
 
 
 def _trace(
@@ -348,3 +349,22 @@ def test_a_library_range_is_never_the_users_range(tmp_path):
     steps = find_steps(_trace(tmp_path, 5, marks=["## Call CompiledFxGraph fabc123 ##"]))
     assert "user's own range" not in steps.how
     assert "repeating pattern" in steps.how and len(steps.windows) >= 4
+
+
+def test_one_step_is_said_to_be_one(tmp_path):
+    """SYNTHETIC: a trace with one ProfilerStep range (the tutorial's schedule(wait=1, warmup=1, active=1))
+    says that every per-step number rests on one iteration; two steps say nothing of the kind."""
+    from diagnose.vocabulary.markers import ONE_STEP
+
+    one = find_steps(_trace(tmp_path, 1, step_range="ProfilerStep#2"))
+    assert len(one.windows) == 1 and ONE_STEP in one.how and one.how.startswith("ProfilerStep#N")
+    two = find_steps(_trace(tmp_path, 2, step_range="ProfilerStep#2"))
+    assert len(two.windows) == 2 and ONE_STEP not in two.how
+
+
+def test_the_text_report_prints_the_steps_line_of_a_one_step_trace():
+    """REAL (H100): the tutorial recipe's trace of a Llama training step shows its steps line."""
+    from diagnose.report.text import render_text
+
+    text = render_text(diagnosis_of(PLAIN / "llama_train_bf16" / "scheduled.json.gz"))
+    assert "steps: ProfilerStep#N ranges recorded by torch.profiler; one step only" in text

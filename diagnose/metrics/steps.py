@@ -28,6 +28,7 @@ from diagnose.trace.names import name_match
 from diagnose.vocabulary.markers import (
     ITERATION_MARKS,
     LIBRARY_RANGES,
+    ONE_STEP,
     OUR_STEP,
     PROFILER_STEP,
     SESSION_CUT,
@@ -116,7 +117,9 @@ def find_steps(trace: Trace) -> Steps:
             steps = Steps(_windows_from_ranges(trace, marked), how + cut, annotated=True)
             # ProfilerStep#0 holds the profiler's start-up as an unmarked first iteration does; diagnose's
             # own ranges start after a warm-up step that absorbs it
-            return _without_cold_start(steps, COLD_FACTOR if pattern is OUR_STEP else COLD_FACTOR_UNMARKED)
+            return _one_step_said(
+                _without_cold_start(steps, COLD_FACTOR if pattern is OUR_STEP else COLD_FACTOR_UNMARKED)
+            )
     for method, find in (
         ("iteration-marks", lambda: _iteration_marks(trace, annotations)),
         ("user-range", lambda: _repeated_range(annotations)),
@@ -127,7 +130,7 @@ def find_steps(trace: Trace) -> Steps:
             cuts, how, known = found
             windows = _windows_from_ranges(trace, _between(cuts))
             steps = Steps(windows, how, annotated=True, unit_known=known, method=method)
-            return _without_cold_start(steps, COLD_FACTOR_UNMARKED)
+            return _one_step_said(_without_cold_start(steps, COLD_FACTOR_UNMARKED))
     return Steps(
         _whole_window(trace),
         "no step ranges in the trace and no repeating activity: the span of its GPU activity is analysed as one "
@@ -136,6 +139,16 @@ def find_steps(trace: Trace) -> Steps:
         unit_known=False,
         method="window",
     )
+
+
+def _one_step_said(steps: Steps) -> Steps:
+    """`steps`, saying so when they are one step: every per-step number then rests on one iteration, which
+    nothing in the trace can show to be a typical one (the tutorial's schedule(wait=1, warmup=1, active=1)
+    records one)."""
+    if len(steps.windows) != 1:
+        return steps
+    said = f"{ONE_STEP}: nothing to tell a typical iteration from a slow one (record several, e.g. active=3)"
+    return dataclasses.replace(steps, how=f"{steps.how}; {said}")
 
 
 def _within_session(trace: Trace, marked: pd.DataFrame) -> tuple[pd.DataFrame, str]:

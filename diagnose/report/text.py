@@ -20,7 +20,7 @@ from diagnose.report import Renderer
 from diagnose.report.diff_text import render_diff_text
 from diagnose.report.richtext import UNWRAPPED, safe
 from diagnose.report.verify_view import verify_lines
-from diagnose.vocabulary.markers import SESSION_CUT, STEP_RANGE_HOWS
+from diagnose.vocabulary.markers import ONE_STEP, SESSION_CUT, STEP_RANGE_HOWS
 
 SEVERITY_STYLE = {"high": "bold red", "medium": "bold yellow", "low": "cyan"}
 MAX_FINDINGS = 4
@@ -82,7 +82,7 @@ def print_summary(diagnosis: Diagnosis, console: Console, outputs: dict[str, str
             f"{plural(s.steps_analysed or 0, 'step')}"
         )
     found_by = s.steps_found_by or ""
-    if s.cold_start_us or not found_by.startswith(STEP_RANGE_HOWS) or SESSION_CUT in found_by:
+    if s.cold_start_us or not found_by.startswith(STEP_RANGE_HOWS) or SESSION_CUT in found_by or ONE_STEP in found_by:
         console.print(f"  steps: {safe(found_by)}")
     accounting = _accounting_line(s)
     if accounting:

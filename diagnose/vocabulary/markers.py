@@ -42,6 +42,8 @@ TORCH_RANGES = re.compile(r"^(ProfilerStep#\d+|enumerate\(DataLoader\)#|Optimize
 STEP_RANGE_HOWS = ("diagnose step ranges", "ProfilerStep#N ranges")
 # the end of how steps were found when a step range outlived the profiling session (metrics/steps.py)
 SESSION_CUT = "cut at the session's end"
+# how steps were found, when the trace holds one step only (metrics/steps.py)
+ONE_STEP = "one step only"
 
 
 def step_label(index: int) -> str:
