@@ -56,12 +56,14 @@ MEASURED = ("python_function",)  # measured directly, not fitted
 # call against it, within HOST_SPEED_RANGE.
 REFERENCE_LAUNCH_US = 8.35
 HOST_SPEED_RANGE = (0.25, 4.0)
-# Every calibration capture records shapes (and allocator events), and recording an op's input shapes
-# costs the host most of what the fit charges per op. A trace recorded without record_shapes (torch's
-# default, how most people record) pays this fraction of the costs above, fitted by
-# `benchmarks/profiler_overhead.py --unshaped` on the plain user loops of fixtures/plain (recorded on an
-# NVIDIA H100 with torch.profiler's defaults: no shapes, no memory; each loop timed without the profiler)
-# and judged on each loop with the others' fit (benchmarks/results-profiler-overhead-unshaped.json).
+# The calibration captures are diagnose's own, which record shapes and, while profiling, the allocator's
+# history with Python stacks and the sampler's Python stacks: host time a plain user loop under
+# torch.profiler does not pay. A trace whose ops carry no shapes is not one of diagnose's (it always records
+# them), so it is charged this fraction of the costs above, fitted by `benchmarks/profiler_overhead.py
+# --unshaped` on the plain user loops of fixtures/plain (recorded on an NVIDIA H100 with torch.profiler's
+# defaults; each loop timed without the profiler) and judged on each loop with the others' fit
+# (benchmarks/results-profiler-overhead-unshaped.json). Shapes are the sign, not the cause: a user's trace
+# with shapes is still charged the full costs (docs/profiler-overhead.md, "traces recorded without shapes").
 UNSHAPED_SCALE = 0.36
 EDGE_US = 0.5  # a window edge this close to an op's start or end is that op's
 MAX_STEPS = 32  # steps replayed at most (spread over the trace): the median needs no more
@@ -93,8 +95,8 @@ class OverheadEstimate:
         counts = ", ".join(f"{v:,.0f} {_plural(k)}" for k, v in self.events.items() if v >= 1)
         python = self.python_text()
         unshaped = (
-            f"; recorded without shapes, so each event is charged {UNSHAPED_SCALE:g}× what a capture with "
-            "record_shapes costs"
+            f"; recorded without shapes, so not by diagnose's capture: each event is charged {UNSHAPED_SCALE:g}× "
+            "what one costs there"
             if self.unshaped
             else ""
         )
