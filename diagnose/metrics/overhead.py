@@ -62,8 +62,8 @@ HOST_SPEED_RANGE = (0.25, 4.0)
 # them), so it is charged this fraction of the costs above, fitted by `benchmarks/profiler_overhead.py
 # --unshaped` on the plain user loops of fixtures/plain (recorded on an NVIDIA H100 with torch.profiler's
 # defaults; each loop timed without the profiler) and judged on each loop with the others' fit
-# (benchmarks/results-profiler-overhead-unshaped.json). Shapes are the sign, not the cause: a user's trace
-# with shapes is still charged the full costs (docs/profiler-overhead.md, "traces recorded without shapes").
+# (benchmarks/results-profiler-overhead-unshaped.json). Shapes are a sign and only part of the cause: a user's
+# trace with shapes is still charged the full costs (docs/profiler-overhead.md, "traces recorded without shapes").
 UNSHAPED_SCALE = 0.36
 EDGE_US = 0.5  # a window edge this close to an op's start or end is that op's
 MAX_STEPS = 32  # steps replayed at most (spread over the trace): the median needs no more
