@@ -16,6 +16,14 @@ from diagnose.vocabulary.markers import STEP_RANGE_HOWS
 from diagnose.base.errors import InputError
 from diagnose.model.findings import Diagnosis
 
+# the step basis both sides share, by how each side's samples were taken (`_side_samples`)
+BASIS_SENTENCES = {
+    "unprofiled": "unprofiled per-step times (meta.json timing.unprofiled_step_us)",
+    "estimated": "estimated unprofiled per-step times (each trace's profiled steps scaled to the step its "
+    "report estimates without the profiler)",
+    "profiled": "profiled per-step durations from the traces",
+}
+MIXED_BASIS = "each side on its report's own step basis"  # the sides' bases differ
 STALL_POINTS = 5.0  # mean and median changes this many percentage points apart: some steps stall
 
 
@@ -75,14 +83,9 @@ def _samples(before: Diagnosis, after: Diagnosis) -> tuple[tuple[list[float], li
     (b, how_b), (a, how_a) = _side_samples(before, "BEFORE"), _side_samples(after, "AFTER")
     warnings = []
     if how_b == how_a:
-        basis = {
-            "unprofiled": "unprofiled per-step times (meta.json timing.unprofiled_step_us)",
-            "estimated": "estimated unprofiled per-step times (each trace's profiled steps scaled to the step its "
-            "report estimates without the profiler)",
-            "profiled": "profiled per-step durations from the traces",
-        }[how_b]
+        basis = BASIS_SENTENCES[how_b]
     else:
-        basis = f"each side on its report's own step basis ({how_b} before, {how_a} after)"
+        basis = f"{MIXED_BASIS} ({how_b} before, {how_a} after)"
         warnings.append(
             f"the two sides' steps are on different bases ({how_b} before, {how_a} after): each is the step its "
             "report gives, which is the closest either has to the step without the profiler"
@@ -90,6 +93,14 @@ def _samples(before: Diagnosis, after: Diagnosis) -> tuple[tuple[list[float], li
     if min(len(b), len(a)) < 5:
         warnings.append(f"few steps ({len(b)} before, {len(a)} after): the interval is wide")
     return (b, a), basis, warnings
+
+
+def basis_words(basis: str) -> str:
+    """A step basis sentence of `_samples` in a few words, for a one-line summary."""
+    if basis.startswith(MIXED_BASIS):
+        return "each side's own basis"
+    short = {sentence: how for how, sentence in BASIS_SENTENCES.items()}.get(basis, "profiled")
+    return "estimated unprofiled" if short == "estimated" else short
 
 
 def _side_samples(d: Diagnosis, label: str) -> tuple[list[float], str]:

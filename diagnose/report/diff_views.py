@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from diagnose.diff import DiffReport
+from diagnose.diff.build import basis_words
 from diagnose.base.format import short_name
 from diagnose.vocabulary.units import percent
 
@@ -90,23 +91,11 @@ def step_line(r: DiffReport) -> str:
     """ "2,716.8 µs → 232.4 µs (−91.4 %, 95 % interval −91.6 % to −91.1 %; unprofiled, 30 + 30 steps)"."""
     s = r.step
     low, high = s.interval_pct
-    basis = _basis_words(s.basis)
+    basis = basis_words(s.basis)
     return (
         f"{s.before_us:,.1f} µs → {s.after_us:,.1f} µs ({s.change_pct:+.1f} %, {percent(s.confidence)} interval "
         f"{low:+.1f} % to {high:+.1f} %; {basis}, {s.n_before} + {s.n_after} steps)"
     ).replace("-", "−")
-
-
-def _basis_words(basis: str) -> str:
-    """The step basis in a few words: what diff_diagnoses compared (diff/build.py's basis sentences)."""
-    for start, words in (
-        ("unprofiled", "unprofiled"),
-        ("estimated", "estimated unprofiled"),
-        ("each side", "each side's own basis"),
-    ):
-        if basis.startswith(start):
-            return words
-    return "profiled"
 
 
 def finding_lines(r: DiffReport) -> list[str]:
