@@ -14,12 +14,13 @@ by benchmarks/profiler_event_costs.py (overhead.py's MEASURED).
     python benchmarks/profiler_overhead.py --json OUT    # the same, figures as JSON too
     python benchmarks/profiler_overhead.py --verdicts    # each folder's verdict against its bare trace's
     python benchmarks/profiler_overhead.py --evaluate --json OUT  # COSTS in use judged again, no fit
-    python benchmarks/profiler_overhead.py --unshaped --json OUT  # UNSHAPED_SCALE on fixtures/plain
-    python benchmarks/profiler_overhead.py --unshaped-check       # the same workloads with and without shapes
+    python benchmarks/profiler_overhead.py --plain --json OUT     # PLAIN_SCALE on the plain user loops
+    python benchmarks/profiler_overhead.py --unshaped-check       # diagnose's capture with and without shapes
 
-Unshaped: the plain user loops of fixtures/plain were recorded as most people record, without
-record_shapes or profile_memory, and each was timed without the profiler. Their events cost the host
-less than the calibration captures' (which record both), so one factor on COSTS is fitted on them
+Plain: the user loops of fixtures/plain were recorded as most people record, without record_shapes or
+profile_memory, those of fixtures/plain_shapes the same way with record_shapes=True, and each was timed
+without the profiler. Their events cost the host less than the calibration captures' (diagnose's own,
+with allocator events, allocator history and the sampler), so one factor on COSTS is fitted on them
 (grid search, the same objective), and judged on each loop with the factor fitted on the other loops.
 
 Held-out check: the captures sorted by name are split in two halves (every other one); the costs
@@ -31,6 +32,7 @@ fit gives (to 1 %), so they cannot drift from the data.
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import sys
 from pathlib import Path
@@ -39,15 +41,17 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
 
+from bench_vs_hta import machine  # noqa: E402
 from diagnose.metrics import Metrics  # noqa: E402
-from diagnose.metrics.overhead import COSTS, MEASURED, UNSHAPED_SCALE, Replay, prepare  # noqa: E402
+from diagnose.metrics.overhead import COSTS, MEASURED, PLAIN_SCALE, Replay, prepare  # noqa: E402
 from diagnose.trace import load_target  # noqa: E402
 
 CAPTURES = ROOT / "fixtures" / "captures"
-PLAIN = ROOT / "fixtures" / "plain"
+PLAIN = (ROOT / "fixtures" / "plain", ROOT / "fixtures" / "plain_shapes")  # fixtures/record_plain.py
 UNSHAPED = ROOT / "fixtures" / "unshaped"  # fixtures/record_unshaped.py: one GPU, with and without shapes
-SCALES = np.round(np.arange(0.02, 1.51, 0.01), 2)  # the unshaped factors tried
+SCALES = np.round(np.arange(0.02, 1.51, 0.01), 2)  # the plain-loop factors tried
 WITHIN = 0.25  # the bar: the estimated unprofiled step within 25 % of the measured one
 CAP = 0.7  # a capture's largest term in the objective (|log ratio|)
 FITTED = tuple(k for k in COSTS if k not in MEASURED)
@@ -206,11 +210,12 @@ def verdicts() -> int:
 
 
 def plain_loops(loops: list[str] | None = None) -> dict[str, tuple[Replay, float]]:
-    """{"loop/file": (its replay without the unshaped factor, measured unprofiled median µs)} for the
-    plain user loops (all, or `loops`) recorded without shapes whose iteration is known (an unsure unit
-    is not one iteration, so its step is not the timed one)."""
+    """{"set/loop/file": (its replay without the plain-loop factor, measured unprofiled median µs)} for
+    the plain user loops (all, or `loops`) whose iteration is known (an unsure unit is not one iteration,
+    so its step is not the timed one); set is plain or plain_shapes."""
     out = {}
-    for folder in sorted(p for p in PLAIN.iterdir() if (p / "timing.json").exists()):
+    folders = [p for root in PLAIN if root.is_dir() for p in sorted(root.iterdir()) if (p / "timing.json").exists()]
+    for folder in folders:
         if loops is not None and folder.name not in loops:
             continue
         measured = float(json.loads((folder / "timing.json").read_text())["median_us"])
@@ -220,9 +225,9 @@ def plain_loops(loops: list[str] | None = None) -> dict[str, tuple[Replay, float
             trace = load_target(folder / name)
             steps = Metrics(trace).steps
             replay = prepare(trace, steps.windows) if steps.unit_known else None
-            if replay is not None and replay.unshaped:
-                replay.unshaped = False  # the factor is what is fitted here
-                out[f"{folder.name}/{name.split('.')[0]}"] = (replay, measured)
+            if replay is not None and replay.plain:
+                replay.plain = False  # the factor is what is fitted here
+                out[f"{folder.parent.name}/{folder.name}/{name.split('.')[0]}"] = (replay, measured)
     return out
 
 
@@ -239,14 +244,15 @@ def _best_scale(data: dict, names: list[str]) -> float:
     return float(min(SCALES, key=objective))
 
 
-def unshaped(out: Path | None) -> int:
-    """The unshaped factor fitted on the plain loops, each loop judged with the others' fit."""
+def plain(out: Path | None) -> int:
+    """The plain-loop factor fitted on the plain loops, each loop judged with the others' fit (a loop's
+    traces with and without shapes are one loop: both are left out together)."""
     data = plain_loops()
     names = sorted(data)
-    loops = sorted({n.split("/")[0] for n in names})
+    loops = sorted({n.split("/")[1] for n in names})
     held, held_scale = {}, {}
     for loop in loops:
-        mine = [n for n in names if n.split("/")[0] == loop]
+        mine = [n for n in names if n.split("/")[1] == loop]
         scale = _best_scale(data, [n for n in names if n not in mine])
         held |= _scaled_errors(data, scale, mine)
         held_scale |= dict.fromkeys(mine, scale)
@@ -264,11 +270,24 @@ def unshaped(out: Path | None) -> int:
     print(f"held out (leave one loop out): {count_within(held)}")
     print(f"fitted on all {len(names)}: {count_within(fitted)}")
     print(f"full costs (no factor): {count_within(as_is)}")
-    print(f"UNSHAPED_SCALE = {scale:.2f} (in use: {UNSHAPED_SCALE})")
+    for group in ("plain/", "plain_shapes/"):
+        print(f"held out, {group[:-1]}: {count_within({k: v for k, v in held.items() if k.startswith(group)})}")
+    print(f"PLAIN_SCALE = {scale:.2f} (in use: {PLAIN_SCALE})")
     if out:
         out.write_text(
             json.dumps(
-                {"scale": scale, "held_out": held, "held_out_scale": held_scale, "fitted": fitted, "as_is": as_is},
+                {
+                    "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%MZ"),
+                    "machine": {
+                        **machine(),
+                        "recorded_on": "the loops were recorded on an NVIDIA H100 (INDEX.json of each folder)",
+                    },
+                    "scale": scale,
+                    "held_out": held,
+                    "held_out_scale": held_scale,
+                    "fitted": fitted,
+                    "as_is": as_is,
+                },
                 indent=1,
             )
         )
@@ -276,9 +295,9 @@ def unshaped(out: Path | None) -> int:
 
 
 def unshaped_check() -> int:
-    """The model as it runs (UNSHAPED_SCALE where no shapes were recorded) on fixtures/unshaped, where each
-    workload was captured on one GPU with and without shapes and timed without the profiler; beside it,
-    the unshaped captures under the full costs."""
+    """The model as it runs on fixtures/unshaped, where each workload was captured by diagnose on one GPU
+    with and without shapes (and allocator events) and timed without the profiler: PLAIN_SCALE where the
+    capture has no allocator events; beside it, those captures under the full costs."""
     if not UNSHAPED.is_dir():
         print(f"no {UNSHAPED}: record it on a GPU with fixtures/record_unshaped.py")
         return 1
@@ -295,8 +314,8 @@ def unshaped_check() -> int:
         estimate = replay.estimate()
         model[folder.name] = estimate.step_us / measured - 1
         cell = ""
-        if replay.unshaped:
-            full[folder.name] = replay.estimate(scale=1 / UNSHAPED_SCALE).step_us / measured - 1
+        if replay.plain:
+            full[folder.name] = replay.estimate(scale=1 / PLAIN_SCALE).step_us / measured - 1
             cell = f"{full[folder.name]:+.0%}"
         device = (meta.get("device") or {}).get("name", "?")
         print(
@@ -305,7 +324,7 @@ def unshaped_check() -> int:
         )
     shaped = {k: v for k, v in model.items() if k not in full}
     print(f"with shapes, full costs: {count_within(shaped)}")
-    print(f"without shapes, UNSHAPED_SCALE: {count_within({k: model[k] for k in full})}")
+    print(f"without shapes, PLAIN_SCALE: {count_within({k: model[k] for k in full})}")
     print(f"without shapes, full costs: {count_within(full)}")
     return 0
 
@@ -329,11 +348,11 @@ def main() -> int:
     parser.add_argument("--json", type=Path)
     parser.add_argument("--verdicts", action="store_true", help="compare folder and bare-trace verdicts")
     parser.add_argument("--evaluate", action="store_true", help="judge the COSTS in use on every capture, no fit")
-    parser.add_argument("--unshaped", action="store_true", help="fit UNSHAPED_SCALE on fixtures/plain")
+    parser.add_argument("--plain", action="store_true", help="fit PLAIN_SCALE on the plain user loops")
     parser.add_argument("--unshaped-check", action="store_true", help="judge it on fixtures/unshaped")
     args = parser.parse_args()
-    if args.unshaped:
-        return unshaped(args.json)
+    if args.plain:
+        return plain(args.json)
     if args.unshaped_check:
         return unshaped_check()
     if args.verdicts:

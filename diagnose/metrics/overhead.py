@@ -56,15 +56,15 @@ MEASURED = ("python_function",)  # measured directly, not fitted
 # call against it, within HOST_SPEED_RANGE.
 REFERENCE_LAUNCH_US = 8.35
 HOST_SPEED_RANGE = (0.25, 4.0)
-# The calibration captures are diagnose's own, which record shapes and, while profiling, the allocator's
-# history with Python stacks and the sampler's Python stacks: host time a plain user loop under
-# torch.profiler does not pay. A trace whose ops carry no shapes is not one of diagnose's (it always records
-# them), so it is charged this fraction of the costs above, fitted by `benchmarks/profiler_overhead.py
-# --unshaped` on the plain user loops of fixtures/plain (recorded on an NVIDIA H100 with torch.profiler's
-# defaults; each loop timed without the profiler) and judged on each loop with the others' fit
-# (benchmarks/results-profiler-overhead-unshaped.json). Shapes are a sign and only part of the cause: a user's
-# trace with shapes is still charged the full costs (docs/profiler-overhead.md, "traces recorded without shapes").
-UNSHAPED_SCALE = 0.36
+# The calibration captures are diagnose's own, which record shapes and allocator events and, while
+# profiling, the allocator's history with Python stacks and the sampler's Python stacks: host time a plain
+# user loop under torch.profiler does not pay. A trace without allocator events (profile_memory off; diagnose
+# always has it on) is not one of diagnose's, so it is charged this fraction of the costs above, fitted by
+# `benchmarks/profiler_overhead.py --plain` on the plain user loops of fixtures/plain and fixtures/plain_shapes
+# (recorded on an NVIDIA H100 with torch.profiler's defaults, the latter with record_shapes=True; each loop
+# timed without the profiler) and judged on each loop with the others' fit
+# (benchmarks/results-profiler-overhead-plain.json; docs/profiler-overhead.md, "traces from plain loops").
+PLAIN_SCALE = 0.41
 EDGE_US = 0.5  # a window edge this close to an op's start or end is that op's
 MAX_STEPS = 32  # steps replayed at most (spread over the trace): the median needs no more
 
@@ -79,7 +79,7 @@ class OverheadEstimate:
     steps_replayed: int
     saving_us: float = 0.0  # what the replay took off a step: the median of (profiled − replayed) per step
     python_tracing_us: float = 0.0  # of that saving, what with_stack's Python function events alone added
-    unshaped: bool = False  # recorded without record_shapes: each fitted event cost is UNSHAPED_SCALE of COSTS
+    plain: bool = False  # recorded without allocator events: each fitted event cost is PLAIN_SCALE of COSTS
 
     def python_text(self) -> str:
         """What with_stack's Python tracing added to a step, in words ("" when the trace has none)."""
@@ -94,10 +94,10 @@ class OverheadEstimate:
         """The estimate in words, for the time basis: what the replay took off a step, and from what."""
         counts = ", ".join(f"{v:,.0f} {_plural(k)}" for k, v in self.events.items() if v >= 1)
         python = self.python_text()
-        unshaped = (
-            f"; recorded without shapes, so not by diagnose's capture: each event is charged {UNSHAPED_SCALE:g}× "
-            "what one costs there"
-            if self.unshaped
+        plain = (
+            f"; recorded without profile_memory, so not by diagnose's capture: each event is charged "
+            f"{PLAIN_SCALE:g}× what one costs there"
+            if self.plain
             else ""
         )
         return (
@@ -105,7 +105,7 @@ class OverheadEstimate:
             f"of {counts or 'no events'} (diagnose/metrics/overhead.py): {self.saving_us:,.0f} µs off a step "
             f"(median step {self.profiled_us:,.0f} µs profiled, {self.step_us:,.0f} µs replayed)"
             + (f", of which {python}" if python else "")
-            + unshaped
+            + plain
         )
 
 
@@ -375,7 +375,7 @@ class Replay:
     host: _HostEvents
     ops: list[_GpuOps]
     reference_launch_us: float = REFERENCE_LAUNCH_US
-    unshaped: bool = False  # the trace's ops carry no input shapes (record_shapes off)
+    plain: bool = False  # the trace holds no allocator events (profile_memory off): not diagnose's capture
 
     @property
     def host_speed(self) -> float:
@@ -388,7 +388,7 @@ class Replay:
         """The unprofiled step under `costs` (µs per event by kind, COSTS by default) × `scale`."""
         costs = COSTS if costs is None else costs
         scale *= self.host_speed
-        fitted = UNSHAPED_SCALE if self.unshaped else 1.0  # what was measured directly needs no such factor
+        fitted = PLAIN_SCALE if self.plain else 1.0  # what was measured directly needs no such factor
         per_event = np.array([costs.get(k, 0.0) * scale * (1.0 if k in MEASURED else fitted) for k in KINDS])
         replayed = [_replay(self.host, per_event, g, w) for g, w in zip(self.ops, self.windows)]
         python_us = self._python_tracing_us(per_event, replayed)
@@ -405,7 +405,7 @@ class Replay:
             len(self.windows),
             max(saving, 0.0),
             min(python_us, max(saving, 0.0)),
-            self.unshaped,
+            self.plain,
         )
 
     def _python_tracing_us(self, per_event: np.ndarray, replayed: list[float]) -> float:
@@ -431,7 +431,7 @@ def prepare(trace: Trace, windows: list[StepWindow]) -> Replay | None:
     launch_ts = launches.drop_duplicates("correlation").set_index("correlation")["ts"]
     gpu, runtime = _ByStart(trace.gpu), _ByStart(rt)
     ops = [_gpu_ops(gpu, runtime, launch_ts, w) for w in chosen]
-    return Replay(chosen, host, ops, unshaped=counts["cpu_op"] > 0 and counts["shaped_input"] == 0)
+    return Replay(chosen, host, ops, plain=counts["cpu_op"] > 0 and not len(trace.memory))
 
 
 def estimate_unprofiled(trace: Trace, windows: list[StepWindow], scale: float = 1.0) -> OverheadEstimate | None:
