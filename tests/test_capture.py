@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 
 import pytest
@@ -33,6 +34,9 @@ def test_function_mode_on_cpu(tmp_path, capsys):
     assert (out / "trace.json.gz").exists() and (out / "report.html").exists()
     assert data["summary"]["steps_analysed"] == 2
     assert any("CPU-only" in s["reason"] for s in data["skipped"])
+    # the trace says diagnose's harness recorded it, whatever is later done to its events
+    head = json.loads(gzip.decompress((out / "trace.json.gz").read_bytes()))
+    assert head["diagnose"] == {"capture": "diagnose", "allocator_history": False, "stack_sampler": True}
 
 
 def test_script_mode_finds_optimizer_steps(tmp_path, capsys):

@@ -312,3 +312,24 @@ def test_a_trace_recorded_without_profile_memory_is_charged_the_plain_factor_and
     full = replay.estimate(scale=1 / PLAIN_SCALE)
     assert full.step_us < estimate.step_us  # the full costs take more off
     assert not _replay("decode_eager").plain
+
+
+def test_a_trace_carrying_diagnoses_mark_is_charged_the_full_costs(tmp_path):
+    """SYNTHETIC (a REAL H100 plain loop with one top-level field added): the mark diagnose's capture writes into
+    its traces says whose harness recorded them, so a diagnose capture without allocator events (the capture spec
+    can turn them off) is charged the full costs, as its harness pays them, and not the plain-loop factor."""
+    import gzip
+
+    from diagnose.vocabulary.markers import CAPTURE_MARK
+
+    doc = json.loads(gzip.decompress((ROOT / "fixtures" / "plain" / "decode_eager" / "plain.json.gz").read_bytes()))
+    doc[CAPTURE_MARK] = {"capture": "diagnose", "allocator_history": True, "stack_sampler": True}
+    marked = tmp_path / "marked.json.gz"
+    marked.write_bytes(gzip.compress(json.dumps(doc).encode(), compresslevel=1))
+    trace = load_target(marked)
+    assert trace.diagnose_mark == doc[CAPTURE_MARK]
+    replay = prepare(trace, Metrics(trace).steps.windows)
+    assert not replay.plain and "profile_memory" not in replay.estimate().text()
+    unmarked = load_target(ROOT / "fixtures" / "plain" / "decode_eager" / "plain.json.gz")
+    assert unmarked.diagnose_mark is None
+    assert replay.estimate().step_us < prepare(unmarked, Metrics(unmarked).steps.windows).estimate().step_us

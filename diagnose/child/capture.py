@@ -32,7 +32,7 @@ from diagnose.capture.spec import CAPTURE_SCHEMA, CaptureSpec
 from diagnose.child.steps import EnoughSteps, StepTracker
 from diagnose.base.safe_files import fresh_path, write_new
 from diagnose.base.step_timing import timing_summary
-from diagnose.vocabulary.markers import nvtx_label, step_label, warmup_label
+from diagnose.vocabulary.markers import CAPTURE_MARK, nvtx_label, step_label, warmup_label
 
 TRACE_FILE = "trace.json.gz"
 TRACE_CUT_SHORT = "the profiler wrote the trace cut short (it reports no error: a full disk or a file-size limit)"
@@ -217,6 +217,12 @@ class CaptureSession:
             profile_memory=self.spec.profile_memory,
             with_stack=False,
         )
+        # a mark in the trace's top level that survives any editing of its events: the analysis charges a trace
+        # that carries it the profiler costs of diagnose's own harness (metrics/overhead.py), not a plain loop's
+        history = self.memory is not None and self.memory.enabled
+        mark = {"capture": "diagnose", "allocator_history": history, "stack_sampler": True}
+        with contextlib.suppress(AttributeError, RuntimeError):  # a torch without kineto metadata
+            self.profiler.preset_metadata_json(CAPTURE_MARK, json.dumps(mark))
         if self.memory is not None:
             self.memory.start_history()
         with without_lazy_inductor(torch, self.profiler):

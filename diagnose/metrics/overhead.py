@@ -59,7 +59,8 @@ HOST_SPEED_RANGE = (0.25, 4.0)
 # The calibration captures are diagnose's own, which record shapes and allocator events and, while
 # profiling, the allocator's history with Python stacks and the sampler's Python stacks: host time a plain
 # user loop under torch.profiler does not pay. A trace without allocator events (profile_memory off; diagnose
-# always has it on) is not one of diagnose's, so it is charged this fraction of the costs above, fitted by
+# has it on by default) and without the mark diagnose's capture writes into the trace's top level (since
+# 2026-12-06: Trace.diagnose_mark) is not one of diagnose's, so it is charged this fraction of the costs, fitted by
 # `benchmarks/profiler_overhead.py --plain` on the plain user loops of fixtures/plain and fixtures/plain_shapes
 # (recorded on an NVIDIA H100 with torch.profiler's defaults, the latter with record_shapes=True; each loop
 # timed without the profiler) and judged on each loop with the others' fit
@@ -375,7 +376,7 @@ class Replay:
     host: _HostEvents
     ops: list[_GpuOps]
     reference_launch_us: float = REFERENCE_LAUNCH_US
-    plain: bool = False  # the trace holds no allocator events (profile_memory off): not diagnose's capture
+    plain: bool = False  # no allocator events (profile_memory off) and no diagnose mark: not diagnose's capture
 
     @property
     def host_speed(self) -> float:
@@ -431,7 +432,8 @@ def prepare(trace: Trace, windows: list[StepWindow]) -> Replay | None:
     launch_ts = launches.drop_duplicates("correlation").set_index("correlation")["ts"]
     gpu, runtime = _ByStart(trace.gpu), _ByStart(rt)
     ops = [_gpu_ops(gpu, runtime, launch_ts, w) for w in chosen]
-    return Replay(chosen, host, ops, plain=counts["cpu_op"] > 0 and not len(trace.memory))
+    plain = counts["cpu_op"] > 0 and not len(trace.memory) and trace.diagnose_mark is None
+    return Replay(chosen, host, ops, plain=plain)
 
 
 def estimate_unprofiled(trace: Trace, windows: list[StepWindow], scale: float = 1.0) -> OverheadEstimate | None:

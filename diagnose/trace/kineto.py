@@ -91,6 +91,7 @@ class Head(msgspec.Struct, gc=False):
     schemaVersion: Union[int, str, None] = None
     displayTimeUnit: Union[str, None] = None
     traceName: Union[str, None] = None
+    diagnose: Union[dict, None] = None  # the mark diagnose's capture writes (vocabulary/markers.py CAPTURE_MARK)
 
 
 EMPTY_ARGS = Args()
@@ -114,6 +115,7 @@ class Decoded:
     def __init__(self, head: Head, events: bytes | memoryview | list | None, warnings: list[str]):
         self.deviceProperties = head.deviceProperties
         self.distributedInfo = head.distributedInfo
+        self.diagnose = head.diagnose
         self.warnings = warnings
         self._events = events
         self._pieces: list | None = None
@@ -415,6 +417,7 @@ def _lenient(raw: bytes | bytearray, exc: Exception, warnings: list[str]) -> Dec
         schemaVersion=top("schemaVersion", (int, str)),
         displayTimeUnit=top("displayTimeUnit", str),
         traceName=top("traceName", str),
+        diagnose=top("diagnose", dict),
     )
     return Decoded(head, doc["traceEvents"], warnings)
 

@@ -103,6 +103,7 @@ def load_trace_file(
         memory=frames["memory"],
         device_properties=decoded.deviceProperties or [],
         distributed=decoded.distributedInfo,
+        diagnose_mark=decoded.diagnose,
         warnings=warnings,
         t0_us=frames["t0"],
         python=frames["python"],

@@ -45,6 +45,9 @@ class Trace:
     device_properties: list = dataclasses.field(default_factory=list)
     distributed: dict | None = None
     capture: dict | None = None
+    # the top-level `diagnose` field diagnose's capture writes into its traces (None in a trace from elsewhere,
+    # and in diagnose's captures before 2026-12-06): its harness's profiler cost, whatever else the trace shows
+    diagnose_mark: dict | None = None
     warnings: list = dataclasses.field(default_factory=list)
     t0_us: float = 0.0
     python: pd.DataFrame = dataclasses.field(
