@@ -605,3 +605,20 @@ def test_still_more_malformed_traces_never_crash(raw, tmp_path_factory, capsys):
 def test_degenerate_files(raw, tmp_path, capsys):
     """Files that are barely anything get one clean error line."""
     check(raw, tmp_path, capsys)
+
+
+def test_an_instant_whose_name_is_not_a_string_is_no_allocator_event(tmp_path):
+    """SYNTHETIC: an instant event with an allocator's args and a null name (or 7) is not read as `[memory]`
+    (str.__eq__ gave NotImplemented for null, which is truthy, and the event was counted), so it cannot turn a
+    plain trace into one with allocator events."""
+    from diagnose.trace import load_target
+
+    args = {"Device Type": 1, "Device Id": 0, "Addr": 1, "Bytes": 4096, "Total Allocated": 4096, "Total Reserved": 1}
+    op = {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 0, "dur": 10, "args": {}}
+    events = [op] + [
+        {"ph": "i", "cat": "cpu_instant_event", "name": name, "pid": 1, "tid": 1, "ts": 5, "s": "t", "args": args}
+        for name in (7, None, "[memory]")
+    ]
+    path = tmp_path / "t.json"
+    path.write_bytes(_doc(events))
+    assert len(load_target(path).memory) == 1

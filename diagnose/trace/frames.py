@@ -14,7 +14,7 @@ the codes once and makes the frames.
 from __future__ import annotations
 
 from itertools import repeat
-from operator import attrgetter, is_not
+from operator import attrgetter, eq, is_not
 from typing import Any, Callable, Iterable, NamedTuple
 
 import msgspec
@@ -313,7 +313,8 @@ class FrameBuilder:
         """The allocator's `[memory]` instant events among the chunk's instants (`events`, at rows
         `instants`), column by column."""
         args = _get("args", events)
-        keep = np.fromiter(map(MEMORY_NAME.__eq__, _get("name", events)), bool, len(events))
+        # operator.eq, not str.__eq__: a name that is not a string (a hostile file) compares False, not NotImplemented
+        keep = np.fromiter(map(eq, repeat(MEMORY_NAME), _get("name", events)), bool, len(events))
         keep &= np.fromiter(map(is_not, args, repeat(None)), bool, len(events))
         if not keep.any():
             return
