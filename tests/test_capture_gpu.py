@@ -8,6 +8,9 @@ import json
 import pytest
 
 from diagnose.commands import main
+from diagnose.metrics import Metrics
+from diagnose.metrics.overhead import prepare
+from diagnose.trace import load_target
 
 from conftest import ROOT
 
@@ -36,6 +39,10 @@ def test_eager_decode_is_launch_bound(tmp_path, capsys):
         any(b["where"] and "tiny_decode.py" in b["where"] for b in mem["snapshot"]["top_blocks"])
         or mem["snapshot"]["events"]
     ), "allocations recorded with the user code that made them"
+    head = json.loads(gzip.decompress((tmp_path / "cap" / "trace.json.gz").read_bytes()))
+    assert head["diagnose"] == {"capture": "diagnose", "allocator_history": True, "stack_sampler": True}
+    trace = load_target(tmp_path / "cap" / "trace.json.gz")  # the trace file alone: still diagnose's harness
+    assert trace.diagnose_mark and not prepare(trace, Metrics(trace).steps.windows).plain
 
 
 def test_graphed_decode_is_not(tmp_path, capsys):
