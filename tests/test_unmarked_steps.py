@@ -115,6 +115,20 @@ def test_plain_loop_gets_its_marked_twins_verdict(name):
     assert plain["step_us"] == pytest.approx(marked["step_us"], rel=0.30)
 
 
+def _shaped_loops() -> list[str]:
+    return sorted(p.parent.name for p in (ROOT / "fixtures" / "plain_shapes").glob("*/plain.json.gz"))
+
+
+@pytest.mark.parametrize("name", _shaped_loops())
+def test_a_plain_loop_recorded_with_shapes_gets_the_same_first_fix(name):
+    """REAL (H100, two recordings an hour apart): the loop under a bare profile() with record_shapes=True gets
+    the first finding and fix of the same loop recorded without shapes (shapes let more rules run; none of them
+    may take the lead from what the loop's time says)."""
+    shaped = _outcome(ROOT / "fixtures" / "plain_shapes" / name / "plain.json.gz")
+    plain = _outcome(ROOT / "fixtures" / "plain" / name / "plain.json.gz")
+    assert (shaped["rule"], shaped["fix"]) == (plain["rule"], plain["fix"])
+
+
 def test_plain_loops_index_says_what_one_iteration_is():
     index = json.loads((ROOT / "fixtures" / "plain" / "INDEX.json").read_text())
     assert set(index) >= set(_plain_loops())
