@@ -28,6 +28,7 @@ from diagnose import analyze  # noqa: E402
 from diagnose.vocabulary.markers import OUR_STEP, PROFILER_STEP  # noqa: E402
 
 WARMUP = "diagnose/warmup "
+PLAIN_SETS = ("plain", "plain_h200")  # fixtures/record_plain.py's recordings with marked twins (H100; H200)
 
 
 def is_marker(name: object) -> bool:
@@ -99,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("names", nargs="*")
     parser.add_argument("--json", type=Path)
-    parser.add_argument("--plain-only", action="store_true", help="only fixtures/plain")
+    parser.add_argument("--plain-only", action="store_true", help="only the plain loops (fixtures/plain, plain_h200)")
     args = parser.parse_args(argv)
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -111,12 +112,12 @@ def main(argv: list[str] | None = None) -> int:
                 stripped = Path(tmp) / f"{folder.name}.json.gz"
                 strip_markers(folder / "trace.json.gz", stripped)
                 pairs.append((folder.name, alone(folder / "trace.json.gz", Path(tmp)), stripped))
-        for folder in sorted((ROOT / "fixtures" / "plain").glob("*/")):
+        for folder in sorted(p for name in PLAIN_SETS for p in (ROOT / "fixtures" / name).glob("*/")):
             if args.names and folder.name not in args.names:
                 continue
             twin = folder / "marked.json.gz"
             if twin.exists():
-                pairs.append((f"plain/{folder.name}", twin, folder / "plain.json.gz"))
+                pairs.append((f"{folder.parent.name}/{folder.name}", twin, folder / "plain.json.gz"))
         for name, marked_path, plain_path in pairs:
             marked, plain = outcome(marked_path), outcome(plain_path)
             row = {"name": name, "marked": marked, "plain": plain, **compare(marked, plain)}

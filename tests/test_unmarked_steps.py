@@ -97,14 +97,22 @@ def _differences(name: str, marked: dict, plain: dict) -> list[str]:
     return problems
 
 
+PLAIN_SETS = ("plain", "plain_h200")  # fixtures/record_plain.py's recordings with marked twins (H100; H200)
+
+
 def _plain_loops() -> list[str]:
-    return sorted(p.parent.name for p in (ROOT / "fixtures" / "plain").glob("*/marked.json.gz"))
+    """ "set/loop" for every plain loop recorded with its marked twin."""
+    return sorted(
+        f"{folder}/{p.parent.name}"
+        for folder in PLAIN_SETS
+        for p in (ROOT / "fixtures" / folder).glob("*/marked.json.gz")
+    )
 
 
 @pytest.mark.parametrize("name", _plain_loops())
 def test_plain_loop_gets_its_marked_twins_verdict(name):
-    """REAL (H100): `with torch.profiler.profile(): for ...: step()` against the same loop with prof.step()."""
-    folder = ROOT / "fixtures" / "plain" / name
+    """REAL: `with torch.profiler.profile(): for ...: step()` against the same loop with prof.step()."""
+    folder = ROOT / "fixtures" / name
     marked, plain = _outcome(folder / "marked.json.gz"), _outcome(folder / "plain.json.gz")
     assert (plain["rule"], plain["fix"]) == (marked["rule"], marked["fix"])
     if "unsure" in plain["how"]:
@@ -130,9 +138,10 @@ def test_a_plain_loop_recorded_with_shapes_gets_the_same_first_fix(name):
 
 
 def test_plain_loops_index_says_what_one_iteration_is():
-    index = json.loads((ROOT / "fixtures" / "plain" / "INDEX.json").read_text())
-    assert set(index) >= set(_plain_loops())
-    assert all(entry["timing"]["median_us"] > 0 and entry["iteration"] for entry in index.values())
+    for folder in {name.split("/")[0] for name in _plain_loops()}:
+        index = json.loads((ROOT / "fixtures" / folder / "INDEX.json").read_text())
+        assert set(index) >= {name.split("/")[1] for name in _plain_loops() if name.startswith(f"{folder}/")}
+        assert all(entry["timing"]["median_us"] > 0 and entry["iteration"] for entry in index.values())
 
 
 def test_an_unsure_unit_is_said():
