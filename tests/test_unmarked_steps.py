@@ -97,14 +97,11 @@ def _differences(name: str, marked: dict, plain: dict) -> list[str]:
     return problems
 
 
-PLAIN_SETS = ("plain", "plain_h200")  # fixtures/record_plain.py's recordings with marked twins (H100; H200)
-
-
 def _plain_loops() -> list[str]:
     """ "set/loop" for every plain loop recorded with its marked twin."""
     return sorted(
         f"{folder}/{p.parent.name}"
-        for folder in PLAIN_SETS
+        for folder in unmarked.PLAIN_SETS
         for p in (ROOT / "fixtures" / folder).glob("*/marked.json.gz")
     )
 
