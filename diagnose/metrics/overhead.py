@@ -64,7 +64,7 @@ HOST_SPEED_RANGE = (0.25, 4.0)
 # `benchmarks/profiler_overhead.py --plain` on the plain user loops of fixtures/plain and fixtures/plain_shapes
 # (recorded on an NVIDIA H100 with torch.profiler's defaults, the latter with record_shapes=True; each loop
 # timed without the profiler) and judged on each loop with the others' fit
-# (benchmarks/results-profiler-overhead-plain.json; docs/profiler-overhead.md, "traces from plain loops").
+# (benchmarks/results-profiler-overhead-plain.json; docs/profiler-overhead.md, "the sign is allocator events").
 PLAIN_SCALE = 0.41
 EDGE_US = 0.5  # a window edge this close to an op's start or end is that op's
 MAX_STEPS = 32  # steps replayed at most (spread over the trace): the median needs no more
