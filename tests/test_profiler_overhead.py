@@ -333,3 +333,17 @@ def test_a_trace_carrying_diagnoses_mark_is_charged_the_full_costs(tmp_path):
     unmarked = load_target(ROOT / "fixtures" / "plain" / "decode_eager" / "plain.json.gz")
     assert unmarked.diagnose_mark is None
     assert replay.estimate().step_us < prepare(unmarked, Metrics(unmarked).steps.windows).estimate().step_us
+
+
+def test_a_top_level_diagnose_field_of_another_kind_is_no_mark(tmp_path):
+    """SYNTHETIC (a REAL H100 plain loop with a string in the field's place): not diagnose's mark, and the file is
+    read as usual (no lenient reading, no warning)."""
+    import gzip
+
+    doc = json.loads(gzip.decompress((ROOT / "fixtures" / "plain" / "decode_eager" / "plain.json.gz").read_bytes()))
+    doc["diagnose"] = "written by some other tool"
+    path = tmp_path / "other.json.gz"
+    path.write_bytes(gzip.compress(json.dumps(doc).encode(), compresslevel=1))
+    trace = load_target(path)
+    assert trace.diagnose_mark is None and not trace.warnings
+    assert prepare(trace, Metrics(trace).steps.windows).plain

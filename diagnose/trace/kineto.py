@@ -91,7 +91,9 @@ class Head(msgspec.Struct, gc=False):
     schemaVersion: Union[int, str, None] = None
     displayTimeUnit: Union[str, None] = None
     traceName: Union[str, None] = None
-    diagnose: Union[dict, None] = None  # the mark diagnose's capture writes (vocabulary/markers.py CAPTURE_MARK)
+    # the mark diagnose's capture writes (vocabulary/markers.py CAPTURE_MARK); Any: another tool's field of that
+    # name must not send the whole file down the lenient path (Decoded keeps a dict only)
+    diagnose: Any = None
 
 
 EMPTY_ARGS = Args()
@@ -115,7 +117,7 @@ class Decoded:
     def __init__(self, head: Head, events: bytes | memoryview | list | None, warnings: list[str]):
         self.deviceProperties = head.deviceProperties
         self.distributedInfo = head.distributedInfo
-        self.diagnose = head.diagnose
+        self.diagnose = head.diagnose if isinstance(head.diagnose, dict) else None
         self.warnings = warnings
         self._events = events
         self._pieces: list | None = None
