@@ -221,7 +221,7 @@ class CaptureSession:
         # that carries it the profiler costs of diagnose's own harness (metrics/overhead.py), not a plain loop's
         history = self.memory is not None and self.memory.enabled
         mark = {"capture": "diagnose", "allocator_history": history, "stack_sampler": True}
-        with contextlib.suppress(AttributeError, RuntimeError):  # a torch without kineto metadata
+        with contextlib.suppress(Exception):  # a torch without kineto metadata: the capture goes on unmarked
             self.profiler.preset_metadata_json(CAPTURE_MARK, json.dumps(mark))
         if self.memory is not None:
             self.memory.start_history()
