@@ -349,7 +349,7 @@ def main() -> int:
     parser.add_argument("--verdicts", action="store_true", help="compare folder and bare-trace verdicts")
     parser.add_argument("--evaluate", action="store_true", help="judge the COSTS in use on every capture, no fit")
     parser.add_argument("--plain", action="store_true", help="fit PLAIN_SCALE on the plain user loops")
-    parser.add_argument("--unshaped-check", action="store_true", help="judge it on fixtures/unshaped")
+    parser.add_argument("--unshaped-check", action="store_true", help="judge PLAIN_SCALE on fixtures/unshaped")
     args = parser.parse_args()
     if args.plain:
         return plain(args.json)
