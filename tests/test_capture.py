@@ -155,3 +155,26 @@ def test_a_failing_workloads_traceback_reaches_stderr_and_workload_log(tmp_path,
     assert where in err and "ValueError: bad batch at step 3" in err
     log = (out / "workload.log").read_text()
     assert "Traceback (most recent call last)" in log and where in log
+
+
+@pytest.mark.parametrize("fails", [False, True])
+def test_the_capture_mark_never_stops_a_capture(tmp_path, monkeypatch, fails):
+    """The profiler session writes diagnose's mark into the trace; a torch whose metadata call raises (an older
+    or a changed build) still gets its trace, unmarked."""
+    import torch
+
+    from diagnose.capture.spec import CaptureSpec
+    from diagnose.child.capture import CaptureSession
+
+    def refuse(self, key, value):
+        raise TypeError("a changed signature in this build")
+
+    if fails:
+        monkeypatch.setattr(torch.profiler.profile, "preset_metadata_json", refuse)
+    session = CaptureSession(CaptureSpec(path="x.py", mode="function", out_dir=str(tmp_path)))
+    session.torch = torch
+    session.start_profiler()
+    torch.ones(64) @ torch.ones(64)
+    session.stop_profiler()
+    head = json.loads(gzip.decompress((tmp_path / "trace.json.gz").read_bytes()))
+    assert ("diagnose" in head) is not fails
