@@ -38,6 +38,15 @@ def test_compiled_code_is_in_place_but_reduce_overhead_graphs_leave_the_whole_st
     assert "torch-compile" in present and "cuda-graphs" not in present
 
 
+def test_a_reduce_overhead_step_is_told_the_whole_step_graph_not_the_mode_it_already_has():
+    """REAL (H200, compile_graphs: torch.compile mode="reduce-overhead"): the host-bound fix says the compiled
+    code already replays graphs and what a hand-captured whole-step graph adds, not to turn that mode on."""
+    finding = next(f for f in diagnosis_of(CAPTURES / "compile_graphs").findings if f.rule == "host-bound")
+    graphs = next(f for f in finding.fixes if f.id == "cuda-graphs")
+    assert "already replays CUDA graphs" in graphs.how and "does it for you" not in graphs.how
+    assert "torch.cuda.CUDAGraph" in graphs.how and "torch.cuda.graph(graph)" in graphs.code
+
+
 def test_pass_over_moves_a_present_fix_last_with_its_reason_and_keeps_a_prerequisite():
     finding = Finding(
         rule="x",
