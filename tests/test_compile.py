@@ -19,7 +19,7 @@ from diagnose.metrics.compiled import compiled_steps, load_compile_record
 from diagnose.rules import ALL_RULES
 from diagnose.trace import load_target
 
-from conftest import CAPTURES, ROOT, SYNTHETIC
+from conftest import CAPTURES, ROOT, SYNTHETIC, diagnosis_of
 
 BREAKS = next(r for r in ALL_RULES if r.id == "compile-breaks")
 LAUNCH = next(r for r in ALL_RULES if r.id == "launch-overhead")
@@ -162,6 +162,21 @@ def test_launch_overhead_notes_skipped_cuda_graphs_and_keeps_its_finding(tmp_pat
     )
     note = next(e.value for e in after.evidence if e.metric == "note")
     assert "skipped them 1 time(s): cpu device (arg1_1) (model.py:44)" in note
+    graphs = next(f for f in after.fixes if f.id == "cuda-graphs")
+    assert "does it for you" in next(f for f in before.fixes if f.id == "cuda-graphs").how
+    assert (
+        graphs.how.startswith(note) and "The mode is already on" in graphs.how and "does it for you" not in graphs.how
+    )
+    assert 'torch.compile(step, mode="reduce-overhead")' not in graphs.code
+
+
+def test_the_real_skipped_graph_capture_is_told_the_cause_not_the_mode_it_has():
+    """REAL (H200, compile_graphs_mutation: reduce-overhead with an input updated in place, which inductor logged
+    as the reason it skipped the graphs): the cuda-graphs fix names that cause and says the mode is already on."""
+    finding = diagnosis_of(CAPTURES / "compile_graphs_mutation").findings[0]
+    graphs = next(f for f in finding.fixes if f.id == "cuda-graphs")
+    assert finding.rule == "launch-overhead"
+    assert "mutated inputs" in graphs.how and "compile_graphs.py:32" in graphs.how and "already on" in graphs.how
 
 
 # -- a real CPU capture ------------------------------------------------------------------------------

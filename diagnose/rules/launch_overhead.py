@@ -45,6 +45,8 @@ times on launch-bound code: 6.5 ms profiled against 2.7 ms unprofiled on the dec
 inductor logged "skipping cudagraphs due to …" (`mode="reduce-overhead"` with a CPU tensor input,
 a mutated input, dynamic shapes…), the rule adds a note with inductor's reason and the line it
 names, found or quiet: the graphs the fix promises were not made, and that reason is what to fix.
+The cuda-graphs fix then says so: the mode is already on, and the cause inductor names (an input
+updated in place, a CPU tensor input, changing shapes) is the change to make.
 
 **Fix.** `cuda-graphs`: `torch.compile(mode="reduce-overhead")`, or `torch.cuda.CUDAGraph`
 by hand. Both replay the whole step with one launch.
@@ -330,7 +332,7 @@ def _word(
     budget = idle.budget
     steps = _first_steps(idle, firsts, t)
     evidence = _evidence(idle, t) + [e for e, _, _ in steps]
-    fixes = [f for _, f, _ in reversed(steps)] + [fix("cuda-graphs", code=_graph_code())]
+    fixes = [f for _, f, _ in reversed(steps)] + [_graph_fix(idle.skipped)]
     basis_note = "".join(note for _, _, note in steps)
     return Finding(
         rule=rule.id,
@@ -549,6 +551,34 @@ def _static_kv_code() -> str:
         'k_cache = torch.zeros(batch, heads, max_len, head_dim, device="cuda", dtype=dtype)\n'
         "k_cache.index_copy_(2, pos, k_new)          # instead of torch.cat([k_cache, k_new], dim=2)\n"
         "out = F.scaled_dot_product_attention(q, k_cache, v_cache, attn_mask=valid_positions)"
+    )
+
+
+def _graph_fix(skipped: str) -> Fix:
+    """cuda-graphs; where inductor logged that it skipped the graphs reduce-overhead asked for, in the form that
+    case needs: the mode is already on, so the fix is the cause inductor names, not the mode."""
+    if not skipped:
+        return fix("cuda-graphs", code=_graph_code())
+    return fix(
+        "cuda-graphs",
+        how=(
+            f"{skipped}. The mode is already on: take away that cause and the compiled step replays from one "
+            "graph. An input the compiled function updates in place: return the new value, or update it outside "
+            "the compiled call; a CPU tensor input: move it to the GPU once, before the loop; shapes that change: "
+            "pad them to a few fixed ones."
+        ),
+        code=_skipped_graph_code(),
+    )
+
+
+def _skipped_graph_code() -> str:
+    return (
+        '# mode="reduce-overhead" is on, but inductor skipped the graphs: remove the cause it names\n'
+        "# an input updated in place inside the compiled function (counter.add_(1)): do it outside\n"
+        "out = compiled(x, scale)\n"
+        "counter += 1\n"
+        "# a CPU tensor input (scale = torch.tensor(0.5)): put it on the GPU once, before the loop\n"
+        'scale = scale.to("cuda")'
     )
 
 
