@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import io
 
-from rich.console import Console
 from rich.table import Table
 
 from diagnose.diff import DiffReport
 from diagnose.report import diff_views as views
-from diagnose.report.richtext import UNWRAPPED, safe
+from diagnose.report.richtext import safe, string_console
 
 VERDICT_STYLE = {"faster": "bold green", "slower": "bold red", "no significant change": "bold"}
 
@@ -18,16 +16,7 @@ def render_diff_text(
     r: DiffReport, *, outputs: dict[str, str] | None = None, width: int | None = None, color: bool = False, **_
 ) -> str:
     """The diff as text: `width` columns (None: no wrapping), ANSI colours with `color`."""
-    buffer = io.StringIO()
-    console = Console(
-        file=buffer,
-        width=width or UNWRAPPED,
-        force_terminal=color,
-        no_color=not color,
-        highlight=False,
-        soft_wrap=width is None,
-        emoji=False,
-    )
+    console, buffer = string_console(width, color)
     console.print(f"[bold]diagnose diff[/] · {safe(r.before.name)} → {safe(r.after.name)}")
     console.print(f"\n[{VERDICT_STYLE[r.step.verdict]}]Verdict:[/] {safe(r.verdict)}")
     console.print(f"  step {safe(views.step_line(r))}")

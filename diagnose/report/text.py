@@ -8,7 +8,6 @@ it is plain text that wraps nowhere.
 
 from __future__ import annotations
 
-import io
 
 from rich.console import Console
 from rich.table import Table
@@ -18,7 +17,7 @@ from diagnose.model.findings import Diagnosis, Summary
 from diagnose.vocabulary.units import fmt, percent, plural
 from diagnose.report import Renderer
 from diagnose.report.diff_text import render_diff_text
-from diagnose.report.richtext import UNWRAPPED, safe
+from diagnose.report.richtext import safe, string_console
 from diagnose.report.verify_view import verify_lines
 from diagnose.vocabulary.markers import ONE_STEP, SESSION_CUT, STEP_RANGE_HOWS
 
@@ -44,16 +43,7 @@ def render_text(
     diagnosis: Diagnosis, *, outputs: dict[str, str] | None = None, width: int | None = None, color: bool = False, **_
 ) -> str:
     """The one-screen summary as text: `width` columns (None: no wrapping), ANSI colours with `color`."""
-    buffer = io.StringIO()
-    console = Console(
-        file=buffer,
-        width=width or UNWRAPPED,
-        force_terminal=color,
-        no_color=not color,
-        highlight=False,
-        soft_wrap=width is None,
-        emoji=False,
-    )
+    console, buffer = string_console(width, color)
     print_summary(diagnosis, console, outputs)
     text = buffer.getvalue()
     return text if width else "\n".join(line.rstrip() for line in text.splitlines()) + "\n"
