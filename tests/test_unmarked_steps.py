@@ -256,3 +256,36 @@ def test_the_summary_says_how_steps_were_found_in_one_word():
     assert (d.summary.steps_method, d.summary.step_unit_known) == ("pattern", False)
     d = diagnosis_of(ROOT / "fixtures" / "plain" / "item_loop" / "marked.json.gz")
     assert (d.summary.steps_method, d.summary.step_unit_known) == ("step-ranges", True)
+
+
+def test_sync_counts_take_the_window_as_the_unit_where_the_iteration_is_unsure():
+    """REAL (H100, plain item_loop): one .item() per repetition of the pattern, and the iteration may be several
+    repetitions; the sync count sync-stall judges is the window's, and says so. The marked twin counts per step."""
+    plain = diagnosis_of(ROOT / "fixtures" / "plain" / "item_loop" / "plain.json.gz")
+    finding = next(f for f in plain.findings if f.rule == "sync-stall")
+    count = next(e for e in finding.evidence if e.metric.startswith("syncs "))
+    assert count.metric == "syncs in the analysed window (the iteration is unsure)" and count.value >= 30
+    marked = diagnosis_of(ROOT / "fixtures" / "plain" / "item_loop" / "marked.json.gz")
+    finding = next(f for f in marked.findings if f.rule == "sync-stall")
+    assert any(e.metric == "syncs per step" and e.value >= 30 for e in finding.evidence)
+
+
+def test_a_sync_count_below_one_per_repetition_still_counts_when_the_window_is_the_unit():
+    """SYNTHETIC numbers: five syncs over ten repetitions are 0.5 a repetition (quiet), but where the iteration
+    is unsure the unit is the window, which holds five: the rule goes on to the idle share."""
+    import pandas as pd
+
+    from diagnose.rules.sync_stall import _decide, _Syncs
+
+    class Budget:
+        step_us = 1_000.0
+
+        def share(self, us: float) -> float:
+            return us / self.step_us
+
+    syncs = pd.DataFrame({"op_name": ["aten::item"] * 5, "name": ["cudaStreamSynchronize"] * 5})
+    t = {"min_syncs_per_step": 1.0, "min_idle_share": 0.05, "medium_share": 0.10, "high_share": 0.25}
+    known = _Syncs(budget=Budget(), syncs=syncs, n=10, idle=200.0, unit_known=True)
+    unsure = _Syncs(budget=Budget(), syncs=syncs, n=10, idle=200.0, unit_known=False)
+    assert "0.5 syncs per step" in _decide(known, t).detail
+    assert _decide(unsure, t) == "medium"

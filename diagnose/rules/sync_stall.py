@@ -8,7 +8,8 @@ idles until the host has dispatched the next kernels. The rule counts the synchr
 inside the measured steps, names the CPU ops that made them, and measures the GPU idle time of
 gaps that opened while the host sat in one (*after-sync* host waits). It fires when there is at
 least `min_syncs_per_step` sync per step and that idle time is at least `min_idle_share` of the
-step.
+step. Where the iteration is unsure (a short pattern repeated edge to edge: a step may be a part of
+one iteration), the syncs are counted over the analysed window, not per repetition.
 
 **Threshold.** 5 % of the step. On the H200 capture of a training step that logs 12 per-layer
 activation norms and the loss with `.item()` (13 syncs per step), after-sync idle is 13 % of the
@@ -86,11 +87,22 @@ class _Syncs:
     syncs: pd.DataFrame  # one row per sync call
     n: int  # measured steps
     idle: float  # GPU idle after syncs, µs per step
+    unit_known: bool = True  # False: a step may be a part of one iteration (Steps.unit_known)
+
+    @property
+    def per(self) -> int:
+        """What counts are divided by: the steps, or 1 where the iteration is unsure and the window is the unit."""
+        return self.n if self.unit_known else 1
+
+    @property
+    def unit(self) -> str:
+        """What the sync count is of, in words."""
+        return "per step" if self.unit_known else "in the analysed window (the iteration is unsure)"
 
     @property
     def per_step(self) -> float:
-        """Syncs per step."""
-        return len(self.syncs) / self.n
+        """Syncs per step (per window where the iteration is unsure)."""
+        return len(self.syncs) / self.per
 
     @property
     def share(self) -> float:
@@ -101,14 +113,20 @@ class _Syncs:
 def _measure(m: Metrics) -> _Syncs:
     """The sync calls and the GPU idle that follows them per step."""
     budget = m.budget
-    return _Syncs(budget=budget, syncs=m.sync_calls, n=budget.n_steps, idle=budget.host_after_sync_us)
+    return _Syncs(
+        budget=budget,
+        syncs=m.sync_calls,
+        n=budget.n_steps,
+        idle=budget.host_after_sync_us,
+        unit_known=m.steps.unit_known,
+    )
 
 
 def _decide(s: _Syncs, t) -> Severity | Quiet:
     """Quiet below `min_syncs_per_step` or below `min_idle_share` of idle after them; else the idle's severity."""
     if s.per_step < t["min_syncs_per_step"] or s.share < t["min_idle_share"]:
         return Quiet(
-            f"{s.per_step:.1f} syncs per step; GPU idle after syncs {percent(s.share)} of the step "
+            f"{s.per_step:.1f} syncs {s.unit}; GPU idle after syncs {percent(s.share)} of the step "
             f"(fires at ≥ {t['min_syncs_per_step']:g} and ≥ {percent(t['min_idle_share'])})"
         )
     return severity_ladder(s.share, t)
@@ -129,7 +147,7 @@ def _word(rule: Rule, s: _Syncs, severity: Severity, new_step: float, t) -> Find
         title=rule.title,
         evidence=[
             Evidence.share("GPU idle after syncs", s.share, ">=", t["min_idle_share"]),
-            Evidence("syncs per step", round(s.per_step, 1), ">=", t["min_syncs_per_step"]),
+            Evidence(f"syncs {s.unit}", round(s.per_step, 1), ">=", t["min_syncs_per_step"]),
             Evidence("idle after syncs per step", round(s.idle, 1), unit="µs"),
         ],
         offenders=_offenders(s, by_op),
@@ -159,7 +177,7 @@ def _offenders(s: _Syncs, by_op: pd.Series) -> list[Offender]:
         [
             {
                 "op": op,
-                "syncs_per_step": round(count / s.n, 1),
+                "syncs_per_step": round(count / s.per, 1),
                 "call": syncs.loc[syncs["op_name"] == op, "name"].mode().iat[0],
             }
             for op, count in by_op.head(8).items()
