@@ -11,8 +11,8 @@ This times, without the profiler and synchronised after each step as diagnose's 
 
     python benchmarks/whole_step_graph.py [--steps 200] [--rounds 5] [--json OUT]
 
-Needs a CUDA GPU. The two variants alternate round by round; each round's median is kept and the
-summary is the median over rounds. Writes the device, torch version and date with the numbers.
+Needs a CUDA GPU. The two variants alternate round by round, each round in a fresh process; each
+round's median is kept and the summary is the median over rounds. Writes the device, torch version and date with the numbers.
 """
 
 from __future__ import annotations
@@ -21,12 +21,14 @@ import argparse
 import datetime
 import json
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+VARIANTS = ("reduce_overhead", "whole_step_graph")
 
 
 def _timed(step, n: int) -> list[float]:
@@ -71,25 +73,40 @@ def _whole_step_graph():
     return graph.replay
 
 
+def _one(variant: str, steps: int) -> float:
+    """The median step (µs) of `steps` timed calls of one variant, built and warmed up in this process."""
+    step = _reduce_overhead_step() if variant == "reduce_overhead" else _whole_step_graph()
+    _timed(step, 50)  # warm-up: compiles, the graph tree's recording and first replays
+    return statistics.median(_timed(step, steps))
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Time both variants and print (and optionally write) the summary."""
+    """Time both variants, each round in a fresh process per variant (the two compiled copies of one module in
+    one process hit an illegal memory access on an H100), and print (and optionally write) the summary."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=200)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--variant", choices=VARIANTS, help=argparse.SUPPRESS)  # one round of one, in this process
     args = parser.parse_args(argv)
     import torch
 
     if not torch.cuda.is_available():
         print("whole_step_graph: needs a CUDA GPU", file=sys.stderr)
         return 2
-    variants = {"reduce_overhead": _reduce_overhead_step(), "whole_step_graph": _whole_step_graph()}
-    for step in variants.values():
-        _timed(step, 50)  # warm-up: compiles, the graph tree's recording and first replays
-    rounds: dict[str, list[float]] = {name: [] for name in variants}
+    if args.variant:
+        print(json.dumps({"variant": args.variant, "median_us": _one(args.variant, args.steps)}))
+        return 0
+    rounds: dict[str, list[float]] = {name: [] for name in VARIANTS}
     for _ in range(args.rounds):
-        for name, step in variants.items():
-            rounds[name].append(statistics.median(_timed(step, args.steps)))
+        for name in VARIANTS:
+            run = subprocess.run(
+                [sys.executable, __file__, "--variant", name, "--steps", str(args.steps)],
+                capture_output=True,
+                text=True,
+                check=True,
+            )
+            rounds[name].append(json.loads(run.stdout.strip().splitlines()[-1])["median_us"])
     summary = {name: round(statistics.median(values), 2) for name, values in rounds.items()}
     result = {
         "what": "compile_graphs' step (reduce-overhead) against one hand-captured CUDA graph of the whole step",

@@ -17,7 +17,8 @@ inside the frame that broke), host time inside graph calls, host time *between* 
 same entry not covered by one (the eager code and the dynamo entry cost that a graph break puts
 between graphs: what removing the breaks recovers; the user's code between two calls of a compiled
 model is not a break, so the count does not hang on how many calls a step holds), host time outside
-graph calls altogether, eager ops and kernel launches between graphs, graph replays.
+graph calls altogether, eager ops and kernel launches between graphs, graph replays, and kernel
+launches (graph replays included) made outside every compiled entry: eager work around the compiled call.
 
 `load_compile_record` reads compile.json (schema diagnose.compile/1, written by
 diagnose/child/compile_log.py) beside the trace: dynamo's own graph breaks, recompiles and
@@ -57,6 +58,7 @@ STEP_COLUMNS = [
     "launches_between",
     "replays",
     "inductor_kernels",
+    "launches_outside",
 ]
 
 
@@ -114,6 +116,7 @@ def compiled_steps(trace: Trace, windows) -> CompiledSteps:
         between.append(eager[in_gap].assign(step=i))
         rt = _rows_of(rt_tid, rt_ts, tid, w)
         launches_ts = rt_ts[rt & rt_launch]
+        entry_spans = outermost[tid][["ts", "end"]].to_numpy(float) if len(outermost[tid]) else np.empty((0, 2))
         rows.append(
             {
                 "step": i,
@@ -132,6 +135,7 @@ def compiled_steps(trace: Trace, windows) -> CompiledSteps:
                 "launches_between": int(_within(launches_ts, gaps).sum()) if len(launches_ts) else 0,
                 "replays": int((rt & rt_replay).sum()),
                 "inductor_kernels": int((((gpu_ts >= w.start) & (gpu_ts < w.end)) & inductor).sum()),
+                "launches_outside": int((~_within(launches_ts, entry_spans)).sum()),
             }
         )
     frame = pd.DataFrame(rows, columns=STEP_COLUMNS)

@@ -40,6 +40,21 @@ bookkeeping), which one `torch.cuda.CUDAGraph` of the whole step skips, so `cuda
 first. Measured on the H200 (`--verify`, 2026-11-30): the compiled compile_fullgraph step ran
 10.2× faster as one whole-step graph, 3.27× with `mode="reduce-overhead"`, which keeps that Python.
 
+**A compiled step that already replays its graph tree.** With `mode="reduce-overhead"` the kernels
+run from inductor's CUDA graphs, and what the GPU waits for is the compiled call's host side around
+each replay: guards, wrappers, the tree's bookkeeping and input copies, partly silent and partly
+interleaved with CUDA calls (dispatch that launch-overhead leaves out before a replay). When the
+step launches no kernel outside its compiled entries and reads from no DataLoader, all of that is
+what one hand-captured graph of the whole step removes, so the rule counts every wait of the GPU for
+the host (the step accounting's host-paced buckets, syncs aside) and the fix says the mode is
+already on. Measured on an H100 (2026-12-06, benchmarks/whole_step_graph.py): compile_graphs'
+reduce-overhead step 170.7 µs, the whole-step graph 81.5 µs (2.09×, medians of three rounds of 200
+steps); the capture of the same step on that machine (fixtures/captures/compile_graphs_h100)
+estimates 2.16×, where counting its silent host time alone left the rule quiet (4.6 %) and
+launch-overhead named 1.25×. A loop that launches eager kernels around the compiled call
+(hf_generate_static's sampling) keeps the silent-work measure: that waiting is not the compiled
+call's own.
+
 **Fixes.** `dataloader-workers` (num_workers > 0, persistent workers, prefetching; move the
 Python that builds the batch into the Dataset or collate_fn) and `pinned-memory`
 (pin_memory=True with non_blocking copies), the latter named first when pageable host-to-device copies
@@ -76,6 +91,7 @@ from diagnose.rulebook.engine import Quiet, Rule, Threshold, milder, severity_la
 from diagnose.model.findings import Evidence, Finding, Fix, Offender, Severity
 from diagnose.model.fixes import comment, fix
 from diagnose.metrics import Metrics
+from diagnose.metrics.accounting import HOST_PACED
 from diagnose.metrics.host import SilentSplit
 from diagnose.metrics.pyframes import NO_SAMPLE, PySamples
 from diagnose.metrics.budget import StepBudget
@@ -115,6 +131,11 @@ class HostBound(Rule):
             loader = _main_loader_us(ctx.metrics)
             if work.budget.share(loader) >= t["min_host_share"]:
                 return _main_loader_finding(self, work.budget, loader, t)
+            if work.tree:
+                return Quiet(
+                    f"the GPU waits for the compiled call's host side (it replays its CUDA graph tree) "
+                    f"{percent(work.share)} of the step < {percent(t['min_host_share'])}"
+                )
             return Quiet(
                 f"host work in GPU idle time {percent(work.share)} of the step < {percent(t['min_host_share'])}"
                 + _where_silent_went(work.split, work.budget, work.per_step)
@@ -136,6 +157,7 @@ class _HostWork:
     work: float  # host work per step, µs
     share: float  # `work` as a share of the step
     named_share: float  # the part CPU ops or DataLoader ranges name, as a share of the step
+    tree: bool = False  # compiled code replaying its graph tree: `work` is every host wait (`_graph_tree`)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -151,13 +173,20 @@ class _Named:
 
 
 def _measure(ctx) -> _HostWork:
-    """The silent host time of the measured steps minus setup, on the step's time base."""
+    """The silent host time of the measured steps minus setup, on the step's time base; on a step whose
+    compiled code replays its graph tree (`_graph_tree`), every wait of the GPU for the host, syncs aside."""
     m = ctx.metrics
     budget = m.budget
     n = budget.n_steps
     split = m.silent
     per_step = budget.host_scale / n  # µs over the window -> µs of an (unprofiled) step
     work = split.host_us * per_step
+    named = split.named_us * per_step
+    tree = _graph_tree(m, split)
+    if tree:
+        waits = {b.id: b.us for b in m.accounting.buckets if b.id in HOST_PACED}
+        work = sum(waits.values())
+        named = work - waits.get("unexplained", 0.0)
     return _HostWork(
         budget=budget,
         n=n,
@@ -165,8 +194,22 @@ def _measure(ctx) -> _HostWork:
         per_step=per_step,
         work=work,
         share=budget.share(work),
-        named_share=budget.share(split.named_us * per_step),
+        named_share=budget.share(named),
+        tree=tree,
     )
+
+
+def _graph_tree(m: Metrics, split: SilentSplit) -> bool:
+    """True when the step runs torch.compile'd code that replays CUDA graphs (mode="reduce-overhead": inductor's
+    graph tree), launches no kernel outside its compiled entries and reads from no DataLoader. Then all the host does while the GPU waits, dispatch included, is
+    the compiled call's own Python around the replay (guards, wrappers, the tree's bookkeeping and input
+    copies), which one graph of the whole step removes: on an H100, compile_graphs ran 2.09× faster that way
+    (benchmarks/whole_step_graph.py)."""
+    compiled = m.compiled
+    if not (compiled.compiled and compiled.per_step("replays") > 0) or compiled.per_step("launches_outside") > 0:
+        return False  # eager work around the compiled call (a generate loop's sampling): not its own Python
+    fillers = split.fillers
+    return not (len(fillers) and name_has(fillers["name"], "DataLoader").any())
 
 
 def _measure_named(m: Metrics, work: _HostWork) -> _Named:
@@ -233,6 +276,7 @@ def _word(
     )
 
 
+TREE_WAIT = "GPU waiting for the compiled call's host side (dispatch, guards, graph-tree bookkeeping)"
 COMPILED_TITLE = "Host-bound: the GPU waits while the compiled call's own Python runs"
 LOADER_WHY = (
     "The GPU can only run what the host has queued. When the main process spends its time "
@@ -252,9 +296,18 @@ COMPILED_WHY = (
 def _evidence(ctx, work: _HostWork, named: _Named, t: dict[str, float]) -> list[Evidence]:
     """The host-work share and size, how much of it ops or samples name, and the pageable copies."""
     budget, split, per_step = work.budget, work.split, work.per_step
-    evidence = [
-        Evidence.share("host work while the GPU idles", work.share, ">=", t["min_host_share"]),
-        Evidence("host work per step", round(work.work, 1), unit="µs"),
+    if work.tree:
+        evidence = [
+            Evidence.share(TREE_WAIT, work.share, ">=", t["min_host_share"]),
+            Evidence("the compiled call's host side per step (GPU idle)", round(work.work, 1), unit="µs"),
+            Evidence("CUDA graph replays per step", round(ctx.metrics.compiled.per_step("replays"), 1)),
+        ]
+    else:
+        evidence = [
+            Evidence.share("host work while the GPU idles", work.share, ">=", t["min_host_share"]),
+            Evidence("host work per step", round(work.work, 1), unit="µs"),
+        ]
+    evidence += [
         Evidence.share("GPU busy per step", budget.share(budget.busy_us)),
         Evidence.share("of it named by CPU ops or DataLoader ranges", work.named_share),
     ]
@@ -336,7 +389,8 @@ def _basis(work: _HostWork, new_step: float, estimate: float | None) -> str:
             f"(compiling, loading); profile several steps after warm-up; {budget.basis}"
         )
     return (
-        f"new step = max({budget.step_us:,.0f} − {work.work:,.0f} µs of host work, "
+        f"new step = max({budget.step_us:,.0f} − {work.work:,.0f} µs of "
+        f"{'GPU waits for the host (dispatch, guards, graph-tree bookkeeping)' if work.tree else 'host work'}, "
         f"{budget.busy_us:,.0f} µs GPU busy) = {new_step:,.0f} µs; {budget.basis}"
     )
 
