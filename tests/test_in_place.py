@@ -47,6 +47,16 @@ def test_a_reduce_overhead_step_is_told_the_whole_step_graph_not_the_mode_it_alr
     assert "torch.cuda.CUDAGraph" in graphs.how and "torch.cuda.graph(graph)" in graphs.code
 
 
+def test_launch_overhead_on_a_graph_tree_step_names_the_whole_step_graph_too():
+    """REAL (H100, compile_graphs_h100): launch-overhead fires second on the launches around the tree's replays; its
+    cuda-graphs fix is the same whole-step graph host-bound names, not the reduce-overhead mode the code has."""
+    d = diagnosis_of(CAPTURES / "compile_graphs_h100")
+    graphs = [f for f in d.findings if f.rule in ("host-bound", "launch-overhead")]
+    fixes = {f.rule: next(x for x in f.fixes if x.id == "cuda-graphs") for f in graphs}
+    assert fixes["launch-overhead"] == fixes["host-bound"]
+    assert "already replays CUDA graphs" in fixes["launch-overhead"].how
+
+
 def test_pass_over_moves_a_present_fix_last_with_its_reason_and_keeps_a_prerequisite():
     finding = Finding(
         rule="x",

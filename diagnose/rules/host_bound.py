@@ -89,7 +89,7 @@ import pandas as pd
 
 from diagnose.rulebook.engine import Quiet, Rule, Threshold, milder, severity_ladder, top_offenders
 from diagnose.model.findings import Evidence, Finding, Fix, Offender, Severity
-from diagnose.model.fixes import comment, fix
+from diagnose.model.fixes import comment, fix, whole_step_graph_fix
 from diagnose.metrics import Metrics
 from diagnose.metrics.accounting import HOST_PACED
 from diagnose.metrics.host import SilentSplit
@@ -371,7 +371,7 @@ def _fixes(named: _Named, offenders: list[Offender], work_us: float) -> tuple[li
     if not named.compiled:
         return fixes, ""
     # no DataLoader to give workers; pinned memory only where pageable copies are there to pin
-    fixes = [fix("cuda-graphs", code=_whole_step_graph_code(), how=WHOLE_STEP_HOW if named.replays else None)] + [
+    fixes = [whole_step_graph_fix(named.replays)] + [
         f for f in fixes if f.id == "pinned-memory" and named.pageable["count"]
     ]
     return fixes, (
@@ -469,30 +469,6 @@ def _loader_code(code: str | None = None) -> str:
     return (
         moved + "loader = DataLoader(dataset, batch_size=..., num_workers=8,\n"
         "                    persistent_workers=True, prefetch_factor=4, pin_memory=True)"
-    )
-
-
-WHOLE_STEP_HOW = (
-    'The compiled code already replays CUDA graphs (mode="reduce-overhead"), but every call still runs its '
-    "guard checks, wrappers and the graph tree's bookkeeping in Python. Capture the whole step once with "
-    "torch.cuda.CUDAGraph (static input buffers, fixed shapes) and replay that: none of it runs per step."
-)
-
-
-def _whole_step_graph_code() -> str:
-    return (
-        "# one graph for the whole compiled step: no guards, wrappers or tree bookkeeping per call\n"
-        "static_x = x.clone()                       # inputs live in fixed buffers\n"
-        "side = torch.cuda.Stream()\n"
-        "side.wait_stream(torch.cuda.current_stream())\n"
-        "with torch.cuda.stream(side):\n"
-        "    for _ in range(3):\n"
-        "        step(static_x)                     # warm up (compiles) off the capture\n"
-        "torch.cuda.current_stream().wait_stream(side)\n"
-        "graph = torch.cuda.CUDAGraph()\n"
-        "with torch.cuda.graph(graph):\n"
-        "    out = step(static_x)\n"
-        "# each step: static_x.copy_(next_x); graph.replay()"
     )
 
 

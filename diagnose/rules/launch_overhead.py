@@ -46,7 +46,9 @@ inductor logged "skipping cudagraphs due to …" (`mode="reduce-overhead"` with 
 a mutated input, dynamic shapes…), the rule adds a note with inductor's reason and the line it
 names, found or quiet: the graphs the fix promises were not made, and that reason is what to fix.
 The cuda-graphs fix then says so: the mode is already on, and the cause inductor names (an input
-updated in place, a CPU tensor input, changing shapes) is the change to make.
+updated in place, a CPU tensor input, changing shapes) is the change to make. Where the compiled
+code does replay its graphs, the launches left are around them, and the fix is one hand-captured
+graph of the whole step, said as such (host-bound prices that graph on such a step).
 
 **Fix.** `cuda-graphs`: `torch.compile(mode="reduce-overhead")`, or `torch.cuda.CUDAGraph`
 by hand. Both replay the whole step with one launch.
@@ -95,7 +97,7 @@ import pandas as pd
 from diagnose.base.grouped import aggregate
 from diagnose.rulebook.engine import Quiet, Rule, Threshold, severity_ladder, top_offenders
 from diagnose.model.findings import Evidence, Finding, Fix, Offender, Severity
-from diagnose.model.fixes import capturable_fix, fix, optimizer_code
+from diagnose.model.fixes import capturable_fix, fix, optimizer_code, whole_step_graph_fix
 from diagnose.metrics.comm import is_comm
 from diagnose.metrics.compiled import cudagraph_skips
 from diagnose.memory.details import step_windows
@@ -332,7 +334,9 @@ def _word(
     budget = idle.budget
     steps = _first_steps(idle, firsts, t)
     evidence = _evidence(idle, t) + [e for e, _, _ in steps]
-    fixes = [f for _, f, _ in reversed(steps)] + [_graph_fix(idle.skipped)]
+    compiled = idle.metrics.compiled
+    tree = compiled.compiled and compiled.per_step("replays") > 0
+    fixes = [f for _, f, _ in reversed(steps)] + [whole_step_graph_fix(True) if tree else _graph_fix(idle.skipped)]
     basis_note = "".join(note for _, _, note in steps)
     return Finding(
         rule=rule.id,
