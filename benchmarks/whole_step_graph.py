@@ -28,6 +28,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from bench_vs_hta import machine  # noqa: E402
+
 VARIANTS = ("reduce_overhead", "whole_step_graph")
 
 
@@ -111,6 +115,7 @@ def main(argv: list[str] | None = None) -> int:
     result = {
         "what": "compile_graphs' step (reduce-overhead) against one hand-captured CUDA graph of the whole step",
         "device": torch.cuda.get_device_name(),
+        "machine": machine(),
         "torch": torch.__version__,
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "steps_per_round": args.steps,
