@@ -201,10 +201,10 @@ def _measure(ctx) -> _HostWork:
 
 def _graph_tree(m: Metrics, split: SilentSplit) -> bool:
     """True when the step runs torch.compile'd code that replays CUDA graphs (mode="reduce-overhead": inductor's
-    graph tree), launches no kernel outside its compiled entries and reads from no DataLoader. Then all the host does while the GPU waits, dispatch included, is
-    the compiled call's own Python around the replay (guards, wrappers, the tree's bookkeeping and input
-    copies), which one graph of the whole step removes: on an H100, compile_graphs ran 2.09× faster that way
-    (benchmarks/whole_step_graph.py)."""
+    graph tree), launches no kernel outside its compiled entries and reads from no DataLoader. Then all the host
+    does while the GPU waits, dispatch included, is the compiled call's own Python around the replay (guards,
+    wrappers, the tree's bookkeeping and input copies), which one graph of the whole step removes: on an H100,
+    compile_graphs ran 2.09× faster that way (benchmarks/whole_step_graph.py)."""
     compiled = m.compiled
     if not (compiled.compiled and compiled.per_step("replays") > 0) or compiled.per_step("launches_outside") > 0:
         return False  # eager work around the compiled call (a generate loop's sampling): not its own Python
