@@ -76,6 +76,12 @@ class CompiledSteps:
         """True when the trace ran any torch.compile'd code."""
         return self.regions_in_trace > 0 or bool(len(self.steps) and self.steps["graphs"].sum())
 
+    @property
+    def replays_graphs(self) -> bool:
+        """True when the steps run torch.compile'd code that replays CUDA graphs (mode="reduce-overhead":
+        inductor's graph tree)."""
+        return self.compiled and self.per_step("replays") > 0
+
     def per_step(self, column: str) -> float:
         """Mean of a column over the measured steps."""
         return float(self.steps[column].mean()) if len(self.steps) else 0.0

@@ -193,13 +193,6 @@ WHOLE_STEP_HOW = (
 )
 
 
-def whole_step_graph_fix(replays: bool) -> Fix:
-    """cuda-graphs as one hand-captured graph of a whole compiled step (what its compiled call's own Python, around
-    the graphs, costs); `replays`: the compiled code already replays CUDA graphs (mode="reduce-overhead"), which the
-    fix then says instead of recommending that mode."""
-    return fix("cuda-graphs", code=WHOLE_STEP_CODE, how=WHOLE_STEP_HOW if replays else None)
-
-
 WHOLE_STEP_CODE = (
     "# one graph for the whole compiled step: no guards, wrappers or tree bookkeeping per call\n"
     "static_x = x.clone()                       # inputs live in fixed buffers\n"
@@ -214,6 +207,13 @@ WHOLE_STEP_CODE = (
     "    out = step(static_x)\n"
     "# each step: static_x.copy_(next_x); graph.replay()"
 )
+
+
+def whole_step_graph_fix(replays: bool) -> Fix:
+    """cuda-graphs as one hand-captured graph of a whole compiled step (what its compiled call's own Python, around
+    the graphs, costs); `replays`: the compiled code already replays CUDA graphs (mode="reduce-overhead"), which the
+    fix then says instead of recommending that mode."""
+    return fix("cuda-graphs", code=WHOLE_STEP_CODE, how=WHOLE_STEP_HOW if replays else None)
 
 
 def optimizer_code(name: str) -> str:

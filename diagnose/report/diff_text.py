@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 from rich.table import Table
 
 from diagnose.diff import DiffReport

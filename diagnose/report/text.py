@@ -8,7 +8,6 @@ it is plain text that wraps nowhere.
 
 from __future__ import annotations
 
-
 from rich.console import Console
 from rich.table import Table
 

@@ -205,11 +205,15 @@ def _graph_tree(m: Metrics, split: SilentSplit) -> bool:
     does while the GPU waits, dispatch included, is the compiled call's own Python around the replay (guards,
     wrappers, the tree's bookkeeping and input copies), which one graph of the whole step removes: on an H100,
     compile_graphs ran 2.09× faster that way (benchmarks/whole_step_graph.py)."""
-    compiled = m.compiled
-    if not (compiled.compiled and compiled.per_step("replays") > 0) or compiled.per_step("launches_outside") > 0:
+    if not m.compiled.replays_graphs or m.compiled.per_step("launches_outside") > 0:
         return False  # eager work around the compiled call (a generate loop's sampling): not its own Python
+    return not _reads_loader(split)
+
+
+def _reads_loader(split: SilentSplit) -> bool:
+    """Whether a DataLoader range fills some of the silent host time."""
     fillers = split.fillers
-    return not (len(fillers) and name_has(fillers["name"], "DataLoader").any())
+    return bool(name_has(fillers["name"], "DataLoader").any()) if len(fillers) else False
 
 
 def _measure_named(m: Metrics, work: _HostWork) -> _Named:
@@ -218,15 +222,14 @@ def _measure_named(m: Metrics, work: _HostWork) -> _Named:
     samples = m.python_samples
     pageable = _pageable_copies(m.step_kernels, work.n)
     lines = samples.attribute(work.split.host) if samples is not None else None
-    fillers = work.split.fillers
-    loader = bool(name_has(fillers["name"], "DataLoader").any()) if len(fillers) else False
+    loader = _reads_loader(work.split)
     return _Named(
         samples=samples,
         lines=lines,
         pageable=pageable,
         loader=loader,
         compiled=bool(not loader and m.compiled.compiled),
-        replays=m.compiled.per_step("replays") > 0,
+        replays=m.compiled.replays_graphs,
     )
 
 

@@ -334,8 +334,7 @@ def _word(
     budget = idle.budget
     steps = _first_steps(idle, firsts, t)
     evidence = _evidence(idle, t) + [e for e, _, _ in steps]
-    compiled = idle.metrics.compiled
-    tree = compiled.compiled and compiled.per_step("replays") > 0
+    tree = idle.metrics.compiled.replays_graphs
     fixes = [f for _, f, _ in reversed(steps)] + [whole_step_graph_fix(True) if tree else _graph_fix(idle.skipped)]
     basis_note = "".join(note for _, _, note in steps)
     return Finding(
