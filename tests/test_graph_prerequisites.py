@@ -90,3 +90,46 @@ def test_the_quiet_line_names_the_launch_paced_idle_it_does_not_count():
     assert "before kernels a CUDA graph already replays" in detail and graphed > counted
     bucket = next(b for b in d.summary.accounting.buckets if b.id == "launch")
     assert counted + graphed == pytest.approx(bucket.share * 100, abs=1.0)  # kernel-wait excess aside
+
+
+def test_blocking_uploads_between_launches_put_non_blocking_copies_first():
+    """REAL (H200, transfer_uint8: pageable uint8 batches copied with a blocking .to()): the syncs between
+    launches are the copies' own waits, so the first fix is the transfer's, not `.item()` advice."""
+    transfer = next(r for r in ALL_RULES if r.id == "transfer")
+    d = diagnose_trace(
+        load_capture("transfer_uint8"),
+        Config(overrides={"launch-overhead.min_recoverable_share": 0.2}),
+        rules=[LAUNCH, transfer],
+    )
+    f = next(x for x in d.findings if x.rule == "launch-overhead")
+    assert [x.id for x in f.fixes] == ["non-blocking-copies", "cuda-graphs"] and f.fixes[0].prerequisite
+    assert "pin_memory=True" in f.fixes[0].code and ".item()" not in f.fixes[0].code
+    line = next(e for e in f.evidence if e.metric.startswith("blocking host-to-device copies per step"))
+    assert line.value == 2.0  # images and labels
+    assert "waits of blocking host-to-device copies" in f.basis
+    assert [x.rule for x in d.findings] == ["transfer", "launch-overhead"]  # the copies' own finding leads
+
+
+def test_syncs_that_read_values_still_get_remove_sync():
+    f, _ = _launch("sync_item")
+    assert f.fixes[0].id == "remove-sync"
+    assert not any(e.metric.startswith("blocking host-to-device") for e in f.evidence)
+
+
+def _finding(rule: str, fixes: list, est: float) -> Finding:
+    return Finding(rule=rule, severity="low", title=rule, evidence=[], fixes=fixes, est_speedup=est)
+
+
+def test_a_finding_whose_first_fix_is_another_findings_subject_comes_after_it():
+    from diagnose.rulebook.engine import prerequisites_first
+
+    graphs = _finding("launch-overhead", [fix("remove-sync", prerequisite=True), fix("cuda-graphs")], 3.0)
+    syncs = _finding("sync-stall", [fix("remove-sync")], 1.2)
+    memory = _finding("memory-bound", [fix("torch-compile")], 2.0)
+    assert [f.rule for f in prerequisites_first([graphs, memory, syncs])] == [
+        "sync-stall",
+        "launch-overhead",
+        "memory-bound",
+    ]
+    plain = _finding("launch-overhead", [fix("cuda-graphs")], 3.0)
+    assert [f.rule for f in prerequisites_first([plain, syncs])] == ["launch-overhead", "sync-stall"]

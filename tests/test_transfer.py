@@ -1,7 +1,9 @@
-"""The transfer rule's measurements on the H100 copy trio: the bytes kineto records, pageable or pinned,
-synchronous or not, and the critical time compute does not hide."""
+"""The transfer rule's measurements on the copy trio (H200) and the pageable/pinned pair (H100): the bytes
+kineto records, pageable or pinned, synchronous or not, and the critical time compute does not hide."""
 
 from __future__ import annotations
+
+import pytest
 
 from diagnose.model.config import Config
 from diagnose.rulebook.engine import Context
@@ -21,16 +23,18 @@ def test_the_gpu_frame_keeps_each_copys_bytes_and_kernels_have_none():
     assert gpu.loc[gpu["cat"] == "kernel", "bytes"].isna().all()
 
 
-def test_pageable_blocking_copies_are_synchronous_and_on_the_critical_path():
-    c = _copies("transfer_pageable")
+@pytest.mark.parametrize("name", ["transfer_pageable", "transfer_pageable_h100"])
+def test_pageable_blocking_copies_are_synchronous_and_on_the_critical_path(name):
+    c = _copies(name)
     big = c.copies[c.copies["bytes"] > 1e6]
     assert (big["memory"] == "pageable").all() and big["synchronous"].all()
     assert (big["direction"] == "HtoD").all() and (big["element_bytes"] == 4).all()
     assert c.budget.share(c.critical_us) > 0.25
 
 
-def test_pinned_side_stream_copies_are_asynchronous_and_hidden_by_compute():
-    c = _copies("transfer_pinned")
+@pytest.mark.parametrize("name", ["transfer_pinned", "transfer_pinned_h100"])
+def test_pinned_side_stream_copies_are_asynchronous_and_hidden_by_compute(name):
+    c = _copies(name)
     big = c.copies[c.copies["bytes"] > 1e6]
     assert (big["memory"] == "pinned").all() and not big["synchronous"].any()
     assert c.budget.share(c.critical_us) < 0.05

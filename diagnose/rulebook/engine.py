@@ -327,7 +327,31 @@ def run_rules(ctx: Context, rules) -> RuleResults:
         else:
             findings.append(finished(result, rule, ctx))
     findings.sort(key=impact, reverse=True)
-    return RuleResults(findings, checked, skipped)
+    return RuleResults(prerequisites_first(findings), checked, skipped)
+
+
+def prerequisites_first(findings: list[Finding]) -> list[Finding]:
+    """`findings` (in impact order) with each finding whose own subject is another finding's first,
+    prerequisite fix moved just before that finding: launch-overhead's "non-blocking-copies, then
+    cuda-graphs" comes after the transfer finding that prices those copies, whatever the estimates."""
+    out = list(findings)
+    for later in range(1, len(out)):
+        at = next((i for i in range(later) if builds_on(out[later], out[i])), None)
+        if at is not None:
+            out.insert(at, out.pop(later))
+    return out
+
+
+def builds_on(first: Finding, then: Finding) -> bool:
+    """Whether `then` starts with a prerequisite fix that is `first`'s own subject (one of its first two
+    fixes): `then`'s estimate is for that change and its own together."""
+    lead = then.fixes[0] if then.fixes else None
+    return (
+        lead is not None
+        and lead.prerequisite
+        and then.rule != first.rule
+        and lead.id in {x.id for x in first.fixes[:2]}
+    )
 
 
 def finished(result: Finding, rule: Rule, ctx: Context) -> Finding:
@@ -421,6 +445,9 @@ def verdict(d: Diagnosis) -> str:
         )
         if all_in_place(top):
             gain = f" (its fixes are in place already: {top.fixes[0].passed_over})"
+        elif gain and len(d.findings) > 1 and builds_on(top, d.findings[1]) and d.findings[1].est_speedup:
+            then = d.findings[1]
+            gain = f"{gain[:-1]}; {fmt(then.est_speedup)}× with {then.fix_phrase()})"
         extra, named = "", None
         if largest and largest.share >= LOSS_NAMED_SHARE and (top.recoverable_us or 0) < 0.5 * largest.us_per_step:
             extra, named = f" Meanwhile {_bucket_text(largest)}.", largest

@@ -77,7 +77,13 @@ their first and last kernel launch (a sync before the first launch or after the 
 harness's `torch.cuda.synchronize()` or one `loss.item()` at the end, stays outside the graph),
 the first fix is `remove-sync` and the estimate is for both changes
 ("remove-sync, then cuda-graphs": the recoverable time then includes the idle after the syncs);
-the sync-stall rule prices the syncs alone.
+the sync-stall rule prices the syncs alone. Where most of those syncs are the waits of blocking
+host-to-device copies (a `cudaStreamSynchronize` at most 50 µs after the call that issued an HtoD
+copy, on the same thread: `.to(device)` of a pageable batch), the first fix is `non-blocking-copies`
+instead (pinned memory, copied without a wait into the graph's static input); the transfer rule
+prices the copies, and its finding is listed before this one (rulebook/engine.py
+`prerequisites_first`). On transfer_uint8's trace file alone (H200) this rule fires low at 25.6 %
+and its first fix was `remove-sync` with `.item()` advice for a `.to()`.
 
 **Estimate.** graphed step ≈ step − recoverable + kernels × `graph_gap_us` + `graph_launch_us`,
 never below the GPU busy time; speedup = step ÷ graphed step. `graph_gap_us` (0.1 µs between
@@ -106,6 +112,7 @@ from diagnose.metrics import Metrics
 from diagnose.metrics.optimizer import SINGLE, OptimizerStep
 from diagnose.metrics.budget import StepBudget
 from diagnose.vocabulary.units import percent
+from diagnose.vocabulary.runtime import COPY_DIRECTION
 
 KV_MAX_APPEND = 16  # positions a decode step appends (speculative decoding adds a few)
 KV_MIN_CACHE = 16  # positions a cache holds before it counts as one
@@ -204,6 +211,7 @@ class _Firsts:
     syncs_per_step: float  # host syncs between the step's first and last kernel launch
     sync_op: str  # the op that makes most of them
     syncs_first: bool  # at least max_graph_syncs_per_step: remove-sync comes first
+    copy_waits: bool  # most of those syncs wait for a blocking host-to-device copy: non-blocking-copies first
     optimizer: OptimizerStep | None  # a single-tensor optimizer launching many of the kernels
     host_counters: OptimizerStep | None  # an optimizer with its step counters on the CPU
     kv_per_step: float  # KV-cache appends by torch.cat per step
@@ -283,13 +291,14 @@ def _measure_firsts(ctx, t: dict[str, float]) -> _Firsts:
     """What must change before a graph can capture the step: host syncs between launches, a
     single-tensor optimizer launching most kernels, CPU step counters, a KV cache grown by torch.cat."""
     m = ctx.metrics
-    syncs_per_step, sync_op = _syncs_between_launches(ctx.trace, m)
+    syncs_per_step, sync_op, copy_waits = _syncs_between_launches(ctx.trace, m)
     optimizer = _single_tensor_optimizer(m, t["optimizer_launch_share"])
     host_counters = None if optimizer is not None else _host_counter_optimizer(m)
     return _Firsts(
         syncs_per_step=syncs_per_step,
         sync_op=sync_op,
         syncs_first=syncs_per_step >= t["max_graph_syncs_per_step"],
+        copy_waits=copy_waits,
         optimizer=optimizer,
         host_counters=host_counters,
         kv_per_step=_kv_appends_per_step(ctx, m.budget.n_steps),
@@ -431,7 +440,22 @@ def _counters_first(host_counters: OptimizerStep) -> _FirstStep:
 
 
 def _sync_first(idle: _Idle, firsts: _Firsts, t: dict[str, float]) -> _FirstStep:
-    """remove-sync first: host syncs sit between the step's kernel launches."""
+    """remove-sync first: host syncs sit between the step's kernel launches; non-blocking-copies first
+    where those syncs are the waits of blocking host-to-device copies (`.to(device)` of a batch)."""
+    after = f"the recoverable time includes the {idle.budget.host_after_sync_us:,.0f} µs idle after them"
+    if firsts.copy_waits:
+        return (
+            Evidence(
+                "blocking host-to-device copies per step between kernel launches (a graph cannot hold one)",
+                round(firsts.syncs_per_step, 1),
+                ">=",
+                t["max_graph_syncs_per_step"],
+            ),
+            fix("non-blocking-copies", code=_COPY_CODE, prerequisite=True),
+            f"; first non-blocking-copies: {firsts.syncs_per_step:.1f} host syncs per step are the waits of "
+            f"blocking host-to-device copies ({firsts.sync_op}) between kernel launches, where a CUDA graph "
+            f"cannot hold them (the transfer rule prices the copies); {after}",
+        )
     return (
         Evidence(
             "host syncs per step between kernel launches (a graph cannot hold one)",
@@ -441,9 +465,16 @@ def _sync_first(idle: _Idle, firsts: _Firsts, t: dict[str, float]) -> _FirstStep
         ),
         fix("remove-sync", code=_sync_code(firsts.sync_op), prerequisite=True),
         f"; first remove-sync: {firsts.syncs_per_step:.1f} host syncs per step (most made by "
-        f"{firsts.sync_op}) sit between kernel launches, where a CUDA graph cannot hold them; the "
-        f"recoverable time includes the {idle.budget.host_after_sync_us:,.0f} µs idle after them",
+        f"{firsts.sync_op}) sit between kernel launches, where a CUDA graph cannot hold them; {after}",
     )
+
+
+_COPY_CODE = (
+    "# pinned memory, copied without a wait, into the static input the graph reads\n"
+    "loader = DataLoader(dataset, batch_size=128, num_workers=4, pin_memory=True)\n"
+    "static_x.copy_(x, non_blocking=True)  # outside the graph, before each replay\n"
+    "graph.replay()"
+)
 
 
 def _kv_first(kv_per_step: float, t: dict[str, float]) -> _FirstStep:
@@ -473,20 +504,20 @@ def _host_counter_optimizer(m):
     return found[0] if found else None
 
 
-def _syncs_between_launches(trace, m) -> tuple[float, str]:
+def _syncs_between_launches(trace, m) -> tuple[float, str, bool]:
     """(host syncs per step made between the step's first and last kernel launch, the op that makes most
-    of them)."""
+    of them, whether most of them wait for a blocking host-to-device copy)."""
     windows = m.steps.windows
     syncs = m.sync_calls
     if not len(syncs) or not windows:
-        return 0.0, ""
+        return 0.0, "", False
     launches = np.sort(m.step_kernels["launch_ts"].dropna().to_numpy(float))
     starts = np.array([w.cpu_start for w in windows])
     ends = np.array([w.cpu_end for w in windows])
     if not m.steps.unit_known:  # a step may be a part of one iteration: the window is the unit
         starts, ends = starts[:1], ends[-1:]
     if not len(launches):
-        return 0.0, ""
+        return 0.0, "", False
     last = np.searchsorted(launches, ends, side="left") - 1  # the last launch before each step's end
     first = np.searchsorted(launches, starts, side="left")  # the first launch from each step's start
     held_last = (last >= 0) & (launches[np.maximum(last, 0)] >= starts)
@@ -497,9 +528,36 @@ def _syncs_between_launches(trace, m) -> tuple[float, str]:
     inside = (ts > first_ts[step]) & (ts < last_ts[step])  # between two launches of its step
     held = syncs[inside]
     if not len(held):
-        return 0.0, ""
+        return 0.0, "", False
     per = len(windows) if m.steps.unit_known else 1  # per step, or per window where the window is the unit
-    return len(held) / per, str(held["op_name"].mode().iat[0])
+    copy_waits = float(_waits_for_upload(held, m.launches).mean()) > 0.5
+    return len(held) / per, str(held["op_name"].mode().iat[0]), copy_waits
+
+
+COPY_WAIT_US = 50.0  # a sync this soon after a copy call ends, on its thread, waits for that copy
+
+
+def _waits_for_upload(syncs: pd.DataFrame, launches: pd.DataFrame) -> np.ndarray:
+    """For each sync call, whether it follows, on its thread and within COPY_WAIT_US, the call that issued
+    a host-to-device copy: the wait a blocking `.to(device)` makes after its copy."""
+    copies = launches[launches["cat"] == "memcpy"]
+    uploads = copies[copies["name"].astype(str).str.extract(COPY_DIRECTION, expand=False) == "HtoD"]
+    out = np.zeros(len(syncs), dtype=bool)
+    if not len(uploads):
+        return out
+    up_tid = uploads["launch_tid"].to_numpy(object)
+    up_end = (uploads["launch_ts"] + uploads["launch_dur"]).to_numpy(float)
+    s_tid, s_ts = syncs["tid"].to_numpy(object), syncs["ts"].to_numpy(float)
+    for tid in pd.unique(s_tid):
+        ends = np.sort(up_end[up_tid == tid])
+        rows = np.nonzero(s_tid == tid)[0]
+        if not len(ends):
+            continue
+        before = np.searchsorted(ends, s_ts[rows] + 1.0, side="right") - 1
+        ok = before >= 0
+        gap = np.where(ok, s_ts[rows] - ends[np.maximum(before, 0)], np.inf)
+        out[rows] = gap <= COPY_WAIT_US
+    return out
 
 
 def _sync_code(op: str) -> str:

@@ -12,12 +12,13 @@ copy starts is the queue draining, the sync-stall rule's subject. The rule fires
 copies is at least `min_share` of the step. Pinned, asynchronous copies that compute hides are
 named in the quiet detail, not in a finding.
 
-**Threshold.** 5 % of the step. Calibrated on the H100 capture trio (fixtures/captures/transfer_*,
-ResNet-18 bf16 training at batch 128, a DataLoader with four workers): with `pin_memory=False` and a
-blocking `.to()` the 77 MB fp32 batch holds the critical path 10.6 ms of a 33.4 ms mean step (32 %)
-and no kernel runs meanwhile; pinned with `non_blocking=True` on a side stream, the copy (1.4 ms)
-runs while the previous batch computes: 0.3 % of the step, quiet; uint8 pixels, pageable and
-blocking, still hold it 2.3 ms of an 18.6 ms step (12.4 %), so the rule fires there, lower. On every
+**Threshold.** 5 % of the step. Calibrated on the copy trio (fixtures/captures/transfer_*, H200;
+ResNet-18 bf16 training at batch 128, a DataLoader with four workers) and its H100 pair (*_h100):
+with `pin_memory=False` and a blocking `.to()` the 77 MB fp32 batch holds the critical path 12.5 ms
+of a 39.4 ms mean step on the H200 (32 %; H100: 10.6 of 33.4 ms) and no kernel runs meanwhile;
+pinned with `non_blocking=True` on a side stream, the copy runs while the previous batch computes:
+2.7 % of the step on the H200 (0.3 % on the H100), quiet; uint8 pixels, pageable and blocking,
+still hold it 3.7 ms of a 22.9 ms step (16.3 %), so the rule fires there, lower. On every
 other capture in fixtures/captures the copies hold at most 2.4 % of the step (host_loader_inline's
 14 MB of pageable copies a step, whose loop is host-bound); the tiny device-to-host reads of
 `.item()` cost a drained queue, not bytes, and are left to sync-stall. Severity is low below
@@ -30,11 +31,13 @@ pinned is not asked for again. `compact-transfer`: send uint8 pixels or bf16 fea
 on the GPU, which shrinks what is left.
 
 **Estimate.** Overlapped, the copies leave the critical path: new step = max(step − critical copy
-time, GPU busy time without the copies); speedup = step ÷ new step. Measured on the H100
-(2026-12-06, median unprofiled step): pinned + `non_blocking` on a side stream with the next batch
-prefetched 1.74× (32.7 → 18.8 ms), uint8 pixels 1.83×; this estimate gives 1.47× for the first
-(1.50× from the trace file alone), lower because the pageable copy also costs the host its staging
-work beyond the copy, which the trace does not separate.
+time, GPU busy time without the copies); speedup = step ÷ new step. Measured (median unprofiled
+step, 2026-12-06): pinned + `non_blocking` on a side stream with the next batch prefetched 1.85× on
+the H200 (39.3 → 21.2 ms) and 1.74× on the H100 (32.7 → 18.8 ms); uint8 pixels 1.74× on the H200.
+This estimate gives 1.46× and 1.47× (the whole critical copy time: no larger estimate is possible
+from the copies alone), lower because a blocking copy also drains the GPU's queue and exposes host
+work after it (on the H200 pair the pinned loop also spends 4 ms less in host setup inside
+kernel-launching ops), which the trace does not tie to the copy.
 The copies' times are the profiled ones: the profiler adds little to one long copy.
 """
 
