@@ -15,17 +15,11 @@ import pytest
 from conftest import CAPTURES, diagnosis_of
 
 DIFFER = {
-    "compile_graphs_h100": (
-        "the trace file alone estimates a 103 µs unprofiled step where the capture measured 185 µs: a graph tree's "
-        "step launches no plain kernel, so the replay reads the host's speed from its cudaGraphLaunch calls (32 µs "
-        "each, against the 8.35 µs kernel launch the costs were fitted at) and charges every event about 4x; the "
-        "GPU then waits for the host 17 % of the step (host-bound quiet) and decode-latency comes first"
-    ),
     "transfer_pinned": (
         "H200: the loop's unprofiled steps are bimodal (30 timed: twelve of 11.4-13.2 ms, the rest 20.0-28.9 ms; "
         "mean 19,147 µs, median 21,212 µs) and the trace file alone estimates 25,020 µs; at that step the "
         "launch-paced idle is 28 % (launch-overhead low, 1.38x), at the measured mean 21.6 % (< 25 %, quiet). "
-        "The H100 twin (transfer_pinned_h100, unimodal enough) agrees"
+        "The H100 twin (transfer_pinned_h100, also bimodal, its step estimated within 9 %) agrees"
     ),
     "python_batch_workers": (
         "the trace file alone estimates a 5,222 µs unprofiled step where the capture measured 2,661 µs: the "

@@ -36,11 +36,6 @@ KNOWN: dict[str, str] = {}
 # it), which amplifies a 0.7 % longer mean step into 20 % more remainder.
 ESTIMATE_KNOWN = {
     "kv_concat": "27.3x marked, 22.7x stripped",
-    # host-bound prices one whole-step graph here (the step down to its GPU busy time), so the estimate moves with
-    # the step: the trace alone's replay takes the profiler's time out of the same 643 and 641 µs profiled steps
-    # at a shifted phase (the stripped window starts at the compiled call, not diagnose's range 80 µs before it)
-    # and reads 291 and 249 µs
-    "compile_graphs_cpu_scalar": "2.97x marked, 2.46x stripped",
 }
 
 

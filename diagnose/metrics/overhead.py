@@ -32,7 +32,7 @@ from diagnose.metrics.timeline import name_matches
 from diagnose.trace.model import Trace
 from diagnose.trace.names import name_search, name_starts
 from diagnose.vocabulary.compiled import REGION_PREFIX, TRITON_PREFIX
-from diagnose.vocabulary.runtime import KERNEL_LAUNCH, SYNC_CALL
+from diagnose.vocabulary.runtime import GRAPH_LAUNCH, KERNEL_LAUNCH, SYNC_CALL
 
 # µs of host time per recorded event, fitted by benchmarks/profiler_overhead.py on the NVIDIA H200
 # captures of fixtures/captures (torch 2.11, record_shapes=True, profile_memory=True, with_stack=False),
@@ -122,7 +122,7 @@ class _HostEvents:
 
     ts: np.ndarray
     running: np.ndarray  # (events + 1) × kinds: events of each kind before index i
-    launch_call_us: float  # the median kernel-launch call among them (0 without one)
+    launch_call_us: float  # the median kernel-launch call among them, graph replays aside (0 without one)
 
     def cost_before(self, t, costs: np.ndarray):
         """Modelled profiler time of the events before time(s) `t`."""
@@ -189,7 +189,10 @@ def _host_events(trace: Trace, spans: tuple[np.ndarray, np.ndarray]) -> tuple[_H
     order = np.argsort(ts, kind="stable")
     onehot = np.zeros((len(ts) + 1, len(KINDS)))
     onehot[np.arange(1, len(ts) + 1), kind[order]] = 1.0
-    calls = rt["dur"].to_numpy(float)[launch]
+    # the host's speed is read from kernel launches alone: a graph replay's call costs what its graph
+    # holds (32 µs for a graph tree's replay on an H100), not what the host's speed makes of one call
+    plain = launch & ~name_search(rt["name"], GRAPH_LAUNCH) if len(rt) else launch
+    calls = rt["dur"].to_numpy(float)[plain]
     median_call = float(np.median(calls)) if len(calls) else 0.0
     return _HostEvents(ts[order], np.cumsum(onehot, axis=0), median_call), {k: len(v) for k, v in parts.items()}
 
