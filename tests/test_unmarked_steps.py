@@ -30,13 +30,10 @@ unmarked.analyze = diagnosis_of
 
 # Captures whose unmarked analysis still differs from the marked one, and why (strict: a fix makes them fail).
 KNOWN: dict[str, str] = {}
-# Same verdict and step, but an estimate more than 15 % apart: the stripped trace keeps diagnose's absorbing warm-up
-# iteration, which here cannot be told from the loop's own (its steps vary by 3.5 ms; the warm-up is 1.1 ms longer
-# than the longest), and this estimate divides the step by a small remainder (what is left after the saving, 4 % of
-# it), which amplifies a 0.7 % longer mean step into 20 % more remainder.
-ESTIMATE_KNOWN = {
-    "kv_concat": "27.3x marked, 22.7x stripped",
-}
+# Same verdict and step, but an estimate more than 15 % apart, and why (strict, as KNOWN). kv_concat was here until
+# dynamic-shapes took the remainder at its median step (its stripped trace keeps a warm-up iteration whose remainder
+# is twice the others').
+ESTIMATE_KNOWN: dict[str, str] = {}
 
 
 def _captures() -> list[str]:
