@@ -3,6 +3,7 @@ when the step syncs between its kernel launches, and prices both changes togethe
 
 from __future__ import annotations
 
+import msgspec
 import pytest
 
 from diagnose.ruleset.assemble import diagnose_trace
@@ -133,3 +134,12 @@ def test_a_finding_whose_first_fix_is_another_findings_subject_comes_after_it():
     ]
     plain = _finding("launch-overhead", [fix("cuda-graphs")], 3.0)
     assert [f.rule for f in prerequisites_first([plain, syncs])] == ["launch-overhead", "sync-stall"]
+
+
+def test_a_finding_whose_fixes_are_all_in_place_is_not_put_first():
+    from diagnose.rulebook.engine import prerequisites_first
+
+    graphs = _finding("launch-overhead", [fix("non-blocking-copies", prerequisite=True), fix("cuda-graphs")], 3.0)
+    done = msgspec.structs.replace(fix("non-blocking-copies"), passed_over="the copies already overlap compute")
+    copies = _finding("transfer", [done], 1.2)
+    assert [f.rule for f in prerequisites_first([graphs, copies])] == ["launch-overhead", "transfer"]

@@ -346,12 +346,9 @@ def builds_on(first: Finding, then: Finding) -> bool:
     """Whether `then` starts with a prerequisite fix that is `first`'s own subject (one of its first two
     fixes): `then`'s estimate is for that change and its own together."""
     lead = then.fixes[0] if then.fixes else None
-    return (
-        lead is not None
-        and lead.prerequisite
-        and then.rule != first.rule
-        and lead.id in {x.id for x in first.fixes[:2]}
-    )
+    if lead is None or not lead.prerequisite or then.rule == first.rule or all_in_place(first):
+        return False  # a finding whose fixes are all in place already is not put first for another's sake
+    return lead.id in {x.id for x in first.fixes[:2]}
 
 
 def finished(result: Finding, rule: Rule, ctx: Context) -> Finding:
