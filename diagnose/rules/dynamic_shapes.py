@@ -296,16 +296,23 @@ def _offenders(x: _Top) -> list[Offender]:
 
 
 def _changes(trace, windows, calls) -> list[str] | None:
-    """Text of the shape changes between the steps where the op recurs; None without any shapes."""
+    """Text of the shape changes between the steps where the op recurs; None without any shapes. A
+    change is the k-th call of an op taking other shapes than its k-th call in the step before: the held
+    calls of different steps may be different calls (transfer_pageable's first convolution after each
+    blocking copy is another layer's each step), whose shapes differ with nothing changing."""
     own = calls.drop_duplicates("step")
-    if own["shapes"].astype(bool).all():
+    shapes = step_shapes(trace, windows)
+    steps = sorted(own["step"])
+    name = own["name"].iat[0]
+    if own["shapes"].astype(bool).all() and any(
+        shape_changes(_calls_of(shapes[a], name), _calls_of(shapes[b], name), limit=1)
+        for a, b in zip(steps, steps[1:])
+    ):
         texts = list(dict.fromkeys(own["shapes"]))
         if len(texts) > 1:
-            return [f"{own['name'].iat[0]}: " + " → ".join(f"({s})" for s in texts[:MAX_SHAPES_SHOWN])]
-    shapes = step_shapes(trace, windows)
+            return [f"{name}: " + " → ".join(f"({s})" for s in texts[:MAX_SHAPES_SHOWN])]
     versions = compiled_versions(trace, windows)
     out = []
-    steps = sorted(own["step"])
     for a, b in zip(steps, steps[1:]):
         for op, before, after in shape_changes(shapes[a], shapes[b], limit=2):
             out.append(f"{op}: ({before}) → ({after})")
@@ -315,6 +322,11 @@ def _changes(trace, windows, calls) -> list[str] | None:
     if not out and not any(shapes) and not any(versions):
         return None
     return list(dict.fromkeys(out))
+
+
+def _calls_of(step: list[tuple[str, str]], name: str) -> list[tuple[str, str]]:
+    """The (name, shapes) of one op's calls in a step, in order."""
+    return [call for call in step if call[0] == name]
 
 
 def _static_code(compiled: bool) -> str:
