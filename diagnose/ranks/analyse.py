@@ -28,7 +28,7 @@ from diagnose.base.typed import typed
 from diagnose.capture.guard import die_with_parent
 from diagnose.ruleset.assemble import capture_summary, diagnose_trace
 from diagnose.model.config import Config
-from diagnose.rulebook.engine import Context, impact, run_rules, verdict
+from diagnose.rulebook.engine import Context, ordered, run_rules, verdict
 from diagnose.base.errors import DiagnoseError, InputError
 from diagnose.model.findings import Accounting, Bucket, Checked, Diagnosis, Finding, RankSummary
 from diagnose.model.details import Capture, FailedRank, RankBudget, capture_of
@@ -267,7 +267,7 @@ def _merged_findings(d: Diagnosis, chosen: list[dict]) -> tuple[list[Finding], l
         theirs: Finding = first["findings"][rule]
         findings.append(msgspec.structs.replace(theirs, ranks=ranks))
         checked = [c for c in checked if c.rule != rule]
-    return sorted(findings, key=impact, reverse=True), checked
+    return ordered(findings), checked
 
 
 def _failed_capture(chosen: list[dict]) -> Capture | None:

@@ -326,8 +326,13 @@ def run_rules(ctx: Context, rules) -> RuleResults:
             checked.append(Checked(rule.id, result.detail))
         else:
             findings.append(finished(result, rule, ctx))
-    findings.sort(key=impact, reverse=True)
-    return RuleResults(prerequisites_first(findings), checked, skipped)
+    return RuleResults(ordered(findings), checked, skipped)
+
+
+def ordered(findings: list[Finding]) -> list[Finding]:
+    """The report's order of findings, the one place it is decided: by impact, then each finding whose
+    first fix is another finding's subject just after that finding."""
+    return prerequisites_first(sorted(findings, key=impact, reverse=True))
 
 
 def prerequisites_first(findings: list[Finding]) -> list[Finding]:
