@@ -210,13 +210,17 @@ def _decide_shapes(x: _Top, changes: list[str] | None, t: dict[str, float]) -> S
 
 def _estimate(x: _Top, windows) -> float:
     """The new step, µs: max(step − the op's held time, GPU busy), the remainder taken at its median step."""
-    left = x.budget.step_us - x.top.held_us * x.per_step
-    return max(left * _typical_remainder(x, windows), x.budget.busy_us, 1e-9)
+    return max(_left(x) * _typical_remainder(x, windows), x.budget.busy_us, 1e-9)
+
+
+def _left(x: _Top) -> float:
+    """µs of the mean step left once the op's held time goes."""
+    return x.budget.step_us - x.top.held_us * x.per_step
 
 
 def _median_note(x: _Top, new_step: float) -> str:
     """", the remainder at its median step (×0.82)" where that moved it by at least 1 %, else ""."""
-    left = x.budget.step_us - x.top.held_us * x.per_step
+    left = _left(x)
     if new_step <= x.budget.busy_us or left <= 0 or abs(new_step / left - 1) < 0.01:
         return ""
     return f", the remainder at its median step (×{new_step / left:.2f})"
