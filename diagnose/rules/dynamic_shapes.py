@@ -36,12 +36,15 @@ reused.
 new step = max(step − held time, GPU busy); speedup = step ÷ new step. It is an upper bound:
 padding to a bucket adds some GPU work. Host-side time is rescaled to the unprofiled step time
 when it was measured. The held time is most of such a step, so what is left is small and one
-unlike step moves its mean a lot: the remainder (step − held time) is taken at its median step,
-scaled by median ÷ mean of the steps' own remainders. kv_concat's trace with its markers stripped
-keeps diagnose's warm-up iteration (its remainder 7.4 % of its step, the loop's own 3.3–3.9 %):
-27.3× marked and 22.7× stripped by the mean, 27.0× and 27.9× by the median (analysed on the
-2-core CPU machine, 2026-12-06). The recovered time then counts the unlike step's extra remainder
-as well, and the basis says by what factor the remainder was scaled.
+unlike step moves its mean a lot; where the remainder (step − held time) at its median step is
+longer than at the mean one, the remainder is scaled by median ÷ mean of the steps' own remainders,
+so one unusually short step does not inflate the estimate. The other way round is not taken: the
+new step is never shorter than the step less the held time, because removing the held time saves at
+most what it holds. kv_concat's trace with its markers stripped keeps diagnose's warm-up iteration
+(within 4 % of the others' length, so not a cold start, but its remainder is 7.4 % of it against
+3.3–3.9 % for the loop's own): 22.7× stripped against 27.3× marked (analysed on the 2-core CPU
+machine, 2026-12-06). Taking its remainder at the median step gave 27.9×, a saving 548 µs larger than
+the 63,354 µs held per step: a number the trace cannot support.
 """
 
 from __future__ import annotations
@@ -211,8 +214,9 @@ def _decide_shapes(x: _Top, changes: list[str] | None, t: dict[str, float]) -> S
 
 
 def _estimate(x: _Top, windows) -> float:
-    """The new step, µs: max(step − the op's held time, GPU busy), the remainder taken at its median step."""
-    return max(_left(x) * _typical_remainder(x, windows), x.budget.busy_us, 1e-9)
+    """The new step, µs: max(step − the op's held time, GPU busy), the remainder taken at its median step where
+    that is longer. Never shorter than the step less the held time: removing the op saves at most what it holds."""
+    return max(_left(x) * max(_typical_remainder(x, windows), 1.0), x.budget.busy_us, 1e-9)
 
 
 def _left(x: _Top) -> float:
@@ -231,8 +235,7 @@ def _median_note(x: _Top, new_step: float) -> str:
 def _typical_remainder(x: _Top, windows) -> float:
     """What is left of a step once the op's held time goes, at the median step against the mean one (1.0
     for steps alike). The held time is most of the step here, so the remainder is small and one unlike
-    step (a warm-up iteration kept among the loop's own) moves its mean by a fifth: kv_concat's stripped
-    trace kept one whose remainder is 7.4 % of it against 3.3-3.9 % for the others."""
+    step moves its mean by a fifth (_estimate takes it only where it lengthens the new step)."""
     held = x.calls.groupby("step")["held_us"].sum()
     left = np.array([max((w.end - w.start) - float(held.get(w.index, 0.0)), 0.0) for w in windows])
     if len(left) < 3 or left.mean() <= 0:
