@@ -8,7 +8,7 @@
     after a fix is never above its time now, and no quiet rule's line says "would save −x %";
   - an estimate never exceeds what removing the recovered time can give (Amdahl over the step:
     step / (step − recoverable_us)), and an estimate comes with the time it recovers; exposed-comm
-    recovers at most the step's exposed communication;
+    recovers at most the step's exposed communication, dynamic-shapes at most the host time its op holds;
   - accounting buckets lie in [0, 1] and the summed ones add up to 1 (also each rank's);
   - a rank's collective wait and time lie within that rank's profiled step.
 `screen(diagnosis)` is what the assembling step runs (`Diagnosis.assemble`): a finding that breaks one
@@ -28,6 +28,8 @@ RECOVERED_ROUNDING = 0.05  # recoverable_us is rounded to 1 decimal by some rule
 SHARE_ROUNDING = 0.05  # percentages are rounded to 1 decimal
 SUM_TOLERANCE = 1e-9
 RECOVERED_FROM = {"exposed-comm": "comm_exposed"}  # the one accounting bucket a rule's saving comes out of
+# the evidence line (a share of the step, by the start of its metric) whose time is all a rule's fix removes
+RECOVERED_SHARE = {"dynamic-shapes": "host time "}
 DROPPED = "dropped the {rule} finding: it broke an invariant of diagnose ({why})"
 
 
@@ -72,6 +74,7 @@ def _all(d: dict) -> list[tuple[int | None, str]]:
     for i, f in enumerate(d.get("findings") or []):
         out += [(i, f"{f.get('rule')}: {why}") for why in _finding(f, step)]
         out += [(i, f"{f.get('rule')}: {why}") for why in _within_bucket(f, buckets)]
+        out += [(i, f"{f.get('rule')}: {why}") for why in _within_share(f, step)]
     out += [(None, why) for why in _quiet(d.get("checked") or [])]
     out += [(None, why) for why in _accounting(d)]
     out += [(None, why) for why in _ranks(d)]
@@ -138,6 +141,20 @@ def _within_bucket(f: dict, buckets: dict) -> list[str]:
         return [
             f"recovers {rec} µs, more than the {most:.1f} µs of {bucket.get('label') or bucket.get('id')} in the step"
         ]
+    return []
+
+
+def _within_share(f: dict, step) -> list[str]:
+    """A finding whose fix removes the time one evidence line gives as a share of the step recovers at most
+    that time: dynamic-shapes at most the host time its op holds."""
+    start, rec = RECOVERED_SHARE.get(f.get("rule") or ""), f.get("recoverable_us")
+    lines = [e for e in f.get("evidence") or [] if start and str(e.get("metric", "")).startswith(start)]
+    if not lines or rec is None or not step or lines[0].get("unit") != "%":
+        return []
+    share = _num(lines[0].get("value"))
+    most = (share + SHARE_ROUNDING) / 100 * _num(step)
+    if _num(rec) > most + RECOVERED_ROUNDING:
+        return [f"recovers {rec} µs, more than the {share} % of the step ({most:,.1f} µs) its evidence says it holds"]
     return []
 
 
