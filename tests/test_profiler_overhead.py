@@ -347,3 +347,22 @@ def test_a_top_level_diagnose_field_of_another_kind_is_no_mark(tmp_path):
     trace = load_target(path)
     assert trace.diagnose_mark is None and not trace.warnings
     assert prepare(trace, Metrics(trace).steps.windows).plain
+
+
+def test_replayed_steps_far_apart_are_said_beside_the_estimate():
+    """A window whose replayed steps lie 1.5x apart or more says their range: a few steps that far apart may not
+    hold the loop's typical one (5 of the 15 such captures missed the measured step by more than 25 %)."""
+    from diagnose.metrics.overhead import OverheadEstimate
+
+    def said(fastest, slowest):
+        estimate = OverheadEstimate(5_000.0, 7_000.0, {}, 4, saving_us=2_000.0, fastest_us=fastest, slowest_us=slowest)
+        return estimate.text()
+
+    assert "the replayed steps range from 3,505 to 6,897 µs" in said(3_505.0, 6_897.0)
+    assert "range" not in said(4_800.0, 5_100.0)
+    assert "range" not in said(0.0, 0.0)  # an estimate made without the replayed steps' extremes
+    spread = diagnosis_of(CAPTURES / "transfer_pinned" / "trace.json.gz").summary.time_basis
+    steady = diagnosis_of(CAPTURES / "regress_base" / "trace.json.gz").summary.time_basis
+    assert "the replayed steps range from 14,532 to 33,013 µs" in spread
+    assert "replayed steps range" not in steady
+    assert "replayed steps range" not in diagnosis_of(CAPTURES / "transfer_pinned").summary.time_basis

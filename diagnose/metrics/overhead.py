@@ -68,6 +68,7 @@ HOST_SPEED_RANGE = (0.25, 4.0)
 PLAIN_SCALE = 0.41
 EDGE_US = 0.5  # a window edge this close to an op's start or end is that op's
 MAX_STEPS = 32  # steps replayed at most (spread over the trace): the median needs no more
+SPREAD_SAID = 1.5  # the slowest replayed step this many times the fastest is said beside the estimate
 
 
 @dataclasses.dataclass
@@ -81,6 +82,8 @@ class OverheadEstimate:
     saving_us: float = 0.0  # what the replay took off a step: the median of (profiled − replayed) per step
     python_tracing_us: float = 0.0  # of that saving, what with_stack's Python function events alone added
     plain: bool = False  # recorded without allocator events: each fitted event cost is PLAIN_SCALE of COSTS
+    fastest_us: float = 0.0  # the shortest and longest replayed step (0 when not given)
+    slowest_us: float = 0.0
 
     def python_text(self) -> str:
         """What with_stack's Python tracing added to a step, in words ("" when the trace has none)."""
@@ -106,7 +109,20 @@ class OverheadEstimate:
             f"of {counts or 'no events'} (diagnose/metrics/overhead.py): {self.saving_us:,.0f} µs off a step "
             f"(median step {self.profiled_us:,.0f} µs profiled, {self.step_us:,.0f} µs replayed)"
             + (f", of which {python}" if python else "")
+            + self.spread_text()
             + plain
+        )
+
+    def spread_text(self) -> str:
+        """ "; the replayed steps range from 14,532 to 33,013 µs, ..." where the slowest is at least SPREAD_SAID
+        times the fastest ("" otherwise): a few steps that far apart may not hold the loop's typical one. Over the
+        73 captures that timed their steps (docs/profiler-overhead.md), 5 of the 15 so spread missed the measured
+        step by more than 25 %, 4 of the other 58."""
+        if self.fastest_us <= 0 or self.slowest_us < SPREAD_SAID * self.fastest_us:
+            return ""
+        return (
+            f"; the replayed steps range from {self.fastest_us:,.0f} to {self.slowest_us:,.0f} µs, so the loop's "
+            "typical step is uncertain within that range (timing steps without the profiler settles it)"
         )
 
 
@@ -410,6 +426,8 @@ class Replay:
             max(saving, 0.0),
             min(python_us, max(saving, 0.0)),
             self.plain,
+            float(np.min(replayed)),
+            float(np.max(replayed)),
         )
 
     def _python_tracing_us(self, per_event: np.ndarray, replayed: list[float]) -> float:
