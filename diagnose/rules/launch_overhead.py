@@ -103,7 +103,7 @@ import pandas as pd
 from diagnose.base.grouped import aggregate
 from diagnose.rulebook.engine import Quiet, Rule, Threshold, severity_ladder, top_offenders
 from diagnose.model.findings import Evidence, Finding, Fix, Offender, Severity
-from diagnose.model.fixes import capturable_fix, fix, optimizer_code, whole_step_graph_fix
+from diagnose.model.fixes import PINNED_LOADER_CODE, capturable_fix, fix, optimizer_code, whole_step_graph_fix
 from diagnose.metrics.comm import is_comm
 from diagnose.metrics.compiled import cudagraph_skips
 from diagnose.memory.details import step_windows
@@ -471,7 +471,7 @@ def _sync_first(idle: _Idle, firsts: _Firsts, t: dict[str, float]) -> _FirstStep
 
 _COPY_CODE = (
     "# pinned memory, copied without a wait, into the static input the graph reads\n"
-    "loader = DataLoader(dataset, batch_size=128, num_workers=4, pin_memory=True)\n"
+    f"{PINNED_LOADER_CODE}\n"
     "static_x.copy_(x, non_blocking=True)  # outside the graph, before each replay\n"
     "graph.replay()"
 )

@@ -54,7 +54,7 @@ from diagnose.metrics.host import length, merge_intervals, subtract
 from diagnose.metrics.budget import StepBudget
 from diagnose.metrics.launches import lookup
 from diagnose.model.findings import Evidence, Finding, Fix, Offender
-from diagnose.model.fixes import fix
+from diagnose.model.fixes import PINNED_LOADER_CODE, fix
 from diagnose.vocabulary.dtypes import dtype_bytes
 from diagnose.vocabulary.runtime import COPY_DIRECTION, HOST_COPY, PAGEABLE, PINNED
 from diagnose.vocabulary.units import percent
@@ -233,7 +233,7 @@ def _fixes(copies: pd.DataFrame) -> list[Fix]:
     """pinned-memory (unless the memory is pinned already), then non-blocking-copies, then compact-transfer
     unless the largest copies already move one-byte elements."""
     pinned = bool(len(copies)) and (copies["memory"] != "pageable").all()
-    fixes = [] if pinned else [fix("pinned-memory", code=_PINNED_CODE, prerequisite=True)]
+    fixes = [] if pinned else [fix("pinned-memory", code=PINNED_LOADER_CODE, prerequisite=True)]
     fixes.append(fix("non-blocking-copies", code=_OVERLAP_CODE))
     largest = copies.sort_values("bytes", ascending=False).head(1)
     if not (largest["element_bytes"] == 1).all():
@@ -241,7 +241,6 @@ def _fixes(copies: pd.DataFrame) -> list[Fix]:
     return fixes
 
 
-_PINNED_CODE = "loader = DataLoader(dataset, batch_size=128, num_workers=4, pin_memory=True)"
 _OVERLAP_CODE = (
     "copy_stream = torch.cuda.Stream()\n"
     "def ahead(batch):                      # start the next batch's copy now\n"
