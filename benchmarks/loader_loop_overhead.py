@@ -39,6 +39,9 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
+sys.path.insert(0, str(HERE))
+
+from whole_step_graph import _timed  # noqa: E402  (µs of each step, synchronised after each)
 
 # name: (workload module, params, harness, seconds to wait before the profiled steps)
 CONFIGS = {
@@ -55,17 +58,6 @@ CONFIGS = {
 WARMUP, TIMED, PROFILED = 5, 30, 4
 
 
-def _timed(torch, step, n: int) -> list[float]:
-    """Wall µs of n steps, each synchronised."""
-    out = []
-    for _ in range(n):
-        t0 = time.perf_counter()
-        step()
-        torch.cuda.synchronize()
-        out.append((time.perf_counter() - t0) * 1e6)
-    return out
-
-
 def run_one(name: str, out: Path) -> None:
     """Run one configuration in this process and write its timings and trace."""
     import torch
@@ -74,8 +66,8 @@ def run_one(name: str, out: Path) -> None:
     sys.path.insert(0, str(ROOT))
     module, params, harness, wait_s = CONFIGS[name]
     step = __import__(module).make_step(**params)
-    _timed(torch, step, WARMUP)
-    before = _timed(torch, step, TIMED)
+    _timed(step, WARMUP)
+    before = _timed(step, TIMED)
     time.sleep(wait_s)
     diagnose_like = harness != "plain"
     prof = torch.profiler.profile(
@@ -94,11 +86,11 @@ def run_one(name: str, out: Path) -> None:
         sampler.start(mark=torch.profiler.record_function)
     load = os.getloadavg()
     with torch.profiler.record_function("diagnose/warmup 0"):
-        _timed(torch, step, 1)
+        _timed(step, 1)
     profiled = []
     for i in range(PROFILED):
         with torch.profiler.record_function(f"diagnose/step {i}"):
-            profiled += _timed(torch, step, 1)
+            profiled += _timed(step, 1)
     if sampler is not None:
         sampler.stop()
     prof.stop()
@@ -109,7 +101,7 @@ def run_one(name: str, out: Path) -> None:
     with open(raw, "rb") as src, gzip.open(out / f"{name}.trace.json.gz", "wb", compresslevel=6) as dst:
         dst.write(src.read())
     raw.unlink()
-    after = _timed(torch, step, TIMED)
+    after = _timed(step, TIMED)
     record = {
         "name": name,
         "module": module,

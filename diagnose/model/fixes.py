@@ -188,6 +188,7 @@ def capturable_fix(name: str) -> Fix:
 
 # a DataLoader whose batches are pinned, for the fixes that start there (transfer, launch-overhead's copy wait)
 PINNED_LOADER_CODE = "loader = DataLoader(dataset, batch_size=128, num_workers=4, pin_memory=True)"
+
 WHOLE_STEP_HOW = (
     'The compiled code already replays CUDA graphs (mode="reduce-overhead"), but every call still runs its '
     "guard checks, wrappers and the graph tree's bookkeeping in Python. Capture the whole step once with "

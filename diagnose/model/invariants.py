@@ -149,7 +149,7 @@ def _within_share(f: dict, step) -> list[str]:
     that time: dynamic-shapes at most the host time its op holds."""
     start, rec = RECOVERED_SHARE.get(f.get("rule") or ""), f.get("recoverable_us")
     lines = [e for e in f.get("evidence") or [] if start and str(e.get("metric", "")).startswith(start)]
-    if not lines or rec is None or not step or lines[0].get("unit") != "%":
+    if not lines or rec is None or not step or not str(lines[0].get("unit") or "").startswith("%"):
         return []
     share = _num(lines[0].get("value"))
     most = (share + SHARE_ROUNDING) / 100 * _num(step)
