@@ -12,6 +12,9 @@ This script separates the suspects, one fresh process per configuration:
   profile_memory, the allocator's history with Python stacks, the Python stack sampler), and each
   of diagnose's extras removed in turn;
 - the workers: 12, 4 or 2 worker processes on the same loop;
+- the GIL: diagnose's harness with the interpreter's switch interval cut from 5 to 0.5 ms ("switch"):
+  the allocator's history takes the GIL at every allocation to record its Python stack, and a thread
+  that waits for the GIL waits up to one switch interval before the holder is asked to let go;
 - the time: profiling right after the timed steps, or after the loader has had seconds to fill
   its prefetch queue.
 
@@ -54,6 +57,9 @@ CONFIGS = {
     "pb2_diagnose": ("python_batch", {"workers": 2, "length": 128, "d_model": 2048}, "diagnose", 0.0),
     "tp_diagnose": ("transfer", {"copy": "pinned"}, "diagnose", 0.0),
     "tp_plain": ("transfer", {"copy": "pinned"}, "plain", 0.0),
+    "tp_no_history": ("transfer", {"copy": "pinned"}, "no_history", 0.0),
+    "tp_switch": ("transfer", {"copy": "pinned"}, "switch", 0.0),
+    "pb12_switch": ("python_batch", {"workers": 12, "length": 128, "d_model": 2048}, "switch", 0.0),
 }
 WARMUP, TIMED, PROFILED = 5, 30, 4
 
@@ -69,17 +75,19 @@ def run_one(name: str, out: Path) -> None:
     _timed(step, WARMUP)
     before = _timed(step, TIMED)
     time.sleep(wait_s)
+    if harness == "switch":
+        sys.setswitchinterval(0.0005)
     diagnose_like = harness != "plain"
     prof = torch.profiler.profile(
         activities=[torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA],
         record_shapes=diagnose_like,
         profile_memory=diagnose_like,
     )
-    if harness in ("diagnose", "no_sampler"):
+    if harness in ("diagnose", "no_sampler", "switch"):
         torch.cuda.memory._record_memory_history(max_entries=100_000, stacks="python")
     prof.start()
     sampler = None
-    if harness in ("diagnose", "no_history"):
+    if harness in ("diagnose", "no_history", "switch"):
         from diagnose.child.sampler import StackSampler
 
         sampler = StackSampler()
@@ -94,7 +102,7 @@ def run_one(name: str, out: Path) -> None:
     if sampler is not None:
         sampler.stop()
     prof.stop()
-    if harness in ("diagnose", "no_sampler"):
+    if harness in ("diagnose", "no_sampler", "switch"):
         torch.cuda.memory._record_memory_history(enabled=None)
     raw = out / f"{name}.trace.json"
     prof.export_chrome_trace(str(raw))
@@ -153,9 +161,28 @@ def analyse(folder: Path) -> list[dict]:
                 "profiled_us": round(med(rec["profiled_us"])),
                 "estimated_us": round(diagnosis.summary.step_time_us),
                 "first": f"{top.rule} {top.severity}" if top else "none",
+                "allocation_us": round(_allocation_us(folder / f"{rec['name']}.trace.json.gz")),
             }
         )
     return rows
+
+
+def _allocation_us(path: Path) -> float:
+    """Host time per profiled step in the allocation ops (aten::empty, aten::empty_strided) of every thread:
+    where the allocator's history waits for the GIL to record a Python stack."""
+    doc = json.loads(gzip.open(path).read())
+    events = [e for e in doc["traceEvents"] if e.get("ph") == "X"]
+    steps = [e for e in events if e.get("cat") == "user_annotation" and e["name"].startswith("diagnose/step")]
+    if not steps:
+        return 0.0
+    lo = min(e["ts"] for e in steps)
+    hi = max(e["ts"] + e["dur"] for e in steps)
+    held = sum(
+        e["dur"]
+        for e in events
+        if e.get("cat") == "cpu_op" and e["name"] in ("aten::empty", "aten::empty_strided") and lo <= e["ts"] < hi
+    )
+    return held / len(steps)
 
 
 def main() -> int:
@@ -177,7 +204,7 @@ def main() -> int:
             print(
                 f"{r['name']:18} measured {r['timed_before_us']:>7,} (after {r['timed_after_us']:>7,}) µs · "
                 f"profiled {r['profiled_us']:>7,} · estimated {r['estimated_us'] or 0:>7,} ({ratio:.2f}x) · "
-                f"load {r['load']:.1f}/{r['cpus']} · first {r['first']}"
+                f"allocation ops {r['allocation_us']:,} µs a step · load {r['load']:.1f}/{r['cpus']} · first {r['first']}"
             )
         if args.json:
             args.json.write_text(json.dumps(rows, indent=1) + "\n")
