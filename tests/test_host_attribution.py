@@ -7,6 +7,7 @@ import json
 import shutil
 import threading
 import time
+import weakref
 
 import numpy as np
 import pytest
@@ -46,7 +47,7 @@ def _nested(depth, seconds):
     return _nested(depth - 1, seconds) if depth else _spin(seconds)
 
 
-def test_sampler_records_the_main_thread_stack_with_reused_prefixes():
+def test_sampler_records_the_main_thread_stack_in_full():
     sampler = StackSampler(interval_s=0.001)
     sampler.start()
     _nested(40, 0.2)
@@ -56,9 +57,32 @@ def test_sampler_records_the_main_thread_stack_with_reused_prefixes():
     names = [[data["frames"][f][2] for f in data["stacks"][sid]] for _, sid in data["samples"]]
     spinning = [n for n in names if n[-1] == "_spin"]
     assert spinning, names[:3]
-    # every stack is complete, whether walked in full or rebuilt from the previous sample's prefix
+    # every stack is complete, each frame named through the sampler's (code, instruction) cache or worked out anew
     assert all(n[-42:-1] == ["_nested"] * 41 for n in spinning)
     assert data["clock"]["start_ns"] <= data["clock"]["stop_ns"]
+
+
+def test_the_sampler_keeps_no_local_of_the_workload_alive_after_its_function_returns():
+    """A sampled frame held until the next sample would keep its locals (a step's batch, its tensors) alive
+    past the function's return: the workload's memory peak and its frees would change under the sampler."""
+
+    class Batch:
+        pass
+
+    def step():
+        batch = Batch()
+        _spin(0.05)  # long enough for several samples inside this frame, even on a loaded machine
+        return weakref.ref(batch)
+
+    sampler = StackSampler(interval_s=0.001)
+    sampler.start()
+    alive = []
+    for _ in range(5):
+        ref = step()
+        alive.append(ref() is not None)  # checked at once, before the sampler's next sample
+    sampler.stop()
+    assert any(code is step.__code__ for code, _ in sampler.frames), "no sample landed inside step()"
+    assert not any(alive), f"a sampled frame kept its local alive after returning in {sum(alive)} of 5 steps"
 
 
 def test_sampler_clock_marker_brackets_the_range(tmp_path):
