@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from diagnose.metrics import Metrics
-from diagnose.metrics.overhead import COSTS, MEASURED, PLAIN_SCALE, prepare
+from diagnose.metrics.overhead import COSTS, MEASURED, PLAIN_SCALE, OverheadEstimate, prepare
 from diagnose.trace import load_target
 from tests.conftest import diagnosis_of
 
@@ -366,3 +366,20 @@ def test_replayed_steps_far_apart_are_said_beside_the_estimate():
     assert "the replayed steps range from 14,532 to 33,013 µs" in spread
     assert "replayed steps range" not in steady
     assert "replayed steps range" not in diagnosis_of(CAPTURES / "transfer_pinned").summary.time_basis
+
+
+def test_the_range_of_many_replayed_steps_leaves_out_their_fastest_and_slowest_tenth():
+    """From ten replayed steps on, one outlier at either end (a stall, a window cut short) does not set the range:
+    int(n / 10) steps are left out at each end, and the text says so; four steps keep their whole range."""
+    from diagnose.metrics.overhead import _range
+
+    assert _range([4.0, 1.0, 3.0, 2.0]) == (1.0, 4.0, False)
+    steps = [100.0] + [200.0 + i for i in range(30)] + [900.0]
+    assert _range(steps) == (202.0, 227.0, True)
+    # REAL (param's linear_kineto, RTX 2080 Ti, 32 steps replayed): 11,148 and 53,777 µs are its two outliers
+    basis = diagnosis_of(ROOT / "fixtures" / "peer" / "param" / "linear_kineto.json.gz").summary.time_basis
+    assert "11,148" not in basis and "53,777" not in basis
+    estimate = OverheadEstimate(5_000.0, 7_000.0, {}, 32, saving_us=2_000.0, fastest_us=3_000.0, slowest_us=6_000.0)
+    assert "(the fastest and slowest tenth left out)" not in estimate.text()
+    estimate.trimmed = True
+    assert "6,000 µs (the fastest and slowest tenth left out)" in estimate.text()

@@ -69,6 +69,9 @@ PLAIN_SCALE = 0.41
 EDGE_US = 0.5  # a window edge this close to an op's start or end is that op's
 MAX_STEPS = 32  # steps replayed at most (spread over the trace): the median needs no more
 SPREAD_SAID = 1.5  # the slowest replayed step this many times the fastest is said beside the estimate
+# the range of the replayed steps leaves out this share at each end once there are ten steps or more, so one
+# outlier (a stall, a window cut short) does not set it; from four steps the range is the fastest to the slowest
+RANGE_TRIM = 0.1
 
 
 @dataclasses.dataclass
@@ -82,8 +85,11 @@ class OverheadEstimate:
     saving_us: float = 0.0  # what the replay took off a step: the median of (profiled − replayed) per step
     python_tracing_us: float = 0.0  # of that saving, what with_stack's Python function events alone added
     plain: bool = False  # recorded without allocator events: each fitted event cost is PLAIN_SCALE of COSTS
-    fastest_us: float = 0.0  # the shortest and longest replayed step (0 when not given)
+    # the shortest and longest replayed step, the fastest and slowest tenth left out from ten steps on (RANGE_TRIM);
+    # 0 when not given
+    fastest_us: float = 0.0
     slowest_us: float = 0.0
+    trimmed: bool = False  # the range leaves out the fastest and slowest tenth
 
     def python_text(self) -> str:
         """What with_stack's Python tracing added to a step, in words ("" when the trace has none)."""
@@ -113,16 +119,23 @@ class OverheadEstimate:
             + plain
         )
 
+    @property
+    def far_apart(self) -> bool:
+        """Whether the slowest replayed step is at least SPREAD_SAID times the fastest: the loop's typical step
+        is uncertain within that range, and the time basis says so (`spread_text`)."""
+        return self.fastest_us > 0 and self.slowest_us >= SPREAD_SAID * self.fastest_us
+
     def spread_text(self) -> str:
         """ "; the replayed steps range from 14,532 to 33,013 µs, ..." where the slowest is at least SPREAD_SAID
         times the fastest ("" otherwise): a few steps that far apart may not hold the loop's typical one. Over the
         73 captures that timed their steps (docs/profiler-overhead.md), 5 of the 15 so spread missed the measured
         step by more than 25 %, 4 of the other 58."""
-        if self.fastest_us <= 0 or self.slowest_us < SPREAD_SAID * self.fastest_us:
+        if not self.far_apart:
             return ""
+        trimmed = " (the fastest and slowest tenth left out)" if self.trimmed else ""
         return (
-            f"; the replayed steps range from {self.fastest_us:,.0f} to {self.slowest_us:,.0f} µs, so the loop's "
-            "typical step is uncertain within that range (timing steps without the profiler settles it)"
+            f"; the replayed steps range from {self.fastest_us:,.0f} to {self.slowest_us:,.0f} µs{trimmed}, so the "
+            "loop's typical step is uncertain within that range (timing steps without the profiler settles it)"
         )
 
 
@@ -426,8 +439,7 @@ class Replay:
             max(saving, 0.0),
             min(python_us, max(saving, 0.0)),
             self.plain,
-            float(np.min(replayed)),
-            float(np.max(replayed)),
+            *_range(replayed),
         )
 
     def _python_tracing_us(self, per_event: np.ndarray, replayed: list[float]) -> float:
@@ -440,6 +452,13 @@ class Replay:
         kept[python] = 0.0
         with_python = [_replay(self.host, kept, g, w) for g, w in zip(self.ops, self.windows)]
         return max(0.0, float(np.median(np.subtract(with_python, replayed))))
+
+
+def _range(replayed: list[float]) -> tuple[float, float, bool]:
+    """(fastest, slowest, trimmed): the range of the replayed steps, int(n × RANGE_TRIM) left out at each end."""
+    ordered = sorted(replayed)
+    k = int(len(ordered) * RANGE_TRIM)
+    return float(ordered[k]), float(ordered[-1 - k]), k > 0
 
 
 def prepare(trace: Trace, windows: list[StepWindow]) -> Replay | None:
