@@ -15,6 +15,9 @@ This script separates the suspects, one fresh process per configuration:
 - the GIL: diagnose's harness with the interpreter's switch interval cut from 5 to 0.5 ms ("switch"):
   the allocator's history takes the GIL at every allocation to record its Python stack, and a thread
   that waits for the GIL waits up to one switch interval before the holder is asked to let go;
+- the sampler: diagnose's harness with another version of the stack sampler ("old_sampler"), read from
+  the file $OLD_SAMPLER (`git show 1d514ac:diagnose/child/sampler.py > /tmp/old_sampler.py`: the
+  sampler that held the last sample's frames until the next one);
 - the time: profiling right after the timed steps, or after the loader has had seconds to fill
   its prefetch queue.
 
@@ -60,6 +63,8 @@ CONFIGS = {
     "tp_no_history": ("transfer", {"copy": "pinned"}, "no_history", 0.0),
     "tp_switch": ("transfer", {"copy": "pinned"}, "switch", 0.0),
     "pb12_switch": ("python_batch", {"workers": 12, "length": 128, "d_model": 2048}, "switch", 0.0),
+    "pb12_old_sampler": ("python_batch", {"workers": 12, "length": 128, "d_model": 2048}, "old_sampler", 0.0),
+    "tp_old_sampler": ("transfer", {"copy": "pinned"}, "old_sampler", 0.0),
 }
 WARMUP, TIMED, PROFILED = 5, 30, 4
 
@@ -83,14 +88,12 @@ def run_one(name: str, out: Path) -> None:
         record_shapes=diagnose_like,
         profile_memory=diagnose_like,
     )
-    if harness in ("diagnose", "no_sampler", "switch"):
+    if harness in ("diagnose", "no_sampler", "switch", "old_sampler"):
         torch.cuda.memory._record_memory_history(max_entries=100_000, stacks="python")
     prof.start()
     sampler = None
-    if harness in ("diagnose", "no_history", "switch"):
-        from diagnose.child.sampler import StackSampler
-
-        sampler = StackSampler()
+    if harness in ("diagnose", "no_history", "switch", "old_sampler"):
+        sampler = _sampler_class(harness)()
         sampler.start(mark=torch.profiler.record_function)
     load = os.getloadavg()
     with torch.profiler.record_function("diagnose/warmup 0"):
@@ -102,7 +105,7 @@ def run_one(name: str, out: Path) -> None:
     if sampler is not None:
         sampler.stop()
     prof.stop()
-    if harness in ("diagnose", "no_sampler", "switch"):
+    if harness in ("diagnose", "no_sampler", "switch", "old_sampler"):
         torch.cuda.memory._record_memory_history(enabled=None)
     raw = out / f"{name}.trace.json"
     prof.export_chrome_trace(str(raw))
@@ -125,9 +128,24 @@ def run_one(name: str, out: Path) -> None:
         "profiled_us": profiled,
         "timed_after_us": after,
         "samples": len(sampler.samples) if sampler else 0,
+        "sampling_s": sampler.sampling_ns / 1e9 if sampler else 0.0,
     }
     (out / f"{name}.json").write_text(json.dumps(record, indent=1))
     os._exit(0)  # persistent DataLoader workers: do not wait for their orderly shutdown
+
+
+def _sampler_class(harness: str):
+    """diagnose's StackSampler, or for "old_sampler" the one defined in the file $OLD_SAMPLER."""
+    if harness != "old_sampler":
+        from diagnose.child.sampler import StackSampler
+
+        return StackSampler
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("old_sampler", os.environ["OLD_SAMPLER"])
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.StackSampler
 
 
 def run_all(names: list[str], out: Path) -> None:
@@ -162,6 +180,7 @@ def analyse(folder: Path) -> list[dict]:
                 "estimated_us": round(diagnosis.summary.step_time_us),
                 "first": f"{top.rule} {top.severity}" if top else "none",
                 "allocation_us": round(_allocation_us(folder / f"{rec['name']}.trace.json.gz")),
+                "sample_us": round(rec.get("sampling_s", 0.0) / rec["samples"] * 1e6) if rec.get("samples") else 0,
             }
         )
     return rows
@@ -204,7 +223,7 @@ def main() -> int:
             print(
                 f"{r['name']:18} measured {r['timed_before_us']:>7,} (after {r['timed_after_us']:>7,}) µs · "
                 f"profiled {r['profiled_us']:>7,} · estimated {r['estimated_us'] or 0:>7,} ({ratio:.2f}x) · "
-                f"allocation ops {r['allocation_us']:,} µs a step · load {r['load']:.1f}/{r['cpus']} · first {r['first']}"
+                f"allocation ops {r['allocation_us']:,} µs a step · sampler {r['sample_us']} µs a sample · load {r['load']:.1f}/{r['cpus']} · first {r['first']}"
             )
         if args.json:
             args.json.write_text(json.dumps(rows, indent=1) + "\n")
