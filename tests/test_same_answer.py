@@ -28,7 +28,9 @@ DIFFER = {
         "recorded host time from one profiled step to the next, where the 30 unprofiled steps are tight "
         "(2,338-2,721 µs): host time the trace does not record, which no per-event cost removes, so the trace "
         "file alone estimates 5,222 µs against 2,661 µs measured (mean) and reads the rest as launch idle "
-        "(launch-overhead 1.53x); docs/profiler-overhead.md, 'loops fed by DataLoader workers'"
+        "(launch-overhead 1.53x); docs/profiler-overhead.md, 'loops fed by DataLoader workers'. The same loop sits on "
+        "launch-overhead's threshold under any harness (an H100, 2026-12-07: a plain torch.profiler loop fired it in one "
+        "round of two; 'the loader-loop benchmark on an H100')"
     ),
 }
 
