@@ -29,6 +29,7 @@ each step synchronised and wall-timed), then times 30 more steps without it. It 
 
 `--analyse` reads them back and prints, per configuration, the measured unprofiled step, the profiled
 step, and what the trace file alone estimates (diagnose.metrics.overhead), as JSON too with --json.
+First run (an H100, 2026-12-07): benchmarks/results-loader-loop-h100.json, read in docs/profiler-overhead.md.
 """
 
 from __future__ import annotations
