@@ -190,19 +190,15 @@ def analyse(folder: Path) -> list[dict]:
 def _allocation_us(path: Path) -> float:
     """Host time per profiled step in the allocation ops (aten::empty, aten::empty_strided) of every thread:
     where the allocator's history waits for the GIL to record a Python stack."""
-    doc = json.loads(gzip.open(path).read())
-    events = [e for e in doc["traceEvents"] if e.get("ph") == "X"]
-    steps = [e for e in events if e.get("cat") == "user_annotation" and e["name"].startswith("diagnose/step")]
-    if not steps:
+    from diagnose.trace import load_target
+
+    ops = load_target(path).ops
+    steps = ops[(ops["cat"] == "user_annotation") & ops["name"].str.startswith("diagnose/step")]
+    if not len(steps):
         return 0.0
-    lo = min(e["ts"] for e in steps)
-    hi = max(e["ts"] + e["dur"] for e in steps)
-    held = sum(
-        e["dur"]
-        for e in events
-        if e.get("cat") == "cpu_op" and e["name"] in ("aten::empty", "aten::empty_strided") and lo <= e["ts"] < hi
-    )
-    return held / len(steps)
+    inside = (ops["ts"] >= steps["ts"].min()) & (ops["ts"] < steps["end"].max())
+    allocation = (ops["cat"] == "cpu_op") & ops["name"].isin(("aten::empty", "aten::empty_strided"))
+    return float(ops.loc[inside & allocation, "dur"].sum()) / len(steps)
 
 
 def main() -> int:

@@ -352,7 +352,6 @@ def test_a_top_level_diagnose_field_of_another_kind_is_no_mark(tmp_path):
 def test_replayed_steps_far_apart_are_said_beside_the_estimate():
     """A window whose replayed steps lie 1.5x apart or more says their range: a few steps that far apart may not
     hold the loop's typical one (5 of the 15 such captures missed the measured step by more than 25 %)."""
-    from diagnose.metrics.overhead import OverheadEstimate
 
     def said(fastest, slowest):
         estimate = OverheadEstimate(5_000.0, 7_000.0, {}, 4, saving_us=2_000.0, fastest_us=fastest, slowest_us=slowest)
