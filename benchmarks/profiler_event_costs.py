@@ -10,7 +10,10 @@ The cost per event of a kind is the added time per iteration ÷ the events per i
 - `view`: one ATen op that launches nothing (`x.view(-1)`): the cost of a CPU op;
 - `add`: one ATen op that launches one kernel (`x.add_(1)`): a CPU op and a launch;
 - `python`: the same `add` inside a Python function, under with_stack=True: what each
-  `python_function` event adds on top.
+  `python_function` event adds on top;
+- `alloc`: one allocation and its free (`torch.empty(1024)`, dropped at once): a CPU op and two
+  allocator events; on CUDA also profiled with the allocator's history on (Python stacks, as
+  diagnose's capture records it in its profiled warm-up steps): what the history adds per event.
 
 The medians of the rounds are printed with their spread, as JSON too with --json. These are the
 direct measurements beside the fit of benchmarks/profiler_overhead.py: the fit reads real
@@ -48,7 +51,11 @@ def _loops(torch, device: str):
         for _ in range(n):
             step(x)
 
-    return (("view", view), ("add", add), ("python", python))
+    def alloc(n: int) -> None:
+        for _ in range(n):
+            torch.empty(1024, device=device)
+
+    return (("view", view), ("add", add), ("python", python), ("alloc", alloc))
 
 
 def _sync(torch, device: str) -> None:
@@ -56,9 +63,16 @@ def _sync(torch, device: str) -> None:
         torch.cuda.synchronize()
 
 
-def _timed(torch, device: str, fn, n: int, profiler=None) -> tuple[float, dict]:
-    """µs per iteration of `fn(n)`, and the profiled trace's events by kind (empty unprofiled)."""
+def _timed(torch, device: str, fn, n: int, profiler=None, history: bool = False) -> tuple[float, dict]:
+    """µs per iteration of `fn(n)`, and the profiled trace's events by kind (empty unprofiled); `history`: with
+    the allocator's history on (Python stacks, as diagnose's capture records it) while the loop runs."""
     _sync(torch, device)
+    if history:
+        torch.cuda.memory._record_memory_history(max_entries=20000, stacks="python")
+        try:
+            return _timed(torch, device, fn, n, profiler)
+        finally:
+            torch.cuda.memory._record_memory_history(enabled=None)
     if profiler is None:
         t0 = time.perf_counter()
         fn(n)
@@ -78,6 +92,8 @@ def _timed(torch, device: str, fn, n: int, profiler=None) -> tuple[float, dict]:
     for e in events:
         if e.get("ph") == "X":
             counts[e.get("cat", "")] = counts.get(e.get("cat", ""), 0) + 1
+        elif e.get("ph") == "i" and e.get("name") == "[memory]":
+            counts["allocator"] = counts.get("allocator", 0) + 1
     return elapsed * 1e6 / n, counts
 
 
@@ -103,11 +119,16 @@ def measure(device: str, iters: int, rounds: int) -> dict:
             plain, _ = _timed(torch, device, fn, iters)
             prof, counts = _timed(torch, device, fn, iters, _profiler(torch, device, False))
             stack, stack_counts = _timed(torch, device, fn, iters, _profiler(torch, device, True))
+            history = device == "cuda"
+            hist = (
+                _timed(torch, device, fn, iters, _profiler(torch, device, False), history=True)[0] if history else None
+            )
             rows.append(
                 {
                     "plain_us": plain,
                     "profiled_us": prof,
                     "with_stack_us": stack,
+                    "with_history_us": hist,
                     "events_per_iter": {k: v / iters for k, v in counts.items()},
                     "events_per_iter_with_stack": {k: v / iters for k, v in stack_counts.items()},
                 }
@@ -117,6 +138,9 @@ def measure(device: str, iters: int, rounds: int) -> dict:
             "plain_us": statistics.median(r["plain_us"] for r in rows),
             "added_us": statistics.median(r["profiled_us"] - r["plain_us"] for r in rows),
             "added_with_stack_us": statistics.median(r["with_stack_us"] - r["plain_us"] for r in rows),
+            "added_with_history_us": statistics.median(r["with_history_us"] - r["plain_us"] for r in rows)
+            if device == "cuda"
+            else None,
             "added_range_us": [
                 min(r["profiled_us"] - r["plain_us"] for r in rows),
                 max(r["profiled_us"] - r["plain_us"] for r in rows),
@@ -139,7 +163,8 @@ def main() -> None:
         print(
             f"{name:8s} plain {loop['plain_us']:7.2f} µs/iter; profiler adds {loop['added_us']:6.2f} µs "
             f"({loop['added_range_us'][0]:.2f}–{loop['added_range_us'][1]:.2f}); with_stack adds "
-            f"{loop['added_with_stack_us']:6.2f} µs; events/iter (with_stack) {json.dumps({k: round(v, 2) for k, v in events.items()})}"
+            f"{loop['added_with_stack_us']:6.2f} µs; with the allocator history "
+            f"{loop['added_with_history_us'] if loop['added_with_history_us'] is None else round(loop['added_with_history_us'], 2)} µs; events/iter (with_stack) {json.dumps({k: round(v, 2) for k, v in events.items()})}"
         )
     if args.json:
         args.json.write_text(json.dumps(result, indent=1))

@@ -178,3 +178,93 @@ def test_the_capture_mark_never_stops_a_capture(tmp_path, monkeypatch, fails):
     session.stop_profiler()
     head = json.loads(gzip.decompress((tmp_path / "trace.json.gz").read_bytes()))
     assert ("diagnose" in head) is not fails
+
+
+class _History:
+    """A stand-in for MemoryRecorder that writes when the allocator history starts and stops into `log`."""
+
+    enabled = True
+
+    def __init__(self, log: list):
+        self.log = log
+
+    def start_history(self):
+        self.log.append("history on")
+
+    def stop_history(self):
+        self.log.append("history off")
+
+    def finish(self):
+        return None
+
+
+def test_the_allocator_history_runs_in_the_profiled_warm_up_step_only(tmp_path, monkeypatch):
+    """Function mode: the history (Python stacks under the GIL at each allocation) is on while the profiled
+    warm-up step runs and off before the first measured step; the trace's mark says so."""
+    import contextlib
+
+    import torch
+
+    from diagnose.capture.spec import CaptureSpec
+    from diagnose.child.capture import CaptureSession
+
+    log: list[str] = []
+    spec = CaptureSpec(
+        path=str(W / "tiny_cpu.py"),
+        function="make_step",
+        mode="function",
+        out_dir=str(tmp_path),
+        warmup=1,
+        steps=2,
+        timed_steps=1,
+    )
+    session = CaptureSession(spec)
+    session.torch, session.memory = torch, _History(log)
+    plain_range = session.step_range
+
+    @contextlib.contextmanager
+    def logged(label):
+        log.append(label)
+        with plain_range(label):
+            yield
+
+    monkeypatch.setattr(session, "step_range", logged)
+    session.run_function()
+    assert log == ["history on", "diagnose/warmup 0", "history off", "diagnose/step 0", "diagnose/step 1"]
+    head = json.loads(gzip.decompress((tmp_path / "trace.json.gz").read_bytes()))
+    assert head["diagnose"]["allocator_history_steps"] == "warm-up"
+
+
+def test_script_mode_stops_the_allocator_history_when_the_first_measured_step_opens(tmp_path):
+    """Script mode: the profiler and the history run from the start; the boundary that opens the first measured
+    step stops the history, after the warm-up steps."""
+    import torch
+
+    from diagnose.capture.spec import CaptureSpec
+    from diagnose.child.capture import CaptureSession
+    from diagnose.child.steps import StepTracker
+
+    log: list[str] = []
+    session = CaptureSession(
+        CaptureSpec(path="x.py", mode="script", out_dir=str(tmp_path), warmup=2, steps=2, timed_steps=1)
+    )
+    session.torch, session.memory = torch, _History(log)
+    session.step_range = lambda label: _Logged(log, label)
+    tracker = StepTracker(session)
+    for _ in range(4):
+        tracker.boundary()
+    tracker.close_annotation()
+    assert log == ["diagnose/warmup 0", "diagnose/warmup 1", "history off", "diagnose/step 0", "diagnose/step 1"]
+
+
+class _Logged:
+    """A step range that only writes its label into `log`."""
+
+    def __init__(self, log: list, label: str):
+        log.append(label)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False

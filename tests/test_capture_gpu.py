@@ -40,7 +40,12 @@ def test_eager_decode_is_launch_bound(tmp_path, capsys):
         or mem["snapshot"]["events"]
     ), "allocations recorded with the user code that made them"
     head = json.loads(gzip.decompress((tmp_path / "cap" / "trace.json.gz").read_bytes()))
-    assert head["diagnose"] == {"capture": "diagnose", "allocator_history": True, "stack_sampler": True}
+    assert head["diagnose"] == {
+        "capture": "diagnose",
+        "allocator_history": True,
+        "allocator_history_steps": "warm-up",
+        "stack_sampler": True,
+    }
     trace = load_target(tmp_path / "cap" / "trace.json.gz")  # the trace file alone: still diagnose's harness
     assert trace.diagnose_mark and not prepare(trace, Metrics(trace).steps.windows).plain
 

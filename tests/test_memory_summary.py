@@ -76,3 +76,40 @@ def test_the_recorder_writes_a_gzipped_record_that_the_analysis_reads(tmp_path):
     doc, path = _read_memory_json(str(tmp_path), {"files": {"memory": MEMORY_FILE}}, warnings)
     assert not warnings and path.endswith(MEMORY_FILE)
     assert doc["device_total_bytes"] == 80 << 30 and doc["snapshot"]["reserved_bytes"] == 84 * MB
+
+
+def test_the_history_stopped_before_the_measured_steps_keeps_its_events_in_memory_json(tmp_path):
+    """torch empties its event buffer when the history stops; the recorder reads the events out first and
+    memory.json.gz carries them beside the final snapshot's blocks."""
+    import gzip
+    import json
+    import types
+
+    from diagnose.child.memory import MEMORY_FILE, MemoryRecorder
+
+    calls: list[dict] = []
+    buffer: list = list(snapshot()["device_traces"][0])
+
+    def record(**kw):
+        calls.append(kw)
+        if kw.get("enabled", "all") is None:
+            buffer.clear()  # as torch does
+
+    def take():
+        return {**snapshot(), "device_traces": [list(buffer)]}
+
+    cuda = types.SimpleNamespace(
+        is_available=lambda: True,
+        memory_stats=lambda: {},
+        get_device_properties=lambda index: types.SimpleNamespace(total_memory=80 << 30),
+        memory=types.SimpleNamespace(_snapshot=take, _record_memory_history=record),
+    )
+    recorder = MemoryRecorder(types.SimpleNamespace(cuda=cuda), tmp_path)
+    recorder.start_history()
+    recorder.stop_history()
+    recorder.stop_history()  # a second stop does nothing
+    assert [c.get("enabled", "all") for c in calls] == ["all", None] and not buffer
+    recorder.finish()
+    doc = json.loads(gzip.decompress((tmp_path / MEMORY_FILE).read_bytes()))
+    assert [e["action"] for e in doc["snapshot"]["events"]] == ["alloc", "oom"]
+    assert doc["snapshot"]["top_blocks"][0]["where"] == "/home/me/model.py:42 in attention"

@@ -382,3 +382,35 @@ def test_the_range_of_many_replayed_steps_leaves_out_their_fastest_and_slowest_t
     assert "(the fastest and slowest tenth left out)" not in estimate.text()
     estimate.trimmed = True
     assert "6,000 µs (the fastest and slowest tenth left out)" in estimate.text()
+
+
+def test_the_mark_says_whether_the_allocator_history_ran_through_the_measured_steps():
+    """diagnose's captures before 2026-12-07 kept the allocator's history on through the measured steps (a mark
+    without "allocator_history_steps"), its captures since only in the warm-up step; a trace without the mark is
+    charged as before."""
+    from diagnose.metrics.overhead import history_in_measured_steps
+
+    old = {"capture": "diagnose", "allocator_history": True, "stack_sampler": True}
+    assert history_in_measured_steps(old) and history_in_measured_steps(None)
+    assert not history_in_measured_steps({**old, "allocator_history_steps": "warm-up"})
+    assert not history_in_measured_steps({**old, "allocator_history": False})  # a capture without CUDA
+    assert _replay("transfer_pageable").history_in_steps  # recorded before the change
+
+
+def test_allocator_events_recorded_without_the_history_cost_less_and_never_below_nothing():
+    """REAL (H200 capture of a loop with ~1,900 allocator events a step): charged as if the history ran only in the
+    warm-up, the replay takes off less, by at most ALLOCATOR_HISTORY_US per allocator event (the host-speed factor
+    aside), and a fitted cost below that measured increment is charged nothing, never a negative cost."""
+    from diagnose.metrics.overhead import ALLOCATOR_HISTORY_US
+
+    replay = _replay("transfer_pageable")
+    with_history = replay.estimate()
+    replay.history_in_steps = False
+    without = replay.estimate()
+    events = without.events["allocator_event"]
+    assert events > 100
+    assert with_history.saving_us > without.saving_us
+    assert with_history.saving_us - without.saving_us <= events * ALLOCATOR_HISTORY_US * replay.host_speed * 1.01
+    low = replay.estimate(costs={**COSTS, "allocator_event": ALLOCATOR_HISTORY_US / 2})
+    none = replay.estimate(costs={**COSTS, "allocator_event": 0.0})
+    assert low.step_us == pytest.approx(none.step_us)

@@ -220,7 +220,11 @@ class CaptureSession:
         # a mark in the trace's top level that survives any editing of its events: the analysis charges a trace
         # that carries it the profiler costs of diagnose's own harness (metrics/overhead.py), not a plain loop's
         history = self.memory is not None and self.memory.enabled
+        # "warm-up": the allocator's history runs in the profiled warm-up steps only (memory.py); a mark without
+        # the key comes from a capture that kept it on through the measured steps (before 2026-12-07)
         mark = {"capture": "diagnose", "allocator_history": history, "stack_sampler": True}
+        if history:
+            mark["allocator_history_steps"] = "warm-up"
         with contextlib.suppress(Exception):  # a torch without kineto metadata: the capture goes on unmarked
             self.profiler.preset_metadata_json(CAPTURE_MARK, json.dumps(mark))
         if self.memory is not None:
@@ -230,6 +234,11 @@ class CaptureSession:
         self.compile_phase("profile")
         self.sampler = StackSampler()  # the main thread's Python stack, only while profiling
         self.sampler.start(mark=torch.profiler.record_function)
+
+    def measured_steps_begin(self) -> None:
+        """The profiled warm-up is over: stop what only the warm-up records (the allocator's history)."""
+        if self.memory is not None:
+            self.memory.stop_history()
 
     def stop_profiler(self) -> None:
         """Stop the profiler (if running) and write the trace; safe to call twice."""
@@ -350,6 +359,7 @@ class CaptureSession:
         self.start_profiler()
         with self.step_range(warmup_label(0)):  # absorbs the profiler's own start-up cost
             step()
+        self.measured_steps_begin()
         for i in range(spec.steps):
             self.progress("profile", i, spec.steps)
             with self.step_range(step_label(i)):

@@ -1,5 +1,13 @@
-"""Allocator recording in the child: history during the profiled steps, a snapshot at the end
+"""Allocator recording in the child: history during the profiled warm-up steps, a snapshot at the end
 or at the moment of an out-of-memory error, summarised into memory.json.gz.
+
+The history records each allocation with its Python stack, which torch gathers under the GIL: in a
+loop whose autograd or pin-memory thread allocates while other threads hold the GIL, that stalls the
+allocating thread for time the trace records nowhere (docs/profiler-overhead.md, "the loader-loop
+benchmark on an H100"). So it runs in the warm-up steps only, which repeat the measured step's
+allocations, and stops before the measured steps. Stopping it empties torch's event buffer, so the
+events are read out first and joined to the final snapshot; the stacks of blocks still live stay
+with the blocks.
 """
 
 from __future__ import annotations
@@ -38,6 +46,8 @@ class MemoryRecorder:
         self.enabled = torch.cuda.is_available()
         self.oom_snapshot: dict | None = None  # torch.cuda.memory._snapshot() at the out-of-memory error
         self.oom_info: dict[str, int] | None = None
+        self.recording = False  # the allocation history is on
+        self.recorded_traces: list | None = None  # the history's events per device, read out when it stopped
 
     def watch(self) -> None:
         """Take a snapshot if the workload runs out of memory (from the start, at no cost)."""
@@ -49,14 +59,26 @@ class MemoryRecorder:
             pass
 
     def start_history(self) -> None:
-        """Record every allocation with its Python stack (during the profiled steps only, since it
-        slows allocation-heavy code)."""
+        """Record every allocation with its Python stack (from the profiled warm-up steps until
+        `stop_history`, since it slows allocation-heavy code)."""
         if not self.enabled:
             return
         try:
             self.torch.cuda.memory._record_memory_history(max_entries=HISTORY_ENTRIES, stacks="python")
+            self.recording = True
         except Exception:
             pass
+
+    def stop_history(self) -> None:
+        """Stop recording allocations (before the measured steps), keeping the events recorded so far for the
+        final snapshot (torch drops them when the history stops)."""
+        if not self.recording:
+            return
+        self.recording = False
+        with contextlib.suppress(Exception):
+            self.recorded_traces = self.torch.cuda.memory._snapshot().get("device_traces") or []
+        with contextlib.suppress(Exception):
+            self.torch.cuda.memory._record_memory_history(enabled=None)
 
     def _on_oom(self, device, alloc, device_allocated, device_free) -> None:
         self.oom_info = {
@@ -84,6 +106,8 @@ class MemoryRecorder:
                 snapshot = torch.cuda.memory._snapshot()
         with contextlib.suppress(Exception):
             torch.cuda.memory._record_memory_history(enabled=None)
+        if snapshot and self.recorded_traces:
+            snapshot = with_recorded_events(snapshot, self.recorded_traces)
         doc = {
             "schema": "diagnose.memory/1",
             "device_total_bytes": torch.cuda.get_device_properties(0).total_memory,
@@ -99,3 +123,13 @@ class MemoryRecorder:
             stream.write(json.dumps(doc, default=str))
         os.replace(fresh, self.out / MEMORY_FILE)
         return stats
+
+
+def with_recorded_events(snapshot: dict, recorded: list) -> dict:
+    """`snapshot` with the events read out when the history stopped put before its own (per device)."""
+    later = snapshot.get("device_traces") or []
+    count = max(len(recorded), len(later))
+    joined = [
+        list(recorded[i] if i < len(recorded) else []) + list(later[i] if i < len(later) else []) for i in range(count)
+    ]
+    return {**snapshot, "device_traces": joined}

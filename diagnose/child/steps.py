@@ -84,6 +84,7 @@ class StepTracker:
         elif n < profiled_end:
             if n == spec.warmup:
                 self.session.compile_phase("profile")
+                self.session.measured_steps_begin()
             self.session.progress("profile", n - spec.warmup, spec.steps)
             self.session.meta["steps"]["profiled"] = n - spec.warmup
             self.open_annotation(step_label(n - spec.warmup))

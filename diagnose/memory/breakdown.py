@@ -159,7 +159,7 @@ def top_live(snapshot: dict | None) -> list[dict]:
 
 
 def top_allocating(snapshot: dict | None) -> list[dict]:
-    """The user frames that allocated the most bytes while the history was recorded (the profiled steps)."""
+    """The user frames that allocated the most bytes while the history was recorded (the profiled warm-up steps)."""
     events = (snapshot or {}).get("events") or []
     return _group([(e.get("where") or NOT_RECORDED, e.get("bytes") or 0) for e in events if e.get("action") == "alloc"])
 

@@ -66,6 +66,14 @@ HOST_SPEED_RANGE = (0.25, 4.0)
 # timed without the profiler) and judged on each loop with the others' fit
 # (benchmarks/results-profiler-overhead-plain.json; docs/profiler-overhead.md, "the sign is allocator events").
 PLAIN_SCALE = 0.41
+# Since 2026-12-07 diagnose's capture records the allocator's history in its profiled warm-up step only (its trace's
+# mark says "allocator_history_steps": "warm-up"); COSTS' allocator cost was fitted on captures that kept it on
+# through the measured steps, so such a trace's allocator events are charged this much less each: what the history
+# adds per allocator event, MEASURED on a tight allocation loop (benchmarks/profiler_event_costs.py, the `alloc` loop:
+# the median over three rounds of 0.87, 0.73 and -0.60 µs, an H100, 2026-12-07; benchmarks/results-event-costs-alloc-
+# h100.json), at most the whole fitted cost. The GIL stalls the history causes in a loop with other Python threads are
+# not in it: they are why the history no longer runs in measured steps.
+ALLOCATOR_HISTORY_US = 0.73
 EDGE_US = 0.5  # a window edge this close to an op's start or end is that op's
 MAX_STEPS = 32  # steps replayed at most (spread over the trace): the median needs no more
 SPREAD_SAID = 1.5  # the slowest replayed step this many times the fastest is said beside the estimate
@@ -409,6 +417,7 @@ class Replay:
     ops: list[_GpuOps]
     reference_launch_us: float = REFERENCE_LAUNCH_US
     plain: bool = False  # no allocator events (profile_memory off) and no diagnose mark: not diagnose's capture
+    history_in_steps: bool = True  # the allocator's history ran through the measured steps (diagnose before 2026-12-07)
 
     @property
     def host_speed(self) -> float:
@@ -420,6 +429,8 @@ class Replay:
     def estimate(self, costs: dict | None = None, scale: float = 1.0) -> OverheadEstimate:
         """The unprofiled step under `costs` (µs per event by kind, COSTS by default) × `scale`."""
         costs = COSTS if costs is None else costs
+        if not self.history_in_steps and "allocator_event" in costs:
+            costs = {**costs, "allocator_event": max(costs["allocator_event"] - ALLOCATOR_HISTORY_US, 0.0)}
         scale *= self.host_speed
         fitted = PLAIN_SCALE if self.plain else 1.0  # what was measured directly needs no such factor
         per_event = np.array([costs.get(k, 0.0) * scale * (1.0 if k in MEASURED else fitted) for k in KINDS])
@@ -473,7 +484,16 @@ def prepare(trace: Trace, windows: list[StepWindow]) -> Replay | None:
     gpu, runtime = _ByStart(trace.gpu), _ByStart(rt)
     ops = [_gpu_ops(gpu, runtime, launch_ts, w) for w in chosen]
     plain = counts["cpu_op"] > 0 and not len(trace.memory) and trace.diagnose_mark is None
-    return Replay(chosen, host, ops, plain=plain)
+    return Replay(chosen, host, ops, plain=plain, history_in_steps=history_in_measured_steps(trace.diagnose_mark))
+
+
+def history_in_measured_steps(mark: dict | None) -> bool:
+    """Whether a trace's allocator events are charged the cost fitted with the allocator's history on: diagnose's
+    captures before 2026-12-07 (a mark without "allocator_history_steps") and traces without diagnose's mark, as
+    before; not diagnose's captures since (history in the warm-up step only) nor its captures without CUDA."""
+    if not isinstance(mark, dict):
+        return True
+    return bool(mark.get("allocator_history")) and mark.get("allocator_history_steps") != "warm-up"
 
 
 def estimate_unprofiled(trace: Trace, windows: list[StepWindow], scale: float = 1.0) -> OverheadEstimate | None:
