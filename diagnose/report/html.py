@@ -159,7 +159,7 @@ def memory_parts_table(breakdown: PeakBreakdown | None | UnsetType) -> dict:
         parts = [
             {
                 "allocated at": a.where,
-                "GB allocated over the run": round(a.bytes / 1e9, 2),
+                "GB allocated while the history ran": round(a.bytes / 1e9, 2),
                 "allocations": a.count,
                 "largest GB": round((a.largest or 0) / 1e9, 2),
             }
