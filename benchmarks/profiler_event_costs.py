@@ -112,6 +112,7 @@ def measure(device: str, iters: int, rounds: int) -> dict:
     out: dict = {"device": device, "torch": torch.__version__, "iters": iters, "rounds": rounds, "loops": {}}
     if device == "cuda":
         out["gpu"] = torch.cuda.get_device_name()
+    cuda = device == "cuda"  # the allocator's history is CUDA's
     for name, fn in _loops(torch, device):
         fn(200)  # warm-up: first calls, allocator, module loading
         rows = []
@@ -119,10 +120,7 @@ def measure(device: str, iters: int, rounds: int) -> dict:
             plain, _ = _timed(torch, device, fn, iters)
             prof, counts = _timed(torch, device, fn, iters, _profiler(torch, device, False))
             stack, stack_counts = _timed(torch, device, fn, iters, _profiler(torch, device, True))
-            history = device == "cuda"
-            hist = (
-                _timed(torch, device, fn, iters, _profiler(torch, device, False), history=True)[0] if history else None
-            )
+            hist = _timed(torch, device, fn, iters, _profiler(torch, device, False), history=True)[0] if cuda else None
             rows.append(
                 {
                     "plain_us": plain,
@@ -139,7 +137,7 @@ def measure(device: str, iters: int, rounds: int) -> dict:
             "added_us": statistics.median(r["profiled_us"] - r["plain_us"] for r in rows),
             "added_with_stack_us": statistics.median(r["with_stack_us"] - r["plain_us"] for r in rows),
             "added_with_history_us": statistics.median(r["with_history_us"] - r["plain_us"] for r in rows)
-            if device == "cuda"
+            if cuda
             else None,
             "added_range_us": [
                 min(r["profiled_us"] - r["plain_us"] for r in rows),
@@ -147,6 +145,11 @@ def measure(device: str, iters: int, rounds: int) -> dict:
             ],
         }
     return out
+
+
+def _us(value: float | None) -> str:
+    """A measured µs figure, or "not measured" (the allocator's history off CUDA)."""
+    return "not measured" if value is None else f"{value:6.2f} µs"
 
 
 def main() -> None:
@@ -163,8 +166,8 @@ def main() -> None:
         print(
             f"{name:8s} plain {loop['plain_us']:7.2f} µs/iter; profiler adds {loop['added_us']:6.2f} µs "
             f"({loop['added_range_us'][0]:.2f}–{loop['added_range_us'][1]:.2f}); with_stack adds "
-            f"{loop['added_with_stack_us']:6.2f} µs; with the allocator history "
-            f"{loop['added_with_history_us'] if loop['added_with_history_us'] is None else round(loop['added_with_history_us'], 2)} µs; events/iter (with_stack) {json.dumps({k: round(v, 2) for k, v in events.items()})}"
+            f"{loop['added_with_stack_us']:6.2f} µs; with the allocator history {_us(loop['added_with_history_us'])}; "
+            f"events/iter (with_stack) {json.dumps({k: round(v, 2) for k, v in events.items()})}"
         )
     if args.json:
         args.json.write_text(json.dumps(result, indent=1))

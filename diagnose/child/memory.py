@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import gzip
+import itertools
 import json
 import os
 from pathlib import Path
@@ -128,8 +129,5 @@ class MemoryRecorder:
 def with_recorded_events(snapshot: dict, recorded: list) -> dict:
     """`snapshot` with the events read out when the history stopped put before its own (per device)."""
     later = snapshot.get("device_traces") or []
-    count = max(len(recorded), len(later))
-    joined = [
-        list(recorded[i] if i < len(recorded) else []) + list(later[i] if i < len(later) else []) for i in range(count)
-    ]
+    joined = [list(a) + list(b) for a, b in itertools.zip_longest(recorded, later, fillvalue=[])]
     return {**snapshot, "device_traces": joined}
