@@ -129,5 +129,5 @@ class MemoryRecorder:
 def with_recorded_events(snapshot: dict, recorded: list) -> dict:
     """`snapshot` with the events read out when the history stopped put before its own (per device)."""
     later = snapshot.get("device_traces") or []
-    joined = [list(a) + list(b) for a, b in itertools.zip_longest(recorded, later, fillvalue=[])]
+    joined = [list(a) + list(b) for a, b in itertools.zip_longest(recorded, later, fillvalue=())]
     return {**snapshot, "device_traces": joined}
