@@ -104,6 +104,7 @@ def test_a_findings_json_from_before_the_typed_model_reads_typed():
         "estimated_unprofiled_step_time_us",
         "profiler_share_of_host_time",
         "python_tracing_us_per_step",
+        "estimated_step_range_us",
         "steps_method",
         "step_unit_known",
     }

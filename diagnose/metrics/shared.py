@@ -211,6 +211,14 @@ class Metrics:
             return None
         return round(min(o.python_tracing_us, max(0.0, b.profiled_step_us - b.step_us)), 1)
 
+    def _estimated_step_range(self) -> list[float] | None:
+        """[fastest, slowest] replayed step where the steps the estimate rests on lie far apart
+        (OverheadEstimate.far_apart), else None: a few steps that far apart may not hold the typical one."""
+        b, o = self.budget, self.overhead
+        if b.estimated_step_us is None or o is None or not o.far_apart:
+            return None
+        return [round(o.fastest_us, 1), round(o.slowest_us, 1)]
+
     def summary(self) -> dict:
         """The headline numbers of the report."""
         b, tl = self.budget, self.timeline
@@ -234,6 +242,7 @@ class Metrics:
             ),
             "profiler_share_of_host_time": round(1 - b.host_scale, 4) if b.estimated_step_us is not None else None,
             "python_tracing_us_per_step": self._python_tracing_us(),
+            "estimated_step_range_us": self._estimated_step_range(),
             "gpu_busy_fraction": round(min(1.0, b.busy_us / b.step_us), 4) if b.step_us else 0.0,
             "gpu_busy_fraction_profiled": round(tl.busy_fraction, 4),
             "gpu_busy_us_per_step": round(b.busy_us, 3),

@@ -578,6 +578,9 @@ class Summary(msgspec.Struct, frozen=True):
     estimated_unprofiled_step_time_us: float | None = None
     profiler_share_of_host_time: float | None = None
     python_tracing_us_per_step: float | None = None  # of the profiler's own time, what with_stack's Python events add
+    # the fastest and slowest replayed step where they lie SPREAD_SAID or more apart (metrics/overhead.py): the
+    # estimate is uncertain within that range
+    estimated_step_range_us: list[float] | None = None
     gpu_busy_fraction: float | None = None
     gpu_busy_fraction_profiled: float | None = None
     gpu_busy_us_per_step: float | None = None
