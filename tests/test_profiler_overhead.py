@@ -14,6 +14,7 @@ import pytest
 from diagnose.metrics import Metrics
 from diagnose.metrics.overhead import COSTS, MEASURED, PLAIN_SCALE, OverheadEstimate, prepare
 from diagnose.report.html import headline_tiles
+from diagnose.report.markdown import render_markdown
 from diagnose.report.text import render_text
 from diagnose.trace import load_target
 from tests.conftest import diagnosis_of
@@ -436,16 +437,18 @@ def test_a_capture_with_the_history_in_the_warm_up_only_is_charged_without_it():
 
 def test_an_estimate_on_steps_far_apart_says_their_range_on_the_first_screen():
     """REAL (H200, transfer_pinned: a DataLoader loop whose steps are bimodal): the trace file alone's steps replay
-    14.5-33.0 ms, and the summary, the terminal line and the HTML tile say the estimate is uncertain within that."""
+    14.5-33.0 ms, and the summary, the terminal line, the HTML tile and the Markdown table say the estimate is
+    uncertain within that."""
     d = diagnosis_of(CAPTURES / "transfer_pinned" / "trace.json.gz")
     low, high = d.summary.estimated_step_range_us
     assert 1.5 * low <= high and low < d.summary.step_time_us < high
     assert f"uncertain: its steps replay to {low:,.0f}-{high:,.0f} µs" in render_text(d)
     assert "uncertain" in headline_tiles(d)[0]["note"]
+    assert f"uncertain: its steps replay to {low:,.0f}-{high:,.0f} µs" in render_markdown(d)
 
 
 @pytest.mark.parametrize("path", ["decode_eager/trace.json.gz", "transfer_pinned"])
 def test_an_estimate_on_steps_close_together_or_a_measured_step_says_no_range(path):
     d = diagnosis_of(CAPTURES / path)
     assert d.summary.estimated_step_range_us is None
-    assert "uncertain" not in render_text(d)
+    assert "uncertain" not in render_text(d) and "uncertain" not in render_markdown(d)

@@ -603,6 +603,14 @@ class Summary(msgspec.Struct, frozen=True):
             return "unprofiled"
         return "estimated unprofiled" if self.estimated_unprofiled_step_time_us else "profiled"
 
+    def uncertain_text(self) -> str:
+        """ "uncertain: its steps replay to 14,532-33,013 µs" where the estimated step rests on steps far apart
+        (`estimated_step_range_us`), else "": every renderer says it beside the step."""
+        if not self.estimated_step_range_us:
+            return ""
+        low, high = self.estimated_step_range_us
+        return f"uncertain: its steps replay to {fmt(low)}-{fmt(high)} µs"
+
     @property
     def empty(self) -> bool:
         """True for the summary of a trace with no operation."""

@@ -241,14 +241,6 @@ def device_facts(device: Device) -> list[tuple[str, str]]:
     return [(label, str(value)) for label, value in facts if value not in (None, "")]
 
 
-def _uncertain_estimate(step_range: list[float] | None) -> str:
-    """ "; uncertain: its steps replay to 14.5-33.0 ms" for an estimate whose steps lie far apart, else ""."""
-    if not step_range:
-        return ""
-    low, high = step_range
-    return f"; uncertain: its steps replay to {duration(low)} to {duration(high)}"
-
-
 def headline_tiles(d: Diagnosis) -> list[dict]:
     """The numbers on the first screen: step time, GPU busy share, and what the top finding recovers."""
     s = d.summary
@@ -265,7 +257,7 @@ def headline_tiles(d: Diagnosis) -> list[dict]:
                     if s.python_tracing_us_per_step is not None
                     else ")"
                 )
-                + _uncertain_estimate(s.estimated_step_range_us)
+                + (f"; {s.uncertain_text()}" if s.uncertain_text() else "")
             ),
             "profiled": "profiled: includes profiler overhead",
         }

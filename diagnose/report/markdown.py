@@ -55,7 +55,8 @@ def _headline_rows(d: Diagnosis) -> list[tuple[str, str]]:
     rows = []
     if s.step_time_us is not None:
         basis = s.step_basis
-        rows.append((f"step time ({basis})", duration(s.step_time_us)))
+        uncertain = f" ({s.uncertain_text()})" if s.uncertain_text() else ""
+        rows.append((f"step time ({basis})", duration(s.step_time_us) + uncertain))
     if s.gpu_busy_fraction is not None:
         rows.append(("GPU busy", percent(s.gpu_busy_fraction)))
     if s.host_wait_share is not None:

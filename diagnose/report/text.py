@@ -65,9 +65,8 @@ def print_summary(diagnosis: Diagnosis, console: Console, outputs: dict[str, str
             basis = f"estimated unprofiled; {fmt(s.profiled_step_time_us or 0)} µs profiled"
             if s.python_tracing_us_per_step is not None:
                 basis += f", {fmt(s.python_tracing_us_per_step)} µs of it with_stack's Python tracing"
-            if s.estimated_step_range_us:
-                low, high = s.estimated_step_range_us
-                basis += f"; uncertain: its steps replay to {fmt(low)}-{fmt(high)} µs"
+            if s.uncertain_text():
+                basis += f"; {s.uncertain_text()}"
         console.print(
             f"  step {fmt(s.step_time_us)} µs ({basis}) · GPU busy {percent(s.gpu_busy_fraction or 0)} · "
             f"{fmt(s.gpu_ops_per_step or 0)} GPU ops/step · host wait {percent(s.host_wait_share or 0)} · "
