@@ -119,6 +119,7 @@ def test_a_findings_json_from_before_the_typed_model_reads_typed():
     for was, now in zip(old["findings"], again["findings"]):  # the same rows, `label` added
         assert [{k: v for k, v in row.items() if k != "label"} for row in now["offenders"]] == was["offenders"]
         assert all(x.pop("passed_over") == "" for x in now["fixes"])  # additive: empty when absent
+        assert now.pop("step_range") is None  # additive: None when absent
         assert {k: v for k, v in now.items() if k != "offenders"} == {k: v for k, v in was.items() if k != "offenders"}
 
 

@@ -113,14 +113,34 @@ def on_estimate(budget: StepBudget, estimate: OverheadEstimate | None) -> StepBu
     seen = budget.host_paced_us + budget.host_silent_us
     if seen <= 0:
         return budget
-    gpu = budget.busy_us + budget.kernel_wait_us + budget.other_wait_us
     real = min(seen, max(0.0, seen - estimate.saving_us))
+    gpu = budget.busy_us + budget.kernel_wait_us + budget.other_wait_us
     scale = real / seen
     basis = (
         f"estimated unprofiled step {gpu + real:,.0f} µs against {budget.profiled_step_us:,.0f} µs profiled: "
         f"{estimate.text()}; host-side idle rescaled by {scale:.2f}: {percent(1 - scale)} of this host time "
         f"is the profiler's own (estimated)"
     )
+    return _host_rescaled(budget, real, basis)
+
+
+def at_step(budget: StepBudget, step_us: float) -> StepBudget:
+    """`budget` (as recorded, with no measured step) on an estimated step of `step_us` instead: its host-side idle
+    rescaled so that the step is `step_us`, within what the trace allows (no less than its GPU-side time, no more
+    than all the host-side idle it recorded). The estimate's range is judged on it (ruleset/step_range.py)."""
+    seen = budget.host_paced_us + budget.host_silent_us
+    if budget.unprofiled_step_us or seen <= 0:
+        return budget
+    gpu = budget.busy_us + budget.kernel_wait_us + budget.other_wait_us
+    real = min(seen, max(0.0, step_us - gpu))
+    return _host_rescaled(budget, real, f"the estimated step taken as {gpu + real:,.0f} µs")
+
+
+def _host_rescaled(budget: StepBudget, real: float, basis: str) -> StepBudget:
+    """`budget` with its host-side idle scaled to `real` µs a step: an estimated step of GPU-side time + `real`."""
+    seen = budget.host_paced_us + budget.host_silent_us
+    scale = real / seen
+    gpu = budget.busy_us + budget.kernel_wait_us + budget.other_wait_us
     return dataclasses.replace(
         budget,
         host_paced_us=budget.host_paced_us * scale,

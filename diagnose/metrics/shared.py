@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import functools
 from typing import Any, Callable
 
@@ -20,11 +21,14 @@ from diagnose.metrics.pyframes import PySamples, python_samples
 from diagnose.metrics.launches import join_launches
 from diagnose.metrics.optimizer import optimizer_steps
 from diagnose.metrics.overhead import OverheadEstimate, estimate_unprofiled
-from diagnose.metrics.budget import StepBudget, on_estimate, step_budget
+from diagnose.metrics.budget import StepBudget, at_step, on_estimate, step_budget
 from diagnose.metrics.steps import Steps, find_steps
 from diagnose.metrics.timeline import DEFAULTS as TIMELINE_DEFAULTS
 from diagnose.metrics.timeline import Timeline, build_timeline
 from diagnose.trace.model import Trace
+
+# the cached views made from the step budget: made anew for another step (Metrics.at_step)
+_ON_THE_BUDGET = ("budget", "accounting")
 
 
 class Metrics:
@@ -199,6 +203,16 @@ class Metrics:
         measured = self.ncu.measured if self.ncu is not None else None
         return work.op_instances(self.kernels_in_steps, measured)
 
+    def at_step(self, step_us: float) -> "Metrics":
+        """These metrics with the estimated step taken as `step_us` (one end of `estimated_step_range`): the budget
+        and what is built on it (the accounting) are made anew on that step, everything else is shared. For a step
+        that was measured, or a budget with no host-side idle to rescale, the step stays what it was."""
+        other = copy.copy(self)
+        other.__dict__ = {k: v for k, v in self.__dict__.items() if k not in _ON_THE_BUDGET}
+        other.warnings = []
+        other.__dict__["budget"] = at_step(step_budget(self.steps, self.timeline, self.trace.capture), step_us)
+        return other
+
     def per_step(self, total: float) -> float:
         """A total over all measured steps, per step."""
         return total / max(len(self.steps.windows), 1)
@@ -211,7 +225,7 @@ class Metrics:
             return None
         return round(min(o.python_tracing_us, max(0.0, b.profiled_step_us - b.step_us)), 1)
 
-    def _estimated_step_range(self) -> list[float] | None:
+    def estimated_step_range(self) -> list[float] | None:
         """[fastest, slowest] replayed step where the steps the estimate rests on lie far apart
         (OverheadEstimate.far_apart), else None: a few steps that far apart may not hold the typical one."""
         b, o = self.budget, self.overhead
@@ -242,7 +256,7 @@ class Metrics:
             ),
             "profiler_share_of_host_time": round(1 - b.host_scale, 4) if b.estimated_step_us is not None else None,
             "python_tracing_us_per_step": self._python_tracing_us(),
-            "estimated_step_range_us": self._estimated_step_range(),
+            "estimated_step_range_us": self.estimated_step_range(),
             "gpu_busy_fraction": round(min(1.0, b.busy_us / b.step_us), 4) if b.step_us else 0.0,
             "gpu_busy_fraction_profiled": round(tl.busy_fraction, 4),
             "gpu_busy_us_per_step": round(b.busy_us, 3),

@@ -370,6 +370,39 @@ class Verify(msgspec.Struct, frozen=True):
     trials: list[Trial] = msgspec.field(default_factory=list)
 
 
+class StepRange(msgspec.Struct, frozen=True):
+    """How a finding fares across its uncertain estimated step (ruleset/step_range.py): the rule run again with the
+    step taken as the fastest and as the slowest replayed step, and its severity there ("quiet" where it would
+    not fire). Only on a trace analysed alone whose replayed steps lie far apart (Summary.estimated_step_range_us)."""
+
+    fastest_us: float
+    slowest_us: float
+    at_fastest: str  # a severity, or "quiet"
+    at_slowest: str
+
+    @property
+    def holds(self) -> bool:
+        """Whether the rule fires at both ends of the range."""
+        return QUIET not in (self.at_fastest, self.at_slowest)
+
+    def text(self, severity: str) -> str:
+        """ "quiet if the step is 14,532 µs (the fastest replayed)" where an end of the range changes the finding
+        from `severity` (its severity on the estimated step), the ends that do joined by "; "; "" where neither
+        does."""
+        return self._ends(lambda at: at != severity)
+
+    def quiet_text(self) -> str:
+        """The same words for the ends where the rule would not fire only ("" where it fires at both)."""
+        return self._ends(lambda at: at == QUIET)
+
+    def _ends(self, said) -> str:
+        ends = (("fastest", self.fastest_us, self.at_fastest), ("slowest", self.slowest_us, self.at_slowest))
+        return "; ".join(f"{at} if the step is {fmt(us)} µs (the {end} replayed)" for end, us, at in ends if said(at))
+
+
+QUIET = "quiet"
+
+
 class Finding(msgspec.Struct, frozen=True):
     """A bottleneck a rule found, with everything needed to believe and act on it. Frozen: normalised when
     made (`__post_init__`); a later step (the engine's `finished`, `--verify`) makes a new Finding of it."""
@@ -387,6 +420,8 @@ class Finding(msgspec.Struct, frozen=True):
     verify: list[Verify] | None = None  # --verify: one entry per fix, measured
     ranks: list | None = None  # with several ranks: the ranks it holds on (None: a single trace)
     sheet: CheatSheet | None = None  # the rule's cheat-sheet row, filled in when the Diagnosis is assembled
+    # on an uncertain estimated step: the rule's verdict at the fastest and the slowest replayed step
+    step_range: StepRange | None = None
 
     def __post_init__(self):
         """Plain numbers, and no estimate that is not a finite speedup of at least 1× (a broken input must not
@@ -416,6 +451,12 @@ class Finding(msgspec.Struct, frozen=True):
             return self.fixes[0].id
         before = first[0] if lead == 1 else ", ".join(first[: lead - 1]) + f" and {first[lead - 1]}"
         return f"{before}, then {self.fixes[lead].id}"
+
+    def range_text(self) -> str:
+        """ "uncertain: quiet if the step is 14,532 µs (the fastest replayed)" where the finding changes within its
+        uncertain estimated step (`step_range`), else "": every renderer says it beside the finding."""
+        said = self.step_range.text(self.severity) if self.step_range else ""
+        return f"uncertain: {said}" if said else ""
 
 
 class Skipped(msgspec.Struct, frozen=True):

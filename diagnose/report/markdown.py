@@ -35,6 +35,8 @@ def render_markdown(d: Diagnosis, *, outputs: dict[str, str] | None = None, **_)
         for i, f in enumerate(d.findings[:TOP_FINDINGS], 1):
             lines.append(f"### {i}. {md(f.title)}")
             lines += [f"- {md(e.text())}" for e in f.evidence[:4]]
+            if f.range_text():
+                lines.append(f"- **{md(f.range_text())}**")
             if f.fixes:
                 lines.append(f"- **fix** `{f.fixes[0].id}`: {md(f.fixes[0].title)}")
             lines += [f"- **verify** {md(line)}" for line in verify_lines(f)]

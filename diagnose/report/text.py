@@ -88,6 +88,8 @@ def print_summary(diagnosis: Diagnosis, console: Console, outputs: dict[str, str
             f"[bold]{f.rule}[/]{gain}: {safe(f.title)}"
         )
         console.print("    evidence: " + safe(" · ".join(e.text() for e in f.evidence[:3])))
+        if f.range_text():
+            console.print(f"    [yellow]{safe(f.range_text())}[/]")
         if f.fixes:
             fixes = f.fix_phrase() if f.fixes[0].prerequisite else ", ".join(x.id for x in f.fixes)
             console.print(f"    fix: [green]{safe(fixes)}[/] ({safe(f.fixes[0].title)})")

@@ -453,6 +453,8 @@ def verdict(d: Diagnosis) -> str:
         extra, named = "", None
         if largest and largest.share >= LOSS_NAMED_SHARE and (top.recoverable_us or 0) < 0.5 * largest.us_per_step:
             extra, named = f" Meanwhile {_bucket_text(largest)}.", largest
+        if top.step_range and not top.step_range.holds:
+            extra = f" Uncertain on this estimated step: {top.step_range.quiet_text()}.{extra}"
         return f"{top.title}{gain}.{extra}{_unexplained_note(buckets, named)}"
     busy = s.gpu_busy_fraction
     ran = len(d.checked)

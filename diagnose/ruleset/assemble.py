@@ -24,6 +24,7 @@ from diagnose.metrics import views
 from diagnose.ncu.details import enrich_top_kernels, join_warnings, ncu_details
 from diagnose.ncu.roofline import roofline
 from diagnose.rules import ALL_RULES
+from diagnose.ruleset.step_range import across_step_range
 from diagnose.trace.model import Trace
 
 
@@ -56,11 +57,12 @@ def diagnose_trace(
     else:
         ctx, ctx.sweep, ctx.ranks = context, sweep, ranks
     results = run_rules(ctx, rules or ALL_RULES)
+    findings = across_step_range(ctx, results.findings, rules or ALL_RULES)
     return Diagnosis.assemble(
         target=target or (trace.capture or {}).get("target") or trace.source,
         device=typed(trace.device, Device),
         summary=summary(ctx),
-        findings=results.findings,
+        findings=findings,
         skipped=results.skipped,
         checked=results.checked,
         capture=capture_of(trace.capture),

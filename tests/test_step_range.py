@@ -1,0 +1,96 @@
+"""A finding on an uncertain estimated step says how it fares at the range's ends (diagnose/ruleset/step_range.py).
+
+REAL (H200, transfer_pinned: a DataLoader loop whose steps are bimodal without the profiler too): its trace file
+alone estimates a 25,020 µs step whose replayed steps range from 14,532 to 33,013 µs, and launch-overhead fires
+low on the estimate. Its folder, whose step was timed (19,147 µs), is quiet.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from conftest import CAPTURES, diagnosis_of
+from diagnose.metrics.budget import StepBudget, at_step
+from diagnose.model.config import Config
+from diagnose.model.findings import QUIET, StepRange
+from diagnose.report.html import render_html
+from diagnose.report.markdown import render_markdown
+from diagnose.report.text import render_text
+from diagnose.rulebook.engine import Context, run_rules
+from diagnose.rules import ALL_RULES
+from diagnose.trace import load_target
+
+PINNED_ALONE = CAPTURES / "transfer_pinned" / "trace.json.gz"
+
+
+def _launch(d):
+    return next(f for f in d.findings if f.rule == "launch-overhead")
+
+
+def test_a_finding_quiet_at_the_fastest_replayed_step_says_so_on_the_first_screen():
+    d = diagnosis_of(PINNED_ALONE)
+    f = _launch(d)
+    assert f.severity == "low"
+    assert f.step_range == StepRange(14532.1, 33012.8, QUIET, "medium")
+    assert not f.step_range.holds
+    said = "quiet if the step is 14,532 µs (the fastest replayed)"
+    assert f.range_text() == f"uncertain: {said}; medium if the step is 33,013 µs (the slowest replayed)"
+    assert f"Uncertain on this estimated step: {said}." in d.verdict
+    assert said in render_text(d) and "quiet if the step is 14,532 µs" in render_markdown(d)
+    assert f'<p class="uncertain">uncertain: {said}' in render_html(d)
+
+
+def test_a_timed_step_or_steps_close_together_carry_no_range():
+    assert all(f.step_range is None for f in diagnosis_of(CAPTURES / "transfer_pinned").findings)
+    eager = diagnosis_of(CAPTURES / "decode_eager" / "trace.json.gz")
+    assert eager.findings and all(f.step_range is None and f.range_text() == "" for f in eager.findings)
+    assert "Uncertain" not in eager.verdict
+
+
+def test_a_finding_that_holds_at_both_ends_says_nothing_more():
+    d = diagnosis_of(CAPTURES / "compile_fullgraph" / "trace.json.gz")
+    f = _launch(d)
+    assert f.step_range is not None and f.step_range.holds
+    assert f.step_range.at_fastest == f.step_range.at_slowest == f.severity
+    assert f.range_text() == "" and "Uncertain" not in d.verdict
+
+
+def test_the_rules_run_again_at_the_estimated_step_give_the_same_findings():
+    trace = load_target(PINNED_ALONE)
+    ctx = Context(trace, Config())
+    here = {f.rule: f.severity for f in run_rules(ctx, ALL_RULES).findings}
+    again = Context(trace, Config())
+    again.metrics = ctx.metrics.at_step(ctx.metrics.budget.step_us)
+    assert again.metrics.budget.step_us == pytest.approx(ctx.metrics.budget.step_us, rel=1e-9)
+    assert again.metrics.timeline is ctx.metrics.timeline  # shared, not made again
+    assert {f.rule: f.severity for f in run_rules(again, ALL_RULES).findings} == here
+    fast = ctx.metrics.at_step(14532.1)
+    assert fast.budget.step_us == pytest.approx(14532.1) and fast.accounting is not ctx.metrics.accounting
+
+
+def _budget(**kw) -> StepBudget:
+    values = dict(
+        n_steps=4,
+        profiled_step_us=2000.0,
+        unprofiled_step_us=None,
+        busy_us=600.0,
+        host_paced_us=600.0,
+        host_silent_us=200.0,
+        host_after_sync_us=100.0,
+        kernel_wait_us=100.0,
+        other_wait_us=0.0,
+        basis="profiled",
+    )
+    return StepBudget(**{**values, **kw})
+
+
+def test_a_budget_moved_to_another_step_stays_within_what_the_trace_recorded():
+    """SYNTHETIC numbers: 700 µs of GPU-side time and 800 µs of host-side idle a step."""
+    b = _budget()
+    half = at_step(b, 1100.0)
+    assert half.step_us == pytest.approx(1100.0)
+    assert (half.host_paced_us, half.host_silent_us, half.host_after_sync_us) == pytest.approx((300, 100, 50))
+    assert at_step(b, 100.0).step_us == pytest.approx(700.0)  # never below the GPU-side time
+    assert at_step(b, 9000.0).step_us == pytest.approx(1500.0)  # never more host idle than was recorded
+    measured = _budget(unprofiled_step_us=1800.0)
+    assert at_step(measured, 1100.0) is measured
