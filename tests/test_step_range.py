@@ -94,3 +94,19 @@ def test_a_budget_moved_to_another_step_stays_within_what_the_trace_recorded():
     assert at_step(b, 9000.0).step_us == pytest.approx(1500.0)  # never more host idle than was recorded
     measured = _budget(unprofiled_step_us=1800.0)
     assert at_step(measured, 1100.0) is measured
+
+
+def test_a_quiet_rule_that_would_fire_at_an_end_says_so_and_the_verdict_names_it():
+    """REAL (H100, transfer_pinned_h100): quiet on its estimated step, launch-overhead would fire at the slowest."""
+    d = diagnosis_of(CAPTURES / "transfer_pinned_h100" / "trace.json.gz")
+    assert not d.findings
+    launch = next(c for c in d.checked if c.rule == "launch-overhead")
+    assert (launch.step_range.at_fastest, launch.step_range.at_slowest) == (QUIET, "low")
+    said = "low if the step is 27,787 µs (the slowest replayed)"
+    assert launch.range_text() == f"uncertain: {said}"
+    assert d.verdict.endswith(f"Uncertain on this estimated step: launch-overhead would fire, {said}.")
+    assert said in render_text(d)
+    quiet_at_both = [c for c in d.checked if c.step_range and c.step_range.at_fastest == c.step_range.at_slowest]
+    assert quiet_at_both and all(c.range_text() == "" for c in quiet_at_both)
+    skipped = {s.rule for s in d.skipped}
+    assert skipped and not skipped & {c.rule for c in d.checked}

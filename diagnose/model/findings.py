@@ -471,6 +471,14 @@ class Checked(msgspec.Struct, frozen=True):
 
     rule: str
     detail: str
+    # on an uncertain estimated step: the rule's verdict at the fastest and the slowest replayed step
+    step_range: StepRange | None = None
+
+    def range_text(self) -> str:
+        """ "uncertain: low if the step is 33,013 µs (the slowest replayed)" where the rule would fire at an end of
+        its uncertain estimated step (`step_range`), else ""."""
+        said = self.step_range.text(QUIET) if self.step_range else ""
+        return f"uncertain: {said}" if said else ""
 
 
 class Bucket(msgspec.Struct, frozen=True):

@@ -109,7 +109,8 @@ def print_summary(diagnosis: Diagnosis, console: Console, outputs: dict[str, str
     if d.checked or d.skipped:
         table = Table(show_header=False, box=None, padding=(0, 1))
         for c in d.checked:
-            table.add_row("[green]quiet[/]", c.rule, safe(c.detail))
+            said = f" [yellow]({safe(c.range_text())})[/]" if c.range_text() else ""
+            table.add_row("[green]quiet[/]", c.rule, safe(c.detail) + said)
         for sk in d.skipped:
             table.add_row("[dim]skipped[/]", f"[dim]{sk.rule}[/]", f"[dim]{safe(sk.reason)}[/]")
         console.print()

@@ -26,6 +26,7 @@ from diagnose.model.findings import (
     Finding,
     Offender,
     OffenderLabel,
+    QUIET,
     Severity,
     Skipped,
     SEVERITIES,
@@ -481,15 +482,22 @@ def verdict(d: Diagnosis) -> str:
             )
         return (
             f"No rule fired; the GPU computes only {percent(compute)} of the step.{where}"
-            f"{_unexplained_note(buckets, largest)}"
+            f"{_unexplained_note(buckets, largest)}{_quiet_on_the_estimate(d)}"
         )
     where = ""
     if largest and largest.share >= UNEXPLAINED_NAMED_SHARE:
         where = f"; the largest other part is {_bucket_text(largest)}"
     return (
         f"No bottleneck found by the {ran} rules that ran; the GPU is busy {percent(busy)} of each step"
-        f"{where}.{_unexplained_note(buckets, largest)}"
+        f"{where}.{_unexplained_note(buckets, largest)}{_quiet_on_the_estimate(d)}"
     )
+
+
+def _quiet_on_the_estimate(d: Diagnosis) -> str:
+    """ " Uncertain on this estimated step: launch-overhead would fire, low if the step is 27,787 µs (the slowest
+    replayed)." for the quiet rules that would fire at an end of an uncertain estimated step, else ""."""
+    said = [f"{c.rule} would fire, {c.step_range.text(QUIET)}" for c in d.checked if c.step_range and c.range_text()]
+    return f" Uncertain on this estimated step: {'; '.join(said)}." if said else ""
 
 
 def _bucket_text(bucket: Bucket) -> str:

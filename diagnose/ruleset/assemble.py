@@ -56,13 +56,12 @@ def diagnose_trace(
         ctx = Context(trace, config, sweep=sweep, ncu=ncu, ranks=ranks)
     else:
         ctx, ctx.sweep, ctx.ranks = context, sweep, ranks
-    results = run_rules(ctx, rules or ALL_RULES)
-    findings = across_step_range(ctx, results.findings, rules or ALL_RULES)
+    results = across_step_range(ctx, run_rules(ctx, rules or ALL_RULES), rules or ALL_RULES)
     return Diagnosis.assemble(
         target=target or (trace.capture or {}).get("target") or trace.source,
         device=typed(trace.device, Device),
         summary=summary(ctx),
-        findings=findings,
+        findings=results.findings,
         skipped=results.skipped,
         checked=results.checked,
         capture=capture_of(trace.capture),
