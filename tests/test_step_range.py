@@ -10,9 +10,11 @@ from __future__ import annotations
 import pytest
 
 from conftest import CAPTURES, diagnosis_of
+from diagnose.diff.build import diff_diagnoses
 from diagnose.metrics.budget import StepBudget, at_step
 from diagnose.model.config import Config
 from diagnose.model.findings import QUIET, StepRange
+from diagnose.report.diff_views import finding_lines
 from diagnose.report.html import render_html
 from diagnose.report.markdown import render_markdown
 from diagnose.report.text import render_text
@@ -110,3 +112,10 @@ def test_a_quiet_rule_that_would_fire_at_an_end_says_so_and_the_verdict_names_it
     assert quiet_at_both and all(c.range_text() == "" for c in quiet_at_both)
     skipped = {s.rule for s in d.skipped}
     assert skipped and not skipped & {c.rule for c in d.checked}
+
+
+def test_a_diff_says_which_side_holds_a_finding_its_uncertain_step_could_overturn():
+    report = diff_diagnoses(diagnosis_of(CAPTURES / "transfer_pinned"), diagnosis_of(PINNED_ALONE))
+    assert finding_lines(report) == ["launch-overhead appeared (— → low, uncertain on AFTER's estimated step)"]
+    after = next(c for c in report.findings if c.rule == "launch-overhead").to_dict()["after"]
+    assert after["uncertain"].startswith("uncertain: quiet if the step is 14,532 µs")

@@ -60,4 +60,5 @@ def _side(f: Finding | None) -> dict | None:
         "est_speedup": f.est_speedup,
         "evidence": [e.text() for e in f.evidence],
         "fixes": [x.id for x in f.fixes],
+        "uncertain": f.range_text(),  # where an end of an uncertain estimated step changes it, else ""
     }

@@ -92,4 +92,5 @@ def _side(f) -> dict | None:
         "evidence": [e.text() for e in f.evidence],
         "fixes": ", ".join(x.id for x in f.fixes),
         "est": f.est_speedup,
+        "uncertain": f.range_text(),
     }

@@ -106,7 +106,9 @@ def finding_lines(r: DiffReport) -> list[str]:
             continue
         b = c.before.severity if c.before else "—"
         a = c.after.severity if c.after else "—"
-        out.append(f"{c.rule} {c.status} ({b} → {a})")
+        unsure = " and ".join(side for side, f in (("BEFORE", c.before), ("AFTER", c.after)) if f and f.range_text())
+        said = f", uncertain on {unsure}'s estimated step" if unsure else ""
+        out.append(f"{c.rule} {c.status} ({b} → {a}{said})")
     return out
 
 
