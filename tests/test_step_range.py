@@ -10,6 +10,7 @@ from __future__ import annotations
 import pytest
 
 from conftest import CAPTURES, diagnosis_of
+from diagnose.commands import main
 from diagnose.diff.build import diff_diagnoses
 from diagnose.metrics.budget import StepBudget, at_step
 from diagnose.model.config import Config
@@ -119,3 +120,15 @@ def test_a_diff_says_which_side_holds_a_finding_its_uncertain_step_could_overtur
     assert finding_lines(report) == ["launch-overhead appeared (— → low, uncertain on AFTER's estimated step)"]
     after = next(c for c in report.findings if c.rule == "launch-overhead").to_dict()["after"]
     assert after["uncertain"].startswith("uncertain: quiet if the step is 14,532 µs")
+
+
+def test_a_tripped_gate_names_its_findings_and_where_the_uncertain_step_would_leave_them_under_it(tmp_path, capsys):
+    assert main([str(PINNED_ALONE), "--fail-on", "low", "-q", "-o", str(tmp_path / "a")]) == 1
+    assert capsys.readouterr().err.strip() == (
+        "diagnose: --fail-on low: launch-overhead (low); uncertain on this trace's estimated step: launch-overhead "
+        "quiet if the step is 14,532 µs (the fastest replayed) (timing steps without the profiler settles it)"
+    )
+    assert main([str(CAPTURES / "transfer_pinned"), "--fail-on", "low", "-q", "-o", str(tmp_path / "b")]) == 0
+    assert capsys.readouterr().err == ""
+    assert main([str(CAPTURES / "decode_eager"), "--fail-on", "high", "-q", "-o", str(tmp_path / "c")]) == 1
+    assert capsys.readouterr().err.strip() == "diagnose: --fail-on high: launch-overhead (high)"

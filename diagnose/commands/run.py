@@ -427,8 +427,26 @@ class Run:
             return EXIT_BAD_INPUT
         worst = diagnosis.worst_severity()
         if self.config.fail_on and worst and SEVERITIES.index(worst) <= SEVERITIES.index(self.config.fail_on):
+            print(f"diagnose: {gate_line(diagnosis, self.config.fail_on)}", file=sys.stderr)
             return EXIT_FINDING
         return EXIT_OK
+
+
+def gate_line(diagnosis: Diagnosis, level: str) -> str:
+    """What tripped `--fail-on LEVEL`, in one line: the findings at or above it, and where an end of an uncertain
+    estimated step would leave one under it ("launch-overhead quiet if the step is 14,532 µs ...")."""
+    at = SEVERITIES.index(level)
+    tripped = [f for f in diagnosis.findings if SEVERITIES.index(f.severity) <= at]
+    line = f"--fail-on {level}: " + ", ".join(f"{f.rule} ({f.severity})" for f in tripped)
+
+    def under(verdict: str) -> bool:
+        return verdict not in SEVERITIES or SEVERITIES.index(verdict) > at
+
+    unsure = [(f.rule, f.step_range.ends_text(under)) for f in tripped if f.step_range]
+    said = "; ".join(f"{rule} {ends}" for rule, ends in unsure if ends)
+    if said:
+        line += f"; uncertain on this trace's estimated step: {said} (timing steps without the profiler settles it)"
+    return line
 
 
 def variants(text: str) -> frozenset:

@@ -139,7 +139,8 @@ class Metrics:
     def shared(self, key: str, build: Callable[[], Any]) -> Any:
         """The view named `key`, made by `build()` on first use and the same object after: for views
         that also read what Metrics does not hold (the allocator record the rules' Context reads).
-        Views are shared: whoever reads one must not change it."""
+        Views are shared: whoever reads one must not change it. Nor may one depend on the step budget: the
+        metrics on another step (`at_step`) share them."""
         if key not in self._shared:
             self._shared[key] = build()
         return self._shared[key]

@@ -389,13 +389,15 @@ class StepRange(msgspec.Struct, frozen=True):
         """ "quiet if the step is 14,532 µs (the fastest replayed)" where an end of the range changes the finding
         from `severity` (its severity on the estimated step), the ends that do joined by "; "; "" where neither
         does."""
-        return self._ends(lambda at: at != severity)
+        return self.ends_text(lambda at: at != severity)
 
     def quiet_text(self) -> str:
         """The same words for the ends where the rule would not fire only ("" where it fires at both)."""
-        return self._ends(lambda at: at == QUIET)
+        return self.ends_text(lambda at: at == QUIET)
 
-    def _ends(self, said) -> str:
+    def ends_text(self, said: Callable[[str], bool]) -> str:
+        """The ends whose verdict (a severity or "quiet") `said` keeps, in words: "quiet if the step is 14,532 µs
+        (the fastest replayed)", joined by "; "; "" for none."""
         ends = (("fastest", self.fastest_us, self.at_fastest), ("slowest", self.slowest_us, self.at_slowest))
         return "; ".join(f"{at} if the step is {fmt(us)} µs (the {end} replayed)" for end, us, at in ends if said(at))
 
