@@ -371,9 +371,10 @@ class Verify(msgspec.Struct, frozen=True):
 
 
 class StepRange(msgspec.Struct, frozen=True):
-    """How a finding fares across its uncertain estimated step (ruleset/step_range.py): the rule run again with the
-    step taken as the fastest and as the slowest replayed step, and its severity there ("quiet" where it would
-    not fire). Only on a trace analysed alone whose replayed steps lie far apart (Summary.estimated_step_range_us)."""
+    """How a finding or a quiet rule fares across its uncertain estimated step (ruleset/step_range.py): the rule run
+    again with the step taken as the fastest and as the slowest replayed step, and its severity there ("quiet" where
+    it would not fire). Only on a trace analysed alone whose replayed steps lie far apart
+    (Summary.estimated_step_range_us)."""
 
     fastest_us: float
     slowest_us: float
