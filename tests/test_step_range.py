@@ -40,7 +40,8 @@ def test_a_finding_quiet_at_the_fastest_replayed_step_says_so_on_the_first_scree
     assert f.range_text() == f"uncertain: {said}; medium if the step is 33,013 µs (the slowest replayed)"
     assert f"Uncertain on this estimated step: {said}." in d.verdict
     assert said in render_text(d) and "quiet if the step is 14,532 µs" in render_markdown(d)
-    assert f'<p class="uncertain">uncertain: {said}' in render_html(d)
+    html = render_html(d)
+    assert f'<p class="uncertain">uncertain: {said}' in html and '<span class="pill unsure" title="uncertain: quiet' in html
 
 
 def test_a_timed_step_or_steps_close_together_carry_no_range():
