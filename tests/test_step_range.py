@@ -41,7 +41,10 @@ def test_a_finding_quiet_at_the_fastest_replayed_step_says_so_on_the_first_scree
     assert f"Uncertain on this estimated step: {said}." in d.verdict
     assert said in render_text(d) and "quiet if the step is 14,532 µs" in render_markdown(d)
     html = render_html(d)
-    assert f'<p class="uncertain">uncertain: {said}' in html and '<span class="pill unsure" title="uncertain: quiet' in html
+    assert (
+        f'<p class="uncertain">uncertain: {said}' in html
+        and '<span class="pill unsure" title="uncertain: quiet' in html
+    )
 
 
 def test_a_timed_step_or_steps_close_together_carry_no_range():
