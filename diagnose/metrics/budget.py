@@ -54,6 +54,16 @@ class StepBudget:
         """All idle time of one step."""
         return self.host_paced_us + self.host_silent_us + self.kernel_wait_us + self.other_wait_us
 
+    @property
+    def host_idle_us(self) -> float:
+        """The host-side idle of one step (launch-paced and silent): what the profiler's own time inflates."""
+        return self.host_paced_us + self.host_silent_us
+
+    @property
+    def gpu_side_us(self) -> float:
+        """The rest of one step: GPU busy time and the waits the profiler does not inflate."""
+        return self.busy_us + self.kernel_wait_us + self.other_wait_us
+
     def share(self, value_us: float) -> float:
         """`value_us` as a fraction of the step time."""
         return value_us / self.step_us if self.step_us > 0 else 0.0
@@ -110,16 +120,15 @@ def on_estimate(budget: StepBudget, estimate: OverheadEstimate | None) -> StepBu
     host-side idle to rescale."""
     if budget.unprofiled_step_us or estimate is None:
         return budget
-    seen = budget.host_paced_us + budget.host_silent_us
+    seen = budget.host_idle_us
     if seen <= 0:
         return budget
     real = min(seen, max(0.0, seen - estimate.saving_us))
-    gpu = budget.busy_us + budget.kernel_wait_us + budget.other_wait_us
     scale = real / seen
     basis = (
-        f"estimated unprofiled step {gpu + real:,.0f} µs against {budget.profiled_step_us:,.0f} µs profiled: "
-        f"{estimate.text()}; host-side idle rescaled by {scale:.2f}: {percent(1 - scale)} of this host time "
-        f"is the profiler's own (estimated)"
+        f"estimated unprofiled step {budget.gpu_side_us + real:,.0f} µs against {budget.profiled_step_us:,.0f} µs "
+        f"profiled: {estimate.text()}; host-side idle rescaled by {scale:.2f}: {percent(1 - scale)} of this host "
+        f"time is the profiler's own (estimated)"
     )
     return _host_rescaled(budget, real, basis)
 
@@ -128,19 +137,15 @@ def at_step(budget: StepBudget, step_us: float) -> StepBudget:
     """`budget` (as recorded, with no measured step) on an estimated step of `step_us` instead: its host-side idle
     rescaled so that the step is `step_us`, within what the trace allows (no less than its GPU-side time, no more
     than all the host-side idle it recorded). The estimate's range is judged on it (ruleset/step_range.py)."""
-    seen = budget.host_paced_us + budget.host_silent_us
-    if budget.unprofiled_step_us or seen <= 0:
+    if budget.unprofiled_step_us or budget.host_idle_us <= 0:
         return budget
-    gpu = budget.busy_us + budget.kernel_wait_us + budget.other_wait_us
-    real = min(seen, max(0.0, step_us - gpu))
-    return _host_rescaled(budget, real, f"the estimated step taken as {gpu + real:,.0f} µs")
+    real = min(budget.host_idle_us, max(0.0, step_us - budget.gpu_side_us))
+    return _host_rescaled(budget, real, f"the estimated step taken as {budget.gpu_side_us + real:,.0f} µs")
 
 
 def _host_rescaled(budget: StepBudget, real: float, basis: str) -> StepBudget:
     """`budget` with its host-side idle scaled to `real` µs a step: an estimated step of GPU-side time + `real`."""
-    seen = budget.host_paced_us + budget.host_silent_us
-    scale = real / seen
-    gpu = budget.busy_us + budget.kernel_wait_us + budget.other_wait_us
+    scale = real / budget.host_idle_us
     return dataclasses.replace(
         budget,
         host_paced_us=budget.host_paced_us * scale,
@@ -148,5 +153,5 @@ def _host_rescaled(budget: StepBudget, real: float, basis: str) -> StepBudget:
         host_after_sync_us=budget.host_after_sync_us * scale,
         basis=basis,
         host_scale=scale,
-        estimated_step_us=gpu + real,
+        estimated_step_us=budget.gpu_side_us + real,
     )

@@ -56,7 +56,8 @@ def diagnose_trace(
         ctx = Context(trace, config, sweep=sweep, ncu=ncu, ranks=ranks)
     else:
         ctx, ctx.sweep, ctx.ranks = context, sweep, ranks
-    results = across_step_range(ctx, run_rules(ctx, rules or ALL_RULES), rules or ALL_RULES)
+    rules = rules or ALL_RULES
+    results = across_step_range(ctx, run_rules(ctx, rules), rules)
     return Diagnosis.assemble(
         target=target or (trace.capture or {}).get("target") or trace.source,
         device=typed(trace.device, Device),
