@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import CAPTURES, diagnosis_of
+from conftest import CAPTURES, PEER_TRACES as PEER, diagnosis_of
 from diagnose.commands import main
 from diagnose.diff.build import diff_diagnoses
 from diagnose.metrics.budget import StepBudget, at_step
@@ -136,3 +136,14 @@ def test_a_tripped_gate_names_its_findings_and_where_the_uncertain_step_would_le
     assert capsys.readouterr().err == ""
     assert main([str(CAPTURES / "decode_eager"), "--fail-on", "high", "-q", "-o", str(tmp_path / "c")]) == 1
     assert capsys.readouterr().err.strip() == "diagnose: --fail-on high: launch-overhead (high)"
+
+
+def test_an_end_shorter_than_the_gpu_side_time_is_judged_and_said_at_that_time():
+    """REAL (HTA's MI250 trace, two steps): one replays to 49 µs, shorter than the 74.5 µs its GPU work and waits take."""
+    d = diagnosis_of(PEER / "hta" / "amd_trace" / "mi250_minitoy_train_ROCm6_2_kineto.json.gz")
+    assert d.summary.estimated_step_range_us[0] == pytest.approx(49.1)
+    idle = d.summary.idle_us_per_step
+    gpu_side = d.summary.gpu_busy_us_per_step + idle.kernel_wait + idle.other_wait
+    transfer = next(c for c in d.checked if c.rule == "transfer")
+    assert transfer.step_range.fastest_us == pytest.approx(gpu_side, abs=0.1) == pytest.approx(74.5, abs=0.1)
+    assert "if the step is 74.5 µs" in transfer.range_text() and "49" not in transfer.range_text()

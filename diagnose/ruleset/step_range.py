@@ -29,10 +29,10 @@ def across_step_range(ctx: Context, results: RuleResults, rules) -> RuleResults:
         return results
     judged = {f.rule for f in results.findings} | {c.rule for c in results.checked}
     again = [r for r in rules if r.id in judged]
-    fastest, slowest = (_severities(ctx, again, step_us) for step_us in span)
+    (fast_us, fastest), (slow_us, slowest) = (_severities(ctx, again, step_us) for step_us in span)
 
     def at_ends(rule: str) -> StepRange:
-        return StepRange(span[0], span[1], fastest.get(rule, QUIET), slowest.get(rule, QUIET))
+        return StepRange(fast_us, slow_us, fastest.get(rule, QUIET), slowest.get(rule, QUIET))
 
     return RuleResults(
         [msgspec.structs.replace(f, step_range=at_ends(f.rule)) for f in results.findings],
@@ -41,10 +41,11 @@ def across_step_range(ctx: Context, results: RuleResults, rules) -> RuleResults:
     )
 
 
-def _severities(ctx: Context, rules, step_us: float) -> dict[str, str]:
-    """The severity of each of `rules` that fires with the step taken as `step_us` (a rule that does not fire, or
-    is skipped there, is absent)."""
+def _severities(ctx: Context, rules, step_us: float) -> tuple[float, dict[str, str]]:
+    """The step judged for `step_us` (no shorter than the step's GPU-side time, no longer than all the host-side idle
+    the trace recorded allows: budget.at_step) and the severity of each of `rules` that fires on it (a rule that does
+    not fire, or is skipped there, is absent)."""
     there = copy.copy(ctx)
     there.metrics = ctx.metrics.at_step(step_us)
     there.warnings = []
-    return {f.rule: f.severity for f in run_rules(there, rules).findings}
+    return round(there.metrics.budget.step_us, 1), {f.rule: f.severity for f in run_rules(there, rules).findings}
