@@ -146,4 +146,14 @@ def test_an_end_shorter_than_the_gpu_side_time_is_judged_and_said_at_that_time()
     gpu_side = d.summary.gpu_busy_us_per_step + idle.kernel_wait + idle.other_wait
     transfer = next(c for c in d.checked if c.rule == "transfer")
     assert transfer.step_range.fastest_us == pytest.approx(gpu_side, abs=0.1) == pytest.approx(74.5, abs=0.1)
-    assert "if the step is 74.5 µs" in transfer.range_text() and "49" not in transfer.range_text()
+    assert transfer.step_range.replayed_fastest_us == pytest.approx(49.1)
+    text = transfer.range_text()
+    assert "if the step is 74.5 µs (the shortest the trace allows; the fastest replayed step is shorter)" in text
+    assert "49" not in text  # the step quoted is the one judged, not the replayed step the trace does not allow
+
+
+def test_an_end_the_trace_allows_is_named_the_replayed_step():
+    """REAL (transfer_pinned's trace file alone): both ends lie within what the trace allows."""
+    f = diagnosis_of(CAPTURES / "transfer_pinned" / "trace.json.gz").findings[0]
+    assert (f.step_range.replayed_fastest_us, f.step_range.replayed_slowest_us) == (0.0, 0.0)
+    assert "(the fastest replayed)" in f.range_text()

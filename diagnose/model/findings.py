@@ -376,10 +376,14 @@ class StepRange(msgspec.Struct, frozen=True):
     it would not fire). Only on a trace analysed alone whose replayed steps lie far apart
     (Summary.estimated_step_range_us)."""
 
-    fastest_us: float
+    fastest_us: float  # the step judged at each end: the replayed step, held within what the trace allows
     slowest_us: float
     at_fastest: str  # a severity, or "quiet"
     at_slowest: str
+    # the fastest and slowest replayed step where the trace does not allow it (shorter than the step's GPU-side time,
+    # longer than all its recorded host idle allows) and the end judged is held to its bound; 0 where it is the same
+    replayed_fastest_us: float = 0.0
+    replayed_slowest_us: float = 0.0
 
     @property
     def holds(self) -> bool:
@@ -399,8 +403,25 @@ class StepRange(msgspec.Struct, frozen=True):
     def ends_text(self, said: Callable[[str], bool]) -> str:
         """The ends whose verdict (a severity or "quiet") `said` keeps, in words: "quiet if the step is 14,532 µs
         (the fastest replayed)", joined by "; "; "" for none."""
-        ends = (("fastest", self.fastest_us, self.at_fastest), ("slowest", self.slowest_us, self.at_slowest))
-        return "; ".join(f"{at} if the step is {fmt(us)} µs (the {end} replayed)" for end, us, at in ends if said(at))
+        ends = (
+            ("fastest", self.fastest_us, self.replayed_fastest_us, self.at_fastest),
+            ("slowest", self.slowest_us, self.replayed_slowest_us, self.at_slowest),
+        )
+        return "; ".join(
+            f"{at} if the step is {fmt(us)} µs ({_end_words(end, us, replayed)})"
+            for end, us, replayed, at in ends
+            if said(at)
+        )
+
+
+def _end_words(end: str, judged_us: float, replayed_us: float) -> str:
+    """What an end of a step range is: "the fastest replayed", or where the replayed step lies beyond what the
+    trace allows and the end is held to that bound, "the shortest the trace allows; the fastest replayed step is
+    shorter"."""
+    if not replayed_us or abs(replayed_us - judged_us) < 0.05:
+        return f"the {end} replayed"
+    bound, beyond = ("shortest", "shorter") if end == "fastest" else ("longest", "longer")
+    return f"the {bound} the trace allows; the {end} replayed step is {beyond}"
 
 
 QUIET = "quiet"

@@ -30,9 +30,13 @@ def across_step_range(ctx: Context, results: RuleResults, rules) -> RuleResults:
     judged = {f.rule for f in results.findings} | {c.rule for c in results.checked}
     again = [r for r in rules if r.id in judged]
     (fast_us, fastest), (slow_us, slowest) = (_severities(ctx, again, step_us) for step_us in span)
+    held = [
+        round(replayed, 1) if abs(round(replayed, 1) - judged) >= 0.05 else 0.0
+        for replayed, judged in zip(span, (fast_us, slow_us))
+    ]
 
     def at_ends(rule: str) -> StepRange:
-        return StepRange(fast_us, slow_us, fastest.get(rule, QUIET), slowest.get(rule, QUIET))
+        return StepRange(fast_us, slow_us, fastest.get(rule, QUIET), slowest.get(rule, QUIET), *held)
 
     return RuleResults(
         [msgspec.structs.replace(f, step_range=at_ends(f.rule)) for f in results.findings],
