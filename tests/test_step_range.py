@@ -34,10 +34,10 @@ def test_a_finding_quiet_at_the_fastest_replayed_step_says_so_on_the_first_scree
     d = diagnosis_of(PINNED_ALONE)
     f = _launch(d)
     assert f.severity == "low"
-    assert f.step_range == StepRange(14532.1, 33012.8, QUIET, "medium")
+    assert f.step_range == StepRange(14532.1, 33012.8, QUIET, "medium", est_at_slowest=1.49)
     assert not f.step_range.holds
     said = "quiet if the step is 14,532 µs (the fastest replayed)"
-    assert f.range_text() == f"uncertain: {said}; medium if the step is 33,013 µs (the slowest replayed)"
+    assert f.range_text() == f"uncertain: {said}; medium, est. 1.49×, if the step is 33,013 µs (the slowest replayed)"
     assert f"Uncertain on this estimated step: {said}." in d.verdict
     assert said in render_text(d) and "quiet if the step is 14,532 µs" in render_markdown(d)
     html = render_html(d)
@@ -109,7 +109,7 @@ def test_a_quiet_rule_that_would_fire_at_an_end_says_so_and_the_verdict_names_it
     assert not d.findings
     launch = next(c for c in d.checked if c.rule == "launch-overhead")
     assert (launch.step_range.at_fastest, launch.step_range.at_slowest) == (QUIET, "low")
-    said = "low if the step is 27,787 µs (the slowest replayed)"
+    said = "low, est. 1.34×, if the step is 27,787 µs (the slowest replayed)"
     assert launch.range_text() == f"uncertain: {said}"
     assert d.verdict.endswith(f"Uncertain on this estimated step: launch-overhead would fire, {said}.")
     assert said in render_text(d)
@@ -157,3 +157,17 @@ def test_an_end_the_trace_allows_is_named_the_replayed_step():
     f = diagnosis_of(CAPTURES / "transfer_pinned" / "trace.json.gz").findings[0]
     assert (f.step_range.replayed_fastest_us, f.step_range.replayed_slowest_us) == (0.0, 0.0)
     assert "(the fastest replayed)" in f.range_text()
+
+
+def test_the_estimate_at_an_end_is_the_rules_own_on_that_step():
+    """REAL (transfer_pinned's trace file alone): the slowest end's estimate is what launch-overhead gives when the
+    metrics are taken at that step, and larger than on the estimated step, whose idle is a smaller share."""
+    from diagnose.ruleset.step_range import _severities
+
+    f = _launch(diagnosis_of(PINNED_ALONE))
+    ctx = Context(load_target(PINNED_ALONE), Config())
+    launch = [r for r in ALL_RULES if r.id == "launch-overhead"]
+    step_us, there = _severities(ctx, launch, ctx.metrics.estimated_step_range()[1])
+    assert step_us == f.step_range.slowest_us
+    assert there["launch-overhead"] == ("medium", f.step_range.est_at_slowest)
+    assert f.step_range.est_at_slowest > f.est_speedup and f.step_range.est_at_fastest is None

@@ -384,6 +384,9 @@ class StepRange(msgspec.Struct, frozen=True):
     # longer than all its recorded host idle allows) and the end judged is held to its bound; 0 where it is the same
     replayed_fastest_us: float = 0.0
     replayed_slowest_us: float = 0.0
+    # the finding's estimated speedup at each end where the rule fires there and gives one (None otherwise)
+    est_at_fastest: float | None = None
+    est_at_slowest: float | None = None
 
     @property
     def holds(self) -> bool:
@@ -402,14 +405,16 @@ class StepRange(msgspec.Struct, frozen=True):
 
     def ends_text(self, said: Callable[[str], bool]) -> str:
         """The ends whose verdict (a severity or "quiet") `said` keeps, in words: "quiet if the step is 14,532 µs
-        (the fastest replayed)", joined by "; "; "" for none."""
+        (the fastest replayed)", "medium, est. 1.49×, if the step is 33,013 µs (the slowest replayed)", joined by
+        "; "; "" for none."""
         ends = (
-            ("fastest", self.fastest_us, self.replayed_fastest_us, self.at_fastest),
-            ("slowest", self.slowest_us, self.replayed_slowest_us, self.at_slowest),
+            ("fastest", self.fastest_us, self.replayed_fastest_us, self.at_fastest, self.est_at_fastest),
+            ("slowest", self.slowest_us, self.replayed_slowest_us, self.at_slowest, self.est_at_slowest),
         )
         return "; ".join(
-            f"{at} if the step is {fmt(us)} µs ({_end_words(end, us, replayed)})"
-            for end, us, replayed, at in ends
+            f"{at}{f', est. {est:.2f}×,' if est and at != QUIET else ''} if the step is {fmt(us)} µs "
+            f"({_end_words(end, us, replayed)})"
+            for end, us, replayed, at, est in ends
             if said(at)
         )
 

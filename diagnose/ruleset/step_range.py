@@ -30,13 +30,20 @@ def across_step_range(ctx: Context, results: RuleResults, rules) -> RuleResults:
     judged = {f.rule for f in results.findings} | {c.rule for c in results.checked}
     again = [r for r in rules if r.id in judged]
     (fast_us, fastest), (slow_us, slowest) = (_severities(ctx, again, step_us) for step_us in span)
-    held = [
-        round(replayed, 1) if abs(round(replayed, 1) - judged) >= 0.05 else 0.0
-        for replayed, judged in zip(span, (fast_us, slow_us))
-    ]
+    held_fast, held_slow = (_held(replayed, judged) for replayed, judged in zip(span, (fast_us, slow_us)))
 
     def at_ends(rule: str) -> StepRange:
-        return StepRange(fast_us, slow_us, fastest.get(rule, QUIET), slowest.get(rule, QUIET), *held)
+        (at_fast, est_fast), (at_slow, est_slow) = fastest.get(rule, NOT_FIRED), slowest.get(rule, NOT_FIRED)
+        return StepRange(
+            fast_us,
+            slow_us,
+            at_fast,
+            at_slow,
+            replayed_fastest_us=held_fast,
+            replayed_slowest_us=held_slow,
+            est_at_fastest=est_fast,
+            est_at_slowest=est_slow,
+        )
 
     return RuleResults(
         [msgspec.structs.replace(f, step_range=at_ends(f.rule)) for f in results.findings],
@@ -45,11 +52,21 @@ def across_step_range(ctx: Context, results: RuleResults, rules) -> RuleResults:
     )
 
 
-def _severities(ctx: Context, rules, step_us: float) -> tuple[float, dict[str, str]]:
+NOT_FIRED = (QUIET, None)
+
+
+def _held(replayed_us: float, judged_us: float) -> float:
+    """The replayed step where the end judged was held to a bound the trace sets (budget.at_step), else 0."""
+    replayed = round(replayed_us, 1)
+    return replayed if abs(replayed - judged_us) >= 0.05 else 0.0
+
+
+def _severities(ctx: Context, rules, step_us: float) -> tuple[float, dict[str, tuple[str, float | None]]]:
     """The step judged for `step_us` (no shorter than the step's GPU-side time, no longer than all the host-side idle
-    the trace recorded allows: budget.at_step) and the severity of each of `rules` that fires on it (a rule that does
-    not fire, or is skipped there, is absent)."""
+    the trace recorded allows: budget.at_step) and the severity and estimated speedup of each of `rules` that fires on
+    it (a rule that does not fire, or is skipped there, is absent)."""
     there = copy.copy(ctx)
     there.metrics = ctx.metrics.at_step(step_us)
     there.warnings = []
-    return round(there.metrics.budget.step_us, 1), {f.rule: f.severity for f in run_rules(there, rules).findings}
+    fired = run_rules(there, rules).findings
+    return round(there.metrics.budget.step_us, 1), {f.rule: (f.severity, f.est_speedup) for f in fired}
