@@ -162,12 +162,12 @@ def test_an_end_the_trace_allows_is_named_the_replayed_step():
 def test_the_estimate_at_an_end_is_the_rules_own_on_that_step():
     """REAL (transfer_pinned's trace file alone): the slowest end's estimate is what launch-overhead gives when the
     metrics are taken at that step, and larger than on the estimated step, whose idle is a smaller share."""
-    from diagnose.ruleset.step_range import _severities
+    from diagnose.ruleset.step_range import _verdicts
 
     f = _launch(diagnosis_of(PINNED_ALONE))
     ctx = Context(load_target(PINNED_ALONE), Config())
     launch = [r for r in ALL_RULES if r.id == "launch-overhead"]
-    step_us, there = _severities(ctx, launch, ctx.metrics.estimated_step_range()[1])
+    step_us, there = _verdicts(ctx, launch, ctx.metrics.estimated_step_range()[1])
     assert step_us == f.step_range.slowest_us
     assert there["launch-overhead"] == ("medium", f.step_range.est_at_slowest)
     assert f.step_range.est_at_slowest > f.est_speedup and f.step_range.est_at_fastest is None

@@ -413,17 +413,17 @@ class StepRange(msgspec.Struct, frozen=True):
         )
         return "; ".join(
             f"{at}{f', est. {est:.2f}×,' if est and at != QUIET else ''} if the step is {fmt(us)} µs "
-            f"({_end_words(end, us, replayed)})"
+            f"({_end_words(end, replayed)})"
             for end, us, replayed, at, est in ends
             if said(at)
         )
 
 
-def _end_words(end: str, judged_us: float, replayed_us: float) -> str:
+def _end_words(end: str, replayed_us: float) -> str:
     """What an end of a step range is: "the fastest replayed", or where the replayed step lies beyond what the
     trace allows and the end is held to that bound, "the shortest the trace allows; the fastest replayed step is
     shorter"."""
-    if not replayed_us or abs(replayed_us - judged_us) < 0.05:
+    if not replayed_us:  # 0: the replayed step is the one judged
         return f"the {end} replayed"
     bound, beyond = ("shortest", "shorter") if end == "fastest" else ("longest", "longer")
     return f"the {bound} the trace allows; the {end} replayed step is {beyond}"

@@ -29,7 +29,7 @@ def across_step_range(ctx: Context, results: RuleResults, rules) -> RuleResults:
         return results
     judged = {f.rule for f in results.findings} | {c.rule for c in results.checked}
     again = [r for r in rules if r.id in judged]
-    (fast_us, fastest), (slow_us, slowest) = (_severities(ctx, again, step_us) for step_us in span)
+    (fast_us, fastest), (slow_us, slowest) = (_verdicts(ctx, again, step_us) for step_us in span)
     held_fast, held_slow = (_held(replayed, judged) for replayed, judged in zip(span, (fast_us, slow_us)))
 
     def at_ends(rule: str) -> StepRange:
@@ -61,7 +61,7 @@ def _held(replayed_us: float, judged_us: float) -> float:
     return replayed if abs(replayed - judged_us) >= 0.05 else 0.0
 
 
-def _severities(ctx: Context, rules, step_us: float) -> tuple[float, dict[str, tuple[str, float | None]]]:
+def _verdicts(ctx: Context, rules, step_us: float) -> tuple[float, dict[str, tuple[str, float | None]]]:
     """The step judged for `step_us` (no shorter than the step's GPU-side time, no longer than all the host-side idle
     the trace recorded allows: budget.at_step) and the severity and estimated speedup of each of `rules` that fires on
     it (a rule that does not fire, or is skipped there, is absent)."""
