@@ -108,9 +108,16 @@ class _Copies:
 
 
 def _measure(ctx) -> _Copies:
-    """The copies inside the measured steps of the main device, each with its host call and critical time."""
+    """The copies inside the measured steps of the main device, each with its host call and critical time, on the
+    step budget: what does not depend on the budget is made once and shared with the metrics on another step
+    (Metrics.at_step, the step-range check)."""
+    return _Copies(ctx.metrics.budget, *ctx.metrics.shared("transfer.copies", lambda: _copies_in_steps(ctx)))
+
+
+def _copies_in_steps(ctx) -> tuple[pd.DataFrame, int, float, float]:
+    """(copies, steps, critical µs per step, exposed copy µs per step): `_Copies` but its budget."""
     m, trace = ctx.metrics, ctx.trace
-    budget, n = m.budget, max(len(m.steps.windows), 1)
+    n = max(len(m.steps.windows), 1)
     gpu = trace.gpu[(trace.gpu["device"] == trace.main_device)]
     copies = gpu[(gpu["cat"] == "memcpy") & gpu["name"].str.contains(HOST_COPY, na=False)]
     copies = copies[_in_steps(copies["ts"].to_numpy(float), m.steps.windows)]
@@ -122,7 +129,7 @@ def _measure(ctx) -> _Copies:
     copies["critical_us"] = [length(subtract(s.reshape(1, 2), busy)) for s in spans]
     critical = length(subtract(merge_intervals(spans[:, 0], spans[:, 1]), busy)) if len(spans) else 0.0
     exposed = length(subtract(merge_intervals(on_gpu[:, 0], on_gpu[:, 1]), busy)) if len(on_gpu) else 0.0
-    return _Copies(budget, copies, n, critical / n, exposed / n)
+    return copies, n, critical / n, exposed / n
 
 
 def _in_steps(ts: np.ndarray, windows) -> np.ndarray:
