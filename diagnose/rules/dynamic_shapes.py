@@ -172,7 +172,7 @@ def _measure(m: Metrics, held: pd.DataFrame, t: dict[str, float]) -> _Top:
 
 
 def _profiled(x: _Top) -> str:
-    """" under the profiler" where the step is not the profiled one: the op's host time is as recorded, the share
+    """ " under the profiler" where the step is not the profiled one: the op's host time is as recorded, the share
     and the step are on the unprofiled base, so 490 µs of host time can sit in a 304 µs step (compile_graphs)."""
     return " under the profiler" if x.budget.step_us < x.budget.profiled_step_us else ""
 
@@ -225,7 +225,7 @@ def _left(x: _Top) -> float:
 
 
 def _median_note(x: _Top, new_step: float) -> str:
-    """", the remainder at its median step (×0.82)" where that moved it by at least 1 %, else ""."""
+    """ ", the remainder at its median step (×0.82)" where that moved it by at least 1 %, else ""."""
     left = _left(x)
     if new_step <= x.budget.busy_us or left <= 0 or abs(new_step / left - 1) < 0.01:
         return ""
@@ -314,8 +314,7 @@ def _changes(trace, windows, calls) -> list[str] | None:
     steps = sorted(own["step"])
     name = own["name"].iat[0]
     if own["shapes"].astype(bool).all() and any(
-        shape_changes(_calls_of(shapes[a], name), _calls_of(shapes[b], name), limit=1)
-        for a, b in zip(steps, steps[1:])
+        shape_changes(_calls_of(shapes[a], name), _calls_of(shapes[b], name), limit=1) for a, b in zip(steps, steps[1:])
     ):
         texts = list(dict.fromkeys(own["shapes"]))
         if len(texts) > 1:
