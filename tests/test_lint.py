@@ -32,3 +32,20 @@ def test_ruff_format_leaves_the_tree_as_it_is():
     """Formatting is checked too: `ruff format` over the tree changes nothing (run it before committing)."""
     done = _ruff("format", "--check", "--no-cache", *(str(ROOT / d) for d in PYTHON_FOLDERS))
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_no_tracked_file_is_ignored_by_git():
+    """ruff skips what .gitignore names, tracked or not: a stale line there once kept every rule module
+    (diagnose/rules) out of the lint and format checks, and would have left a new rule out of a commit."""
+    git = shutil.which("git")
+    if git is None or not (ROOT / ".git").exists():
+        pytest.skip("not a git checkout")
+    done = subprocess.run(
+        [git, "ls-files", "--cached", "--ignored", "--exclude-standard"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == []
