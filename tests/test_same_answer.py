@@ -5,14 +5,17 @@ on every single-rank capture in fixtures/captures.
 A trace file alone has no unprofiled timing, no Python stack samples and no capture metadata: the profiler's
 own host time is estimated (diagnose/metrics/overhead.py) rather than measured. The captures listed in
 DIFFER still differ for a reason written beside them; each is checked to differ still, so that the list
-shrinks when the reason goes.
+shrinks when the reason goes. The third mode, the same workload recorded by a user with torch.profiler, is held to
+the capture folder's answer on every pair the fixtures hold (USER_RECORDED).
 """
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
-from conftest import CAPTURES, diagnosis_of
+from conftest import CAPTURES, ROOT, diagnosis_of
 
 DIFFER = {
     "transfer_pinned": (
@@ -67,3 +70,41 @@ def test_folder_and_trace_file_name_the_same_first_finding_and_fix(name):
 
 def test_the_list_of_differences_names_real_captures():
     assert set(DIFFER) <= set(_single_rank_captures())
+
+
+# The same workload (the same factory and parameters) recorded by a user with torch.profiler (fixtures/record_plain.py:
+# a bare profile() with no markers, and its ProfilerStep twin) and captured by diagnose, on the same GPU model:
+# fixtures/plain_h200 on the H200 against the H200 captures, fixtures/plain and plain_shapes on the H100 against the
+# H100 capture of the same BERT loop
+USER_RECORDED = {
+    "plain_h200/decode_eager": "captures/decode_eager",
+    "plain_h200/decode_graphed": "captures/decode_graphed",
+    "plain_h200/compile_breaks": "captures/compile_breaks",
+    "plain_h200/bert_infer_b1": "heldout/hf_bert_infer_b1",
+    "plain/bert_infer_b1": "unshaped/bert_infer_b1-shaped",
+    "plain_shapes/bert_infer_b1": "unshaped/bert_infer_b1-shaped",
+}
+
+
+def _user_recordings() -> list[tuple[str, str]]:
+    return [
+        (loop, kind)
+        for loop in sorted(USER_RECORDED)
+        for kind in ("plain", "marked")
+        if (ROOT / "fixtures" / loop / f"{kind}.json.gz").is_file()
+    ]
+
+
+@pytest.mark.parametrize("loop, kind", _user_recordings())
+def test_a_users_own_recording_gets_the_first_finding_and_fix_of_diagnoses_capture(loop, kind):
+    """REAL (H200 and H100): issue 43's third mode. A user's torch.profiler trace of a workload names the same first
+    finding and first fix as diagnose's capture folder of it, recorded on the same GPU model."""
+    folder = ROOT / "fixtures" / USER_RECORDED[loop]
+    recorded_on = json.loads((ROOT / "fixtures" / loop.split("/")[0] / "INDEX.json").read_text())
+    device = json.loads((folder / "meta.json").read_text())["device"]["name"]
+    assert recorded_on[loop.split("/")[1]]["device"] == device
+    assert _first(ROOT / "fixtures" / loop / f"{kind}.json.gz") == _first(folder)
+
+
+def test_every_user_recording_listed_is_there():
+    assert len(_user_recordings()) >= 2 * len(USER_RECORDED) - 1  # plain_shapes keeps the plain recording alone
