@@ -97,7 +97,7 @@ def _user_recordings() -> list[tuple[str, str]]:
 
 @pytest.mark.parametrize("loop, kind", _user_recordings())
 def test_a_users_own_recording_gets_the_first_finding_and_fix_of_diagnoses_capture(loop, kind):
-    """REAL (H200 and H100): issue 43's third mode. A user's torch.profiler trace of a workload names the same first
+    """REAL (H200 and H100): the third mode. A user's torch.profiler trace of a workload names the same first
     finding and first fix as diagnose's capture folder of it, recorded on the same GPU model."""
     folder = ROOT / "fixtures" / USER_RECORDED[loop]
     recorded_on = json.loads((ROOT / "fixtures" / loop.split("/")[0] / "INDEX.json").read_text())
