@@ -30,7 +30,7 @@ def across_step_range(ctx: Context, results: RuleResults, rules) -> RuleResults:
     judged = {f.rule for f in results.findings} | {c.rule for c in results.checked}
     again = [r for r in rules if r.id in judged]
     (fast_us, fastest), (slow_us, slowest) = (_verdicts(ctx, again, step_us) for step_us in span)
-    held_fast, held_slow = (_held(replayed, judged) for replayed, judged in zip(span, (fast_us, slow_us)))
+    held_fast, held_slow = _held(span[0], fast_us), _held(span[1], slow_us)
 
     def at_ends(rule: str) -> StepRange:
         (at_fast, est_fast), (at_slow, est_slow) = fastest.get(rule, NOT_FIRED), slowest.get(rule, NOT_FIRED)
