@@ -143,3 +143,19 @@ def test_a_finding_whose_fixes_are_all_in_place_is_not_put_first():
     done = msgspec.structs.replace(fix("non-blocking-copies"), passed_over="the copies already overlap compute")
     copies = _finding("transfer", [done], 1.2)
     assert [f.rule for f in prerequisites_first([graphs, copies])] == ["launch-overhead", "transfer"]
+
+
+def test_a_finding_whose_lead_prerequisite_is_its_own_subject_keeps_its_place():
+    # measured on H100 re-recordings of transfer_pageable (2026-12-07): host-bound low, 1.26-1.33x, led with
+    # pinned-memory, its host work being the pageable copies; the high transfer finding was put after it
+    from diagnose.rulebook.engine import prerequisites_first
+
+    copies = _finding("transfer", [fix("pinned-memory", prerequisite=True), fix("non-blocking-copies")], 1.5)
+    host = _finding("host-bound", [fix("pinned-memory"), fix("dataloader-workers")], 1.3)
+    assert [f.rule for f in prerequisites_first([copies, host])] == ["transfer", "host-bound"]
+    graphs = _finding("launch-overhead", [fix("non-blocking-copies", prerequisite=True), fix("cuda-graphs")], 3.0)
+    assert [f.rule for f in prerequisites_first([graphs, copies, host])] == [
+        "transfer",
+        "launch-overhead",
+        "host-bound",
+    ]

@@ -157,6 +157,18 @@ CATALOGUE: dict[str, tuple[str, str]] = {
 }
 
 
+# The rule whose own subject a fix is, for the fixes a finding names as a prerequisite of its next one: the
+# finding that prices the change (rulebook/engine.py `builds_on`). A finding whose lead prerequisite is its own
+# subject (transfer's "pinned-memory, then non-blocking-copies") builds on no other finding for it.
+SUBJECT_OF: dict[str, str] = {
+    "remove-sync": "sync-stall",
+    "fused-optimizer": "optimizer-step",
+    "pinned-memory": "transfer",
+    "non-blocking-copies": "transfer",
+    "static-shapes": "dynamic-shapes",
+}
+
+
 def fix(
     fix_id: str, code: str = "", how: str | None = None, prerequisite: bool = False, title: str | None = None
 ) -> Fix:

@@ -34,6 +34,7 @@ from diagnose.model.findings import (
 )
 from diagnose.vocabulary.units import fmt, percent
 from diagnose.model.frameworks import detect_frameworks, in_framework_api
+from diagnose.model.fixes import SUBJECT_OF
 from diagnose.rulebook.in_place import all_in_place, in_place, pass_over
 from diagnose.memory.patterns import attention_calls
 from diagnose.memory.record import load_memory
@@ -350,10 +351,14 @@ def prerequisites_first(findings: list[Finding]) -> list[Finding]:
 
 def builds_on(first: Finding, then: Finding) -> bool:
     """Whether `then` starts with a prerequisite fix that is `first`'s own subject (one of its first two
-    fixes): `then`'s estimate is for that change and its own together."""
+    fixes) and not `then`'s (model/fixes.py SUBJECT_OF): `then`'s estimate is for that change and its own
+    together. The transfer finding, whose "pinned-memory, then non-blocking-copies" is its own subject, is not
+    put after a host-bound finding that also leads with pinned memory."""
     lead = then.fixes[0] if then.fixes else None
     if lead is None or not lead.prerequisite or then.rule == first.rule or all_in_place(first):
         return False  # a finding whose fixes are all in place already is not put first for another's sake
+    if SUBJECT_OF.get(lead.id) == then.rule:
+        return False
     return lead.id in {x.id for x in first.fixes[:2]}
 
 
