@@ -1,4 +1,5 @@
-"""Resolve an analysis target (trace file, standard input or capture folder) into a Trace, or a clear InputError.
+"""Resolve an analysis target (trace file, standard input, capture folder, or a folder of one process's kineto
+traces: trace/trace_folder.py) into a Trace, or a clear InputError.
 
 What may be opened and how far gzip may inflate is trace/source.py's job; the capture folder's
 meta.json is checked against its schema (trace/schemas.py); JSON nested too deeply for the
@@ -19,6 +20,7 @@ from diagnose.trace.frames import build_frames
 from diagnose.trace.model import Trace
 from diagnose.trace.names import name_starts
 from diagnose.trace.parallel import ProgressCallback
+from diagnose.trace.trace_folder import folder_trace
 from diagnose.vocabulary.markers import OWN_PREFIX
 
 TRACE_NAMES = ("trace.json.gz", "trace.json")
@@ -48,7 +50,7 @@ def load_capture_folder(
     meta_path = folder / "meta.json"
     trace_path = next((folder / n for n in TRACE_NAMES if (folder / n).exists()), None)
     if not meta_path.exists() and trace_path is None:
-        raise InputError(f"{folder}: not a capture folder (no meta.json or trace.json.gz in it)")
+        return _load_folder_trace(folder, on_progress, max_bytes)
     meta = schemas.read_meta(meta_path) if meta_path.exists() else {}
     if meta.get("timing"):
         meta["timing"] = step_timing.normalised(meta["timing"])
@@ -67,6 +69,20 @@ def load_capture_folder(
     trace.warnings.extend(str(w) for w in meta.get("warnings") or [] if w not in trace.warnings)
     trace.capture = meta
     trace.source = str(folder)
+    return trace
+
+
+def _load_folder_trace(folder: Path, on_progress: ProgressCallback | None, max_bytes: int | None) -> Trace:
+    """A folder that is no capture folder: the kineto trace of one process it holds (the latest of several,
+    with a warning that says so); InputError when it holds none."""
+    found = folder_trace(folder)
+    if found is None:
+        raise InputError(
+            f"{folder}: neither a capture folder (no meta.json or trace.json.gz in it) nor a folder of kineto traces"
+        )
+    trace = load_trace_file(found.path, on_progress=on_progress, max_bytes=max_bytes)
+    if found.note:
+        trace.warnings.append(found.note)
     return trace
 
 

@@ -4,7 +4,9 @@ A rank folder is either a capture folder diagnose wrote with `--nproc-per-node` 
 sub-folders, each a capture folder, and one meta.json above them) or a folder of kineto traces
 as `tensorboard_trace_handler` writes them (one file per rank, or per rank and step). A file's
 rank comes from its `distributedInfo.rank` once it is decoded (diagnose/ranks/analyse.py); before that, from its
-name (`rank-3`, `rank_3`, `rank3`), else from its place in the sorted list.
+name (`rank-3`, `rank_3`, `rank3`) or the distributedInfo at the start of the file, else from its place in
+the sorted list. Several kineto files of which none names a rank, in its name or its distributedInfo, are
+not ranks but one process's recordings (tensorboard_trace_handler's cycles): trace/trace_folder.py.
 """
 
 from __future__ import annotations
@@ -13,9 +15,13 @@ import dataclasses
 import re
 from pathlib import Path
 
+from diagnose.trace.source import head_bytes
+
 TRACE_SUFFIXES = (".json", ".json.gz")
 RANK_FOLDER = re.compile(r"^rank-(\d+)$")
 RANK_IN_NAME = re.compile(r"rank[-_]?(\d+)", re.IGNORECASE)
+# kineto writes distributedInfo before the events: {"backend": "nccl", "rank": 3, "world_size": 8, ...}
+RANK_IN_HEADER = re.compile(rb'"distributedInfo"\s*:\s*\{[^{}]*?"rank"\s*:\s*(\d+)')
 NOT_TRACES = {
     "meta.json",
     "memory.json",
@@ -48,7 +54,7 @@ def is_trace_file(path: Path) -> bool:
 
 def rank_sources(folder: Path) -> list[RankSource]:
     """The rank traces under `folder`, sorted by rank; [] when it is not a rank folder (a single
-    capture folder, a sweep, or a folder with fewer than two traces)."""
+    capture folder, a sweep, a folder with fewer than two traces, or traces none of which names a rank)."""
     folder = Path(folder)
     if not folder.is_dir():
         return []
@@ -58,13 +64,20 @@ def rank_sources(folder: Path) -> list[RankSource]:
     if any((folder / name).exists() for name in ("trace.json.gz", "trace.json", "meta.json", "sweep.json")):
         return []  # one capture folder (or a sweep), not several ranks
     files = sorted(p for p in folder.iterdir() if is_trace_file(p))
-    if len(files) < 2:
-        return []
+    if len(files) < 2 or not any(RANK_IN_NAME.search(p.name) or header_rank(p) is not None for p in files):
+        return []  # one trace, or several of which none names a rank: one process's recordings
     found = []
     for i, path in enumerate(files):
         match = RANK_IN_NAME.search(path.name)
         found.append(RankSource(path, int(match[1]) if match else i, "name" if match else "order"))
     return sorted(found, key=lambda s: (s.rank, s.path.name))
+
+
+def header_rank(path: Path) -> int | None:
+    """The rank the distributedInfo at the start of the kineto file `path` names; None where there is none
+    (a run without torch.distributed) or the file cannot be read (its full read says why)."""
+    match = RANK_IN_HEADER.search(head_bytes(path))
+    return int(match[1]) if match else None
 
 
 def is_rank_folder(folder: Path) -> bool:

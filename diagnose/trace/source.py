@@ -89,6 +89,25 @@ def trace_bytes(path: Path, max_bytes: int | None = None) -> bytearray:
     return _without_bom(data)
 
 
+def head_bytes(path: Path, n: int = 64 << 10) -> bytes:
+    """The first `n` bytes of the trace file `path`, inflated when gzip, to look at what it holds before
+    deciding how to read it (a folder's files: one process's traces, or ranks); b"" for anything that is
+    not a readable regular file or whose start does not inflate (the full read says why)."""
+    try:
+        _check_regular(path)
+        with open(path, "rb", buffering=0) as f:
+            head = _read_head(f, n)
+            if head[: len(GZIP_MAGIC)] != GZIP_MAGIC:
+                return head
+            inflater, out, data = zlib.decompressobj(zlib.MAX_WBITS | 16), b"", head
+            while data and len(out) < n and not inflater.eof:
+                out += inflater.decompress(data, n - len(out))
+                data = inflater.unconsumed_tail or _read_head(f, READ_BYTES)
+            return out
+    except (InputError, OSError, zlib.error):
+        return b""
+
+
 def _read_head(f: io.FileIO, n: int) -> bytes:
     """The first `n` bytes of the unbuffered file `f` (fewer only at its end)."""
     head = b""

@@ -1,0 +1,60 @@
+"""The trace a folder of one process's kineto files stands for.
+
+torch.profiler's `tensorboard_trace_handler(dir)` writes each cycle of a profiling schedule to a new
+file in one folder, named `{host}_{pid}.{time_ns}.pt.trace.json[.gz]`, and a user points diagnose at
+the folder. Where no file in it names a rank (in its name or its distributedInfo: trace/rank_files.py),
+the files are not ranks to compare but recordings of one process: the latest is analysed (the last
+cycle, the one furthest from warm-up), and the trace carries a warning that says which file it was and
+how many others the folder holds. The latest is the one with the largest handler timestamp where every
+file is named that way, else the newest by modification time. A file whose start holds no
+`"traceEvents"` key (a timing.json beside the trace) is not a kineto trace and is left out.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from pathlib import Path
+
+from diagnose.trace.rank_files import is_trace_file
+from diagnose.trace.source import head_bytes
+
+HANDLER_TIME = re.compile(r"\.(\d{9,})\.pt\.trace\.json(?:\.gz)?$", re.IGNORECASE)
+EVENTS_KEY = b'"traceEvents"'
+
+
+@dataclasses.dataclass(frozen=True)
+class FolderTrace:
+    """The trace file a folder stands for, and the other traces it holds."""
+
+    folder: Path
+    path: Path
+    others: tuple[Path, ...] = ()
+
+    @property
+    def note(self) -> str:
+        """The warning that says which file was analysed ("" where the folder holds one trace only)."""
+        if not self.others:
+            return ""
+        return (
+            f"{self.folder}: {len(self.others) + 1} kineto traces and none names a rank: analysed the latest, "
+            f"{self.path.name} (give a file's path to analyse another)"
+        )
+
+
+def folder_trace(folder: Path) -> FolderTrace | None:
+    """The kineto trace a folder of one process's traces stands for (module docstring); None when the
+    folder holds no kineto trace file."""
+    traces = [p for p in Path(folder).iterdir() if is_trace_file(p) and EVENTS_KEY in head_bytes(p)]
+    if not traces:
+        return None
+    latest = max(traces, key=_recorded_order(traces))
+    return FolderTrace(Path(folder), latest, tuple(sorted(p for p in traces if p != latest)))
+
+
+def _recorded_order(traces: list[Path]):
+    """The sort key that puts the latest recording last: the handler's timestamp, else the modification time."""
+    stamps = {p: HANDLER_TIME.search(p.name) for p in traces}
+    if all(stamps.values()):
+        return lambda p: (int(stamps[p][1]), p.name)  # type: ignore[index]
+    return lambda p: (p.stat().st_mtime_ns, p.name)
