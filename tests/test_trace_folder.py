@@ -68,7 +68,7 @@ def test_a_folder_with_no_trace_is_one_line_and_exit_2(tmp_path, capsys):
     (tmp_path / "in" / "timing.json").write_text("{}")
     assert main([str(tmp_path / "in"), "-q", "--no-html", "-o", str(tmp_path / "out")]) == EXIT_BAD_INPUT
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "neither a capture folder" in err[0] and "nor a folder of kineto traces" in err[0]
+    assert len(err) == 1 and "not a capture folder" in err[0] and "no kineto trace file in it" in err[0]
 
 
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no named pipes on this system")

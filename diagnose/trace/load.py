@@ -78,7 +78,7 @@ def _load_folder_trace(folder: Path, on_progress: ProgressCallback | None, max_b
     found = folder_trace(folder)
     if found is None:
         raise InputError(
-            f"{folder}: neither a capture folder (no meta.json or trace.json.gz in it) nor a folder of kineto traces"
+            f"{folder}: not a capture folder (no meta.json or trace.json.gz in it), and no kineto trace file in it"
         )
     trace = load_trace_file(found.path, on_progress=on_progress, max_bytes=max_bytes)
     if found.note:
