@@ -75,7 +75,7 @@ def test_the_list_of_differences_names_real_captures():
 # The same workload (the same factory and parameters) recorded by a user with torch.profiler (fixtures/record_plain.py:
 # a bare profile() with no markers, and its ProfilerStep twin) and captured by diagnose, on the same GPU model:
 # fixtures/plain_h200 on the H200 against the H200 captures, fixtures/plain and plain_shapes on the H100 against the
-# H100 capture of the same BERT loop
+# H100 captures of the same BERT loop and the transfer pair (pageable: transfer first; pinned: quiet)
 USER_RECORDED = {
     "plain_h200/decode_eager": "captures/decode_eager",
     "plain_h200/decode_graphed": "captures/decode_graphed",
@@ -83,6 +83,8 @@ USER_RECORDED = {
     "plain_h200/bert_infer_b1": "heldout/hf_bert_infer_b1",
     "plain/bert_infer_b1": "unshaped/bert_infer_b1-shaped",
     "plain_shapes/bert_infer_b1": "unshaped/bert_infer_b1-shaped",
+    "plain/transfer_pageable": "captures/transfer_pageable_h100",
+    "plain/transfer_pinned": "captures/transfer_pinned_h100",
 }
 
 

@@ -39,6 +39,14 @@ from the copies alone), lower because a blocking copy also drains the GPU's queu
 work after it (on the H200 pair the pinned loop also spends 4 ms less in host setup inside
 kernel-launching ops), which the trace does not tie to the copy.
 The copies' times are the profiled ones: the profiler adds little to one long copy.
+
+**As a user records it.** The same pair recorded with a bare torch.profiler loop (no markers) and with
+`prof.step()` (fixtures/plain/transfer_*, fixtures/record_plain.py; H100, 2026-12-07): the pageable loop's
+median unprofiled iteration 32,739 µs, the pinned one's 21,342 µs (1.53×; means 33,078 and 23,421 µs,
+1.41×). Both pageable traces lead with this rule, high, est. 1.50× (plain) and 1.46× (marked), with
+pinned-memory first as the capture folder does; both pinned traces are quiet. The pageable traces also fire
+host-bound, low (its host work is the pageable copies): the transfer finding stays first because
+pinned-memory is this rule's own subject (rulebook/engine.py `builds_on`).
 """
 
 from __future__ import annotations
