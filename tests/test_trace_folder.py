@@ -77,3 +77,19 @@ def test_looking_at_a_files_start_never_opens_a_pipe(tmp_path):
     os.mkfifo(fifo)
     assert head_bytes(fifo) == b""  # opening a FIFO would block until a writer came
     assert folder_trace(tmp_path) is None
+
+
+def test_a_log_root_names_the_sub_folders_that_can_be_read(tmp_path, capsys):
+    root = tmp_path / "log"
+    (root / "resnet18").mkdir(parents=True)
+    (root / "empty").mkdir()
+    locked = root / "locked"
+    locked.mkdir()
+    shutil.copy(HANDLER_FILE, root / "resnet18" / HANDLER_FILE.name)
+    locked.chmod(0)
+    try:
+        assert main([str(root), "-q", "--no-html", "-o", str(tmp_path / "out")]) == EXIT_BAD_INPUT
+    finally:
+        locked.chmod(0o755)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].endswith(f"its sub-folder {root / 'resnet18'} can be read"), err

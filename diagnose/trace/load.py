@@ -20,7 +20,7 @@ from diagnose.trace.frames import build_frames
 from diagnose.trace.model import Trace
 from diagnose.trace.names import name_starts
 from diagnose.trace.parallel import ProgressCallback
-from diagnose.trace.trace_folder import folder_trace
+from diagnose.trace.trace_folder import folder_trace, readable_below
 from diagnose.vocabulary.markers import OWN_PREFIX
 
 TRACE_NAMES = ("trace.json.gz", "trace.json")
@@ -77,8 +77,14 @@ def _load_folder_trace(folder: Path, on_progress: ProgressCallback | None, max_b
     with a warning that says so); InputError when it holds none."""
     found = folder_trace(folder)
     if found is None:
+        below = readable_below(folder)
+        hint = (
+            f"; its sub-folder{'s' if len(below) > 1 else ''} {', '.join(str(p) for p in below)} can be read"
+            if below
+            else ""
+        )
         raise InputError(
-            f"{folder}: not a capture folder (no meta.json or trace.json.gz in it), and no kineto trace file in it"
+            f"{folder}: not a capture folder (no meta.json or trace.json.gz in it), and no kineto trace file in it{hint}"
         )
     trace = load_trace_file(found.path, on_progress=on_progress, max_bytes=max_bytes)
     if found.note:

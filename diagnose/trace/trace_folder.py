@@ -52,6 +52,32 @@ def folder_trace(folder: Path) -> FolderTrace | None:
     return FolderTrace(Path(folder), latest, tuple(sorted(p for p in traces if p != latest)))
 
 
+def readable_below(folder: Path, most: int = 3) -> list[Path]:
+    """Up to `most` sub-folders of `folder` that diagnose could read (a capture folder, or kineto trace files),
+    sorted: what to name when the folder itself holds neither (TensorBoard's log root, one run per folder)."""
+    found = []
+    try:
+        subs = sorted(p for p in Path(folder).iterdir() if p.is_dir())
+    except OSError:
+        return []
+    for sub in subs:
+        if _readable(sub):
+            found.append(sub)
+            if len(found) == most:
+                break
+    return found
+
+
+def _readable(folder: Path) -> bool:
+    """Whether `folder` is a capture folder or holds a kineto trace file (False where it cannot be listed)."""
+    try:
+        return any((folder / name).is_file() for name in ("meta.json", "trace.json.gz", "trace.json")) or any(
+            is_trace_file(p) and EVENTS_KEY in head_bytes(p) for p in folder.iterdir()
+        )
+    except OSError:
+        return False
+
+
 def _recorded_order(traces: list[Path]):
     """The sort key that puts the latest recording last: the handler's timestamp, else the modification time."""
     stamps = {p: HANDLER_TIME.search(p.name) for p in traces}
