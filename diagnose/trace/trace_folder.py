@@ -45,7 +45,7 @@ class FolderTrace:
 def folder_trace(folder: Path) -> FolderTrace | None:
     """The kineto trace a folder of one process's traces stands for (module docstring); None when the
     folder holds no kineto trace file."""
-    traces = [p for p in Path(folder).iterdir() if is_trace_file(p) and EVENTS_KEY in head_bytes(p)]
+    traces = [p for p in Path(folder).iterdir() if _is_kineto(p)]
     if not traces:
         return None
     latest = max(traces, key=_recorded_order(traces))
@@ -72,15 +72,20 @@ def _readable(folder: Path) -> bool:
     """Whether `folder` is a capture folder or holds a kineto trace file (False where it cannot be listed)."""
     try:
         return any((folder / name).is_file() for name in ("meta.json", "trace.json.gz", "trace.json")) or any(
-            is_trace_file(p) and EVENTS_KEY in head_bytes(p) for p in folder.iterdir()
+            map(_is_kineto, folder.iterdir())
         )
     except OSError:
         return False
 
 
+def _is_kineto(path: Path) -> bool:
+    """Whether `path` is a file named like a trace whose start holds kineto's events key."""
+    return is_trace_file(path) and EVENTS_KEY in head_bytes(path)
+
+
 def _recorded_order(traces: list[Path]):
     """The sort key that puts the latest recording last: the handler's timestamp, else the modification time."""
-    stamps = {p: HANDLER_TIME.search(p.name) for p in traces}
-    if all(stamps.values()):
-        return lambda p: (int(stamps[p][1]), p.name)  # type: ignore[index]
+    stamps = {p: int(m[1]) for p in traces if (m := HANDLER_TIME.search(p.name))}
+    if len(stamps) == len(traces):
+        return lambda p: (stamps[p], p.name)
     return lambda p: (p.stat().st_mtime_ns, p.name)
