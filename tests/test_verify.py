@@ -206,6 +206,39 @@ def test_apply_optimizer_refuses_what_it_cannot_switch():
     assert sgd.param_groups[0]["foreach"] is True and sgd.param_groups[0]["fused"] is False
 
 
+def test_apply_optimizer_says_when_the_step_already_runs_the_implementation(monkeypatch):
+    """Switching an optimizer to what it already runs changes nothing: timing it would measure drift (an H100 run
+    of a foreach AdamW loop once reported foreach-optimizer 'verified 1.14x'), so the trial says so instead."""
+    import torch
+
+    from diagnose.child.rewrite import AlreadyApplied, apply_optimizer, running_implementation
+
+    model = torch.nn.Linear(4, 4)
+    explicit = torch.optim.AdamW(model.parameters(), foreach=True)
+    with pytest.raises(AlreadyApplied, match=r"AdamW \(foreach\) already runs foreach"):
+        apply_optimizer(torch, lambda: explicit.step(), "foreach")
+    assert apply_optimizer(torch, lambda: explicit.step(), "fused") == "AdamW (foreach → fused)"
+    with pytest.raises(AlreadyApplied, match="already runs fused"):
+        apply_optimizer(torch, lambda: explicit.step(), "fused")
+    # foreach=None runs what PyTorch picks for the parameters: single-tensor on the CPU, foreach on CUDA
+    default = torch.optim.AdamW(model.parameters())
+    assert running_implementation(torch, default.param_groups[0]) == "single-tensor (PyTorch's default)"
+    import torch.optim.optimizer as optimizer_module
+
+    monkeypatch.setattr(optimizer_module, "_default_to_fused_or_foreach", lambda *a, **k: (False, True))
+    assert running_implementation(torch, default.param_groups[0]) == "foreach (PyTorch's default)"
+    with pytest.raises(AlreadyApplied, match=r"\(foreach \(PyTorch's default\)\) already runs foreach"):
+        apply_optimizer(torch, lambda: default.step(), "foreach")
+    assert default.param_groups[0]["foreach"] is None  # left as it was
+
+
+def test_a_fix_the_step_already_has_is_its_own_verdict():
+    from diagnose.verify import numerics
+
+    assert numerics.verdict("already applied", None, None, None) == numerics.ALREADY == "already in the code"
+    assert numerics.verdict("not applicable", None, None, None) == numerics.NEEDS_CODE
+
+
 def test_compile_keeps_fp32_results(tmp_path):
     t = trial(tmp_path, MLP, "compile", backend="aot_eager")
     assert t.status == "ok", t.error

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import sys
 from typing import Iterator
 
 MAX_DEPTH = 3
@@ -20,6 +21,10 @@ MAX_DEPTH = 3
 
 class NotApplicable(Exception):
     """The fix cannot be applied from outside this step: what it acts on is not there."""
+
+
+class AlreadyApplied(Exception):
+    """The step already has the fix: applying it would change nothing, so nothing is timed."""
 
 
 def closure_cells(fn, depth: int = 0, seen: set | None = None) -> Iterator:
@@ -74,30 +79,57 @@ def apply_optimizer(torch, step, impl: str) -> str:
     """Switch every optimizer the step's closure holds to `impl` ("fused", "foreach", or "capturable":
     its own implementation with step counters on the GPU, which a CUDA graph can capture) for its next
     steps; existing state is kept (a fused or capturable step counter moves to the parameter's device).
-    Returns what was changed."""
+    Returns what was changed; AlreadyApplied when every optimizer already runs `impl` (foreach=None runs
+    what PyTorch picks for its parameters: foreach on CUDA), since timing an unchanged step measures drift."""
     optimizers = _values(step, torch.optim.Optimizer)
     if not optimizers:
         raise NotApplicable("the step's closure holds no torch.optim optimizer")
-    changed = []
+    changed, already = [], []
     for opt in optimizers:
         name = type(opt).__name__
         if impl not in opt.defaults:
             raise NotApplicable(f"{name} has no {impl}=True implementation in this PyTorch")
+        if any(group.get("differentiable") for group in opt.param_groups):
+            raise NotApplicable(f"{name} is differentiable=True, which {impl} does not support")
+        befores = [running_implementation(torch, group) for group in opt.param_groups]
+        if impl == "capturable":  # keeps its implementation; step counters and math stay on the GPU
+            befores = [b + (", capturable" if g.get("capturable") else "") for b, g in zip(befores, opt.param_groups)]
+        elif all(b.split(" ")[0] == impl for b in befores):
+            already.append(f"{name} ({befores[0]})")
+            continue
         for group in opt.param_groups:
-            if group.get("differentiable"):
-                raise NotApplicable(f"{name} is differentiable=True, which {impl} does not support")
-            before = "fused" if group.get("fused") else "foreach" if group.get("foreach") else "single-tensor"
-            if impl == "capturable":  # keeps its implementation; step counters and math stay on the GPU
-                before += ", capturable" if group.get("capturable") else ""
+            if impl == "capturable":
                 group["capturable"] = True
-                continue
-            group["fused"] = impl == "fused" if "fused" in group else None
-            group["foreach"] = impl == "foreach"
+            else:
+                group["fused"] = impl == "fused" if "fused" in group else None
+                group["foreach"] = impl == "foreach"
         if impl in ("fused", "capturable"):
             opt._step_supports_amp_scaling = True  # as a fused optimizer's constructor sets it
             _counters_to_device(torch, opt)
+        before = befores[0] if len(set(befores)) == 1 else ", ".join(sorted(set(befores)))
         changed.append(f"{name} ({before} → {'capturable=True' if impl == 'capturable' else impl})")
-    return f"{', '.join(changed)}"
+    if not changed:
+        raise AlreadyApplied(f"{', '.join(already)} already runs {impl}: the step has this fix")
+    return ", ".join(changed + [f"{a}: already {impl}" for a in already])
+
+
+def running_implementation(torch, group: dict) -> str:
+    """The implementation a param group's next step runs: "fused", "foreach" or "single-tensor", with
+    "(PyTorch's default)" where the group leaves it to PyTorch (foreach=None, fused not set)."""
+    if group.get("fused"):
+        return "fused"
+    if group.get("foreach") is not None:
+        return "foreach" if group["foreach"] else "single-tensor"
+    module = sys.modules.get("torch.optim.optimizer")  # imported with torch.optim; not an attribute of it
+    pick = getattr(module, "_default_to_fused_or_foreach", None)
+    if pick is None:
+        return "single-tensor"
+    params = [p for p in group["params"] if isinstance(p, torch.Tensor)]
+    try:
+        _, foreach = pick(params, bool(group.get("differentiable")), use_fused=False)
+    except (TypeError, RuntimeError):  # another PyTorch's signature: assume the loop, as before defaults changed
+        return "single-tensor"
+    return f"{'foreach' if foreach else 'single-tensor'} (PyTorch's default)"
 
 
 def _counters_to_device(torch, opt) -> None:

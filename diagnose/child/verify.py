@@ -75,7 +75,13 @@ from diagnose.child.compare import (  # noqa: F401 (TOLERANCES, tolerance re-exp
 from diagnose.child.capture import CaptureSession, is_out_of_memory, load_function, memory_summary
 from diagnose.capture.meta import VerifyRecord
 from diagnose.child.quantize import KINDS as WEIGHT_KINDS, Quantizer, weight_quantizer
-from diagnose.child.rewrite import NotApplicable, apply_channels_last, apply_optimizer, static_cache_generate
+from diagnose.child.rewrite import (
+    AlreadyApplied,
+    NotApplicable,
+    apply_channels_last,
+    apply_optimizer,
+    static_cache_generate,
+)
 from diagnose.capture.spec import CaptureSpec
 from diagnose.child.steps import EnoughSteps
 from diagnose.vocabulary.markers import step_label, warmup_label
@@ -468,7 +474,9 @@ class VerifySession(CaptureSession):
             self.meta["status"] = "ok"
         except BaseException as exc:  # the fix's failure is the result, not a crash of diagnose
             kind = (
-                "not applicable"
+                "already applied"
+                if isinstance(exc, AlreadyApplied)
+                else "not applicable"
                 if isinstance(exc, NotApplicable)
                 else "oom"
                 if is_out_of_memory(torch, exc)

@@ -343,7 +343,7 @@ class Trial(msgspec.Struct, frozen=True):
 
     variant: str
     how: str
-    status: str  # ok | failed | oom | timeout | crashed | not applicable
+    status: str  # ok | failed | oom | timeout | crashed | not applicable | already applied
     verdict: str = ""
     error: str = ""
     speedup: float | None = None  # baseline ÷ fixed median step

@@ -18,7 +18,7 @@ class FixTrial:
 
     variant: str
     how: str
-    status: str  # ok | failed | oom | timeout | crashed | not applicable
+    status: str  # ok | failed | oom | timeout | crashed | not applicable | already applied
     verdict: str = ""  # numerics.VERDICTS
     error: str = ""
     speedup: float | None = None

@@ -21,7 +21,8 @@ NO_GAIN = "no measured speedup"
 SLOWER = "slower"
 FAILED = "failed to apply"
 NEEDS_CODE = "needs a code change"
-VERDICTS = (VERIFIED, CHANGES, UNCOMPARED, NO_GAIN, SLOWER, FAILED, NEEDS_CODE)
+ALREADY = "already in the code"
+VERDICTS = (VERIFIED, CHANGES, UNCOMPARED, NO_GAIN, SLOWER, FAILED, NEEDS_CODE, ALREADY)
 
 
 def speedup(baseline_us: list[float], fixed_us: list[float]) -> tuple[float, float, float]:
@@ -34,6 +35,8 @@ def verdict(status: str, low: float | None, high: float | None, numerics: dict |
     """The trial's verdict from its status, the speedup's interval and the numerics check."""
     if status == "not applicable":
         return NEEDS_CODE
+    if status == "already applied":
+        return ALREADY
     if status != "ok" or low is None or high is None:
         return FAILED
     changed = (numerics or {}).get("verdict") == "changes results"
@@ -57,7 +60,7 @@ class _Judged(Protocol):
 
 def rank(trial: _Judged) -> tuple:
     """Sort key: verified first, then faster with other caveats, then by speedup."""
-    order = {VERIFIED: 5, UNCOMPARED: 4, CHANGES: 3, NO_GAIN: 2, SLOWER: 1, FAILED: 0, NEEDS_CODE: 0}
+    order = {VERIFIED: 5, UNCOMPARED: 4, CHANGES: 3, NO_GAIN: 2, SLOWER: 1, FAILED: 0, NEEDS_CODE: 0, ALREADY: 0}
     return order.get(trial.verdict, 0), trial.speedup or 0.0
 
 

@@ -84,7 +84,9 @@ def read_trial(
     elif status == "running":
         how_ended = f"signal {-returncode}" if returncode < 0 else f"exit status {returncode}"
         status, message = "crashed", f"the process died ({how_ended}) while {_phase(result)}"
-    if message and result.get("phase") and status not in ("timeout", "crashed"):
+    if status == "already applied":  # not an error: say what the step already runs, without the exception's name
+        message = error.get("message", "")
+    elif message and result.get("phase") and status not in ("timeout", "crashed"):
         message = f"{message} (while {_phase(result)})"
     trial = FixTrial(variant, how, status, error=message, numerics=result.get("numerics"), folder=str(folder))
     base = [float(x) for x in (result.get("baseline_us") or baseline_us) if x and x > 0]
