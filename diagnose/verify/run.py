@@ -17,6 +17,7 @@ from diagnose.capture.spec import CaptureSpec
 from diagnose.model.findings import Diagnosis, Verify
 from diagnose.verify import numerics
 from diagnose.verify.budget import fixed_budget
+from diagnose.verify.drift import IN_PROCESS, drift_note
 from diagnose.verify.model import FixTrial, Verification
 from diagnose.verify.plan import env_for, plan_trials
 from diagnose.base.safe_files import write_new
@@ -91,11 +92,7 @@ def read_trial(
     trial = FixTrial(variant, how, status, error=message, numerics=result.get("numerics"), folder=str(folder))
     base = [float(x) for x in (result.get("baseline_us") or baseline_us) if x and x > 0]
     fixed = [float(x) for x in result.get("fixed_us") or [] if x and x > 0]
-    trial.baseline_basis = (
-        "timed in the same process just before the fixed step"
-        if result.get("baseline_us")
-        else "the capture's own unprofiled steps"
-    )
+    trial.baseline_basis = IN_PROCESS if result.get("baseline_us") else "the capture's own unprofiled steps"
     low = high = None
     if status == "ok" and base and fixed:
         trial.speedup, low, high = numerics.speedup(base, fixed)
@@ -158,4 +155,6 @@ def verify_diagnosis(
         v = Verification(p.fix, bool(p.variants), p.why, [trials[name] for name, _ in p.variants], p.snippet)
         records[p.finding].append(v.record())
         verifications.append(v)
-    return diagnosis.verified(records), verifications
+    verified = diagnosis.verified(records)
+    drift = drift_note(trials.values(), numerics.median(baseline_us))
+    return (verified.noted(drift) if drift else verified), verifications
