@@ -232,6 +232,23 @@ def test_apply_optimizer_says_when_the_step_already_runs_the_implementation(monk
     assert default.param_groups[0]["foreach"] is None  # left as it was
 
 
+def test_a_fix_already_in_the_code_reads_as_one_clause():
+    from diagnose.model.findings import Trial
+    from diagnose.report.verify_view import trial_line
+
+    trial = Trial(
+        "foreach-optimizer",
+        "",
+        "already applied",
+        verdict="already in the code",
+        error="AdamW (foreach (PyTorch's default)) already runs foreach: the step has this fix",
+    )
+    assert trial_line(trial) == (
+        "foreach-optimizer: already in the code: AdamW (foreach (PyTorch's default)) already runs foreach: "
+        "the step has this fix"
+    )
+
+
 def test_a_fix_the_step_already_has_is_its_own_verdict():
     from diagnose.verify import numerics
 

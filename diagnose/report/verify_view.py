@@ -15,6 +15,8 @@ from diagnose.vocabulary.units import fmt, percent
 def trial_line(trial: Trial, estimate: float | None = None, step_us: float | None = None) -> str:
     """One variant: "cuda-graph: verified · measured 2.31× (95 % 2.20–2.45×, est. 2.4×) · outputs match · ..."."""
     head = f"{trial.variant}: {trial.verdict or trial.status}"
+    if trial.status == "already applied":  # the verdict says it; the error is what the step already runs
+        return f"{head}: {trial.error}"
     if trial.status != "ok":
         return f"{head} ({trial.status}): {trial.error or 'no detail'}"
     parts = [head]
