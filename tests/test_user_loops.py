@@ -29,7 +29,8 @@ GUESSED_WRONG: dict[str, tuple[dict[str, str], str]] = {
         "against 45,595 µs on the H200), so launch-overhead with fused-optimizer, then cuda-graphs leads. Measured "
         "by --verify on an H100 (benchmarks/results-user-loop-verify.json): the capturable CUDA graph 1.98x, fused "
         "AdamW 1.37x (test_the_llama_loops_estimate_meets_its_measured_fix); torch.compile, memory-bound's fix "
-        "(second in diagnose's own capture, est. 1.16x; skipped on these traces, recorded without shapes), measured 2.71x, since it removes launches as well as bytes (docs/measured-fixes.md)",
+        "(second in diagnose's own capture, est. 1.16x; skipped on these traces, recorded without shapes), "
+        "measured 2.71x, since it removes launches as well as bytes (docs/measured-fixes.md)",
     ),
     "resnet18_train_bf16": (
         {"plain": "none", "plain_h200": "launch-overhead", "plain_shapes": "none"},
