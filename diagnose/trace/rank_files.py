@@ -18,6 +18,7 @@ from pathlib import Path
 from diagnose.trace.source import head_bytes
 
 TRACE_SUFFIXES = (".json", ".json.gz")
+CAPTURE_FILES = ("trace.json.gz", "trace.json", "meta.json")  # any one of them makes a folder one capture
 RANK_FOLDER = re.compile(r"^rank-(\d+)$")
 RANK_IN_NAME = re.compile(r"rank[-_]?(\d+)", re.IGNORECASE)
 # kineto writes distributedInfo before the events: {"backend": "nccl", "rank": 3, "world_size": 8, ...}
@@ -61,7 +62,7 @@ def rank_sources(folder: Path) -> list[RankSource]:
     subs = sorted((int(m[1]), p) for p in folder.iterdir() if p.is_dir() for m in [RANK_FOLDER.match(p.name)] if m)
     if subs:
         return [RankSource(p, rank, "folder") for rank, p in subs]
-    if any((folder / name).exists() for name in ("trace.json.gz", "trace.json", "meta.json", "sweep.json")):
+    if any((folder / name).exists() for name in (*CAPTURE_FILES, "sweep.json")):
         return []  # one capture folder (or a sweep), not several ranks
     files = sorted(p for p in folder.iterdir() if is_trace_file(p))
     if len(files) < 2 or not any(RANK_IN_NAME.search(p.name) or header_rank(p) is not None for p in files):

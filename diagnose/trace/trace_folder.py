@@ -16,7 +16,7 @@ import dataclasses
 import re
 from pathlib import Path
 
-from diagnose.trace.rank_files import is_trace_file
+from diagnose.trace.rank_files import CAPTURE_FILES, is_trace_file
 from diagnose.trace.source import head_bytes
 
 HANDLER_TIME = re.compile(r"\.(\d{9,})\.pt\.trace\.json(?:\.gz)?$", re.IGNORECASE)
@@ -71,9 +71,7 @@ def readable_below(folder: Path, most: int = 3) -> list[Path]:
 def _readable(folder: Path) -> bool:
     """Whether `folder` is a capture folder or holds a kineto trace file (False where it cannot be listed)."""
     try:
-        return any((folder / name).is_file() for name in ("meta.json", "trace.json.gz", "trace.json")) or any(
-            map(_is_kineto, folder.iterdir())
-        )
+        return any((folder / name).is_file() for name in CAPTURE_FILES) or any(map(_is_kineto, folder.iterdir()))
     except OSError:
         return False
 
