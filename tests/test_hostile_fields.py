@@ -177,6 +177,23 @@ def test_half_the_allocator_events_broken_keeps_the_other_half(field, tmp_path, 
     assert len(load_target(path).memory) == 7
 
 
+def test_allocator_events_without_both_totals_are_the_older_format_not_broken(tmp_path, capsys):
+    """Bytes and neither total, the way PyTorch 1.9 wrote them, on every other event: those get a warning of their
+    own, and an event missing one total while keeping Bytes is still counted as broken."""
+    doc = broken(is_memory, "Total Allocated", [DROP], skip_every_other=True)
+    picked = [e for e in doc["traceEvents"] if is_memory(e)]
+    for event in picked[::2]:
+        del event["args"]["Total Reserved"]
+    picked[1]["args"].pop("Total Reserved")
+    data = diagnosed(doc, tmp_path, capsys)
+    allocator = [w for w in data["warnings"] if "allocator events" in w]
+    assert allocator == [
+        "8 allocator events record Bytes only, without Total Allocated or Total Reserved (an older kineto's format): "
+        "no memory peak can be read from them",
+        ALLOCATOR_WARNING.format(1),
+    ]
+
+
 def test_a_missing_total_reserved_is_no_nan_in_kv_fragmentation(tmp_path, capsys):
     """The memory record's peaks come only from events that carry both totals (it once printed NaN)."""
     from diagnose.memory.record import load_memory

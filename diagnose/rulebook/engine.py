@@ -142,7 +142,8 @@ def _missing_memory(ctx: "Context") -> str | None:
         return None
     return (
         "no allocator record: no memory.json beside the trace, no memory block in meta.json and no "
-        "allocator events in it (a trace from elsewhere recorded without profile_memory=True, or a CPU-only run)"
+        "allocator events in it with Total Allocated and Total Reserved (a trace from elsewhere recorded without "
+        "profile_memory=True or by an older kineto, or a CPU-only run)"
     )
 
 

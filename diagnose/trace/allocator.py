@@ -3,8 +3,10 @@ another type in traces from other tools and older torch.
 
 An event is kept only with a whole number for `Device Type` and `Device Id` and a finite,
 non-negative `Total Allocated` and `Total Reserved`; the rest are dropped and counted in one
-warning. `Bytes` that is not a number becomes a missing value (the totals are what the memory
-rules read). These columns come out as float64; `Addr` is left as decoded (an int or None).
+warning, or, for events written the way an older kineto wrote them (`Bytes` and neither total), in
+a warning of their own that says why no peak can be read. `Bytes` that is not a number becomes a
+missing value (the totals are what the memory rules read). These columns come out as float64;
+`Addr` is left as decoded (an int or None).
 """
 
 from __future__ import annotations
@@ -32,11 +34,21 @@ def usable(memory: pd.DataFrame, warnings: list[str]) -> pd.DataFrame:
     whole = [frame[c].notna() & (frame[c] == frame[c].round()) for c in ("device_type", "device_id")]
     totals = [frame[c].notna() & (frame[c] >= 0) for c in ("total_allocated", "total_reserved")]
     keep = (whole[0] & whole[1] & totals[0] & totals[1]).to_numpy()
-    dropped = int((~keep).sum())
-    if not dropped:
-        return frame
-    warnings.append(
-        f"{dropped:,} allocator events without a number for Device Type, Device Id, Total Allocated "
-        "or Total Reserved were ignored"
-    )
-    return frame[keep].reset_index(drop=True)
+    older = (whole[0] & whole[1] & _bytes_only(frame)).to_numpy()
+    dropped = int((~keep & ~older).sum())
+    if older.any():
+        warnings.append(
+            f"{int(older.sum()):,} allocator events record Bytes only, without Total Allocated or Total Reserved "
+            "(an older kineto's format): no memory peak can be read from them"
+        )
+    if dropped:
+        warnings.append(
+            f"{dropped:,} allocator events without a number for Device Type, Device Id, Total Allocated "
+            "or Total Reserved were ignored"
+        )
+    return frame if keep.all() else frame[keep].reset_index(drop=True)
+
+
+def _bytes_only(frame: pd.DataFrame) -> pd.Series:
+    """Events written the way an older kineto wrote them: a `Bytes` number and neither total."""
+    return frame["bytes"].notna() & frame["total_allocated"].isna() & frame["total_reserved"].isna()
