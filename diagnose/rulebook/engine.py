@@ -140,10 +140,15 @@ def lost_gpu_text(launches: int) -> str:
 def _missing_memory(ctx: "Context") -> str | None:
     if ctx.memory is not None:
         return None
+    if ctx.trace.older_allocator_events:
+        return (
+            f"no allocator record to read a peak from: the trace's {ctx.trace.older_allocator_events:,} allocator "
+            "events record Bytes only, without Total Allocated or Total Reserved (an older kineto's format), and "
+            "there is no memory.json beside it or memory block in meta.json"
+        )
     return (
         "no allocator record: no memory.json beside the trace, no memory block in meta.json and no "
-        "allocator events in it with Total Allocated and Total Reserved (a trace from elsewhere recorded without "
-        "profile_memory=True or by an older kineto, or a CPU-only run)"
+        "allocator events in it (a trace from elsewhere recorded without profile_memory=True, or a CPU-only run)"
     )
 
 

@@ -25,11 +25,12 @@ def numbers(column: pd.Series) -> pd.Series:
     return out.where(np.isfinite(out))
 
 
-def usable(memory: pd.DataFrame, warnings: list[str]) -> pd.DataFrame:
+def usable(memory: pd.DataFrame, warnings: list[str]) -> tuple[pd.DataFrame, int]:
     """`memory` (the trace's allocator frame) numeric, without the events no rule can read (module
-    docstring); how many were dropped goes to `warnings`."""
+    docstring), and how many of those were written in an older kineto's format; how many were dropped
+    goes to `warnings`."""
     if not len(memory):
-        return memory
+        return memory, 0
     frame = memory.assign(**{c: numbers(memory[c]) for c in NUMERIC if c in memory})
     whole = [frame[c].notna() & (frame[c] == frame[c].round()) for c in ("device_type", "device_id")]
     totals = [frame[c].notna() & (frame[c] >= 0) for c in ("total_allocated", "total_reserved")]
@@ -46,7 +47,7 @@ def usable(memory: pd.DataFrame, warnings: list[str]) -> pd.DataFrame:
             f"{dropped:,} allocator events without a number for Device Type, Device Id, Total Allocated "
             "or Total Reserved were ignored"
         )
-    return frame if keep.all() else frame[keep].reset_index(drop=True)
+    return (frame if keep.all() else frame[keep].reset_index(drop=True)), int(older.sum())
 
 
 def _bytes_only(frame: pd.DataFrame) -> pd.Series:

@@ -396,7 +396,9 @@ class FrameBuilder:
         self.compact()
         frames = {key: _frame(self.columns.pop(key), columns) for key, columns in FRAMES.values()}
         sessions = frames.pop("sessions")  # it starts before the first event: not a part of the timeline
-        frames["memory"] = allocator.usable(_frame(self.columns.pop("memory"), MEMORY_COLUMNS), warnings)
+        frames["memory"], older_allocator_events = allocator.usable(
+            _frame(self.columns.pop("memory"), MEMORY_COLUMNS), warnings
+        )
         frames = drop_time_outliers(frames, warnings)
         starts = [f["ts"].min() for f in frames.values() if len(f)]
         t0 = float(min(starts)) if starts else 0.0
@@ -414,6 +416,7 @@ class FrameBuilder:
             frames[key] = frame.reset_index(drop=True)
         frames["t0"] = t0
         frames["session_end"] = float(max(ends)) - t0 if len(ends) else None
+        frames["older_allocator_events"] = older_allocator_events
         return frames
 
 

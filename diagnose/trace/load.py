@@ -130,6 +130,7 @@ def load_trace_file(
         t0_us=frames["t0"],
         python=frames["python"],
         session_end_us=frames["session_end"],
+        older_allocator_events=frames["older_allocator_events"],
     )
 
 

@@ -55,6 +55,9 @@ class Trace:
     )
     # the end of the profiling session (kineto's `Trace` span), µs from the first event; None when not recorded
     session_end_us: float | None = None
+    # allocator events written the way an older kineto wrote them (Bytes, no totals): dropped, since no peak can be
+    # read from them (trace/allocator.py); counted so that the memory rules can say why they did not run
+    older_allocator_events: int = 0
 
     @functools.cached_property
     def cpu_ops(self) -> pd.DataFrame:
