@@ -99,6 +99,8 @@ class Head(msgspec.Struct, gc=False):
 EMPTY_ARGS = Args()
 _HEAD = msgspec.json.Decoder(Head)
 _EVENTS = msgspec.json.Decoder(list[Event])
+# the same with msgspec's lax coercion ("12" for 12, as convert(strict=False) gives the lenient path)
+_LAX_EVENTS = msgspec.json.Decoder(list[Event], strict=False)
 _LOOSE = msgspec.json.Decoder()
 
 
@@ -208,9 +210,17 @@ class Decoded:
         try:
             events = _EVENTS.decode(data)[skip:]
         except msgspec.ValidationError as exc:
+            try:  # numbers written as strings (ROCm's memcpy `bytes`): still msgspec's speed
+                events = _LAX_EVENTS.decode(data)[skip:]
+            except msgspec.DecodeError:
+                events = None
             if not self._lenient_warned:
-                self.warnings.append(f"{LENIENT} ({exc}); read leniently")
+                how = "numbers written as strings read as numbers" if events is not None else "read leniently"
+                self.warnings.append(f"{LENIENT} ({exc}); {how}")
                 self._lenient_warned = True
+            if events is not None:
+                self.kept += len(events)
+                return events
             try:
                 items = _loose(data, self.warnings)
             except msgspec.DecodeError:  # a wrong type met before a cut the splitter got wrong
