@@ -210,17 +210,14 @@ class Decoded:
         try:
             events = _EVENTS.decode(data)[skip:]
         except msgspec.ValidationError as exc:
-            try:  # numbers written as strings (ROCm's memcpy `bytes`): still msgspec's speed
-                events = _LAX_EVENTS.decode(data)[skip:]
-            except msgspec.DecodeError:
-                events = None
+            lax = _lax(data)
             if not self._lenient_warned:
-                how = "numbers written as strings read as numbers" if events is not None else "read leniently"
+                how = "numbers written as strings read as numbers" if lax is not None else "read leniently"
                 self.warnings.append(f"{LENIENT} ({exc}); {how}")
                 self._lenient_warned = True
-            if events is not None:
-                self.kept += len(events)
-                return events
+            if lax is not None:
+                self.kept += len(lax[skip:])
+                return lax[skip:]
             try:
                 items = _loose(data, self.warnings)
             except msgspec.DecodeError:  # a wrong type met before a cut the splitter got wrong
@@ -344,6 +341,16 @@ def _cuts(raw: bytes | memoryview, start: int, end: int) -> Iterator[tuple[int, 
             return
         yield start, match.start() + 1
         start = match.end() - 1
+
+
+def _lax(data: bytes) -> list[Event] | None:
+    """The events of a JSON array whose numbers may be written as strings ("9216", as ROCm's memcpy records
+    give `bytes`), at msgspec's speed; None when a field is of a type no coercion reads (the caller then
+    reads the array event by event)."""
+    try:
+        return _LAX_EVENTS.decode(data)
+    except msgspec.DecodeError:  # (ValidationError too)
+        return None
 
 
 def _typed(part: memoryview) -> list[Event] | None:
