@@ -127,10 +127,13 @@ def trace_stacks(trace: Trace) -> PySamples | None:
     py = trace.python
     if not len(py):
         return None
-    names = py["name"].astype(str)
-    parts = names.str.extract(PY_EVENT)
+    # a function's name repeats at every call: parse each distinct name once
+    codes, distinct = pd.factorize(py["name"].astype(str))
+    parsed = pd.Series(distinct, dtype=object).str.extract(PY_EVENT)
+    parsed_user = parsed["file"].notna() & ~parsed["file"].fillna("").str.startswith(NOT_USER)
+    parts = parsed.iloc[codes].set_axis(py.index)
     everything = parts.dropna(subset=["file", "function"]).drop_duplicates(["file", "function"])
-    user = parts["file"].notna() & ~parts["file"].fillna("").str.startswith(NOT_USER)
+    user = pd.Series(parsed_user.to_numpy()[codes], index=py.index)
     frames = py[user.to_numpy()]
     if not len(frames):
         return None

@@ -28,6 +28,7 @@ import pandas as pd
 from diagnose.metrics.optimizer import FOREACH, FUSED
 from diagnose.model.findings import Finding
 from diagnose.trace.model import KERNEL_LAUNCH
+from diagnose.trace.names import name_search
 from diagnose.vocabulary.runtime import GRAPH_LAUNCH, HOST_TO_DEVICE, PAGEABLE, PINNED
 from diagnose.vocabulary.units import percent
 
@@ -99,7 +100,7 @@ def _graphed(m) -> str:
     if replays <= 0 or m.compiled.compiled or not m.steps.windows:
         return ""
     runtime = m.trace.runtime
-    calls = _in_steps(runtime[runtime["name"].str.contains(KERNEL_LAUNCH, na=False)], m)
+    calls = _in_steps(runtime[name_search(runtime["name"], KERNEL_LAUNCH)], m)
     if calls["name"].str.contains(GRAPH_LAUNCH).all():
         return f"the step already replays CUDA graphs ({replays:.0f} per step) and launches no kernel outside them"
     return ""
@@ -108,7 +109,7 @@ def _graphed(m) -> str:
 def _pinned(m) -> str:
     """Why the step's host-to-device copies are already pinned, or ''."""
     gpu = m.trace.gpu
-    copies = gpu[(gpu["cat"] == "memcpy") & gpu["name"].str.contains(HOST_TO_DEVICE, na=False)]
+    copies = gpu[(gpu["cat"] == "memcpy").to_numpy() & name_search(gpu["name"], HOST_TO_DEVICE)]
     copies = _in_steps(copies, m) if m.steps.windows else copies.iloc[:0]
     names = copies["name"].astype(str)
     if (

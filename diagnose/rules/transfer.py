@@ -59,6 +59,7 @@ import pandas as pd
 from diagnose.base.grouped import aggregate
 from diagnose.rulebook.engine import Quiet, Rule, Threshold, severity_ladder, time_base, top_offenders
 from diagnose.metrics.host import length, merge_intervals, subtract
+from diagnose.trace.names import name_search
 from diagnose.metrics.budget import StepBudget
 from diagnose.metrics.launches import lookup
 from diagnose.model.findings import Evidence, Finding, Fix, Offender
@@ -127,7 +128,7 @@ def _copies_in_steps(ctx) -> tuple[pd.DataFrame, int, float, float]:
     m, trace = ctx.metrics, ctx.trace
     n = max(len(m.steps.windows), 1)
     gpu = trace.gpu[(trace.gpu["device"] == trace.main_device)]
-    copies = gpu[(gpu["cat"] == "memcpy") & gpu["name"].str.contains(HOST_COPY, na=False)]
+    copies = gpu[(gpu["cat"] == "memcpy").to_numpy() & name_search(gpu["name"], HOST_COPY)]
     copies = copies[_in_steps(copies["ts"].to_numpy(float), m.steps.windows)]
     copies = _with_host_calls(copies, trace.runtime, trace.cpu_ops)
     kernels = gpu[gpu["cat"] == "kernel"]

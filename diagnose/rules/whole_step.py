@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 
 from diagnose.trace.model import KERNEL_LAUNCH
+from diagnose.trace.names import name_search
 from diagnose.vocabulary.dtypes import FP32_PRECISIONS, precision
 from diagnose.vocabulary.kernels import MATMUL_KINDS, MEMORY_KINDS
 
@@ -102,7 +103,7 @@ def host_floor(metrics) -> float:
     runtime, budget = metrics.trace.runtime, metrics.budget
     if not len(runtime) or budget.profiled_step_us <= 0:
         return 0.0
-    launches = runtime[runtime["name"].str.contains(KERNEL_LAUNCH, na=False)]
+    launches = runtime[name_search(runtime["name"], KERNEL_LAUNCH)]
     ts, end = launches["ts"].to_numpy(float), launches["end"].to_numpy(float)
     spans = []
     for w in metrics.steps.windows:
