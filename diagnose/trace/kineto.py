@@ -216,8 +216,9 @@ class Decoded:
                 self.warnings.append(f"{LENIENT} ({exc}); {how}")
                 self._lenient_warned = True
             if lax is not None:
-                self.kept += len(lax[skip:])
-                return lax[skip:]
+                given = lax[skip:]
+                self.kept += len(given)
+                return given
             try:
                 items = _loose(data, self.warnings)
             except msgspec.DecodeError:  # a wrong type met before a cut the splitter got wrong
