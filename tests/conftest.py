@@ -32,6 +32,19 @@ def load_capture(name: str):
     return load_target(CAPTURES / name)
 
 
+def plain_event(value):
+    """A decoded kineto Event as plain values: its fields and its args' fields, raw lists as what they hold."""
+    import msgspec
+
+    from diagnose.trace import kineto
+
+    if isinstance(value, msgspec.Struct):
+        return {f: plain_event(getattr(value, f)) for f in value.__struct_fields__}
+    if isinstance(value, msgspec.Raw):
+        return kineto.decode_list(value)
+    return value
+
+
 SHARED_CACHE = "DIAGNOSE_TEST_SHARED_CACHE"  # a folder the controller makes for the session's workers
 
 

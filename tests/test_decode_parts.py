@@ -12,6 +12,8 @@ import pytest
 
 from diagnose.trace import kineto
 
+from conftest import plain_event
+
 
 def _events(seed: int) -> bytes:
     """A trace whose event array mixes good events with every kind of trouble a part can meet."""
@@ -36,22 +38,13 @@ def _events(seed: int) -> bytes:
     return text
 
 
-def _plain(value):
-    """An Event as plain values: its fields and its args' fields, raw lists as what they hold."""
-    if isinstance(value, msgspec.Struct):
-        return {f: _plain(getattr(value, f)) for f in value.__struct_fields__}
-    if isinstance(value, msgspec.Raw):
-        return kineto.decode_list(value)
-    return value
-
-
 def _decoded(raw: bytes, part_bytes: int, monkeypatch) -> tuple:
     with monkeypatch.context() as m:
         m.setattr(kineto, "CHUNK_BYTES", 2000)
         m.setattr(kineto, "PART_BYTES", part_bytes)
         decoded = kineto.decode(raw)
         try:
-            events = [_plain(e) for chunk in decoded.chunks() for e in chunk]
+            events = [plain_event(e) for chunk in decoded.chunks() for e in chunk]
         except msgspec.DecodeError as exc:
             return ("raised", str(exc))
     return events, decoded.kept, decoded.dropped, decoded.warnings
@@ -69,7 +62,7 @@ def _in_one_piece(raw: bytes) -> tuple:
     with pytest.MonkeyPatch.context() as m:
         m.setattr(kineto, "CHUNK_BYTES", 1 << 30)
         decoded = kineto.decode(raw)
-        events = [_plain(e) for chunk in decoded.chunks() for e in chunk]
+        events = [plain_event(e) for chunk in decoded.chunks() for e in chunk]
     return events, decoded.kept, decoded.dropped, [w.split(" (")[0] for w in decoded.warnings]
 
 

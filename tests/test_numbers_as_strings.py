@@ -14,19 +14,10 @@ import pytest
 
 from diagnose.trace import kineto, load_target
 
-from conftest import PEER_TRACES
+from conftest import PEER_TRACES, plain_event
 
 VLLM = PEER_TRACES / "tracelens" / "inference" / "vllm_decode_full" / "graph_execution.json.gz"
 NUMERIC_ARGS = ["correlation", "External id", "Bytes", "bytes", "Total Allocated", "Device Id", "Addr"]
-
-
-def _plain(value):
-    """An Event as plain values, raw lists as what they hold."""
-    if isinstance(value, msgspec.Struct):
-        return {f: _plain(getattr(value, f)) for f in value.__struct_fields__}
-    if isinstance(value, msgspec.Raw):
-        return kineto.decode_list(value)
-    return value
 
 
 def _stringly(seed: int) -> bytes:
@@ -48,8 +39,8 @@ def _stringly(seed: int) -> bytes:
 @pytest.mark.parametrize("seed", range(8))
 def test_the_fast_lax_decoding_reads_what_the_lenient_path_reads(seed):
     raw = _stringly(seed)
-    lax = [_plain(e) for e in kineto._LAX_EVENTS.decode(raw)]
-    lenient = [_plain(kineto._coerce_event(item)) for item in msgspec.json.decode(raw)]
+    lax = [plain_event(e) for e in kineto._LAX_EVENTS.decode(raw)]
+    lenient = [plain_event(kineto._coerce_event(item)) for item in msgspec.json.decode(raw)]
     assert lax == lenient
 
 

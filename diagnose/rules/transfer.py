@@ -59,11 +59,11 @@ import pandas as pd
 from diagnose.base.grouped import aggregate
 from diagnose.rulebook.engine import Quiet, Rule, Threshold, severity_ladder, time_base, top_offenders
 from diagnose.metrics.host import length, merge_intervals, subtract
-from diagnose.trace.names import name_search
 from diagnose.metrics.budget import StepBudget
 from diagnose.metrics.launches import lookup
 from diagnose.model.findings import Evidence, Finding, Fix, Offender
 from diagnose.model.fixes import PINNED_LOADER_CODE, fix
+from diagnose.trace.names import name_search
 from diagnose.vocabulary.dtypes import dtype_bytes
 from diagnose.vocabulary.runtime import COPY_DIRECTION, HOST_COPY, PAGEABLE, PINNED
 from diagnose.vocabulary.units import percent
